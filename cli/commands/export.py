@@ -1,0 +1,65 @@
+"""``jaxport export``."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors, render
+from ..options import debug_option, json_option, platform_option
+
+
+@click.command("export")
+@click.argument("entrypoint", required=False, metavar="ENTRYPOINT")
+@click.option("--shapes", "-s", "spec_path", required=True, type=click.Path(dir_okay=False),
+              help="YAML shape spec (see specs/SPEC.md).")
+@click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
+@platform_option
+@click.option("--allow-custom-call", "allow", multiple=True, metavar="NAME",
+              help="Allow a custom-call target JAX does not guarantee stable; repeatable.")
+@click.option("--name", help="Artifact name (overrides metadata.name).")
+@click.option("--version", "version", help="Artifact version (overrides metadata.version).")
+@click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
+@click.option("--no-manifest", is_flag=True, help="Do not write the <artifact>.manifest.json sidecar.")
+@json_option
+@debug_option
+def command(entrypoint, spec_path, output, platforms, allow, name, version, strip_locations, no_manifest,
+            as_json, debug):
+    """Export a JAX function into an artifact, from a YAML shape spec.
+
+    ENTRYPOINT is path/to/model.py:NAME or package.module:NAME (optional when the spec names its functions).
+    """
+
+    def body():
+        import jaxport
+
+        con = render.stderr()
+        with con.status("Exporting...", spinner="dots") if not as_json else _null():
+            result = jaxport.export(entrypoint, spec_path, output=output, platforms=list(platforms) or None,
+                                    allow_custom_calls=list(allow), name=name, version=version,
+                                    strip_locations=strip_locations, write_manifest=not no_manifest)
+        if as_json:
+            render.print_json({"artifact": str(result.path), "size": result.size,
+                               "manifest_file": str(result.manifest_path) if result.manifest_path else None,
+                               "warnings": result.warnings, "manifest": result.manifest})
+            return
+        from jaxport.summary import human_bytes, signature
+
+        for w in result.warnings:
+            con.print(f"[yellow]warning:[/] {render.escape(w)}")
+        out = render.stdout()
+        out.print(f"[green]Exported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
+        for fname, f in result.manifest["functions"].items():
+            out.print(f"  {signature(fname, f)}", markup=False)
+            out.print(f"  platforms: {', '.join(f['platforms'])}", markup=False)
+        if result.manifest_path:
+            out.print(f"  manifest: {result.manifest_path}", markup=False)
+
+    errors.run(body, debug=debug, as_json=as_json)
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False

@@ -1,0 +1,157 @@
+"""``jaxport inspect``: reads the manifest without importing JAX (except for ``--mlir``)."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors, render
+from ..render import escape
+from ..options import debug_option, function_option, json_option
+
+
+@click.command("inspect")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@json_option
+@click.option("--mlir", is_flag=True, help="Print the StableHLO text of the function(s) (imports JAX).")
+@click.option("--debug-info", is_flag=True, help="With --mlir: keep source locations in the text.")
+@function_option
+@debug_option
+def command(artifact, as_json, mlir, debug_info, function, debug):
+    """Show what an artifact holds, without importing JAX."""
+
+    def body():
+        from jaxport.container import open_artifact
+
+        with open_artifact(artifact) as art:
+            art.verify_all()
+            m = art.manifest
+            names = _select(m, function)
+            if mlir:
+                from jaxport.module_scan import module_text
+                from jaxport.payload import module_bytes
+
+                for fname in names:
+                    payload = art.read(m["functions"][fname]["payload"])
+                    if len(names) > 1:
+                        print(f"// function {fname}")
+                    print(module_text(module_bytes(payload, art.path, fname), debug_info=debug_info))
+                return
+            if as_json:
+                render.print_json(m)
+                return
+            _render(art, names)
+
+    errors.run(body, debug=debug, as_json=as_json)
+
+
+def _select(m, function):
+    from jaxport.errors import JaxportError
+
+    if function is None:
+        return list(m["functions"])
+    if function not in m["functions"]:
+        import difflib
+
+        close = difflib.get_close_matches(function, list(m["functions"]), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise _usage(f"the artifact has no function {function!r}.{hint} Functions: "
+                     f"{', '.join(m['functions'])}.", JaxportError)
+    return [function]
+
+
+def _usage(msg, base):
+    from jaxport.errors import FormatError
+
+    return FormatError(msg)
+
+
+def _render(art, names):
+    from rich.table import Table
+
+    from jaxport.summary import array_type, derivation_text, human_bytes, signature
+
+    m = art.manifest
+    out = render.stdout()
+    meta = m.get("metadata", {})
+    prod = m["producer"]
+    title = meta.get("name") or art.path.name
+    if meta.get("version"):
+        title += f" {meta['version']}"
+    out.print(f"[bold]{escape(title)}[/]  ({escape(str(art.path))}, {human_bytes(art.size)}, {len(art.members)} members, "
+              f"sha256 verified)")
+    if meta.get("description"):
+        out.print(f"  {meta['description']}", markup=False)
+    if meta.get("labels"):
+        out.print("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()), markup=False)
+    out.print(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
+              f"jaxlib {prod['jaxlib']}", markup=False)
+    for fname in names:
+        f = m["functions"][fname]
+        out.print()
+        out.print(f"[bold cyan]{escape(fname)}[/]: {escape(signature(fname, f))}")
+        cc = f["calling_convention_version"]
+        rng = prod.get("calling_convention_range")
+        rng_text = f" (writer supports {rng[0]}..{rng[1]})" if isinstance(rng, list) and len(rng) == 2 else ""
+        out.print(f"  entry point {f.get('entrypoint')}; platforms {', '.join(f['platforms'])}; calling convention "
+                  f"{cc}{rng_text}; StableHLO {f.get('stablehlo_version')}; devices {f.get('nr_devices', 1)}",
+                  markup=False)
+        t = Table(title="inputs", title_justify="left", show_edge=False)
+        for col in ("name", "type", "sharding"):
+            t.add_column(col)
+        for a in f["inputs"]:
+            t.add_row(escape(a["name"]), escape(array_type(a)), escape(a.get("sharding") or "-"))
+        out.print(t)
+        t = Table(title="outputs", title_justify="left", show_edge=False)
+        for col in ("name", "type", "sharding"):
+            t.add_column(col)
+        for a in f["outputs"]:
+            t.add_row(escape(a["name"]), escape(array_type(a)), escape(a.get("sharding") or "-"))
+        out.print(t)
+        if f.get("dims"):
+            t = Table(title="dimension variables", title_justify="left", show_edge=False)
+            for col in ("name", "min", "max", "derived"):
+                t.add_column(col)
+            for dn, d in f["dims"].items():
+                t.add_row(escape(dn), str(d.get("min", 1)), "-" if d.get("max") is None else str(d["max"]),
+                          escape(derivation_text(dn, d)))
+            out.print(t)
+        if f.get("constraints"):
+            out.print("  constraints: " + "; ".join(f["constraints"]), markup=False)
+        checks = f.get("shape_assertions", [])
+        out.print(f"  shape checks: {len(checks)} in the wrapped main", markup=False)
+        for msg in checks:
+            out.print(f"    - {_short_assertion(msg)}", markup=False)
+        if f.get("custom_calls"):
+            t = Table(title="custom calls", title_justify="left", show_edge=False)
+            for col in ("target", "count", "stability"):
+                t.add_column(col)
+            for c in f["custom_calls"]:
+                style = "green" if c.get("stability") == "guaranteed" else "yellow"
+                t.add_row(escape(c["target"]), str(c.get("count", "")), f"[{style}]{escape(str(c.get('stability')))}[/]")
+            out.print(t)
+        else:
+            out.print("  custom calls: none", markup=False)
+        dsc = f.get("disabled_safety_checks") or []
+        out.print(f"  disabled safety checks: {', '.join(dsc) if dsc else 'none'}", markup=False)
+        eff = f.get("effects") or {}
+        effects = (eff.get("ordered") or []) + (eff.get("unordered") or [])
+        out.print(f"  effects: {', '.join(effects) if effects else 'none'}", markup=False)
+        consts = f.get("embedded_constants") or {}
+        if consts.get("bytes"):
+            out.print(f"  embedded constants: {consts.get('count')} totalling {human_bytes(consts['bytes'])}",
+                      markup=False)
+    out.print()
+    t = Table(title="members", title_justify="left", show_edge=False)
+    for col in ("name", "size", "sha256"):
+        t.add_column(col)
+    for name, info in m["members"].items():
+        t.add_row(escape(name), human_bytes(info["size"]), info["sha256"][:16] + "…")
+    out.print(t)
+
+
+def _short_assertion(msg: str) -> str:
+    """The sentence that says what is checked, without JAX's boilerplate."""
+    text = msg.replace("Input shapes do not match the polymorphic shapes specification. ", "")
+    text = text.replace("Input shapes do not match the symbolic shape constraint ", "constraint ")
+    cut = text.find(" Using the following polymorphic shapes")
+    return (text[:cut] if cut > 0 else text)[:200]

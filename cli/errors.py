@@ -1,0 +1,66 @@
+"""The one place where library errors become exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from typing import Any, Callable
+
+import click
+
+from jaxport import errors
+
+#: Exit codes, documented in README.md ("Exit codes"). Subclasses come before their bases.
+EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
+    (errors.SpecError, 3),
+    (errors.EntrypointError, 4),
+    (errors.ExportError, 5),
+    (errors.PolicyError, 6),
+    (errors.IntegrityError, 8),
+    (errors.FormatError, 7),
+    (errors.InputError, 9),
+    (errors.PlatformError, 10),
+    (errors.OutputError, 11),
+]
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+
+
+def exit_code(exc: errors.JaxportError) -> int:
+    for cls, code in EXIT_CODES:
+        if isinstance(exc, cls):
+            return code
+    return EXIT_INTERNAL
+
+
+def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
+    """Run a command body, turning errors into one message on stderr (or a JSON object) and an exit code."""
+    try:
+        fn()
+    except errors.JaxportError as e:
+        code = exit_code(e)
+        if debug:
+            traceback.print_exc()
+        _report(e.kind, str(e), code, as_json)
+        sys.exit(code)
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+        raise
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception as e:  # noqa: BLE001 - a bug: say so, keep the traceback for --debug
+        if debug:
+            traceback.print_exc()
+        _report("internal", f"{type(e).__name__}: {e}. This is a bug in jaxport; rerun with --debug for the "
+                            f"traceback and report it.", EXIT_INTERNAL, as_json)
+        sys.exit(EXIT_INTERNAL)
+
+
+def _report(kind: str, message: str, code: int, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"error": {"kind": kind, "message": message, "exit_code": code}}, indent=2))
+    click.echo(f"error[{kind}]: {message}", err=True)

@@ -1,0 +1,46 @@
+"""The ``jaxport`` command line. Commands load lazily so that ``jaxport --help`` does not import JAX."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+from jaxport._version import __version__
+
+_COMMANDS = {
+    "export": ("jaxport_cli.commands.export", "Export a JAX function into an artifact, from a YAML shape spec."),
+    "inspect": ("jaxport_cli.commands.inspect", "Show what an artifact holds, without importing JAX."),
+    "call": ("jaxport_cli.commands.call", "Run an artifact on real inputs, checking them first."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in _COMMANDS:
+            return None
+        module = importlib.import_module(_COMMANDS[name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: Any) -> None:
+        rows = [(name, help_) for name, (_, help_) in sorted(_COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="jaxport")
+def cli() -> None:
+    """jaxport: turn a JAX function into a versioned, portable, verifiable artifact.
+
+    Exit codes: 0 ok, 1 internal error, 2 usage, 3 spec, 4 entry point, 5 export, 6 policy, 7 format,
+    8 integrity, 9 input, 10 platform, 11 output. See README.md.
+    """
+
+
+def main() -> None:
+    cli(prog_name="jaxport")

@@ -1,0 +1,371 @@
+"""The artifact container: a zip archive of stored (uncompressed) members, manifest first.
+
+Writer: members are written in a fixed order with fixed timestamps and permissions, so equal inputs give equal
+bytes; each member's data starts at a multiple of ``ALIGNMENT`` (padding goes in the local header's extra field), so
+tensors can be memory-mapped; the file is written to a temporary sibling, fsynced and renamed into place.
+
+Reader trust model: the file may be hostile. Before any member's bytes are handed to another parser (JSON, JAX's
+flatbuffer and StableHLO readers, numpy), the reader checks that the file is a plain zip whose members are stored,
+unencrypted, with safe unique names, laid out back to back from offset 0 with no holes, overlaps or trailing bytes;
+that ``manifest.json`` comes first and is at most ``MAX_MANIFEST_BYTES``; that the manifest validates; that the
+members are exactly those the manifest lists, with the listed sizes; and, when a member is read, that its sha256
+matches. Nothing is ever unpickled or executed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import manifest as manifest_mod
+from .errors import FormatError, IntegrityError, OutputError
+
+MANIFEST_NAME = "manifest.json"
+ALIGNMENT = 64
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_MEMBERS = 1 << 16
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+_PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+
+
+def sha256(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """The canonical JSON encoding of a manifest (also the sidecar file's content)."""
+    return (json.dumps(manifest, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
+
+
+# --- writing ----------------------------------------------------------------------------------------------------
+
+
+def _zipinfo(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
+    info.compress_type = zipfile.ZIP_STORED
+    info.create_system = 3
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def _write_members(fp: Any, members: list[tuple[str, bytes]]) -> None:
+    with zipfile.ZipFile(fp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, data in members:
+            info = _zipinfo(name)
+            info.file_size = len(data)
+            zip64 = len(data) * 1.05 > zipfile.ZIP64_LIMIT
+            header = 30 + len(name.encode("utf-8")) + (20 if zip64 else 0)
+            start = fp.tell() + header
+            pad = (-start) % ALIGNMENT
+            if pad:
+                if pad < 4:
+                    pad += ALIGNMENT
+                info.extra = struct.pack("<HH", _PAD_ID, pad - 4) + b"\0" * (pad - 4)
+            zf.writestr(info, data)
+
+
+def atomic_write(path: str | Path, write: Any) -> None:
+    """Call ``write(fileobj)`` on a temporary sibling of ``path``, fsync, and rename it over ``path``."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"{path}: directory {parent} does not exist. Create it first.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise OutputError(f"{path}: cannot create a file in {parent}: {e.strerror}.") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise OutputError(f"{path}: cannot write: {e.strerror or e}.") from None
+        raise
+    try:
+        dfd = os.open(parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, bytes]) -> bytes:
+    """Write an artifact: ``manifest`` (whose ``members`` field this fills in) then ``members`` in order.
+
+    Returns the manifest bytes written.
+    """
+    manifest["members"] = {name: {"size": len(data), "sha256": sha256(data)} for name, data in members.items()}
+    mbytes = manifest_bytes(manifest)
+    ordered = [(MANIFEST_NAME, mbytes)] + list(members.items())
+    atomic_write(path, lambda f: _write_members(f, ordered))
+    return mbytes
+
+
+# --- reading ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    offset: int  # of the data, from the start of the file
+    size: int
+
+
+def _safe_name(name: str) -> bool:
+    if not name or len(name) > 1024 or "\0" in name or "\\" in name or name.startswith("/"):
+        return False
+    parts = name.split("/")
+    return all(p not in ("", ".", "..") for p in parts) and ":" not in parts[0]
+
+
+def _strict_json(data: bytes) -> Any:
+    def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise ValueError(f"duplicate key {k!r}")
+            out[k] = v
+        return out
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    text = data.decode("utf-8")
+    depth = max_depth = 0
+    in_string = escape = False
+    for ch in text:  # the json module recurses per nesting level: bound it before parsing
+        if in_string:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            max_depth = max(max_depth, depth)
+            if max_depth > 64:
+                raise ValueError("nesting deeper than 64 levels")
+        elif ch in "]}":
+            depth -= 1
+    return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constant)
+
+
+class Artifact:
+    """An opened artifact. Use :func:`open_artifact`."""
+
+    def __init__(self, path: Path, data: mmap.mmap | bytes, manifest: dict[str, Any], members: dict[str, Member],
+                 manifest_raw: bytes):
+        self.path = path
+        self._data = data
+        self.manifest = manifest
+        self.members = members
+        self.manifest_bytes = manifest_raw
+        self._verified: set[str] = set()
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def view(self, name: str) -> memoryview:
+        m = self.members[name]
+        return memoryview(self._data)[m.offset:m.offset + m.size]
+
+    def read(self, name: str, verify: bool = True) -> bytes:
+        """A member's bytes, after checking its sha256 against the manifest."""
+        if name not in self.members:
+            raise FormatError(f"{self.path}: no member {name!r} in the artifact.")
+        if verify:
+            self.verify(name)
+        return bytes(self.view(name))
+
+    def verify(self, name: str) -> None:
+        if name in self._verified:
+            return
+        expected = self.manifest["members"][name]["sha256"]
+        actual = sha256(self.view(name))
+        if actual != expected:
+            raise IntegrityError(f"{self.path}: member {name!r} is damaged: its sha256 is {actual[:16]}..., the "
+                                 f"manifest says {expected[:16]}.... Re-download or re-export the artifact.")
+        self._verified.add(name)
+
+    def verify_all(self) -> None:
+        for name in self.members:
+            if name != MANIFEST_NAME:
+                self.verify(name)
+
+    def close(self) -> None:
+        if isinstance(self._data, mmap.mmap):
+            try:
+                self._data.close()
+            except BufferError:
+                pass
+
+    def __enter__(self) -> Artifact:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_artifact(path: str | Path) -> Artifact:
+    """Open and check an artifact (see the module docstring for what is checked)."""
+    path = Path(path)
+    where = str(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 22:
+                raise FormatError(f"{where}: not a jaxport artifact: the file is {size} bytes, too short for a "
+                                  f"zip archive.")
+            data: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise FormatError(f"{where}: file not found.") from None
+    except IsADirectoryError:
+        raise FormatError(f"{where}: is a directory, not an artifact.") from None
+    except OSError as e:
+        raise FormatError(f"{where}: cannot read: {e.strerror}.") from None
+    try:
+        return _open(path, data, size)
+    except BaseException:
+        if isinstance(data, mmap.mmap):
+            data.close()
+        raise
+
+
+def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
+    where = str(path)
+
+    def bad(msg: str) -> FormatError:
+        return FormatError(f"{where}: {msg}")
+
+    if data[:4] != b"PK\x03\x04":
+        raise bad("not a jaxport artifact: it does not start with a zip local header (PK\\x03\\x04).")
+    if data[size - 22:size - 18] != b"PK\x05\x06" or data[size - 2:size] != b"\0\0":
+        raise bad("damaged artifact: the zip end-of-central-directory record is not at the end of the file "
+                  "(truncated, or trailing bytes were added).")
+    try:
+        zf = zipfile.ZipFile(_ReadOnly(data), "r")
+        infos = zf.infolist()
+        start_dir = zf.start_dir
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, OSError, EOFError,
+            UnicodeDecodeError, OverflowError, MemoryError, IndexError, KeyError) as e:
+        raise bad(f"damaged artifact: the zip directory cannot be read ({e}).") from None
+    if not infos:
+        raise bad("damaged artifact: the zip archive has no members.")
+    if len(infos) > MAX_MEMBERS:
+        raise bad(f"the artifact has {len(infos)} members; at most {MAX_MEMBERS} are allowed.")
+    members: dict[str, Member] = {}
+    expected_offset = 0
+    for i, info in enumerate(infos):
+        name = info.filename
+        if not _safe_name(name):
+            raise bad(f"member {name!r} has an unsafe name (absolute, '..', backslash or NUL).")
+        if name in members:
+            raise bad(f"member {name!r} appears twice.")
+        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x9:
+            raise bad(f"member {name!r} is compressed, encrypted or streamed; jaxport artifacts store members "
+                      f"as is.")
+        if info.file_size != info.compress_size:
+            raise bad(f"member {name!r}: stored size {info.compress_size} differs from its size {info.file_size}.")
+        if info.header_offset != expected_offset:
+            raise bad(f"member {name!r} starts at offset {info.header_offset}, expected {expected_offset}: "
+                      f"members must follow each other with no gaps or overlaps.")
+        if info.header_offset + 30 > start_dir:
+            raise bad(f"member {name!r}: local header lies past the zip directory.")
+        fields = _LOCAL.unpack_from(data, info.header_offset)
+        if fields[0] != b"PK\x03\x04":
+            raise bad(f"member {name!r}: no local header at offset {info.header_offset}.")
+        name_len, extra_len = fields[9], fields[10]
+        if bytes(data[info.header_offset + 30:info.header_offset + 30 + name_len]) != name.encode("utf-8") and \
+                bytes(data[info.header_offset + 30:info.header_offset + 30 + name_len]) != name.encode("cp437",
+                                                                                                 "replace"):
+            raise bad(f"member {name!r}: local header names a different file.")
+        offset = info.header_offset + 30 + name_len + extra_len
+        end = offset + info.compress_size
+        if end > start_dir:
+            raise bad(f"member {name!r}: its data (offset {offset}, size {info.compress_size}) runs past the zip "
+                      f"directory at {start_dir}: the file is truncated or the sizes are wrong.")
+        members[name] = Member(name, offset, info.file_size)
+        expected_offset = end
+        if i == 0 and name != MANIFEST_NAME:
+            raise bad(f"not a jaxport artifact: the first member is {name!r}, not {MANIFEST_NAME!r}.")
+    if expected_offset != start_dir:
+        raise bad(f"damaged artifact: {start_dir - expected_offset} unaccounted bytes between the last member and "
+                  f"the zip directory.")
+
+    mm = members[MANIFEST_NAME]
+    if mm.size > MAX_MANIFEST_BYTES:
+        raise bad(f"manifest.json is {mm.size} bytes; at most {MAX_MANIFEST_BYTES} are allowed.")
+    raw = bytes(data[mm.offset:mm.offset + mm.size])
+    try:
+        manifest = _strict_json(raw)
+    except UnicodeDecodeError as e:
+        raise bad(f"manifest.json is not UTF-8 (byte {e.start}).") from None
+    except (ValueError, RecursionError) as e:
+        raise bad(f"manifest.json is not valid JSON: {e}.") from None
+    try:
+        manifest_mod.validate(manifest)
+    except FormatError as e:
+        raise FormatError(f"{where}: {e}") from None
+    listed = manifest["members"]
+    for name, member in members.items():
+        if name == MANIFEST_NAME:
+            continue
+        if name not in listed:
+            raise bad(f"member {name!r} is not listed in the manifest.")
+        if listed[name]["size"] != member.size:
+            raise IntegrityError(f"{where}: member {name!r} is {member.size} bytes, the manifest says "
+                                 f"{listed[name]['size']}.")
+    for name in listed:
+        if name not in members:
+            raise bad(f"member {name!r} is listed in the manifest but missing from the archive.")
+    return Artifact(path, data, manifest, members, raw)
+
+
+class _ReadOnly:
+    """A minimal file object over an mmap for zipfile, which needs seek/tell/read."""
+
+    def __init__(self, data: mmap.mmap):
+        self._data = data
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = 0 if whence == 0 else self._pos if whence == 1 else len(self._data)
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._data) if n is None or n < 0 else min(len(self._data), self._pos + n)
+        out = bytes(self._data[self._pos:end])
+        self._pos = end
+        return out
+
+    def seekable(self) -> bool:
+        return True

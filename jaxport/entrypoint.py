@@ -1,0 +1,133 @@
+"""Loading the user's function from ``path/to/model.py:NAME`` or ``package.module:NAME``.
+
+Loading an entry point runs the user's code: that is the point of ``export``, and the only place jaxport executes
+anything it did not ship. Artifacts and specs are never executed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import EntrypointError
+
+
+@dataclass(frozen=True)
+class Entrypoint:
+    """A loaded entry point."""
+
+    function: Callable[..., Any]
+    #: The entry point as written, with a file path made relative to ``root`` (what the manifest records).
+    spec: str
+    #: The attribute path (``predict`` or ``Model.apply``); its last part names the function in the artifact.
+    attribute: str
+    #: Directory the entry point resolves in: the file's directory, or the current directory for a module.
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.attribute.rsplit(".", 1)[-1]
+
+
+def _user_traceback(exc: BaseException, user_file: str | None) -> str:
+    """The frames of ``exc`` that belong to the user's code, formatted as Python does."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    keep = [f for f in frames if not f.filename.startswith(here) and "importlib" not in f.filename
+            and not f.filename.startswith("<frozen")]
+    lines = traceback.format_list(keep)
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines).rstrip()
+
+
+def split_entrypoint(text: str) -> tuple[str, str]:
+    if ":" not in text:
+        raise EntrypointError(f"entry point {text!r}: expected 'path/to/model.py:NAME' or 'package.module:NAME'.")
+    target, _, attribute = text.rpartition(":")
+    if not target or not attribute:
+        raise EntrypointError(f"entry point {text!r}: expected 'path/to/model.py:NAME' or 'package.module:NAME'.")
+    return target, attribute
+
+
+def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint:
+    """Import the module and look up the attribute path of ``text`` (``file.py:NAME`` or ``pkg.mod:obj.method``).
+
+    A file path is resolved against ``base_dir`` (default: the current directory); the file's directory is put at
+    the front of ``sys.path`` while it loads and stays importable afterwards, so the function's own lazy imports
+    keep working.
+    """
+    target, attribute = split_entrypoint(text)
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    is_file = target.endswith(".py") or os.sep in target or "/" in target
+    if is_file:
+        path = (base / target).resolve() if not os.path.isabs(target) else Path(target).resolve()
+        if not path.is_file():
+            raise EntrypointError(f"entry point {text!r}: file {target} not found"
+                                  f"{'' if path.parent.is_dir() else ' (its directory does not exist)'}.")
+        root = path.parent
+        module_name = "_jaxport_entry_" + path.stem.replace("-", "_")
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise EntrypointError(f"entry point {text!r}: cannot load {target} as a Python module.")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as e:  # noqa: BLE001 - any failure of the user's module is reported as theirs
+            sys.modules.pop(module_name, None)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise EntrypointError(f"entry point {text!r}: importing {target} raised an exception:\n"
+                                  f"{_user_traceback(e, str(path))}") from e
+        recorded = f"{path.name}:{attribute}"
+        user_file: str | None = str(path)
+    else:
+        root = base.resolve()
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as e:
+            if e.name and (target == e.name or target.startswith(e.name + ".")):
+                raise EntrypointError(f"entry point {text!r}: no module named {e.name!r}. Check the spelling, or "
+                                      f"give a file path such as 'model.py:{attribute}'.") from None
+            raise EntrypointError(f"entry point {text!r}: importing {target} raised an exception:\n"
+                                  f"{_user_traceback(e, None)}") from e
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise EntrypointError(f"entry point {text!r}: importing {target} raised an exception:\n"
+                                  f"{_user_traceback(e, None)}") from e
+        recorded = text
+        user_file = getattr(module, "__file__", None)
+
+    obj: Any = module
+    walked = []
+    for part in attribute.split("."):
+        if not part.isidentifier():
+            raise EntrypointError(f"entry point {text!r}: {attribute!r} is not an attribute path.")
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            names = [n for n in dir(obj) if not n.startswith("__")]
+            close = difflib.get_close_matches(part, names, n=3)
+            owner = ".".join(walked) or target
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise EntrypointError(f"entry point {text!r}: {owner} has no attribute {part!r}.{hint}") from None
+        except Exception as e:  # noqa: BLE001 - a property of the user's object raised
+            raise EntrypointError(f"entry point {text!r}: reading {part!r} raised:\n"
+                                  f"{_user_traceback(e, user_file)}") from e
+        walked.append(part)
+    if not callable(obj):
+        raise EntrypointError(f"entry point {text!r}: {attribute} is a {type(obj).__name__}, not a function. "
+                              f"Point at a function (or any callable).")
+    return Entrypoint(obj, recorded, attribute, root)

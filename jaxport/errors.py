@@ -1,0 +1,69 @@
+"""The jaxport error hierarchy.
+
+Every failure a user can act on is a :class:`JaxportError`. The library raises these; only the command line
+renders them (one line, no traceback) and maps each class to its exit code, in ``jaxport_cli.errors``. Any other
+exception escaping jaxport is a bug.
+"""
+
+from __future__ import annotations
+
+
+class JaxportError(Exception):
+    """Base class of the errors a user can act on."""
+
+    #: One word naming the kind of error, shown before the message and in ``--json`` output.
+    kind = "error"
+
+
+class SpecError(JaxportError):
+    """The YAML shape spec is malformed or does not fit the function."""
+
+    kind = "spec"
+
+
+class EntrypointError(JaxportError):
+    """The ``module:attribute`` entry point cannot be loaded or is not callable."""
+
+    kind = "entrypoint"
+
+
+class ExportError(JaxportError):
+    """JAX could not lower or serialize the function (host callbacks, unsupported shapes, ...)."""
+
+    kind = "export"
+
+
+class PolicyError(JaxportError):
+    """The program uses something the policy does not allow (custom-call targets, platforms)."""
+
+    kind = "policy"
+
+
+class FormatError(JaxportError):
+    """The file is not a jaxport artifact, is damaged, or uses a format version this release cannot read."""
+
+    kind = "format"
+
+
+class IntegrityError(FormatError):
+    """A member's size or sha256 digest does not match the manifest."""
+
+    kind = "integrity"
+
+
+class InputError(JaxportError):
+    """An input file or value does not match what the artifact accepts."""
+
+    kind = "input"
+
+
+class PlatformError(JaxportError):
+    """The artifact was not exported for the platform it is asked to run on."""
+
+    kind = "platform"
+
+
+class OutputError(JaxportError):
+    """An output file cannot be written (permissions, missing directory, full disk)."""
+
+    kind = "output"

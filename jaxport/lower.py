@@ -1,0 +1,294 @@
+"""Lowering: from a loaded function and its spec to a ``jax.export.Exported``.
+
+The exported program takes the free array arguments of the spec as the pytree ``(args, kwargs)``, where static
+arguments are left out at the top level and replaced by ``None`` inside a pytree, and the static values are baked in.
+All symbolic dimensions share one ``jax.export.SymbolicScope`` holding the spec's bounds and constraints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import os
+import re
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import dtypes
+from .entrypoint import Entrypoint
+from .errors import ExportError, PolicyError, SpecError
+from .checks import disallowed_custom_calls_error
+from .module_scan import ModuleScan, scan_module
+from .module_scan import strip_locations as _strip_locations
+from .spec import ArrayLeaf, FunctionSpec, ShapeSpec, StaticLeaf
+
+_JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
+
+
+@dataclass(frozen=True)
+class InputLeaf:
+    """A free array input of the program, in the program's (JAX's flattening) order."""
+
+    name: str  # "x", "params/w"
+    spec_path: str  # "args[1]['w']", for messages
+    leaf: ArrayLeaf
+
+
+@dataclass
+class Lowered:
+    exported: Any  # jax.export.Exported
+    name: str
+    inputs: list[InputLeaf]
+    signature: dict[str, Any]  # {"args": [...], "kwargs": {...}}: the call tree, see manifest.py
+    outputs: list[str]
+    output_tree: Any
+    x64: bool
+    scan: ModuleScan
+
+
+def _param_names(fn: Callable[..., Any], nargs: int) -> list[str]:
+    """Names for positional arguments 0..nargs-1 from the function's signature (``arg0``... when unknown)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return [f"arg{i}" for i in range(nargs)]
+    names: list[str] = []
+    for p in params:
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind == p.VAR_POSITIONAL:
+            names.extend(f"{p.name}/{k}" for k in range(nargs - len(names)))
+            break
+    return (names + [f"arg{i}" for i in range(len(names), nargs)])[:nargs]
+
+
+def _check_signature(fn: Callable[..., Any], fspec: FunctionSpec, spec_file: str, label: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*fspec.args, **fspec.kwargs)
+    except TypeError as e:
+        given = f"{len(fspec.args)} positional argument(s)"
+        if fspec.kwargs:
+            given += f" and keyword(s) {', '.join(fspec.kwargs)}"
+        raise SpecError(f"{spec_file}: the spec gives {given}, but {label}{sig} does not accept them: {e}. "
+                        f"Make 'args' and 'kwargs' match the function's parameters.") from None
+
+
+def _key_name(key: Any) -> str:
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def _spec_tree_dynamic(tree: Any) -> Any:
+    """The spec pytree with static leaves replaced by None (JAX treats None as an empty subtree)."""
+    if isinstance(tree, StaticLeaf):
+        return None
+    if isinstance(tree, dict):
+        return {k: _spec_tree_dynamic(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_spec_tree_dynamic(v) for v in tree]
+    return tree
+
+
+def _fill_statics(spec_tree: Any, value: Any) -> Any:
+    if isinstance(spec_tree, StaticLeaf):
+        return spec_tree.value
+    if isinstance(spec_tree, dict):
+        return {k: _fill_statics(v, value[k]) for k, v in spec_tree.items()}
+    if isinstance(spec_tree, list):
+        return [_fill_statics(v, value[i]) for i, v in enumerate(spec_tree)]
+    return value
+
+
+def signature_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int]) -> dict[str, Any]:
+    """The call tree recorded in the manifest: ``{"args": [...], "kwargs": {...}}`` with nodes
+    ``{"input": i}``, ``{"static": value}``, ``{"list": [...]}``, ``{"dict": {...}}``."""
+
+    def enc(tree: Any) -> Any:
+        if isinstance(tree, StaticLeaf):
+            v = tree.value
+            return {"static": list(v) if isinstance(v, tuple) else v}
+        if isinstance(tree, ArrayLeaf):
+            return {"input": leaf_index[id(tree)]}
+        if isinstance(tree, dict):
+            return {"dict": {k: enc(v) for k, v in tree.items()}}
+        return {"list": [enc(v) for v in tree]}
+
+    return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
+            "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
+
+
+def _user_frames(exc: BaseException) -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(here) and f"{os.sep}jax{os.sep}" not in f.filename
+              and f"{os.sep}jaxlib{os.sep}" not in f.filename and "<frozen" not in f.filename]
+    text = "".join(traceback.format_list(frames[-8:]))
+    return ("\n" + text.rstrip()) if text else ""
+
+
+def location_regex(root: Path) -> str:
+    """Regex for ``jax_hlo_source_file_canonicalization_regex``: paths under ``root`` become relative to it,
+    paths inside site-packages relative to it, and any other absolute path its base name."""
+    prefix = re.escape(str(root).rstrip(os.sep) + os.sep)
+    return rf"^(?:{prefix}|.*[/\\](?:site|dist)-packages[/\\]|.*[/\\])"
+
+
+@contextlib.contextmanager
+def _config(**updates: Any):
+    import jax
+
+    saved = {k: getattr(jax.config, k) for k in updates}
+    try:
+        for k, v in updates.items():
+            jax.config.update(k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            jax.config.update(k, v)
+
+
+def _shape_dtype_structs(inputs: list[InputLeaf], spec: ShapeSpec):
+    import jax
+    from jax import export
+
+    try:
+        scope = export.SymbolicScope(spec.jax_constraints())
+    except Exception as e:  # noqa: BLE001 - JAX raises ValueError and its own shape-poly errors
+        raise SpecError(f"{spec.file}: JAX rejects the constraints: {e}") from None
+    structs = []
+    for inp in inputs:
+        try:
+            shape = export.symbolic_shape(inp.leaf.shape_text(), scope=scope) if inp.leaf.shape else ()
+        except Exception as e:  # noqa: BLE001
+            raise SpecError(f"{inp.leaf.where}: {inp.spec_path}: JAX rejects the shape "
+                            f"[{inp.leaf.shape_text()}]: {e}") from None
+        structs.append(jax.ShapeDtypeStruct(shape, dtypes.to_numpy(inp.leaf.dtype)))
+    return structs
+
+
+def lower(
+    entry: Entrypoint,
+    fspec: FunctionSpec,
+    spec: ShapeSpec,
+    *,
+    name: str,
+    platforms: list[str] | None,
+    allow_custom_calls: list[str],
+    strip_locations: bool = False,
+) -> Lowered:
+    """Export one function of a spec with ``jax.export``."""
+    import jax
+    from jax import export, tree_util
+
+    fn = entry.function
+    _check_signature(fn, fspec, spec.file, entry.attribute)
+    arg_names = _param_names(fn, len(fspec.args))
+
+    dyn_args = tuple(_spec_tree_dynamic(a) for i, a in enumerate(fspec.args) if not isinstance(a, StaticLeaf))
+    dyn_arg_pos = [i for i, a in enumerate(fspec.args) if not isinstance(a, StaticLeaf)]
+    dyn_kwargs = {k: _spec_tree_dynamic(v) for k, v in fspec.kwargs.items() if not isinstance(v, StaticLeaf)}
+
+    flat, _ = tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))
+    inputs: list[InputLeaf] = []
+    leaf_index: dict[int, int] = {}
+    for path, leaf in flat:
+        assert isinstance(leaf, ArrayLeaf)
+        top, *rest = path
+        if _key_name(top) == "0":
+            first = _key_name(rest[0])
+            pos = dyn_arg_pos[int(first)]
+            parts = [arg_names[pos]]
+            spec_path = f"args[{pos}]"
+        else:
+            parts = [_key_name(rest[0])]
+            spec_path = f"kwargs[{_key_name(rest[0])!r}]"
+        for k in rest[1:]:
+            parts.append(_key_name(k))
+            spec_path += f"[{_key_name(k)!r}]" if hasattr(k, "key") else f"[{_key_name(k)}]"
+        leaf_index[id(leaf)] = len(inputs)
+        inputs.append(InputLeaf("/".join(parts), spec_path, leaf))
+
+    x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs)
+    static_args = fspec.args
+    static_kwargs = fspec.kwargs
+
+    def program(*args, **kwargs):
+        it = iter(args)
+        full_args = [a.value if isinstance(a, StaticLeaf) else _fill_statics(a, next(it)) for a in static_args]
+        full_kwargs = {k: v.value if isinstance(v, StaticLeaf) else _fill_statics(v, kwargs[k])
+                       for k, v in static_kwargs.items()}
+        return fn(*full_args, **full_kwargs)
+
+    program.__name__ = entry.name
+    program.__qualname__ = entry.name
+
+    platforms = list(platforms) if platforms else [export.default_export_platform()]
+    disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
+
+    def run_export(checks):
+        with _config(jax_enable_x64=x64 or jax.config.jax_enable_x64,
+                     jax_hlo_source_file_canonicalization_regex=location_regex(entry.root)):
+            structs = _shape_dtype_structs(inputs, spec)
+            tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
+            return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **tree[1])
+
+    try:
+        exported = run_export(disabled)
+    except (SpecError, PolicyError):
+        raise
+    except NotImplementedError as e:
+        if "host_callbacks" in str(e):
+            raise ExportError(f"{entry.spec}: the function uses a host callback (jax.debug.print, "
+                              f"jax.pure_callback or io_callback), which calls back into Python and cannot be "
+                              f"serialized. Remove it from the exported function (keep debugging prints outside "
+                              f"it), or compute the value with jax.numpy.") from None
+        raise ExportError(f"{entry.spec}: JAX cannot export the function: {e}{_user_frames(e)}") from e
+    except Exception as e:  # noqa: BLE001 - tracing runs the user's code; anything it raises is reported as theirs
+        if _JAX_CUSTOM_CALL_ERROR in str(e):
+            unsafe = run_export([export.DisabledSafetyCheck.custom_call("ALL")])
+            raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
+                                                set(allow_custom_calls)) from None
+        raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
+                          f"{type(e).__name__}: {e}{_user_frames(e)}") from None
+
+    if strip_locations:
+        exported = dataclasses.replace(
+            exported, mlir_module_serialized=_strip_locations(exported.mlir_module_serialized))
+    scan = scan_module(exported.mlir_module_serialized)
+
+    out_names, out_tree = _outputs(exported)
+    return Lowered(exported, name, inputs, signature_tree(fspec, arg_names, leaf_index), out_names, out_tree,
+                   x64, scan)
+
+
+def _outputs(exported: Any) -> tuple[list[str], Any]:
+    from jax import tree_util
+
+    n = len(exported.out_avals)
+    tree = tree_util.tree_unflatten(exported.out_tree, list(range(n)))
+    if n == 1 and tree == 0:
+        return ["output"], {"output": 0}
+    flat, _ = tree_util.tree_flatten_with_path(tree)
+    names = ["/".join(_key_name(k) for k in path) or "output" for path, _ in flat]
+
+    def enc(t: Any) -> Any:
+        if isinstance(t, int):
+            return {"output": t}
+        if t is None:
+            return {"none": True}
+        if isinstance(t, dict):
+            return {"dict": {str(k): enc(v) for k, v in t.items()}}
+        if isinstance(t, (list, tuple)):
+            return {"list" if isinstance(t, list) else "tuple": [enc(v) for v in t]}
+        return {"node": type(t).__qualname__}
+
+    return names, enc(tree)

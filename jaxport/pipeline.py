@@ -1,0 +1,132 @@
+"""The export pipeline: entry point -> spec -> symbolic shapes -> jax.export -> checks -> artifact.
+
+Each stage lives in its own module; this one runs them in order and decides names and paths.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import container, lower, manifest
+from .entrypoint import load_entrypoint
+from .errors import SpecError
+from .spec import ShapeSpec, check_artifact_name, check_platform, load_spec
+
+#: Embedded constants above this many bytes in total draw a warning.
+LARGE_CONSTANTS_BYTES = 1 << 20
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    manifest: dict[str, Any]
+    size: int
+    manifest_path: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _relative(path: Path) -> str:
+    """``path`` relative to the current directory when under it, else its base name (never absolute)."""
+    try:
+        return Path(os.path.relpath(path.resolve(), Path.cwd().resolve())).as_posix() \
+            if path.resolve().is_relative_to(Path.cwd().resolve()) else path.name
+    except (OSError, ValueError):
+        return path.name
+
+
+def _record_entrypoint(text: str, base: Path) -> str:
+    target, _, attr = text.rpartition(":")
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        return f"{_relative(base / target)}:{attr}"
+    return text
+
+
+def export(
+    entrypoint: str | None,
+    spec: ShapeSpec | str | Path,
+    *,
+    output: str | Path | None = None,
+    platforms: list[str] | None = None,
+    allow_custom_calls: list[str] | tuple[str, ...] = (),
+    name: str | None = None,
+    version: str | None = None,
+    strip_locations: bool = False,
+    write_manifest: bool = True,
+) -> ExportResult:
+    """Export the function(s) of a spec into an artifact.
+
+    ``entrypoint`` (``model.py:NAME`` or ``package.module:NAME``, relative to the current directory) names the
+    function of a single-function spec; a multi-function spec names each function's entry point itself (relative
+    to the spec file). Options given here override the spec's.
+    """
+    if not isinstance(spec, ShapeSpec):
+        spec = load_spec(spec)
+    spec_dir = spec.base_dir or Path.cwd()
+    plats = [check_platform(p, "--platform") for p in platforms] if platforms else spec.platforms
+    allowed = sorted(set(spec.allow_custom_calls) | set(allow_custom_calls))
+
+    jobs: list[tuple[str, Any, Any, str]] = []  # (function name, FunctionSpec, Entrypoint, recorded entry)
+    for fname, fspec in spec.functions.items():
+        text = entrypoint if fname is None else (fspec.entrypoint or entrypoint)
+        if text is None:
+            raise SpecError(f"{fspec.where}: no entry point for function {fname!r}: give 'entrypoint: "
+                            f"model.py:NAME' in the spec or on the command line.")
+        base = Path.cwd() if (fname is None or fspec.entrypoint is None) else spec_dir
+        entry = load_entrypoint(text, base)
+        jobs.append((fname or entry.name, fspec, entry, _record_entrypoint(text, base)))
+
+    meta = dict(spec.metadata)
+    meta.setdefault("labels", {})
+    artifact_name = name or meta.get("name") or jobs[0][0]
+    check_artifact_name(artifact_name, "--name" if name else "metadata.name")
+    meta["name"] = artifact_name
+    if version is not None:
+        meta["version"] = str(version)
+    for k in ("version", "description"):
+        meta.setdefault(k, None)
+
+    warnings: list[str] = []
+    functions: dict[str, Any] = {}
+    members: dict[str, bytes] = {}
+    for fname, fspec, entry, recorded in jobs:
+        low = lower.lower(entry, fspec, spec, name=fname, platforms=plats, allow_custom_calls=allowed,
+                          strip_locations=strip_locations)
+        from .checks import check_custom_calls
+
+        check_custom_calls(entry.spec, low.scan, set(allowed))
+        payload_name = f"functions/{fname}.jaxexport"
+        members[payload_name] = bytes(low.exported.serialize())
+        functions[fname] = manifest.build_function_entry(low, spec, recorded, payload_name, allowed)
+        total = low.scan.constant_bytes()
+        if total > LARGE_CONSTANTS_BYTES:
+            largest = functions[fname]["embedded_constants"]["largest"][0]
+            warnings.append(
+                f"function {fname!r} embeds {_mb(total)} of constants in its program (largest: {largest['type']}, "
+                f"{_mb(largest['bytes'])}, at {largest['location']}). Closed-over arrays bloat the artifact and "
+                f"slow export: pass them as arguments instead.")
+
+    m = {
+        "format": manifest.FORMAT_NAME,
+        "format_version": manifest.FORMAT_VERSION,
+        "producer": manifest.versions(),
+        "metadata": meta,
+        "source": {"spec": _relative(Path(spec.file)) if spec.file and not spec.file.startswith("<") else None},
+        "members": {},
+        "functions": functions,
+    }
+    out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
+    if out.is_dir():
+        out = out / f"{artifact_name}.jaxport"
+    raw = container.write_artifact(out, m, members)
+    sidecar = None
+    if write_manifest:
+        sidecar = out.with_name(out.name + ".manifest.json")
+        container.atomic_write(sidecar, lambda f: f.write(raw))
+    return ExportResult(out, m, out.stat().st_size, sidecar, warnings)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"

@@ -1,0 +1,507 @@
+"""The shape spec: a YAML document describing a function's arguments with symbolic shapes.
+
+The language is documented in ``specs/SPEC.md`` (schema: ``specs/schemas/spec.schema.json``). This module turns a
+spec file into a :class:`ShapeSpec`, checking everything that can be checked without the function: keys, dtypes,
+dimension expressions, bounds and constraints. Each error names the file and line, the argument path and what to
+change.
+
+Trust model: a spec is data. It is read with PyYAML's composer and only the plain YAML tags (string, integer,
+float, boolean, null, sequence, mapping) are accepted, so ``!!python/...`` tags never construct anything. The file
+size, nesting depth and the number of nodes after alias expansion are capped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import dimexpr, dtypes
+from .errors import SpecError
+
+#: Spec format versions this release reads. History:
+#: 1 (2026-11-29): first version.
+SPEC_VERSIONS = (1,)
+
+MAX_SPEC_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+_TOP_KEYS = ("jaxport", "dims", "constraints", "args", "kwargs", "platforms", "allow_custom_calls", "metadata",
+             "functions")
+_FUNCTION_KEYS = ("entrypoint", "args", "kwargs")
+_METADATA_KEYS = ("name", "version", "description", "labels")
+_LONG_LEAF_KEYS = ("shape", "dtype")
+_COMPACT = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Where:
+    """A place in a spec file, for messages."""
+
+    file: str
+    line: int  # 1-based; 0 when unknown
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True)
+class ArrayLeaf:
+    """An array argument: symbolic shape (one string per axis, or int) and canonical dtype name."""
+
+    shape: tuple[int | str, ...]
+    dtype: str
+    where: Where
+
+    def shape_text(self) -> str:
+        return ", ".join(str(d) for d in self.shape)
+
+
+@dataclass(frozen=True)
+class StaticLeaf:
+    """A Python value baked into the program at export."""
+
+    value: Any
+    where: Where
+
+
+@dataclass(frozen=True)
+class DimVar:
+    name: str
+    min: int | None
+    max: int | None
+    where: Where
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    text: str
+    where: Where
+
+
+@dataclass
+class FunctionSpec:
+    """Arguments of one function: ``args`` a list and ``kwargs`` a dict of pytrees with leaf objects."""
+
+    name: str | None
+    entrypoint: str | None
+    args: list[Any]
+    kwargs: dict[str, Any]
+    where: Where
+
+
+@dataclass
+class ShapeSpec:
+    """A parsed spec file."""
+
+    file: str
+    version: int
+    dims: dict[str, DimVar]
+    constraints: list[ConstraintSpec]
+    functions: dict[str | None, FunctionSpec]
+    platforms: list[str] | None = None
+    allow_custom_calls: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    base_dir: Path | None = None
+
+    def jax_constraints(self) -> list[str]:
+        """Bounds and constraints in the form ``jax.export.SymbolicScope`` takes."""
+        out = []
+        for d in self.dims.values():
+            if d.min is not None and d.min > 1:
+                out.append(f"{d.name} >= {d.min}")
+            if d.max is not None:
+                out.append(f"{d.name} <= {d.max}")
+        out.extend(c.text for c in self.constraints)
+        return out
+
+
+# --- YAML with line numbers -------------------------------------------------------------------------------------
+
+
+class _Map(dict):
+    line: int
+    key_lines: dict[str, int]
+
+
+class _Seq(list):
+    line: int
+    item_lines: list[int]
+
+
+def _line(value: Any, default: int = 0) -> int:
+    return getattr(value, "line", default)
+
+
+def _load_yaml(text: str, file: str) -> Any:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark is not None else file
+        problem = getattr(e, "problem", None) or str(e)
+        raise SpecError(f"{where}: invalid YAML: {problem}. Fix the YAML syntax at that line.") from None
+    if root is None:
+        raise SpecError(f"{file}: the spec is empty. Start it with 'jaxport: 1'.")
+    constructor = yaml.SafeLoader("")
+    budget = [MAX_NODES]
+
+    def convert(node: yaml.Node, depth: int) -> Any:
+        budget[0] -= 1
+        line = node.start_mark.line + 1
+        if budget[0] < 0:
+            raise SpecError(f"{file}: the spec expands to more than {MAX_NODES} YAML nodes "
+                            f"(aliases included). Write it without deep alias chains.")
+        if depth > MAX_DEPTH:
+            raise SpecError(f"{file}:{line}: the spec nests deeper than {MAX_DEPTH} levels.")
+        if node.tag not in _PLAIN_TAGS:
+            raise SpecError(f"{file}:{line}: YAML tag {node.tag!r} is not allowed in a spec: only plain "
+                            f"strings, numbers, booleans, null, lists and mappings are. Remove the tag.")
+        if isinstance(node, yaml.MappingNode):
+            m = _Map()
+            m.line, m.key_lines = line, {}
+            for k, v in node.value:
+                key = convert(k, depth + 1)
+                if not isinstance(key, (str, int)) or isinstance(key, bool):
+                    raise SpecError(f"{file}:{k.start_mark.line + 1}: mapping keys must be strings, "
+                                    f"found {key!r}.")
+                key = str(key)
+                if key in m:
+                    raise SpecError(f"{file}:{k.start_mark.line + 1}: duplicate key {key!r}.")
+                m[key] = convert(v, depth + 1)
+                m.key_lines[key] = k.start_mark.line + 1
+            return m
+        if isinstance(node, yaml.SequenceNode):
+            s = _Seq(convert(v, depth + 1) for v in node.value)
+            s.line, s.item_lines = line, [v.start_mark.line + 1 for v in node.value]
+            return s
+        return constructor.construct_object(node)
+
+    return convert(root, 0)
+
+
+# --- parsing ----------------------------------------------------------------------------------------------------
+
+
+def _suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _check_keys(m: _Map, allowed: tuple[str, ...], file: str, what: str) -> None:
+    for k in m:
+        if k not in allowed:
+            raise SpecError(f"{file}:{m.key_lines[k]}: unknown key {k!r} in {what}.{_suggest(k, allowed)} "
+                            f"Allowed keys: {', '.join(allowed)}.")
+
+
+def _split_dims(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    if len(parts) == 1 and not parts[0].strip():
+        return []
+    return [p.strip() for p in parts]
+
+
+class _Parser:
+    def __init__(self, file: str):
+        self.file = file
+        self.used_vars: dict[str, Where] = {}
+
+    def where(self, line: int) -> Where:
+        return Where(self.file, line)
+
+    def fail(self, line: int, msg: str) -> SpecError:
+        return SpecError(f"{self.where(line)}: {msg}")
+
+    def dtype(self, spelling: Any, path: str, line: int) -> str:
+        if not isinstance(spelling, str):
+            raise self.fail(line, f"{path}: dtype must be a string such as 'f32', found {spelling!r}.")
+        d = dtypes.canonical(spelling)
+        if d is None:
+            raise self.fail(line, f"{path}: unknown dtype {spelling!r}.{_suggest(spelling.lower(), dtypes.spellings())}"
+                                  f" Use one of: {', '.join(x.short for x in dtypes.BY_NAME.values())} "
+                                  f"(or numpy names such as float32).")
+        return d.name
+
+    def dims(self, raw: Any, path: str, line: int) -> tuple[int | str, ...]:
+        if isinstance(raw, str):
+            items: list[Any] = _split_dims(raw)
+        elif isinstance(raw, list):
+            items = list(raw)
+        elif isinstance(raw, int) and not isinstance(raw, bool):
+            items = [raw]
+        else:
+            raise self.fail(line, f"{path}: shape must be a string like 'batch, 16' or a list, found {raw!r}.")
+        out: list[int | str] = []
+        for axis, item in enumerate(items):
+            here = f"{path}.shape[{axis}]"
+            if isinstance(item, bool) or item is None:
+                raise self.fail(line, f"{here}: {item!r} is not a dimension.")
+            if isinstance(item, int):
+                value: int | str = item
+            elif isinstance(item, str) and item.strip().lstrip("-").isdigit():
+                value = int(item.strip())
+            elif isinstance(item, str):
+                if not item.strip():
+                    raise self.fail(line, f"{here}: empty dimension. Write an integer, a dimension variable or "
+                                          f"an expression such as '2*h'.")
+                try:
+                    expr = dimexpr.parse(item)
+                except dimexpr.DimExprError as e:
+                    raise self.fail(line, f"{here}: cannot parse dimension {item!r}: {e}. Write an integer, "
+                                          f"a dimension variable or an expression such as '2*h'.") from None
+                for v in dimexpr.variables(expr):
+                    self.used_vars.setdefault(v, self.where(line))
+                value = str(expr)
+            else:
+                raise self.fail(line, f"{here}: {item!r} is not a dimension.")
+            if isinstance(value, int) and value < 0:
+                raise self.fail(line, f"{here}: dimension {value} is negative.")
+            out.append(value)
+        return tuple(out)
+
+    def leaf_or_tree(self, raw: Any, path: str, line: int) -> Any:
+        if isinstance(raw, str):
+            m = _COMPACT.match(raw)
+            if m is None:
+                raise self.fail(line, f"{path}: {raw!r} is not an array spec. Write 'dtype[dims]' such as "
+                                      f"'f32[batch, 784]' ('f32[]' for a scalar), or use {{static: ...}} for a "
+                                      f"Python value.")
+            dtype = self.dtype(m.group(1), path, line)
+            return ArrayLeaf(self.dims(m.group(2), path, line), dtype, self.where(line))
+        if isinstance(raw, _Map):
+            line = raw.line
+            if "static" in raw:
+                _check_keys(raw, ("static",), self.file, path)
+                return StaticLeaf(self.static_value(raw["static"], path, raw.key_lines["static"]),
+                                  self.where(raw.key_lines["static"]))
+            if "bind" in raw:
+                raise self.fail(line, f"{path}: 'bind' (weights bound at export) is not supported by this "
+                                      f"release. Describe the argument with its shape and dtype instead.")
+            if "shape" in raw:
+                _check_keys(raw, _LONG_LEAF_KEYS, self.file, f"the array spec {path}")
+                if "dtype" not in raw:
+                    raise self.fail(line, f"{path}: missing 'dtype' next to 'shape'.")
+                dtype = self.dtype(raw["dtype"], path, raw.key_lines["dtype"])
+                return ArrayLeaf(self.dims(raw["shape"], path, raw.key_lines["shape"]), dtype, self.where(line))
+            out = {}
+            for k, v in raw.items():
+                out[k] = self.leaf_or_tree(v, f"{path}[{k!r}]", raw.key_lines[k])
+            return out
+        if isinstance(raw, _Seq):
+            return [self.leaf_or_tree(v, f"{path}[{i}]", raw.item_lines[i]) for i, v in enumerate(raw)]
+        if raw is None:
+            raise self.fail(line, f"{path}: empty argument. Write an array spec such as 'f32[batch, 784]' or "
+                                  f"{{static: null}} for a None argument.")
+        raise self.fail(line, f"{path}: {raw!r} is not an array spec. Write 'dtype[dims]' such as "
+                              f"'f32[batch, 784]', or {{static: {raw!r}}} to bake a Python value into the program.")
+
+    def static_value(self, raw: Any, path: str, line: int) -> Any:
+        if raw is None or isinstance(raw, (bool, int, float, str)):
+            return raw
+        if isinstance(raw, list):
+            return tuple(self.static_value(v, path, line) for v in raw)
+        raise self.fail(line, f"{path}: a static value must be a number, string, boolean, null or a list of "
+                              f"those, found a mapping.")
+
+    def function(self, raw: _Map, name: str | None, what: str) -> FunctionSpec:
+        args_raw = raw.get("args", _Seq())
+        if not isinstance(args_raw, list):
+            raise self.fail(raw.key_lines.get("args", raw.line),
+                            f"{what}'args' must be a list of positional arguments.")
+        kwargs_raw = raw.get("kwargs", _Map())
+        if kwargs_raw is None:
+            kwargs_raw = _Map()
+        if not isinstance(kwargs_raw, dict):
+            raise self.fail(raw.key_lines.get("kwargs", raw.line),
+                            f"{what}'kwargs' must be a mapping from keyword to argument spec.")
+        args = [self.leaf_or_tree(v, f"args[{i}]", getattr(args_raw, "item_lines", [raw.line] * len(args_raw))[i])
+                for i, v in enumerate(args_raw)]
+        kwargs = {k: self.leaf_or_tree(v, f"kwargs[{k!r}]", kwargs_raw.key_lines[k])  # type: ignore[attr-defined]
+                  for k, v in kwargs_raw.items()}
+        entry = raw.get("entrypoint")
+        if entry is not None and not isinstance(entry, str):
+            raise self.fail(raw.key_lines["entrypoint"], f"{what}'entrypoint' must be a string 'file.py:NAME'.")
+        return FunctionSpec(name, entry, args, kwargs, self.where(raw.line))
+
+
+def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise p.fail(line, f"dims[{var!r}].{key}: must be an integer >= 1, found {value!r}.")
+    return value
+
+
+def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) -> ShapeSpec:
+    """Parse spec text; ``file`` is the name used in messages."""
+    raw = _load_yaml(text, file)
+    if not isinstance(raw, _Map):
+        raise SpecError(f"{file}:{_line(raw, 1)}: a spec must be a YAML mapping starting with 'jaxport: 1'.")
+    p = _Parser(file)
+    _check_keys(raw, _TOP_KEYS, file, "the spec")
+    if "jaxport" not in raw:
+        raise SpecError(f"{file}:{raw.line}: missing 'jaxport: 1' (the spec format version) at the top.")
+    version = raw["jaxport"]
+    if isinstance(version, bool) or not isinstance(version, int) or version not in SPEC_VERSIONS:
+        raise p.fail(raw.key_lines["jaxport"],
+                     f"spec format version {version!r} is not one this jaxport reads "
+                     f"(supported: {', '.join(map(str, SPEC_VERSIONS))}). Upgrade jaxport or write 'jaxport: 1'.")
+
+    dims: dict[str, DimVar] = {}
+    dims_raw = raw.get("dims")
+    if isinstance(dims_raw, list):
+        dims_raw_map = _Map({str(v): None for v in dims_raw})
+        dims_raw_map.line, dims_raw_map.key_lines = dims_raw.line, dict(zip(map(str, dims_raw), dims_raw.item_lines))
+        dims_raw = dims_raw_map
+    if dims_raw is not None and not isinstance(dims_raw, _Map):
+        raise p.fail(raw.key_lines["dims"], "'dims' must map each dimension variable to its bounds, e.g. "
+                                            "'batch: {min: 1, max: 4096}'.")
+    for name, bounds in (dims_raw or {}).items():
+        line = dims_raw.key_lines[name]  # type: ignore[union-attr]
+        if not _NAME.match(name) or name in ("max", "min", "mod", "floordiv", "non_negative"):
+            raise p.fail(line, f"dims: {name!r} is not a valid dimension variable name (letters, digits, '_').")
+        if bounds is None:
+            bounds = _Map()
+            bounds.line, bounds.key_lines = line, {}
+        if not isinstance(bounds, _Map):
+            raise p.fail(line, f"dims[{name!r}]: bounds must be a mapping like {{min: 1, max: 4096}}, "
+                               f"found {bounds!r}.")
+        _check_keys(bounds, ("min", "max"), file, f"dims[{name!r}]")
+        lo = _int_bound(bounds.get("min"), "min", name, p, bounds.key_lines.get("min", line))
+        hi = _int_bound(bounds.get("max"), "max", name, p, bounds.key_lines.get("max", line))
+        if lo is not None and hi is not None and lo > hi:
+            raise p.fail(line, f"dims[{name!r}]: min {lo} is greater than max {hi}.")
+        dims[name] = DimVar(name, lo, hi, Where(file, line))
+
+    functions: dict[str | None, FunctionSpec] = {}
+    if "functions" in raw:
+        if "args" in raw or "kwargs" in raw:
+            raise p.fail(raw.key_lines["functions"], "use either top-level 'args'/'kwargs' (one function) or "
+                                                     "'functions:' (several), not both.")
+        fraw = raw["functions"]
+        if not isinstance(fraw, _Map) or not fraw:
+            raise p.fail(raw.key_lines["functions"], "'functions' must map each function name to its "
+                                                     "'entrypoint', 'args' and 'kwargs'.")
+        for fname, body in fraw.items():
+            if not _NAME.match(fname):
+                raise p.fail(fraw.key_lines[fname], f"functions: {fname!r} is not a valid function name.")
+            if not isinstance(body, _Map):
+                raise p.fail(fraw.key_lines[fname], f"functions[{fname!r}] must be a mapping.")
+            _check_keys(body, _FUNCTION_KEYS, file, f"functions[{fname!r}]")
+            functions[fname] = p.function(body, fname, f"functions[{fname!r}]: ")
+    else:
+        functions[None] = p.function(raw, None, "")
+
+    constraints: list[ConstraintSpec] = []
+    craw = raw.get("constraints") or []
+    if not isinstance(craw, list):
+        raise p.fail(raw.key_lines["constraints"], "'constraints' must be a list of strings like 'b <= 8*h'.")
+    declared = set(dims) | set(p.used_vars)
+    for i, c in enumerate(craw):
+        line = craw.item_lines[i]  # type: ignore[attr-defined]
+        if not isinstance(c, str):
+            raise p.fail(line, f"constraints[{i}]: must be a string like 'batch <= 8*h', found {c!r}.")
+        try:
+            parsed = dimexpr.parse_constraint(c)
+        except dimexpr.DimExprError as e:
+            raise p.fail(line, f"constraints[{i}]: cannot parse {c!r}: {e}. Write 'lhs >= rhs', 'lhs <= rhs' "
+                               f"or 'lhs == rhs'.") from None
+        for v in sorted(parsed.variables()):
+            if v not in declared:
+                raise p.fail(line, f"constraints[{i}]: {c!r} names dimension variable {v!r}, which is not "
+                                   f"declared under 'dims' nor used in any shape.{_suggest(v, sorted(declared))}")
+        constraints.append(ConstraintSpec(c.strip(), Where(file, line)))
+    for name, d in dims.items():
+        if name not in p.used_vars:
+            raise p.fail(d.where.line, f"dims[{name!r}] is declared but no argument shape uses it; JAX can only "
+                                       f"derive a dimension variable from an argument shape. Use it or remove it.")
+
+    platforms = raw.get("platforms")
+    if platforms is not None:
+        line = raw.key_lines["platforms"]
+        if isinstance(platforms, str):
+            platforms = [platforms]
+        if not isinstance(platforms, list) or not platforms:
+            raise p.fail(line, "'platforms' must be a list such as [cpu, cuda, tpu].")
+        platforms = [check_platform(x, f"{file}:{line}: platforms") for x in platforms]
+
+    allow = raw.get("allow_custom_calls") or []
+    if not isinstance(allow, list) or not all(isinstance(a, str) and a for a in allow):
+        raise p.fail(raw.key_lines.get("allow_custom_calls", 0),
+                     "'allow_custom_calls' must be a list of custom-call target names.")
+
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise p.fail(raw.key_lines["metadata"], "'metadata' must be a mapping with name, version, description "
+                                                "and labels.")
+    if metadata:
+        _check_keys(metadata, _METADATA_KEYS, file, "metadata")  # type: ignore[arg-type]
+        metadata = dict(metadata)
+        for k in ("name", "version", "description"):
+            if k in metadata and metadata[k] is not None:
+                if isinstance(metadata[k], (dict, list)):
+                    raise p.fail(raw.key_lines["metadata"], f"metadata.{k} must be a string.")
+                metadata[k] = str(metadata[k])
+        if "name" in metadata:
+            check_artifact_name(metadata["name"], f"{file}: metadata.name")
+        labels = metadata.get("labels") or {}
+        if not isinstance(labels, dict) or any(isinstance(v, (dict, list)) for v in labels.values()):
+            raise p.fail(raw.key_lines["metadata"], "metadata.labels must map strings to strings.")
+        metadata["labels"] = {str(k): str(v) for k, v in labels.items()}
+    return ShapeSpec(file, version, dims, constraints, functions, platforms, list(allow), metadata, base_dir)
+
+
+def check_platform(name: Any, where: str) -> str:
+    if not isinstance(name, str) or name.lower() not in PLATFORMS:
+        raise SpecError(f"{where}: unknown platform {name!r}.{_suggest(str(name).lower(), PLATFORMS)} "
+                        f"Use some of: {', '.join(PLATFORMS)}.")
+    return name.lower()
+
+
+def check_artifact_name(name: str, where: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", name):
+        raise SpecError(f"{where}: {name!r} is not a valid artifact name: use letters, digits, '_', '-', '.' "
+                        f"(at most 128 characters, not starting with '.' or '-').")
+    return name
+
+
+def load_spec(path: str | Path) -> ShapeSpec:
+    """Read and parse a spec file."""
+    path = Path(path)
+    display = str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(f"{display}: the spec is {size} bytes; specs are capped at {MAX_SPEC_BYTES} bytes.")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"{display}: spec file not found.") from None
+    except IsADirectoryError:
+        raise SpecError(f"{display}: is a directory, not a spec file.") from None
+    except OSError as e:
+        raise SpecError(f"{display}: cannot read the spec: {e.strerror}.") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{display}: the spec is not UTF-8 text (byte {e.start}).") from None
+    return parse_spec(text, display, path.parent)

@@ -1,0 +1,86 @@
+"""Human-readable views of a manifest: signatures, dimension derivations. No JAX, no numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import dtypes
+
+
+def array_type(a: dict[str, Any]) -> str:
+    """``f32[batch, 784]`` for a manifest input or output."""
+    d = dtypes.BY_NAME.get(a["dtype"])
+    short = d.short if d else a["dtype"]
+    return f"{short}[{', '.join(str(x) for x in a['shape'])}]"
+
+
+def _tree(node: Any, leaves: list[dict[str, Any]], key: str) -> str:
+    if not isinstance(node, dict):
+        return "?"
+    if key in node:
+        i = node[key]
+        return array_type(leaves[i]) if isinstance(i, int) and 0 <= i < len(leaves) else "?"
+    if "static" in node:
+        return f"{node['static']!r} (static)"
+    if "none" in node:
+        return "None"
+    if "dict" in node and isinstance(node["dict"], dict):
+        return "{" + ", ".join(f"{k}: {_tree(v, leaves, key)}" for k, v in node["dict"].items()) + "}"
+    for kind, (open_, close) in (("list", ("[", "]")), ("tuple", ("(", ")"))):
+        if kind in node and isinstance(node[kind], list):
+            inner = ", ".join(_tree(v, leaves, key) for v in node[kind])
+            return open_ + inner + ("," if kind == "tuple" and len(node[kind]) == 1 else "") + close
+    if "node" in node:
+        return f"{node['node']}(...)"
+    return "?"
+
+
+def bounds_text(f: dict[str, Any]) -> list[str]:
+    """``1 <= batch <= 4096`` per dimension variable, then the spec's constraints."""
+    out = []
+    for name, d in f.get("dims", {}).items():
+        lo, hi = d.get("min") or 1, d.get("max")
+        out.append(f"{lo} <= {name} <= {hi}" if hi is not None else f"{name} >= {lo}")
+    out.extend(f.get("constraints", []))
+    return out
+
+
+def signature(fname: str, f: dict[str, Any]) -> str:
+    """The function as a user would write it: ``predict(x: f32[batch, 784]) -> f32[batch, 10]  where ...``."""
+    sig = f.get("signature") or {}
+    inputs, outputs = f.get("inputs", []), f.get("outputs", [])
+    parts = []
+    for a in sig.get("args", []):
+        name = a.get("name", "?") if isinstance(a, dict) else "?"
+        parts.append(f"{name}: {_tree(a, inputs, 'input')}" if "static" not in a else f"{name}={a['static']!r}")
+    for k, v in (sig.get("kwargs") or {}).items():
+        parts.append(f"{k}: {_tree(v, inputs, 'input')}" if "static" not in v else f"{k}={v['static']!r}")
+    if not sig:
+        parts = [f"{a['name']}: {array_type(a)}" for a in inputs]
+    out_tree = f.get("output_tree")
+    if isinstance(out_tree, dict) and "output" in out_tree and len(outputs) == 1:
+        result = array_type(outputs[0])
+    elif out_tree is not None:
+        result = _tree(out_tree, outputs, "output")
+    else:
+        result = "(" + ", ".join(array_type(o) for o in outputs) + ")"
+    text = f"{fname}({', '.join(parts)}) -> {result}"
+    where = bounds_text(f)
+    return text + ("   where " + ", ".join(where) if where else "")
+
+
+def derivation_text(var: str, d: dict[str, Any]) -> str:
+    """``x.shape[1] == 2*h`` or ``batch = x.shape[0]``."""
+    src = d.get("derived_from")
+    if not src:
+        return "not derivable from the inputs"
+    if src.get("expression") == var:
+        return f"{var} = {src['input']}.shape[{src['axis']}]"
+    return f"solved from {src['input']}.shape[{src['axis']}] == {src['expression']}"
+
+
+def human_bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"

@@ -1,0 +1,85 @@
+"""Shared fixtures: a strict JAX, the CLI driver and an artifact factory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _strict_jax():
+    import jax
+
+    jax.config.update("jax_numpy_rank_promotion", "raise")
+    yield
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli():
+    """Run ``jaxport ARGS...`` in-process; returns exit code, stdout and stderr separately."""
+    from jaxport_cli.main import cli
+
+    def run(*args: str, input: str | None = None) -> CliResult:
+        runner = CliRunner()
+        result = runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+        return CliResult(result.exit_code, result.stdout, result.stderr)
+
+    return run
+
+
+@pytest.fixture
+def example_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Copy examples/NAME into a temporary directory, chdir there and return its path."""
+
+    def make(name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copytree(EXAMPLES / name, dst)
+        monkeypatch.chdir(dst)
+        return dst
+
+    return make
+
+
+@pytest.fixture
+def make_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Write ``model.py`` and ``spec.yaml`` from text into a fresh directory, export, and return the artifact path.
+
+    ``make_artifact(model_src, spec_yaml, entry="model.py:f", extra_args=[...])``.
+    """
+    import jaxport
+
+    counter = [0]
+
+    def make(model_src: str, spec_yaml: str, entry: str = "model.py:f", **options) -> Path:
+        counter[0] += 1
+        d = tmp_path / f"case{counter[0]}"
+        d.mkdir()
+        (d / "model.py").write_text(model_src)
+        (d / "spec.yaml").write_text(spec_yaml)
+        monkeypatch.chdir(d)
+        return jaxport.export(entry, "spec.yaml", output=d / "out.jaxport", **options).path
+
+    return make
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("JAXPORT_FAST"):
+        skip = pytest.mark.skip(reason="JAXPORT_FAST set")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
