@@ -17,7 +17,7 @@ _PIPE_WIDTH = 160  # when output is not a terminal, wide enough that signatures 
 def _console(err: bool) -> Console:
     stream = sys.stderr if err else sys.stdout
     width = None if getattr(stream, "isatty", lambda: False)() else _PIPE_WIDTH
-    return Console(stderr=err, width=width, highlight=False)
+    return Console(stderr=err, width=width, highlight=False, soft_wrap=True)
 
 
 def stdout() -> Console:

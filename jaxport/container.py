@@ -35,6 +35,8 @@ MAX_MEMBERS = 1 << 16
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
+_EOCD = b"PK\x05\x06"
+_EOCD_RECORD = struct.Struct("<4sHHHHIIH")
 
 
 def sha256(data: bytes | memoryview) -> str:
@@ -239,8 +241,8 @@ def open_artifact(path: str | Path) -> Artifact:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < 22:
-                raise FormatError(f"{where}: not a jaxport artifact: the file is {size} bytes, too short for a "
-                                  f"zip archive.")
+                raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(size, 'byte')}, too "
+                                  f"short for a zip archive.")
             data: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         raise FormatError(f"{where}: file not found.") from None
@@ -264,9 +266,8 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
 
     if data[:4] != b"PK\x03\x04":
         raise bad("not a jaxport artifact: it does not start with a zip local header (PK\\x03\\x04).")
-    if data[size - 22:size - 18] != b"PK\x05\x06" or data[size - 2:size] != b"\0\0":
-        raise bad("damaged artifact: the zip end-of-central-directory record is not at the end of the file "
-                  "(truncated, or trailing bytes were added).")
+    if data[size - 22:size - 18] != _EOCD or data[size - 2:size] != b"\0\0":
+        raise bad(_misplaced_end(data, size))
     try:
         zf = zipfile.ZipFile(_ReadOnly(data), "r")
         infos = zf.infolist()
@@ -344,6 +345,29 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
         if name not in members:
             raise bad(f"member {name!r} is listed in the manifest but missing from the archive.")
     return Artifact(path, data, manifest, members, raw)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _misplaced_end(data: mmap.mmap, size: int) -> str:
+    """Why the zip end-of-central-directory record is not the last 22 bytes: trailing data, a comment, or truncation."""
+    pos = data.rfind(_EOCD, max(0, size - 22 - 0xFFFF - (1 << 20)))
+    while pos > 0:
+        if pos + 22 <= size:
+            _, _, _, _, _, dir_size, dir_offset, comment = _EOCD_RECORD.unpack_from(data, pos)
+            if dir_offset + dir_size == pos:  # a record that really closes the archive, not bytes of a member
+                extra = size - pos - 22
+                if comment and comment == extra:
+                    return (f"the zip archive carries a {comment}-byte comment; jaxport artifacts have none. "
+                            f"Re-export the artifact.")
+                return (f"damaged artifact: the file has {_plural(extra - comment, 'unexpected byte')} after the "
+                        f"end of the zip archive (at offset {pos + 22 + comment}). Remove them, or re-download or "
+                        f"re-export the artifact.")
+        pos = data.rfind(_EOCD, 0, pos)
+    return ("damaged artifact: the file is truncated: its zip end-of-central-directory record is missing. "
+            "Re-download or re-export the artifact.")
 
 
 class _ReadOnly:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 _FUNCTIONS = {"max": 2, "min": 2, "floordiv": 2, "mod": 2, "non_negative": 1}
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|>=|<=|==|[-+*%(),]))")
 _MAX_LENGTH = 4096
-_MAX_DEPTH = 64
+_MAX_DEPTH = 64  # parentheses, function calls and unary minus
+_MAX_TREE_DEPTH = 128  # all operations: bounds the recursion of render, evaluate and linear
 
 
 class DimExprError(ValueError):
@@ -76,6 +77,15 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.pos = 0
         self.depth = 0
+        self.tree_depth: dict[int, int] = {}  # id(node) -> height of the node's tree
+
+    def node(self, op: str, args: tuple[Expr, ...]) -> Expr:
+        e = Expr(op, args)
+        height = 1 + max(self.tree_depth.get(id(a), 1) for a in args)
+        if height > _MAX_TREE_DEPTH:
+            raise DimExprError(f"expression has more than {_MAX_TREE_DEPTH} levels of operations")
+        self.tree_depth[id(e)] = height
+        return e
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -96,7 +106,7 @@ class _Parser:
         left = self.term()
         while self.peek() in (("sym", "+"), ("sym", "-")):
             op = self.take()[1]
-            left = Expr(op, (left, self.term()))
+            left = self.node(op, (left, self.term()))
         self.depth -= 1
         return left
 
@@ -104,7 +114,7 @@ class _Parser:
         left = self.unary()
         while self.peek() in (("sym", "*"), ("sym", "//"), ("sym", "%")):
             op = self.take()[1]
-            left = Expr(op, (left, self.unary()))
+            left = self.node(op, (left, self.unary()))
         return left
 
     def unary(self) -> Expr:
@@ -115,7 +125,7 @@ class _Parser:
                 raise DimExprError(f"expression nests deeper than {_MAX_DEPTH} levels")
             inner = self.unary()
             self.depth -= 1
-            return Expr("neg", (inner,))
+            return self.node("neg", (inner,))
         return self.atom()
 
     def atom(self) -> Expr:
@@ -133,9 +143,11 @@ class _Parser:
                     self.take()
                     args.append(self.expr())
                 self.take(")")
-                if len(args) != _FUNCTIONS[text]:
-                    raise DimExprError(f"{text}() takes {_FUNCTIONS[text]} argument(s) in {self.text!r}")
-                return Expr(text, tuple(args))
+                want = _FUNCTIONS[text]
+                if len(args) != want:
+                    raise DimExprError(f"{text}() takes {want} argument{'s' if want > 1 else ''}, "
+                                       f"found {len(args)}, in {self.text!r}")
+                return self.node(text, tuple(args))
             return Expr("var", value=text)
         if text == "(":
             inner = self.expr()

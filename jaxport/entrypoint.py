@@ -10,11 +10,13 @@ import difflib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import EntrypointError
 
@@ -47,6 +49,18 @@ def _user_traceback(exc: BaseException, user_file: str | None) -> str:
     return "".join(lines).rstrip()
 
 
+def _callables(owner: Any, module: Any) -> list[str]:
+    """Public callables defined by ``owner`` itself (not imported into it), for "no attribute" hints."""
+    out = []
+    for n, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
+        if n.startswith("_") or not callable(v):
+            continue
+        if owner is module and getattr(v, "__module__", None) != module.__name__:
+            continue
+        out.append(n)
+    return sorted(out)
+
+
 def split_entrypoint(text: str) -> tuple[str, str]:
     if ":" not in text:
         raise EntrypointError(f"entry point {text!r}: expected 'path/to/model.py:NAME' or 'package.module:NAME'.")
@@ -72,7 +86,7 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
             raise EntrypointError(f"entry point {text!r}: file {target} not found"
                                   f"{'' if path.parent.is_dir() else ' (its directory does not exist)'}.")
         root = path.parent
-        module_name = "_jaxport_entry_" + path.stem.replace("-", "_")
+        module_name = "_jaxport_entry_" + re.sub(r"\W", "_", path.stem)
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
         spec = importlib.util.spec_from_file_location(module_name, path)
@@ -121,13 +135,20 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
             names = [n for n in dir(obj) if not n.startswith("__")]
             close = difflib.get_close_matches(part, names, n=3)
             owner = ".".join(walked) or target
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            if close:
+                hint = f" Did you mean {', '.join(repr(c) for c in close)}?"
+            else:
+                defined = _callables(obj, module)
+                hint = f" It defines: {', '.join(defined[:10])}{', ...' if len(defined) > 10 else ''}." \
+                    if defined else ""
             raise EntrypointError(f"entry point {text!r}: {owner} has no attribute {part!r}.{hint}") from None
         except Exception as e:  # noqa: BLE001 - a property of the user's object raised
             raise EntrypointError(f"entry point {text!r}: reading {part!r} raised:\n"
                                   f"{_user_traceback(e, user_file)}") from e
         walked.append(part)
     if not callable(obj):
-        raise EntrypointError(f"entry point {text!r}: {attribute} is a {type(obj).__name__}, not a function. "
+        kind = type(obj).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        raise EntrypointError(f"entry point {text!r}: {attribute} is {article} {kind}, not a function. "
                               f"Point at a function (or any callable).")
     return Entrypoint(obj, recorded, attribute, root)

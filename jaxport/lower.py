@@ -142,6 +142,40 @@ def location_regex(root: Path) -> str:
     return rf"^(?:{prefix}|.*[/\\](?:site|dist)-packages[/\\]|.*[/\\])"
 
 
+_EXCLUDED = False
+
+
+def _exclude_own_frames() -> None:
+    """Make JAX skip jaxport's frames when it picks the user frame of an op's location (once per process)."""
+    global _EXCLUDED
+    if not _EXCLUDED:
+        from jax.extend import source_info_util
+
+        source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
+        _EXCLUDED = True
+
+
+def _on_fresh_stack(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` in a new thread, so the Python stack above the user's function is the same whoever calls
+    jaxport (a script, the CLI, a test runner): JAX records source locations from that stack."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="jaxport-export")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 @contextlib.contextmanager
 def _config(**updates: Any):
     import jax
@@ -189,6 +223,7 @@ def lower(
     import jax
     from jax import export, tree_util
 
+    _exclude_own_frames()
     fn = entry.function
     _check_signature(fn, fspec, spec.file, entry.attribute)
     arg_names = _param_names(fn, len(fspec.args))
@@ -235,28 +270,31 @@ def lower(
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
 
     def run_export(checks):
+        # One user frame per op, not the whole Python stack: the stack above the function (jaxport, click, a test
+        # runner) is not the model's and would make the bytes depend on who called export.
         with _config(jax_enable_x64=x64 or jax.config.jax_enable_x64,
+                     jax_include_full_tracebacks_in_locations=False,
                      jax_hlo_source_file_canonicalization_regex=location_regex(entry.root)):
             structs = _shape_dtype_structs(inputs, spec)
             tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
             return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **tree[1])
 
     try:
-        exported = run_export(disabled)
+        exported = _on_fresh_stack(run_export, disabled)
     except (SpecError, PolicyError):
         raise
-    except NotImplementedError as e:
-        if "host_callbacks" in str(e):
-            raise ExportError(f"{entry.spec}: the function uses a host callback (jax.debug.print, "
-                              f"jax.pure_callback or io_callback), which calls back into Python and cannot be "
-                              f"serialized. Remove it from the exported function (keep debugging prints outside "
-                              f"it), or compute the value with jax.numpy.") from None
-        raise ExportError(f"{entry.spec}: JAX cannot export the function: {e}{_user_frames(e)}") from e
     except Exception as e:  # noqa: BLE001 - tracing runs the user's code; anything it raises is reported as theirs
         if _JAX_CUSTOM_CALL_ERROR in str(e):
-            unsafe = run_export([export.DisabledSafetyCheck.custom_call("ALL")])
+            unsafe = _on_fresh_stack(run_export, [export.DisabledSafetyCheck.custom_call("ALL")])
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
+        # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
+        callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64)
+        if callbacks:
+            raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which "
+                              f"call back into Python and cannot be serialized. Remove jax.debug.print, "
+                              f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
+                              f"print outside it, or return the value as an extra output.") from None
         raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
                           f"{type(e).__name__}: {e}{_user_frames(e)}") from None
 
@@ -268,6 +306,38 @@ def lower(
     out_names, out_tree = _outputs(exported)
     return Lowered(exported, name, inputs, signature_tree(fspec, arg_names, leaf_index), out_names, out_tree,
                    x64, scan)
+
+
+_CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")
+
+
+def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
+                    spec: ShapeSpec, x64: bool) -> list[str]:
+    """Names of the host-callback primitives in the traced program (empty when tracing itself fails)."""
+    import jax
+    from jax import tree_util
+
+    try:
+        with _config(jax_enable_x64=x64 or jax.config.jax_enable_x64):
+            structs = _shape_dtype_structs(inputs, spec)
+            tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
+            closed = jax.make_jaxpr(program)(*tree[0], **tree[1])
+    except Exception:  # noqa: BLE001 - the caller reports the original error
+        return []
+    found: set[str] = set()
+
+    def walk(jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name in _CALLBACK_PRIMITIVES:
+                found.add(eqn.primitive.name)
+            for param in eqn.params.values():
+                for sub in param if isinstance(param, (list, tuple)) else [param]:
+                    inner = getattr(sub, "jaxpr", None)
+                    if inner is not None:
+                        walk(inner if hasattr(inner, "eqns") else getattr(inner, "jaxpr", inner))
+
+    walk(closed.jaxpr)
+    return sorted(found)
 
 
 def _outputs(exported: Any) -> tuple[list[str], Any]:

@@ -103,10 +103,11 @@ def export(
         total = low.scan.constant_bytes()
         if total > LARGE_CONSTANTS_BYTES:
             largest = functions[fname]["embedded_constants"]["largest"][0]
+            at = "" if largest["location"] == "unknown location" else f", at {largest['location']}"
             warnings.append(
                 f"function {fname!r} embeds {_mb(total)} of constants in its program (largest: {largest['type']}, "
-                f"{_mb(largest['bytes'])}, at {largest['location']}). Closed-over arrays bloat the artifact and "
-                f"slow export: pass them as arguments instead.")
+                f"{_mb(largest['bytes'])}{at}). Closed-over arrays bloat the artifact and slow export: pass them "
+                f"as arguments instead.")
 
     m = {
         "format": manifest.FORMAT_NAME,

@@ -30,6 +30,8 @@ SPEC_VERSIONS = (1,)
 MAX_SPEC_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+#: Largest dimension size a spec may give (what a manifest may record).
+MAX_DIMENSION = 1 << 62
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 _TOP_KEYS = ("jaxport", "dims", "constraints", "args", "kwargs", "platforms", "allow_custom_calls", "metadata",
@@ -141,14 +143,48 @@ def _line(value: Any, default: int = 0) -> int:
     return getattr(value, "line", default)
 
 
+def _yaml_error(e: yaml.YAMLError, text: str, file: str) -> SpecError:
+    """A one-line message for PyYAML's error, with the spec's file and line."""
+    if isinstance(e, yaml.reader.ReaderError):
+        line = text.count("\n", 0, max(0, e.position)) + 1
+        what = f"#x{e.character:04x}" if isinstance(e.character, int) else repr(e.character)
+        return SpecError(f"{file}:{line}: invalid YAML: the character {what} is not allowed in YAML text. "
+                         f"Remove it.")
+    mark = getattr(e, "problem_mark", None)
+    where = f"{file}:{mark.line + 1}" if mark is not None else file
+    problem = getattr(e, "problem", None) or str(e)
+    context = getattr(e, "context", None)
+    if context:
+        problem = f"{context}, {problem}"
+    return SpecError(f"{where}: invalid YAML: {problem}. Fix the YAML syntax at that line.")
+
+
+def _too_big(file: str, size: int) -> str:
+    return f"{file}: the spec is {size} bytes; specs are capped at {MAX_SPEC_BYTES} bytes. Shorten it."
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+
+
 def _load_yaml(text: str, file: str) -> Any:
+    size = len(text) if len(text) > MAX_SPEC_BYTES else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(_too_big(file, size))
     try:
+        # PyYAML's composer recurses once per nesting level: bound the depth on the (iterative) event stream first.
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SpecError(f"{file}:{event.start_mark.line + 1}: the spec nests deeper than {MAX_DEPTH} "
+                                    f"levels. Flatten it.")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}" if mark is not None else file
-        problem = getattr(e, "problem", None) or str(e)
-        raise SpecError(f"{where}: invalid YAML: {problem}. Fix the YAML syntax at that line.") from None
+        raise _yaml_error(e, text, file) from None
     if root is None:
         raise SpecError(f"{file}: the spec is empty. Start it with 'jaxport: 1'.")
     constructor = yaml.SafeLoader("")
@@ -161,9 +197,10 @@ def _load_yaml(text: str, file: str) -> Any:
             raise SpecError(f"{file}: the spec expands to more than {MAX_NODES} YAML nodes "
                             f"(aliases included). Write it without deep alias chains.")
         if depth > MAX_DEPTH:
-            raise SpecError(f"{file}:{line}: the spec nests deeper than {MAX_DEPTH} levels.")
+            raise SpecError(f"{file}:{line}: the spec nests deeper than {MAX_DEPTH} levels (aliases included). "
+                            f"Flatten it.")
         if node.tag not in _PLAIN_TAGS:
-            raise SpecError(f"{file}:{line}: YAML tag {node.tag!r} is not allowed in a spec: only plain "
+            raise SpecError(f"{file}:{line}: YAML tag {_short_tag(node.tag)!r} is not allowed in a spec: only plain "
                             f"strings, numbers, booleans, null, lists and mappings are. Remove the tag.")
         if isinstance(node, yaml.MappingNode):
             m = _Map()
@@ -276,6 +313,8 @@ class _Parser:
                 raise self.fail(line, f"{here}: {item!r} is not a dimension.")
             if isinstance(value, int) and value < 0:
                 raise self.fail(line, f"{here}: dimension {value} is negative.")
+            if isinstance(value, int) and value > MAX_DIMENSION:
+                raise self.fail(line, f"{here}: dimension {value} is larger than 2**62.")
             out.append(value)
         return tuple(out)
 
@@ -492,7 +531,7 @@ def load_spec(path: str | Path) -> ShapeSpec:
     try:
         size = path.stat().st_size
         if size > MAX_SPEC_BYTES:
-            raise SpecError(f"{display}: the spec is {size} bytes; specs are capped at {MAX_SPEC_BYTES} bytes.")
+            raise SpecError(_too_big(display, size))
         data = path.read_bytes()
     except FileNotFoundError:
         raise SpecError(f"{display}: spec file not found.") from None

@@ -1,0 +1,51 @@
+"""`jaxport export` as a whole process vs a minimal script doing `jax.export` + serialize + write.
+
+    python benchmarks/bench_export.py [--quick | --repeats N]
+
+Goal: `jaxport export` takes at most 1.15x the baseline's time (ratio = jaxport / baseline). The baseline is
+benchmarks/baseline_export.py; it lowers the same function with the same symbolic shapes and bounds.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+GOAL = 1.15
+
+# (case, entry point, spec)
+CASES = [
+    ("mlp", "examples/mlp/model.py:predict", "examples/mlp/spec.yaml"),
+    ("transformer", "benchmarks/models/transformer.py:encode", "benchmarks/models/transformer.yaml"),
+]
+
+
+def main() -> None:
+    args = common.parse_args(__doc__.splitlines()[0])
+    jaxport = common.jaxport_command()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="jaxport-bench-") as tmp:
+        for case, entrypoint, spec in CASES:
+            baseline = common.Contender("baseline", [sys.executable, str(common.BENCH_DIR / "baseline_export.py"),
+                                                     case, str(Path(tmp) / f"{case}.bin")])
+            ours = common.Contender("jaxport export", [jaxport, "export", str(common.REPO / entrypoint),
+                                                       "--shapes", str(common.REPO / spec),
+                                                       "-o", str(Path(tmp) / f"{case}.jaxport")])
+            common.interleave([baseline, ours], args.repeats)
+            rows.append(common.comparison_row(case, ours, baseline))
+    common.print_machine()
+    print(f"Interleaved repetitions: {args.repeats} (medians; min in parentheses).\n")
+    print(common.table(["case", "jaxport export", "baseline (jax.export + serialize + write)", "jaxport / baseline"],
+                       rows))
+    worst = max(float(r[-1].rstrip("x")) for r in rows)
+    verdict = "met" if worst <= GOAL else "NOT met"
+    print(f"\nGoal: at most {GOAL:g}x. Worst ratio {worst:.2f}x: goal {verdict}.")
+
+
+if __name__ == "__main__":
+    main()

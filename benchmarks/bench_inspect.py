@@ -1,0 +1,64 @@
+"""`jaxport inspect` as a whole process vs a Python process that imports JAX and deserializes the same payload.
+
+    python benchmarks/bench_inspect.py [--quick | --repeats N]
+
+Goal: `jaxport inspect` at least 5x faster than the baseline (ratio = baseline / jaxport).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+GOAL = 5.0
+
+# (case, entry point, spec, function name inside the artifact)
+CASES = [
+    ("mlp", "examples/mlp/model.py:predict", "examples/mlp/spec.yaml", "predict"),
+    ("transformer", "benchmarks/models/transformer.py:encode", "benchmarks/models/transformer.yaml", "encode"),
+]
+
+# The least a user does to look inside a jax.export serialization without jaxport: open the zip, read the
+# member, deserialize it and print its signature.
+BASELINE = """
+import sys, zipfile
+import jax
+from jax import export
+with zipfile.ZipFile(sys.argv[1]) as z:
+    exported = export.deserialize(bytearray(z.read(sys.argv[2])))
+print(exported.fun_name, exported.in_avals, exported.out_avals, exported.platforms)
+"""
+
+
+def main() -> None:
+    args = common.parse_args(__doc__.splitlines()[0])
+    jaxport = common.jaxport_command()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="jaxport-bench-") as tmp:
+        for case, entrypoint, spec, fname in CASES:
+            artifact = Path(tmp) / f"{case}.jaxport"
+            subprocess.run([jaxport, "export", str(common.REPO / entrypoint), "--shapes", str(common.REPO / spec),
+                            "-o", str(artifact)], check=True, stdout=subprocess.DEVNULL)
+            baseline = common.Contender("import jax + deserialize",
+                                        [sys.executable, "-c", BASELINE, str(artifact), f"functions/{fname}.jaxexport"])
+            human = common.Contender("jaxport inspect", [jaxport, "inspect", str(artifact)])
+            as_json = common.Contender("jaxport inspect --json", [jaxport, "inspect", "--json", str(artifact)])
+            common.interleave([baseline, human, as_json], args.repeats)
+            rows.append(common.comparison_row(f"{case}: `inspect`", baseline, human))
+            rows.append(common.comparison_row(f"{case}: `inspect --json`", baseline, as_json))
+    common.print_machine()
+    print(f"Interleaved repetitions: {args.repeats} (medians; min in parentheses).\n")
+    print(common.table(["case", "baseline (import jax + deserialize)", "jaxport", "baseline / jaxport"], rows))
+    worst = min(float(r[-1].rstrip("x")) for r in rows)
+    verdict = "met" if worst >= GOAL else "NOT met"
+    print(f"\nGoal: at least {GOAL:g}x faster. Worst ratio {worst:.2f}x: goal {verdict}.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,611 @@
+"""Inputs of ``call``: reading ``.npy``/``.npz`` files safely, matching them to a function's inputs, checking them
+against the manifest, and generating random ones from the signature. No JAX.
+
+Trust model: input files may be hostile. They are parsed here, never handed to ``numpy.load``. A ``.npy`` header is
+read with ``ast.literal_eval`` (literals only, never ``eval``), capped at ``MAX_HEADER_BYTES``, and must be exactly
+``{'descr': str, 'fortran_order': bool, 'shape': tuple of ints}``. Object, structured, string, datetime and
+sub-array dtypes are refused, so nothing is ever unpickled. The size the header declares (shape x itemsize) must
+equal the bytes that follow it before any array memory is allocated, and exactly that many bytes are read. An
+``.npz`` is checked from its zip directory before any member is read: at most ``MAX_NPZ_MEMBERS`` members, with safe
+names ending in ``.npy``, stored or deflated, unencrypted, whose declared sizes total at most ``MAX_NPZ_BYTES``; a
+member never yields more than its declared size, and its CRC is checked.
+
+A raw void ``.npy`` (``<V2``, ``<V1``), which is how numpy saves ``bfloat16`` and ``float8`` arrays, is accepted
+only for an input the artifact declares with that ml_dtypes type of the same width, and is reinterpreted as it.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import re
+import struct
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from . import dimexpr, dtypes
+from .errors import InputError
+from .summary import array_type
+
+MAX_HEADER_BYTES = 10_000  # numpy's own default cap for untrusted headers
+MAX_RANK = 64
+MAX_NPZ_MEMBERS = 10_000
+MAX_NPZ_BYTES = 16 << 30
+_MAGIC = b"\x93NUMPY"
+_HEADER_KEYS = {"descr", "fortran_order", "shape"}
+_EOCD = struct.Struct("<4s4H2LH")
+_VOID_AS = {2: ("bfloat16",), 1: ("float8_e4m3fn", "float8_e5m2")}
+
+
+# --- reading .npy ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Header:
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: Any  # numpy dtype, as stored
+    header_bytes: int  # magic + version + length field + header text
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def _read_exact(fp: BinaryIO, n: int) -> bytes:
+    data = fp.read(n)
+    return data if data is not None else b""
+
+
+def _read_header(fp: BinaryIO, where: str) -> _Header:
+    """Parse a .npy header from ``fp`` (positioned at the start of the array file) without trusting it."""
+    import numpy as np
+
+    magic = _read_exact(fp, 8)
+    if len(magic) < 8 or magic[:6] != _MAGIC:
+        raise InputError(f"{where}: not a .npy file (it does not start with the \\x93NUMPY magic). Save arrays "
+                         f"with numpy.save.")
+    version = (magic[6], magic[7])
+    if version == (1, 0):
+        length_field, encoding = "<H", "latin1"
+    elif version in ((2, 0), (3, 0)):
+        length_field, encoding = "<I", "latin1" if version == (2, 0) else "utf8"
+    else:
+        raise InputError(f"{where}: .npy format version {version[0]}.{version[1]} is not supported (1.0, 2.0, 3.0 "
+                         f"are).")
+    raw_len = _read_exact(fp, struct.calcsize(length_field))
+    if len(raw_len) < struct.calcsize(length_field):
+        raise InputError(f"{where}: truncated .npy file: it ends inside the header.")
+    (length,) = struct.unpack(length_field, raw_len)
+    if length > MAX_HEADER_BYTES:
+        raise InputError(f"{where}: the .npy header is {length} bytes; at most {MAX_HEADER_BYTES} are allowed.")
+    text = _read_exact(fp, length)
+    if len(text) < length:
+        raise InputError(f"{where}: truncated .npy file: it ends inside the header.")
+    try:
+        header = ast.literal_eval(text.decode(encoding))
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError, TypeError):
+        raise InputError(f"{where}: the .npy header is not a Python literal; the file is damaged.") from None
+    if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
+        raise InputError(f"{where}: the .npy header must be a dict with keys 'descr', 'fortran_order' and 'shape'.")
+    shape, fortran, descr = header["shape"], header["fortran_order"], header["descr"]
+    if not isinstance(shape, tuple) or len(shape) > MAX_RANK or \
+            not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise InputError(f"{where}: the .npy header's shape {shape!r} is not a tuple of at most {MAX_RANK} "
+                         f"non-negative integers.")
+    if not isinstance(fortran, bool):
+        raise InputError(f"{where}: the .npy header's fortran_order {fortran!r} is not a bool.")
+    if not isinstance(descr, str):
+        raise InputError(f"{where}: the array has a structured dtype ({str(descr)[:80]}); jaxport reads plain "
+                         f"numeric arrays only.")
+    try:
+        dtype = np.dtype(descr)
+    except (TypeError, ValueError, SyntaxError):
+        raise InputError(f"{where}: the .npy header's dtype {descr[:40]!r} is not a numpy dtype.") from None
+    if dtype.hasobject:
+        raise InputError(f"{where}: the array holds Python objects (dtype {descr!r}), which could only be read "
+                         f"by unpickling; jaxport refuses them. Save a numeric array instead.")
+    if dtype.names is not None or dtype.subdtype is not None:
+        raise InputError(f"{where}: the array has a structured dtype ({descr!r}); jaxport reads plain numeric "
+                         f"arrays only.")
+    if dtype.kind in "USMm":
+        raise InputError(f"{where}: the array has dtype {dtype} ({descr!r}); jaxport reads numeric and bool "
+                         f"arrays only.")
+    return _Header(tuple(shape), fortran, dtype, 8 + struct.calcsize(length_field) + length)
+
+
+def _final_dtype(header: _Header, declared: str | None, where: str) -> Any:
+    """The dtype the array is read as: native byte order; a void dtype reinterpreted as a declared ml_dtypes type."""
+    dt = header.dtype
+    if dt.kind == "V":
+        candidates = _VOID_AS.get(dt.itemsize, ())
+        if declared in candidates:
+            return dtypes.to_numpy(declared)
+        expects = f"the input expects {declared}" if declared else "its input is not known"
+        raise InputError(f"{where}: the array has the raw void dtype {dt.str!r}; jaxport reads it as "
+                         f"{' or '.join(candidates) or 'nothing'} only for an input declared so, and {expects}.")
+    return dt.newbyteorder("=") if not dt.isnative else dt
+
+
+def _size_text(header: _Header) -> str:
+    return f"shape {header.shape} of {header.dtype} = {header.nbytes} bytes"
+
+
+def read_npy(path: str | Path, declared: str | None = None) -> Any:
+    """Read one ``.npy`` file safely (see the module docstring); ``declared`` is the input's manifest dtype."""
+    import numpy as np
+
+    where = str(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{where}: file not found.") from None
+    except IsADirectoryError:
+        raise InputError(f"{where}: is a directory, not a .npy file.") from None
+    except OSError as e:
+        raise InputError(f"{where}: cannot read: {e.strerror}.") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        header = _read_header(f, where)
+        dtype = _final_dtype(header, declared, where)
+        available = size - header.header_bytes
+        if available < header.nbytes:
+            raise InputError(f"{where}: truncated .npy file: the header declares {_size_text(header)}, but only "
+                             f"{available} bytes follow it.")
+        if available > header.nbytes:
+            raise InputError(f"{where}: damaged .npy file: {available - header.nbytes} bytes follow the array data "
+                             f"({_size_text(header)}).")
+        count = header.nbytes // header.dtype.itemsize if header.dtype.itemsize else 0
+        try:
+            flat = np.fromfile(f, dtype=header.dtype if header.dtype.kind != "V" else dtype, count=count)
+        except MemoryError:
+            raise InputError(f"{where}: not enough memory to read {_size_text(header)}.") from None
+        except OSError as e:
+            raise InputError(f"{where}: cannot read: {e}.") from None
+    if flat.size != count:
+        raise InputError(f"{where}: truncated .npy file: read {flat.size} of {count} elements.")
+    return flat.reshape(header.shape, order="F" if header.fortran_order else "C").astype(dtype, copy=False)
+
+
+# --- reading .npz ----------------------------------------------------------------------------------------------
+
+
+def _safe_member(name: str) -> bool:
+    if not name or "\0" in name or "\\" in name or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return False
+    return all(p not in ("", ".", "..") for p in name.split("/"))
+
+
+def _check_eocd(f: BinaryIO, size: int, where: str) -> None:
+    """Refuse an archive whose end-of-directory record declares too many members, before zipfile parses it."""
+    tail_len = min(size, _EOCD.size + 0xFFFF)
+    f.seek(size - tail_len)
+    tail = f.read(tail_len)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + _EOCD.size > len(tail):
+        raise InputError(f"{where}: not a .npz file (no zip end-of-directory record). Save arrays with "
+                         f"numpy.savez.")
+    total = _EOCD.unpack_from(tail, at)[4]
+    if total != 0xFFFF and total > MAX_NPZ_MEMBERS:
+        raise InputError(f"{where}: the .npz declares {total} members; at most {MAX_NPZ_MEMBERS} are allowed.")
+    f.seek(0)
+
+
+def read_npz(path: str | Path, declared: Mapping[str, str]) -> dict[str, Any]:
+    """Read the arrays of an ``.npz`` whose keys are input names (``declared``: input name -> manifest dtype).
+
+    Every key must name an input; the zip directory is checked (count, names, declared sizes) before any data.
+    """
+    import numpy as np
+
+    where = str(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{where}: file not found.") from None
+    except IsADirectoryError:
+        raise InputError(f"{where}: is a directory, not a .npz file.") from None
+    except OSError as e:
+        raise InputError(f"{where}: cannot read: {e.strerror}.") from None
+    out: dict[str, Any] = {}
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        _check_eocd(f, size, where)
+        try:
+            zf = zipfile.ZipFile(f)
+            infos = zf.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, struct.error,
+                UnicodeDecodeError, OverflowError, IndexError, KeyError, NotImplementedError):
+            raise InputError(f"{where}: not a readable .npz file (its zip directory is damaged).") from None
+        if len(infos) > MAX_NPZ_MEMBERS:
+            raise InputError(f"{where}: the .npz has {len(infos)} members; at most {MAX_NPZ_MEMBERS} are allowed.")
+        total = 0
+        keys: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            name = info.filename
+            if not _safe_member(name):
+                raise InputError(f"{where}: member {name[:200]!r} has an unsafe name (absolute, '..', backslash or "
+                                 f"NUL); refusing the file.")
+            if not name.endswith(".npy"):
+                raise InputError(f"{where}: member {name[:200]!r} is not a .npy array; an .npz for jaxport holds "
+                                 f"only arrays named after inputs.")
+            if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise InputError(f"{where}: member {name!r} is encrypted or uses an unsupported compression; "
+                                 f"save the file with numpy.savez or numpy.savez_compressed.")
+            key = name[:-len(".npy")]
+            if key in keys:
+                raise InputError(f"{where}: member {name!r} appears twice.")
+            if key not in declared:
+                raise unknown_input_error(key, declared, f" (a key of {where})")
+            keys[key] = info
+            total += info.file_size
+        if total > MAX_NPZ_BYTES:
+            raise InputError(f"{where}: the .npz members declare {total} bytes in all; at most {MAX_NPZ_BYTES} "
+                             f"are allowed.")
+        for key, info in keys.items():
+            here = f"{where}: member {info.filename!r}"
+            try:
+                with zf.open(info) as member:
+                    header = _read_header(member, here)
+                    dtype = _final_dtype(header, declared[key], here)
+                    available = info.file_size - header.header_bytes
+                    if available < header.nbytes:
+                        raise InputError(f"{here}: truncated array: the header declares {_size_text(header)}, but "
+                                         f"only {max(available, 0)} bytes follow it.")
+                    if available > header.nbytes:
+                        raise InputError(f"{here}: damaged array: {available - header.nbytes} bytes follow the "
+                                         f"array data ({_size_text(header)}).")
+                    buf = bytearray(header.nbytes)
+                    view = memoryview(buf)
+                    got = 0
+                    while got < header.nbytes:
+                        n = member.readinto(view[got:])
+                        if not n:
+                            raise InputError(f"{here}: truncated array: {got} of {header.nbytes} bytes.")
+                        got += n
+                    if member.read(1):  # also makes zipfile check the CRC
+                        raise InputError(f"{here}: damaged array: data continues past the declared size.")
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, NotImplementedError) as e:
+                raise InputError(f"{here}: cannot be read ({e}); the file is damaged.") from None
+            except MemoryError:
+                raise InputError(f"{here}: not enough memory to read {_size_text(header)}.") from None
+            stored = header.dtype if header.dtype.kind != "V" else dtype
+            arr = np.frombuffer(buf, dtype=stored).reshape(header.shape, order="F" if header.fortran_order else "C")
+            out[key] = arr.astype(dtype, copy=False)
+    return out
+
+
+# --- matching files to inputs ----------------------------------------------------------------------------------
+
+
+def input_names(fn: Mapping[str, Any]) -> list[str]:
+    return [i["name"] for i in fn["inputs"]]
+
+
+def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], context: str = "") -> InputError:
+    names = list(declared)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return InputError(f"unknown input name {name!r}{context}; the inputs are: {', '.join(names) or '(none)'}.{hint}")
+
+
+def _missing_error(fn: Mapping[str, Any], missing: list[str]) -> InputError:
+    by_name = {i["name"]: i for i in fn["inputs"]}
+    listed = ", ".join(f"{n!r} ({array_type(by_name[n])})" for n in missing)
+    if len(missing) == 1:
+        return InputError(f"missing input {listed}: give it with --inputs {missing[0]}=FILE.npy, or use --random.")
+    return InputError(f"missing inputs {listed}: give each with --inputs NAME=FILE.npy (or all in one .npz), or "
+                      f"use --random.")
+
+
+def classify(fn: Mapping[str, Any], items: list[str]) -> tuple[list[str], dict[str, str], list[str]]:
+    """Split ``--inputs`` values into positional files, ``NAME=FILE`` pairs and ``.npz`` files.
+
+    ``NAME=FILE`` is recognised when NAME is an input name, or when the text has an ``=`` and is not an existing
+    file; a file whose name contains ``=`` can be given as ``./a=b.npy``.
+    """
+    names = input_names(fn)
+    positional: list[str] = []
+    named: dict[str, str] = {}
+    npz: list[str] = []
+    for text in items:
+        name, eq, file = text.partition("=")
+        if eq and (name in names or not Path(text).exists()):
+            if name not in names:
+                raise unknown_input_error(name, names, f" (in --inputs {text})")
+            if name in named:
+                raise InputError(f"input {name!r} is given twice: {named[name]} and {file}.")
+            named[name] = file
+        elif text.lower().endswith(".npz"):
+            npz.append(text)
+        else:
+            positional.append(text)
+    return positional, named, npz
+
+
+def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read the arrays that ``--inputs`` values name; returns ``{input name: array}`` and each array's source."""
+    positional, named, npz = classify(fn, items)
+    declared = {i["name"]: i["dtype"] for i in fn["inputs"]}
+    names = list(declared)
+    if positional and (named or npz):
+        raise InputError("give --inputs either all by position (FILE.npy, in the order 'inspect' lists the "
+                         "inputs) or all by name (NAME=FILE.npy, or an .npz keyed by input names), not both.")
+    arrays: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if positional:
+        if len(positional) > len(names):
+            shown = ", ".join(names) or "none"
+            raise InputError(f"too many inputs: {len(positional)} files given, but the function takes "
+                             f"{len(names)} input{'s' if len(names) != 1 else ''} ({shown}); "
+                             f"'{positional[len(names)]}' has no input to go to.")
+        for name, file in zip(names, positional):
+            arrays[name] = read_npy(file, declared[name])
+            sources[name] = file
+    for file in npz:
+        for name, arr in read_npz(file, declared).items():
+            if name in sources:
+                raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
+            arrays[name] = arr
+            sources[name] = f"{file}[{name}]"
+    for name, file in named.items():
+        if name in sources:
+            raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
+        arrays[name] = read_npy(file, declared[name])
+        sources[name] = file
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise _missing_error(fn, missing)
+    return {n: arrays[n] for n in names}, {n: sources[n] for n in names}
+
+
+# --- checking arrays against the manifest ----------------------------------------------------------------------
+
+
+def _convert_hint(name: str, dtype: str, source: str | None) -> str:
+    target = f"ml_dtypes.{dtype}" if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else f"np.{dtype}"
+    imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
+    if source and source.endswith(".npy") and "'" not in source:
+        return (f"Convert it with: python -c \"{imports}; np.save('{source}', np.load('{source}')"
+                f".astype({target}))\"")
+    return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports})."
+
+
+def _parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
+    return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp["shape"]]
+
+
+def _ordered_variables(text: str) -> list[str]:
+    seen: list[str] = []
+    for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*(?!\s*\()", text):
+        if m.group(0) not in seen:
+            seen.append(m.group(0))
+    return seen
+
+
+def _bound_text(var: str, d: Mapping[str, Any]) -> str:
+    lo, hi = d.get("min"), d.get("max")
+    lo = 1 if lo is None else lo
+    return f"{lo} <= {var} <= {hi}" if hi is not None else f"{var} >= {lo}"
+
+
+def _bound_holds(value: int, d: Mapping[str, Any]) -> bool:
+    lo = 1 if d.get("min") is None else d["min"]
+    return value >= lo and (d.get("max") is None or value <= d["max"])
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """What the checks look at: an input's name, actual shape and dtype, and where it came from (for messages)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    source: str | None = None
+
+
+def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
+    """Check arrays (one per manifest input, in order) against a function's manifest entry.
+
+    Returns the dimension variables solved from the shapes. Raises InputError naming the input, the axis, the
+    dimension variable, the relation and the actual value of the first problem found.
+    """
+    inputs = fn["inputs"]
+    declared = [_parsed_shape(i) for i in inputs]
+    for inp, dims, a in zip(inputs, declared, arrays):
+        name = inp["name"]
+        if len(a.shape) != len(dims):
+            raise InputError(f"input {name!r} has rank {len(a.shape)} (shape {tuple(a.shape)}), but the artifact "
+                             f"expects rank {len(dims)}: {array_type(inp)}.")
+        if a.dtype != inp["dtype"]:
+            raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp['dtype']}. "
+                             f"{_convert_hint(name, inp['dtype'], a.source)}")
+        for axis, (d, n) in enumerate(zip(dims, a.shape)):
+            if isinstance(d, int) and d != n:
+                raise InputError(f"input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
+                                 f"({array_type(inp)}).")
+
+    shapes = [(i["name"], d, list(a.shape)) for i, d, a in zip(inputs, declared, arrays)]
+    env, source, conflicts = dimexpr.solve(shapes)
+    if conflicts:
+        raise InputError(conflicts[0] + ".")
+
+    def origin(var: str) -> str:
+        src_name, axis, expr = source[var]
+        return f"input {src_name!r} (shape[{axis}]{'' if expr == var else f' = {expr}'})"
+
+    for (name, dims, actual) in shapes:
+        for axis, (d, n) in enumerate(zip(dims, actual)):
+            if isinstance(d, int):
+                continue
+            unknown = dimexpr.variables(d) - env.keys()
+            if unknown:
+                continue
+            expected = dimexpr.evaluate(d, env)
+            if expected == n:
+                continue
+            here = f"input {name!r} (shape[{axis}]{'' if str(d) in dimexpr.variables(d) else f' = {d}'})"
+            vs = sorted(dimexpr.variables(d))
+            if len(vs) == 1:
+                v = vs[0]
+                lin = dimexpr.linear(d, v, {k: x for k, x in env.items() if k != v})
+                if lin is not None and lin[0] != 0 and (n - lin[1]) % lin[0] == 0:
+                    raise InputError(f"dimension {v!r} is {env[v]} from {origin(v)} but {(n - lin[1]) // lin[0]} "
+                                     f"from {here}.")
+            given = ", ".join(f"{v} = {env[v]} from {origin(v)}" for v in vs)
+            raise InputError(f"input {name!r}: shape[{axis}] = {n}, but it must equal {d} = {expected} ({given}).")
+
+    every = sorted({v for dims in declared for d in dims if not isinstance(d, int) for v in dimexpr.variables(d)})
+    unsolved = [v for v in every if v not in env]
+    if unsolved:
+        raise InputError(f"dimension variable(s) {', '.join(map(repr, unsolved))} cannot be solved from the input "
+                         f"shapes (they appear only in non-linear expressions); the artifact cannot be called.")
+
+    def at(var: str) -> tuple[str, str]:
+        src_name, axis, expr = source[var]
+        n = next(a for a in arrays if a.name == src_name).shape[axis]
+        text = f"input {src_name!r}: shape[{axis}] = {n}"
+        return text, ("" if expr == var else f"; shape[{axis}] is {expr}, so {var} = {env[var]}")
+
+    dims_meta = fn.get("dims") or {}
+    for var in list(dims_meta) + [v for v in every if v not in dims_meta]:
+        d = dims_meta.get(var, {})
+        if var in env and not _bound_holds(env[var], d):
+            head, tail = at(var)
+            raise InputError(f"{head}, but dimension {var!r} must satisfy {_bound_text(var, d)} (spec bound){tail}.")
+    for text in fn.get("constraints") or []:
+        c = dimexpr.parse_constraint(text)
+        if c.holds(env):
+            continue
+        order = [v for v in _ordered_variables(text) if v in env]
+        var, others = order[0], order[1:]
+        head, tail = at(var)
+        rest = "".join(f"; {v} = {env[v]} from {origin(v)}" for v in others)
+        raise InputError(f"{head}, but dimension {var!r} must satisfy {text} (spec constraint){tail}{rest}.")
+    return env
+
+
+# --- random inputs ---------------------------------------------------------------------------------------------
+
+
+def dimension_variables(fn: Mapping[str, Any]) -> list[str]:
+    """Every dimension variable of a function's inputs, in the manifest's ``dims`` order first."""
+    found: list[str] = list(fn.get("dims") or {})
+    for inp in fn["inputs"]:
+        for d in inp["shape"]:
+            if isinstance(d, str):
+                for v in sorted(dimexpr.variables(dimexpr.parse(d))):
+                    if v not in found:
+                        found.append(v)
+    return found
+
+
+def _smallest(holds: Any, start: int, limit: int) -> int | None:
+    """The smallest value in (start, limit] for which ``holds`` is true, assuming it stays true once it is."""
+    step, hi = 1, None
+    while True:
+        probe = start + step
+        if probe > limit:
+            probe = limit
+        if probe <= start:
+            return None
+        if holds(probe):
+            hi = probe
+            break
+        if probe == limit:
+            return None
+        step *= 2
+    lo = probe - step if probe - step > start else start  # holds(lo) is false (or lo == start)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, int]:
+    """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
+    bounds and constraints (raises InputError if a given value violates them or none can be found)."""
+    variables = dimension_variables(fn)
+    for name in given:
+        if name not in variables:
+            close = difflib.get_close_matches(name, variables, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InputError(f"unknown dimension variable {name!r}; the function has "
+                             f"{', '.join(variables) or 'no dimension variables'}.{hint}")
+    meta = fn.get("dims") or {}
+    env = {v: given[v] if v in given else (meta.get(v, {}).get("min") or 1) for v in variables}
+    for v, value in given.items():
+        if not _bound_holds(value, meta.get(v, {})):
+            raise InputError(f"dimension {v!r} = {value} (given), but it must satisfy {_bound_text(v, meta.get(v, {}))} "
+                             f"(spec bound).")
+    constraints = [dimexpr.parse_constraint(c) for c in fn.get("constraints") or []]
+    limit_default = 1 << 40
+    for _ in range(10_000):
+        bad = next((c for c in constraints if not c.holds(env)), None)
+        if bad is None:
+            break
+        free = [v for v in _ordered_variables(bad.text) if v in env and v not in given]
+        moved = False
+        for v in free:
+            hi = meta.get(v, {}).get("max") or limit_default
+
+            def holds(x: int, v: str = v) -> bool:
+                return bad.holds({**env, v: x})
+
+            found = _smallest(holds, env[v], hi)
+            if found is not None:
+                env[v] = found
+                moved = True
+                break
+        if not moved:
+            values = ", ".join(f"{v}={env[v]}" + (" (given)" if v in given else "") for v in sorted(bad.variables()))
+            raise InputError(f"no dimension values satisfy {bad.text} (spec constraint) with {values}; give them "
+                             f"with --dim NAME=VALUE.")
+    else:  # pragma: no cover - needs a pathological set of constraints
+        raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
+    for inp in fn["inputs"]:
+        for axis, d in enumerate(inp["shape"]):
+            if isinstance(d, str) and dimexpr.evaluate(dimexpr.parse(d), env) < 0:
+                raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
+                                 f"{', '.join(f'{k}={v}' for k, v in env.items())}.")
+    return env
+
+
+def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0) -> dict[str, Any]:
+    """Deterministic random arrays for a function's inputs at the given dimension values, in manifest order.
+
+    Floats are standard normal, signed integers uniform in [-8, 8), unsigned in [0, 8), bools fair coin flips.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {}
+    for inp in fn["inputs"]:
+        shape = tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dims) for d in inp["shape"])
+        kind = dtypes.BY_NAME[inp["dtype"]].kind
+        target = dtypes.to_numpy(inp["dtype"])
+        try:
+            if kind == "float":
+                arr = rng.standard_normal(shape).astype(target)
+            elif kind == "complex":
+                arr = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(target)
+            elif kind == "int":
+                arr = rng.integers(-8, 8, size=shape).astype(target)
+            elif kind == "uint":
+                arr = rng.integers(0, 8, size=shape).astype(target)
+            else:
+                arr = rng.random(shape) < 0.5
+        except MemoryError:
+            raise InputError(f"not enough memory for a random input {inp['name']!r} of shape {shape}.") from None
+        out[inp["name"]] = arr
+    return out

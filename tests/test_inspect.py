@@ -1,0 +1,92 @@
+"""inspect: what a user sees, what a machine reads, and that it never needs JAX."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import jaxport
+from jaxport.container import open_artifact
+
+from .conftest import EXAMPLES
+
+
+@pytest.fixture(scope="module")
+def pytree_artifact(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pytree") / "enc.jaxport"
+    return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out).path
+
+
+def test_signature_line_as_a_user_would_write_it(tmp_path, run_cli):
+    out = tmp_path / "mlp.jaxport"
+    jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out)
+    res = run_cli("inspect", out)
+    assert res.exit_code == 0, res.stderr
+    assert "predict: predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
+    assert "batch = x.shape[0]" in res.stdout
+    assert "sha256 verified" in res.stdout
+
+
+def test_pytree_view_shows_dims_constraints_and_checks(pytree_artifact, run_cli):
+    text = run_cli("inspect", pytree_artifact).stdout
+    assert ("encode(x: f32[batch, 2*h], mask: bf16[batch, 16], scale=3, params: {w: f32[h, 10], b: f32[10]}) -> "
+            "{features: f32[batch, 10], norm: f32[]}   where 1 <= batch <= 4096, h >= 2, batch <= 8 * h") in text
+    assert "solved from x.shape[1] == 2*h" in text
+    assert "constraints: batch <= 8 * h" in text
+    assert "constraint batch <= 8 * h. Expected '8*h - batch' to be greater or equal to 0" in text
+    assert "encoder 1.2.0" in text and "labels: team=search" in text
+
+
+def test_json_is_the_manifest(pytree_artifact, run_cli):
+    res = run_cli("inspect", pytree_artifact, "--json")
+    assert res.exit_code == 0
+    assert json.loads(res.stdout) == open_artifact(pytree_artifact).manifest
+
+
+def test_mlir_prints_the_wrapped_main(pytree_artifact, run_cli):
+    res = run_cli("inspect", pytree_artifact, "--mlir")
+    assert res.exit_code == 0, res.stderr
+    assert "func.func public @main(" in res.stdout
+    assert "@shape_assertion" in res.stdout
+    assert "loc(" not in res.stdout
+
+
+def test_unknown_function(pytree_artifact, run_cli):
+    res = run_cli("inspect", pytree_artifact, "--function", "encod")
+    assert res.exit_code == 7
+    assert res.stderr == "error[format]: the artifact has no function 'encod'. Did you mean 'encode'? Functions: " \
+                         "encode.\n"
+
+
+def test_damaged_member_is_reported(pytree_artifact, tmp_path, run_cli):
+    data = bytearray(pytree_artifact.read_bytes())
+    art = open_artifact(pytree_artifact)
+    member = art.members["functions/encode.jaxexport"]
+    data[member.offset + 100] ^= 0x01
+    bad = tmp_path / "bad.jaxport"
+    bad.write_bytes(bytes(data))
+    res = run_cli("inspect", bad)
+    assert res.exit_code == 8
+    assert res.stderr.startswith(f"error[integrity]: {bad}: member 'functions/encode.jaxexport' is damaged: its "
+                                 f"sha256 is ")
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_file(run_cli, tmp_path):
+    res = run_cli("inspect", tmp_path / "none.jaxport")
+    assert res.exit_code == 7
+    assert res.stderr == f"error[format]: {tmp_path}/none.jaxport: file not found.\n"
+
+
+def test_inspect_and_help_do_not_import_jax(pytree_artifact):
+    code = ("import sys\nfrom jaxport_cli.main import cli\n"
+            "for args in (['--help'], ['inspect', sys.argv[1]], ['inspect', '--json', sys.argv[1]]):\n"
+            "    try:\n        cli(args, prog_name='jaxport')\n    except SystemExit as e:\n"
+            "        assert e.code == 0, e.code\n"
+            "print('JAX', 'jax' in sys.modules, 'numpy' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(pytree_artifact)], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip().endswith("JAX False False")
