@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -25,3 +26,24 @@ def platform_option(f: F) -> F:
 def function_option(f: F) -> F:
     return click.option("--function", "function", metavar="NAME",
                         help="Function of the artifact to use when it holds several.")(f)
+
+
+def _parse_dims(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for text in values:
+        name, eq, value = text.partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
+            raise click.BadParameter(f"{text!r} is not NAME=VALUE (e.g. --dim batch=8).", ctx, param)
+        try:
+            dims[name] = int(value.strip())
+        except ValueError:
+            raise click.BadParameter(f"{text!r}: {value!r} is not an integer.", ctx, param) from None
+        if dims[name] < 0:
+            raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
+    return dims
+
+
+def dim_option(f: F) -> F:
+    return click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", callback=_parse_dims,
+                        help="Value of a dimension variable (e.g. batch=8); repeatable.")(f)

@@ -243,7 +243,7 @@ def open_artifact(path: str | Path) -> Artifact:
             if size < 22:
                 raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(size, 'byte')}, too "
                                   f"short for a zip archive.")
-            data: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         raise FormatError(f"{where}: file not found.") from None
     except IsADirectoryError:

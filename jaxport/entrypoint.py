@@ -49,6 +49,37 @@ def _user_traceback(exc: BaseException, user_file: str | None) -> str:
     return "".join(lines).rstrip()
 
 
+#: Directories entry points were loaded from, in this process.
+_ROOTS: list[Path] = []
+
+
+def _module_dir(module: Any) -> str | None:
+    """The directory a top-level module was imported from (a package's parent directory), or None."""
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None
+    here = os.path.dirname(file)
+    return os.path.dirname(here) if os.path.basename(file) == "__init__.py" else here
+
+
+def _enter_root(root: Path) -> None:
+    """Put ``root`` first on ``sys.path``, and forget modules that an earlier entry point's directory provided under a
+    name ``root`` also provides: ``import helper`` must find this model's ``helper.py``, not the one cached from the
+    model exported before it in the same process."""
+    others = {str(r) for r in _ROOTS if r != root}
+    for name, module in list(sys.modules.items()):
+        if "." in name or _module_dir(module) not in others:
+            continue
+        if (root / f"{name}.py").is_file() or (root / name / "__init__.py").is_file():
+            for sub in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+                del sys.modules[sub]
+    if root not in _ROOTS:
+        _ROOTS.append(root)
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+    sys.path.insert(0, str(root))
+
+
 def _callables(owner: Any, module: Any) -> list[str]:
     """Public callables defined by ``owner`` itself (not imported into it), for "no attribute" hints."""
     out = []
@@ -87,8 +118,7 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
                                   f"{'' if path.parent.is_dir() else ' (its directory does not exist)'}.")
         root = path.parent
         module_name = "_jaxport_entry_" + re.sub(r"\W", "_", path.stem)
-        if str(root) not in sys.path:
-            sys.path.insert(0, str(root))
+        _enter_root(root)
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise EntrypointError(f"entry point {text!r}: cannot load {target} as a Python module.")
@@ -106,8 +136,7 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
         user_file: str | None = str(path)
     else:
         root = base.resolve()
-        if str(root) not in sys.path:
-            sys.path.insert(0, str(root))
+        _enter_root(root)
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as e:
@@ -125,7 +154,7 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
         user_file = getattr(module, "__file__", None)
 
     obj: Any = module
-    walked = []
+    walked: list[str] = []
     for part in attribute.split("."):
         if not part.isidentifier():
             raise EntrypointError(f"entry point {text!r}: {attribute!r} is not an attribute path.")
@@ -136,7 +165,9 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
             close = difflib.get_close_matches(part, names, n=3)
             owner = ".".join(walked) or target
             if close:
-                hint = f" Did you mean {', '.join(repr(c) for c in close)}?"
+                quoted = [repr(c) for c in close]
+                either = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+                hint = f" Did you mean {either}?"
             else:
                 defined = _callables(obj, module)
                 hint = f" It defines: {', '.join(defined[:10])}{', ...' if len(defined) > 10 else ''}." \

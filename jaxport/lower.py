@@ -13,14 +13,15 @@ import inspect
 import os
 import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import dtypes
+from .checks import disallowed_custom_calls_error
 from .entrypoint import Entrypoint
 from .errors import ExportError, PolicyError, SpecError
-from .checks import disallowed_custom_calls_error
 from .module_scan import ModuleScan, scan_module
 from .module_scan import strip_locations as _strip_locations
 from .spec import ArrayLeaf, FunctionSpec, ShapeSpec, StaticLeaf
@@ -176,6 +177,12 @@ def _on_fresh_stack(fn: Callable[..., Any], *args: Any) -> Any:
     return box["result"]
 
 
+def _x64_enabled() -> bool:
+    import jax
+
+    return bool(getattr(jax.config, "jax_enable_x64"))  # noqa: B009 - the flag is not in JAX's type stubs
+
+
 @contextlib.contextmanager
 def _config(**updates: Any):
     import jax
@@ -190,12 +197,39 @@ def _config(**updates: Any):
             jax.config.update(k, v)
 
 
+def used_variables(inputs: list[InputLeaf]) -> set[str]:
+    from . import dimexpr
+
+    return {v for i in inputs for d in i.leaf.shape if isinstance(d, str) for v in dimexpr.variables(dimexpr.parse(d))}
+
+
+def function_constraints(inputs: list[InputLeaf], spec: ShapeSpec) -> tuple[list[str], list[str]]:
+    """The spec's bounds (as JAX constraints) and constraints that concern this function's variables.
+
+    A spec with several functions shares one ``dims``/``constraints`` section; each function's symbolic scope gets
+    only what names its own variables (JAX refuses constraints on variables no argument uses).
+    """
+    from . import dimexpr
+
+    used = used_variables(inputs)
+    bounds = []
+    for d in spec.dims.values():
+        if d.name in used:
+            if d.min is not None and d.min > 1:
+                bounds.append(f"{d.name} >= {d.min}")
+            if d.max is not None:
+                bounds.append(f"{d.name} <= {d.max}")
+    constraints = [c.text for c in spec.constraints if dimexpr.parse_constraint(c.text).variables() <= used]
+    return bounds, constraints
+
+
 def _shape_dtype_structs(inputs: list[InputLeaf], spec: ShapeSpec):
     import jax
     from jax import export
 
+    bounds, constraints = function_constraints(inputs, spec)
     try:
-        scope = export.SymbolicScope(spec.jax_constraints())
+        scope = export.SymbolicScope(bounds + constraints)
     except Exception as e:  # noqa: BLE001 - JAX raises ValueError and its own shape-poly errors
         raise SpecError(f"{spec.file}: JAX rejects the constraints: {e}") from None
     structs = []
@@ -249,8 +283,13 @@ def lower(
         for k in rest[1:]:
             parts.append(_key_name(k))
             spec_path += f"[{_key_name(k)!r}]" if hasattr(k, "key") else f"[{_key_name(k)}]"
+        name = "/".join(parts)
+        clash = next((i for i in inputs if i.name == name), None)
+        if clash is not None:
+            raise SpecError(f"{leaf.where}: {spec_path} and {clash.spec_path} both get the input name {name!r} "
+                            f"(names join pytree keys with '/'). Rename a key so that no key contains '/'.")
         leaf_index[id(leaf)] = len(inputs)
-        inputs.append(InputLeaf("/".join(parts), spec_path, leaf))
+        inputs.append(InputLeaf(name, spec_path, leaf))
 
     x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs)
     static_args = fspec.args
@@ -272,7 +311,7 @@ def lower(
     def run_export(checks):
         # One user frame per op, not the whole Python stack: the stack above the function (jaxport, click, a test
         # runner) is not the model's and would make the bytes depend on who called export.
-        with _config(jax_enable_x64=x64 or jax.config.jax_enable_x64,
+        with _config(jax_enable_x64=x64 or _x64_enabled(),
                      jax_include_full_tracebacks_in_locations=False,
                      jax_hlo_source_file_canonicalization_regex=location_regex(entry.root)):
             structs = _shape_dtype_structs(inputs, spec)
@@ -318,7 +357,7 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     from jax import tree_util
 
     try:
-        with _config(jax_enable_x64=x64 or jax.config.jax_enable_x64):
+        with _config(jax_enable_x64=x64 or _x64_enabled()):
             structs = _shape_dtype_structs(inputs, spec)
             tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
             closed = jax.make_jaxpr(program)(*tree[0], **tree[1])
@@ -357,8 +396,9 @@ def _outputs(exported: Any) -> tuple[list[str], Any]:
             return {"none": True}
         if isinstance(t, dict):
             return {"dict": {str(k): enc(v) for k, v in t.items()}}
-        if isinstance(t, (list, tuple)):
+        if isinstance(t, (list, tuple)) and type(t) in (list, tuple):
             return {"list" if isinstance(t, list) else "tuple": [enc(v) for v in t]}
-        return {"node": type(t).__qualname__}
+        children, _ = tree_util.tree_flatten(t, is_leaf=lambda x: x is not t)
+        return {"node": type(t).__qualname__, "children": [enc(c) for c in children]}
 
     return names, enc(tree)

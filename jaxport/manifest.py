@@ -25,14 +25,13 @@ MAX_NAME = 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def versions() -> dict[str, str]:
+def versions() -> dict[str, Any]:
     """Versions of jaxport, jax and jaxlib in this process (imports jax)."""
     import jax
     import jaxlib
+    from jax import export
 
     from ._version import __version__
-
-    from jax import export
 
     return {"jaxport": __version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
             "calling_convention_range": [export.minimum_supported_calling_convention_version,
@@ -72,6 +71,7 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
                          allowed_custom_calls: list[str]) -> dict[str, Any]:
     """The manifest entry of one lowered function (see ``lower.Lowered``)."""
     from ._jax_internals import guaranteed_stable_custom_calls
+    from .lower import function_constraints
     from .module_scan import short_location, stablehlo_version
 
     exp = lowered.exported
@@ -108,7 +108,7 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
         "outputs": outputs,
         "output_tree": lowered.output_tree,
         "dims": dims,
-        "constraints": [c.text for c in spec.constraints],
+        "constraints": function_constraints(lowered.inputs, spec)[1],
         "shape_assertions": lowered.scan.shape_assertions,
         "custom_calls": custom_calls,
         "allowed_custom_calls": sorted(set(allowed_custom_calls)),
@@ -207,7 +207,7 @@ def validate(m: Any) -> dict[str, Any]:
     if not mm:
         raise v.fail("format_version", f"{ver!r} is not of the form MAJOR.MINOR")
     producer = v.obj(v.key(m, "producer", "(top level)"), "producer")
-    writer = producer.get("jaxport") if isinstance(producer.get("jaxport"), str) else "unknown"
+    writer = str(producer["jaxport"]) if isinstance(producer.get("jaxport"), str) else "unknown"
     if int(mm.group(1)) > FORMAT_MAJOR:
         from ._version import __version__
 

@@ -41,7 +41,7 @@ class ModuleScan:
 
 
 def short_location(loc: str) -> str:
-    """``file.py:12:3`` from an MLIR location (its innermost file position: the frame that created the op), or ``unknown``."""
+    """``file.py:12:3`` from an MLIR location (its innermost file position), or ``unknown location``."""
     found = _LOC_FILE.findall(loc)
     if not found:
         return "unknown location"

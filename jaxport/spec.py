@@ -178,8 +178,8 @@ def _load_yaml(text: str, file: str) -> Any:
             if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise SpecError(f"{file}:{event.start_mark.line + 1}: the spec nests deeper than {MAX_DEPTH} "
-                                    f"levels. Flatten it.")
+                    line = event.start_mark.line + 1 if event.start_mark is not None else 0
+                    raise SpecError(f"{Where(file, line)}: the spec nests deeper than {MAX_DEPTH} levels. Flatten it.")
             elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                 depth -= 1
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -408,7 +408,7 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
 
     dims: dict[str, DimVar] = {}
     dims_raw = raw.get("dims")
-    if isinstance(dims_raw, list):
+    if isinstance(dims_raw, _Seq):
         dims_raw_map = _Map({str(v): None for v in dims_raw})
         dims_raw_map.line, dims_raw_map.key_lines = dims_raw.line, dict(zip(map(str, dims_raw), dims_raw.item_lines))
         dims_raw = dims_raw_map
@@ -542,5 +542,7 @@ def load_spec(path: str | Path) -> ShapeSpec:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise SpecError(f"{display}: the spec is not UTF-8 text (byte {e.start}).") from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SpecError(f"{display}:{line}: the spec is not UTF-8 text (byte {e.start} is {data[e.start]:#04x}). "
+                        f"Save it as UTF-8.") from None
     return parse_spec(text, display, path.parent)

@@ -31,7 +31,8 @@ def _tree(node: Any, leaves: list[dict[str, Any]], key: str) -> str:
             inner = ", ".join(_tree(v, leaves, key) for v in node[kind])
             return open_ + inner + ("," if kind == "tuple" and len(node[kind]) == 1 else "") + close
     if "node" in node:
-        return f"{node['node']}(...)"
+        children = node.get("children") if isinstance(node.get("children"), list) else []
+        return f"{node['node']}(" + ", ".join(_tree(c, leaves, key) for c in children) + ")"
     return "?"
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..render import escape
 from ..options import debug_option, function_option, json_option
+from ..render import escape
 
 
 @click.command("inspect")
@@ -77,8 +77,8 @@ def _render(art, names):
     title = meta.get("name") or art.path.name
     if meta.get("version"):
         title += f" {meta['version']}"
-    out.print(f"[bold]{escape(title)}[/]  ({escape(str(art.path))}, {human_bytes(art.size)}, {len(art.members)} members, "
-              f"sha256 verified)")
+    out.print(f"[bold]{escape(title)}[/]  ({escape(str(art.path))}, {human_bytes(art.size)}, "
+              f"{len(art.members)} members, sha256 verified)")
     if meta.get("description"):
         out.print(f"  {meta['description']}", markup=False)
     if meta.get("labels"):
@@ -127,7 +127,8 @@ def _render(art, names):
                 t.add_column(col)
             for c in f["custom_calls"]:
                 style = "green" if c.get("stability") == "guaranteed" else "yellow"
-                t.add_row(escape(c["target"]), str(c.get("count", "")), f"[{style}]{escape(str(c.get('stability')))}[/]")
+                stability = escape(str(c.get("stability")))
+                t.add_row(escape(c["target"]), str(c.get("count", "")), f"[{style}]{stability}[/]")
             out.print(t)
         else:
             out.print("  custom calls: none", markup=False)
