@@ -23,6 +23,7 @@ EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
     (errors.InputError, 9),
     (errors.PlatformError, 10),
     (errors.OutputError, 11),
+    (errors.UsageError, 2),
 ]
 EXIT_OK = 0
 EXIT_INTERNAL = 1

@@ -20,6 +20,7 @@ from .errors import (
     PlatformError,
     PolicyError,
     SpecError,
+    UsageError,
 )
 from .manifest import FORMAT_VERSION
 from .spec import ShapeSpec, load_spec, parse_spec
@@ -40,6 +41,7 @@ __all__ = [
     "PolicyError",
     "ShapeSpec",
     "SpecError",
+    "UsageError",
     "__version__",
     "export",
     "load",

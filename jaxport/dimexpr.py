@@ -8,7 +8,8 @@ Grammar (integers only)::
 
     expr  := term (("+" | "-") term)*
     term  := unary (("*" | "//" | "%") unary)*
-    unary := "-" unary | atom
+    unary := "-" unary | power
+    power := atom ("^" INT)?
     atom  := INT | NAME | NAME "(" expr ("," expr)* ")" | "(" expr ")"
 
 with the functions ``max``, ``min``, ``floordiv``, ``mod`` and ``non_negative``.
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 _FUNCTIONS = {"max": 2, "min": 2, "floordiv": 2, "mod": 2, "non_negative": 1}
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|>=|<=|==|[-+*%(),]))")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|>=|<=|==|[-+*%(),^]))")
 _MAX_LENGTH = 4096
 _MAX_DEPTH = 64  # parentheses, function calls and unary minus
 _MAX_TREE_DEPTH = 128  # all operations: bounds the recursion of render, evaluate and linear
@@ -40,7 +41,7 @@ class Expr:
         return _render(self, 0)
 
 
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2, "^": 4}
 
 
 def _render(e: Expr, outer: int) -> str:
@@ -117,6 +118,16 @@ class _Parser:
             left = self.node(op, (left, self.unary()))
         return left
 
+    def power(self) -> Expr:
+        base = self.atom()
+        if self.peek() == ("sym", "^"):
+            self.take()
+            kind, text = self.take()
+            if kind != "int" or int(text) > 64:
+                raise DimExprError(f"the exponent after '^' must be an integer up to 64 in {self.text!r}")
+            return self.node("^", (base, Expr("int", value=int(text))))
+        return base
+
     def unary(self) -> Expr:
         if self.peek() == ("sym", "-"):
             self.take()
@@ -126,7 +137,7 @@ class _Parser:
             inner = self.unary()
             self.depth -= 1
             return self.node("neg", (inner,))
-        return self.atom()
+        return self.power()
 
     def atom(self) -> Expr:
         kind, text = self.take()
@@ -223,6 +234,8 @@ def evaluate(e: Expr, env: dict[str, int]) -> int:
         return vals[0] - vals[1]
     if op == "*":
         return vals[0] * vals[1]
+    if op == "^":
+        return vals[0] ** vals[1]
     if op == "neg":
         return -vals[0]
     if op in ("//", "floordiv", "%", "mod"):

@@ -63,6 +63,12 @@ class PlatformError(JaxportError):
     kind = "platform"
 
 
+class UsageError(JaxportError):
+    """A request that does not fit the artifact, such as an unknown function name."""
+
+    kind = "usage"
+
+
 class OutputError(JaxportError):
     """An output file cannot be written (permissions, missing directory, full disk)."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import inspect
 import os
 import re
@@ -71,14 +72,29 @@ def _check_signature(fn: Callable[..., Any], fspec: FunctionSpec, spec_file: str
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return
-    try:
-        sig.bind(*fspec.args, **fspec.kwargs)
-    except TypeError as e:
-        given = f"{len(fspec.args)} positional argument(s)"
-        if fspec.kwargs:
-            given += f" and keyword(s) {', '.join(fspec.kwargs)}"
-        raise SpecError(f"{spec_file}: the spec gives {given}, but {label}{sig} does not accept them: {e}. "
-                        f"Make 'args' and 'kwargs' match the function's parameters.") from None
+    params = sig.parameters
+    takes_any_keyword = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    keyword_names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    reason = None
+    if not takes_any_keyword:
+        for k in fspec.kwargs:
+            if k not in params or params[k].kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                     inspect.Parameter.VAR_POSITIONAL):
+                close = difflib.get_close_matches(k, keyword_names, n=1)
+                reason = f"keyword {k!r} is not a parameter" + (f" (did you mean {close[0]!r}?)" if close else "")
+                break
+    if reason is None:
+        try:
+            sig.bind(*fspec.args, **fspec.kwargs)
+            return
+        except TypeError as e:
+            reason = str(e)
+    n = len(fspec.args)
+    given = f"{n} positional argument{'s' if n != 1 else ''}"
+    if fspec.kwargs:
+        given += f" and keyword{'s' if len(fspec.kwargs) != 1 else ''} {', '.join(fspec.kwargs)}"
+    raise SpecError(f"{fspec.where}: the spec gives {given}, which do not fit {label}{sig}: {reason}. "
+                    f"Make 'args' and 'kwargs' match the function's parameters.")
 
 
 def _key_name(key: Any) -> str:

@@ -125,6 +125,22 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
     }
 
 
+def function_names(m: dict[str, Any], function: str | None = None) -> list[str]:
+    """The artifact's functions, or just ``function``; an unknown name is a UsageError with close matches."""
+    import difflib
+
+    from .errors import UsageError
+
+    names = list(m["functions"])
+    if function is None:
+        return names
+    if function not in m["functions"]:
+        close = difflib.get_close_matches(function, names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"the artifact has no function {function!r}.{hint} Functions: {', '.join(names)}.")
+    return [function]
+
+
 # --- validation of untrusted manifests ---------------------------------------------------------------------------
 
 
@@ -206,7 +222,7 @@ def validate(m: Any) -> dict[str, Any]:
     mm = re.match(r"^(\d{1,6})\.(\d{1,6})$", ver)
     if not mm:
         raise v.fail("format_version", f"{ver!r} is not of the form MAJOR.MINOR")
-    producer = v.obj(v.key(m, "producer", "(top level)"), "producer")
+    producer = m.get("producer") if isinstance(m.get("producer"), dict) else {}
     writer = str(producer["jaxport"]) if isinstance(producer.get("jaxport"), str) else "unknown"
     if int(mm.group(1)) > FORMAT_MAJOR:
         from ._version import __version__
@@ -215,6 +231,7 @@ def validate(m: Any) -> dict[str, Any]:
                           f"({__version__}) reads format {FORMAT_MAJOR}.x. Upgrade jaxport to read it.")
     if int(mm.group(1)) < 1:
         raise v.fail("format_version", f"{ver!r} is not a released format version")
+    producer = v.obj(v.key(m, "producer", "(top level)"), "producer")
     for k in ("jaxport", "jax", "jaxlib"):
         v.string(v.key(producer, k, "producer"), f"producer.{k}", 64)
     meta = v.obj(m.get("metadata", {}), "metadata")
@@ -229,6 +246,8 @@ def validate(m: Any) -> dict[str, Any]:
         raise v.fail("members", f"lists {len(members)} members; at most {1 << 16} are allowed")
     for name, info in members.items():
         here = f"members[{name!r}]"
+        if name == "manifest.json":
+            raise v.fail(here, "the manifest does not list itself")
         v.string(name, here)
         v.obj(info, here)
         v.integer(v.key(info, "size", here), f"{here}.size")

@@ -13,6 +13,7 @@ size, nesting depth and the number of nodes after alias expansion are capped.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +356,9 @@ class _Parser:
                               f"'f32[batch, 784]', or {{static: {raw!r}}} to bake a Python value into the program.")
 
     def static_value(self, raw: Any, path: str, line: int) -> Any:
+        if isinstance(raw, float) and not math.isfinite(raw):
+            raise self.fail(line, f"{path}: static value {raw!r} is not a finite number; the manifest records "
+                                  f"static values as JSON, which has no NaN or infinity. Pass it as an array.")
         if raw is None or isinstance(raw, (bool, int, float, str)):
             return raw
         if isinstance(raw, list):
@@ -495,17 +499,28 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
                                                 "and labels.")
     if metadata:
         _check_keys(metadata, _METADATA_KEYS, file, "metadata")  # type: ignore[arg-type]
-        metadata = dict(metadata)
+        key_lines = metadata.key_lines  # type: ignore[attr-defined]
+        metadata = _Map(metadata)
+        metadata.key_lines, metadata.line = key_lines, raw.key_lines["metadata"]
+        mline = metadata.key_lines  # type: ignore[attr-defined]
         for k in ("name", "version", "description"):
-            if k in metadata and metadata[k] is not None:
-                if isinstance(metadata[k], (dict, list)):
-                    raise p.fail(raw.key_lines["metadata"], f"metadata.{k} must be a string.")
-                metadata[k] = str(metadata[k])
+            if k in metadata:
+                if metadata[k] is None and k == "name":
+                    del metadata[k]
+                elif metadata[k] is not None:
+                    if isinstance(metadata[k], (dict, list, bool)) or (
+                            isinstance(metadata[k], float) and not math.isfinite(metadata[k])):
+                        raise p.fail(mline[k], f"metadata.{k} must be a string, found {metadata[k]!r}.")
+                    metadata[k] = str(metadata[k])
         if "name" in metadata:
-            check_artifact_name(metadata["name"], f"{file}: metadata.name")
+            check_artifact_name(metadata["name"], f"{file}:{mline['name']}: metadata.name")
         labels = metadata.get("labels") or {}
-        if not isinstance(labels, dict) or any(isinstance(v, (dict, list)) for v in labels.values()):
-            raise p.fail(raw.key_lines["metadata"], "metadata.labels must map strings to strings.")
+        if not isinstance(labels, dict):
+            raise p.fail(mline["labels"], "metadata.labels must map strings to strings, e.g. {team: search}.")
+        for k, v in labels.items():
+            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+                raise p.fail(labels.key_lines[k] if hasattr(labels, "key_lines") else mline["labels"],
+                             f"metadata.labels[{k!r}] must be a string, found {v!r}. Quote it.")
         metadata["labels"] = {str(k): str(v) for k, v in labels.items()}
     return ShapeSpec(file, version, dims, constraints, functions, platforms, list(allow), metadata, base_dir)
 

@@ -56,8 +56,8 @@ def test_mlir_prints_the_wrapped_main(pytree_artifact, run_cli):
 
 def test_unknown_function(pytree_artifact, run_cli):
     res = run_cli("inspect", pytree_artifact, "--function", "encod")
-    assert res.exit_code == 7
-    assert res.stderr == "error[format]: the artifact has no function 'encod'. Did you mean 'encode'? Functions: " \
+    assert res.exit_code == 2
+    assert res.stderr == "error[usage]: the artifact has no function 'encod'. Did you mean 'encode'? Functions: " \
                          "encode.\n"
 
 

@@ -408,7 +408,7 @@ def test_dims_errors(text, message):
         ("jaxport: 1\nargs: ['f32[3]']\nallow_custom_calls: [1]\n",
          "spec.yaml:3: 'allow_custom_calls' must be a list of custom-call target names."),
         ("jaxport: 1\nargs: ['f32[3]']\nmetadata: {name: '../evil'}\n",
-         "spec.yaml: metadata.name: '../evil' is not a valid artifact name: use letters, digits, '_', '-', '.' (at "
+         "spec.yaml:3: metadata.name: '../evil' is not a valid artifact name: use letters, digits, '_', '-', '.' (at "
          "most 128 characters, not starting with '.' or '-')."),
         ("jaxport: 1\nargs: ['f32[3]']\nfunctions: {f: {args: []}}\n",
          "spec.yaml:3: use either top-level 'args'/'kwargs' (one function) or 'functions:' (several), not both."),
@@ -435,17 +435,18 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("entry", "spec", "message"),
     [
         ("model.py:f", "jaxport: 1\nargs: ['f32[3]']\n",
-         "spec.yaml: the spec gives 1 positional argument(s), but f(x, y) does not accept them: missing a required "
+         "spec.yaml:1: the spec gives 1 positional argument, which do not fit f(x, y): missing a required "
          "argument: 'y'. Make 'args' and 'kwargs' match the function's parameters."),
         ("model.py:f", "jaxport: 1\nargs: ['f32[3]', 'f32[3]', 'f32[3]']\n",
-         "spec.yaml: the spec gives 3 positional argument(s), but f(x, y) does not accept them: too many positional "
+         "spec.yaml:1: the spec gives 3 positional arguments, which do not fit f(x, y): too many positional "
          "arguments. Make 'args' and 'kwargs' match the function's parameters."),
         ("model.py:f", "jaxport: 1\nargs: ['f32[3]', 'f32[3]']\nkwargs: {z: 'f32[3]'}\n",
-         "spec.yaml: the spec gives 2 positional argument(s) and keyword(s) z, but f(x, y) does not accept them: "
-         "got an unexpected keyword argument 'z'. Make 'args' and 'kwargs' match the function's parameters."),
+         "spec.yaml:1: the spec gives 2 positional arguments and keyword z, which do not fit f(x, y): keyword 'z' "
+         "is not a parameter. Make 'args' and 'kwargs' match the function's parameters."),
         ("model.py:g", "jaxport: 1\nargs: ['f32[3]']\nkwargs: {scal: {static: 2}}\n",
-         "spec.yaml: the spec gives 1 positional argument(s) and keyword(s) scal, but g(x, *, scale) does not accept "
-         "them: missing a required argument: 'scale'. Make 'args' and 'kwargs' match the function's parameters."),
+         "spec.yaml:1: the spec gives 1 positional argument and keyword scal, which do not fit g(x, *, scale): "
+         "keyword 'scal' is not a parameter (did you mean 'scale'?). Make 'args' and 'kwargs' match the function's "
+         "parameters."),
     ],
 )
 def test_arguments_must_match_the_signature(model_dir: Path, entry, spec, message):
@@ -475,7 +476,7 @@ def test_arguments_must_match_the_signature(model_dir: Path, entry, spec, messag
         (BOMB, "spec.yaml: the spec expands to more than 100000 YAML nodes (aliases included). Write it without "
                "deep alias chains."),
         ("jaxport: 1\nargs: ['f32[3]']\n",
-         "spec.yaml: the spec gives 1 positional argument(s), but f(x, y) does not accept them: missing a required "
+         "spec.yaml:1: the spec gives 1 positional argument, which do not fit f(x, y): missing a required "
          "argument: 'y'. Make 'args' and 'kwargs' match the function's parameters."),
     ],
 )

@@ -21,11 +21,12 @@ def command(artifact, as_json, mlir, debug_info, function, debug):
 
     def body():
         from jaxport.container import open_artifact
+        from jaxport.manifest import function_names
 
         with open_artifact(artifact) as art:
             art.verify_all()
             m = art.manifest
-            names = _select(m, function)
+            names = function_names(m, function)
             if mlir:
                 from jaxport.module_scan import module_text
                 from jaxport.payload import module_bytes
@@ -42,27 +43,6 @@ def command(artifact, as_json, mlir, debug_info, function, debug):
             _render(art, names)
 
     errors.run(body, debug=debug, as_json=as_json)
-
-
-def _select(m, function):
-    from jaxport.errors import JaxportError
-
-    if function is None:
-        return list(m["functions"])
-    if function not in m["functions"]:
-        import difflib
-
-        close = difflib.get_close_matches(function, list(m["functions"]), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise _usage(f"the artifact has no function {function!r}.{hint} Functions: "
-                     f"{', '.join(m['functions'])}.", JaxportError)
-    return [function]
-
-
-def _usage(msg, base):
-    from jaxport.errors import FormatError
-
-    return FormatError(msg)
 
 
 def _render(art, names):
