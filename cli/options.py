@@ -47,3 +47,14 @@ def _parse_dims(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 def dim_option(f: F) -> F:
     return click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", callback=_parse_dims,
                         help="Value of a dimension variable (e.g. batch=8); repeatable.")(f)
+
+
+def input_selection_options(f: F) -> F:
+    """``--inputs`` (files), or ``--random`` with ``--dim`` and ``--seed``: where a command's input arrays come from."""
+    f = click.option("--seed", type=int, help="Seed of --random (default 0).")(f)
+    f = dim_option(f)
+    f = click.option("--random", "use_random", is_flag=True,
+                     help="Generate the inputs from the signature (standard normal floats, small integers).")(f)
+    return click.option("--inputs", "-i", "items", multiple=True, metavar="FILE",
+                        help="Input arrays: FILE.npy repeated in the order 'inspect' lists the inputs, NAME=FILE.npy, "
+                             "or one .npz keyed by input names. Repeatable.")(f)

@@ -22,10 +22,11 @@ import os
 import re
 import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from . import dimexpr, dtypes
 from .errors import InputError
@@ -59,12 +60,12 @@ class _Header:
         return n
 
 
-def _read_exact(fp: BinaryIO, n: int) -> bytes:
+def _read_exact(fp: IO[bytes], n: int) -> bytes:
     data = fp.read(n)
     return data if data is not None else b""
 
 
-def _read_header(fp: BinaryIO, where: str) -> _Header:
+def _read_header(fp: IO[bytes], where: str) -> _Header:
     """Parse a .npy header from ``fp`` (positioned at the start of the array file) without trusting it."""
     import numpy as np
 
@@ -121,16 +122,20 @@ def _read_header(fp: BinaryIO, where: str) -> _Header:
     return _Header(tuple(shape), fortran, dtype, 8 + struct.calcsize(length_field) + length)
 
 
-def _final_dtype(header: _Header, declared: str | None, where: str) -> Any:
+def _final_dtype(header: _Header, declared: str | None, name: str | None, where: str) -> Any:
     """The dtype the array is read as: native byte order; a void dtype reinterpreted as a declared ml_dtypes type."""
     dt = header.dtype
     if dt.kind == "V":
         candidates = _VOID_AS.get(dt.itemsize, ())
         if declared in candidates:
             return dtypes.to_numpy(declared)
-        expects = f"the input expects {declared}" if declared else "its input is not known"
-        raise InputError(f"{where}: the array has the raw void dtype {dt.str!r}; jaxport reads it as "
-                         f"{' or '.join(candidates) or 'nothing'} only for an input declared so, and {expects}.")
+        if not candidates:
+            raise InputError(f"{where}: the array has the raw void dtype {dt.str!r}, which jaxport does not read.")
+        kinds = " or ".join(candidates)
+        target = f"input {name!r} is {declared}" if name and declared else \
+            f"the input is {declared}" if declared else "the input is not known"
+        raise InputError(f"{where}: the array has the raw void dtype {dt.str!r} (how numpy saves {kinds}); jaxport "
+                         f"reads it only for a {kinds} input, and {target}.")
     return dt.newbyteorder("=") if not dt.isnative else dt
 
 
@@ -138,8 +143,8 @@ def _size_text(header: _Header) -> str:
     return f"shape {header.shape} of {header.dtype} = {header.nbytes} bytes"
 
 
-def read_npy(path: str | Path, declared: str | None = None) -> Any:
-    """Read one ``.npy`` file safely (see the module docstring); ``declared`` is the input's manifest dtype."""
+def read_npy(path: str | Path, declared: str | None = None, name: str | None = None) -> Any:
+    """Read one ``.npy`` file safely (see the module docstring) for the input ``name`` of dtype ``declared``."""
     import numpy as np
 
     where = str(path)
@@ -154,7 +159,7 @@ def read_npy(path: str | Path, declared: str | None = None) -> Any:
     with f:
         size = os.fstat(f.fileno()).st_size
         header = _read_header(f, where)
-        dtype = _final_dtype(header, declared, where)
+        dtype = _final_dtype(header, declared, name, where)
         available = size - header.header_bytes
         if available < header.nbytes:
             raise InputError(f"{where}: truncated .npy file: the header declares {_size_text(header)}, but only "
@@ -183,7 +188,7 @@ def _safe_member(name: str) -> bool:
     return all(p not in ("", ".", "..") for p in name.split("/"))
 
 
-def _check_eocd(f: BinaryIO, size: int, where: str) -> None:
+def _check_eocd(f: IO[bytes], size: int, where: str) -> None:
     """Refuse an archive whose end-of-directory record declares too many members, before zipfile parses it."""
     tail_len = min(size, _EOCD.size + 0xFFFF)
     f.seek(size - tail_len)
@@ -254,7 +259,7 @@ def read_npz(path: str | Path, declared: Mapping[str, str]) -> dict[str, Any]:
             try:
                 with zf.open(info) as member:
                     header = _read_header(member, here)
-                    dtype = _final_dtype(header, declared[key], here)
+                    dtype = _final_dtype(header, declared[key], key, here)
                     available = info.file_size - header.header_bytes
                     if available < header.nbytes:
                         raise InputError(f"{here}: truncated array: the header declares {_size_text(header)}, but "
@@ -266,13 +271,14 @@ def read_npz(path: str | Path, declared: Mapping[str, str]) -> dict[str, Any]:
                     view = memoryview(buf)
                     got = 0
                     while got < header.nbytes:
-                        n = member.readinto(view[got:])
+                        n = member.readinto(view[got:])  # type: ignore[attr-defined]
                         if not n:
                             raise InputError(f"{here}: truncated array: {got} of {header.nbytes} bytes.")
                         got += n
                     if member.read(1):  # also makes zipfile check the CRC
                         raise InputError(f"{here}: damaged array: data continues past the declared size.")
-            except (zipfile.BadZipFile, OSError, EOFError, ValueError, struct.error, NotImplementedError) as e:
+            except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, struct.error,
+                    NotImplementedError) as e:
                 raise InputError(f"{here}: cannot be read ({e}); the file is damaged.") from None
             except MemoryError:
                 raise InputError(f"{here}: not enough memory to read {_size_text(header)}.") from None
@@ -347,7 +353,7 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
                              f"{len(names)} input{'s' if len(names) != 1 else ''} ({shown}); "
                              f"'{positional[len(names)]}' has no input to go to.")
         for name, file in zip(names, positional):
-            arrays[name] = read_npy(file, declared[name])
+            arrays[name] = read_npy(file, declared[name], name)
             sources[name] = file
     for file in npz:
         for name, arr in read_npz(file, declared).items():
@@ -358,7 +364,7 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
     for name, file in named.items():
         if name in sources:
             raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
-        arrays[name] = read_npy(file, declared[name])
+        arrays[name] = read_npy(file, declared[name], name)
         sources[name] = file
     missing = [n for n in names if n not in arrays]
     if missing:
@@ -401,6 +407,14 @@ def _bound_holds(value: int, d: Mapping[str, Any]) -> bool:
     return value >= lo and (d.get("max") is None or value <= d["max"])
 
 
+def _evaluate(d: dimexpr.Expr, env: dict[str, int], name: str, axis: int) -> int:
+    try:
+        return dimexpr.evaluate(d, env)
+    except dimexpr.DimExprError as e:
+        raise InputError(f"input {name!r}: shape[{axis}] is {d}, which cannot be evaluated with "
+                         f"{', '.join(f'{k} = {v}' for k, v in env.items())}: {e}.") from None
+
+
 @dataclass(frozen=True)
 class ArrayInfo:
     """What the checks look at: an input's name, actual shape and dtype, and where it came from (for messages)."""
@@ -418,6 +432,9 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
     dimension variable, the relation and the actual value of the first problem found.
     """
     inputs = fn["inputs"]
+    if [a.name for a in arrays] != [i["name"] for i in inputs]:
+        raise InputError(f"expected the inputs {', '.join(i['name'] for i in inputs) or '(none)'}, in that order; got "
+                         f"{', '.join(a.name for a in arrays) or '(none)'}.")
     declared = [_parsed_shape(i) for i in inputs]
     for inp, dims, a in zip(inputs, declared, arrays):
         name = inp["name"]
@@ -448,7 +465,7 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
             unknown = dimexpr.variables(d) - env.keys()
             if unknown:
                 continue
-            expected = dimexpr.evaluate(d, env)
+            expected = _evaluate(d, env, name, axis)
             if expected == n:
                 continue
             here = f"input {name!r} (shape[{axis}]{'' if str(d) in dimexpr.variables(d) else f' = {d}'})"
@@ -482,9 +499,17 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
             raise InputError(f"{head}, but dimension {var!r} must satisfy {_bound_text(var, d)} (spec bound){tail}.")
     for text in fn.get("constraints") or []:
         c = dimexpr.parse_constraint(text)
-        if c.holds(env):
-            continue
+        if not c.variables() <= env.keys():
+            continue  # a constraint on variables of another function of the artifact
+        try:
+            if c.holds(env):
+                continue
+        except dimexpr.DimExprError as e:
+            raise InputError(f"the constraint {text} cannot be evaluated with "
+                             f"{', '.join(f'{k} = {v}' for k, v in env.items())}: {e}.") from None
         order = [v for v in _ordered_variables(text) if v in env]
+        if not order:
+            raise InputError(f"the constraint {text} (spec constraint) does not hold.")
         var, others = order[0], order[1:]
         head, tail = at(var)
         rest = "".join(f"; {v} = {env[v]} from {origin(v)}" for v in others)
@@ -546,9 +571,10 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, i
     env = {v: given[v] if v in given else (meta.get(v, {}).get("min") or 1) for v in variables}
     for v, value in given.items():
         if not _bound_holds(value, meta.get(v, {})):
-            raise InputError(f"dimension {v!r} = {value} (given), but it must satisfy {_bound_text(v, meta.get(v, {}))} "
-                             f"(spec bound).")
-    constraints = [dimexpr.parse_constraint(c) for c in fn.get("constraints") or []]
+            bound = _bound_text(v, meta.get(v, {}))
+            raise InputError(f"dimension {v!r} = {value} (given), but it must satisfy {bound} (spec bound).")
+    constraints = [c for c in map(dimexpr.parse_constraint, fn.get("constraints") or [])
+                   if c.variables() <= set(variables)]
     limit_default = 1 << 40
     for _ in range(10_000):
         bad = next((c for c in constraints if not c.holds(env)), None)
@@ -559,8 +585,8 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, i
         for v in free:
             hi = meta.get(v, {}).get("max") or limit_default
 
-            def holds(x: int, v: str = v) -> bool:
-                return bad.holds({**env, v: x})
+            def holds(x: int, v: str = v, c: dimexpr.Constraint = bad) -> bool:
+                return c.holds({**env, v: x})
 
             found = _smallest(holds, env[v], hi)
             if found is not None:
@@ -568,9 +594,14 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, i
                 moved = True
                 break
         if not moved:
-            values = ", ".join(f"{v}={env[v]}" + (" (given)" if v in given else "") for v in sorted(bad.variables()))
-            raise InputError(f"no dimension values satisfy {bad.text} (spec constraint) with {values}; give them "
-                             f"with --dim NAME=VALUE.")
+            involved = sorted(bad.variables())
+            if not free:
+                values = " ".join(f"--dim {v}={env[v]}" for v in involved)
+                raise InputError(f"{values} violate{'s' if len(involved) == 1 else ''} {bad.text} (spec "
+                                 f"constraint); choose values that satisfy it.")
+            values = ", ".join(f"{v}={env[v]}" + (" (given)" if v in given else "") for v in involved)
+            raise InputError(f"no value of {' or '.join(free)} satisfies {bad.text} (spec constraint) with {values}; "
+                             f"give the dimensions with --dim NAME=VALUE.")
     else:  # pragma: no cover - needs a pathological set of constraints
         raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
     for inp in fn["inputs"]:
@@ -591,7 +622,8 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0)
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     for inp in fn["inputs"]:
-        shape = tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dims) for d in inp["shape"])
+        shape = tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims))
+                      for d in inp["shape"])
         kind = dtypes.BY_NAME[inp["dtype"]].kind
         target = dtypes.to_numpy(inp["dtype"])
         try:
