@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(__file__).resolve().parent
 
-FULL_REPEATS = 9
+FULL_REPEATS = 10
 QUICK_REPEATS = 1
 
 
@@ -155,10 +155,21 @@ def seconds(t: float) -> str:
 
 
 def comparison_row(case: str, numerator: Contender, denominator: Contender) -> list[str]:
-    """A row: both medians (and minima) and the ratio of the medians ``numerator / denominator``."""
+    """A row: both medians (and minima), the ratio of the medians ``numerator / denominator``, and the median of
+    the ratios of the interleaved pairs (each pair ran back to back, so drift in the machine's load cancels)."""
+    pairs = statistics.median(n / d for n, d in zip(numerator.times, denominator.times))
     return [
         case,
         f"{seconds(numerator.median)} (min {numerator.best:.3f})",
         f"{seconds(denominator.median)} (min {denominator.best:.3f})",
         f"{numerator.median / denominator.median:.2f}x",
+        f"{pairs:.2f}x",
     ]
+
+
+RATIO_HEADERS = ["ratio (medians)", "ratio (paired)"]
+
+
+def print_legend(repeats: int, ratio: str) -> None:
+    print(f"Interleaved repetitions: {repeats}. Times: median (min). Ratio: {ratio}, as the ratio of the medians "
+          f"and as the median of the ratios of back-to-back pairs.\n")

@@ -6,7 +6,7 @@ import json
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -23,6 +23,10 @@ EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
     (errors.InputError, 9),
     (errors.PlatformError, 10),
     (errors.OutputError, 11),
+    (errors.VerificationError, 12),
+    (errors.DiffError, 13),
+    (errors.PolicyViolation, 14),
+    (errors.PolicyFileError, 2),
     (errors.UsageError, 2),
 ]
 EXIT_OK = 0
@@ -60,6 +64,13 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
         _report("internal", f"{type(e).__name__}: {e}. This is a bug in jaxport; rerun with --debug for the "
                             f"traceback and report it.", EXIT_INTERNAL, as_json)
         sys.exit(EXIT_INTERNAL)
+
+
+def fail_after_result(exc: errors.JaxportError) -> NoReturn:
+    """Exit with ``exc``'s code after a command printed its own result (verify, diff, check): one line on stderr,
+    and no JSON error object, so that stdout holds exactly one JSON document."""
+    click.echo(f"error[{exc.kind}]: {exc}", err=True)
+    sys.exit(exit_code(exc))
 
 
 def _report(kind: str, message: str, code: int, as_json: bool) -> None:

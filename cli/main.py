@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import Any
 
@@ -13,6 +14,8 @@ _COMMANDS = {
     "export": ("jaxport_cli.commands.export", "Export a JAX function into an artifact, from a YAML shape spec."),
     "inspect": ("jaxport_cli.commands.inspect", "Show what an artifact holds, without importing JAX."),
     "call": ("jaxport_cli.commands.call", "Run an artifact on real inputs, checking them first."),
+    "extract": ("jaxport_cli.commands.extract", "Write parts of an artifact for other tools: weights, JAX payload, "
+                                                "StableHLO."),
 }
 
 
@@ -43,4 +46,9 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="jaxport")
+    try:
+        cli(prog_name="jaxport")
+    finally:
+        # Python's final garbage collection walks every object JAX created (about half a second after
+        # `import jax`); a process that is about to exit does not need it.
+        gc.freeze()

@@ -5,7 +5,7 @@ The public API. Heavy modules (JAX) load lazily, so ``import jaxport`` and readi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .container import Artifact, open_artifact
@@ -23,7 +23,11 @@ from .errors import (
     UsageError,
 )
 from .manifest import FORMAT_VERSION
-from .spec import ShapeSpec, load_spec, parse_spec
+
+if TYPE_CHECKING:
+    from .pipeline import ExportResult, export
+    from .runtime import Loaded, load
+    from .spec import ShapeSpec, load_spec, parse_spec
 
 __all__ = [
     "FORMAT_VERSION",
@@ -56,6 +60,10 @@ def __getattr__(name: str) -> Any:
         from . import pipeline
 
         return getattr(pipeline, name)
+    if name in ("ShapeSpec", "load_spec", "parse_spec"):
+        from . import spec
+
+        return getattr(spec, name)
     if name in ("load", "Loaded"):
         from . import runtime
 

@@ -59,12 +59,18 @@ def _zipinfo(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def _write_members(fp: Any, members: list[tuple[str, bytes]]) -> None:
+def _size(data: Any) -> int:
+    return data.size if hasattr(data, "chunks") else len(data)
+
+
+def _write_members(fp: Any, members: list[tuple[str, Any]]) -> None:
+    """Write members (bytes, or objects with ``size`` and ``chunks()`` that stream large data) as stored entries."""
     with zipfile.ZipFile(fp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name, data in members:
+            size = _size(data)
             info = _zipinfo(name)
-            info.file_size = len(data)
-            zip64 = len(data) * 1.05 > zipfile.ZIP64_LIMIT
+            info.file_size = size
+            zip64 = size * 1.05 > zipfile.ZIP64_LIMIT
             header = 30 + len(name.encode("utf-8")) + (20 if zip64 else 0)
             start = fp.tell() + header
             pad = (-start) % ALIGNMENT
@@ -72,7 +78,12 @@ def _write_members(fp: Any, members: list[tuple[str, bytes]]) -> None:
                 if pad < 4:
                     pad += ALIGNMENT
                 info.extra = struct.pack("<HH", _PAD_ID, pad - 4) + b"\0" * (pad - 4)
-            zf.writestr(info, data)
+            if hasattr(data, "chunks"):
+                with zf.open(info, mode="w", force_zip64=zip64) as out:
+                    for chunk in data.chunks():
+                        out.write(chunk)
+            else:
+                zf.writestr(info, data)
 
 
 def atomic_write(path: str | Path, write: Any) -> None:
@@ -112,12 +123,15 @@ def atomic_write(path: str | Path, write: Any) -> None:
         pass
 
 
-def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, bytes]) -> bytes:
+def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
     """Write an artifact: ``manifest`` (whose ``members`` field this fills in) then ``members`` in order.
 
+    A member is bytes, or a streamed member with ``size``, ``sha256`` and ``chunks()`` (bound weights).
     Returns the manifest bytes written.
     """
-    manifest["members"] = {name: {"size": len(data), "sha256": sha256(data)} for name, data in members.items()}
+    manifest["members"] = {
+        name: {"size": _size(data), "sha256": data.sha256 if hasattr(data, "chunks") else sha256(data)}
+        for name, data in members.items()}
     mbytes = manifest_bytes(manifest)
     ordered = [(MANIFEST_NAME, mbytes)] + list(members.items())
     atomic_write(path, lambda f: _write_members(f, ordered))

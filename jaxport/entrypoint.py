@@ -108,6 +108,15 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
     the front of ``sys.path`` while it loads and stays importable afterwards, so the function's own lazy imports
     keep working.
     """
+    return _load(text, base_dir, require_callable=True)
+
+
+def load_attribute(text: str, base_dir: str | Path | None = None) -> Any:
+    """The value of ``file.py:NAME`` or ``package.module:NAME`` (any object, e.g. bound parameters)."""
+    return _load(text, base_dir, require_callable=False).function
+
+
+def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Entrypoint:
     target, attribute = split_entrypoint(text)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     is_file = target.endswith(".py") or os.sep in target or "/" in target
@@ -177,7 +186,7 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
             raise EntrypointError(f"entry point {text!r}: reading {part!r} raised:\n"
                                   f"{_user_traceback(e, user_file)}") from e
         walked.append(part)
-    if not callable(obj):
+    if require_callable and not callable(obj):
         kind = type(obj).__name__
         article = "an" if kind[:1].lower() in "aeiou" else "a"
         raise EntrypointError(f"entry point {text!r}: {attribute} is {article} {kind}, not a function. "

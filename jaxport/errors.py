@@ -73,3 +73,27 @@ class OutputError(JaxportError):
     """An output file cannot be written (permissions, missing directory, full disk)."""
 
     kind = "output"
+
+
+class VerificationError(JaxportError):
+    """``jaxport verify``: the artifact and the live function disagree, or the spec does not describe the artifact."""
+
+    kind = "verification"
+
+
+class DiffError(JaxportError):
+    """``jaxport diff``: the artifacts differ at the level chosen with ``--fail-on``."""
+
+    kind = "diff"
+
+
+class PolicyViolation(JaxportError):
+    """``jaxport check``: the artifact breaks one or more rules of the policy."""
+
+    kind = "violation"
+
+
+class PolicyFileError(UsageError):
+    """The policy file of ``jaxport check`` is malformed (YAML, unknown keys, wrong types)."""
+
+    kind = "policy-file"

@@ -25,7 +25,7 @@ from .entrypoint import Entrypoint
 from .errors import ExportError, PolicyError, SpecError
 from .module_scan import ModuleScan, scan_module
 from .module_scan import strip_locations as _strip_locations
-from .spec import ArrayLeaf, FunctionSpec, ShapeSpec, StaticLeaf
+from .spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
 
 _JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
 
@@ -49,9 +49,16 @@ class Lowered:
     output_tree: Any
     x64: bool
     scan: ModuleScan
+    #: Bound tensors this function's program takes, in the program's order (sorted by name).
+    tensors: list[Any] = dataclasses.field(default_factory=list)
+    #: Names of bound tensors the program never reads (JAX dropped them from the module).
+    unused_weights: list[str] = dataclasses.field(default_factory=list)
+    #: Position in the program's flat arguments of each free input, then of each bound tensor.
+    input_positions: list[int] = dataclasses.field(default_factory=list)
+    weight_positions: list[int] = dataclasses.field(default_factory=list)
 
 
-def _param_names(fn: Callable[..., Any], nargs: int) -> list[str]:
+def param_names(fn: Callable[..., Any], nargs: int) -> list[str]:
     """Names for positional arguments 0..nargs-1 from the function's signature (``arg0``... when unknown)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -104,9 +111,13 @@ def _key_name(key: Any) -> str:
     return str(key)
 
 
+#: The keyword argument through which the exported program receives its bound tensors, ``{name: array}``.
+WEIGHTS_KWARG = "__jaxport_weights__"
+
+
 def _spec_tree_dynamic(tree: Any) -> Any:
-    """The spec pytree with static leaves replaced by None (JAX treats None as an empty subtree)."""
-    if isinstance(tree, StaticLeaf):
+    """The spec pytree with static and bound leaves replaced by None (JAX treats None as an empty subtree)."""
+    if isinstance(tree, (StaticLeaf, BindLeaf)):
         return None
     if isinstance(tree, dict):
         return {k: _spec_tree_dynamic(v) for k, v in tree.items()}
@@ -115,24 +126,29 @@ def _spec_tree_dynamic(tree: Any) -> Any:
     return tree
 
 
-def _fill_statics(spec_tree: Any, value: Any) -> Any:
+def _fill(spec_tree: Any, value: Any, bound: dict[int, Any], weights: dict[str, Any]) -> Any:
+    """The argument the function receives: static values and bound trees put back where the spec has them."""
     if isinstance(spec_tree, StaticLeaf):
         return spec_tree.value
+    if isinstance(spec_tree, BindLeaf):
+        return bound[id(spec_tree)].rebuild(weights)
     if isinstance(spec_tree, dict):
-        return {k: _fill_statics(v, value[k]) for k, v in spec_tree.items()}
+        return {k: _fill(v, value[k], bound, weights) for k, v in spec_tree.items()}
     if isinstance(spec_tree, list):
-        return [_fill_statics(v, value[i]) for i, v in enumerate(spec_tree)]
+        return [_fill(v, value[i], bound, weights) for i, v in enumerate(spec_tree)]
     return value
 
 
 def signature_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int]) -> dict[str, Any]:
     """The call tree recorded in the manifest: ``{"args": [...], "kwargs": {...}}`` with nodes
-    ``{"input": i}``, ``{"static": value}``, ``{"list": [...]}``, ``{"dict": {...}}``."""
+    ``{"input": i}``, ``{"static": value}``, ``{"bound": source}``, ``{"list": [...]}``, ``{"dict": {...}}``."""
 
     def enc(tree: Any) -> Any:
         if isinstance(tree, StaticLeaf):
             v = tree.value
             return {"static": list(v) if isinstance(v, tuple) else v}
+        if isinstance(tree, BindLeaf):
+            return {"bound": tree.source}
         if isinstance(tree, ArrayLeaf):
             return {"input": leaf_index[id(tree)]}
         if isinstance(tree, dict):
@@ -276,11 +292,12 @@ def lower(
     _exclude_own_frames()
     fn = entry.function
     _check_signature(fn, fspec, spec.file, entry.attribute)
-    arg_names = _param_names(fn, len(fspec.args))
+    arg_names = param_names(fn, len(fspec.args))
 
-    dyn_args = tuple(_spec_tree_dynamic(a) for i, a in enumerate(fspec.args) if not isinstance(a, StaticLeaf))
-    dyn_arg_pos = [i for i, a in enumerate(fspec.args) if not isinstance(a, StaticLeaf)]
-    dyn_kwargs = {k: _spec_tree_dynamic(v) for k, v in fspec.kwargs.items() if not isinstance(v, StaticLeaf)}
+    fixed = (StaticLeaf, BindLeaf)  # top-level arguments the caller does not pass
+    dyn_args = tuple(_spec_tree_dynamic(a) for a in fspec.args if not isinstance(a, fixed))
+    dyn_arg_pos = [i for i, a in enumerate(fspec.args) if not isinstance(a, fixed)]
+    dyn_kwargs = {k: _spec_tree_dynamic(v) for k, v in fspec.kwargs.items() if not isinstance(v, fixed)}
 
     flat, _ = tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))
     inputs: list[InputLeaf] = []
@@ -307,15 +324,18 @@ def lower(
         leaf_index[id(leaf)] = len(inputs)
         inputs.append(InputLeaf(name, spec_path, leaf))
 
-    x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs)
-    static_args = fspec.args
-    static_kwargs = fspec.kwargs
+    bound, tensors, binds = _load_binds(fspec, arg_names, spec)
+    x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs) or \
+        any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
+    spec_args = fspec.args
+    spec_kwargs = fspec.kwargs
 
     def program(*args, **kwargs):
+        weights = kwargs.pop(WEIGHTS_KWARG, {})
         it = iter(args)
-        full_args = [a.value if isinstance(a, StaticLeaf) else _fill_statics(a, next(it)) for a in static_args]
-        full_kwargs = {k: v.value if isinstance(v, StaticLeaf) else _fill_statics(v, kwargs[k])
-                       for k, v in static_kwargs.items()}
+        full_args = [_fill(a, None if isinstance(a, (StaticLeaf, BindLeaf)) else next(it), bound, weights)
+                     for a in spec_args]
+        full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
         return fn(*full_args, **full_kwargs)
 
     program.__name__ = entry.name
@@ -332,7 +352,10 @@ def lower(
                      jax_hlo_source_file_canonicalization_regex=location_regex(entry.root)):
             structs = _shape_dtype_structs(inputs, spec)
             tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
-            return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **tree[1])
+            kwargs = dict(tree[1])
+            if tensors:
+                kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+            return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **kwargs)
 
     try:
         exported = _on_fresh_stack(run_export, disabled)
@@ -343,8 +366,10 @@ def lower(
             unsafe = _on_fresh_stack(run_export, [export.DisabledSafetyCheck.custom_call("ALL")])
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
+        if isinstance(e, KeyError) and binds:
+            raise _missing_key_error(e, binds) from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
-        callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64)
+        callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
         if callbacks:
             raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which "
                               f"call back into Python and cannot be serialized. Remove jax.debug.print, "
@@ -359,15 +384,88 @@ def lower(
     scan = scan_module(exported.mlir_module_serialized)
 
     out_names, out_tree = _outputs(exported)
+    input_positions, weight_positions = argument_positions(exported)
+    kept = set(exported.module_kept_var_idx)
+    unused = [t.name for t, pos in zip(tensors, weight_positions) if pos not in kept]
     return Lowered(exported, name, inputs, signature_tree(fspec, arg_names, leaf_index), out_names, out_tree,
-                   x64, scan)
+                   x64, scan, tensors, unused, input_positions, weight_positions)
+
+
+def argument_positions(exported: Any) -> tuple[list[int], list[int]]:
+    """Flat argument positions of the free inputs and of the bound tensors (the ``WEIGHTS_KWARG`` subtree)."""
+    from jax import tree_util
+
+    n = len(exported.in_avals)
+    flat, _ = tree_util.tree_flatten_with_path(tree_util.tree_unflatten(exported.in_tree, list(range(n))))
+    free: list[int] = []
+    weights: list[int] = []
+    for path, pos in flat:
+        is_weight = len(path) >= 2 and _key_name(path[0]) == "1" and _key_name(path[1]) == WEIGHTS_KWARG
+        (weights if is_weight else free).append(pos)
+    return free, weights
+
+
+@dataclass(frozen=True)
+class _Bind:
+    leaf: BindLeaf
+    prefix: str
+    keys: list[str]
+
+
+def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec) -> tuple[dict[int, Any], list[Any],
+                                                                                       list[_Bind]]:
+    """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
+    was bound (for messages)."""
+    from .weights import flatten_bound, load_bind_source
+
+    found: list[tuple[BindLeaf, str]] = []
+
+    def walk(tree: Any, prefix: str) -> None:
+        if isinstance(tree, BindLeaf):
+            found.append((tree, prefix))
+        elif isinstance(tree, dict):
+            for k, v in tree.items():
+                walk(v, f"{prefix}/{k}")
+        elif isinstance(tree, list):
+            for i, v in enumerate(tree):
+                walk(v, f"{prefix}/{i}")
+
+    for i, a in enumerate(fspec.args):
+        walk(a, arg_names[i])
+    for k, v in fspec.kwargs.items():
+        walk(v, k)
+    bound: dict[int, Any] = {}
+    tensors: dict[str, Any] = {}
+    binds: list[_Bind] = []
+    for leaf, prefix in found:
+        base = leaf.base_dir or spec.base_dir or Path.cwd()
+        value = load_bind_source(leaf.source, base, str(leaf.where))
+        tree, leaf_tensors = flatten_bound(value, prefix, str(leaf.where))
+        bound[id(leaf)] = tree
+        for t in leaf_tensors:
+            tensors[t.name] = t
+        binds.append(_Bind(leaf, prefix, [t.name[len(prefix) + 1:] for t in leaf_tensors]))
+    return bound, [tensors[n] for n in sorted(tensors)], binds
+
+
+def _missing_key_error(e: KeyError, binds: list[_Bind]) -> SpecError:
+    key = e.args[0] if e.args else "?"
+    parts = []
+    for b in binds:
+        close = difflib.get_close_matches(str(key), [k.split("/")[-1] for k in b.keys], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
+        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} with keys: {shown}{hint}")
+    return SpecError(f"the function reads key {key!r} from a bound argument, and the bound value has no such key. "
+                     f"Missing: {key!r}. " + "; ".join(parts) + ". Make the bound file's keys match what the "
+                     "function reads.")
 
 
 _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")
 
 
 def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
-                    spec: ShapeSpec, x64: bool) -> list[str]:
+                    spec: ShapeSpec, x64: bool, tensors: list[Any]) -> list[str]:
     """Names of the host-callback primitives in the traced program (empty when tracing itself fails)."""
     import jax
     from jax import tree_util
@@ -376,7 +474,10 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
         with _config(jax_enable_x64=x64 or _x64_enabled()):
             structs = _shape_dtype_structs(inputs, spec)
             tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
-            closed = jax.make_jaxpr(program)(*tree[0], **tree[1])
+            kwargs = dict(tree[1])
+            if tensors:
+                kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+            closed = jax.make_jaxpr(program)(*tree[0], **kwargs)
     except Exception:  # noqa: BLE001 - the caller reports the original error
         return []
     found: set[str] = set()

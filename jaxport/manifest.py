@@ -20,6 +20,8 @@ FORMAT_VERSION = "1.0"
 FORMAT_MAJOR = 1
 FORMAT_NAME = "jaxport"
 
+#: The member holding every bound tensor (see weights.py).
+WEIGHTS_MEMBER = "weights.bin"
 MAX_RANK = 64
 MAX_NAME = 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -78,8 +80,10 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
     stable = guaranteed_stable_custom_calls()
     in_shardings = list(getattr(exp, "in_shardings_hlo", None) or [None] * len(exp.in_avals))
     out_shardings = list(getattr(exp, "out_shardings_hlo", None) or [None] * len(exp.out_avals))
+    positions = lowered.input_positions or list(range(len(lowered.inputs)))
     inputs = []
-    for inp, aval, sh in zip(lowered.inputs, exp.in_avals, in_shardings):
+    for inp, pos in zip(lowered.inputs, positions):
+        aval, sh = exp.in_avals[pos], in_shardings[pos]
         inputs.append({"name": inp.name, "spec_path": inp.spec_path, "shape": [_dim(d) for d in aval.shape],
                        "dtype": str(aval.dtype), "sharding": None if sh is None else str(sh)})
     outputs = []
@@ -105,6 +109,7 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
         "x64": lowered.x64,
         "signature": lowered.signature,
         "inputs": inputs,
+        "weights": [t.name for t in lowered.tensors],
         "outputs": outputs,
         "output_tree": lowered.output_tree,
         "dims": dims,
@@ -291,4 +296,55 @@ def validate(m: Any) -> dict[str, Any]:
             v.string(c.get("target"), f"{here}.custom_calls[{i}].target")
         v.integer(f.get("nr_devices", 1), f"{here}.nr_devices", 1, 1 << 20)
         v.obj(f.get("signature", {"args": [], "kwargs": {}}), f"{here}.signature")
+        names = v.lst(f.get("weights", []), f"{here}.weights", 1 << 20)
+        tensors = (m.get("weights") or {}).get("tensors", {}) if isinstance(m.get("weights"), dict) else {}
+        for i, n in enumerate(names):
+            if not isinstance(n, str) or n not in tensors:
+                raise v.fail(f"{here}.weights[{i}]", f"{n!r} is not a tensor of the top-level 'weights'")
+        if len(set(names)) != len(names):
+            raise v.fail(f"{here}.weights", "names a tensor twice")
+    if m.get("weights") is not None:
+        _check_weights(v, m["weights"], members)
     return m
+
+
+def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
+    """Tensors must lie inside the weights member, aligned, without overlapping, with sizes that match."""
+    from .container import ALIGNMENT
+
+    v.obj(w, "weights")
+    member = v.string(v.key(w, "member", "weights"), "weights.member")
+    if member != WEIGHTS_MEMBER or member not in members:
+        raise v.fail("weights.member", f"must be {WEIGHTS_MEMBER!r} and listed under 'members'")
+    size = members[member]["size"]
+    spans = []
+    for name, t in v.obj(v.key(w, "tensors", "weights"), "weights.tensors").items():
+        here = f"weights.tensors[{name!r}]"
+        v.string(name, here)
+        v.obj(t, here)
+        dt = v.string(v.key(t, "dtype", here), f"{here}.dtype", 64)
+        if dt not in dtypes.BY_NAME:
+            raise v.fail(f"{here}.dtype", f"{dt!r} is not a dtype jaxport supports")
+        shape = v.lst(v.key(t, "shape", here), f"{here}.shape", MAX_RANK)
+        count = 1
+        for i, d in enumerate(shape):
+            count *= v.integer(d, f"{here}.shape[{i}]", 0, 1 << 62)
+            if count > 1 << 62:
+                raise v.fail(f"{here}.shape", "the element count overflows")
+        nbytes = v.integer(v.key(t, "nbytes", here), f"{here}.nbytes")
+        if nbytes != count * dtypes.BY_NAME[dt].itemsize:
+            raise v.fail(f"{here}.nbytes", f"{nbytes} bytes, but shape {shape} of {dt} takes "
+                                           f"{count * dtypes.BY_NAME[dt].itemsize}")
+        offset = v.integer(v.key(t, "offset", here), f"{here}.offset")
+        if offset % ALIGNMENT:
+            raise v.fail(f"{here}.offset", f"{offset} is not a multiple of {ALIGNMENT}")
+        if offset + nbytes > size:
+            raise v.fail(here, f"bytes {offset}..{offset + nbytes} lie past the end of the {size}-byte weights member")
+        digest = v.string(v.key(t, "sha256", here), f"{here}.sha256", 64)
+        if not _SHA256.match(digest):
+            raise v.fail(f"{here}.sha256", "expected 64 lowercase hex digits")
+        spans.append((offset, offset + nbytes, name))
+    spans.sort()
+    for (_, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise v.fail("weights.tensors", f"tensors {an!r} and {bn!r} overlap")

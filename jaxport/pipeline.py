@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import container, lower, manifest
+from . import container, lower, manifest, weights
 from .entrypoint import load_entrypoint
 from .errors import SpecError
 from .spec import ShapeSpec, check_artifact_name, check_platform, load_spec
@@ -55,12 +55,14 @@ def export(
     version: str | None = None,
     strip_locations: bool = False,
     write_manifest: bool = True,
+    bind: dict[str, str] | None = None,
 ) -> ExportResult:
     """Export the function(s) of a spec into an artifact.
 
     ``entrypoint`` (``model.py:NAME`` or ``package.module:NAME``, relative to the current directory) names the
     function of a single-function spec; a multi-function spec names each function's entry point itself (relative
-    to the spec file). Options given here override the spec's.
+    to the spec file). Options given here override the spec's; ``bind`` maps a top-level argument name to a bound
+    source (a file relative to the current directory, or ``model.py:NAME``), as ``--bind NAME=SOURCE`` does.
     """
     if not isinstance(spec, ShapeSpec):
         spec = load_spec(spec)
@@ -76,6 +78,8 @@ def export(
                             f"model.py:NAME' in the spec or on the command line.")
         base = Path.cwd() if (fname is None or fspec.entrypoint is None) else spec_dir
         entry = load_entrypoint(text, base)
+        if bind:
+            fspec = _apply_binds(fspec, entry.function, bind)
         jobs.append((fname or entry.name, fspec, entry, _record_entrypoint(text, base)))
 
     meta = dict(spec.metadata)
@@ -90,7 +94,8 @@ def export(
 
     warnings: list[str] = []
     functions: dict[str, Any] = {}
-    members: dict[str, bytes] = {}
+    members: dict[str, Any] = {}
+    all_tensors: list[Any] = []
     for fname, fspec, entry, recorded in jobs:
         low = lower.lower(entry, fspec, spec, name=fname, platforms=plats, allow_custom_calls=allowed,
                           strip_locations=strip_locations)
@@ -100,6 +105,11 @@ def export(
         payload_name = f"functions/{fname}.jaxexport"
         members[payload_name] = bytes(low.exported.serialize())
         functions[fname] = manifest.build_function_entry(low, spec, recorded, payload_name, allowed)
+        all_tensors.extend(low.tensors)
+        if low.unused_weights:
+            shown = ", ".join(low.unused_weights[:10]) + (", ..." if len(low.unused_weights) > 10 else "")
+            warnings.append(f"function {fname!r} never reads {len(low.unused_weights)} bound tensor(s): {shown}. "
+                            f"They are stored anyway; remove them from the bound value to save space.")
         total = low.scan.constant_bytes()
         if total > LARGE_CONSTANTS_BYTES:
             largest = functions[fname]["embedded_constants"]["largest"][0]
@@ -118,6 +128,10 @@ def export(
         "members": {},
         "functions": functions,
     }
+    if all_tensors:
+        packed = weights.pack(all_tensors)
+        m["weights"] = {"member": manifest.WEIGHTS_MEMBER, "tensors": packed.index}
+        members[manifest.WEIGHTS_MEMBER] = packed
     out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
     if out.is_dir():
         out = out / f"{artifact_name}.jaxport"
@@ -127,6 +141,23 @@ def export(
         sidecar = out.with_name(out.name + ".manifest.json")
         container.atomic_write(sidecar, lambda f: f.write(raw))
     return ExportResult(out, m, out.stat().st_size, sidecar, warnings)
+
+
+def _apply_binds(fspec: Any, fn: Any, bind: dict[str, str]) -> Any:
+    """A copy of ``fspec`` where each named top-level argument is bound to its source."""
+    import dataclasses
+
+    from .spec import BindLeaf, Where
+
+    args, kwargs = list(fspec.args), dict(fspec.kwargs)
+    names = lower.param_names(fn, len(args))
+    for name, source in bind.items():
+        leaf = BindLeaf(source, Where(f"--bind {name}", 0), Path.cwd())
+        if name in names:
+            args[names.index(name)] = leaf
+        else:
+            kwargs[name] = leaf
+    return dataclasses.replace(fspec, args=args, kwargs=kwargs)
 
 
 def _mb(n: int) -> str:

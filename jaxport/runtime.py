@@ -118,7 +118,8 @@ def select_function(manifest: Mapping[str, Any], function: str | None, where: st
     return names[0]
 
 
-def _check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str) -> None:
+def _check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
+                   manifest_weights: Mapping[str, Any] | None = None) -> None:
     """The deserialized program must take and return what the manifest says, or the input checks would lie."""
 
     def dims(aval: Any) -> list[int | str]:
@@ -128,9 +129,21 @@ def _check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str) 
         return FormatError(f"{where}: function {fname!r}: the payload disagrees with the manifest ({what}); the "
                            f"artifact was edited or written by a faulty producer. Re-export it.")
 
-    if len(exported.in_avals) != len(f["inputs"]) or exported.in_tree.num_leaves != len(f["inputs"]):
-        raise bad(f"{len(exported.in_avals)} inputs in the program, {len(f['inputs'])} in the manifest")
-    for aval, inp in zip(exported.in_avals, f["inputs"]):
+    from .lower import argument_positions
+
+    free, weight_positions = argument_positions(exported)
+    names = list(f.get("weights") or [])
+    if len(free) != len(f["inputs"]) or len(weight_positions) != len(names):
+        raise bad(f"{len(free)} inputs and {len(weight_positions)} bound tensors in the program, "
+                  f"{len(f['inputs'])} and {len(names)} in the manifest")
+    tensors = (manifest_weights or {}).get("tensors") or {}
+    for pos, name in zip(weight_positions, names):
+        t = tensors.get(name)
+        aval = exported.in_avals[pos]
+        if t is None or dims(aval) != t["shape"] or str(aval.dtype) != t["dtype"]:
+            raise bad(f"bound tensor {name!r} is {summary.array_type({'shape': dims(aval), 'dtype': str(aval.dtype)})}"
+                      f" in the program, {'missing' if t is None else summary.array_type(t)} in the manifest")
+    for aval, inp in zip([exported.in_avals[p] for p in free], f["inputs"]):
         if dims(aval) != inp["shape"] or str(aval.dtype) != inp["dtype"]:
             program = summary.array_type({"shape": dims(aval), "dtype": str(aval.dtype)})
             raise bad(f"input {inp['name']!r} is {program} in the program, {summary.array_type(inp)} in the "
@@ -166,7 +179,7 @@ def _check_signature(f: Mapping[str, Any], where: str, fname: str) -> None:
         elif "list" in node and isinstance(node["list"], list):
             for v in node["list"]:
                 walk(v, depth + 1)
-        elif "static" not in node:
+        elif "static" not in node and "bound" not in node:
             raise bad(f"unknown node {sorted(node)[:3]}")
 
     args, kwargs = sig.get("args", []), sig.get("kwargs", {})
@@ -182,11 +195,14 @@ def _check_signature(f: Mapping[str, Any], where: str, fname: str) -> None:
         raise bad(f"it uses inputs {sorted(used)}, but there are {len(f['inputs'])}")
 
 
-def load(path: str | Path, function: str | None = None, *, allow_platform_mismatch: bool = False) -> Loaded:
+def load(path: str | Path, function: str | None = None, *, allow_platform_mismatch: bool = False,
+         verify: bool = True) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``function`` names the function when the artifact holds several. With ``allow_platform_mismatch``, a function
-    exported for other platforms is tried on the local one (JAX's ``DisabledSafetyCheck.platform()``).
+    exported for other platforms is tried on the local one (JAX's ``DisabledSafetyCheck.platform()``). Bound weights
+    are memory-mapped from the artifact; ``verify=False`` skips their sha256 check (one pass over the weight bytes,
+    about a second per 1-2 GB), for artifacts whose origin is already trusted.
     """
     import jax
     from jax import export
@@ -197,14 +213,19 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
 
     start = time.perf_counter()
     where = str(path)
-    with open_artifact(path) as art:
+    art = open_artifact(path)
+    try:
         manifest = art.manifest
         fname = select_function(manifest, function, where)
         f = manifest["functions"][fname]
         payload = art.read(f["payload"])
-    _check_signature(f, where, fname)
-    exported = deserialize(payload, where, fname)
-    _check_payload(exported, f, where, fname)
+        _check_signature(f, where, fname)
+        exported = deserialize(payload, where, fname)
+        _check_payload(exported, f, where, fname, manifest.get("weights"))
+        weights = _map_weights(art, manifest, f, verify) if f.get("weights") else []
+    except BaseException:
+        art.close()
+        raise
     check_custom_calls(f"{where}: function {fname!r}", scan_module(exported.mlir_module_serialized),
                        set(f.get("allowed_custom_calls") or []))
 
@@ -223,7 +244,23 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
             if local == "cpu" else ""
         raise PlatformError(f"{where}: function {fname!r} runs on {exported.nr_devices} devices, but JAX here has "
                             f"{jax.device_count()}{hint}.")
-    return Loaded(Path(path), fname, manifest, exported, local, mismatch, time.perf_counter() - start)
+    return Loaded(Path(path), fname, manifest, exported, local, mismatch, time.perf_counter() - start, weights, art)
+
+
+def _map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], verify: bool) -> list[Any]:
+    """The function's bound tensors as numpy views of the artifact's memory map (no copy), digest checked."""
+    from .weights import tensor_views
+
+    w = manifest.get("weights")
+    if not isinstance(w, dict) or w.get("member") not in art.members:
+        raise FormatError(f"{art.path}: the manifest lists bound tensors but no weights member.")
+    if verify:
+        art.verify(w["member"])
+    views = tensor_views(art.view(w["member"]), w.get("tensors") or {}, str(art.path))
+    missing = [n for n in f["weights"] if n not in views]
+    if missing:
+        raise FormatError(f"{art.path}: bound tensor(s) {', '.join(missing)} are not in the weights member.")
+    return [views[n] for n in f["weights"]]
 
 
 # --- calling ---------------------------------------------------------------------------------------------------
@@ -310,8 +347,11 @@ class Loaded:
     """
 
     def __init__(self, path: Path, function: str, manifest: dict[str, Any], exported: Any, platform: str,
-                 platform_mismatch: bool, load_seconds: float):
+                 platform_mismatch: bool, load_seconds: float, weights: list[Any] | None = None,
+                 artifact: Any = None):
         import jax
+
+        from .lower import argument_positions
 
         self.path = path
         self.function = function
@@ -325,12 +365,27 @@ class Loaded:
         self._exported = exported
         self._needs_x64 = bool(f.get("x64"))
 
-        def program(*flat: Any) -> Any:
-            args, kwargs = exported.in_tree.unflatten(flat)
+        free, weight_positions = argument_positions(exported)
+        n = len(exported.in_avals)
+
+        def program(weights: list[Any], *flat: Any) -> Any:
+            full: list[Any] = [None] * n
+            for pos, value in zip(free, flat):
+                full[pos] = value
+            for pos, value in zip(weight_positions, weights):
+                full[pos] = value
+            args, kwargs = exported.in_tree.unflatten(full)
             return exported.call(*args, **kwargs)
 
         program.__name__ = function
         self._jit = jax.jit(program)
+        self._artifact = artifact  # keeps the memory map of the weights open
+        # Bound weights go to the device once; every call passes the same buffers as arguments (not constants).
+        with self._x64():
+            self._weights = [jax.device_put(w) for w in (weights or [])]
+        if artifact is not None and not weights:
+            artifact.close()
+            self._artifact = None
         #: Compiled executables (and how long they took) by input shape signature ``((shape, dtype), ...)``.
         self._compiled: dict[tuple[tuple[tuple[int, ...], str], ...], tuple[Any, Compilation]] = {}
 
@@ -371,7 +426,7 @@ class Loaded:
             sig = {"args": [{"input": i, "name": n} for i, n in enumerate(names)], "kwargs": {}}
         top = list(sig.get("args") or [])
         top_kwargs = dict(sig.get("kwargs") or {})
-        free = [a for a in top if "static" not in a]
+        free = [a for a in top if "static" not in a and "bound" not in a]
         full = len(args) == len(top) and len(free) != len(top)
         targets = top if full else free
         if len(args) > len(targets):
@@ -390,7 +445,7 @@ class Loaded:
             if k in bound:
                 raise InputError(f"{self.function}() got two values for argument {k!r}.")
             bound[k] = (by_name[k], v)
-        missing = [k for k, node in by_name.items() if k not in bound and "static" not in node]
+        missing = [k for k, node in by_name.items() if k not in bound and "static" not in node and "bound" not in node]
         if missing:
             raise InputError(f"{self.function}() is missing argument{'s' if len(missing) > 1 else ''} "
                              f"{', '.join(map(repr, missing))}.")
@@ -407,6 +462,10 @@ class Loaded:
                 raise InputError(f"argument {_show(path)} was fixed to {node['static']!r} when the artifact was "
                                  f"exported; got {value!r}. Leave it out (or pass None), or re-export with the new "
                                  f"value.")
+        elif "bound" in node:
+            if value is not None:
+                raise InputError(f"argument {_show(path)} is bound to weights stored in the artifact (from "
+                                 f"{node['bound']}); leave it out.")
         elif "dict" in node:
             keys = list(node["dict"])
             if not isinstance(value, Mapping) or set(value) != set(keys):
@@ -472,7 +531,7 @@ class Loaded:
         start = time.perf_counter()
         with self._x64():
             try:
-                lowered = self._jit.lower(*structs)
+                lowered = self._jit.lower(self._weights, *structs)
             except ValueError as e:
                 raise self._failure("JAX refused the inputs", e, InputError) from None
             lower_seconds = time.perf_counter() - start
@@ -503,7 +562,7 @@ class Loaded:
     def _execute(self, key: tuple[Any, ...], flat: list[Any]) -> Any:
         with self._x64():
             try:
-                return self._compiled[key][0](*flat)
+                return self._compiled[key][0](self._weights, *flat)
             except Exception as e:  # noqa: BLE001
                 if self.platform_mismatch:
                     raise self._failure("running failed", e, PlatformError) from None

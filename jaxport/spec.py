@@ -77,6 +77,18 @@ class StaticLeaf:
 
 
 @dataclass(frozen=True)
+class BindLeaf:
+    """A subtree whose value is loaded at export (weights) and stored in the artifact as named tensors.
+
+    ``source`` is a file (relative to the spec's directory) or a Python attribute ``model.py:NAME``.
+    """
+
+    source: str
+    where: Where
+    base_dir: Path | None = None
+
+
+@dataclass(frozen=True)
 class DimVar:
     name: str
     min: int | None
@@ -335,8 +347,12 @@ class _Parser:
                 return StaticLeaf(self.static_value(raw["static"], path, raw.key_lines["static"]),
                                   self.where(raw.key_lines["static"]))
             if "bind" in raw:
-                raise self.fail(line, f"{path}: 'bind' (weights bound at export) is not supported by this "
-                                      f"release. Describe the argument with its shape and dtype instead.")
+                _check_keys(raw, ("bind",), self.file, path)
+                source = raw["bind"]
+                if not isinstance(source, str) or not source.strip():
+                    raise self.fail(raw.key_lines["bind"], f"{path}: 'bind' takes a file (.npz, .safetensors, .npy) "
+                                                           f"or a Python attribute 'model.py:NAME', found {source!r}.")
+                return BindLeaf(source.strip(), self.where(raw.key_lines["bind"]))
             if "shape" in raw:
                 _check_keys(raw, _LONG_LEAF_KEYS, self.file, f"the array spec {path}")
                 if "dtype" not in raw:

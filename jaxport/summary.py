@@ -14,9 +14,27 @@ def array_type(a: dict[str, Any]) -> str:
     return f"{short}[{', '.join(str(x) for x in a['shape'])}]"
 
 
+#: A pytree with more array leaves than this is shown as a count (``{... 147 arrays}``) in a signature.
+MAX_SHOWN_LEAVES = 12
+
+
+def _count(node: Any, key: str) -> int:
+    if not isinstance(node, dict):
+        return 0
+    if key in node:
+        return 1
+    children = node.get("dict", {}).values() if isinstance(node.get("dict"), dict) else \
+        node.get("list") or node.get("tuple") or node.get("children") or []
+    return sum(_count(c, key) for c in children) if isinstance(children, (list, type({}.values()))) else 0
+
+
 def _tree(node: Any, leaves: list[dict[str, Any]], key: str) -> str:
     if not isinstance(node, dict):
         return "?"
+    n = _count(node, key)
+    if n > MAX_SHOWN_LEAVES:
+        open_, close = ("{", "}") if "dict" in node else ("[", "]") if "list" in node else ("(", ")")
+        return f"{open_}... {n} arrays{close}"
     if key in node:
         i = node[key]
         return array_type(leaves[i]) if isinstance(i, int) and 0 <= i < len(leaves) else "?"
@@ -24,15 +42,19 @@ def _tree(node: Any, leaves: list[dict[str, Any]], key: str) -> str:
         return f"{node['static']!r} (static)"
     if "none" in node:
         return "None"
+    if "bound" in node:
+        return "<bound>"
     if "dict" in node and isinstance(node["dict"], dict):
-        return "{" + ", ".join(f"{k}: {_tree(v, leaves, key)}" for k, v in node["dict"].items()) + "}"
+        return "{" + ", ".join(f"{k}: {_tree(v, leaves, key)}" for k, v in node["dict"].items()
+                               if not (isinstance(v, dict) and "bound" in v)) + "}"
     for kind, (open_, close) in (("list", ("[", "]")), ("tuple", ("(", ")"))):
         if kind in node and isinstance(node[kind], list):
             inner = ", ".join(_tree(v, leaves, key) for v in node[kind])
             return open_ + inner + ("," if kind == "tuple" and len(node[kind]) == 1 else "") + close
     if "node" in node:
-        children = node.get("children") if isinstance(node.get("children"), list) else []
-        return f"{node['node']}(" + ", ".join(_tree(c, leaves, key) for c in children) + ")"
+        children = node.get("children")
+        inner = ", ".join(_tree(c, leaves, key) for c in children) if isinstance(children, list) else ""
+        return f"{node['node']}({inner})"
     return "?"
 
 
@@ -52,9 +74,13 @@ def signature(fname: str, f: dict[str, Any]) -> str:
     inputs, outputs = f.get("inputs", []), f.get("outputs", [])
     parts = []
     for a in sig.get("args", []):
-        name = a.get("name", "?") if isinstance(a, dict) else "?"
+        if not isinstance(a, dict) or "bound" in a:  # bound arguments leave the call signature
+            continue
+        name = a.get("name", "?")
         parts.append(f"{name}: {_tree(a, inputs, 'input')}" if "static" not in a else f"{name}={a['static']!r}")
     for k, v in (sig.get("kwargs") or {}).items():
+        if not isinstance(v, dict) or "bound" in v:
+            continue
         parts.append(f"{k}: {_tree(v, inputs, 'input')}" if "static" not in v else f"{k}={v['static']!r}")
     if not sig:
         parts = [f"{a['name']}: {array_type(a)}" for a in inputs]

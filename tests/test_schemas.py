@@ -57,7 +57,7 @@ INVALID_SPECS = {
     "version 2": "jaxport: 2\n",
     "unknown top-level key": "jaxport: 1\ndim: {batch: {min: 1}}\nargs: ['f32[batch]']\n",
     "functions with args": "jaxport: 1\nargs: ['f32[3]']\nfunctions: {f: {args: ['f32[3]']}}\n",
-    "bind is reserved": "jaxport: 1\nargs: [{bind: weights.npy}]\n",
+    "bind needs a source": "jaxport: 1\nargs: [{bind: ''}]\n",
     "static mapping": "jaxport: 1\nargs: [{static: {a: 1}}]\n",
     "unknown dtype": "jaxport: 1\nargs: ['f33[3]']\n",
     "long leaf without dtype": "jaxport: 1\nargs: [{shape: [3]}]\n",

@@ -18,11 +18,14 @@ from ..options import debug_option, json_option, platform_option
               help="Allow a custom-call target JAX does not guarantee stable; repeatable.")
 @click.option("--name", help="Artifact name (overrides metadata.name).")
 @click.option("--version", "version", help="Artifact version (overrides metadata.version).")
+@click.option("--bind", "binds", multiple=True, metavar="NAME=SOURCE",
+              help="Bind argument NAME to weights from SOURCE (.npz, .safetensors, .npy or model.py:ATTR); "
+                   "repeatable.")
 @click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
 @click.option("--no-manifest", is_flag=True, help="Do not write the <artifact>.manifest.json sidecar.")
 @json_option
 @debug_option
-def command(entrypoint, spec_path, output, platforms, allow, name, version, strip_locations, no_manifest,
+def command(entrypoint, spec_path, output, platforms, allow, name, version, binds, strip_locations, no_manifest,
             as_json, debug):
     """Export a JAX function into an artifact, from a YAML shape spec.
 
@@ -32,11 +35,19 @@ def command(entrypoint, spec_path, output, platforms, allow, name, version, stri
     def body():
         import jaxport
 
+        bind = {}
+        for item in binds:
+            key, sep, source = item.partition("=")
+            if not sep or not key or not source:
+                raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. params=weights.npz.",
+                                         param_hint="--bind")
+            bind[key] = source
         con = render.stderr()
         with con.status("Exporting...", spinner="dots") if not as_json else _null():
             result = jaxport.export(entrypoint, spec_path, output=output, platforms=list(platforms) or None,
                                     allow_custom_calls=list(allow), name=name, version=version,
-                                    strip_locations=strip_locations, write_manifest=not no_manifest)
+                                    strip_locations=strip_locations, write_manifest=not no_manifest,
+                                    bind=bind or None)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,

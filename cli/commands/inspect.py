@@ -45,6 +45,9 @@ def command(artifact, as_json, mlir, debug_info, function, debug):
     errors.run(body, debug=debug, as_json=as_json)
 
 
+_MAX_ROWS = 24  # rows of a table before it is cut (the JSON has everything)
+
+
 def _render(art, names):
     from rich.table import Table
 
@@ -78,15 +81,21 @@ def _render(art, names):
         t = Table(title="inputs", title_justify="left", show_edge=False)
         for col in ("name", "type", "sharding"):
             t.add_column(col)
-        for a in f["inputs"]:
+        for a in f["inputs"][:_MAX_ROWS]:
             t.add_row(escape(a["name"]), escape(array_type(a)), escape(a.get("sharding") or "-"))
         out.print(t)
+        if len(f["inputs"]) > _MAX_ROWS:
+            out.print(f"  ... and {len(f['inputs']) - _MAX_ROWS} more inputs (inspect --json lists them all)",
+                      markup=False)
         t = Table(title="outputs", title_justify="left", show_edge=False)
         for col in ("name", "type", "sharding"):
             t.add_column(col)
-        for a in f["outputs"]:
+        for a in f["outputs"][:_MAX_ROWS]:
             t.add_row(escape(a["name"]), escape(array_type(a)), escape(a.get("sharding") or "-"))
         out.print(t)
+        if len(f["outputs"]) > _MAX_ROWS:
+            out.print(f"  ... and {len(f['outputs']) - _MAX_ROWS} more outputs (inspect --json lists them all)",
+                      markup=False)
         if f.get("dims"):
             t = Table(title="dimension variables", title_justify="left", show_edge=False)
             for col in ("name", "min", "max", "derived"):
@@ -117,10 +126,17 @@ def _render(art, names):
         eff = f.get("effects") or {}
         effects = (eff.get("ordered") or []) + (eff.get("unordered") or [])
         out.print(f"  effects: {', '.join(effects) if effects else 'none'}", markup=False)
+        bound = f.get("weights") or []
+        if bound:
+            tensors = (m.get("weights") or {}).get("tensors", {})
+            total = sum(tensors[n]["nbytes"] for n in bound if n in tensors)
+            out.print(f"  bound weights: {len(bound)} tensors, {human_bytes(total)} (supplied by the artifact)",
+                      markup=False)
         consts = f.get("embedded_constants") or {}
         if consts.get("bytes"):
             out.print(f"  embedded constants: {consts.get('count')} totalling {human_bytes(consts['bytes'])}",
                       markup=False)
+    _render_weights(out, m)
     out.print()
     t = Table(title="members", title_justify="left", show_edge=False)
     for col in ("name", "size", "sha256"):
@@ -128,6 +144,38 @@ def _render(art, names):
     for name, info in m["members"].items():
         t.add_row(escape(name), human_bytes(info["size"]), info["sha256"][:16] + "…")
     out.print(t)
+
+
+def _render_weights(out, m):
+    from rich.table import Table
+
+    from jaxport.summary import array_type, human_bytes
+
+    tensors = (m.get("weights") or {}).get("tensors") or {}
+    if not tensors:
+        return
+    users: dict[str, list[str]] = {}
+    for fname, f in m["functions"].items():
+        for n in f.get("weights") or []:
+            users.setdefault(n, []).append(fname)
+    total = sum(t["nbytes"] for t in tensors.values())
+    by_dtype: dict[str, int] = {}
+    for t in tensors.values():
+        by_dtype[t["dtype"]] = by_dtype.get(t["dtype"], 0) + t["nbytes"]
+    out.print()
+    out.print(f"[bold]weights[/]: {len(tensors)} tensors, {human_bytes(total)} ("
+              + ", ".join(f"{escape(d)} {human_bytes(b)}" for d, b in sorted(by_dtype.items(), key=lambda x: -x[1]))
+              + ")")
+    t = Table(title="largest tensors", title_justify="left", show_edge=False)
+    for col in ("name", "type", "size", "used by"):
+        t.add_column(col)
+    largest = sorted(tensors.items(), key=lambda kv: (-kv[1]["nbytes"], kv[0]))[:10]
+    for name, info in largest:
+        t.add_row(escape(name), escape(array_type(info)), human_bytes(info["nbytes"]),
+                  escape(", ".join(users.get(name, [])) or "-"))
+    out.print(t)
+    if len(tensors) > len(largest):
+        out.print(f"  ... and {len(tensors) - len(largest)} more (inspect --json lists them all)", markup=False)
 
 
 def _short_assertion(msg: str) -> str:

@@ -1,4 +1,5 @@
-"""Write x.npy, the demo input of `jaxport call`: 4 flattened 28x28 "images" with pixel values in [0, 1).
+"""Write x.npy, the demo input of `jaxport call` (4 flattened 28x28 "images" with pixel values in [0, 1)), and the
+model's parameters as params.npz and params.safetensors, for the specs that bind them.
 
 Deterministic: running it again gives the same bytes. Run from this directory: python make_inputs.py
 """
@@ -13,4 +14,12 @@ def make_x(batch: int = 4, seed: int = 0) -> np.ndarray:
 
 
 if __name__ == "__main__":
-    np.save(Path(__file__).with_name("x.npy"), make_x(), allow_pickle=False)
+    here = Path(__file__).parent
+    np.save(here / "x.npy", make_x(), allow_pickle=False)
+
+    from model import init_params
+    from safetensors.numpy import save_file
+
+    params = init_params()
+    np.savez(here / "params.npz", **params)
+    save_file(params, str(here / "params.safetensors"))
