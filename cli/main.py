@@ -14,6 +14,9 @@ _COMMANDS = {
     "export": ("jaxport_cli.commands.export", "Export a JAX function into an artifact, from a YAML shape spec."),
     "inspect": ("jaxport_cli.commands.inspect", "Show what an artifact holds, without importing JAX."),
     "call": ("jaxport_cli.commands.call", "Run an artifact on real inputs, checking them first."),
+    "verify": ("jaxport_cli.commands.verify", "Run an artifact and the live function on the same inputs; compare."),
+    "diff": ("jaxport_cli.commands.diff", "Compare two artifacts; classify each difference as breaking or not."),
+    "check": ("jaxport_cli.commands.check", "Check an artifact against a policy (platforms, custom calls, ...)."),
     "extract": ("jaxport_cli.commands.extract", "Write parts of an artifact for other tools: weights, JAX payload, "
                                                 "StableHLO."),
 }

@@ -58,3 +58,32 @@ def input_selection_options(f: F) -> F:
     return click.option("--inputs", "-i", "items", multiple=True, metavar="FILE",
                         help="Input arrays: FILE.npy repeated in the order 'inspect' lists the inputs, NAME=FILE.npy, "
                              "or one .npz keyed by input names. Repeatable.")(f)
+
+
+def _parse_dim_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, list[int]]:
+    dims: dict[str, list[int]] = {}
+    for text in values:
+        name, eq, rest = text.partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
+            raise click.BadParameter(f"{text!r} is not NAME=VALUE[,VALUE...] (e.g. --dim batch=1,7,128).", ctx, param)
+        chosen: list[int] = []
+        for item in rest.split(","):
+            try:
+                value = int(item.strip())
+            except ValueError:
+                raise click.BadParameter(f"{text!r}: {item.strip()!r} is not an integer.", ctx, param) from None
+            if value < 0:
+                raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
+            if value not in chosen:
+                chosen.append(value)
+        dims.setdefault(name, [])
+        dims[name] += [v for v in chosen if v not in dims[name]]
+    return dims
+
+
+def dim_values_option(f: F) -> F:
+    """``--dim NAME=V1,V2,...``: the values of a dimension variable to try; repeatable."""
+    return click.option("--dim", "dims", multiple=True, metavar="NAME=V1,V2,...", callback=_parse_dim_values,
+                        help="Values of a dimension variable to verify at (e.g. batch=1,7,128); repeatable. "
+                             "Several variables: every combination.")(f)

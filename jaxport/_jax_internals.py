@@ -2,8 +2,8 @@
 
 JAX has no public API for the set of custom-call targets it guarantees to keep stable across versions; its export
 code keeps it as a module constant. jaxport's allowlist must match the installed JAX, so it reads that constant
-here. ``tests/test_checks.py`` pins a reviewed copy (``REVIEWED_STABLE_TARGETS``) and fails when JAX changes the
-set, so a change is noticed and reviewed rather than silently inherited.
+here. ``tests/test_checks.py`` compares it with the reviewed copy below and fails when JAX changes the set, so a
+change is noticed and reviewed rather than silently inherited.
 """
 
 from __future__ import annotations
@@ -14,3 +14,28 @@ def guaranteed_stable_custom_calls() -> frozenset[str]:
     from jax._src.export import _export  # no public API: see the module docstring
 
     return frozenset(_export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE)
+
+
+#: The set as reviewed for jax 0.10.2 (update it, after reading the JAX change, when the test says it differs).
+REVIEWED_JAX_VERSION = "0.10.2"
+REVIEWED_STABLE_TARGETS = frozenset({
+    "AllocateBuffer", "ApproxTopK", "Eigh", "LuDecomposition", "ProductOfElementaryHouseholderReflectors", "Qr",
+    "SPMDFullToShardShape", "SPMDShardToFullShape", "Sharding", "annotate_device_placement",
+    "cu_lu_pivots_to_permutation", "cu_threefry2x32_ffi", "cusolver_geqrf_ffi", "cusolver_gesvd_ffi",
+    "cusolver_gesvdj_ffi", "cusolver_getrf_ffi", "cusolver_orgqr_ffi", "cusolver_potrf_ffi", "cusolver_syevd_ffi",
+    "cusolver_sytrd_ffi", "cusparse_gtsv2_ffi", "hip_lu_pivots_to_permutation", "hip_threefry2x32_ffi",
+    "hipsolver_geqrf_ffi", "hipsolver_gesdd_ffi", "hipsolver_gesvd_ffi", "hipsolver_gesvdj_ffi",
+    "hipsolver_getrf_ffi", "hipsolver_orgqr_ffi", "hipsolver_potrf_ffi", "hipsolver_syevd_ffi",
+    "hipsolver_sytrd_ffi", "lapack_cgees_ffi", "lapack_cgeev_ffi", "lapack_cgehrd_ffi", "lapack_cgeqrf_ffi",
+    "lapack_cgesdd_ffi", "lapack_cgetrf_ffi", "lapack_cgtsv_ffi", "lapack_cheevd_ffi", "lapack_chetrd_ffi",
+    "lapack_cpotrf_ffi", "lapack_ctrsm_ffi", "lapack_cungqr_ffi", "lapack_dgees_ffi", "lapack_dgeev_ffi",
+    "lapack_dgehrd_ffi", "lapack_dgeqrf_ffi", "lapack_dgesdd_ffi", "lapack_dgetrf_ffi", "lapack_dgtsv_ffi",
+    "lapack_dorgqr_ffi", "lapack_dpotrf_ffi", "lapack_dsyevd_ffi", "lapack_dsytrd_ffi", "lapack_dtrsm_ffi",
+    "lapack_sgees_ffi", "lapack_sgeev_ffi", "lapack_sgehrd_ffi", "lapack_sgeqrf_ffi", "lapack_sgesdd_ffi",
+    "lapack_sgetrf_ffi", "lapack_sgtsv_ffi", "lapack_sorgqr_ffi", "lapack_spotrf_ffi", "lapack_ssyevd_ffi",
+    "lapack_ssytrd_ffi", "lapack_strsm_ffi", "lapack_zgees_ffi", "lapack_zgeev_ffi", "lapack_zgehrd_ffi",
+    "lapack_zgeqrf_ffi", "lapack_zgesdd_ffi", "lapack_zgetrf_ffi", "lapack_zgtsv_ffi", "lapack_zheevd_ffi",
+    "lapack_zhetrd_ffi", "lapack_zpotrf_ffi", "lapack_ztrsm_ffi", "lapack_zungqr_ffi", "mosaic_gpu_v2",
+    "shape_assertion", "stablehlo.dynamic_approx_top_k", "stablehlo.dynamic_reduce_window",
+    "stablehlo.dynamic_rng_bit_generator", "stablehlo.dynamic_top_k", "tf.call_tf_function", "tpu_custom_call",
+})

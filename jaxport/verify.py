@@ -114,7 +114,7 @@ def _fit(f: Mapping[str, Any], var: str, value: int, lowest: int, why: str, budg
             if value != wanted:
                 note = (f"{var}={wanted} scaled down to {value}: its inputs and outputs would take more than "
                         f"{_mb(budget)}")
-            return Case(f"{var}={value} ({why})", env, note)
+            return Case(f"{var}: {why}", env, note)
         if value <= lowest:
             return None
         value = max(lowest, value * 3 // 4)
@@ -144,7 +144,7 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
         for combo in itertools.product(*(chosen[n] for n in names)):
             given = dict(zip(names, combo))
             env = inputs.resolve_dims(f, given)
-            planned.append(Case(", ".join(f"{k}={v}" for k, v in given.items()) + " (--dim)", env))
+            planned.append(Case("--dim", env))
         return _dedupe(planned)
     base = inputs.resolve_dims(f, {})
     meta = f.get("dims") or {}
@@ -169,7 +169,7 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
     if len(uppers) > 1:
         env = _resolve(f, uppers)
         if env is not None and case_bytes(f, env) <= budget:
-            planned.append(Case(", ".join(f"{k}={v}" for k, v in uppers.items()) + " (all upper bounds)", env))
+            planned.append(Case("all upper bounds", env))
     return _dedupe(planned)
 
 
@@ -253,9 +253,13 @@ class OutputResult:
         if self.max_abs_error is not None:
             text += f" (max abs error {self.max_abs_error:.3g}, tolerance {self.atol:g} + {self.rtol:g}*|expected|)"
         if self.worst:
-            text += (f"; worst at index {tuple(self.worst['index'])}: artifact {self.worst['actual']}, live "
-                     f"{self.worst['expected']}")
+            text += (f"; worst at index {tuple(self.worst['index'])}: artifact {_show(self.worst['actual'])}, live "
+                     f"{_show(self.worst['expected'])}")
         return text
+
+
+def _show(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def _scalar(v: Any) -> Any:
@@ -594,7 +598,7 @@ class LiveFunction:
         except ImportError:  # pragma: no cover - a jaxport without bound weights
             raise UsageError(f"{where}: the function has bound weights, which this jaxport cannot load.") from None
         for path, source in found:
-            value = load_bind_source(source, bind_dir, f"{where}: {path}")
+            value = _load_bound(load_bind_source, source, bind_dir, f"{where}: {path}")
             tree, tensors = flatten_bound(value, path, f"{where}: {path}")
             self._trees[path] = tree
             self._weights.update({t.name: t.array for t in tensors})
@@ -612,6 +616,21 @@ class LiveFunction:
         if len(leaves) == 1 and not leaves[0][0]:
             return [("output", np.asarray(leaves[0][1]))]
         return [("/".join(_key_name(k) for k in path) or "output", np.asarray(v)) for path, v in leaves]
+
+
+def _load_bound(load: Callable[..., Any], source: str, bind_dir: Path, where: str) -> Any:
+    """A bound value, from its source relative to the spec's directory (as the spec wrote it), else to the current
+    directory (as ``export --bind`` took it)."""
+    try:
+        return load(source, bind_dir, where)
+    except JaxportError:
+        if bind_dir.resolve() == Path.cwd().resolve():
+            raise
+        try:
+            return load(source, Path.cwd(), where)
+        except JaxportError:
+            pass
+        raise
 
 
 # --- running ---------------------------------------------------------------------------------------------------

@@ -27,11 +27,11 @@ def test_readme_shows_the_two_setup_commands():
     assert _block_after("## Set-up on a fresh machine") == ["make demo", "make test"]
 
 
-def test_quick_start_commands_run(tmp_path):
+def test_quick_start_and_call_commands_run(tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     bindir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}", JAXPORT_CACHE_DIR=str(tmp_path / "c"))
-    for line in _block_after("## Quick start"):
+    for line in _block_after("## Quick start") + _block_after("## Running an artifact"):
         argv = shlex.split(line)
         assert argv[0] == "jaxport"
         res = subprocess.run([str(bindir / "jaxport"), *argv[1:]], cwd=tmp_path, env=env, capture_output=True,
@@ -40,6 +40,7 @@ def test_quick_start_commands_run(tmp_path):
     out = subprocess.run([str(bindir / "jaxport"), "inspect", "mlp.jaxport"], cwd=tmp_path, env=env,
                          capture_output=True, text=True).stdout
     assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in out
+    assert (tmp_path / "out.npz").is_file()
 
 
 @pytest.mark.slow

@@ -30,10 +30,12 @@ PRINT_LIMIT = 1000
               help="XLA compilation cache (default: $JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or "
                    "~/.cache/jaxport/xla).")
 @click.option("--no-cache", is_flag=True, help="Do not use the persistent compilation cache.")
+@click.option("--no-verify", is_flag=True,
+              help="Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact.")
 @json_option
 @debug_option
 def command(artifact, items, use_random, dims, seed, function, output, print_values, benchmark,
-            allow_platform_mismatch, cache_dir, no_cache, as_json, debug):
+            allow_platform_mismatch, cache_dir, no_cache, no_verify, as_json, debug):
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
@@ -59,7 +61,8 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
             if cache.problem and not as_json:
                 con.print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
             with busy(f"Loading {artifact}..."):
-                loaded = runtime.load(artifact, function, allow_platform_mismatch=allow_platform_mismatch)
+                loaded = runtime.load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
+                                      verify=not no_verify)
             f = loaded.function_manifest
             if output:
                 runtime.check_output_path(output, loaded.output_names)

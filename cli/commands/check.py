@@ -1,0 +1,58 @@
+"""``jaxport check``: an artifact against a policy, without importing JAX."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors, render
+from ..options import debug_option, json_option
+from ..render import escape
+
+
+@click.command("check")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.option("--policy", "-p", "policy_path", required=True, type=click.Path(dir_okay=False),
+              help="The policy file (YAML, see specs/POLICY.md).")
+@json_option
+@debug_option
+def command(artifact, policy_path, as_json, debug):
+    """Check an artifact against a policy (platforms, custom calls, ...).
+
+    Every rule of the policy is checked and every violation listed; exits with 14 when there is one. Reads the
+    manifest only (after checking every member's sha256): no JAX.
+    """
+
+    def body():
+        from jaxport.errors import PolicyViolation
+        from jaxport.policy import check
+
+        report = check(artifact, policy_path)
+        if as_json:
+            render.print_json(report.as_dict())
+        else:
+            _render(report)
+        if not report.passed:
+            errors.fail_after_result(PolicyViolation(report.summary()))
+
+    errors.run(body, debug=debug, as_json=as_json)
+
+
+def _render(report):
+    from rich.table import Table
+
+    out = render.stdout()
+    data = report.as_dict()
+    if data["rules"]:
+        t = Table(show_edge=False)
+        for col in ("rule", "result"):
+            t.add_column(col)
+        for r in data["rules"]:
+            t.add_row(r["rule"], "[green]ok[/]" if r["passed"] else f"[red]{r['violations']} violation"
+                                                                   f"{'s' if r['violations'] != 1 else ''}[/]")
+        out.print(t)
+    for v in report.violations:
+        where = f" ({v.function})" if v.function else ""
+        out.print(f"[red]✗[/] [bold]{escape(v.rule)}[/]{escape(where)}: {escape(v.message)}")
+    n = len(report.violations)
+    out.print(report.summary() if report.passed else f"{report.artifact}: {n} policy violation{'s' if n != 1 else ''}.",
+              markup=False)

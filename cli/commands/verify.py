@@ -1,0 +1,112 @@
+"""``jaxport verify``: the artifact against the live function it was exported from."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors, render
+from ..options import debug_option, dim_values_option, function_option, json_option, platform_option
+from ..render import escape
+
+
+@click.command("verify")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.option("--against", metavar="FILE.py:NAME",
+              help="The live function (default: the entry point the artifact records, relative to the current "
+                   "directory).")
+@click.option("--shapes", "-s", "spec_path", type=click.Path(dir_okay=False),
+              help="A spec that must describe the artifact's signature (default: the spec the artifact records, "
+                   "when it is found).")
+@function_option
+@dim_values_option
+@platform_option
+@click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for every output (default: by dtype).")
+@click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for every output (default: by dtype).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@json_option
+@debug_option
+def command(artifact, against, spec_path, function, dims, platforms, atol, rtol, seed, as_json, debug):
+    """Run an artifact and the live function on the same inputs; compare.
+
+    The cases are assignments of the dimension variables chosen from the bounds and constraints (smallest valid
+    values, a value that is not a power of two, the upper bound or a large value), each kept under 64 MB of inputs
+    and outputs; --dim chooses them instead. Exits with 12 when an output differs beyond its tolerance or the spec
+    does not describe the artifact.
+    """
+
+    def body():
+        from jaxport import verify
+        from jaxport.errors import VerificationError
+
+        run = lambda progress: verify.verify(  # noqa: E731
+            artifact, against, spec_path, function=function, dims=dims or None,
+            platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress)
+        if as_json:
+            report = run(None)
+            render.print_json(report.as_dict())
+        else:
+            report = _with_progress(run)
+            _render(report)
+        if not report.passed:
+            errors.fail_after_result(VerificationError(report.summary()))
+
+    errors.run(body, debug=debug, as_json=as_json)
+
+
+def _with_progress(run):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=render.stderr(), transient=True) as progress:
+        task = progress.add_task("Loading...", total=None)
+
+        def update(done, total, description):
+            progress.update(task, completed=done, total=total, description=escape(description))
+
+        return run(update)
+
+
+def _number(v) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _render(report):
+    from rich.table import Table
+
+    out = render.stdout()
+    for note in report.notes:
+        out.print(f"[yellow]note:[/] {escape(note)}")
+    if report.spec:
+        if report.spec_differences:
+            out.print(f"[red]spec {escape(report.spec)} does not describe the artifact:[/]")
+            for d in report.spec_differences:
+                out.print(f"  - {d}", markup=False)
+        else:
+            out.print(f"spec {escape(report.spec)}: describes the artifact's signature")
+    for plan in report.functions:
+        out.print(f"[bold cyan]{escape(plan.name)}[/] against {escape(plan.against)} on {', '.join(plan.platforms)}")
+        t = Table(show_edge=False)
+        for col in ("platform", "case", "dims", "output", "max abs err", "max rel err", "tolerance", "result"):
+            t.add_column(col, justify="right" if col.startswith("max") else "left")
+        for c in [c for c in report.cases if c.function == plan.name]:
+            dims = ", ".join(f"{k}={v}" for k, v in c.dims.items()) or "-"
+            label = c.label + (f" [dim]({escape(c.note)})[/]" if c.note else "")
+            if c.error:
+                t.add_row(c.platform, label, escape(dims), "-", "-", "-", "-", f"[red]FAIL[/] {escape(c.error)}")
+                continue
+            for o in c.outputs:
+                tol = f"{o.atol:g} + {o.rtol:g}·|x|"
+                if o.passed:
+                    result = "[green]ok[/]"
+                elif o.problem:
+                    result = f"[red]FAIL[/] {escape(o.problem)}"
+                else:
+                    result = f"[red]FAIL[/] {o.mismatched}/{o.size} values"
+                t.add_row(c.platform, label, escape(dims), escape(o.name), _number(o.max_abs_error),
+                          _number(o.max_rel_error), tol, result)
+        out.print(t)
+    failed = report.failures()
+    if report.passed:
+        out.print(f"[green]OK[/]: {len(report.cases)} case{'s' if len(report.cases) != 1 else ''} match.")
+    elif failed:
+        out.print(f"[red]FAILED[/]: {len(failed)} of {len(report.cases)} cases differ.")

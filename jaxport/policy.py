@@ -1,0 +1,503 @@
+"""Policies: rules an artifact must follow before it ships, checked from its manifest without JAX.
+
+A policy is a small YAML document (language: ``specs/POLICY.md``, schema: ``specs/schemas/policy.schema.json``).
+:func:`load_policy` parses it; :func:`check` opens an artifact (checking every member's sha256) and evaluates every
+rule, listing every violation rather than stopping at the first.
+
+Trust model: a policy file is data, read like a spec: at most :data:`MAX_POLICY_BYTES`, plain YAML tags only (no
+``!!python/...``), nesting and alias expansion capped, duplicate and unknown keys refused, every error with the
+file and line. The checks read the manifest; they trust what it says about the program (custom calls, constants),
+which ``jaxport.load`` re-derives from the program itself before running it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .container import open_artifact
+from .errors import PolicyFileError
+from .summary import human_bytes
+
+#: Policy language versions this release reads. History:
+#: 1 (2026-11-30): first version.
+POLICY_VERSIONS = (1,)
+MAX_POLICY_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_NODES = 10_000
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+METADATA_FIELDS = ("name", "version", "description")
+
+#: The rules, in the order they are checked and reported. Each is a top-level key of the policy (``platforms`` and
+#: ``custom_calls`` hold two rules each).
+RULES = (
+    "platforms.allowed",
+    "platforms.required",
+    "custom_calls.allowed",
+    "max_artifact_size",
+    "format_version",
+    "calling_convention",
+    "min_consumer_jax",
+    "required_metadata",
+    "forbid_disabled_safety_checks",
+    "max_embedded_constant_size",
+)
+_TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
+             "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
+             "max_embedded_constant_size")
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
+_UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
+          "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
+_JAX_VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})\.(\d{1,6})")
+#: The oldest JAX that runs each calling convention version (JAX's export documentation); a policy's
+#: ``min_consumer_jax`` older than this cannot run artifacts of that version.
+CALLING_CONVENTION_SINCE_JAX = {9: (0, 4, 20)}
+
+
+@dataclass
+class Policy:
+    """A parsed policy. ``None`` (or empty) for a rule means the policy does not set it."""
+
+    file: str
+    platforms_allowed: list[str] | None = None
+    platforms_required: list[str] = field(default_factory=list)
+    custom_calls_allowed: list[str] | None = None
+    allow_guaranteed_custom_calls: bool = True
+    max_artifact_size: int | None = None
+    format_version: tuple[tuple[int, int] | None, tuple[int, int] | None] | None = None
+    calling_convention: tuple[int | None, int | None] | None = None
+    min_consumer_jax: str | None = None
+    required_metadata: list[str] = field(default_factory=list)
+    forbid_disabled_safety_checks: bool = False
+    max_embedded_constant_size: int | None = None
+
+    @property
+    def rules(self) -> list[str]:
+        """The rules this policy sets, in :data:`RULES` order."""
+        active = {
+            "platforms.allowed": self.platforms_allowed is not None,
+            "platforms.required": bool(self.platforms_required),
+            "custom_calls.allowed": self.custom_calls_allowed is not None,
+            "max_artifact_size": self.max_artifact_size is not None,
+            "format_version": self.format_version is not None,
+            "calling_convention": self.calling_convention is not None,
+            "min_consumer_jax": self.min_consumer_jax is not None,
+            "required_metadata": bool(self.required_metadata),
+            "forbid_disabled_safety_checks": self.forbid_disabled_safety_checks,
+            "max_embedded_constant_size": self.max_embedded_constant_size is not None,
+        }
+        return [r for r in RULES if active[r]]
+
+
+# --- reading YAML with lines -------------------------------------------------------------------------------------
+
+
+class _Node:
+    """A YAML value with the line it starts on, and for mappings the line of each key."""
+
+    def __init__(self, value: Any, line: int, key_lines: dict[str, int] | None = None):
+        self.value = value
+        self.line = line
+        self.key_lines = key_lines or {}
+
+
+def _yaml_error(e: yaml.YAMLError, file: str) -> PolicyFileError:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{file}:{mark.line + 1}" if mark is not None else file
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context = getattr(e, "context", None)
+    if context:
+        problem = f"{context}, {problem}"
+    return PolicyFileError(f"{where}: invalid YAML: {problem}. Fix the YAML syntax at that line.")
+
+
+def _compose(text: str, file: str) -> _Node:
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise PolicyFileError(f"{file}:{event.start_mark.line + 1}: the policy nests deeper than "
+                                          f"{MAX_DEPTH} levels.")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        raise _yaml_error(e, file) from None
+    if root is None:
+        raise PolicyFileError(f"{file}: the policy is empty. Start it with 'jaxport_policy: 1'.")
+    constructor = yaml.SafeLoader("")
+    budget = [MAX_NODES]
+
+    def convert(node: yaml.Node, level: int) -> _Node:
+        budget[0] -= 1
+        line = node.start_mark.line + 1
+        if budget[0] < 0 or level > MAX_DEPTH:
+            raise PolicyFileError(f"{file}: the policy expands to more than {MAX_NODES} YAML nodes or {MAX_DEPTH} "
+                                  f"levels (aliases included).")
+        if node.tag not in _PLAIN_TAGS:
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise PolicyFileError(f"{file}:{line}: YAML tag {tag!r} is not allowed in a policy: only plain strings, "
+                                  f"numbers, booleans, null, lists and mappings are. Remove the tag.")
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, _Node] = {}
+            key_lines: dict[str, int] = {}
+            for k, v in node.value:
+                key = convert(k, level + 1).value
+                if not isinstance(key, str):
+                    raise PolicyFileError(f"{file}:{k.start_mark.line + 1}: mapping keys must be strings, found "
+                                          f"{key!r}.")
+                if key in out:
+                    raise PolicyFileError(f"{file}:{k.start_mark.line + 1}: duplicate key {key!r}.")
+                out[key] = convert(v, level + 1)
+                key_lines[key] = k.start_mark.line + 1
+            return _Node(out, line, key_lines)
+        if isinstance(node, yaml.SequenceNode):
+            return _Node([convert(v, level + 1) for v in node.value], line)
+        return _Node(constructor.construct_object(node), line)
+
+    return convert(root, 0)
+
+
+# --- parsing -------------------------------------------------------------------------------------------------------
+
+
+class _Parser:
+    def __init__(self, file: str):
+        self.file = file
+
+    def fail(self, line: int, msg: str) -> PolicyFileError:
+        return PolicyFileError(f"{self.file}:{line}: {msg}")
+
+    def keys(self, node: _Node, allowed: tuple[str, ...], what: str) -> dict[str, _Node]:
+        if not isinstance(node.value, dict):
+            raise self.fail(node.line, f"{what} must be a mapping with keys {', '.join(allowed)}.")
+        for k in node.value:
+            if k not in allowed:
+                close = difflib.get_close_matches(k, allowed, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise self.fail(node.key_lines[k], f"unknown key {k!r} in {what}.{hint} Allowed keys: "
+                                                   f"{', '.join(allowed)}.")
+        return node.value
+
+    def names(self, node: _Node, what: str, choices: tuple[str, ...] | None = None) -> list[str]:
+        items = node.value if isinstance(node.value, list) else None
+        if items is None or not all(isinstance(i.value, str) and i.value.strip() for i in items):
+            kind = f"names ({', '.join(choices)})" if choices else "non-empty strings"
+            raise self.fail(node.line, f"{what} must be a list of {kind}.")
+        out = []
+        for i in items:
+            name = i.value.strip()
+            if choices is not None:
+                name = name.lower()
+                if name not in choices:
+                    close = difflib.get_close_matches(name, choices, n=1)
+                    hint = f" Did you mean {close[0]!r}?" if close else ""
+                    raise self.fail(i.line, f"{what}: unknown platform {i.value!r}.{hint} Use some of: "
+                                            f"{', '.join(choices)}.")
+            out.append(name)
+        return out
+
+    def boolean(self, node: _Node, what: str) -> bool:
+        if not isinstance(node.value, bool):
+            raise self.fail(node.line, f"{what} must be true or false, found {node.value!r}.")
+        return node.value
+
+    def size(self, node: _Node, what: str) -> int:
+        v = node.value
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+        m = _SIZE.match(v) if isinstance(v, str) else None
+        if m is None:
+            raise self.fail(node.line, f"{what} must be a number of bytes or a size such as '100 MB' or '1 GiB' "
+                                       f"(units: B, kB, MB, GB, KiB, MiB, GiB), found {v!r}.")
+        return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+    def integer(self, node: _Node, what: str) -> int:
+        if isinstance(node.value, bool) or not isinstance(node.value, int) or node.value < 0:
+            raise self.fail(node.line, f"{what} must be a non-negative integer, found {node.value!r}.")
+        return node.value
+
+    def version(self, node: _Node, what: str) -> tuple[int, int]:
+        if not isinstance(node.value, str):
+            raise self.fail(node.line, f"{what} must be a quoted string \"MAJOR.MINOR\" such as \"1.0\" (YAML reads "
+                                       f"an unquoted 1.10 as the number 1.1), found {node.value!r}.")
+        m = _VERSION.match(node.value.strip())
+        if m is None:
+            raise self.fail(node.line, f"{what} must be \"MAJOR.MINOR\" such as \"1.0\", found {node.value!r}.")
+        return int(m.group(1)), int(m.group(2))
+
+    def range(self, node: _Node, what: str, read: Any) -> tuple[Any, Any]:
+        body = self.keys(node, ("min", "max"), what)
+        lo = read(body["min"], f"{what}.min") if "min" in body and body["min"].value is not None else None
+        hi = read(body["max"], f"{what}.max") if "max" in body and body["max"].value is not None else None
+        if lo is None and hi is None:
+            raise self.fail(node.line, f"{what} needs 'min', 'max' or both.")
+        if lo is not None and hi is not None and lo > hi:
+            raise self.fail(node.line, f"{what}: min is greater than max.")
+        return lo, hi
+
+
+def parse_policy(text: str, file: str = "<policy>") -> Policy:
+    """Parse policy text; ``file`` is the name used in messages."""
+    size = len(text.encode("utf-8", "surrogatepass")) if len(text) <= MAX_POLICY_BYTES else len(text)
+    if size > MAX_POLICY_BYTES:
+        raise PolicyFileError(f"{file}: the policy is {size} bytes; policies are capped at {MAX_POLICY_BYTES} bytes.")
+    root = _compose(text, file)
+    p = _Parser(file)
+    if not isinstance(root.value, dict):
+        raise p.fail(root.line, "a policy must be a YAML mapping starting with 'jaxport_policy: 1'.")
+    top = p.keys(root, _TOP_KEYS, "the policy")
+    if "jaxport_policy" not in top:
+        raise p.fail(root.line, "missing 'jaxport_policy: 1' (the policy language version) at the top.")
+    version = top["jaxport_policy"].value
+    if isinstance(version, bool) or version not in POLICY_VERSIONS:
+        raise p.fail(top["jaxport_policy"].line, f"policy language version {version!r} is not one this jaxport "
+                                                 f"reads (supported: {', '.join(map(str, POLICY_VERSIONS))}).")
+    policy = Policy(file)
+    if "platforms" in top:
+        body = p.keys(top["platforms"], ("allowed", "required"), "'platforms'")
+        if "allowed" in body:
+            policy.platforms_allowed = p.names(body["allowed"], "platforms.allowed", PLATFORMS)
+        if "required" in body:
+            policy.platforms_required = p.names(body["required"], "platforms.required", PLATFORMS)
+        if policy.platforms_allowed is not None:
+            outside = [x for x in policy.platforms_required if x not in policy.platforms_allowed]
+            if outside:
+                raise p.fail(top["platforms"].line, f"platforms.required names {', '.join(outside)}, which "
+                                                    f"platforms.allowed does not allow.")
+    if "custom_calls" in top:
+        body = p.keys(top["custom_calls"], ("allowed", "allow_guaranteed"), "'custom_calls'")
+        if "allowed" in body:
+            policy.custom_calls_allowed = p.names(body["allowed"], "custom_calls.allowed")
+        if "allow_guaranteed" in body:
+            policy.allow_guaranteed_custom_calls = p.boolean(body["allow_guaranteed"], "custom_calls.allow_guaranteed")
+            if policy.custom_calls_allowed is None:
+                policy.custom_calls_allowed = []
+    if "max_artifact_size" in top:
+        policy.max_artifact_size = p.size(top["max_artifact_size"], "max_artifact_size")
+    if "format_version" in top:
+        policy.format_version = p.range(top["format_version"], "format_version", p.version)
+    if "calling_convention" in top:
+        policy.calling_convention = p.range(top["calling_convention"], "calling_convention", p.integer)
+    if "min_consumer_jax" in top:
+        node = top["min_consumer_jax"]
+        if not isinstance(node.value, str) or not _JAX_VERSION.match(node.value.strip()):
+            raise p.fail(node.line, f"min_consumer_jax must be a quoted JAX version such as \"0.10.0\", found "
+                                    f"{node.value!r}.")
+        policy.min_consumer_jax = node.value.strip()
+    if "required_metadata" in top:
+        node = top["required_metadata"]
+        fields = p.names(node, "required_metadata")
+        for item, name in zip(node.value, fields):
+            if name not in METADATA_FIELDS and not (name.startswith("labels.") and len(name) > len("labels.")):
+                close = difflib.get_close_matches(name, [*METADATA_FIELDS, "labels.KEY"], n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise p.fail(item.line, f"required_metadata: unknown field {name!r}.{hint} Use name, version, "
+                                        f"description or labels.KEY.")
+        policy.required_metadata = fields
+    if "forbid_disabled_safety_checks" in top:
+        policy.forbid_disabled_safety_checks = p.boolean(top["forbid_disabled_safety_checks"],
+                                                         "forbid_disabled_safety_checks")
+    if "max_embedded_constant_size" in top:
+        policy.max_embedded_constant_size = p.size(top["max_embedded_constant_size"], "max_embedded_constant_size")
+    return policy
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and parse a policy file."""
+    path = Path(path)
+    shown = str(path)
+    try:
+        if path.stat().st_size > MAX_POLICY_BYTES:
+            raise PolicyFileError(f"{shown}: the policy is {path.stat().st_size} bytes; policies are capped at "
+                                  f"{MAX_POLICY_BYTES} bytes.")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise PolicyFileError(f"{shown}: policy file not found.") from None
+    except IsADirectoryError:
+        raise PolicyFileError(f"{shown}: is a directory, not a policy file.") from None
+    except OSError as e:
+        raise PolicyFileError(f"{shown}: cannot read the policy: {e.strerror}.") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise PolicyFileError(f"{shown}:{line}: the policy is not UTF-8 text. Save it as UTF-8.") from None
+    return parse_policy(text, shown)
+
+
+# --- checking ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    function: str | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "function": self.function, "message": self.message}
+
+
+@dataclass
+class CheckReport:
+    artifact: str
+    policy: str
+    rules: list[str]
+    violations: list[Violation]
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations
+
+    def summary(self) -> str:
+        if self.passed:
+            return f"{self.artifact} follows the policy {self.policy} ({len(self.rules)} rules)."
+        n = len(self.violations)
+        return (f"{self.artifact} breaks the policy {self.policy}: {n} violation{'s' if n != 1 else ''}: "
+                + "; ".join(f"[{v.rule}] {v.message}" for v in self.violations) + ".")
+
+    def as_dict(self) -> dict[str, Any]:
+        counts = {r: 0 for r in self.rules}
+        for v in self.violations:
+            counts[v.rule] = counts.get(v.rule, 0) + 1
+        return {"artifact": self.artifact, "policy": self.policy, "passed": self.passed,
+                "rules": [{"rule": r, "passed": counts[r] == 0, "violations": counts[r]} for r in self.rules],
+                "violations": [v.as_dict() for v in self.violations]}
+
+
+def _jax_version(text: str) -> tuple[int, int, int] | None:
+    m = _JAX_VERSION.match(text.strip()) if isinstance(text, str) else None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _dotted(v: tuple[int, ...]) -> str:
+    return ".".join(map(str, v))
+
+
+def _range_text(lo: Any, hi: Any, show: Any = str) -> str:
+    if lo is not None and hi is not None:
+        return f"{show(lo)}..{show(hi)}"
+    return f">= {show(lo)}" if lo is not None else f"<= {show(hi)}"
+
+
+def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Violation]:
+    """Every violation of ``policy`` by an artifact of ``size`` bytes with this manifest, in rule order."""
+    out: list[Violation] = []
+    functions = manifest["functions"]
+
+    def add(rule: str, function: str | None, message: str) -> None:
+        out.append(Violation(rule, function, message))
+
+    if policy.platforms_allowed is not None:
+        for fname, f in functions.items():
+            bad = [p for p in f.get("platforms") or [] if p not in policy.platforms_allowed]
+            if bad:
+                add("platforms.allowed", fname, f"function {fname!r} is exported for {', '.join(bad)}, which the "
+                    f"policy does not allow (allowed: {', '.join(policy.platforms_allowed) or 'none'}).")
+    for fname, f in functions.items():
+        missing = [p for p in policy.platforms_required if p not in (f.get("platforms") or [])]
+        if missing:
+            add("platforms.required", fname, f"function {fname!r} is not exported for {', '.join(missing)}, which "
+                f"the policy requires; re-export with --platform {' --platform '.join(missing)} (and its other "
+                f"platforms).")
+    if policy.custom_calls_allowed is not None:
+        allowed = set(policy.custom_calls_allowed)
+        for fname, f in functions.items():
+            for c in f.get("custom_calls") or []:
+                target = c.get("target")
+                if target in allowed:
+                    continue
+                if policy.allow_guaranteed_custom_calls and c.get("stability") == "guaranteed":
+                    continue
+                stability = "guaranteed stable by JAX" if c.get("stability") == "guaranteed" else \
+                    "not guaranteed stable by JAX"
+                add("custom_calls.allowed", fname, f"function {fname!r} calls custom-call target {target} "
+                    f"({c.get('count', '?')}x, {stability}), which the policy does not allow (allowed: "
+                    f"{', '.join(policy.custom_calls_allowed) or 'none'}"
+                    f"{', and every target JAX guarantees stable' if policy.allow_guaranteed_custom_calls else ''}).")
+    if policy.max_artifact_size is not None and size > policy.max_artifact_size:
+        add("max_artifact_size", None, f"the artifact is {human_bytes(size)} ({size} bytes); the policy allows at "
+            f"most {human_bytes(policy.max_artifact_size)} ({policy.max_artifact_size} bytes).")
+    if policy.format_version is not None:
+        lo, hi = policy.format_version
+        m = _VERSION.match(str(manifest.get("format_version")))
+        version = (int(m.group(1)), int(m.group(2))) if m else None
+        if version is None or (lo is not None and version < lo) or (hi is not None and version > hi):
+            add("format_version", None, f"the artifact's format version {manifest.get('format_version')} is outside "
+                f"the policy's range {_range_text(lo, hi, _dotted)}.")
+    if policy.calling_convention is not None:
+        lo, hi = policy.calling_convention
+        for fname, f in functions.items():
+            cc = f.get("calling_convention_version")
+            if not isinstance(cc, int) or (lo is not None and cc < lo) or (hi is not None and cc > hi):
+                add("calling_convention", fname, f"function {fname!r} uses calling convention {cc}; the policy "
+                    f"requires {_range_text(lo, hi)}.")
+    if policy.min_consumer_jax is not None:
+        oldest = _jax_version(policy.min_consumer_jax)
+        producer = (manifest.get("producer") or {}).get("jax")
+        made = _jax_version(producer) if isinstance(producer, str) else None
+        if made is None:
+            add("min_consumer_jax", None, f"the artifact does not say which JAX exported it (producer.jax is "
+                f"{producer!r}), so it cannot be shown to load in JAX {policy.min_consumer_jax}.")
+        elif oldest is not None and made > oldest:
+            add("min_consumer_jax", None, f"the artifact was exported with JAX {producer}, newer than the oldest "
+                f"JAX its consumers run ({policy.min_consumer_jax}); JAX guarantees that an artifact loads in the "
+                f"JAX that exported it and later releases, not in earlier ones. Export with JAX "
+                f"{policy.min_consumer_jax} (or older), or raise min_consumer_jax.")
+        for fname, f in functions.items():
+            since = CALLING_CONVENTION_SINCE_JAX.get(f.get("calling_convention_version"))
+            if oldest is not None and since is not None and oldest < since:
+                add("min_consumer_jax", fname, f"function {fname!r} uses calling convention "
+                    f"{f.get('calling_convention_version')}, which JAX runs from {_dotted(since)} on, newer than "
+                    f"min_consumer_jax {policy.min_consumer_jax}.")
+    meta = manifest.get("metadata") or {}
+    for name in policy.required_metadata:
+        if name.startswith("labels."):
+            key = name[len("labels."):]
+            value = (meta.get("labels") or {}).get(key)
+            shown = f"metadata.labels[{key!r}]"
+            fix = f"add it under metadata.labels in the spec ({key}: ...)"
+        else:
+            value = meta.get(name)
+            shown = f"metadata.{name}"
+            fix = f"set metadata.{name} in the spec" + (" or pass --version" if name == "version" else "")
+        if not isinstance(value, str) or not value.strip():
+            add("required_metadata", None, f"{shown} is missing; the policy requires it ({fix}).")
+    if policy.forbid_disabled_safety_checks:
+        for fname, f in functions.items():
+            disabled = f.get("disabled_safety_checks") or []
+            if disabled:
+                add("forbid_disabled_safety_checks", fname, f"function {fname!r} was exported with JAX safety checks "
+                    f"disabled ({', '.join(map(str, disabled))}); the policy forbids it.")
+    if policy.max_embedded_constant_size is not None:
+        limit = policy.max_embedded_constant_size
+        for fname, f in functions.items():
+            largest = ((f.get("embedded_constants") or {}).get("largest") or [])
+            big = [c for c in largest if isinstance(c.get("bytes"), int) and c["bytes"] > limit]
+            for c in big:
+                at = "" if c.get("location") in (None, "unknown location") else f", at {c['location']}"
+                add("max_embedded_constant_size", fname, f"function {fname!r} embeds a constant of "
+                    f"{human_bytes(c['bytes'])} ({c.get('type')}{at}); the policy allows at most {human_bytes(limit)} "
+                    f"per constant. Pass it as an argument (or bind it as weights) instead of closing over it.")
+    return out
+
+
+def check(artifact: str | Path, policy: Policy | str | Path) -> CheckReport:
+    """Check an artifact against a policy; every member's sha256 is verified first. No JAX."""
+    if not isinstance(policy, Policy):
+        policy = load_policy(policy)
+    with open_artifact(artifact) as art:
+        art.verify_all()
+        manifest, size = art.manifest, art.size
+    return CheckReport(str(artifact), policy.file, policy.rules, evaluate(policy, manifest, size))
