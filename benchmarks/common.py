@@ -35,15 +35,16 @@ def jaxport_command() -> str:
     return found
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, full: int = FULL_REPEATS, quick: int = QUICK_REPEATS) -> argparse.Namespace:
+    """``--quick`` (a smoke run for CI: ``quick`` repetitions, smaller cases) or ``--repeats N``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK_REPEATS} repetitions instead of {FULL_REPEATS} (a smoke run for CI; "
-                             f"the ratios are not meant to be read).")
-    parser.add_argument("--repeats", type=int, help="Interleaved repetitions per contender (overrides --quick).")
+                        help=f"{quick} repetition(s) instead of {full}, and smaller cases where a benchmark has "
+                             f"them (a smoke run for CI; the ratios are not meant to be read).")
+    parser.add_argument("--repeats", type=int, help="Interleaved repetitions per contender (overrides the default).")
     args = parser.parse_args()
     if args.repeats is None:
-        args.repeats = QUICK_REPEATS if args.quick else FULL_REPEATS
+        args.repeats = quick if args.quick else full
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     return args
@@ -75,6 +76,53 @@ def run_once(argv: list[str], cwd: Path | None = None) -> float:
         sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {proc.returncode}:\n"
                  f"{proc.stderr.decode(errors='replace')}")
     return elapsed
+
+
+def run_capture(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Like :func:`run_once`, but returns the process's stdout too (for commands that report with ``--json``)."""
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {proc.returncode}:\n"
+                 f"{proc.stderr.decode(errors='replace')}")
+    return elapsed, proc.stdout.decode()
+
+
+TIME_V = "/usr/bin/time"
+
+# A fresh parent per measurement: RUSAGE_CHILDREN's ru_maxrss is the largest child the caller ever waited for.
+_MAXRSS_PARENT = """
+import resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)
+sys.stdout.write(out.stdout.decode())
+print("\\n", out.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def peak_rss(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
+    """Peak resident set size of one process in bytes, and its stdout: GNU ``time -v`` when installed, else
+    ``ru_maxrss`` read by a fresh Python parent (both report the kernel's high-water mark of the child's RSS)."""
+    if os.access(TIME_V, os.X_OK):
+        proc = subprocess.run([TIME_V, "-v", *argv], cwd=cwd, capture_output=True)
+        err = proc.stderr.decode(errors="replace")
+        if proc.returncode != 0:
+            sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {proc.returncode}:\n{err}")
+        for line in err.splitlines():
+            if "Maximum resident set size" in line:
+                return int(line.rsplit(":", 1)[1]) * 1024, proc.stdout.decode()
+        sys.exit(f"benchmarks: {TIME_V} -v printed no maximum resident set size:\n{err}")
+    out = subprocess.run([sys.executable, "-c", _MAXRSS_PARENT, *argv], cwd=cwd, check=True,
+                         stdout=subprocess.PIPE).stdout.decode()
+    text, _, last = out.rstrip().rpartition("\n")
+    rc, kilobytes = last.split()
+    if rc != "0":
+        sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {rc}")
+    return int(kilobytes) * 1024, text  # ru_maxrss is in kilobytes on Linux
+
+
+def rss_method() -> str:
+    return f"GNU `{TIME_V} -v`" if os.access(TIME_V, os.X_OK) else "`getrusage(RUSAGE_CHILDREN).ru_maxrss`"
 
 
 def interleave(contenders: list[Contender], repeats: int, cwd: Path | None = None, warmup: bool = True) -> None:
@@ -152,6 +200,10 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 def seconds(t: float) -> str:
     return f"{t:.3f} s"
+
+
+def megabytes(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
 
 
 def comparison_row(case: str, numerator: Contender, denominator: Contender) -> list[str]:

@@ -1,6 +1,8 @@
 """Run every benchmark in turn: `python benchmarks/run_all.py [--quick | --repeats N]` (what `make bench` runs).
 
-Timings never fail the run (a shared machine is too noisy for that); a benchmark that cannot run does.
+Timings never fail the run (a shared machine is too noisy for that); a benchmark that cannot run does. `--quick`
+is a smoke run for CI (about three minutes on 2 cores); without it, about ten minutes. `--repeats N` is passed to
+every script, and each reads it as its own number of rounds.
 """
 
 import subprocess
@@ -8,7 +10,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_inspect.py", "bench_export.py"]
+SCRIPTS = ["bench_inspect.py", "bench_export.py", "bench_call.py", "bench_weights.py"]
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import sys
 from typing import Any
 
 import click
@@ -17,6 +18,7 @@ _COMMANDS = {
     "verify": ("jaxport_cli.commands.verify", "Run an artifact and the live function on the same inputs; compare."),
     "diff": ("jaxport_cli.commands.diff", "Compare two artifacts; classify each difference as breaking or not."),
     "check": ("jaxport_cli.commands.check", "Check an artifact against a policy (platforms, custom calls, ...)."),
+    "compile": ("jaxport_cli.commands.compile", "Compile an artifact's function into an IREE module (.vmfb)."),
     "extract": ("jaxport_cli.commands.extract", "Write parts of an artifact for other tools: weights, JAX payload, "
                                                 "StableHLO."),
 }
@@ -53,5 +55,7 @@ def main() -> None:
         cli(prog_name="jaxport")
     finally:
         # Python's final garbage collection walks every object JAX created (about half a second after
-        # `import jax`); a process that is about to exit does not need it.
-        gc.freeze()
+        # `import jax`); a process that is about to exit does not need it. IREE's bindings report objects left
+        # uncollected as leaks, so a process that used IREE collects as usual.
+        if not any(name.startswith("iree.") for name in sys.modules):
+            gc.freeze()

@@ -535,6 +535,25 @@ def program_digest(payload: bytes, where: str, fname: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+    """Every difference between two manifests (validated ones, as ``open_artifact`` returns them), classified; the
+    programs themselves are not compared (see :func:`diff`). No JAX."""
+    c = _Collector()
+    _compare_top(c, old, new)
+    for fname in old["functions"]:
+        if fname not in new["functions"]:
+            c.add(BREAKING, "function_removed", fname, f"functions[{fname!r}]", f"function {fname!r} removed",
+                  fname, None)
+    for fname in new["functions"]:
+        if fname not in old["functions"]:
+            c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
+                  None, fname)
+    for fname in old["functions"]:
+        if fname in new["functions"]:
+            _compare_function(c, fname, old["functions"][fname], new["functions"][fname])
+    return c.changes
+
+
 def diff(old: str | Path, new: str | Path, *, programs: bool = True) -> DiffReport:
     """Compare two artifacts (see the module docstring). ``programs=False`` skips the StableHLO comparison (and
     JAX) when the payloads' bytes differ, reporting those programs as "not compared"."""
@@ -542,20 +561,11 @@ def diff(old: str | Path, new: str | Path, *, programs: bool = True) -> DiffRepo
     c = _Collector()
     with open_artifact(old) as a, open_artifact(new) as b:
         om, nm = a.manifest, b.manifest
-        _compare_top(c, om, nm)
-        for fname in om["functions"]:
-            if fname not in nm["functions"]:
-                c.add(BREAKING, "function_removed", fname, f"functions[{fname!r}]", f"function {fname!r} removed",
-                      fname, None)
-        for fname in nm["functions"]:
-            if fname not in om["functions"]:
-                c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
-                      None, fname)
+        c.changes = compare_manifests(om, nm)
         for fname in om["functions"]:
             if fname not in nm["functions"]:
                 continue
             of, nf = om["functions"][fname], nm["functions"][fname]
-            _compare_function(c, fname, of, nf)
             comparison = _compare_programs(a, b, of, nf, fname, programs)
             report.programs[fname] = comparison
             if comparison.status == "changed":

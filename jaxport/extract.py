@@ -9,6 +9,9 @@ from .container import Artifact, atomic_write
 from .errors import UsageError
 from .manifest import function_names
 
+#: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
+_NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
     """Every bound tensor as a read-only numpy view of the artifact (name -> array)."""
@@ -23,26 +26,45 @@ def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
 
 
 def extract_weights(art: Artifact, output: str | Path) -> int:
-    """Write the bound tensors to ``.npz`` or ``.safetensors`` (by extension); returns the bytes written."""
-    import numpy as np
+    """Write the bound tensors to ``.npz`` or ``.safetensors`` (by extension); returns the bytes written.
 
+    Keys are the tensor names (``params/dense/kernel``). The ``.npz`` is written with fixed timestamps: the same
+    artifact gives the same bytes.
+    """
+    output = Path(output)
+    suffix = output.suffix.lower()
+    if suffix not in (".npz", ".safetensors"):
+        raise UsageError(f"{output}: weights are written as .npz or .safetensors; choose one of those extensions.")
     arrays = weight_arrays(art)
     if not arrays:
         raise UsageError(f"{art.path}: the artifact has no bound weights to extract.")
-    output = Path(output)
-    suffix = output.suffix.lower()
     if suffix == ".npz":
-        def write(f: Any) -> None:
-            np.savez(f, **arrays)
-    elif suffix == ".safetensors":
+        # .npy records a dtype by numpy's own names only: ml_dtypes' types would be written as raw void bytes.
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in _NOT_IN_NPY]
+        if odd:
+            shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
+            raise UsageError(f"{output}: .npz cannot record the dtype of {len(odd)} tensor(s): {shown}; numpy would "
+                             f"store them as raw bytes. Write .safetensors instead.")
+        atomic_write(output, lambda f: _write_npz(f, arrays))
+    else:
         from safetensors.numpy import save
 
-        def write(f: Any) -> None:
-            f.write(save({k: np.ascontiguousarray(v) for k, v in arrays.items()}))
-    else:
-        raise UsageError(f"{output}: weights are written as .npz or .safetensors; choose one of those extensions.")
-    atomic_write(output, write)
+        atomic_write(output, lambda f: f.write(save(arrays)))
     return output.stat().st_size
+
+
+def _write_npz(f: Any, arrays: dict[str, Any]) -> None:
+    """``numpy.savez`` with fixed timestamps, and without its keyword arguments (a tensor may be named ``file``)."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            with z.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
 
 
 def _payload(art: Artifact, function: str | None) -> tuple[str, bytes]:

@@ -612,6 +612,11 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, i
     return env
 
 
+def concrete_shape(inp: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
+    """An input's shape at the given dimension values."""
+    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in inp["shape"])
+
+
 def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0) -> dict[str, Any]:
     """Deterministic random arrays for a function's inputs at the given dimension values, in manifest order.
 
@@ -622,8 +627,7 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0)
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     for inp in fn["inputs"]:
-        shape = tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims))
-                      for d in inp["shape"])
+        shape = concrete_shape(inp, dims)
         kind = dtypes.BY_NAME[inp["dtype"]].kind
         target = dtypes.to_numpy(inp["dtype"])
         try:

@@ -324,7 +324,7 @@ def lower(
         leaf_index[id(leaf)] = len(inputs)
         inputs.append(InputLeaf(name, spec_path, leaf))
 
-    bound, tensors, binds = _load_binds(fspec, arg_names, spec)
+    bound, tensors, binds = _load_binds(fspec, arg_names, spec, _entry_modules(fn))
     x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs) or \
         any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
     spec_args = fspec.args
@@ -366,8 +366,9 @@ def lower(
             unsafe = _on_fresh_stack(run_export, [export.DisabledSafetyCheck.custom_call("ALL")])
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
-        if isinstance(e, KeyError) and binds:
-            raise _missing_key_error(e, binds) from None
+        missing = _missing_bound_key(e) if binds else None
+        if missing is not None:
+            raise _missing_key_error(missing, binds) from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
         callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
         if callbacks:
@@ -412,10 +413,19 @@ class _Bind:
     keys: list[str]
 
 
-def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec) -> tuple[dict[int, Any], list[Any],
-                                                                                       list[_Bind]]:
+def _entry_modules(fn: Callable[..., Any]) -> dict[Path, Any]:
+    """The module the entry point was loaded from, by resolved file path (binds of that file read from it)."""
+    import sys
+
+    module = sys.modules.get(getattr(inspect.unwrap(fn), "__module__", None) or "")
+    file = getattr(module, "__file__", None)
+    return {Path(file).resolve(): module} if isinstance(file, str) else {}
+
+
+def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec,
+                modules: dict[Path, Any] | None = None) -> tuple[dict[int, Any], list[Any], list[_Bind]]:
     """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
-    was bound (for messages)."""
+    was bound (for messages). ``modules``: see ``weights.load_bind_source``."""
     from .weights import flatten_bound, load_bind_source
 
     found: list[tuple[BindLeaf, str]] = []
@@ -439,7 +449,7 @@ def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec) -> t
     binds: list[_Bind] = []
     for leaf, prefix in found:
         base = leaf.base_dir or spec.base_dir or Path.cwd()
-        value = load_bind_source(leaf.source, base, str(leaf.where))
+        value = load_bind_source(leaf.source, base, str(leaf.where), modules)
         tree, leaf_tensors = flatten_bound(value, prefix, str(leaf.where))
         bound[id(leaf)] = tree
         for t in leaf_tensors:
@@ -448,11 +458,36 @@ def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec) -> t
     return bound, [tensors[n] for n in sorted(tensors)], binds
 
 
-def _missing_key_error(e: KeyError, binds: list[_Bind]) -> SpecError:
-    key = e.args[0] if e.args else "?"
+#: flax.linen's errors for a variable its ``apply`` looks for and does not find, and how to name the variable.
+_FLAX_MISSING = [
+    ("ScopeParamNotFoundError", r'Could not find parameter named "(?P<name>[^"]*)" in scope "(?P<scope>[^"]*)"',
+     "params"),
+    ("ScopeVariableNotFoundError", r'No Variable named "(?P<name>[^"]*)" for collection "(?P<col>[^"]*)" exists in '
+     r'"(?P<scope>[^"]*)"', None),
+    ("ScopeCollectionNotFound", r'Tried to access "(?P<name>[^"]*)" from collection "(?P<col>[^"]*)" in '
+     r'"(?P<scope>[^"]*)"', None),
+]
+
+
+def _missing_bound_key(e: BaseException) -> Any:
+    """The key the function looked up and did not find: a ``KeyError``'s, or the variable path of flax.linen's
+    not-found errors (``params/Dense_1/bias``); None for any other error."""
+    if isinstance(e, KeyError):
+        return e.args[0] if e.args else "?"
+    for cls, pattern, collection in _FLAX_MISSING:
+        if type(e).__name__ == cls:
+            match = re.search(pattern, str(e))
+            if match:
+                parts = [collection or match["col"], *match["scope"].split("/"), match["name"]]
+                return "/".join(p for p in parts if p)
+    return None
+
+
+def _missing_key_error(key: Any, binds: list[_Bind]) -> SpecError:
     parts = []
     for b in binds:
-        close = difflib.get_close_matches(str(key), [k.split("/")[-1] for k in b.keys], n=1)
+        pool = b.keys if "/" in str(key) else [k.split("/")[-1] for k in b.keys]
+        close = difflib.get_close_matches(str(key), pool, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
         parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} with keys: {shown}{hint}")

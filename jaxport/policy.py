@@ -200,7 +200,7 @@ class _Parser:
             if choices is not None:
                 name = name.lower()
                 if name not in choices:
-                    close = difflib.get_close_matches(name, choices, n=1)
+                    close = ["cuda"] if name == "gpu" else difflib.get_close_matches(name, choices, n=1)
                     hint = f" Did you mean {close[0]!r}?" if close else ""
                     raise self.fail(i.line, f"{what}: unknown platform {i.value!r}.{hint} Use some of: "
                                             f"{', '.join(choices)}.")

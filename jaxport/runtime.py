@@ -196,14 +196,18 @@ def _check_signature(f: Mapping[str, Any], where: str, fname: str) -> None:
 
 
 def load(path: str | Path, function: str | None = None, *, allow_platform_mismatch: bool = False,
-         verify: bool = True) -> Loaded:
+         verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``function`` names the function when the artifact holds several. With ``allow_platform_mismatch``, a function
     exported for other platforms is tried on the local one (JAX's ``DisabledSafetyCheck.platform()``). Bound weights
     are memory-mapped from the artifact; ``verify=False`` skips their sha256 check (one pass over the weight bytes,
-    about a second per 1-2 GB), for artifacts whose origin is already trusted.
+    about a second per 1-2 GB), for artifacts whose origin is already trusted. ``runtime="iree"`` compiles and runs
+    the program with IREE on the CPU instead of XLA (see ``iree_runtime``), caching compiled modules in
+    ``cache_dir`` when given.
     """
+    if runtime not in ("jax", "iree"):
+        raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
     import jax
     from jax import export
 
@@ -244,6 +248,15 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
             if local == "cpu" else ""
         raise PlatformError(f"{where}: function {fname!r} runs on {exported.nr_devices} devices, but JAX here has "
                             f"{jax.device_count()}{hint}.")
+    if runtime == "iree":
+        from .iree_runtime import IreeLoaded
+
+        try:
+            return IreeLoaded(Path(path), fname, manifest, exported, local, mismatch, time.perf_counter() - start,
+                              weights, art, cache_dir=cache_dir)
+        except BaseException:
+            art.close()
+            raise
     return Loaded(Path(path), fname, manifest, exported, local, mismatch, time.perf_counter() - start, weights, art)
 
 
@@ -346,6 +359,9 @@ class Loaded:
     same output pytree. Use :func:`load`.
     """
 
+    #: Which runtime compiles and runs the program.
+    runtime = "jax"
+
     def __init__(self, path: Path, function: str, manifest: dict[str, Any], exported: Any, platform: str,
                  platform_mismatch: bool, load_seconds: float, weights: list[Any] | None = None,
                  artifact: Any = None):
@@ -378,6 +394,7 @@ class Loaded:
             return exported.call(*args, **kwargs)
 
         program.__name__ = function
+        self._program = program
         self._jit = jax.jit(program)
         self._artifact = artifact  # keeps the memory map of the weights open
         # Bound weights go to the device once; every call passes the same buffers as arguments (not constants).

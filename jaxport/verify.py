@@ -290,6 +290,14 @@ def compare(name: str, expected: Any, actual: Any, atol: float | None = None,
     if a.size == 0:
         result.max_abs_error = result.max_rel_error = 0.0
         return result
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the non-finite values are compared apart
+        _errors(result, e, a, dtype, at, rt)
+    return result
+
+
+def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: float) -> None:
+    import numpy as np
+
     kind = dtypes.BY_NAME[dtype].kind if dtype in dtypes.BY_NAME else a.dtype.kind
     if kind in ("float", "complex"):
         wide = np.complex128 if kind == "complex" else np.float64
@@ -322,7 +330,6 @@ def compare(name: str, expected: Any, actual: Any, atol: float | None = None,
         idx = np.unravel_index(int(np.argmax(excess)), a.shape)
         result.worst = {"index": [int(i) for i in idx], "expected": _scalar(e[idx].item()),
                         "actual": _scalar(a[idx].item())}
-    return result
 
 
 # --- the spec ---------------------------------------------------------------------------------------------------

@@ -11,16 +11,17 @@ program as constants.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
 from .container import ALIGNMENT  # every tensor starts at a multiple of it
-from .errors import FormatError, SpecError
+from .errors import EntrypointError, FormatError, SpecError
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
 
@@ -43,11 +44,20 @@ class BoundTree:
     #: One entry per leaf of ``treedef``: the tensor name, or None for a baked leaf.
     leaf_names: list[str | None]
     baked: dict[int, Any]
+    #: PRNG key leaves (stored as their ``uint32`` key data): leaf index -> key implementation.
+    key_impls: dict[int, Any] = field(default_factory=dict)
 
     def rebuild(self, tensors: dict[str, Any]) -> Any:
-        from jax import tree_util
+        from jax import random, tree_util
 
-        leaves = [tensors[n] if n is not None else self.baked[i] for i, n in enumerate(self.leaf_names)]
+        leaves = []
+        for i, n in enumerate(self.leaf_names):
+            if n is None:
+                leaves.append(self.baked[i])
+            elif i in self.key_impls:
+                leaves.append(random.wrap_key_data(tensors[n], impl=self.key_impls[i]))
+            else:
+                leaves.append(tensors[n])
         return tree_util.tree_unflatten(self.treedef, leaves)
 
 
@@ -70,18 +80,30 @@ def _nest(flat: dict[str, Any], where: str) -> dict[str, Any]:
     return root
 
 
-def load_bind_source(source: str, base_dir: Path, where: str) -> Any:
-    """The value a ``bind:`` names. Files are read without pickle; attributes are imported (the user's code)."""
-    if not source.lower().endswith((".npz", ".npy", ".safetensors")) and ":" in source:
-        from .entrypoint import load_attribute
+def load_bind_source(source: str, base_dir: Path, where: str,
+                     modules: Mapping[Path, ModuleType] | None = None) -> Any:
+    """The value a ``bind:`` names. Files are read without pickle; attributes are imported (the user's code).
 
-        value = load_attribute(source, base_dir)
-        return value() if callable(value) and _is_zero_arg(value) else value
+    ``modules`` maps a resolved ``.py`` path to a module already loaded from it (the entry point's): an attribute
+    of that file is read from that module, so the function and its bound value share classes and objects (an
+    equinox ``eqx.combine(params, STATIC)`` needs the same class on both sides), and the file runs once.
+    """
+    if not source.lower().endswith((".npz", ".npy", ".safetensors")) and ":" in source:
+        return _load_attribute(source, base_dir, where, modules or {})
     path = (base_dir / source) if not Path(source).is_absolute() else Path(source)
     if not path.is_file():
         raise SpecError(f"{where}: bound file {source} not found (paths are relative to the spec file's "
                         f"directory).")
     suffix = path.suffix.lower()
+    if suffix not in _FILE_MAGIC:
+        raise SpecError(f"{where}: bound file {source} has an unsupported extension {suffix!r}: use .npz, "
+                        f".safetensors or .npy, or a Python attribute 'model.py:NAME'.")
+    magic, kind = _FILE_MAGIC[suffix]
+    if magic:
+        with open(path, "rb") as f:
+            head = f.read(len(magic[0]))
+        if not head.startswith(magic):
+            raise SpecError(f"{where}: bound file {source} is not {kind}.")
     try:
         if suffix == ".npy":
             return np.load(path, allow_pickle=False, mmap_mode="r")
@@ -91,16 +113,125 @@ def load_bind_source(source: str, base_dir: Path, where: str) -> Any:
                     raise SpecError(f"{where}: {source} has {len(z.files)} arrays; at most "
                                     f"{MAX_BIND_FILE_MEMBERS} are allowed.")
                 return _nest({k: z[k] for k in z.files}, f"{where}: {source}")
-        if suffix == ".safetensors":
-            from safetensors.numpy import load_file
-
-            return _nest(load_file(str(path)), f"{where}: {source}")
+        return _nest(read_safetensors(path, f"{where}: bound file {source}"), f"{where}: {source}")
     except SpecError:
         raise
-    except Exception as e:  # noqa: BLE001 - numpy, zipfile and safetensors raise many kinds on bad files
+    except Exception as e:  # noqa: BLE001 - numpy and zipfile raise many kinds on bad files
         raise SpecError(f"{where}: cannot read bound file {source}: {type(e).__name__}: {e}") from None
-    raise SpecError(f"{where}: bound file {source} has an unsupported extension {suffix!r}: use .npz, "
-                    f".safetensors or .npy, or a Python attribute 'model.py:NAME'.")
+
+
+#: Extension -> (accepted leading bytes, what the file must be), checked before any parser sees the file.
+_FILE_MAGIC: dict[str, tuple[tuple[bytes, ...], str]] = {
+    ".npy": ((b"\x93NUMPY",), "a .npy file (it does not start with numpy's magic bytes)"),
+    ".npz": ((b"PK\x03\x04", b"PK\x05\x06"), "an .npz file (a zip archive of .npy arrays)"),
+    ".safetensors": ((), "a .safetensors file"),
+}
+
+
+def _load_attribute(source: str, base_dir: Path, where: str, modules: Mapping[Path, ModuleType]) -> Any:
+    """``model.py:NAME`` or ``package.module:NAME``, called when it is a zero-argument callable."""
+    import traceback
+
+    from .entrypoint import load_attribute, split_entrypoint
+
+    target, attribute = split_entrypoint(source)
+    value: Any = _MISSING
+    if target.endswith(".py") or "/" in target:
+        path = Path(target) if Path(target).is_absolute() else base_dir / target
+        if not path.is_file():
+            raise SpecError(f"{where}: bound module {target} not found (paths are relative to the spec file's "
+                            f"directory).")
+        module = modules.get(path.resolve())
+        if module is not None:
+            value = module
+            for part in attribute.split("."):
+                value = getattr(value, part, _MISSING)
+                if value is _MISSING:
+                    break
+    if value is _MISSING:
+        try:
+            value = load_attribute(source, base_dir)
+        except EntrypointError as e:
+            message = str(e).removeprefix(f"entry point {source!r}: ")
+            raise EntrypointError(f"{where}: bound value {source}: {message}") from e.__cause__
+    if callable(value) and _is_zero_arg(value):
+        try:
+            return value()
+        except Exception as e:  # noqa: BLE001 - the user's code
+            frames = "".join(traceback.format_exception_only(type(e), e)).rstrip()
+            raise EntrypointError(f"{where}: bound value {source}: calling {attribute}() raised {frames}") from e
+    return value
+
+
+_MISSING = object()
+
+
+def read_safetensors(path: Path, where: str) -> dict[str, np.ndarray]:
+    """The tensors of a ``.safetensors`` file, as read-only views of its memory map.
+
+    Trust model: the file may be hostile. The header is bounded and every tensor must lie inside the data section
+    with the size its shape and dtype give, before any byte is viewed. Every dtype jaxport stores is read,
+    ``BF16`` and ``F8_*`` included (``safetensors.numpy`` cannot represent them).
+    """
+    import json
+    import struct
+
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise SpecError(f"{where}: too short for a .safetensors file ({size} bytes).")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(MAX_SAFETENSORS_HEADER, size - 8):
+            raise SpecError(f"{where}: the header claims {n} bytes, more than the file holds or "
+                            f"{MAX_SAFETENSORS_HEADER} allowed; the file is damaged or not .safetensors.")
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
+    except (UnicodeDecodeError, ValueError) as e:
+        raise SpecError(f"{where}: the header is not valid JSON ({e}).") from None
+    header.pop("__metadata__", None)
+    if len(header) > MAX_BIND_FILE_MEMBERS:
+        raise SpecError(f"{where}: {len(header)} tensors; at most {MAX_BIND_FILE_MEMBERS} are allowed.")
+    data_start, data_size = 8 + n, size - 8 - n
+    data = np.memmap(path, dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
+    out: dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        here = f"{where}: tensor {name!r}"
+        try:
+            tag, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+            if not all(type(d) is int and d >= 0 for d in [*shape, begin, end]):  # noqa: E721 - no bools
+                raise TypeError
+        except (KeyError, TypeError, ValueError):
+            raise SpecError(f"{here}: expected dtype, shape and data_offsets [begin, end] as non-negative "
+                            f"integers.") from None
+        dname = SAFETENSORS_DTYPES.get(tag)
+        if dname is None:
+            raise SpecError(f"{here}: dtype {tag} is not one jaxport stores (it stores "
+                            f"{', '.join(SAFETENSORS_DTYPES)}).")
+        dtype = dtypes.to_numpy(dname)
+        count = 1
+        for d in shape:
+            count *= d
+        if end > data_size or begin > end or end - begin != count * dtype.itemsize:
+            raise SpecError(f"{here}: bytes {begin}..{end} do not hold shape {shape} of {tag} inside the "
+                            f"{data_size}-byte data section.")
+        out[name] = data[data_start + begin:data_start + end].view(dtype).reshape(shape) if count else \
+            np.zeros(shape, dtype)
+    return out
+
+
+#: At most this many bytes of JSON header in a bound ``.safetensors`` file.
+MAX_SAFETENSORS_HEADER = 100 << 20
+
+#: safetensors dtype tag -> jaxport (numpy) dtype name.
+SAFETENSORS_DTYPES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16", "U32": "uint32", "I32": "int32",
+    "U64": "uint64", "I64": "int64", "F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64",
+    "C64": "complex64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
 
 
 def _is_zero_arg(fn: Any) -> bool:
@@ -133,6 +264,18 @@ def _as_array(leaf: Any) -> np.ndarray | None:
     return None
 
 
+def _key_impl(leaf: Any) -> Any:
+    """The PRNG implementation of a typed key array (``jax.random.key``), else None."""
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is None or isinstance(leaf, (np.ndarray, np.generic)):
+        return None
+    import jax
+
+    if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    return jax.random.key_impl(leaf)
+
+
 def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[Tensor]]:
     """Name the array leaves of a bound pytree ``prefix/path/to/leaf``; other leaves are baked."""
     from jax import tree_util
@@ -141,7 +284,14 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
     names: list[str | None] = []
     baked: dict[int, Any] = {}
     tensors: list[Tensor] = []
+    key_impls: dict[int, Any] = {}
     for i, (path, leaf) in enumerate(flat):
+        impl = _key_impl(leaf)
+        if impl is not None:  # a typed PRNG key (an nnx Rngs stream, say): store its raw key data
+            from jax import random
+
+            key_impls[i] = impl
+            leaf = random.key_data(leaf)
         arr = _as_array(leaf)
         if arr is None:
             names.append(None)
@@ -151,12 +301,13 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
         if dtypes.from_numpy(arr.dtype) is None:
             raise SpecError(f"{where}: bound leaf {name!r} has dtype {arr.dtype}, which jaxport does not store. "
                             f"Convert it, e.g. to float32.")
-        arr = np.ascontiguousarray(arr)
+        if not arr.flags.c_contiguous:  # not np.ascontiguousarray, which turns a scalar into shape (1,)
+            arr = arr.copy(order="C")
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         names.append(name)
         tensors.append(Tensor(name, arr))
-    return BoundTree(treedef, names, baked), tensors
+    return BoundTree(treedef, names, baked, key_impls), tensors
 
 
 # --- storage ----------------------------------------------------------------------------------------------------

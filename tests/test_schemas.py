@@ -14,7 +14,7 @@ import jaxport
 from .conftest import EXAMPLES, REPO
 
 SCHEMAS = REPO / "specs" / "schemas"
-SPEC_FILES = sorted((REPO / "specs" / "examples").glob("*.yaml")) + sorted(EXAMPLES.glob("*/*.yaml"))
+SPEC_FILES = sorted((REPO / "specs" / "examples").glob("*.yaml")) + sorted(EXAMPLES.glob("*/spec*.yaml"))
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:

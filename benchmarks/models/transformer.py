@@ -31,9 +31,16 @@ def _attention(x, p):
     return out.transpose(0, 2, 1, 3).reshape(batch, seq, D_MODEL) @ p["out"] + p["out_bias"]
 
 
+def _layers(layers):
+    """The layers in order: a list, or a dict keyed "0", "1", ... (what an .npz of "/"-separated names nests to)."""
+    if isinstance(layers, dict):
+        return [layers[k] for k in sorted(layers, key=int)]
+    return layers
+
+
 def encode(x, *, params):
     """Hidden states for a batch of already-embedded token sequences ``x`` of shape (batch, seq, 768)."""
-    for layer in params["layers"]:
+    for layer in _layers(params["layers"]):
         x = x + _attention(_layer_norm(x, layer["ln1"]), layer["attn"])
         h = _layer_norm(x, layer["ln2"])
         x = x + jax.nn.gelu(h @ layer["mlp"]["up"] + layer["mlp"]["up_bias"]) @ layer["mlp"]["down"] \
@@ -41,14 +48,20 @@ def encode(x, *, params):
     return _layer_norm(x, params["ln_f"])
 
 
-def init_params(seed: int = 0):
-    """Random weights with the structure and shapes that transformer.yaml declares (for calling the artifact)."""
+def init_params(seed: int = 0, n_layers: int = N_LAYERS):
+    """Random weights with the structure and shapes that transformer.yaml declares (for calling the artifact).
+
+    Deterministic for a given seed; ``n_layers`` below 12 gives a smaller model of the same shape per layer."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
 
     def dense(n_in, n_out):
-        return (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+        # Uniform with variance 1/n_in: as good as a normal here and three times faster to draw.
+        w = rng.random((n_in, n_out), dtype=np.float32)
+        w -= np.float32(0.5)
+        w *= np.float32(np.sqrt(12.0 / n_in))
+        return w
 
     def norm():
         return {"scale": np.ones(D_MODEL, np.float32), "bias": np.zeros(D_MODEL, np.float32)}
@@ -60,5 +73,5 @@ def init_params(seed: int = 0):
         "ln2": norm(),
         "mlp": {"up": dense(D_MODEL, D_FF), "up_bias": np.zeros(D_FF, np.float32),
                 "down": dense(D_FF, D_MODEL), "down_bias": np.zeros(D_MODEL, np.float32)},
-    } for _ in range(N_LAYERS)]
+    } for _ in range(n_layers)]
     return {"layers": layers, "ln_f": norm()}

@@ -30,12 +30,14 @@ PRINT_LIMIT = 1000
               help="XLA compilation cache (default: $JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or "
                    "~/.cache/jaxport/xla).")
 @click.option("--no-cache", is_flag=True, help="Do not use the persistent compilation cache.")
+@click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
+              help="Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree]).")
 @click.option("--no-verify", is_flag=True,
               help="Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact.")
 @json_option
 @debug_option
 def command(artifact, items, use_random, dims, seed, function, output, print_values, benchmark,
-            allow_platform_mismatch, cache_dir, no_cache, no_verify, as_json, debug):
+            allow_platform_mismatch, cache_dir, no_cache, runtime_name, no_verify, as_json, debug):
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
@@ -61,8 +63,11 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
             if cache.problem and not as_json:
                 con.print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
             with busy(f"Loading {artifact}..."):
+                from jaxport.iree_runtime import iree_cache_dir
+
                 loaded = runtime.load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
-                                      verify=not no_verify)
+                                      verify=not no_verify, runtime=runtime_name,
+                                      cache_dir=iree_cache_dir(cache.directory))
             f = loaded.function_manifest
             if output:
                 runtime.check_output_path(output, loaded.output_names)
@@ -103,6 +108,7 @@ def _print_json(artifact, loaded, arrays, sources, result, stats, bench, output,
         "artifact": str(artifact),
         "function": loaded.function,
         "platform": loaded.platform,
+        "runtime": loaded.runtime,
         "dims": result.dims,
         "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype), "source": sources.get(n)}
                    for n, a in arrays.items()],
@@ -141,7 +147,8 @@ def _render(loaded, result, stats, bench, output, print_values):
     dims = ", ".join(f"{k}={v}" for k, v in result.dims.items())
     hit = result.compilation.cache_hit
     cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
-    out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)}"
+    via = " with IREE" if loaded.runtime == "iree" else ""
+    out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)}{via}"
               + (f"  [dim]{escape(dims)}[/]" if dims else "")
               + f"  load {_seconds(loaded.load_seconds)}, lower {_seconds(result.compilation.lower_seconds)}, "
                 f"compile {_seconds(result.compilation.seconds)}{cached}, run {_seconds(result.run_seconds)}")

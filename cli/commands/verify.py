@@ -54,10 +54,14 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
 
 
 def _with_progress(run):
+    """Run with a progress bar over the cases on stderr, when stderr is a terminal (CI logs stay clean)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = render.stderr()
+    if not console.is_terminal:
+        return run(None)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=render.stderr(), transient=True) as progress:
+                  console=console, transient=True) as progress:
         task = progress.add_task("Loading...", total=None)
 
         def update(done, total, description):
