@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 _FUNCTIONS = {"max": 2, "min": 2, "floordiv": 2, "mod": 2, "non_negative": 1}
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|>=|<=|==|[-+*%(),^]))")
+_TOKEN = re.compile(r"\s*(?:([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(//|>=|<=|==|[-+*%(),^]))")  # ASCII digits only
 _MAX_LENGTH = 4096
 _MAX_DEPTH = 64  # parentheses, function calls and unary minus
 _MAX_TREE_DEPTH = 128  # all operations: bounds the recursion of render, evaluate and linear

@@ -188,6 +188,15 @@ class _V:
             raise self.fail(path, f"missing required field {k!r}")
         return o[k]
 
+    def optional_string(self, v: Any, path: str, limit: int = MAX_NAME) -> str | None:
+        return None if v is None else self.string(v, path, limit)
+
+    def strings(self, v: Any, path: str, limit: int = 1 << 16, length: int = MAX_NAME) -> list[str]:
+        items = self.lst(v, path, limit)
+        for i, s in enumerate(items):
+            self.string(s, f"{path}[{i}]", length)
+        return items
+
 
 def _check_shape(v: _V, shape: Any, path: str) -> None:
     v.lst(shape, path, MAX_RANK)
@@ -214,6 +223,124 @@ def _check_arrays(v: _V, items: Any, path: str) -> None:
         dt = v.string(v.key(a, "dtype", here), f"{here}.dtype", 64)
         if dt not in dtypes.BY_NAME:
             raise v.fail(f"{here}.dtype", f"{dt!r} is not a dtype jaxport supports")
+        v.optional_string(a.get("sharding"), f"{here}.sharding", 1 << 16)
+        v.optional_string(a.get("spec_path"), f"{here}.spec_path", 1 << 16)
+
+
+_NODE_KINDS = ("input", "static", "list", "dict", "bound")
+
+
+def _check_signature(v: _V, sig: Any, n_inputs: int, path: str) -> None:
+    """The call tree: known node kinds, input indexes in range, each input used exactly once."""
+    v.obj(sig, path)
+    used: list[int] = []
+
+    def walk(node: Any, here: str, top: bool) -> None:
+        v.obj(node, here)
+        kinds = [k for k in _NODE_KINDS if k in node]
+        if len(kinds) != 1:
+            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(_NODE_KINDS)}; found "
+                               f"{', '.join(map(repr, sorted(node)[:4])) or 'none'}")
+        if top:
+            v.string(v.key(node, "name", here), f"{here}.name")
+        kind = kinds[0]
+        if kind == "input":
+            used.append(v.integer(node["input"], f"{here}.input", 0, max(n_inputs - 1, 0)))
+            if n_inputs == 0:
+                raise v.fail(f"{here}.input", "the function has no inputs")
+        elif kind == "bound":
+            v.string(node["bound"], f"{here}.bound", 1 << 12)
+        elif kind == "list":
+            for i, c in enumerate(v.lst(node["list"], f"{here}.list", 1 << 16)):
+                walk(c, f"{here}.list[{i}]", False)
+        elif kind == "dict":
+            for k, c in v.obj(node["dict"], f"{here}.dict").items():
+                walk(c, f"{here}.dict[{k!r}]", False)
+
+    for i, a in enumerate(v.lst(sig.get("args", []), f"{path}.args", 1 << 16)):
+        walk(a, f"{path}.args[{i}]", True)
+    for k, c in v.obj(sig.get("kwargs", {}), f"{path}.kwargs").items():
+        walk(c, f"{path}.kwargs[{k!r}]", False)
+    if sig and sorted(used) != list(range(n_inputs)):
+        raise v.fail(path, f"uses inputs {sorted(used)[:8]}, but each of the {n_inputs} inputs must be used exactly "
+                           f"once")
+
+
+def _check_output_tree(v: _V, node: Any, n_outputs: int, path: str) -> None:
+    v.obj(node, path)
+    if "output" in node:
+        v.integer(node["output"], f"{path}.output", 0, max(n_outputs - 1, 0))
+        if n_outputs == 0:
+            raise v.fail(f"{path}.output", "the function has no outputs")
+    for kind in ("list", "tuple", "children"):
+        if kind in node:
+            for i, c in enumerate(v.lst(node[kind], f"{path}.{kind}", 1 << 16)):
+                _check_output_tree(v, c, n_outputs, f"{path}.{kind}[{i}]")
+    if "dict" in node:
+        for k, c in v.obj(node["dict"], f"{path}.dict").items():
+            _check_output_tree(v, c, n_outputs, f"{path}.dict[{k!r}]")
+    if "node" in node:
+        v.string(node["node"], f"{path}.node")
+
+
+def _check_described(v: _V, f: dict[str, Any], here: str, inputs: list[Any], n_outputs: int) -> None:
+    """The fields a reader only displays or cross-checks: their types and ranges, so that no reader trips on them."""
+    v.optional_string(f.get("entrypoint"), f"{here}.entrypoint", 4096)
+    v.optional_string(f.get("stablehlo_version"), f"{here}.stablehlo_version", 64)
+    if "x64" in f and not isinstance(f["x64"], bool):
+        raise v.fail(f"{here}.x64", f"expected true or false, found {type(f['x64']).__name__}")
+    _check_signature(v, f.get("signature", {}), len(inputs), f"{here}.signature")
+    if "output_tree" in f:
+        _check_output_tree(v, f["output_tree"], n_outputs, f"{here}.output_tree")
+    names = {a["name"] for a in inputs}
+    dims = v.obj(f.get("dims", {}), f"{here}.dims")
+    for dn, d in dims.items():
+        dh = f"{here}.dims[{dn!r}]"
+        if not _IDENTIFIER.match(dn):
+            raise v.fail(dh, "a dimension variable's name is an identifier")
+        v.obj(d, dh)
+        lo = v.integer(d["min"], f"{dh}.min", 0, 1 << 62) if d.get("min") is not None else 1
+        hi = v.integer(d["max"], f"{dh}.max", 0, 1 << 62) if d.get("max") is not None else None
+        if hi is not None and lo > hi:
+            raise v.fail(dh, f"min {lo} is greater than max {hi}")
+        src = d.get("derived_from")
+        if src is not None:
+            v.obj(src, f"{dh}.derived_from")
+            name = v.string(v.key(src, "input", f"{dh}.derived_from"), f"{dh}.derived_from.input")
+            if name not in names:
+                raise v.fail(f"{dh}.derived_from.input", f"{name!r} is not an input of the function")
+            v.integer(v.key(src, "axis", f"{dh}.derived_from"), f"{dh}.derived_from.axis", 0, MAX_RANK - 1)
+            v.string(v.key(src, "expression", f"{dh}.derived_from"), f"{dh}.derived_from.expression", 256)
+    v.strings(f.get("shape_assertions", []), f"{here}.shape_assertions", 1 << 16, 1 << 16)
+    for i, c in enumerate(v.lst(f.get("custom_calls", []), f"{here}.custom_calls", 1 << 16)):
+        ch = f"{here}.custom_calls[{i}]"
+        v.obj(c, ch)
+        v.string(c.get("target"), f"{ch}.target")
+        if "count" in c:
+            v.integer(c["count"], f"{ch}.count")
+        v.optional_string(c.get("stability"), f"{ch}.stability", 64)
+    v.strings(f.get("allowed_custom_calls", []), f"{here}.allowed_custom_calls")
+    v.strings(f.get("disabled_safety_checks", []), f"{here}.disabled_safety_checks")
+    for i, k in enumerate(v.lst(f.get("kept_inputs", []), f"{here}.kept_inputs", 1 << 20)):
+        v.integer(k, f"{here}.kept_inputs[{i}]", 0, 1 << 20)
+    effects = v.obj(f.get("effects", {}), f"{here}.effects")
+    for k in ("ordered", "unordered"):
+        v.strings(effects.get(k, []), f"{here}.effects.{k}")
+    v.integer(f.get("vjp_order", 0), f"{here}.vjp_order", 0, 64)
+    consts = v.obj(f.get("embedded_constants", {}), f"{here}.embedded_constants")
+    for k in ("count", "bytes"):
+        if k in consts:
+            v.integer(consts[k], f"{here}.embedded_constants.{k}")
+    for i, c in enumerate(v.lst(consts.get("largest", []), f"{here}.embedded_constants.largest", 64)):
+        ch = f"{here}.embedded_constants.largest[{i}]"
+        v.obj(c, ch)
+        v.optional_string(c.get("type"), f"{ch}.type", 1 << 12)
+        if "bytes" in c:
+            v.integer(c["bytes"], f"{ch}.bytes")
+        v.optional_string(c.get("location"), f"{ch}.location", 1 << 12)
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def validate(m: Any) -> dict[str, Any]:
@@ -224,21 +351,31 @@ def validate(m: Any) -> dict[str, Any]:
     if fmt != FORMAT_NAME:
         raise v.fail("format", f"expected {FORMAT_NAME!r}, found {fmt!r}: this is not a jaxport artifact")
     ver = v.string(v.key(m, "format_version", "(top level)"), "format_version", 32)
-    mm = re.match(r"^(\d{1,6})\.(\d{1,6})$", ver)
+    mm = re.fullmatch(r"([0-9]{1,6})\.([0-9]{1,6})", ver)
     if not mm:
         raise v.fail("format_version", f"{ver!r} is not of the form MAJOR.MINOR")
     producer = m.get("producer") if isinstance(m.get("producer"), dict) else {}
     writer = str(producer["jaxport"]) if isinstance(producer.get("jaxport"), str) else "unknown"
+    if not writer.isprintable() or len(writer) > 40:
+        writer = repr(writer[:40])
     if int(mm.group(1)) > FORMAT_MAJOR:
         from ._version import __version__
 
-        raise FormatError(f"artifact format {ver} was written by jaxport {writer[:40]}; this jaxport "
+        raise FormatError(f"artifact format {ver} was written by jaxport {writer}; this jaxport "
                           f"({__version__}) reads format {FORMAT_MAJOR}.x. Upgrade jaxport to read it.")
     if int(mm.group(1)) < 1:
         raise v.fail("format_version", f"{ver!r} is not a released format version")
     producer = v.obj(v.key(m, "producer", "(top level)"), "producer")
     for k in ("jaxport", "jax", "jaxlib"):
         v.string(v.key(producer, k, "producer"), f"producer.{k}", 64)
+    if producer.get("calling_convention_range") is not None:
+        rng = v.lst(producer["calling_convention_range"], "producer.calling_convention_range", 2)
+        if len(rng) != 2:
+            raise v.fail("producer.calling_convention_range", "expected [oldest, newest]")
+        for i, x in enumerate(rng):
+            v.integer(x, f"producer.calling_convention_range[{i}]", 0, 1 << 20)
+    source = v.obj(m.get("source", {}), "source")
+    v.optional_string(source.get("spec"), "source.spec", 4096)
     meta = v.obj(m.get("metadata", {}), "metadata")
     for k in ("name", "version", "description"):
         if meta.get(k) is not None:
@@ -265,37 +402,29 @@ def validate(m: Any) -> dict[str, Any]:
     for fname, f in functions.items():
         here = f"functions[{fname!r}]"
         v.string(fname, here, 256)
+        if not _IDENTIFIER.match(fname):
+            raise v.fail(here, "a function's name is an identifier ([A-Za-z_][A-Za-z0-9_]*)")
         v.obj(f, here)
         payload = v.string(v.key(f, "payload", here), f"{here}.payload")
         if payload not in members:
             raise v.fail(f"{here}.payload", f"{payload!r} is not listed under 'members'")
+        if payload == WEIGHTS_MEMBER:
+            raise v.fail(f"{here}.payload", f"{payload!r} is the weights member, not a program")
         v.integer(v.key(f, "calling_convention_version", here), f"{here}.calling_convention_version", 0, 1 << 20)
         plats = v.lst(v.key(f, "platforms", here), f"{here}.platforms", 16)
+        if not plats:
+            raise v.fail(f"{here}.platforms", "the function names no platform")
         for i, p in enumerate(plats):
             v.string(p, f"{here}.platforms[{i}]", 32)
         _check_arrays(v, v.key(f, "inputs", here), f"{here}.inputs")
         _check_arrays(v, v.key(f, "outputs", here), f"{here}.outputs")
-        dims = v.obj(f.get("dims", {}), f"{here}.dims")
-        for dn, d in dims.items():
-            dh = f"{here}.dims[{dn!r}]"
-            v.obj(d, dh)
-            if d.get("min") is not None:
-                v.integer(d["min"], f"{dh}.min", 0, 1 << 62)
-            if d.get("max") is not None:
-                v.integer(d["max"], f"{dh}.max", 0, 1 << 62)
+        _check_described(v, f, here, f["inputs"], len(f["outputs"]))
         for i, c in enumerate(v.lst(f.get("constraints", []), f"{here}.constraints", 1024)):
             try:
                 dimexpr.parse_constraint(v.string(c, f"{here}.constraints[{i}]", 1024))
             except dimexpr.DimExprError as e:
                 raise v.fail(f"{here}.constraints[{i}]", f"bad constraint: {e}") from None
-        for key in ("shape_assertions", "custom_calls", "allowed_custom_calls", "disabled_safety_checks",
-                    "kept_inputs"):
-            v.lst(f.get(key, []), f"{here}.{key}", 1 << 16)
-        for i, c in enumerate(f.get("custom_calls", [])):
-            v.obj(c, f"{here}.custom_calls[{i}]")
-            v.string(c.get("target"), f"{here}.custom_calls[{i}].target")
         v.integer(f.get("nr_devices", 1), f"{here}.nr_devices", 1, 1 << 20)
-        v.obj(f.get("signature", {"args": [], "kwargs": {}}), f"{here}.signature")
         names = v.lst(f.get("weights", []), f"{here}.weights", 1 << 20)
         tensors = (m.get("weights") or {}).get("tensors", {}) if isinstance(m.get("weights"), dict) else {}
         for i, n in enumerate(names):
@@ -309,8 +438,9 @@ def validate(m: Any) -> dict[str, Any]:
 
 
 def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
-    """Tensors must lie inside the weights member, aligned, without overlapping, with sizes that match."""
-    from .container import ALIGNMENT
+    """Tensors must lie inside the weights member, aligned, back to back (each at the first aligned offset after the
+    previous one, the last ending the member), with sizes that match: no overlap, and no bytes no tensor owns."""
+    from .container import ALIGNMENT, _safe_name
 
     v.obj(w, "weights")
     member = v.string(v.key(w, "member", "weights"), "weights.member")
@@ -321,6 +451,8 @@ def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
     for name, t in v.obj(v.key(w, "tensors", "weights"), "weights.tensors").items():
         here = f"weights.tensors[{name!r}]"
         v.string(name, here)
+        if not _safe_name(name):
+            raise v.fail(here, "a tensor's name is a relative path with no empty, '.' or '..' component")
         v.obj(t, here)
         dt = v.string(v.key(t, "dtype", here), f"{here}.dtype", 64)
         if dt not in dtypes.BY_NAME:
@@ -348,3 +480,11 @@ def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
     for (_, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
         if b0 < a1:
             raise v.fail("weights.tensors", f"tensors {an!r} and {bn!r} overlap")
+    end = 0
+    for start, stop, name in spans:
+        if start != end + (-end) % ALIGNMENT:
+            raise v.fail(f"weights.tensors[{name!r}].offset", f"{start} leaves a gap after the previous tensor, "
+                                                              f"which ends at {end}")
+        end = stop
+    if size != end:
+        raise v.fail(f"members[{WEIGHTS_MEMBER!r}].size", f"{size} bytes, but the tensors end at {end}")

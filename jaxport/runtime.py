@@ -224,7 +224,11 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
         f = manifest["functions"][fname]
         payload = art.read(f["payload"])
         _check_signature(f, where, fname)
-        exported = deserialize(payload, where, fname)
+        from .payload import check_calling_convention
+
+        writer = str(manifest["producer"].get("jax"))
+        check_calling_convention(f["calling_convention_version"], writer, where, fname)
+        exported = deserialize(payload, where, fname, writer)
         _check_payload(exported, f, where, fname, manifest.get("weights"))
         weights = _map_weights(art, manifest, f, verify) if f.get("weights") else []
     except BaseException:
@@ -520,6 +524,10 @@ class Loaded:
                 v = np.asarray(v, dtype=dtypes.to_numpy(inp["dtype"]))
             elif not hasattr(v, "dtype") or not hasattr(v, "shape"):
                 v = np.asarray(v)
+            declared = dtypes.to_numpy(inp["dtype"])
+            if isinstance(v, np.ndarray) and v.dtype.kind == "V" and not v.dtype.fields and \
+                    v.dtype.itemsize == declared.itemsize and declared.kind == "V":
+                v = v.view(declared)  # numpy stores bfloat16 and float8 as raw void (np.load gives '|V2')
             flat.append(v)
             infos.append(inputs.ArrayInfo(inp["name"], tuple(int(d) for d in v.shape), str(v.dtype),
                                           (sources or {}).get(inp["name"])))

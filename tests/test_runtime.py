@@ -257,8 +257,8 @@ def test_malformed_signature_tree_is_a_format_error(pytree_path, tmp_path):
 
     edited = _rewrite(pytree_path, tmp_path / "edited.jaxport", edit)
     with pytest.raises(FormatError, match=re.escape(
-            f"{edited}: function 'encode': the manifest's signature is malformed (it uses inputs [0, 1, 2, 7], but "
-            f"there are 4). Re-export the artifact.")):
+            f"{edited}: manifest.json: functions['encode'].signature.kwargs['params'].dict['w'].input: 7 is out of "
+            f"range [0, 3]")):
         jaxport.load(edited)
 
 

@@ -68,6 +68,9 @@ def _render(art, names):
         out.print("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()), markup=False)
     out.print(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
               f"jaxlib {prod['jaxlib']}", markup=False)
+    from jaxport.compat import window
+
+    out.print(f"  compatibility: {window(prod['jax']).sentence()}", markup=False)
     for fname in names:
         f = m["functions"][fname]
         out.print()

@@ -1,0 +1,75 @@
+"""Write the golden artifacts of the current format version into tests/golden/<FORMAT_VERSION>/.
+
+Run from the repository root, once per released format version, and commit the result:
+
+    .venv/bin/python -m tests.golden.make_golden
+
+It refuses to overwrite an existing version directory: golden artifacts of a released format are never
+regenerated, since their point is to prove that what an older jaxport wrote keeps loading and running.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import jaxport
+
+HERE = Path(__file__).parent
+EXAMPLES = HERE.parent.parent / "examples"
+
+#: name -> (entry point, spec, dims of the golden inputs)
+CASES = {
+    "mlp": ("mlp/model.py:predict", "mlp/spec.yaml", {"batch": 3}),
+    "mlp-bound": ("mlp/model.py:apply", "mlp/spec-npz.yaml", {"batch": 5}),
+    "mlp-multiplatform": ("mlp/model.py:predict", "mlp/spec-multiplatform.yaml", {"batch": 2}),
+    "encoder": ("pytree/model.py:encode", "pytree/spec.yaml", {"batch": 4, "h": 3}),
+}
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(f"golden_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _reference(name: str, arrays: dict[str, np.ndarray]):
+    """The outputs of the original function, run directly (not through the artifact)."""
+    if name.startswith("mlp"):
+        model = _module(EXAMPLES / "mlp" / "model.py")
+        return {"output": np.asarray(jax.jit(model.predict)(arrays["x"]))}
+    model = _module(EXAMPLES / "pytree" / "model.py")
+    params = {"w": arrays["params/w"], "b": arrays["params/b"]}
+    out = jax.jit(model.encode, static_argnums=2)(arrays["x"], arrays["mask"], 3, params=params)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def main() -> int:
+    target = HERE / jaxport.FORMAT_VERSION
+    if target.exists():
+        print(f"{target} exists: golden artifacts of a released format are never regenerated.", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / jaxport.FORMAT_VERSION
+        work.mkdir()
+        for name, (entry, spec, dims) in CASES.items():
+            path = work / f"{name}.jaxport"
+            jaxport.export(f"{EXAMPLES}/{entry}", EXAMPLES / spec, output=path, write_manifest=False)
+            loaded = jaxport.load(path)
+            arrays = loaded.random_inputs(dims, seed=0)
+            np.savez(work / f"{name}.inputs.npz", **arrays)
+            np.savez(work / f"{name}.expected.npz", **_reference(name, arrays))
+        shutil.copytree(work, target)
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

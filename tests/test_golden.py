@@ -1,0 +1,40 @@
+"""Artifacts written by every released format version keep loading and running (see tests/golden/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxport
+from jaxport.container import open_artifact
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted(GOLDEN.glob("*/*.jaxport"))
+
+
+def test_every_released_format_has_golden_artifacts():
+    assert {p.parent.name for p in CASES} >= {"1.0"}
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_golden_artifact_loads_and_runs(path: Path):
+    base = path.with_suffix("")
+    inputs = dict(np.load(f"{base}.inputs.npz"))
+    expected = dict(np.load(f"{base}.expected.npz"))
+    with open_artifact(path) as art:
+        art.verify_all()
+    loaded = jaxport.load(path)
+    got = dict(loaded.run(inputs).leaves)
+    assert set(got) == set(expected)
+    for name, want in expected.items():
+        np.testing.assert_allclose(np.asarray(got[name], np.float32), np.asarray(want, np.float32), rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_golden_artifact_inspects(path: Path, run_cli):
+    res = run_cli("inspect", path)
+    assert res.exit_code == 0, res.stderr
+    assert "sha256 verified" in res.stdout
