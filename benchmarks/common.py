@@ -23,6 +23,10 @@ BENCH_DIR = Path(__file__).resolve().parent
 FULL_REPEATS = 10
 QUICK_REPEATS = 1
 
+#: The environment of every timed process: this one's, except that Python may cache bytecode, as it does by default
+#: (with PYTHONDONTWRITEBYTECODE set, every process would compile jaxport's modules from source again).
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
 
 def jaxport_command() -> str:
     """The ``jaxport`` console script installed next to the running interpreter (the venv's bin)."""
@@ -70,7 +74,7 @@ class Contender:
 def run_once(argv: list[str], cwd: Path | None = None) -> float:
     """Seconds from start to exit of one process; its output is discarded and a failure stops the benchmark."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(argv, cwd=cwd, env=CHILD_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {proc.returncode}:\n"
@@ -78,10 +82,10 @@ def run_once(argv: list[str], cwd: Path | None = None) -> float:
     return elapsed
 
 
-def run_capture(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, str]:
+def run_capture(argv: list[str], cwd: Path | None = None) -> tuple[float, str]:
     """Like :func:`run_once`, but returns the process's stdout too (for commands that report with ``--json``)."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
+    proc = subprocess.run(argv, cwd=cwd, env=CHILD_ENV, capture_output=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {proc.returncode}:\n"
@@ -104,7 +108,7 @@ def peak_rss(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
     """Peak resident set size of one process in bytes, and its stdout: GNU ``time -v`` when installed, else
     ``ru_maxrss`` read by a fresh Python parent (both report the kernel's high-water mark of the child's RSS)."""
     if os.access(TIME_V, os.X_OK):
-        proc = subprocess.run([TIME_V, "-v", *argv], cwd=cwd, capture_output=True)
+        proc = subprocess.run([TIME_V, "-v", *argv], cwd=cwd, env=CHILD_ENV, capture_output=True)
         err = proc.stderr.decode(errors="replace")
         if proc.returncode != 0:
             sys.exit(f"benchmarks: `{' '.join(argv)}` exited with {proc.returncode}:\n{err}")
@@ -112,7 +116,7 @@ def peak_rss(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
             if "Maximum resident set size" in line:
                 return int(line.rsplit(":", 1)[1]) * 1024, proc.stdout.decode()
         sys.exit(f"benchmarks: {TIME_V} -v printed no maximum resident set size:\n{err}")
-    out = subprocess.run([sys.executable, "-c", _MAXRSS_PARENT, *argv], cwd=cwd, check=True,
+    out = subprocess.run([sys.executable, "-c", _MAXRSS_PARENT, *argv], cwd=cwd, env=CHILD_ENV, check=True,
                          stdout=subprocess.PIPE).stdout.decode()
     text, _, last = out.rstrip().rpartition("\n")
     rc, kilobytes = last.split()

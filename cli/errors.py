@@ -23,6 +23,7 @@ EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
     (errors.InputError, 9),
     (errors.PlatformError, 10),
     (errors.OutputError, 11),
+    (errors.CrashError, 15),
     (errors.VerificationError, 12),
     (errors.DiffError, 13),
     (errors.PolicyViolation, 14),
@@ -58,6 +59,12 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
+    except MemoryError:
+        if debug:
+            traceback.print_exc()
+        _report("crash", "out of memory. An artifact or input that declares huge sizes can cause this; run with "
+                         "--isolate and --memory-limit to bound what it may take.", 15, as_json)
+        sys.exit(15)
     except Exception as e:  # noqa: BLE001 - a bug: say so, keep the traceback for --debug
         if debug:
             traceback.print_exc()
@@ -69,11 +76,25 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
 def fail_after_result(exc: errors.JaxportError) -> NoReturn:
     """Exit with ``exc``'s code after a command printed its own result (verify, diff, check): one line on stderr,
     and no JSON error object, so that stdout holds exactly one JSON document."""
-    click.echo(f"error[{exc.kind}]: {exc}", err=True)
+    click.echo(f"error[{exc.kind}]: {one_line(str(exc))}", err=True)
     sys.exit(exit_code(exc))
 
 
+def one_line(message: str, keep_newlines: bool = False) -> str:
+    """``message`` on one line, control characters escaped: error text may quote a hostile file, and must neither
+    break the one-line contract nor drive the terminal. ``keep_newlines`` keeps the line breaks of messages about
+    the user's own code (their traceback frames, every offending custom call)."""
+    if not keep_newlines:
+        message = message.replace("\n", " ")
+    return "".join(ch if ch.isprintable() or (keep_newlines and ch == "\n") else ascii(ch)[1:-1] for ch in message)
+
+
+#: Kinds whose messages describe the user's own code, shown with their line breaks.
+_MULTILINE_KINDS = ("entrypoint", "export", "policy")
+
+
 def _report(kind: str, message: str, code: int, as_json: bool) -> None:
+    message = one_line(message, keep_newlines=kind in _MULTILINE_KINDS)
     if as_json:
         click.echo(json.dumps({"error": {"kind": kind, "message": message, "exit_code": code}}, indent=2))
     click.echo(f"error[{kind}]: {message}", err=True)

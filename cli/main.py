@@ -21,6 +21,8 @@ _COMMANDS = {
     "compile": ("jaxport_cli.commands.compile", "Compile an artifact's function into an IREE module (.vmfb)."),
     "extract": ("jaxport_cli.commands.extract", "Write parts of an artifact for other tools: weights, JAX payload, "
                                                 "StableHLO."),
+    "import": ("jaxport_cli.commands.import_", "Import a StableHLO module written by another producer into an "
+                                               "artifact."),
 }
 
 
@@ -46,7 +48,8 @@ def cli() -> None:
     """jaxport: turn a JAX function into a versioned, portable, verifiable artifact.
 
     Exit codes: 0 ok, 1 internal error, 2 usage, 3 spec, 4 entry point, 5 export, 6 policy, 7 format,
-    8 integrity, 9 input, 10 platform, 11 output. See README.md.
+    8 integrity, 9 input, 10 platform, 11 output, 12 verification failed, 13 diff found changes, 14 policy check
+    failed. See specs/CLI.md.
     """
 
 

@@ -87,3 +87,92 @@ def dim_values_option(f: F) -> F:
     return click.option("--dim", "dims", multiple=True, metavar="NAME=V1,V2,...", callback=_parse_dim_values,
                         help="Values of a dimension variable to verify at (e.g. batch=1,7,128); repeatable. "
                              "Several variables: every combination.")(f)
+
+
+# --- --isolate: rerun a command in a child process with limits ----------------------------------------------------
+
+#: The child's wall-clock limit when --time-limit is not given.
+DEFAULT_TIME_LIMIT = 3600.0
+_ISOLATE_FLAGS = ("--isolate",)
+_ISOLATE_VALUED = ("--memory-limit", "--time-limit")
+
+
+class IsolatableCommand(click.Command):
+    """A command that can rerun itself in a child process (``--isolate``): it keeps its raw arguments for that."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["jaxport.args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
+    try:
+        number = float(text[:-1] if unit else text)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param) from None
+    size = int(number * _UNITS[unit])
+    if size < 256 << 20:
+        raise click.BadParameter(f"{value!r} is less than 256M, too little to start Python and JAX.", ctx, param)
+    return size
+
+
+def isolate_options(f: F) -> F:
+    """``--isolate`` with ``--memory-limit`` and ``--time-limit``: run the command in a child process."""
+    f = click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
+                     help=f"With --isolate: stop the child after SECONDS (default {DEFAULT_TIME_LIMIT:g}).")(f)
+    f = click.option("--memory-limit", callback=_parse_size, metavar="SIZE",
+                     help="With --isolate: the child's address-space limit, e.g. 8G (default: the machine's "
+                          "physical memory).")(f)
+    return click.option("--isolate", is_flag=True,
+                        help="Read and run the artifact in a child process with memory and time limits, so that a "
+                             "crash in native code becomes an error (exit code 15). For untrusted artifacts.")(f)
+
+
+def isolated_args(args: list[str]) -> list[str]:
+    """A command's arguments without the --isolate options (what the child runs)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in _ISOLATE_FLAGS:
+            continue
+        elif a in _ISOLATE_VALUED:
+            skip = True
+        elif a.split("=", 1)[0] in _ISOLATE_VALUED:
+            continue
+        else:
+            out.append(a)
+    return out
+
+
+def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_limit: float | None) -> None:
+    """Rerun the current command in an isolated child; relay its output and exit with its status.
+
+    Raises CrashError when the child dies by a signal or reaches its time limit.
+    """
+    import os
+    import sys
+
+    from jaxport import isolate
+    from jaxport.errors import CrashError
+
+    wall = time_limit or DEFAULT_TIME_LIMIT
+    limits = isolate.Limits(memory_limit or isolate.physical_memory(),
+                            int(wall * (os.cpu_count() or 1)) + 10, wall)
+    args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]
+    outcome = isolate.run("jaxport_cli.main:main", args, limits)
+    click.echo(outcome.stdout.decode("utf-8", "replace"), nl=False)
+    click.echo(outcome.stderr.decode("utf-8", "replace"), nl=False, err=True)
+    death = outcome.death(limits)
+    if death is not None:
+        raise CrashError(f"{what}: the isolated process {death}. The artifact may be damaged or hostile; do not run "
+                         f"it without --isolate.")
+    sys.exit(outcome.returncode)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .container import Artifact, open_artifact
 from .errors import (
+    DiffError,
     EntrypointError,
     ExportError,
     FormatError,
@@ -19,19 +20,27 @@ from .errors import (
     OutputError,
     PlatformError,
     PolicyError,
+    PolicyFileError,
+    PolicyViolation,
     SpecError,
     UsageError,
+    VerificationError,
 )
 from .manifest import FORMAT_VERSION
 
 if TYPE_CHECKING:
+    from .diff import compare_manifests, diff
+    from .iree_runtime import compile_artifact
     from .pipeline import ExportResult, export
+    from .policy import check, load_policy
     from .runtime import Loaded, load
     from .spec import ShapeSpec, load_spec, parse_spec
+    from .verify import verify
 
 __all__ = [
     "FORMAT_VERSION",
     "Artifact",
+    "DiffError",
     "EntrypointError",
     "ExportError",
     "ExportResult",
@@ -43,15 +52,24 @@ __all__ = [
     "OutputError",
     "PlatformError",
     "PolicyError",
+    "PolicyFileError",
+    "PolicyViolation",
     "ShapeSpec",
     "SpecError",
     "UsageError",
+    "VerificationError",
     "__version__",
+    "check",
+    "compare_manifests",
+    "compile_artifact",
+    "diff",
     "export",
     "load",
+    "load_policy",
     "load_spec",
     "open_artifact",
     "parse_spec",
+    "verify",
 ]
 
 
@@ -68,4 +86,10 @@ def __getattr__(name: str) -> Any:
         from . import runtime
 
         return getattr(runtime, name)
+    lazy = {"verify": "verify", "diff": "diff", "compare_manifests": "diff", "check": "policy",
+            "load_policy": "policy", "compile_artifact": "iree_runtime"}
+    if name in lazy:
+        import importlib
+
+        return getattr(importlib.import_module(f".{lazy[name]}", __name__), name)
     raise AttributeError(f"module 'jaxport' has no attribute {name!r}")

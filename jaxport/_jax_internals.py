@@ -4,9 +4,15 @@ JAX has no public API for the set of custom-call targets it guarantees to keep s
 code keeps it as a module constant. jaxport's allowlist must match the installed JAX, so it reads that constant
 here. ``tests/test_checks.py`` compares it with the reviewed copy below and fails when JAX changes the set, so a
 change is noticed and reviewed rather than silently inherited.
+
+``jaxport import`` also needs two things JAX does not expose: an MLIR context that knows the ``func`` dialect, and
+an ``Exported`` built around a module that JAX did not lower (see ``make_ir_context`` and ``make_exported``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 
 def guaranteed_stable_custom_calls() -> frozenset[str]:
@@ -39,3 +45,53 @@ REVIEWED_STABLE_TARGETS = frozenset({
     "shape_assertion", "stablehlo.dynamic_approx_top_k", "stablehlo.dynamic_reduce_window",
     "stablehlo.dynamic_rng_bit_generator", "stablehlo.dynamic_top_k", "tf.call_tf_function", "tpu_custom_call",
 })
+
+
+def make_ir_context() -> Any:
+    """An MLIR context with every dialect JAX's programs use (func, stablehlo, chlo, mhlo, sdy, ...).
+
+    ``jax.extend.mlir`` registers stablehlo, chlo and sdy, but not the upstream ``func`` dialect in which every
+    module's ``main`` is written, so parsing a module's text or plain bytecode (``jaxport import``) needs the context
+    JAX builds for its own lowerings. No public API gives it.
+    """
+    from jax._src.interpreters import mlir  # no public API: see the docstring
+
+    return mlir.make_ir_context()
+
+
+def make_exported(*, fun_name: str, in_tree: Any, in_avals: Sequence[Any], out_tree: Any, out_avals: Sequence[Any],
+                  platforms: Sequence[str], mlir_module_serialized: bytes, calling_convention_version: int,
+                  uses_global_constants: bool, disabled_safety_checks: Sequence[Any]) -> Any:
+    """A ``jax.export.Exported`` around an existing serialized module (``jaxport import``).
+
+    No public API builds one: ``jax.export.export`` only lowers Python functions, ``jax.export.deserialize`` only
+    reads JAX's own serialization, and the constructor takes private fields (the named shardings). The module runs
+    on one device with unspecified shardings, no effects and no VJP; every argument is kept. ``in_avals`` and
+    ``out_avals`` are ``jax.ShapeDtypeStruct``s, possibly with symbolic dimensions.
+    """
+    from jax import export
+    from jax._src import core  # ShapedArray: the aval type Exported holds
+
+    n_in, n_out = len(in_avals), len(out_avals)
+    return export.Exported(
+        fun_name=fun_name,
+        in_tree=in_tree,
+        in_avals=tuple(core.ShapedArray(a.shape, a.dtype) for a in in_avals),
+        out_tree=out_tree,
+        out_avals=tuple(core.ShapedArray(a.shape, a.dtype) for a in out_avals),
+        _has_named_shardings=True,
+        _in_named_shardings=(None,) * n_in,
+        _out_named_shardings=(None,) * n_out,
+        in_shardings_hlo=(None,) * n_in,
+        out_shardings_hlo=(None,) * n_out,
+        nr_devices=1,
+        platforms=tuple(platforms),
+        ordered_effects=(),
+        unordered_effects=(),
+        disabled_safety_checks=tuple(disabled_safety_checks),
+        mlir_module_serialized=bytes(mlir_module_serialized),
+        calling_convention_version=calling_convention_version,
+        module_kept_var_idx=tuple(range(n_in)),
+        uses_global_constants=uses_global_constants,
+        _get_vjp=None,
+    )

@@ -21,6 +21,7 @@ import os
 import struct
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,11 @@ _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
 _EOCD = b"PK\x05\x06"
 _EOCD_RECORD = struct.Struct("<4sHHHHIIH")
+_ZIP64_LOCATOR = struct.Struct("<4sIQI")
+_ZIP64_END = struct.Struct("<4sQHHIIQQQQ")
+_UTF8_NAME = 0x800  # general-purpose flag bit 11: the name is UTF-8; the only flag a jaxport member may carry
+#: The largest central directory a reader parses: MAX_MEMBERS entries with 1024-byte names and some extra fields.
+MAX_DIRECTORY_BYTES = MAX_MEMBERS * (46 + 1024 + 128)
 
 
 def sha256(data: bytes | memoryview) -> str:
@@ -167,6 +173,17 @@ def _strict_json(data: bytes) -> Any:
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
 
+    def finite(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"the number {text[:20]}{'...' if len(text) > 20 else ''} is out of range")
+        return value
+
+    def bounded_int(text: str) -> int:
+        if len(text.lstrip("-")) > 40:  # far beyond any field's range; int() of thousands of digits is slow
+            raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is out of range")
+        return int(text)
+
     text = data.decode("utf-8")
     depth = max_depth = 0
     in_string = escape = False
@@ -187,7 +204,8 @@ def _strict_json(data: bytes) -> Any:
                 raise ValueError("nesting deeper than 64 levels")
         elif ch in "]}":
             depth -= 1
-    return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constant)
+    return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constant, parse_float=finite,
+                      parse_int=bounded_int)
 
 
 class Artifact:
@@ -282,28 +300,43 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
         raise bad("not a jaxport artifact: it does not start with a zip local header (PK\\x03\\x04).")
     if data[size - 22:size - 18] != _EOCD or data[size - 2:size] != b"\0\0":
         raise bad(_misplaced_end(data, size))
+    count, dir_size, dir_offset = _directory(data, size, bad)
     try:
         zf = zipfile.ZipFile(_ReadOnly(data), "r")
         infos = zf.infolist()
         start_dir = zf.start_dir
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, OSError, EOFError,
-            UnicodeDecodeError, OverflowError, MemoryError, IndexError, KeyError) as e:
+            UnicodeDecodeError, OverflowError, MemoryError, IndexError, KeyError, NotImplementedError) as e:
         raise bad(f"damaged artifact: the zip directory cannot be read ({e}).") from None
     if not infos:
         raise bad("damaged artifact: the zip archive has no members.")
     if len(infos) > MAX_MEMBERS:
         raise bad(f"the artifact has {len(infos)} members; at most {MAX_MEMBERS} are allowed.")
+    if len(infos) != count or start_dir != dir_offset:
+        raise bad(f"damaged artifact: the zip directory holds {len(infos)} entries at offset {start_dir}, "
+                  f"but the end record says {count} at offset {dir_offset}. Re-download or re-export the artifact.")
     members: dict[str, Member] = {}
+    folded: set[str] = set()
     expected_offset = 0
     for i, info in enumerate(infos):
         name = info.filename
         if not _safe_name(name):
             raise bad(f"member {name!r} has an unsafe name (absolute, '..', backslash or NUL).")
+        if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
+            raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "
+                      f"as UTF-8.")
         if name in members:
             raise bad(f"member {name!r} appears twice.")
+        if name.casefold() in folded:
+            raise bad(f"member {name!r} differs from another member's name only in case; it would overwrite it "
+                      f"when extracted on some systems.")
+        folded.add(name.casefold())
         if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x9:
             raise bad(f"member {name!r} is compressed, encrypted or streamed; jaxport artifacts store members "
                       f"as is.")
+        if info.flag_bits & ~_UTF8_NAME or info.volume:
+            raise bad(f"member {name!r} uses zip features jaxport artifacts do not (flags {info.flag_bits:#06x}, "
+                      f"disk {info.volume}).")
         if info.file_size != info.compress_size:
             raise bad(f"member {name!r}: stored size {info.compress_size} differs from its size {info.file_size}.")
         if info.header_offset != expected_offset:
@@ -315,10 +348,19 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
         if fields[0] != b"PK\x03\x04":
             raise bad(f"member {name!r}: no local header at offset {info.header_offset}.")
         name_len, extra_len = fields[9], fields[10]
-        if bytes(data[info.header_offset + 30:info.header_offset + 30 + name_len]) != name.encode("utf-8") and \
-                bytes(data[info.header_offset + 30:info.header_offset + 30 + name_len]) != name.encode("cp437",
-                                                                                                 "replace"):
+        if info.header_offset + 30 + name_len + extra_len > start_dir:
+            raise bad(f"member {name!r}: local header lies past the zip directory.")
+        raw_name = bytes(data[info.header_offset + 30:info.header_offset + 30 + name_len])
+        if raw_name != name.encode("utf-8") and raw_name != name.encode("cp437", "replace"):
             raise bad(f"member {name!r}: local header names a different file.")
+        if not _extra_fields_tile(data, info.header_offset + 30 + name_len, extra_len) or \
+                not _extra_fields_tile(info.extra, 0, len(info.extra)):
+            raise bad(f"member {name!r}: a malformed zip extra field. Re-download or re-export the artifact.")
+        local_sizes = _local_sizes(data, info.header_offset + 30 + name_len, extra_len, fields[7], fields[8])
+        if (fields[2], fields[3], fields[6]) != (info.flag_bits, info.compress_type, info.CRC) or \
+                local_sizes != (info.compress_size, info.file_size):
+            raise bad(f"member {name!r}: its local header disagrees with the zip directory (flags, method, CRC or "
+                      f"sizes). Re-download or re-export the artifact.")
         offset = info.header_offset + 30 + name_len + extra_len
         end = offset + info.compress_size
         if end > start_dir:
@@ -336,6 +378,9 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
     if mm.size > MAX_MANIFEST_BYTES:
         raise bad(f"manifest.json is {mm.size} bytes; at most {MAX_MANIFEST_BYTES} are allowed.")
     raw = bytes(data[mm.offset:mm.offset + mm.size])
+    if zlib.crc32(raw) != infos[0].CRC:
+        raise IntegrityError(f"{where}: manifest.json is damaged: its CRC-32 is {zlib.crc32(raw):08x}, the zip "
+                             f"directory says {infos[0].CRC:08x}. Re-download or re-export the artifact.")
     try:
         manifest = _strict_json(raw)
     except UnicodeDecodeError as e:
@@ -363,6 +408,73 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
 
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _directory(data: mmap.mmap, size: int, bad: Any) -> tuple[int, int, int]:
+    """The member count, size and offset of the central directory from the end records (zip64 when present),
+    checked before zipfile parses anything: one disk, the directory right before the end records, bounded sizes."""
+    _, disk, dir_disk, n_disk, count, dir_size, dir_offset, _ = _EOCD_RECORD.unpack_from(data, size - 22)
+    dir_end = size - 22
+    loc = size - 22 - _ZIP64_LOCATOR.size
+    if loc >= 0 and data[loc:loc + 4] == b"PK\x06\x07":
+        _, loc_disk, end64, disks = _ZIP64_LOCATOR.unpack_from(data, loc)
+        if end64 + _ZIP64_END.size != loc or loc_disk != 0 or disks != 1:
+            raise bad("damaged artifact: its zip64 end records are inconsistent. Re-download or re-export it.")
+        sig, rec_size, _, _, disk64, dir_disk64, n_disk64, count64, size64, offset64 = _ZIP64_END.unpack_from(
+            data, end64)
+        if sig != b"PK\x06\x06" or rec_size != _ZIP64_END.size - 12 or disk64 or dir_disk64 or n_disk64 != count64:
+            raise bad("damaged artifact: its zip64 end record is malformed. Re-download or re-export it.")
+        for classic, wide, escape in ((count, count64, 0xFFFF), (n_disk, count64, 0xFFFF),
+                                      (dir_size, size64, 0xFFFFFFFF), (dir_offset, offset64, 0xFFFFFFFF)):
+            if classic not in (wide, escape):
+                raise bad("damaged artifact: its zip and zip64 end records disagree. Re-download or re-export it.")
+        n_disk, count, dir_size, dir_offset, dir_end = count64, count64, size64, offset64, end64
+    if disk or dir_disk or n_disk != count:
+        raise bad("damaged artifact: its end record describes a multi-disk archive. Re-download or re-export it.")
+    if count > MAX_MEMBERS:
+        raise bad(f"the artifact has {count} members; at most {MAX_MEMBERS} are allowed.")
+    if dir_size > MAX_DIRECTORY_BYTES:
+        raise bad(f"the artifact's zip directory is {dir_size} bytes; at most {MAX_DIRECTORY_BYTES} are allowed.")
+    if dir_offset + dir_size != dir_end:
+        raise bad(f"damaged artifact: the zip directory (offset {dir_offset}, {dir_size} bytes) does not end where "
+                  f"the end record begins ({dir_end}): the file is truncated, or bytes were added or removed.")
+    pos = dir_offset
+    for k in range(count):  # the entries must tile the directory exactly
+        if pos + 46 > dir_end or data[pos:pos + 4] != b"PK\x01\x02":
+            raise bad(f"damaged artifact: zip directory entry {k} is missing or malformed. Re-download or re-export "
+                      f"the artifact.")
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", data, pos + 28)
+        pos += 46 + name_len + extra_len + comment_len
+    if pos != dir_end:
+        raise bad(f"damaged artifact: the zip directory's entries end at offset {pos}, not at {dir_end} where the "
+                  f"directory does. Re-download or re-export the artifact.")
+    return count, dir_size, dir_offset
+
+
+def _extra_fields_tile(data: Any, start: int, length: int) -> bool:
+    """Whether the extra fields (id, length, data) fill the extra block exactly."""
+    pos, end = start, start + length
+    while pos + 4 <= end:
+        pos += 4 + struct.unpack_from("<H", data, pos + 2)[0]
+    return pos == end
+
+
+def _local_sizes(data: mmap.mmap, extra_at: int, extra_len: int, compressed: int, size: int) -> tuple[int, int]:
+    """A local header's (compressed size, size), from its zip64 extra field when they are escaped."""
+    if compressed != 0xFFFFFFFF and size != 0xFFFFFFFF:
+        return compressed, size
+    pos, end = extra_at, extra_at + extra_len
+    while pos + 4 <= end:
+        hid, hlen = struct.unpack_from("<HH", data, pos)
+        if hid == 1 and pos + 4 + hlen <= end:
+            values = [struct.unpack_from("<Q", data, pos + 4 + 8 * k)[0] for k in range(hlen // 8)]
+            if size == 0xFFFFFFFF and values:
+                size = values.pop(0)
+            if compressed == 0xFFFFFFFF and values:
+                compressed = values.pop(0)
+            break
+        pos += 4 + hlen
+    return compressed, size
 
 
 def _misplaced_end(data: mmap.mmap, size: int) -> str:

@@ -293,8 +293,8 @@ def _compare_shape(c: _Collector, fname: str, what: str, name: str, old: Mapping
     new_shape = list(new["shape"])
     if len(old_shape) != len(new_shape):
         c.add(BREAKING, f"{kind_prefix}_rank_changed", fname, f"{path}.shape",
-              f"{what} {name!r}: rank {len(old_shape)} -> {len(new_shape)} ({array_type(old)} -> "
-              f"{array_type(new)})", old["shape"], new["shape"])
+              f"{what} {name!r}: rank {len(old_shape)} -> {len(new_shape)} ({array_type(dict(old))} -> "
+              f"{array_type(dict(new))})", old["shape"], new["shape"])
         return
     for axis, (a, b) in enumerate(zip(old_shape, new_shape)):
         if isinstance(a, int) and isinstance(b, int):
@@ -516,7 +516,8 @@ def _compare_top(c: _Collector, old: Mapping[str, Any], new: Mapping[str, Any]) 
         elif ot[k].get("dtype") != nt[k].get("dtype") or list(ot[k].get("shape") or []) != list(nt[k].get("shape")
                                                                                                or []):
             c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r}: "
-                  f"{array_type(ot[k])} -> {array_type(nt[k])}", array_type(ot[k]), array_type(nt[k]))
+                  f"{array_type(dict(ot[k]))} -> {array_type(dict(nt[k]))}", array_type(dict(ot[k])),
+                  array_type(dict(nt[k])))
         elif ot[k].get("sha256") != nt[k].get("sha256"):
             c.add(COMPATIBLE, "weights_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r}: new values, "
                   f"same shape and dtype", ot[k].get("sha256"), nt[k].get("sha256"))

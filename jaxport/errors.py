@@ -75,6 +75,12 @@ class OutputError(JaxportError):
     kind = "output"
 
 
+class CrashError(JaxportError):
+    """An isolated child process died: a signal in native code, or its memory or time limit (``--isolate``)."""
+
+    kind = "crash"
+
+
 class VerificationError(JaxportError):
     """``jaxport verify``: the artifact and the live function disagree, or the spec does not describe the artifact."""
 

@@ -36,6 +36,8 @@ MAX_HEADER_BYTES = 10_000  # numpy's own default cap for untrusted headers
 MAX_RANK = 64
 MAX_NPZ_MEMBERS = 10_000
 MAX_NPZ_BYTES = 16 << 30
+#: Arrays larger than this are checked against the input they are for from their header alone, before reading.
+EARLY_CHECK_BYTES = 16 << 20
 _MAGIC = b"\x93NUMPY"
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
 _EOCD = struct.Struct("<4s4H2LH")
@@ -143,8 +145,49 @@ def _size_text(header: _Header) -> str:
     return f"shape {header.shape} of {header.dtype} = {header.nbytes} bytes"
 
 
-def read_npy(path: str | Path, declared: str | None = None, name: str | None = None) -> Any:
-    """Read one ``.npy`` file safely (see the module docstring) for the input ``name`` of dtype ``declared``."""
+def _fits(header: _Header, inp: Mapping[str, Any] | None, where: str) -> None:
+    """Refuse, before any array memory is allocated or any data read, an array whose header cannot be the input
+    ``inp`` (a manifest entry): its rank, its constant dimensions, the bounds of dimensions that are a variable.
+    Also refuse an array larger than this machine's memory. Small arrays are left to ``check``, which sees every
+    input at once and reports the first problem in the manifest's order."""
+    if inp is not None and header.nbytes > EARLY_CHECK_BYTES:
+        name = inp["name"]
+        dims = _parsed_shape(inp)
+        if len(header.shape) != len(dims):
+            raise InputError(f"{where}: input {name!r} has rank {len(header.shape)} (shape {header.shape}), but the "
+                             f"artifact expects rank {len(dims)}: {array_type(inp)}.")
+        for axis, (d, n) in enumerate(zip(dims, header.shape)):
+            if isinstance(d, int) and d != n:
+                raise InputError(f"{where}: input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
+                                 f"({array_type(inp)}).")
+        bounds = inp.get("_dims") or {}
+        for axis, (d, n) in enumerate(zip(dims, header.shape)):
+            if not isinstance(d, int) and d.op == "var" and d.value in bounds and \
+                    not _bound_holds(n, bounds[d.value]):
+                raise InputError(f"{where}: input {name!r}: shape[{axis}] = {n}, but dimension {d.value!r} must "
+                                 f"satisfy {_bound_text(str(d.value), bounds[d.value])} (spec bound).")
+    total = _physical_memory()
+    if total and header.nbytes > total:
+        raise InputError(f"{where}: the array declares {_size_text(header)}, more than this machine's memory "
+                         f"({total} bytes).")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _expected(fn: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each input's manifest entry, with the function's dimension bounds, for ``_fits``."""
+    return {i["name"]: {**i, "_dims": fn.get("dims") or {}} for i in fn["inputs"]}
+
+
+def read_npy(path: str | Path, declared: str | None = None, name: str | None = None,
+             expect: Mapping[str, Any] | None = None) -> Any:
+    """Read one ``.npy`` file safely (see the module docstring) for the input ``name`` of dtype ``declared``;
+    ``expect`` (the input's manifest entry) lets a header that cannot fit be refused before reading the data."""
     import numpy as np
 
     where = str(path)
@@ -167,6 +210,7 @@ def read_npy(path: str | Path, declared: str | None = None, name: str | None = N
         if available > header.nbytes:
             raise InputError(f"{where}: damaged .npy file: {available - header.nbytes} bytes follow the array data "
                              f"({_size_text(header)}).")
+        _fits(header, expect, where)
         count = header.nbytes // header.dtype.itemsize if header.dtype.itemsize else 0
         try:
             flat = np.fromfile(f, dtype=header.dtype if header.dtype.kind != "V" else dtype, count=count)
@@ -203,10 +247,12 @@ def _check_eocd(f: IO[bytes], size: int, where: str) -> None:
     f.seek(0)
 
 
-def read_npz(path: str | Path, declared: Mapping[str, str]) -> dict[str, Any]:
+def read_npz(path: str | Path, declared: Mapping[str, str],
+             expect: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Read the arrays of an ``.npz`` whose keys are input names (``declared``: input name -> manifest dtype).
 
-    Every key must name an input; the zip directory is checked (count, names, declared sizes) before any data.
+    Every key must name an input; the zip directory is checked (count, names, declared sizes) before any data, and
+    each member's header against ``expect`` (input name -> manifest entry) before its data is inflated.
     """
     import numpy as np
 
@@ -260,6 +306,7 @@ def read_npz(path: str | Path, declared: Mapping[str, str]) -> dict[str, Any]:
                 with zf.open(info) as member:
                     header = _read_header(member, here)
                     dtype = _final_dtype(header, declared[key], key, here)
+                    _fits(header, (expect or {}).get(key), here)
                     available = info.file_size - header.header_bytes
                     if available < header.nbytes:
                         raise InputError(f"{here}: truncated array: the header declares {_size_text(header)}, but "
@@ -340,6 +387,7 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
     """Read the arrays that ``--inputs`` values name; returns ``{input name: array}`` and each array's source."""
     positional, named, npz = classify(fn, items)
     declared = {i["name"]: i["dtype"] for i in fn["inputs"]}
+    expect = _expected(fn)
     names = list(declared)
     if positional and (named or npz):
         raise InputError("give --inputs either all by position (FILE.npy, in the order 'inspect' lists the "
@@ -353,10 +401,10 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
                              f"{len(names)} input{'s' if len(names) != 1 else ''} ({shown}); "
                              f"'{positional[len(names)]}' has no input to go to.")
         for name, file in zip(names, positional):
-            arrays[name] = read_npy(file, declared[name], name)
+            arrays[name] = read_npy(file, declared[name], name, expect[name])
             sources[name] = file
     for file in npz:
-        for name, arr in read_npz(file, declared).items():
+        for name, arr in read_npz(file, declared, expect).items():
             if name in sources:
                 raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
             arrays[name] = arr
@@ -364,7 +412,7 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
     for name, file in named.items():
         if name in sources:
             raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
-        arrays[name] = read_npy(file, declared[name], name)
+        arrays[name] = read_npy(file, declared[name], name, expect[name])
         sources[name] = file
     missing = [n for n in names if n not in arrays]
     if missing:

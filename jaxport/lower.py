@@ -148,7 +148,7 @@ def signature_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, 
             v = tree.value
             return {"static": list(v) if isinstance(v, tuple) else v}
         if isinstance(tree, BindLeaf):
-            return {"bound": tree.source}
+            return {"bound": _recorded_source(tree.source)}
         if isinstance(tree, ArrayLeaf):
             return {"input": leaf_index[id(tree)]}
         if isinstance(tree, dict):
@@ -157,6 +157,18 @@ def signature_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, 
 
     return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
             "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
+
+
+def _recorded_source(source: str) -> str:
+    """A bound source as the manifest records it: as written when relative, else its file's base name (an artifact
+    holds no absolute path)."""
+    target, colon, attribute = source.rpartition(":") if not source.lower().endswith(
+        (".npz", ".npy", ".safetensors")) else ("", "", source)
+    path = target if colon else attribute
+    if not (os.path.isabs(path) or Path(path).is_absolute()):
+        return source
+    name = Path(path).name
+    return f"{name}:{attribute}" if colon else name
 
 
 def _user_frames(exc: BaseException) -> str:
@@ -377,7 +389,7 @@ def lower(
                               f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
                               f"print outside it, or return the value as an extra output.") from None
         raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
-                          f"{type(e).__name__}: {e}{_user_frames(e)}") from None
+                          f"{type(e).__name__}: {e}{_bound_note(binds)}{_user_frames(e)}") from None
 
     if strip_locations:
         exported = dataclasses.replace(
@@ -388,6 +400,10 @@ def lower(
     input_positions, weight_positions = argument_positions(exported)
     kept = set(exported.module_kept_var_idx)
     unused = [t.name for t, pos in zip(tensors, weight_positions) if pos not in kept]
+    if tensors and not unused:
+        # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
+        unused = _on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
+                                 weight_positions)
     return Lowered(exported, name, inputs, signature_tree(fspec, arg_names, leaf_index), out_names, out_tree,
                    x64, scan, tensors, unused, input_positions, weight_positions)
 
@@ -411,6 +427,19 @@ class _Bind:
     leaf: BindLeaf
     prefix: str
     keys: list[str]
+    #: ``key: f32[784, 32]`` per tensor, for messages.
+    types: list[str] = dataclasses.field(default_factory=list)
+
+
+def _bound_note(binds: list[_Bind]) -> str:
+    """What was bound, with each tensor's type: a failure may come from a bound value's shape or dtype."""
+    if not binds:
+        return ""
+    parts = []
+    for b in binds:
+        shown = ", ".join(b.types[:8]) + (", ..." if len(b.types) > 8 else "")
+        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} ({shown or 'no arrays'})")
+    return " [bound values: " + "; ".join(parts) + "]"
 
 
 def _entry_modules(fn: Callable[..., Any]) -> dict[Path, Any]:
@@ -426,6 +455,7 @@ def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec,
                 modules: dict[Path, Any] | None = None) -> tuple[dict[int, Any], list[Any], list[_Bind]]:
     """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
     was bound (for messages). ``modules``: see ``weights.load_bind_source``."""
+    from .summary import array_type
     from .weights import flatten_bound, load_bind_source
 
     found: list[tuple[BindLeaf, str]] = []
@@ -454,7 +484,10 @@ def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec,
         bound[id(leaf)] = tree
         for t in leaf_tensors:
             tensors[t.name] = t
-        binds.append(_Bind(leaf, prefix, [t.name[len(prefix) + 1:] for t in leaf_tensors]))
+        keys = [t.name[len(prefix) + 1:] for t in leaf_tensors]
+        types = [f"{k or prefix}: {array_type({'shape': list(t.array.shape), 'dtype': str(t.array.dtype)})}"
+                 for k, t in zip(keys, leaf_tensors)]
+        binds.append(_Bind(leaf, prefix, keys, types))
     return bound, [tensors[n] for n in sorted(tensors)], binds
 
 
@@ -494,6 +527,26 @@ def _missing_key_error(key: Any, binds: list[_Bind]) -> SpecError:
     return SpecError(f"the function reads key {key!r} from a bound argument, and the bound value has no such key. "
                      f"Missing: {key!r}. " + "; ".join(parts) + ". Make the bound file's keys match what the "
                      "function reads.")
+
+
+def _unread_weights(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
+                    spec: ShapeSpec, x64: bool, tensors: list[Any], weight_positions: list[int]) -> list[str]:
+    """Names of the bound tensors that no operation of the traced program takes (an operation whose result is
+    unused still counts as reading them). Empty when tracing fails: the warning is a courtesy."""
+    import jax
+    from jax import tree_util
+
+    try:
+        with _config(jax_enable_x64=x64 or _x64_enabled()):
+            structs = _shape_dtype_structs(inputs, spec)
+            tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
+            kwargs = dict(tree[1])
+            kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+            jaxpr = jax.make_jaxpr(program)(*tree[0], **kwargs).jaxpr
+    except Exception:  # noqa: BLE001 - the export itself succeeded; nothing to report
+        return []
+    read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
+    return [t.name for t, pos in zip(tensors, weight_positions) if id(jaxpr.invars[pos]) not in read]
 
 
 _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")

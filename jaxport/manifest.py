@@ -341,6 +341,7 @@ def _check_described(v: _V, f: dict[str, Any], here: str, inputs: list[Any], n_o
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PAYLOAD_NAME = re.compile(r"^functions/[A-Za-z_][A-Za-z0-9_]*\.jaxexport$")
 
 
 def validate(m: Any) -> dict[str, Any]:
@@ -408,8 +409,8 @@ def validate(m: Any) -> dict[str, Any]:
         payload = v.string(v.key(f, "payload", here), f"{here}.payload")
         if payload not in members:
             raise v.fail(f"{here}.payload", f"{payload!r} is not listed under 'members'")
-        if payload == WEIGHTS_MEMBER:
-            raise v.fail(f"{here}.payload", f"{payload!r} is the weights member, not a program")
+        if not _PAYLOAD_NAME.match(payload):
+            raise v.fail(f"{here}.payload", f"{payload!r} is not a program member's name (functions/NAME.jaxexport)")
         v.integer(v.key(f, "calling_convention_version", here), f"{here}.calling_convention_version", 0, 1 << 20)
         plats = v.lst(v.key(f, "platforms", here), f"{here}.platforms", 16)
         if not plats:

@@ -31,10 +31,15 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
     """``jax.export.deserialize`` with its failures reported as a damaged artifact.
 
     The bytes must already have passed the artifact's digest check (``Artifact.read``), so what reaches JAX's
-    flatbuffer reader is what jaxport wrote.
+    flatbuffer reader is what the artifact's writer stored. Because a hostile writer can store anything with a
+    matching digest, a child process reads the bytes first (``isolate.check_payload``): a program that crashes JAX's
+    native readers is refused without being read here.
     """
     from jax import export
 
+    from .isolate import check_payload
+
+    check_payload(payload, str(where), fname)
     try:
         return export.deserialize(bytearray(payload))
     except Exception as e:  # noqa: BLE001 - flatbuffer and MLIR readers raise many kinds

@@ -47,10 +47,12 @@ RULES = (
     "required_metadata",
     "forbid_disabled_safety_checks",
     "max_embedded_constant_size",
+    "max_age_days",
+    "min_days_left",
 )
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
              "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
-             "max_embedded_constant_size")
+             "max_embedded_constant_size", "max_age_days", "min_days_left")
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
@@ -78,6 +80,10 @@ class Policy:
     required_metadata: list[str] = field(default_factory=list)
     forbid_disabled_safety_checks: bool = False
     max_embedded_constant_size: int | None = None
+    #: Days since the release of the JAX that wrote the artifact (see jaxport.compat).
+    max_age_days: int | None = None
+    #: Days that must remain in JAX's compatibility window for the artifact.
+    min_days_left: int | None = None
 
     @property
     def rules(self) -> list[str]:
@@ -93,6 +99,8 @@ class Policy:
             "required_metadata": bool(self.required_metadata),
             "forbid_disabled_safety_checks": self.forbid_disabled_safety_checks,
             "max_embedded_constant_size": self.max_embedded_constant_size is not None,
+            "max_age_days": self.max_age_days is not None,
+            "min_days_left": self.min_days_left is not None,
         }
         return [r for r in RULES if active[r]]
 
@@ -126,8 +134,8 @@ def _compose(text: str, file: str) -> _Node:
             if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise PolicyFileError(f"{file}:{event.start_mark.line + 1}: the policy nests deeper than "
-                                          f"{MAX_DEPTH} levels.")
+                    line = event.start_mark.line + 1 if event.start_mark is not None else 0
+                    raise PolicyFileError(f"{file}:{line}: the policy nests deeper than {MAX_DEPTH} levels.")
             elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                 depth -= 1
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -310,6 +318,9 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
                                                          "forbid_disabled_safety_checks")
     if "max_embedded_constant_size" in top:
         policy.max_embedded_constant_size = p.size(top["max_embedded_constant_size"], "max_embedded_constant_size")
+    for key in ("max_age_days", "min_days_left"):
+        if key in top:
+            setattr(policy, key, p.integer(top[key], key))
     return policy
 
 
@@ -362,10 +373,11 @@ class CheckReport:
 
     def summary(self) -> str:
         if self.passed:
-            return f"{self.artifact} follows the policy {self.policy} ({len(self.rules)} rules)."
+            n = len(self.rules)
+            return f"{self.artifact} follows the policy {self.policy} ({n} rule{'s' if n != 1 else ''})."
         n = len(self.violations)
         return (f"{self.artifact} breaks the policy {self.policy}: {n} violation{'s' if n != 1 else ''}: "
-                + "; ".join(f"[{v.rule}] {v.message}" for v in self.violations) + ".")
+                + "; ".join(f"[{v.rule}] {v.message.rstrip('.')}" for v in self.violations) + ".")
 
     def as_dict(self) -> dict[str, Any]:
         counts = {r: 0 for r in self.rules}
@@ -437,12 +449,12 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
             add("format_version", None, f"the artifact's format version {manifest.get('format_version')} is outside "
                 f"the policy's range {_range_text(lo, hi, _dotted)}.")
     if policy.calling_convention is not None:
-        lo, hi = policy.calling_convention
+        cc_lo, cc_hi = policy.calling_convention
         for fname, f in functions.items():
             cc = f.get("calling_convention_version")
-            if not isinstance(cc, int) or (lo is not None and cc < lo) or (hi is not None and cc > hi):
+            if not isinstance(cc, int) or (cc_lo is not None and cc < cc_lo) or (cc_hi is not None and cc > cc_hi):
                 add("calling_convention", fname, f"function {fname!r} uses calling convention {cc}; the policy "
-                    f"requires {_range_text(lo, hi)}.")
+                    f"requires {_range_text(cc_lo, cc_hi)}.")
     if policy.min_consumer_jax is not None:
         oldest = _jax_version(policy.min_consumer_jax)
         producer = (manifest.get("producer") or {}).get("jax")
@@ -490,6 +502,19 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
                 add("max_embedded_constant_size", fname, f"function {fname!r} embeds a constant of "
                     f"{human_bytes(c['bytes'])} ({c.get('type')}{at}); the policy allows at most {human_bytes(limit)} "
                     f"per constant. Pass it as an argument (or bind it as weights) instead of closing over it.")
+    if policy.max_age_days is not None or policy.min_days_left is not None:
+        from .compat import window
+
+        w = window(str(manifest["producer"].get("jax")))
+        if policy.max_age_days is not None and w.age_days() > policy.max_age_days:
+            add("max_age_days", None, f"the artifact was written with jax {w.jax_version}, released "
+                f"{w.released.isoformat()}, {w.age_days()} days ago; the policy allows at most {policy.max_age_days} "
+                f"days. Re-export it with a current JAX.")
+        if policy.min_days_left is not None and w.days_left() < policy.min_days_left:
+            state = f"closes in {w.days_left()} days" if w.days_left() >= 0 else f"closed {-w.days_left()} days ago"
+            add("min_days_left", None, f"JAX's compatibility window for artifacts written with jax {w.jax_version} "
+                f"{state} ({w.loadable_until.isoformat()}); the policy requires at least {policy.min_days_left} days "
+                f"left. Re-export it with a current JAX.")
     return out
 
 

@@ -150,6 +150,11 @@ def _check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
                       f"manifest")
     if len(exported.out_avals) != len(f["outputs"]):
         raise bad(f"{len(exported.out_avals)} outputs in the program, {len(f['outputs'])} in the manifest")
+    for aval, out in zip(exported.out_avals, f["outputs"]):
+        if dims(aval) != out["shape"] or str(aval.dtype) != out["dtype"]:
+            program = summary.array_type({"shape": dims(aval), "dtype": str(aval.dtype)})
+            raise bad(f"output {out['name']!r} is {program} in the program, {summary.array_type(out)} in the "
+                      f"manifest")
     if list(exported.platforms) != list(f["platforms"]):
         raise bad(f"platforms {', '.join(exported.platforms)} in the program, {', '.join(f['platforms'])} in the "
                   f"manifest")

@@ -167,9 +167,9 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
         if case is not None:
             planned.append(case)
     if len(uppers) > 1:
-        env = _resolve(f, uppers)
-        if env is not None and case_bytes(f, env) <= budget:
-            planned.append(Case("all upper bounds", env))
+        together = _resolve(f, uppers)
+        if together is not None and case_bytes(f, together) <= budget:
+            planned.append(Case("all upper bounds", together))
     return _dedupe(planned)
 
 
@@ -790,15 +790,19 @@ def verify(
     seed: int = 0,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
     progress: Callable[[int, int, str], None] | None = None,
+    runtime: str = "jax",
+    cache_dir: str | Path | None = None,
 ) -> VerifyReport:
     """Verify an artifact against the live function(s) it was exported from (see the module docstring).
 
     ``against`` (``model.py:NAME``) and ``spec`` default to the entry point and spec the manifest records, relative
     to the current directory; a recorded spec that is not found is skipped with a note. ``dims`` maps dimension
     variables to the values to try. ``progress(done, total, description)`` is called before and after each case.
+    With ``runtime="iree"``, the artifact run by IREE is compared with the same artifact run by JAX instead of the
+    live function (no entry point needed); ``cache_dir`` keeps IREE's compiled modules.
     Returns the report; raises only for problems that stop verification (artifact, entry point, spec, platform).
     """
-    from . import runtime
+    from . import runtime as runtime_mod
     from .manifest import function_names
     from .spec import load_spec
 
@@ -838,14 +842,21 @@ def verify(
             raise UsageError(f"--dim {unknown[0]}: no function of {where} has a dimension variable "
                              f"{unknown[0]!r}; they have {', '.join(sorted(known)) or 'none'}.")
 
+    if runtime not in ("jax", "iree"):
+        raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
     plans: list[FunctionPlan] = []
-    lives: dict[str, LiveFunction] = {}
+    lives: dict[str, Any] = {}
     for fname in names:
         f = manifest["functions"][fname]
+        cases = plan_cases(f, _chosen_for(f, dims, len(names) > 1), budget_bytes)
+        if runtime == "iree":
+            reference = runtime_mod.load(artifact, fname)
+            lives[fname] = lambda arrays, ref=reference: ref.run(arrays).leaves
+            plans.append(FunctionPlan(fname, "the JAX runtime", [_local_platform()], cases))
+            continue
         text = against if against is not None else f.get("entrypoint")
         if not isinstance(text, str):
             raise UsageError(f"{where}: function {fname!r} records no entry point; give it with --against.")
-        cases = plan_cases(f, _chosen_for(f, dims, len(names) > 1), budget_bytes)
         plats = _platforms(fname, f, platforms, where)
         lives[fname] = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}")
         plans.append(FunctionPlan(fname, text, plats, cases))
@@ -857,7 +868,8 @@ def verify(
     for plan in plans:
         f = manifest["functions"][plan.name]
         for platform in plan.platforms:
-            loaded = runtime.load(artifact, plan.name, allow_platform_mismatch=platform != local)
+            loaded = runtime_mod.load(artifact, plan.name, allow_platform_mismatch=platform != local,
+                                      runtime=runtime, cache_dir=cache_dir)
             device = _devices(platform)[0]
             for i, case in enumerate(plan.cases):
                 if progress:
@@ -907,6 +919,6 @@ def _run_case(loaded: Any, live: LiveFunction, f: Mapping[str, Any], fname: str,
         result.error = (f"the artifact returns outputs {', '.join(names) or '(none)'}, the live function "
                         f"{', '.join(live_names) or '(none)'}")
         return result
-    for (name, a), (_, e) in zip(actual, expected):
-        result.outputs.append(compare(name, e, a, atol, rtol))
+    for (name, value), (_, reference) in zip(actual, expected):
+        result.outputs.append(compare(name, reference, value, atol, rtol))
     return result

@@ -176,14 +176,15 @@ def test_compliant_artifact_exits_0(artifacts, run_cli, tmp_path):
     p.write_text("jaxport_policy: 1\nplatforms: {allowed: [cpu]}\n")
     res = run_cli("check", artifacts["mlp"], "--policy", p)
     assert res.exit_code == 0 and res.stderr == ""
-    assert f"{artifacts['mlp']} follows the policy {p} (1 rules)." in res.stdout
+    assert f"{artifacts['mlp']} follows the policy {p} (1 rule)." in res.stdout
 
 
 BAD_POLICIES = {
     "unknown key": ("jaxport_policy: 1\nplatfroms: {allowed: [cpu]}\n",
                     "policy.yaml:2: unknown key 'platfroms' in the policy. Did you mean 'platforms'? Allowed keys: "
                     "jaxport_policy, platforms, custom_calls, max_artifact_size, format_version, calling_convention, "
-                    "min_consumer_jax, required_metadata, forbid_disabled_safety_checks, max_embedded_constant_size."),
+                    "min_consumer_jax, required_metadata, forbid_disabled_safety_checks, max_embedded_constant_size, "
+                    "max_age_days, min_days_left."),
     "unknown nested key": ("jaxport_policy: 1\nplatforms:\n  alowed: [cpu]\n",
                            "policy.yaml:3: unknown key 'alowed' in 'platforms'. Did you mean 'allowed'? Allowed keys: "
                            "allowed, required."),
@@ -285,3 +286,42 @@ def test_check_does_not_import_jax(artifacts, tmp_path):
             "    print('exit', e.code, 'jax' in sys.modules, file=sys.stderr)\n")
     res = subprocess.run([sys.executable, "-c", code, str(artifacts["mlp"]), str(p)], capture_output=True, text=True)
     assert res.stderr.strip().splitlines()[-1] == "exit 0 False"
+
+
+def test_max_age_and_window_from_the_command_line(run_cli, tmp_path):
+    """An artifact whose recorded JAX is old fails --max-age; a current one passes (ages come from jaxport.compat)."""
+    import datetime
+    import json as _json
+    import shutil as _shutil
+
+    from jaxport.compat import window
+    from jaxport.container import open_artifact, write_artifact
+
+    golden = Path(__file__).parent / "golden" / "1.0" / "mlp.jaxport"
+    fresh = tmp_path / "fresh.jaxport"
+    _shutil.copy(golden, fresh)
+    age = window(open_artifact(fresh).manifest["producer"]["jax"]).age_days()
+    res = run_cli("check", fresh, "--max-age", str(age + 1), "--json")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert _json.loads(res.stdout)["passed"] is True
+
+    art = open_artifact(golden)
+    manifest = art.manifest
+    manifest["producer"]["jax"] = "0.4.30"
+    old = tmp_path / "old.jaxport"
+    write_artifact(old, manifest, {n: art.read(n) for n in art.members if n != "manifest.json"})
+    days = (datetime.date.today() - datetime.date(2024, 6, 18)).days
+    res = run_cli("check", old, "--max-age", "180")
+    assert res.exit_code == 14
+    assert (f"max_age_days: the artifact was written with jax 0.4.30, released 2024-06-18, {days} days ago; the "
+            f"policy allows at most 180 days. Re-export it with a current JAX.") in res.stdout
+    res = run_cli("check", old, "--min-days-left", "30")
+    assert res.exit_code == 14
+    assert "JAX's compatibility window for artifacts written with jax 0.4.30 closed" in res.stdout
+
+
+def test_check_needs_a_policy_or_an_age_rule(run_cli):
+    golden = Path(__file__).parent / "golden" / "1.0" / "mlp.jaxport"
+    res = run_cli("check", golden)
+    assert res.exit_code == 2
+    assert "give a policy with --policy FILE, or --max-age / --min-days-left." in res.stderr

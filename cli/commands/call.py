@@ -7,14 +7,22 @@ import contextlib
 import click
 
 from .. import errors, render
-from ..options import debug_option, function_option, input_selection_options, json_option
+from ..options import (
+    IsolatableCommand,
+    debug_option,
+    function_option,
+    input_selection_options,
+    isolate_options,
+    json_option,
+    run_isolated,
+)
 from ..render import escape
 
 #: Outputs with at most this many values are printed by --print.
 PRINT_LIMIT = 1000
 
 
-@click.command("call")
+@click.command("call", cls=IsolatableCommand)
 @click.argument("artifact", type=click.Path(dir_okay=False))
 @input_selection_options
 @function_option
@@ -34,10 +42,12 @@ PRINT_LIMIT = 1000
               help="Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree]).")
 @click.option("--no-verify", is_flag=True,
               help="Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact.")
+@isolate_options
 @json_option
 @debug_option
 def command(artifact, items, use_random, dims, seed, function, output, print_values, benchmark,
-            allow_platform_mismatch, cache_dir, no_cache, runtime_name, no_verify, as_json, debug):
+            allow_platform_mismatch, cache_dir, no_cache, runtime_name, no_verify, isolate, memory_limit, time_limit,
+            as_json, debug):
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
@@ -49,6 +59,10 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
         raise click.UsageError("--dim and --seed choose what --random generates; add --random.")
     if no_cache and cache_dir:
         raise click.UsageError("--cache-dir and --no-cache contradict each other.")
+    if isolate:
+        ctx = click.get_current_context()
+        errors.run(lambda: run_isolated(ctx, str(artifact), memory_limit, time_limit), debug=debug, as_json=as_json)
+        return
 
     def body():
         from jaxport import inputs, runtime

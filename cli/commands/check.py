@@ -11,11 +11,16 @@ from ..render import escape
 
 @click.command("check")
 @click.argument("artifact", type=click.Path(dir_okay=False))
-@click.option("--policy", "-p", "policy_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--policy", "-p", "policy_path", type=click.Path(dir_okay=False),
               help="The policy file (YAML, see specs/POLICY.md).")
+@click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
+              help="Fail when the JAX that wrote the artifact was released more than DAYS ago (overrides the "
+                   "policy's max_age_days).")
+@click.option("--min-days-left", "min_days_left", type=click.IntRange(min=0), metavar="DAYS",
+              help="Fail when fewer than DAYS remain in JAX's compatibility window for the artifact.")
 @json_option
 @debug_option
-def command(artifact, policy_path, as_json, debug):
+def command(artifact, policy_path, max_age, min_days_left, as_json, debug):
     """Check an artifact against a policy (platforms, custom calls, ...).
 
     Every rule of the policy is checked and every violation listed; exits with 14 when there is one. Reads the
@@ -26,7 +31,16 @@ def command(artifact, policy_path, as_json, debug):
         from jaxport.errors import PolicyViolation
         from jaxport.policy import check
 
-        report = check(artifact, policy_path)
+        if policy_path is None and max_age is None and min_days_left is None:
+            raise click.UsageError("give a policy with --policy FILE, or --max-age / --min-days-left.")
+        from jaxport.policy import Policy, load_policy
+
+        policy = load_policy(policy_path) if policy_path else Policy("the command-line rules")
+        if max_age is not None:
+            policy.max_age_days = max_age
+        if min_days_left is not None:
+            policy.min_days_left = min_days_left
+        report = check(artifact, policy)
         if as_json:
             render.print_json(report.as_dict())
         else:

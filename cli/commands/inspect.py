@@ -5,19 +5,24 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..options import debug_option, function_option, json_option
+from ..options import IsolatableCommand, debug_option, function_option, isolate_options, json_option, run_isolated
 from ..render import escape
 
 
-@click.command("inspect")
+@click.command("inspect", cls=IsolatableCommand)
 @click.argument("artifact", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--mlir", is_flag=True, help="Print the StableHLO text of the function(s) (imports JAX).")
 @click.option("--debug-info", is_flag=True, help="With --mlir: keep source locations in the text.")
 @function_option
+@isolate_options
 @debug_option
-def command(artifact, as_json, mlir, debug_info, function, debug):
+def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit, time_limit, debug):
     """Show what an artifact holds, without importing JAX."""
+    if isolate:
+        ctx = click.get_current_context()
+        errors.run(lambda: run_isolated(ctx, str(artifact), memory_limit, time_limit), debug=debug, as_json=as_json)
+        return
 
     def body():
         from jaxport.container import open_artifact

@@ -23,9 +23,12 @@ from ..render import escape
 @click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for every output (default: by dtype).")
 @click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for every output (default: by dtype).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
+              help="iree: compare the artifact run by IREE with the same artifact run by JAX (no live function).")
 @json_option
 @debug_option
-def command(artifact, against, spec_path, function, dims, platforms, atol, rtol, seed, as_json, debug):
+def command(artifact, against, spec_path, function, dims, platforms, atol, rtol, seed, runtime_name, as_json,
+            debug):
     """Run an artifact and the live function on the same inputs; compare.
 
     The cases are assignments of the dimension variables chosen from the bounds and constraints (smallest valid
@@ -40,7 +43,8 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
 
         run = lambda progress: verify.verify(  # noqa: E731
             artifact, against, spec_path, function=function, dims=dims or None,
-            platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress)
+            platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress,
+            runtime=runtime_name, cache_dir=_iree_cache() if runtime_name == "iree" else None)
         if as_json:
             report = run(None)
             render.print_json(report.as_dict())
@@ -51,6 +55,13 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
             errors.fail_after_result(VerificationError(report.summary()))
 
     errors.run(body, debug=debug, as_json=as_json)
+
+
+def _iree_cache():
+    from jaxport.iree_runtime import iree_cache_dir
+    from jaxport.runtime import default_cache_dir
+
+    return iree_cache_dir(default_cache_dir())
 
 
 def _with_progress(run):

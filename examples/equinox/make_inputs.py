@@ -16,7 +16,6 @@ def make_x(batch: int = 4, seed: int = 0) -> np.ndarray:
 def flat_params() -> dict[str, np.ndarray]:
     """The model's arrays as ``{"conv/weight": array, ...}``."""
     import jax
-
     from model import PARAMS
 
     leaves = jax.tree_util.tree_flatten_with_path(PARAMS)[0]

@@ -1,6 +1,8 @@
 """A tiny equinox conv net, bound three ways: the module itself (its arrays become tensors, its other fields are
 baked into the program), its array half from `eqx.partition`, or a file of arrays keyed by their paths."""
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,7 +13,7 @@ class ConvNet(eqx.Module):
 
     conv: eqx.nn.Conv2d
     head: eqx.nn.Linear
-    activation: callable  # a function: a non-array leaf, baked into the exported program
+    activation: Callable  # a function: a non-array leaf, baked into the exported program
     num_classes: int = eqx.field(static=True)
 
     def __init__(self, key):

@@ -16,7 +16,6 @@ def make_x(batch: int = 4, seed: int = 0) -> np.ndarray:
 def flat_variables() -> dict[str, np.ndarray]:
     """The variables as ``{"params/Conv_0/kernel": array, ...}``."""
     import jax
-
     from model import VARIABLES
 
     leaves = jax.tree_util.tree_flatten_with_path(VARIABLES)[0]

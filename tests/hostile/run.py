@@ -142,7 +142,6 @@ def classify(case: Case, command: str, code: int | None, stderr: str, stdout: st
 
 def run_in_process(case: Case, base: Base, scratch: Path, index: int) -> list[Result]:
     from click.testing import CliRunner
-
     from jaxport_cli.main import cli
 
     out = []

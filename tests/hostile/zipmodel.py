@@ -28,7 +28,7 @@ EOCD = [("signature", 4, "sig"), ("disk", 2, "count"), ("directory_disk", 2, "co
 
 #: Field kinds whose value carries no meaning for a jaxport reader (FORMAT.md: timestamps are fixed by the writer but
 #: not read; attributes and "version made by" describe the producing system; padding content is ignored).
-NEUTRAL_KINDS = frozenset({"time", "attributes", "padding-data"})
+NEUTRAL_KINDS = frozenset({"time", "attributes", "padding-data", "extra-id"})
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ class Field:
     start: int
     size: int
     name: str  # "central[manifest.json].crc", "data[weights.bin]"
-    kind: str  # sig, version, flags, method, time, crc, size, length, count, offset, attributes, name, extra-header,
-    # padding-data, extra, data
+    kind: str  # sig, version, flags, method, time, crc, size, length, count, offset, attributes, name, extra-id,
+    # extra-length, padding-data, extra, data
 
     @property
     def end(self) -> int:
@@ -59,7 +59,10 @@ def _extra_fields(data: bytes, start: int, length: int, prefix: str) -> list[Fie
     out, pos, end = [], start, start + length
     while pos + 4 <= end:
         hid, hlen = struct.unpack_from("<HH", data, pos)
-        out.append(Field(pos, 4, f"{prefix}.extra[{hid:#06x}].header", "extra-header"))
+        # Readers skip extra fields whose id they do not know, so the id carries no meaning for jaxport; the length
+        # does (the reader checks that the fields tile the extra block).
+        out.append(Field(pos, 2, f"{prefix}.extra[{hid:#06x}].id", "extra-id"))
+        out.append(Field(pos + 2, 2, f"{prefix}.extra[{hid:#06x}].length", "extra-length"))
         kind = "padding-data" if hid == 0xA1A0 else "extra"
         if hlen:
             out.append(Field(pos + 4, min(hlen, end - pos - 4), f"{prefix}.extra[{hid:#06x}].data", kind))

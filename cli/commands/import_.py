@@ -1,0 +1,66 @@
+"""``jaxport import``."""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+
+from .. import errors, render
+from ..options import debug_option, json_option, platform_option
+
+
+@click.command("import")
+@click.argument("module", metavar="MODULE")
+@click.option("--shapes", "-s", "spec_path", type=click.Path(dir_okay=False),
+              help="YAML shape spec naming and shaping main's arguments (default: main's own static types).")
+@click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
+@click.option("--calling-convention", "calling_convention", type=int, metavar="N",
+              help="JAX calling-convention version to record (default: the one this JAX's export writes).")
+@platform_option
+@click.option("--allow-custom-call", "allow", multiple=True, metavar="NAME",
+              help="Allow a custom-call target JAX does not guarantee stable; repeatable.")
+@click.option("--function", "function", metavar="NAME",
+              help="Name of the function in the artifact (default: the module file's name).")
+@click.option("--name", help="Artifact name (overrides metadata.name).")
+@click.option("--version", "version", help="Artifact version (overrides metadata.version).")
+@click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
+@click.option("--no-manifest", is_flag=True, help="Do not write the <artifact>.manifest.json sidecar.")
+@json_option
+@debug_option
+def command(module, spec_path, output, calling_convention, platforms, allow, function, name, version,
+            strip_locations, no_manifest, as_json, debug):
+    """Import a StableHLO module written by another producer into an artifact.
+
+    MODULE is MLIR text (.mlir), MLIR bytecode or a StableHLO portable artifact (.mlirbc); its public function
+    main becomes the artifact's function. See specs/IMPORT.md.
+    """
+
+    def body():
+        from jaxport.importer import import_stablehlo
+
+        con = render.stderr()
+        with con.status("Importing...", spinner="dots") if not as_json else contextlib.nullcontext():
+            result = import_stablehlo(module, spec_path, output=output, calling_convention=calling_convention,
+                                      platforms=list(platforms) or None, allow_custom_calls=list(allow),
+                                      name=name, version=version, function=function,
+                                      strip_locations=strip_locations, write_manifest=not no_manifest)
+        if as_json:
+            render.print_json({"artifact": str(result.path), "size": result.size,
+                               "manifest_file": str(result.manifest_path) if result.manifest_path else None,
+                               "warnings": result.warnings, "manifest": result.manifest})
+            return
+        from jaxport.summary import human_bytes, signature
+
+        for w in result.warnings:
+            con.print(f"[yellow]warning:[/] {render.escape(w)}")
+        out = render.stdout()
+        out.print(f"[green]Imported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
+        for fname, f in result.manifest["functions"].items():
+            out.print(f"  {signature(fname, f)}", markup=False)
+            out.print(f"  platforms: {', '.join(f['platforms'])}; calling convention "
+                      f"{f['calling_convention_version']}", markup=False)
+        if result.manifest_path:
+            out.print(f"  manifest: {result.manifest_path}", markup=False)
+
+    errors.run(body, debug=debug, as_json=as_json)
