@@ -129,7 +129,7 @@ def first_and_second(jaxport: str, artifact: Path, x: Path, tmp: Path, repeats: 
 
 
 def main() -> None:
-    args = common.parse_args(__doc__.splitlines()[0], full=3, quick=1)
+    args = common.parse_args(__doc__.splitlines()[0], full=5, quick=1)
     mode = "quick" if args.quick else "full"
     jaxport = common.jaxport_command()
     with tempfile.TemporaryDirectory(prefix="jaxport-bench-") as name:

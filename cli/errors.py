@@ -89,12 +89,22 @@ def one_line(message: str, keep_newlines: bool = False) -> str:
     return "".join(ch if ch.isprintable() or (keep_newlines and ch == "\n") else ascii(ch)[1:-1] for ch in message)
 
 
-#: Kinds whose messages describe the user's own code, shown with their line breaks.
+#: Kinds whose messages describe the user's own code, shown with their line breaks. A policy error describes the
+#: user's code only where the program was just lowered from it (export, import); elsewhere it describes an
+#: artifact, which may be hostile, and stays on one line.
 _MULTILINE_KINDS = ("entrypoint", "export", "policy")
+_LOWERING_COMMANDS = ("export", "import")
+
+
+def _keeps_newlines(kind: str) -> bool:
+    if kind not in _MULTILINE_KINDS:
+        return False
+    ctx = click.get_current_context(silent=True)
+    return kind != "policy" or (ctx is not None and ctx.info_name in _LOWERING_COMMANDS)
 
 
 def _report(kind: str, message: str, code: int, as_json: bool) -> None:
-    message = one_line(message, keep_newlines=kind in _MULTILINE_KINDS)
+    message = one_line(message, keep_newlines=_keeps_newlines(kind))
     if as_json:
         click.echo(json.dumps({"error": {"kind": kind, "message": message, "exit_code": code}}, indent=2))
     click.echo(f"error[{kind}]: {message}", err=True)

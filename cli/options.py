@@ -153,10 +153,10 @@ def isolated_args(args: list[str]) -> list[str]:
     return out
 
 
-def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_limit: float | None) -> None:
-    """Rerun the current command in an isolated child; relay its output and exit with its status.
-
-    Raises CrashError when the child dies by a signal or reaches its time limit.
+def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_limit: float | None,
+                 target: str = "jaxport_cli.main:main") -> None:
+    """Rerun the current command in an isolated child (``target``, the command line's entry point); relay its
+    output and exit with its status. Raises CrashError when the child dies by a signal or reaches its time limit.
     """
     import os
     import sys
@@ -168,7 +168,7 @@ def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_l
     limits = isolate.Limits(memory_limit or isolate.physical_memory(),
                             int(wall * (os.cpu_count() or 1)) + 10, wall)
     args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]
-    outcome = isolate.run("jaxport_cli.main:main", args, limits)
+    outcome = isolate.run(target, args, limits)
     click.echo(outcome.stdout.decode("utf-8", "replace"), nl=False)
     click.echo(outcome.stderr.decode("utf-8", "replace"), nl=False, err=True)
     death = outcome.death(limits)

@@ -30,6 +30,7 @@ from .manifest import FORMAT_VERSION
 
 if TYPE_CHECKING:
     from .diff import compare_manifests, diff
+    from .importer import import_stablehlo
     from .iree_runtime import compile_artifact
     from .pipeline import ExportResult, export
     from .policy import check, load_policy
@@ -64,6 +65,7 @@ __all__ = [
     "compile_artifact",
     "diff",
     "export",
+    "import_stablehlo",
     "load",
     "load_policy",
     "load_spec",
@@ -87,7 +89,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(runtime, name)
     lazy = {"verify": "verify", "diff": "diff", "compare_manifests": "diff", "check": "policy",
-            "load_policy": "policy", "compile_artifact": "iree_runtime"}
+            "load_policy": "policy", "compile_artifact": "iree_runtime",
+            "import_stablehlo": "importer"}
     if name in lazy:
         import importlib
 

@@ -14,12 +14,14 @@ matches. Nothing is ever unpickled or executed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import mmap
 import os
 import struct
 import tempfile
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -92,33 +94,49 @@ def _write_members(fp: Any, members: list[tuple[str, Any]]) -> None:
                 zf.writestr(info, data)
 
 
+#: A temporary file of another writer is removed once its writer is gone; one whose writer cannot be told (a name
+#: without a process id, a process on another machine) once it is older than this.
+STALE_SECONDS = 3600.0
+
+
 def atomic_write(path: str | Path, write: Any) -> None:
-    """Call ``write(fileobj)`` on a temporary sibling of ``path``, fsync, and rename it over ``path``."""
+    """Call ``write(fileobj)`` on a temporary sibling of ``path``, fsync, and rename it over ``path``.
+
+    Killed at any point, the writer leaves ``path`` as it was (absent, or the previous complete file) or complete
+    with the new content, never partial. The temporary file is ``.NAME.PID-RANDOM.tmp``, locked (``flock``) while
+    it is written; each write first removes the temporary files of ``path`` that earlier writers left behind when
+    they were killed (unlocked, and their process gone or the file older than ``STALE_SECONDS``), and never those of
+    a writer still running, so concurrent writers to one path each finish, and the last rename wins.
+    """
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise OutputError(f"{path}: directory {parent} does not exist. Create it first.")
+    remove_stale_temporaries(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp")
     except OSError as e:
-        raise OutputError(f"{path}: cannot create a file in {parent}: {e.strerror}.") from None
+        raise OutputError(_write_failure(path, parent, e, creating=True)) from None
+    f = os.fdopen(fd, "wb")
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        _lock(f.fileno(), blocking=True)
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # the lock is held until here: no other writer takes this file for a stale one
     except BaseException as e:
+        f.close()
         try:
             os.unlink(tmp)
         except OSError:
             pass
         if isinstance(e, OSError):
-            raise OutputError(f"{path}: cannot write: {e.strerror or e}.") from None
+            raise OutputError(_write_failure(path, parent, e)) from None
         raise
+    f.close()
     try:
         dfd = os.open(parent, os.O_RDONLY)
         try:
@@ -127,6 +145,77 @@ def atomic_write(path: str | Path, write: Any) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+def _write_failure(path: Path, parent: Path, e: OSError, creating: bool = False) -> str:
+    """What went wrong writing ``path``, and what to do about it."""
+    reason = e.strerror or str(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{path}: cannot write: {reason}. Free space on that disk, or write the file elsewhere."
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{path}: cannot write in {parent}: {reason}. Choose a directory you can write to."
+    if creating:
+        return f"{path}: cannot create a file in {parent}: {reason}."
+    return f"{path}: cannot write: {reason}."
+
+
+def _lock(fd: int, blocking: bool) -> bool:
+    """Take an exclusive ``flock`` on ``fd``; False if another process holds it. Always True without ``fcntl``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: process ids and ages decide alone
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        return True
+    except OSError:
+        return False
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | Path) -> list[str]:
+    """Remove the temporary files earlier, killed writers of ``path`` left next to it; returns their names."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    prefix = f".{path.name}."
+    removed: list[str] = []
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith(prefix) and e.name.endswith(".tmp")]
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        middle = entry.name[len(prefix):-len(".tmp")]
+        pid_text, dash, _ = middle.partition("-")
+        pid = int(pid_text) if dash and pid_text.isdigit() and pid_text.isascii() else None
+        if pid == os.getpid():
+            continue  # this process's own writer, perhaps in another thread
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            if not _lock(fd, blocking=False):
+                continue  # a writer is at work on it
+            stat = os.fstat(fd)
+            old = now - stat.st_mtime > STALE_SECONDS
+            if (pid is not None and not _process_alive(pid)) or old:
+                os.unlink(entry.path)
+                removed.append(entry.name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
@@ -320,8 +409,8 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
     expected_offset = 0
     for i, info in enumerate(infos):
         name = info.filename
-        if not _safe_name(name):
-            raise bad(f"member {name!r} has an unsafe name (absolute, '..', backslash or NUL).")
+        if not _safe_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
+            raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, '..', backslash or NUL).")
         if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
             raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "
                       f"as UTF-8.")

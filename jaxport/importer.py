@@ -15,7 +15,6 @@ only folds shapes); calling the artifact runs its program, as for any artifact.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,11 +49,8 @@ class TensorType:
 
     shape: tuple[int | None, ...]
     dtype: str | None
+    element: str  # f32
     text: str  # tensor<?x3xf32>
-
-    @property
-    def element(self) -> str:
-        return self.text[len("tensor<"):-1].split("x")[-1] if self.shape else self.text[len("tensor<"):-1]
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ def _first_error(e: BaseException, display: str) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     found = next((ln for ln in lines if "error:" in ln), lines[0] if lines else type(e).__name__)
     found = re.sub(r'^.*?error:\s*', "", found)
-    found = found.replace('"-":', f"{display}:").replace('loc("-":', f"loc({display}:")
+    found = found.replace('"-":', f"{display}:")
     return found[:400].rstrip(".")
 
 
@@ -173,7 +169,8 @@ def _tensor(t: Any) -> TensorType | None:
         return None
     rt = ir.RankedTensorType(t)
     shape = tuple(None if rt.is_dynamic_dim(i) else int(rt.shape[i]) for i in range(rt.rank))
-    return TensorType(shape, ELEMENT_TYPES.get(str(rt.element_type)), str(t))
+    element = str(rt.element_type)
+    return TensorType(shape, ELEMENT_TYPES.get(element), element, str(t))
 
 
 def _dict_attrs(func_op: Any, key: str, n: int) -> list[dict[str, Any]]:
@@ -377,6 +374,12 @@ def _spec_inputs(spec: ShapeSpec) -> list[_Input]:
     if None not in spec.functions:
         raise SpecError(f"{spec.file}: 'functions' describes several Python functions; a module has one function, "
                         f"main. Give its arguments as top-level 'args' (and 'kwargs' to name them).")
+    if getattr(spec, "mesh", None):
+        raise SpecError(f"{spec.file}: 'mesh': an imported module runs on one device, unsharded. Remove 'mesh' and "
+                        f"the shardings.")
+    if getattr(spec, "vjp_order", 0):
+        raise SpecError(f"{spec.file}: 'vjp_order': jaxport cannot differentiate a foreign module, so an imported "
+                        f"function has no derivative to store. Remove 'vjp_order'.")
     fspec = spec.functions[None]
     found: list[_Input] = []
     named = [(f"arg{i}", f"args[{i}]", leaf) for i, leaf in enumerate(fspec.args)]
@@ -857,7 +860,8 @@ def import_stablehlo(
     if write_manifest:
         sidecar = out.with_name(out.name + ".manifest.json")
         container.atomic_write(sidecar, lambda fh: fh.write(raw))
-    return pipeline.ExportResult(out, m, out.stat().st_size, sidecar, imported.warnings)
+    return pipeline.ExportResult(path=out, manifest=m, size=out.stat().st_size, manifest_path=sidecar,
+                                 warnings=imported.warnings)
 
 
 def module_function(module_path: str | Path, f: Mapping[str, Any]) -> Callable[..., Any]:
@@ -879,5 +883,5 @@ def module_function(module_path: str | Path, f: Mapping[str, Any]) -> Callable[.
             flat[position] = value
         return exported.call(*flat)
 
-    call.__name__ = os.path.basename(str(module_path))
+    call.__name__ = Path(module_path).name
     return call

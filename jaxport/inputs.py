@@ -155,11 +155,11 @@ def _fits(header: _Header, inp: Mapping[str, Any] | None, where: str) -> None:
         dims = _parsed_shape(inp)
         if len(header.shape) != len(dims):
             raise InputError(f"{where}: input {name!r} has rank {len(header.shape)} (shape {header.shape}), but the "
-                             f"artifact expects rank {len(dims)}: {array_type(inp)}.")
+                             f"artifact expects rank {len(dims)}: {array_type(dict(inp))}.")
         for axis, (d, n) in enumerate(zip(dims, header.shape)):
             if isinstance(d, int) and d != n:
                 raise InputError(f"{where}: input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
-                                 f"({array_type(inp)}).")
+                                 f"({array_type(dict(inp))}).")
         bounds = inp.get("_dims") or {}
         for axis, (d, n) in enumerate(zip(dims, header.shape)):
             if not isinstance(d, int) and d.op == "var" and d.value in bounds and \
@@ -281,9 +281,9 @@ def read_npz(path: str | Path, declared: Mapping[str, str],
         keys: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             name = info.filename
-            if not _safe_member(name):
-                raise InputError(f"{where}: member {name[:200]!r} has an unsafe name (absolute, '..', backslash or "
-                                 f"NUL); refusing the file.")
+            if not _safe_member(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
+                raise InputError(f"{where}: member {info.orig_filename[:200]!r} has an unsafe name (absolute, '..', "
+                                 f"backslash or NUL); refusing the file.")
             if not name.endswith(".npy"):
                 raise InputError(f"{where}: member {name[:200]!r} is not a .npy array; an .npz for jaxport holds "
                                  f"only arrays named after inputs.")
@@ -678,6 +678,13 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0)
         shape = concrete_shape(inp, dims)
         kind = dtypes.BY_NAME[inp["dtype"]].kind
         target = dtypes.to_numpy(inp["dtype"])
+        count = 1
+        for n in shape:
+            count *= n
+        total = _physical_memory()
+        if any(n < 0 for n in shape) or (total and count * 16 > total):  # generated as 64-bit, then converted
+            raise InputError(f"a random input {inp['name']!r} of shape {shape} would not fit in this machine's "
+                             f"memory; choose smaller dimensions with --dim NAME=VALUE.")
         try:
             if kind == "float":
                 arr = rng.standard_normal(shape).astype(target)
@@ -689,7 +696,7 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0)
                 arr = rng.integers(0, 8, size=shape).astype(target)
             else:
                 arr = rng.random(shape) < 0.5
-        except MemoryError:
+        except (MemoryError, ValueError, OverflowError):
             raise InputError(f"not enough memory for a random input {inp['name']!r} of shape {shape}.") from None
         out[inp["name"]] = arr
     return out

@@ -31,7 +31,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from .errors import CrashError, FormatError
+
+from .errors import FormatError
 
 #: Set in an isolated child: the whole process is the sacrifice, so payload checks inside it are skipped.
 ISOLATED_ENV = "JAXPORT_ISOLATED"
@@ -225,9 +226,10 @@ def _verdict_file(digest: str) -> Path | None:
         import jax
         import jaxlib
 
-        if not jax.config.jax_enable_compilation_cache or not jax.config.jax_compilation_cache_dir:
+        directory = getattr(jax.config, "jax_compilation_cache_dir", None)
+        if not getattr(jax.config, "jax_enable_compilation_cache", False) or not directory:
             return None
-        return Path(jax.config.jax_compilation_cache_dir) / f"jaxport-checked-{jaxlib.__version__}-{digest}"
+        return Path(directory) / f"jaxport-checked-{jaxlib.__version__}-{digest}"
     except (ImportError, AttributeError):
         return None
 

@@ -355,6 +355,7 @@ def lower(
 
     platforms = list(platforms) if platforms else [export.default_export_platform()]
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
+    weight_specs = _weight_specs(binds, tensors) if spec.mesh else {}
 
     def run_export(checks):
         # One user frame per op, not the whole Python stack: the stack above the function (jaxport, click, a test
@@ -367,6 +368,10 @@ def lower(
             kwargs = dict(tree[1])
             if tensors:
                 kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+            if spec.mesh:
+                jitted, call_args = _jit_sharded(program, tree, kwargs, dyn_args, dyn_kwargs, inputs, weight_specs,
+                                                 spec, fspec)
+                return export.export(jitted, platforms=platforms, disabled_checks=checks)(*call_args)
             return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **kwargs)
 
     try:
@@ -409,7 +414,11 @@ def lower(
 
 
 def argument_positions(exported: Any) -> tuple[list[int], list[int]]:
-    """Flat argument positions of the free inputs and of the bound tensors (the ``WEIGHTS_KWARG`` subtree)."""
+    """Flat argument positions of the free inputs and of the bound tensors (the ``WEIGHTS_KWARG`` subtree).
+
+    The program takes ``(*args, **kwargs)``, or, when sharded, ``(args, kwargs)`` as two positional arguments (see
+    ``sharding.jit_sharded``): the weights are then under ``[0][1][WEIGHTS_KWARG]``.
+    """
     from jax import tree_util
 
     n = len(exported.in_avals)
@@ -417,9 +426,48 @@ def argument_positions(exported: Any) -> tuple[list[int], list[int]]:
     free: list[int] = []
     weights: list[int] = []
     for path, pos in flat:
-        is_weight = len(path) >= 2 and _key_name(path[0]) == "1" and _key_name(path[1]) == WEIGHTS_KWARG
+        keys = [_key_name(k) for k in path[:3]]
+        is_weight = keys[:2] == ["1", WEIGHTS_KWARG] or keys == ["0", "1", WEIGHTS_KWARG]
         (weights if is_weight else free).append(pos)
     return free, weights
+
+
+def _weight_specs(binds: list[_Bind], tensors: list[Any]) -> dict[str, Any]:
+    """The PartitionSpec of each bound tensor that a ``bind``'s ``sharding`` names, by tensor name."""
+    out: dict[str, Any] = {}
+    ranks = {t.name: len(t.array.shape) for t in tensors}
+    for b in binds:
+        for key, spec in b.leaf.sharding or ():
+            name = f"{b.prefix}/{key}" if key else b.prefix
+            if name not in ranks:
+                shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
+                hint = difflib.get_close_matches(key, b.keys, n=1)
+                raise SpecError(f"{b.leaf.where}: the sharding of '{b.prefix}' names {key!r}, which is not a tensor "
+                                f"of {b.leaf.source}{f' (did you mean {hint[0]!r}?)' if hint else ''}; its keys: "
+                                f"{shown or '(a single array: give one list)'}.")
+            if len(spec) > ranks[name]:
+                raise SpecError(f"{b.leaf.where}: the sharding of '{name}' has {len(spec)} entries, but the tensor "
+                                f"has {ranks[name]} ax{'is' if ranks[name] == 1 else 'es'}.")
+            out[name] = spec
+    return out
+
+
+def _jit_sharded(program: Callable[..., Any], tree: Any, kwargs: dict[str, Any], dyn_args: Any, dyn_kwargs: Any,
+                 inputs: list[InputLeaf], weight_specs: dict[str, Any], spec: ShapeSpec,
+                 fspec: FunctionSpec) -> tuple[Any, Any]:
+    """``jax.jit`` of the program with the spec's shardings over its mesh (unsharded arrays replicated)."""
+    from jax import tree_util
+
+    from .sharding import jit_sharded, spec_leaf
+
+    specs = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)),
+                                     [spec_leaf(i.leaf.sharding) for i in inputs])
+    kwarg_specs = dict(specs[1])
+    if WEIGHTS_KWARG in kwargs:
+        kwarg_specs[WEIGHTS_KWARG] = {n: spec_leaf(weight_specs.get(n)) for n in kwargs[WEIGHTS_KWARG]}
+    assert spec.mesh is not None
+    return jit_sharded(program, tree[0], kwargs, spec.mesh, specs[0], kwarg_specs, fspec.outputs_sharding,
+                       str(fspec.where))
 
 
 @dataclass(frozen=True)

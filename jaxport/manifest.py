@@ -16,6 +16,8 @@ from .errors import FormatError
 #: The artifact format version, "MAJOR.MINOR". A reader accepts any minor of its major and refuses a newer major.
 #: History:
 #:   1.0 (2026-11-29): first version: zip container, manifest.json first, one JAX serialization per function.
+#:        Before 1.0 was released it gained, additively, the weights section and member, vjp_order values above 0,
+#:        and, for sharded functions, mesh, weights_partition_specs and each array's partition_spec.
 FORMAT_VERSION = "1.0"
 FORMAT_MAJOR = 1
 FORMAT_NAME = "jaxport"
@@ -78,18 +80,25 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
 
     exp = lowered.exported
     stable = guaranteed_stable_custom_calls()
-    in_shardings = list(getattr(exp, "in_shardings_hlo", None) or [None] * len(exp.in_avals))
-    out_shardings = list(getattr(exp, "out_shardings_hlo", None) or [None] * len(exp.out_avals))
+    from .sharding import describe
+
+    shardings = describe(exp)
+    mesh = shardings["mesh"]
+    in_shardings, out_shardings = shardings["inputs"], shardings["outputs"]
     positions = lowered.input_positions or list(range(len(lowered.inputs)))
     inputs = []
     for inp, pos in zip(lowered.inputs, positions):
-        aval, sh = exp.in_avals[pos], in_shardings[pos]
+        aval, (sh, pspec) = exp.in_avals[pos], in_shardings[pos]
         inputs.append({"name": inp.name, "spec_path": inp.spec_path, "shape": [_dim(d) for d in aval.shape],
-                       "dtype": str(aval.dtype), "sharding": None if sh is None else str(sh)})
+                       "dtype": str(aval.dtype), "sharding": sh})
+        if mesh:
+            inputs[-1]["partition_spec"] = pspec
     outputs = []
-    for name, aval, sh in zip(lowered.outputs, exp.out_avals, out_shardings):
+    for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings):
         outputs.append({"name": name, "shape": [_dim(d) for d in aval.shape], "dtype": str(aval.dtype),
-                        "sharding": None if sh is None else str(sh)})
+                        "sharding": sh})
+        if mesh:
+            outputs[-1]["partition_spec"] = pspec
     derived = derivations(inputs)
     dims = {}
     for v in sorted(derived, key=lambda v: list(derived).index(v)):
@@ -127,6 +136,9 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
             "count": len(big), "bytes": lowered.scan.constant_bytes(),
             "largest": [{"type": c.type, "bytes": c.nbytes, "location": short_location(c.location)}
                         for c in big[:5] if c.nbytes > 0]},
+        **({"mesh": mesh, "weights_partition_specs": {
+            t.name: in_shardings[pos][1] for t, pos in zip(lowered.tensors, lowered.weight_positions)}}
+           if mesh else {}),
     }
 
 
@@ -426,6 +438,7 @@ def validate(m: Any) -> dict[str, Any]:
             except dimexpr.DimExprError as e:
                 raise v.fail(f"{here}.constraints[{i}]", f"bad constraint: {e}") from None
         v.integer(f.get("nr_devices", 1), f"{here}.nr_devices", 1, 1 << 20)
+        _check_mesh(v, f, here)
         names = v.lst(f.get("weights", []), f"{here}.weights", 1 << 20)
         tensors = (m.get("weights") or {}).get("tensors", {}) if isinstance(m.get("weights"), dict) else {}
         for i, n in enumerate(names):
@@ -436,6 +449,44 @@ def validate(m: Any) -> dict[str, Any]:
     if m.get("weights") is not None:
         _check_weights(v, m["weights"], members)
     return m
+
+
+def _check_mesh(v: _V, f: dict[str, Any], here: str) -> None:
+    """A sharded function's mesh (axis names and sizes whose product is ``nr_devices``) and PartitionSpecs naming
+    only its axes."""
+    mesh = f.get("mesh")
+    axes: list[str] = []
+    if mesh is not None:
+        v.obj(mesh, f"{here}.mesh")
+        names = v.lst(v.key(mesh, "axis_names", f"{here}.mesh"), f"{here}.mesh.axis_names", 64)
+        sizes = v.lst(v.key(mesh, "axis_sizes", f"{here}.mesh"), f"{here}.mesh.axis_sizes", 64)
+        if not names or len(names) != len(sizes):
+            raise v.fail(f"{here}.mesh", "axis_names and axis_sizes must be non-empty and of the same length")
+        total = 1
+        for i, (n, s) in enumerate(zip(names, sizes)):
+            if not _IDENTIFIER.match(v.string(n, f"{here}.mesh.axis_names[{i}]", 256)) or n in axes:
+                raise v.fail(f"{here}.mesh.axis_names[{i}]", "an axis name is a unique identifier")
+            axes.append(n)
+            total *= v.integer(s, f"{here}.mesh.axis_sizes[{i}]", 1, 1 << 20)
+        if total != f.get("nr_devices", 1):
+            raise v.fail(f"{here}.mesh", f"the axes multiply to {total} devices, but nr_devices is "
+                                         f"{f.get('nr_devices', 1)}")
+
+    def spec(value: Any, path: str) -> None:
+        if value is None:
+            return
+        if mesh is None:
+            raise v.fail(path, "a PartitionSpec needs the function's mesh")
+        for i, e in enumerate(v.lst(value, path, MAX_RANK)):
+            for n in (v.lst(e, f"{path}[{i}]", 64) if isinstance(e, list) else [] if e is None else [e]):
+                if n not in axes:
+                    raise v.fail(f"{path}[{i}]", f"{n!r} is not an axis of the function's mesh")
+
+    for kind in ("inputs", "outputs"):
+        for i, a in enumerate(f[kind]):
+            spec(a.get("partition_spec"), f"{here}.{kind}[{i}].partition_spec")
+    for name, s in v.obj(f.get("weights_partition_specs", {}), f"{here}.weights_partition_specs").items():
+        spec(s, f"{here}.weights_partition_specs[{name!r}]")
 
 
 def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:

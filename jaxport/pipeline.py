@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import container, lower, manifest, weights
+from . import container, effects, gradients, lower, manifest, weights
 from .entrypoint import load_entrypoint
 from .errors import SpecError
 from .spec import ShapeSpec, check_artifact_name, check_platform, load_spec
@@ -56,6 +56,7 @@ def export(
     strip_locations: bool = False,
     write_manifest: bool = True,
     bind: dict[str, str] | None = None,
+    vjp_order: int | None = None,
 ) -> ExportResult:
     """Export the function(s) of a spec into an artifact.
 
@@ -63,6 +64,8 @@ def export(
     function of a single-function spec; a multi-function spec names each function's entry point itself (relative
     to the spec file). Options given here override the spec's; ``bind`` maps a top-level argument name to a bound
     source (a file relative to the current directory, or ``model.py:NAME``), as ``--bind NAME=SOURCE`` does.
+    ``vjp_order`` (default: the spec's ``vjp_order``) stores that many orders of derivatives (VJPs) with each
+    function, so that ``jax.grad`` works through ``jaxport.load``.
     """
     if not isinstance(spec, ShapeSpec):
         spec = load_spec(spec)
@@ -103,9 +106,19 @@ def export(
 
         check_custom_calls(entry.spec, low.scan, set(allowed))
         payload_name = f"functions/{fname}.jaxexport"
-        members[payload_name] = bytes(low.exported.serialize())
+        order = spec.vjp_order if vjp_order is None else vjp_order
+        effects.check(low.exported, entry.spec, fname)
+        members[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
+                                                    strip=strip_locations)
         functions[fname] = manifest.build_function_entry(low, spec, recorded, payload_name, allowed)
+        functions[fname]["vjp_order"] = order
         all_tensors.extend(low.tensors)
+        wide = [t.name for t in low.tensors if str(t.array.dtype) in ("float64", "complex128")]
+        if wide:
+            shown = ", ".join(wide[:5]) + (", ..." if len(wide) > 5 else "")
+            warnings.append(f"function {fname!r} binds 64-bit float tensors ({shown}), so its program runs with "
+                            f"jax_enable_x64 and may compute and return float64 where the model gives float32 "
+                            f"under plain JAX. Convert them (e.g. astype(np.float32)) unless that is intended.")
         if low.unused_weights:
             shown = ", ".join(low.unused_weights[:10]) + (", ..." if len(low.unused_weights) > 10 else "")
             warnings.append(f"function {fname!r} never reads {len(low.unused_weights)} bound tensor(s): {shown}. "

@@ -253,10 +253,14 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
         exported = dataclasses.replace(
             exported, disabled_safety_checks=(*exported.disabled_safety_checks, export.DisabledSafetyCheck.platform()))
     if exported.nr_devices > jax.device_count():
-        hint = f" (on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count={exported.nr_devices})" \
-            if local == "cpu" else ""
-        raise PlatformError(f"{where}: function {fname!r} runs on {exported.nr_devices} devices, but JAX here has "
-                            f"{jax.device_count()}{hint}.")
+        from .sharding import device_count_message
+
+        art.close()
+        raise PlatformError(device_count_message(f"{where}: function {fname!r}", exported.nr_devices,
+                                                 jax.device_count(), f.get("mesh")))
+    from .gradients import explain_missing
+
+    exported = explain_missing(exported, where, fname)
     if runtime == "iree":
         from .iree_runtime import IreeLoaded
 
@@ -341,6 +345,12 @@ class Benchmark:
                 "mean_s": sum(self.calls) / len(self.calls)}
 
 
+def _is_tracer(value: Any) -> bool:
+    import jax
+
+    return isinstance(value, jax.core.Tracer)
+
+
 def _same_static(value: Any, static: Any) -> bool:
     def norm(v: Any) -> Any:
         if isinstance(v, (list, tuple)):
@@ -406,9 +416,16 @@ class Loaded:
         self._program = program
         self._jit = jax.jit(program)
         self._artifact = artifact  # keeps the memory map of the weights open
+        #: A sharded program's mesh over the local devices, and the shardings of its free inputs (None: unsharded).
+        self._mesh, self._in_shardings, weight_shardings = self._shardings(free, weight_positions)
         # Bound weights go to the device once; every call passes the same buffers as arguments (not constants).
         with self._x64():
-            self._weights = [jax.device_put(w) for w in (weights or [])]
+            if weight_shardings is None:
+                self._weights = [jax.device_put(w) for w in (weights or [])]
+            else:
+                from .sharding import place
+
+                self._weights = [place(w, s) for w, s in zip(weights or [], weight_shardings)]
         if artifact is not None and not weights:
             artifact.close()
             self._artifact = None
@@ -417,6 +434,39 @@ class Loaded:
 
     def __repr__(self) -> str:
         return f"<jaxport.Loaded {self.signature.text!r} from {str(self.path)!r}>"
+
+    def _shardings(self, free: list[int], weight_positions: list[int]) -> tuple[Any, Any, Any]:
+        """For a program with a mesh: the mesh over the devices JAX sees, and the shardings of the free inputs and
+        of the bound tensors, as recorded at export."""
+        mesh_info = self.function_manifest.get("mesh")
+        if not mesh_info:
+            return None, None, None
+        from .sharding import named, runtime_mesh
+
+        mesh = runtime_mesh(mesh_info, f"{self.path}: function {self.function!r}")
+        try:
+            recorded = self._exported.in_shardings_jax(mesh)
+        except ValueError as e:  # the program's mesh is not the manifest's
+            raise FormatError(f"{self.path}: function {self.function!r}: the payload disagrees with the manifest "
+                              f"(mesh: {str(e)[:300]}); the artifact was edited or written by a faulty producer. "
+                              f"Re-export it.") from None
+        shardings = [s if s is not None else named(mesh, None) for s in recorded]
+        return mesh, [shardings[p] for p in free], [shardings[p] for p in weight_positions]
+
+    def _place(self, flat: list[Any]) -> list[Any]:
+        """Inputs on the devices: a sharded program's inputs laid out as recorded (each device reads its slice);
+        others as given (JAX copies them at the call)."""
+        if self._in_shardings is None:
+            return flat
+        from .sharding import place
+
+        with self._x64():
+            return [v if _is_tracer(v) else place(v, s) for v, s in zip(flat, self._in_shardings)]
+
+    @property
+    def mesh(self) -> Any:
+        """The ``jax.sharding.Mesh`` a sharded function runs on here, or None."""
+        return self._mesh
 
     @property
     def function_manifest(self) -> dict[str, Any]:
@@ -494,11 +544,13 @@ class Loaded:
                                  f"{node['bound']}); leave it out.")
         elif "dict" in node:
             keys = list(node["dict"])
-            if not isinstance(value, Mapping) or set(value) != set(keys):
+            # Keys whose values are fixed (static) or supplied by the artifact (bound) may be left out.
+            needed = {k for k, sub in node["dict"].items() if "static" not in sub and "bound" not in sub}
+            if not isinstance(value, Mapping) or not needed <= set(value) <= set(keys):
                 got = f"keys {sorted(map(str, value))}" if isinstance(value, Mapping) else type(value).__name__
-                raise InputError(f"argument {_show(path)}: expected a dict with keys {sorted(keys)}, got {got}.")
+                raise InputError(f"argument {_show(path)}: expected a dict with keys {sorted(needed)}, got {got}.")
             for k in keys:
-                self._walk(node["dict"][k], value[k], f"{path}[{k!r}]", leaves)
+                self._walk(node["dict"][k], value.get(k), f"{path}[{k!r}]", leaves)
         elif "list" in node:
             items = node["list"]
             if not isinstance(value, (list, tuple)) or len(value) != len(items):
@@ -556,7 +608,9 @@ class Loaded:
         import jax
 
         _listen()
-        structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt)) for shape, dt in key]
+        shardings = self._in_shardings or [None] * len(key)
+        structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt), sharding=s)
+                   for (shape, dt), s in zip(key, shardings)]
         hits, misses = _CACHE_EVENTS[_HIT], _CACHE_EVENTS[_MISS]
         start = time.perf_counter()
         with self._x64():
@@ -608,15 +662,23 @@ class Loaded:
         flat, key, env = self._prepare(arrays, sources)
         compilation = self._compile(key)
         start = time.perf_counter()
-        out = jax.block_until_ready(self._execute(key, flat))
+        out = jax.block_until_ready(self._execute(key, self._place(flat)))
         seconds = time.perf_counter() - start
         return Run(out, self.leaves(out), env, compilation, seconds)
 
     def call_named(self, arrays: Mapping[str, Any]) -> Any:
-        """Call with the free input arrays by name (``{"x": ..., "params/w": ...}``); returns the output pytree."""
+        """Call with the free input arrays by name (``{"x": ..., "params/w": ...}``); returns the output pytree.
+
+        Inside a JAX transformation (``jax.grad``, ``jax.vjp``, ``jax.jit``, ``jax.vmap`` of the caller) the inputs
+        are tracers: the program is then traced through ``Exported.call``, which JAX differentiates with the VJPs
+        stored at export (``vjp_order``), instead of running a compiled executable.
+        """
         flat, key, _ = self._prepare(arrays)
+        if any(_is_tracer(v) for v in flat):
+            with self._x64():
+                return self._jit(self._weights, *flat)
         self._compile(key)
-        return self._execute(key, flat)
+        return self._execute(key, self._place(flat))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call_named(self.bind(*args, **kwargs))
@@ -626,8 +688,18 @@ class Loaded:
         import jax
         import numpy as np
 
+        from .sharding import gather
+
         flat = jax.tree_util.tree_leaves(outputs)
-        return [(name, np.asarray(v)) for name, v in zip(self.output_names, flat)]
+        return [(name, gather(v) if self._mesh is not None else np.asarray(v))
+                for name, v in zip(self.output_names, flat)]
+
+    def vjp(self, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | None = None, *,
+            weights: bool = False) -> Any:
+        """Outputs and input cotangents of one call, by name (see ``gradients.vjp``); needs ``vjp_order >= 1``."""
+        from .gradients import vjp
+
+        return vjp(self, arrays, cotangents, weights=weights)
 
     def benchmark(self, arrays: Mapping[str, Any], n: int, warmup: int = 1) -> Benchmark:
         """Time ``n`` calls after ``warmup`` untimed ones, inputs already on the device."""
@@ -637,7 +709,7 @@ class Loaded:
             raise InputError(f"the number of benchmark calls must be at least 1, not {n}.")
         flat, key, _ = self._prepare(arrays)
         compilation = self._compile(key)
-        flat = [jax.device_put(v) for v in flat]
+        flat = [jax.device_put(v) for v in flat] if self._in_shardings is None else self._place(flat)
         for _ in range(warmup):
             jax.block_until_ready(self._execute(key, flat))
         bench = Benchmark(self.load_seconds, compilation, warmup)

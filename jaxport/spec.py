@@ -31,15 +31,18 @@ SPEC_VERSIONS = (1,)
 MAX_SPEC_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_NODES = 100_000
-#: Largest dimension size a spec may give (what a manifest may record).
+#: Largest dimension size a spec may give (what a manifest may record), and the most axes of an array.
 MAX_DIMENSION = 1 << 62
+MAX_RANK = 64
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 _TOP_KEYS = ("jaxport", "dims", "constraints", "args", "kwargs", "platforms", "allow_custom_calls", "metadata",
-             "functions")
-_FUNCTION_KEYS = ("entrypoint", "args", "kwargs")
+             "functions", "mesh", "outputs_sharding", "vjp_order")
+_FUNCTION_KEYS = ("entrypoint", "args", "kwargs", "outputs_sharding")
 _METADATA_KEYS = ("name", "version", "description", "labels")
-_LONG_LEAF_KEYS = ("shape", "dtype")
+_LONG_LEAF_KEYS = ("shape", "dtype", "sharding")
+#: The highest derivative order a spec may ask to store (``vjp_order``).
+MAX_VJP_ORDER = 4
 _COMPACT = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -63,6 +66,8 @@ class ArrayLeaf:
     shape: tuple[int | str, ...]
     dtype: str
     where: Where
+    #: The PartitionSpec over the spec's mesh (see sharding.py); None: replicated.
+    sharding: tuple[Any, ...] | None = None
 
     def shape_text(self) -> str:
         return ", ".join(str(d) for d in self.shape)
@@ -86,6 +91,8 @@ class BindLeaf:
     source: str
     where: Where
     base_dir: Path | None = None
+    #: ``(key, PartitionSpec)`` pairs for the bound tensors, keys relative to the bound value ("" for one array).
+    sharding: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,8 @@ class FunctionSpec:
     args: list[Any]
     kwargs: dict[str, Any]
     where: Where
+    #: One PartitionSpec (or None: unspecified) per output leaf, in flattening order; None when not given.
+    outputs_sharding: list[Any] | None = None
 
 
 @dataclass
@@ -126,6 +135,10 @@ class ShapeSpec:
     allow_custom_calls: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     base_dir: Path | None = None
+    #: The device mesh, ``{axis name: size}`` in order (see sharding.py); None: not sharded.
+    mesh: dict[str, int] | None = None
+    #: The highest order of derivatives (VJPs) stored with each function.
+    vjp_order: int = 0
 
     def jax_constraints(self) -> list[str]:
         """Bounds and constraints in the form ``jax.export.SymbolicScope`` takes."""
@@ -233,7 +246,12 @@ def _load_yaml(text: str, file: str) -> Any:
             s = _Seq(convert(v, depth + 1) for v in node.value)
             s.line, s.item_lines = line, [v.start_mark.line + 1 for v in node.value]
             return s
-        return constructor.construct_object(node)
+        try:
+            return constructor.construct_object(node)
+        except ValueError:  # an integer of thousands of digits: Python refuses to convert it
+            text = str(node.value)
+            raise SpecError(f"{file}:{line}: the number {text[:20]}... has {len(text)} digits; a spec's numbers are "
+                            f"at most 2**62. Shorten it.") from None
 
     return convert(root, 0)
 
@@ -275,6 +293,8 @@ class _Parser:
     def __init__(self, file: str):
         self.file = file
         self.used_vars: dict[str, Where] = {}
+        #: The spec's device mesh, read before the arguments (their shardings name its axes).
+        self.mesh: dict[str, int] | None = None
 
     def where(self, line: int) -> Where:
         return Where(self.file, line)
@@ -308,7 +328,11 @@ class _Parser:
                 raise self.fail(line, f"{here}: {item!r} is not a dimension.")
             if isinstance(item, int):
                 value: int | str = item
-            elif isinstance(item, str) and item.strip().lstrip("-").isdigit():
+            elif isinstance(item, str) and re.fullmatch(r"-?[0-9]+", item.strip()):
+                digits = item.strip().lstrip("-")
+                if len(digits) > 100:  # int() of thousands of digits is refused by Python itself
+                    raise self.fail(line, f"{here}: dimension {digits[:20]}... ({len(digits)} digits) is larger "
+                                          f"than 2**62.")
                 value = int(item.strip())
             elif isinstance(item, str):
                 if not item.strip():
@@ -329,6 +353,15 @@ class _Parser:
             if isinstance(value, int) and value > MAX_DIMENSION:
                 raise self.fail(line, f"{here}: dimension {value} is larger than 2**62.")
             out.append(value)
+        if len(out) > MAX_RANK:
+            raise self.fail(line, f"{path}: the shape has {len(out)} dimensions; at most {MAX_RANK} are allowed.")
+        count = 1
+        for d in out:
+            if isinstance(d, int):
+                count *= d
+        if count > MAX_DIMENSION:
+            raise self.fail(line, f"{path}: the shape's constant dimensions multiply to {count} elements, more than "
+                                  f"2**62.")
         return tuple(out)
 
     def leaf_or_tree(self, raw: Any, path: str, line: int) -> Any:
@@ -347,18 +380,24 @@ class _Parser:
                 return StaticLeaf(self.static_value(raw["static"], path, raw.key_lines["static"]),
                                   self.where(raw.key_lines["static"]))
             if "bind" in raw:
-                _check_keys(raw, ("bind",), self.file, path)
+                _check_keys(raw, ("bind", "sharding"), self.file, path)
                 source = raw["bind"]
                 if not isinstance(source, str) or not source.strip():
                     raise self.fail(raw.key_lines["bind"], f"{path}: 'bind' takes a file (.npz, .safetensors, .npy) "
                                                            f"or a Python attribute 'model.py:NAME', found {source!r}.")
-                return BindLeaf(source.strip(), self.where(raw.key_lines["bind"]))
+                bound_sharding = self.bind_sharding(raw, path) if "sharding" in raw else None
+                return BindLeaf(source.strip(), self.where(raw.key_lines["bind"]), sharding=bound_sharding)
             if "shape" in raw:
                 _check_keys(raw, _LONG_LEAF_KEYS, self.file, f"the array spec {path}")
                 if "dtype" not in raw:
                     raise self.fail(line, f"{path}: missing 'dtype' next to 'shape'.")
                 dtype = self.dtype(raw["dtype"], path, raw.key_lines["dtype"])
-                return ArrayLeaf(self.dims(raw["shape"], path, raw.key_lines["shape"]), dtype, self.where(line))
+                shape = self.dims(raw["shape"], path, raw.key_lines["shape"])
+                array_sharding = None
+                if "sharding" in raw:
+                    array_sharding = self.partition_spec(raw["sharding"], len(shape), path,
+                                                         raw.key_lines["sharding"])
+                return ArrayLeaf(shape, dtype, self.where(line), array_sharding)
             out = {}
             for k, v in raw.items():
                 out[k] = self.leaf_or_tree(v, f"{path}[{k!r}]", raw.key_lines[k])
@@ -370,6 +409,24 @@ class _Parser:
                                   f"{{static: null}} for a None argument.")
         raise self.fail(line, f"{path}: {raw!r} is not an array spec. Write 'dtype[dims]' such as "
                               f"'f32[batch, 784]', or {{static: {raw!r}}} to bake a Python value into the program.")
+
+    def partition_spec(self, raw: Any, rank: int | None, path: str, line: int) -> tuple[Any, ...]:
+        from .sharding import parse_partition_spec
+
+        return parse_partition_spec(raw, self.mesh, rank, f"{path}.sharding", lambda msg: self.fail(line, msg))
+
+    def bind_sharding(self, raw: _Map, path: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+        """A bound tree's shardings: ``{key: PartitionSpec}`` (keys '/'-separated), or one list for a single
+        array."""
+        value, line = raw["sharding"], raw.key_lines["sharding"]
+        if isinstance(value, list):
+            return (("", self.partition_spec(value, None, path, line)),)
+        if not isinstance(value, dict) or not value:
+            raise self.fail(line, f"{path}.sharding: a bound tree's sharding maps tensor keys to PartitionSpecs, "
+                                  f"e.g. {{w1: [null, model]}} (or is one list for a single array).")
+        lines = getattr(value, "key_lines", {})
+        return tuple((str(k), self.partition_spec(v, None, f"{path}.sharding[{k!r}]", lines.get(k, line)))
+                     for k, v in value.items())
 
     def static_value(self, raw: Any, path: str, line: int) -> Any:
         if isinstance(raw, float) and not math.isfinite(raw):
@@ -400,7 +457,16 @@ class _Parser:
         entry = raw.get("entrypoint")
         if entry is not None and not isinstance(entry, str):
             raise self.fail(raw.key_lines["entrypoint"], f"{what}'entrypoint' must be a string 'file.py:NAME'.")
-        return FunctionSpec(name, entry, args, kwargs, self.where(raw.line))
+        outs = None
+        if raw.get("outputs_sharding") is not None:
+            line = raw.key_lines["outputs_sharding"]
+            listed = raw["outputs_sharding"]
+            if not isinstance(listed, list):
+                raise self.fail(line, f"{what}'outputs_sharding' is a list with one sharding per output (null for "
+                                      f"unspecified), e.g. [[data, model]].")
+            outs = [None if s is None else self.partition_spec(s, None, f"outputs_sharding[{i}]", line)
+                    for i, s in enumerate(listed)]
+        return FunctionSpec(name, entry, args, kwargs, self.where(raw.line), outs)
 
 
 def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | None:
@@ -408,6 +474,8 @@ def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | N
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise p.fail(line, f"dims[{var!r}].{key}: must be an integer >= 1, found {value!r}.")
+    if value > MAX_DIMENSION:
+        raise p.fail(line, f"dims[{var!r}].{key}: {value if value < 10**30 else 'a number'} is larger than 2**62.")
     return value
 
 
@@ -452,8 +520,21 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
             raise p.fail(line, f"dims[{name!r}]: min {lo} is greater than max {hi}.")
         dims[name] = DimVar(name, lo, hi, Where(file, line))
 
+    if raw.get("mesh") is not None:
+        from .sharding import parse_mesh
+
+        p.mesh = parse_mesh(raw["mesh"], lambda msg: p.fail(raw.key_lines["mesh"], msg))
+    vjp_order = raw.get("vjp_order", 0)
+    if isinstance(vjp_order, bool) or not isinstance(vjp_order, int) or not 0 <= vjp_order <= MAX_VJP_ORDER:
+        raise p.fail(raw.key_lines.get("vjp_order", raw.line),
+                     f"'vjp_order' must be an integer from 0 to {MAX_VJP_ORDER} (the highest derivative order to "
+                     f"store), found {vjp_order!r}.")
+
     functions: dict[str | None, FunctionSpec] = {}
     if "functions" in raw:
+        if "outputs_sharding" in raw:
+            raise p.fail(raw.key_lines["outputs_sharding"], "with 'functions:', give 'outputs_sharding' inside each "
+                                                            "function's entry.")
         if "args" in raw or "kwargs" in raw:
             raise p.fail(raw.key_lines["functions"], "use either top-level 'args'/'kwargs' (one function) or "
                                                      "'functions:' (several), not both.")
@@ -538,7 +619,8 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
                 raise p.fail(labels.key_lines[k] if hasattr(labels, "key_lines") else mline["labels"],
                              f"metadata.labels[{k!r}] must be a string, found {v!r}. Quote it.")
         metadata["labels"] = {str(k): str(v) for k, v in labels.items()}
-    return ShapeSpec(file, version, dims, constraints, functions, platforms, list(allow), metadata, base_dir)
+    return ShapeSpec(file, version, dims, constraints, functions, platforms, list(allow), metadata, base_dir,
+                     p.mesh, vjp_order)
 
 
 def check_platform(name: Any, where: str) -> str:

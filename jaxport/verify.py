@@ -9,7 +9,9 @@ scaled down until they fit, and the case says so. ``dims`` replaces the plan wit
 Inputs are seeded random arrays (:func:`make_inputs`); the artifact runs through :func:`jaxport.load`, and the live
 function is called as the export called it: under ``jax.jit``, positional arguments in order with the manifest
 signature's static values put back, keyword arguments by name, bound weights loaded again from their source. Every
-output is compared with :func:`compare` against per-dtype tolerances (:data:`TOLERANCES`).
+output is compared with :func:`compare` against per-dtype tolerances (:data:`TOLERANCES`). When the artifact carries
+derivatives (``vjp_order >= 1``), each case also compares the input cotangents of the artifact's stored VJP with
+``jax.vjp`` of the live function, for the same seeded output cotangents, as outputs named ``vjp(INPUT)``.
 
 When a spec is given (or the one the manifest records is found), :func:`spec_differences` checks that it describes
 the artifact's signature: arguments, dtypes, shapes, static values, bounds and constraints.
@@ -455,7 +457,9 @@ def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: i
                 out.append(f"{path}: static value {node['static']!r} in the artifact, "
                            f"{_norm_static(tree.value)!r} in the spec")
         elif "bound" in node and hasattr(tree, "source") and not isinstance(tree, (ArrayLeaf, StaticLeaf)):
-            if node["bound"] != tree.source:
+            from .lower import _recorded_source
+
+            if node["bound"] != _recorded_source(tree.source):
                 out.append(f"{path}: weights bound to {node['bound']} in the artifact, to {tree.source} in the spec")
         elif "dict" in node and isinstance(tree, dict):
             keys, spec_keys = list(node["dict"]), list(tree)
@@ -758,6 +762,15 @@ def _platforms(fname: str, f: Mapping[str, Any], requested: list[str] | None, wh
 def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path, where: str) -> LiveFunction:
     from .entrypoint import load_entrypoint
 
+    module_file = text.rpartition(":")[0]
+    if module_file.lower().endswith((".mlir", ".mlirbc")):
+        # An imported artifact: its live function is the foreign module's main, imported afresh.
+        from .importer import module_function
+
+        if not Path(module_file).is_file():
+            raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in the "
+                                  f"current directory; give it with --against MODULE.mlir:main.")
+        return LiveFunction(module_function(module_file, f), f, bind_dir, where)
     try:
         entry = load_entrypoint(text, Path.cwd())
     except EntrypointError as e:
@@ -921,4 +934,12 @@ def _run_case(loaded: Any, live: LiveFunction, f: Mapping[str, Any], fname: str,
         return result
     for (name, value), (_, reference) in zip(actual, expected):
         result.outputs.append(compare(name, reference, value, atol, rtol))
+    from .gradients import compare_with_live, stored_order
+
+    if stored_order(f) >= 1 and isinstance(live, LiveFunction):  # the stored derivative, as an extra output each
+        with jax.default_device(device):
+            try:
+                result.outputs += compare_with_live(loaded, live, arrays, seed, atol, rtol)
+            except Exception as e:  # noqa: BLE001 - either side's derivative failed: this case's failure
+                result.error = f"the derivatives failed: {_first_line(e)}"
     return result

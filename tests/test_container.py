@@ -210,7 +210,8 @@ def test_an_os_error_while_writing_is_an_output_error(tmp_path: Path):
 
     with pytest.raises(OutputError) as e:
         atomic_write("out.jaxport", full)
-    assert str(e.value) == "out.jaxport: cannot write: No space left on device."
+    assert str(e.value) == ("out.jaxport: cannot write: No space left on device. Free space on that disk, or write the "
+                            "file elsewhere.")
     assert Path("out.jaxport").read_bytes() == b"old artifact"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jaxport"]
 

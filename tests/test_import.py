@@ -9,6 +9,7 @@ JAX, and modules the current JAX wrote, each with inputs and expected outputs co
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -287,13 +288,17 @@ func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
 
 def test_custom_calls_are_checked_against_the_allowlist(work, run_cli):
     (work / "kernel.mlir").write_text(CUSTOM_CALL)
-    res = run_cli("import", "kernel.mlir")
-    assert res.exit_code == 6
-    assert res.stderr == (
-        "error[policy]: kernel.mlir: the program uses custom-call targets that JAX does not guarantee to keep stable: "
-        "  my_vendor_kernel (used 1x, first at kernel.mlir:2:8) An artifact using them may stop loading with another "
+    message = (
+        "kernel.mlir: the program uses custom-call targets that JAX does not guarantee to keep stable:\n"
+        "  my_vendor_kernel (used 1x, first at kernel.mlir:2:8)\nAn artifact using them may stop loading with another "
         "jaxlib. If you ship the kernels yourself, allow them with 'allow_custom_calls: [my_vendor_kernel]' in the "
-        "spec or --allow-custom-call my_vendor_kernel.\n")
+        "spec or --allow-custom-call my_vendor_kernel.")
+    with pytest.raises(jaxport.PolicyError, match=f"^{re.escape(message)}$"):
+        importer.import_stablehlo("kernel.mlir", output="k.jaxport")
+    res = run_cli("import", "kernel.mlir", "-o", "k.jaxport")
+    assert res.exit_code == 6
+    assert res.stderr.startswith("error[policy]: kernel.mlir: the program uses custom-call targets that JAX does not")
+    assert not (work / "k.jaxport").exists()
     res = run_cli("import", "kernel.mlir", "--allow-custom-call", "my_vendor_kernel", "-o", "k.jaxport")
     assert res.exit_code == 0, res.stderr
     with open_artifact(work / "k.jaxport") as art:
@@ -340,6 +345,9 @@ SPEC_ERRORS = [
      "pass it by that name."),
     ('args: ["f32[4]"]\nkwargs: {arg0: "f32[4]"}',
      "spec.yaml:1: kwargs['arg0'] has the name of positional argument arg0; rename it."),
+    ('args: ["f32[4]", "f32[4]"]\nvjp_order: 1',
+     "spec.yaml: 'vjp_order': jaxport cannot differentiate a foreign module, so an imported function has no "
+     "derivative to store. Remove 'vjp_order'."),
     ('functions:\n  f: {args: ["f32[4]", "f32[4]"]}',
      "spec.yaml: 'functions' describes several Python functions; a module has one function, main. Give its "
      "arguments as top-level 'args' (and 'kwargs' to name them)."),
@@ -483,6 +491,16 @@ def test_names_and_options(work, run_cli):
     res = run_cli("import", "add.mlir", "--function", "a-b")
     assert (res.exit_code, res.stderr) == (2, "error[usage]: --function 'a-b': a function name must be an identifier "
                                               "(letters, digits, '_').\n")
+
+
+def test_verify_with_iree_compares_the_runtimes(work, run_cli):
+    pytest.importorskip("iree.runtime")
+    assert run_cli("import", "scale_rows.mlir", "-s", "scale_rows.yaml", "-o", "s.jaxport").exit_code == 0
+    res = run_cli("verify", "s.jaxport", "--runtime", "iree", "--json")
+    assert res.exit_code == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["passed"] is True  # the spec describes the artifact, and IREE's outputs equal JAX's
+    assert len(report["cases"]) >= 2
 
 
 def test_module_function_is_the_live_function_of_verify(imported):

@@ -20,7 +20,7 @@ from .conftest import EXAMPLES, REPO
 SCHEMAS = REPO / "specs" / "schemas"
 CLI_SCHEMAS = SCHEMAS / "cli"
 CLI_DOC = (REPO / "specs" / "CLI.md").read_text()
-COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile")
+COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import")
 
 
 def _registry() -> Registry:

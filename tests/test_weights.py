@@ -473,7 +473,7 @@ def test_bound_dtype_the_function_cannot_take(workdir, run_cli):
                      "automatic type promotion on inputs). [bound values: spec.yaml:4: 'params' is bound to p.npz "
                      "(b: f16[4])]")
     code, err = _export_error(run_cli)
-    assert code == 5 and err.startswith(f"error[export]: {first}   File ")
+    assert code == 5 and err.startswith(f"error[export]: {first}")
 
 
 @pytest.mark.parametrize(("arrays", "message"), [

@@ -7,6 +7,7 @@ import contextlib
 import click
 
 from .. import errors, render
+from ..devices import Devices, apply, device_options
 from ..options import (
     IsolatableCommand,
     debug_option,
@@ -42,12 +43,21 @@ PRINT_LIMIT = 1000
               help="Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree]).")
 @click.option("--no-verify", is_flag=True,
               help="Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact.")
+@click.option("--vjp", is_flag=True,
+              help="Also run the derivative: write the input cotangents (-o) for the output cotangents of "
+                   "--cotangents (default: ones). Needs an artifact exported with --vjp-order 1 or more.")
+@click.option("--cotangents", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --vjp: the output cotangents, an .npz keyed by output name (or an .npy for a single output).")
+@click.option("--batch-size", type=click.IntRange(min=1), metavar="K",
+              help="Stream the inputs through the artifact in chunks of K rows of axis 0 (a dimension variable shared "
+                   "by every input and output); .npy inputs are read and outputs written chunk by chunk.")
+@device_options
 @isolate_options
 @json_option
 @debug_option
 def command(artifact, items, use_random, dims, seed, function, output, print_values, benchmark,
-            allow_platform_mismatch, cache_dir, no_cache, runtime_name, no_verify, isolate, memory_limit, time_limit,
-            as_json, debug):
+            allow_platform_mismatch, cache_dir, no_cache, runtime_name, no_verify, vjp, cotangents, batch_size,
+            devices, isolate, memory_limit, time_limit, as_json, debug):
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
@@ -59,12 +69,22 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
         raise click.UsageError("--dim and --seed choose what --random generates; add --random.")
     if no_cache and cache_dir:
         raise click.UsageError("--cache-dir and --no-cache contradict each other.")
+    if cotangents and not vjp:
+        raise click.UsageError("--cotangents gives the output cotangents of --vjp; add --vjp.")
+    for flag, value in (("--vjp", vjp), ("--batch-size", batch_size)):
+        if value and benchmark:
+            raise click.UsageError(f"{flag} and --benchmark cannot be combined.")
+        if value and runtime_name == "iree":
+            raise click.UsageError(f"{flag} runs with JAX; leave out --runtime iree.")
+    if vjp and batch_size:
+        raise click.UsageError("--vjp and --batch-size cannot be combined.")
     if isolate:
         ctx = click.get_current_context()
         errors.run(lambda: run_isolated(ctx, str(artifact), memory_limit, time_limit), debug=debug, as_json=as_json)
         return
 
     def body():
+        apply(devices)  # before JAX starts
         from jaxport import inputs, runtime
 
         con = render.stderr()
@@ -83,7 +103,10 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                                       verify=not no_verify, runtime=runtime_name,
                                       cache_dir=iree_cache_dir(cache.directory))
             f = loaded.function_manifest
-            if output:
+            if batch_size:
+                _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, devices, cache, as_json)
+                return
+            if output and not vjp:
                 runtime.check_output_path(output, loaded.output_names)
             with busy("Generating inputs..." if use_random else "Reading inputs..."):
                 if use_random:
@@ -92,19 +115,23 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                     sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
                 else:
                     arrays, sources = inputs.gather(f, list(items))
+            if vjp:
+                with busy(f"Running {loaded.function} and its derivative on {loaded.platform}..."):
+                    _derivative(artifact, loaded, arrays, sources, cotangents, output, devices, cache, as_json)
+                return
             with busy(f"Compiling and running {loaded.function} on {loaded.platform}..."):
                 result = loaded.run(arrays, sources)
             bench = None
             if benchmark:
                 with busy(f"Benchmarking {benchmark} calls..."):
                     bench = loaded.benchmark(arrays, benchmark)
-        if output:
+        if output and _writes(devices):
             runtime.save_outputs(output, result.leaves)
         stats = [runtime.stats(name, value) for name, value in result.leaves]
         if as_json:
             _print_json(artifact, loaded, arrays, sources, result, stats, bench, output, print_values, cache)
         else:
-            _render(loaded, result, stats, bench, output, print_values)
+            _render(loaded, result, stats, bench, output if _writes(devices) else None, print_values)
 
     errors.run(body, debug=debug, as_json=as_json)
 
@@ -134,6 +161,7 @@ def _print_json(artifact, loaded, arrays, sources, result, stats, bench, output,
         "compilation_cache": str(cache.directory) if cache.directory else None,
         "warnings": [cache.problem] if cache.problem else [],
         "benchmark": bench.as_dict() if bench else None,
+        "devices": _placement(loaded),
     })
 
 
@@ -166,6 +194,11 @@ def _render(loaded, result, stats, bench, output, print_values):
               + (f"  [dim]{escape(dims)}[/]" if dims else "")
               + f"  load {_seconds(loaded.load_seconds)}, lower {_seconds(result.compilation.lower_seconds)}, "
                 f"compile {_seconds(result.compilation.seconds)}{cached}, run {_seconds(result.run_seconds)}")
+    placement = _placement(loaded)
+    if placement:
+        out.print(f"sharded over {placement['devices']} devices ({placement['mesh']})"
+                  + (f", process {placement['process_index']} of {placement['process_count']}"
+                     if placement["process_count"] > 1 else ""), markup=False)
     t = Table(title="outputs", title_justify="left", show_edge=False)
     for col in ("name", "shape", "dtype", "min", "max", "mean", "NaN", "Inf"):
         t.add_column(col, justify="right" if col in ("min", "max", "mean", "NaN", "Inf") else "left")
@@ -194,3 +227,157 @@ def _render(loaded, result, stats, bench, output, print_values):
     if output:
         out.print(f"[green]Wrote[/] {escape(str(output))} ({len(result.leaves)} array"
                   f"{'s' if len(result.leaves) != 1 else ''})")
+
+
+# --- --vjp, --batch-size and several processes --------------------------------------------------------------------
+
+
+def _writes(devices: Devices) -> bool:
+    """Whether this process writes the output file: the only one, or process 0 of a distributed run."""
+    if not devices.distributed:
+        return True
+    from jaxport.distributed import is_leader
+
+    return is_leader()
+
+
+def _placement(loaded) -> dict | None:
+    """Where a sharded function ran: devices, mesh, processes (None for an unsharded one)."""
+    if loaded.mesh is None:
+        return None
+    import jax
+
+    from jaxport.sharding import mesh_text
+
+    mesh = loaded.function_manifest.get("mesh")
+    return {"devices": int(loaded.mesh.size), "mesh": mesh_text(mesh), "process_index": jax.process_index(),
+            "process_count": jax.process_count()}
+
+
+def _derivative(artifact, loaded, arrays, sources, cotangents, output, devices, cache, as_json):
+    """``call --vjp``: the outputs and the input cotangents, written to -o."""
+    import time
+
+    from jaxport import gradients, inputs, runtime
+
+    f = loaded.function_manifest
+    wanted = [i["name"] for i in f["inputs"] if gradients.differentiable(i["dtype"])]
+    if output:
+        runtime.check_output_path(output, wanted)
+    cts = None
+    if cotangents:
+        declared = {o["name"]: o["dtype"] for o in f["outputs"]}
+        if str(cotangents).lower().endswith(".npz"):
+            cts = inputs.read_npz(cotangents, declared)
+        elif len(declared) == 1:
+            (name, dtype), = declared.items()
+            cts = {name: inputs.read_npy(cotangents, dtype, name)}
+        else:
+            from jaxport.errors import InputError
+
+            raise InputError(f"{cotangents}: the function has {len(declared)} outputs ({', '.join(declared)}); give "
+                             f"their cotangents in one .npz keyed by output name.")
+    start = time.perf_counter()
+    res = gradients.vjp(loaded, arrays, cts)
+    seconds = time.perf_counter() - start
+    if output and _writes(devices):
+        runtime.save_outputs(output, res.cotangents)
+    out_stats = [runtime.stats(n, v) for n, v in res.outputs]
+    ct_stats = [runtime.stats(n, v) for n, v in res.cotangents]
+    if as_json:
+        render.print_json({
+            "artifact": str(artifact), "function": loaded.function, "platform": loaded.platform,
+            "runtime": loaded.runtime, "dims": loaded.check(arrays),
+            "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype), "source": sources.get(n)}
+                       for n, a in arrays.items()],
+            "outputs": out_stats, "output_file": str(output) if output else None,
+            "timings": {"load_s": loaded.load_seconds, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
+                        "run_s": seconds},
+            "compilation_cache": str(cache.directory) if cache.directory else None,
+            "warnings": [cache.problem] if cache.problem else [], "benchmark": None,
+            "vjp": {"cotangents": ct_stats, "not_differentiable": res.skipped,
+                    "cotangents_of_outputs": str(cotangents) if cotangents else "ones"},
+            "devices": _placement(loaded),
+        })
+        return
+    out = render.stdout()
+    out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)} with its derivative "
+              f"(output cotangents: {escape(str(cotangents)) if cotangents else 'ones'}), "
+              f"{_seconds(seconds)}")
+    _stats_table(out, "outputs", out_stats)
+    _stats_table(out, "input cotangents", ct_stats)
+    if res.skipped:
+        out.print(f"no cotangent for {', '.join(res.skipped)} (not floating point)", markup=False)
+    if output and _writes(devices):
+        out.print(f"[green]Wrote[/] {escape(str(output))} ({len(res.cotangents)} cotangent"
+                  f"{'s' if len(res.cotangents) != 1 else ''})")
+
+
+def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, devices, cache, as_json):
+    """``call --batch-size``: chunks of axis 0 through the artifact, with a progress bar and throughput."""
+    from jaxport import inputs, streaming
+
+    f = loaded.function_manifest
+    streaming.streamed_axis(f, loaded.function)
+    if use_random:
+        arrays = inputs.random_inputs(f, inputs.resolve_dims(f, dims), 0 if seed is None else seed)
+        sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
+    else:
+        arrays, sources = streaming.open_inputs(f, list(items))
+    target = output if output and _writes(devices) else None
+    if as_json:
+        result = streaming.call(loaded, arrays, batch_size, target)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("rows, {task.fields[rate]}"), TimeRemainingColumn()]
+        with Progress(*columns, console=render.stderr(), transient=True) as bar:
+            task = bar.add_task(f"{loaded.function} in chunks of {batch_size}", total=None, rate="-")
+            import time
+
+            start = time.perf_counter()
+
+            def progress(done, total):
+                elapsed = time.perf_counter() - start
+                bar.update(task, completed=done, total=total,
+                           rate=f"{done / elapsed:,.0f} rows/s" if elapsed > 0 else "-")
+
+            result = streaming.call(loaded, arrays, batch_size, target, progress=progress)
+    if as_json:
+        render.print_json({
+            "artifact": str(artifact), "function": loaded.function, "platform": loaded.platform,
+            "runtime": loaded.runtime, "dims": result.dims,
+            "inputs": [{"name": n, "shape": [int(d) for d in a.shape], "dtype": str(a.dtype),
+                        "source": sources.get(n)} for n, a in arrays.items()],
+            "outputs": result.stats, "output_file": result.output_file,
+            "timings": {"load_s": loaded.load_seconds, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
+                        "run_s": result.seconds},
+            "compilation_cache": str(cache.directory) if cache.directory else None,
+            "warnings": [cache.problem] if cache.problem else [], "benchmark": None,
+            "streaming": result.as_dict(),
+            "devices": _placement(loaded),
+        })
+        return
+    out = render.stdout()
+    out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)}: {result.rows} rows in "
+              f"{result.chunks} chunk{'s' if result.chunks != 1 else ''} of {batch_size} "
+              f"({result.compilations} compilation{'s' if result.compilations != 1 else ''}), "
+              f"{_seconds(result.seconds)}, {result.rows_per_second:,.0f} rows/s")
+    _stats_table(out, "outputs", result.stats)
+    if result.output_file:
+        out.print(f"[green]Wrote[/] {escape(result.output_file)} ({len(result.stats)} array"
+                  f"{'s' if len(result.stats) != 1 else ''})")
+
+
+def _stats_table(out, title, stats):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", show_edge=False)
+    for col in ("name", "shape", "dtype", "min", "max", "mean", "NaN", "Inf"):
+        t.add_column(col, justify="right" if col in ("min", "max", "mean", "NaN", "Inf") else "left")
+    for s in stats:
+        bad = "red" if s["nan"] or s["inf"] else None
+        t.add_row(escape(s["name"]), escape(str(tuple(s["shape"]))), escape(s["dtype"]), _number(s["min"]),
+                  _number(s["max"]), _number(s["mean"]), str(s["nan"]), str(s["inf"]), style=bad)
+    out.print(t)

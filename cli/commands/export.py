@@ -23,10 +23,13 @@ from ..options import debug_option, json_option, platform_option
                    "repeatable.")
 @click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
 @click.option("--no-manifest", is_flag=True, help="Do not write the <artifact>.manifest.json sidecar.")
+@click.option("--vjp-order", type=click.IntRange(0, 4), metavar="N",
+              help="Store N orders of derivatives (VJPs) with each function, so that jax.grad and 'call --vjp' work "
+                   "on the artifact (overrides the spec's vjp_order).")
 @json_option
 @debug_option
 def command(entrypoint, spec_path, output, platforms, allow, name, version, binds, strip_locations, no_manifest,
-            as_json, debug):
+            vjp_order, as_json, debug):
     """Export a JAX function into an artifact, from a YAML shape spec.
 
     ENTRYPOINT is path/to/model.py:NAME or package.module:NAME (optional when the spec names its functions).
@@ -47,7 +50,7 @@ def command(entrypoint, spec_path, output, platforms, allow, name, version, bind
             result = jaxport.export(entrypoint, spec_path, output=output, platforms=list(platforms) or None,
                                     allow_custom_calls=list(allow), name=name, version=version,
                                     strip_locations=strip_locations, write_manifest=not no_manifest,
-                                    bind=bind or None)
+                                    bind=bind or None, vjp_order=vjp_order)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,

@@ -86,11 +86,12 @@ def _render(art, names):
         out.print(f"  entry point {f.get('entrypoint')}; platforms {', '.join(f['platforms'])}; calling convention "
                   f"{cc}{rng_text}; StableHLO {f.get('stablehlo_version')}; devices {f.get('nr_devices', 1)}",
                   markup=False)
+        _render_parallel(out, f)
         t = Table(title="inputs", title_justify="left", show_edge=False)
         for col in ("name", "type", "sharding"):
             t.add_column(col)
         for a in f["inputs"][:_MAX_ROWS]:
-            t.add_row(escape(a["name"]), escape(array_type(a)), escape(a.get("sharding") or "-"))
+            t.add_row(escape(a["name"]), escape(array_type(a)), escape(_sharding(a)))
         out.print(t)
         if len(f["inputs"]) > _MAX_ROWS:
             out.print(f"  ... and {len(f['inputs']) - _MAX_ROWS} more inputs (inspect --json lists them all)",
@@ -99,7 +100,7 @@ def _render(art, names):
         for col in ("name", "type", "sharding"):
             t.add_column(col)
         for a in f["outputs"][:_MAX_ROWS]:
-            t.add_row(escape(a["name"]), escape(array_type(a)), escape(a.get("sharding") or "-"))
+            t.add_row(escape(a["name"]), escape(array_type(a)), escape(_sharding(a)))
         out.print(t)
         if len(f["outputs"]) > _MAX_ROWS:
             out.print(f"  ... and {len(f['outputs']) - _MAX_ROWS} more outputs (inspect --json lists them all)",
@@ -192,3 +193,36 @@ def _short_assertion(msg: str) -> str:
     text = text.replace("Input shapes do not match the symbolic shape constraint ", "constraint ")
     cut = text.find(" Using the following polymorphic shapes")
     return (text[:cut] if cut > 0 else text)[:200]
+
+
+def _sharding(a):
+    """``P('data', None)  {devices=[4,1,2]<=[8] ...}`` for a sharded array, the HLO text alone, or ``-``."""
+    from jaxport.sharding import text
+
+    if "partition_spec" in a:
+        hlo = a.get("sharding")
+        return text(a["partition_spec"]) + (f"  {hlo}" if hlo else "")
+    return a.get("sharding") or "-"
+
+
+def _render_parallel(out, f):
+    """The mesh and the bound tensors' partitioning of a sharded function, and the derivatives it carries."""
+    from jaxport.sharding import mesh_devices, mesh_text, text
+
+    mesh = f.get("mesh")
+    if mesh:
+        out.print(f"  mesh {mesh_text(mesh)} ({mesh_devices(mesh)} devices); run it where JAX has that many devices "
+                  f"(call --host-devices {mesh_devices(mesh)} on a CPU)", markup=False)
+        specs = f.get("weights_partition_specs") or {}
+        sharded = {n: s for n, s in specs.items() if s and any(e is not None for e in s)}
+        if sharded:
+            shown = ", ".join(f"{n} {text(s)}" for n, s in list(sharded.items())[:_MAX_ROWS])
+            more = f", and {len(sharded) - _MAX_ROWS} more" if len(sharded) > _MAX_ROWS else ""
+            rest = len(specs) - len(sharded)
+            out.print(f"  sharded weights: {shown}{more}" + (f"; {rest} replicated" if rest else ""), markup=False)
+    order = f.get("vjp_order", 0)
+    if order:
+        out.print(f"  derivatives: VJPs up to order {order} (jax.grad through jaxport.load, call --vjp)",
+                  markup=False)
+    else:
+        out.print("  derivatives: none (export with --vjp-order 1 to differentiate it)", markup=False)

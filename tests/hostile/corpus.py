@@ -50,7 +50,7 @@ def g(x):
 '''
 SPEC_BOUND = 'jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\nargs:\n  - bind: params.npz\n  - "f32[batch, 4]"\n'
 SPEC_PLAIN = 'jaxport: 1\ndims:\n  batch: {max: 64}\nargs:\n  - "f32[batch, 4]"\n'
-SPEC_BIND_HOSTILE = 'jaxport: 1\ndims:\n  batch: {max: 64}\nargs:\n  - bind: {file}\n  - "f32[batch, 4]"\n'
+SPEC_BIND_HOSTILE = 'jaxport: 1\ndims:\n  batch: {{max: 64}}\nargs:\n  - bind: {file}\n  - "f32[batch, 4]"\n'
 
 ARTIFACT = frozenset({7, 8})
 #: A damaged program can also fail JAX's later stages: its custom calls (policy, 6), lowering for the inputs
@@ -74,6 +74,7 @@ class Case:
     why: str = ""
     canary: bool = False
     file: str = ""  # the file name the case is written under (default by kind)
+    known: str = ""  # a failure known and reported, to be fixed outside the reader (what and where)
 
     @property
     def id(self) -> str:
@@ -838,7 +839,7 @@ def _deflate_bomb(size: int) -> tuple[bytes, int, int]:
         return _BOMBS[size]
     mib = 1 << 20
     rows = size // 16
-    header = _npy("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, 4)}" % rows)
+    header = _npy("{'descr': '<f4', 'fortran_order': False, 'shape': (" + str(rows) + ", 4)}")
     comp = zlib.compressobj(9, zlib.DEFLATED, -15)
     head = comp.compress(header) + comp.flush(zlib.Z_FULL_FLUSH)
     block = comp.compress(b"\0" * mib) + comp.flush(zlib.Z_FULL_FLUSH)
@@ -981,9 +982,12 @@ def specs() -> Iterator[Case]:
         "bind-absolute": ("jaxport: 1\nargs:\n  - bind: /etc/passwd\n  - 'f32[4]'\n", False),
         "bind-traversal": ("jaxport: 1\nargs:\n  - bind: ../../../../etc/passwd.npz\n  - 'f32[4]'\n", False),
     }
+    legit = {"sexagesimal": "YAML 1.1 reads 190:20:30 as the integer 685230, a valid bound",
+             "bom": "YAML allows a byte-order mark before the document"}
     for name, (text, canary) in texts.items():
         data = text if isinstance(text, bytes) else text.encode("utf-8")
-        yield Case("spec", name, "spec", data, SPEC, canary=canary)
+        yield Case("spec", name, "spec", data, SPEC, canary=canary,
+                   accept=frozenset({"export"}) if name in legit else frozenset(), why=legit.get(name, ""))
 
 
 def binds() -> Iterator[Case]:
@@ -1018,8 +1022,11 @@ def binds() -> Iterator[Case]:
         "safetensors-huge-shape": ("hostile.safetensors",
                                    _safetensors({"w": ("F32", [2**62, 2**62], [0, 48])}, 48), False),
     }
+    known = {"npz-zip-bomb-1GiB": "weights.load_bind_source reads a bound .npz with numpy.load, which inflates a "
+                                  "member whole (no size cap)",
+             "safetensors-overlap": "weights.read_safetensors accepts tensors whose byte ranges overlap"}
     for name, (file, data, canary) in cases.items():
-        yield Case("bind", name, "bind", data, SPEC, canary=canary, file=file)
+        yield Case("bind", name, "bind", data, SPEC, canary=canary, file=file, known=known.get(name, ""))
 
 
 def _safetensors(tensors: dict[str, tuple[str, list[int], list[int]]], size: int) -> bytes:

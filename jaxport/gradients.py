@@ -1,0 +1,216 @@
+"""Derivatives: VJPs stored with a function at export, and cotangents computed from an artifact.
+
+At export, ``vjp_order: N`` (``--vjp-order N``) serializes each function with N orders of its VJP
+(``Exported.serialize(vjp_order=N)``): the program, the program that maps (inputs, output cotangents) to input
+cotangents, and so on N times. JAX's ``Exported.call`` is differentiable through those stored programs, so
+``jax.grad(jaxport.load(...))`` works up to order N without the source code.
+
+Bound weights are constants of a loaded function: ``jax.grad`` and ``call --vjp`` give cotangents for the free
+inputs only (the stored VJP computes the weights' cotangents too; :func:`vjp` returns them on request). Export the
+weights as inputs instead of binding them to differentiate with respect to them in ``jax.grad``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ExportError, InputError, UsageError
+
+
+def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path | None = None,
+              strip: bool = False) -> bytes:
+    """``exported.serialize(vjp_order=order)``, with the VJP programs exported as the primal was: source locations
+    relative to ``root`` (or stripped), on a fresh stack so that the bytes do not depend on the caller."""
+    if order == 0:
+        return bytes(exported.serialize())
+    from .lower import _config, _on_fresh_stack, location_regex
+
+    if strip:
+        exported = _stripping(exported)
+
+    def run() -> bytes:
+        settings: dict[str, Any] = {"jax_include_full_tracebacks_in_locations": False}
+        if root is not None:
+            settings["jax_hlo_source_file_canonicalization_regex"] = location_regex(root)
+        with _config(**settings):
+            return bytes(exported.serialize(vjp_order=order))
+
+    try:
+        return _on_fresh_stack(run)
+    except Exception as e:  # noqa: BLE001 - JAX's own errors for a derivative it cannot export
+        text = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
+        raise ExportError(f"{where}: function {fname!r}: its derivatives cannot be exported (vjp_order {order}): "
+                          f"{type(e).__name__}: {text}. Export it with a lower --vjp-order, or make the function "
+                          f"differentiable (jax.custom_vjp for the parts JAX cannot differentiate).") from None
+
+
+def _stripping(exported: Any) -> Any:
+    """``exported`` whose VJPs, at every order, have their source locations stripped."""
+    from .module_scan import strip_locations
+
+    get = exported._get_vjp
+    if get is None:
+        return exported
+
+    def stripped(primal: Any) -> Any:
+        v = get(primal)
+        return _stripping(dataclasses.replace(v, mlir_module_serialized=strip_locations(v.mlir_module_serialized)))
+
+    return dataclasses.replace(exported, _get_vjp=stripped)
+
+
+def explain_missing(exported: Any, where: str, fname: str, level: int = 1) -> Any:
+    """``exported``, whose differentiation beyond the stored orders raises a UsageError saying how to re-export,
+    instead of JAX's "No VJP is available"."""
+    get = exported._get_vjp
+    if get is None:
+        have = level - 1
+
+        def missing(_: Any) -> Any:
+            stored = f"derivatives up to order {have}" if have else "no derivatives"
+            raise UsageError(f"{where}: function {fname!r} carries {stored}, and differentiating it {level} "
+                             f"time{'s' if level > 1 else ''} needs order {level}. Re-export it with "
+                             f"--vjp-order {level} (or 'vjp_order: {level}' in the spec).")
+
+        return dataclasses.replace(exported, _get_vjp=missing)
+
+    def wrapped(primal: Any) -> Any:
+        return explain_missing(get(primal), where, fname, level + 1)
+
+    return dataclasses.replace(exported, _get_vjp=wrapped)
+
+
+def stored_order(f: Mapping[str, Any]) -> int:
+    order = f.get("vjp_order", 0)
+    return order if isinstance(order, int) and not isinstance(order, bool) else 0
+
+
+def differentiable(dtype: str) -> bool:
+    """Whether an array of this dtype has a cotangent (floating and complex types)."""
+    from . import dtypes
+
+    d = dtypes.BY_NAME.get(dtype)
+    return d is not None and d.kind in ("float", "complex")
+
+
+@dataclass
+class VjpResult:
+    """Outputs of the primal call, and the cotangent of each differentiable free input (and of the bound weights
+    when asked for), named."""
+
+    outputs: list[tuple[str, Any]]
+    cotangents: list[tuple[str, Any]]
+    weight_cotangents: list[tuple[str, Any]]
+    #: Inputs that have no cotangent (integers, booleans).
+    skipped: list[str]
+
+
+def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | None = None, *,
+        weights: bool = False) -> VjpResult:
+    """Run a loaded function forward and backward: the outputs and the input cotangents for output cotangents
+    ``cotangents`` (by output name; default: ones, which gives the gradient of the sum of the outputs).
+
+    Needs an artifact exported with ``vjp_order >= 1``. With ``weights``, the bound tensors' cotangents are
+    returned too.
+    """
+    import jax
+    import numpy as np
+
+    f = loaded.function_manifest
+    where = f"{loaded.path}: function {loaded.function!r}"
+    if stored_order(f) < 1:
+        raise UsageError(f"{where} carries no derivatives (exported with vjp_order 0). Re-export it with "
+                         f"--vjp-order 1 (or 'vjp_order: 1' in the spec).")
+    outputs = f["outputs"]
+    flat, key, _ = loaded._prepare(arrays)
+    names = [o["name"] for o in outputs]
+    for n in cotangents or {}:
+        if n not in names:
+            import difflib
+
+            close = difflib.get_close_matches(n, names, n=1)
+            raise InputError(f"cotangent {n!r} names no output of {loaded.function!r}; cotangents are named after "
+                             f"the outputs: {', '.join(names)}.{f' Did you mean {close[0]!r}?' if close else ''}")
+    with loaded._x64():
+        placed = loaded._place(flat)
+        n_free = len(placed)
+
+        def forward(*xs: Any) -> Any:
+            return loaded._jit(list(xs[n_free:]), *xs[:n_free])
+
+        primals = (*placed, *loaded._weights) if weights else tuple(placed)
+        if weights:
+            out, pullback = jax.vjp(forward, *primals)
+        else:
+            out, pullback = jax.vjp(lambda *xs: forward(*xs, *loaded._weights), *primals)
+        leaves, tree = jax.tree_util.tree_flatten(out)
+        cts = []
+        for o, value in zip(outputs, leaves):
+            given = (cotangents or {}).get(o["name"])
+            if not differentiable(o["dtype"]):  # an integer output's cotangent is JAX's float0 (no values)
+                cts.append(np.zeros(value.shape, dtype=jax.dtypes.float0))
+                continue
+            if given is None:
+                cts.append(jax.numpy.ones_like(value))
+                continue
+            g = np.asarray(given)
+            if tuple(g.shape) != tuple(value.shape):
+                raise InputError(f"cotangent {o['name']!r}: shape {tuple(g.shape)}, but the output is "
+                                 f"{tuple(value.shape)}; a cotangent has its output's shape.")
+            cts.append(jax.numpy.asarray(g, dtype=value.dtype))
+        grads = pullback(tree.unflatten(cts))
+    from .sharding import gather
+
+    result = VjpResult([(n, gather(v)) for n, v in zip(names, leaves)], [], [], [])
+    for inp, g in zip(f["inputs"], grads[:n_free]):
+        if differentiable(inp["dtype"]):
+            result.cotangents.append((inp["name"], gather(g)))
+        else:
+            result.skipped.append(inp["name"])
+    if weights:
+        result.weight_cotangents = [(n, gather(g)) for n, g in zip(f.get("weights") or [], grads[n_free:])]
+    return result
+
+
+def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: int, atol: float | None,
+                      rtol: float | None) -> list[Any]:
+    """``verify``'s check of the stored derivative: the input cotangents of the artifact and of the live function
+    (``jax.vjp``) for the same seeded random output cotangents, compared like outputs (named ``vjp(INPUT)``)."""
+    import jax
+    import numpy as np
+
+    from .verify import compare
+
+    from . import dtypes
+    from .inputs import concrete_shape
+
+    f = loaded.function_manifest
+    env = loaded.check(arrays)
+    rng = np.random.default_rng(seed + 7919)
+    cts = {o["name"]: rng.standard_normal(concrete_shape(o, env)).astype(dtypes.to_numpy(o["dtype"]))
+           for o in f["outputs"] if differentiable(o["dtype"])}
+    got = vjp(loaded, arrays, cts)
+    flat = [arrays[i["name"]] for i in f["inputs"]]
+    x64 = jax.enable_x64(True) if f.get("x64") else _null()
+    with x64:
+        out, pullback = jax.vjp(lambda *xs: live._jit(list(xs), live._weights), *flat)
+        leaves, tree = jax.tree_util.tree_flatten(out)
+        ct_leaves = [np.asarray(cts[o["name"]]) if differentiable(o["dtype"]) else
+                     np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f["outputs"], leaves)]
+        expected = pullback(tree.unflatten(ct_leaves))
+    wanted = dict(got.cotangents)
+    results = []
+    for inp, e in zip(f["inputs"], expected):
+        if inp["name"] in wanted:
+            results.append(compare(f"vjp({inp['name']})", np.asarray(e), wanted[inp["name"]], atol, rtol))
+    return results
+
+
+def _null() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()

@@ -1,0 +1,288 @@
+"""Hostile input: a sample of the generated corpus through the real command line, and the regressions it found.
+
+The whole corpus (thousands of cases) runs with ``python -m tests.hostile.run``; RELIABILITY.md has its figures.
+Here a stratified sample runs in-process and a smaller one as real processes (signal deaths, peak memory).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from jaxport import isolate
+from jaxport.container import open_artifact
+from jaxport.errors import FormatError
+
+from .hostile import corpus, run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory):
+    cwd = os.getcwd()
+    try:
+        return corpus.build(tmp_path_factory.mktemp("hostile") / "base")
+    finally:
+        os.chdir(cwd)
+
+
+def _failures(report: run.Report) -> str:
+    return "\n".join(f"{r.case.id} [{r.command}{' subprocess' if r.subprocess else ''}]: {r.detail}"
+                     for r in report.failures)
+
+
+def test_the_corpus_covers_every_class_of_the_issue(built):
+    _, cases = built
+    counts = {cls: sum(1 for c in cases if c.cls == cls) for cls in {c.cls for c in cases}}
+    assert counts["prefix"] == 65
+    assert counts["bit-flip"] == 2000
+    assert counts["byte-overwrite"] > 900
+    for cls in ("truncate-at-boundary", "truncate-random", "zip-field-value", "manifest-field-value",
+                "manifest-json", "manifest-version", "shape", "dtype", "weights", "member-name", "trailing-bytes",
+                "polyglot-prefix", "payload", "input-npy", "input-npz", "spec", "bind"):
+        assert counts.get(cls, 0) >= 5, cls
+    assert sum(c.canary for c in cases) >= 10
+
+
+@pytest.mark.slow
+def test_a_sample_of_the_corpus_is_rejected_cleanly_in_process(built, tmp_path):
+    base, cases = built
+    report = run.run(base, run.sample(cases, 250, seed=0), tmp_path)
+    assert _failures(report) == ""
+    assert len(report.results) > 250
+
+
+@pytest.mark.slow
+def test_a_sample_of_the_corpus_is_rejected_cleanly_by_real_processes(built, tmp_path):
+    base, cases = built
+    report = run.run(base, [], tmp_path, run.sample(cases, 10, seed=1))
+    assert _failures(report) == ""
+    peaks = [r.peak_rss for r in report.results if r.command == "inspect"]
+    assert peaks and max(peaks) < run.MEMORY_BOUND["inspect"]
+
+
+def test_the_zip_bomb_and_huge_shapes_are_refused_in_bounded_memory(built, tmp_path):
+    base, cases = built
+    chosen = [c for c in cases if c.id in ("input-npz/zip-bomb-1GiB", "input-npy/huge-bounded-dim",
+                                           "manifest-field-value/functions.f.dims.batch.min=2**31-1",
+                                           "zip-field-value/central[weights.bin].size=2**63-1 (zip64)")]
+    assert len(chosen) == 4
+    report = run.run(base, [], tmp_path, chosen)
+    assert _failures(report) == ""
+    for r in report.results:
+        assert r.peak_rss < (400 << 20), (r.case.id, r.command, r.peak_rss)
+
+
+# --- regressions the corpus found --------------------------------------------------------------------------------
+
+
+def _artifact(built, case_id: str, tmp_path: Path) -> Path:
+    _, cases = built
+    (case,) = [c for c in cases if c.id == case_id]
+    path = tmp_path / "case.jaxport"
+    path.write_bytes(case.data)
+    return path
+
+
+def _refusal(path: Path) -> str:
+    with pytest.raises(FormatError) as e:
+        with open_artifact(path) as art:
+            art.verify_all()
+    return str(e.value).removeprefix(f"{path}: ")
+
+
+@pytest.mark.parametrize(("case_id", "message"), [
+    # fields that only inspect reads were not checked: inspect failed with exit 1 on a wrong type
+    ("manifest-wrong-type/effects-ordered-int",
+     "manifest.json: functions['f'].effects.ordered: expected a list, found int"),
+    ("manifest-wrong-type/embedded-constants-bytes-string",
+     "manifest.json: functions['f'].embedded_constants.bytes: expected an integer, found str"),
+    ("manifest-wrong-type/sharding-int", "manifest.json: functions['f'].inputs[0].sharding: expected a string, "
+                                         "found int"),
+    ("manifest-wrong-type/derived-from-string",
+     "manifest.json: functions['f'].dims['batch'].derived_from: expected an object, found str"),
+    ("manifest-wrong-type/signature-args-int", "manifest.json: functions['f'].signature.args: expected a list, "
+                                               "found int"),
+    ("manifest-wrong-type/dim-min-above-max", "manifest.json: functions['f'].dims['batch']: min 65 is greater than "
+                                              "max 64"),
+    # unicode digits and a trailing newline passed the version check
+    ("manifest-version/format_version=unicode-digits",
+     "manifest.json: format_version: '١.0' is not of the form MAJOR.MINOR"),
+    ("manifest-version/format_version=newline", "manifest.json: format_version: '1.0\\n' is not of the form "
+                                                "MAJOR.MINOR"),
+    # a bounded tensor layout with a hole in it was accepted
+    ("weights/gap", "manifest.json: weights.tensors['params/w'].offset: 128 leaves a gap after the previous tensor, "
+                    "which ends at 12"),
+    ("weights/trailing-bytes-in-member", "manifest.json: members['weights.bin'].size: 176 bytes, but the tensors "
+                                         "end at 112"),
+])
+def test_manifest_regressions(built, tmp_path, case_id, message):
+    assert _refusal(_artifact(built, case_id, tmp_path)) == message
+
+
+def test_a_newer_major_names_a_producer_with_control_characters_quoted(built, tmp_path):
+    path = _artifact(built, "manifest-version/2.0 written by a newline producer", tmp_path)
+    assert _refusal(path) == ("artifact format 2.0 was written by jaxport '9.9\\nerror: fake'; this jaxport (0.1.0) "
+                              "reads format 1.x. Upgrade jaxport to read it.")
+
+
+def test_a_flipped_bit_in_the_manifest_is_caught_by_its_crc(built, tmp_path):
+    base, _ = built
+    data = bytearray(base.data)
+    at = data.index(b'"description": null') + len(b'"description": ')
+    data[at:at + 4] = b'"ok"'  # still valid JSON, still a valid manifest
+    path = tmp_path / "flipped.jaxport"
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as z:
+        crc = z.getinfo("manifest.json").CRC
+    message = _refusal(path)
+    assert message.startswith("manifest.json is damaged: its CRC-32 is ")
+    assert message.endswith(f", the zip directory says {crc:08x}. Re-download or re-export the artifact.")
+
+
+@pytest.mark.parametrize(("case_id", "message"), [
+    # the last directory entry's lengths ran into the end record, unnoticed
+    ("zip-field-value/central[weights.bin].comment_length=1",
+     "damaged artifact: the zip directory's entries end at offset "),
+    # zipfile raised NotImplementedError for an unknown zip version: exit 1
+    ("member-name/cp437-name", "member 'functions/µ.jaxexport' has a name with control characters, or non-ASCII "
+                               "characters not marked as UTF-8."),
+])
+def test_container_regressions(built, tmp_path, case_id, message):
+    assert _refusal(_artifact(built, case_id, tmp_path)).startswith(message)
+
+
+def test_an_unknown_zip_version_is_a_format_error(built, tmp_path):
+    base, _ = built
+    at = next(f for f in base.fields if f.name == "central[manifest.json].version_needed").start
+    data = bytearray(base.data)
+    data[at:at + 2] = (0xD5).to_bytes(2, "little")  # 21.3, beyond what zipfile reads
+    path = tmp_path / "v.jaxport"
+    path.write_bytes(bytes(data))
+    assert _refusal(path) == "damaged artifact: the zip directory cannot be read (zip file version 21.3)."
+
+
+def test_npz_member_names_cut_at_nul_are_refused(built, tmp_path):
+    from jaxport import inputs
+
+    _, cases = built
+    (case,) = [c for c in cases if c.id == "input-npz/name-nul"]
+    path = tmp_path / "in.npz"
+    path.write_bytes(case.data)
+    with pytest.raises(inputs.InputError) as e:
+        inputs.read_npz(path, {"x": "float32"})
+    assert str(e.value) == (f"{path}: member 'x.npy\\x00.txt' has an unsafe name (absolute, '..', backslash or NUL); "
+                            f"refusing the file.")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("jaxport: 1\nargs: ['f32[" + "9" * 5000 + "]']\n",
+     "spec.yaml:2: args[0].shape[0]: dimension 99999999999999999999... (5000 digits) is larger than 2**62."),
+    ("jaxport: 1\ndims:\n  b: {max: " + "9" * 5000 + "}\nargs: ['f32[b]']\n",
+     "spec.yaml:3: the number 99999999999999999999... has 5000 digits; a spec's numbers are at most 2**62. "
+     "Shorten it."),
+    ("jaxport: 1\ndims:\n  b: {max: 0x" + "f" * 40 + "}\nargs: ['f32[b]']\n",
+     "spec.yaml:3: dims['b'].max: a number is larger than 2**62."),
+    ("jaxport: 1\nargs: ['f32[" + ", ".join(["1"] * 65) + "]']\n",
+     "spec.yaml:2: args[0]: the shape has 65 dimensions; at most 64 are allowed."),
+    ("jaxport: 1\nargs: ['f32[4611686018427387904, 4611686018427387904]']\n",
+     "spec.yaml:2: args[0]: the shape's constant dimensions multiply to 21267647932558653966460912964485513216 "
+     "elements, more than 2**62."),
+])
+def test_spec_regressions(text, message):
+    from jaxport.errors import SpecError
+    from jaxport.spec import parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec(text, "spec.yaml")
+    assert str(e.value) == message
+
+
+def test_an_error_message_is_one_line_with_control_characters_escaped():
+    from jaxport_cli.errors import one_line
+
+    assert one_line("bad\nline \x1b[31mred\x07") == "bad line \\x1b[31mred\\x07"
+
+
+# --- native readers: a child process reads a program first ---------------------------------------------------------
+
+
+def test_inspect_does_not_parse_programs(built, tmp_path):
+    """A payload of garbage (digests recomputed) is shown by inspect, which never imports JAX; --mlir refuses it."""
+    path = _artifact(built, "payload/random-1024", tmp_path)
+    code = ("import sys; from jaxport_cli.main import main; sys.argv = ['jaxport', 'inspect', sys.argv[1]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True)
+
+
+def test_a_program_that_crashes_the_reader_is_refused_without_crashing_the_caller(monkeypatch):
+    """The payload check's child dies by SIGSEGV (a real crash, in a stand-in for JAX's reader): a FormatError."""
+    real = isolate.run
+    monkeypatch.setattr(isolate, "run", lambda target, *a, **k: real("tests.hostile.crash:segfault", *a, **k))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.delenv(isolate.ISOLATED_ENV, raising=False)
+    with pytest.raises(FormatError) as e:
+        isolate.check_payload(b"program bytes, first seen here", "m.jaxport", "f")
+    assert str(e.value) == ("m.jaxport: function 'f': JAX's reader crashed with SIGSEGV (in native code, or on "
+                            "reaching its memory limit of 4 GiB) on this program in a test process; the artifact "
+                            "is damaged or hostile. Do not load it; re-export it from its source.")
+    # refused once, refused again without a second child
+    monkeypatch.setattr(isolate, "run", None)
+    with pytest.raises(FormatError):
+        isolate.check_payload(b"program bytes, first seen here", "m.jaxport", "f")
+
+
+def test_a_crashing_isolated_command_is_a_crash_error(run_cli, monkeypatch, tmp_path):
+    """``--isolate``: the child that runs the command dies by a signal; the parent reports it, exit code 15."""
+    import click
+
+    from jaxport.errors import CrashError
+    from jaxport_cli import options
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    ctx = click.Context(click.Command("call"), info_name="call")
+    ctx.meta["jaxport.args"] = ["m.jaxport", "--isolate", "--memory-limit", "1G", "--random"]
+    with pytest.raises(CrashError) as e:
+        options.run_isolated(ctx, "m.jaxport", 1 << 30, 60, target="tests.hostile.crash:abort")
+    assert str(e.value) == ("m.jaxport: the isolated process crashed with SIGABRT (in native code, or on reaching "
+                            "its memory limit of 1 GiB). The artifact may be damaged or hostile; do not run it "
+                            "without --isolate.")
+
+
+def test_isolate_time_limit(run_cli, built, tmp_path, monkeypatch):
+    base, _ = built
+    monkeypatch.chdir(base.dir)
+    res = run_cli("call", "base.jaxport", "--random", "--no-cache", "--isolate", "--time-limit", "1")
+    assert res.exit_code == 15
+    assert res.stderr.endswith("error[crash]: base.jaxport: the isolated process ran longer than 1 s and was "
+                               "stopped. The artifact may be damaged or hostile; do not run it without --isolate.\n")
+
+
+@pytest.mark.slow
+def test_isolate_runs_call_and_inspect_mlir(run_cli, built, monkeypatch):
+    base, _ = built
+    monkeypatch.chdir(base.dir)
+    direct = run_cli("call", "base.jaxport", "--random", "--no-cache", "--json")
+    isolated = run_cli("call", "base.jaxport", "--random", "--no-cache", "--json", "--isolate", "--memory-limit", "8G")
+    assert isolated.exit_code == 0, isolated.stderr
+    import json
+
+    assert json.loads(isolated.stdout)["outputs"] == json.loads(direct.stdout)["outputs"]
+    mlir = run_cli("inspect", "--mlir", "base.jaxport", "--isolate")
+    assert mlir.exit_code == 0 and "stablehlo" in mlir.stdout
+    bad = run_cli("inspect", "--mlir", "missing.jaxport", "--isolate")
+    assert (bad.exit_code, bad.stderr) == (7, "error[format]: missing.jaxport: file not found.\n")
+
+
+def test_isolated_args_drop_only_the_isolate_options():
+    from jaxport_cli.options import isolated_args
+
+    assert isolated_args(["a.jaxport", "--isolate", "--memory-limit", "8G", "--time-limit=5", "-i", "x.npy",
+                          "--json"]) == ["a.jaxport", "-i", "x.npy", "--json"]

@@ -1,0 +1,222 @@
+"""Sharded artifacts: mesh and shardings in the spec, export on one device, the manifest and inspect, and calls on
+eight simulated devices (in a subprocess: a process chooses its device count before JAX starts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+import jaxport
+from jaxport.container import open_artifact
+
+from .conftest import EXAMPLES, REPO
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory) -> Path:
+    """examples/sharded exported on this one-device process."""
+    d = tmp_path_factory.mktemp("sharded")
+    for name in ("model.py", "spec.yaml", "params.npz", "x.npy"):
+        shutil.copy(EXAMPLES / "sharded" / name, d / name)
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        jaxport.export("model.py:predict", "spec.yaml", output="predict.jaxport")
+    finally:
+        os.chdir(cwd)
+    return d
+
+
+def _reference(d: Path) -> np.ndarray:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sharded_model", d / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    params = dict(np.load(d / "params.npz"))
+    return np.asarray(module.predict(np.load(d / "x.npy"), params))
+
+
+# --- the spec ---------------------------------------------------------------------------------------------------
+
+
+def _spec_error(text: str) -> str:
+    with pytest.raises(jaxport.SpecError) as e:
+        jaxport.parse_spec(text, "s.yaml")
+    return str(e.value)
+
+
+def test_spec_reads_mesh_shardings_and_outputs_sharding():
+    spec = jaxport.parse_spec("jaxport: 1\nmesh: {data: 4, model: 2}\nargs:\n"
+                              "  - {shape: '4*b, 8', dtype: f32, sharding: [data, null]}\n"
+                              "  - {shape: [8, 8], dtype: f32, sharding: [[data, model]]}\n"
+                              "  - {bind: w.npz, sharding: {dense/kernel: [null, model]}}\n"
+                              "outputs_sharding: [[data, model], null]\n")
+    assert spec.mesh == {"data": 4, "model": 2}
+    fn = spec.functions[None]
+    assert fn.args[0].sharding == ("data", None)
+    assert fn.args[1].sharding == (("data", "model"),)
+    assert fn.args[2].sharding == (("dense/kernel", (None, "model")),)
+    assert fn.outputs_sharding == [("data", "model"), None]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("jaxport: 1\nargs:\n  - {shape: [4], dtype: f32, sharding: [data]}\n",
+     "s.yaml:3: args[0].sharding: 'sharding' needs a device mesh: add 'mesh: {AXIS: SIZE, ...}' at the top of the "
+     "spec."),
+    ("jaxport: 1\nmesh: {data: 4}\nargs:\n  - {shape: [4], dtype: f32, sharding: [model]}\n",
+     "s.yaml:4: args[0].sharding: 'model' in the sharding [model] is not an axis of the mesh (data)."),
+    ("jaxport: 1\nmesh: {data: 4}\nargs:\n  - {shape: [4], dtype: f32, sharding: [data, null]}\n",
+     "s.yaml:4: args[0].sharding: the sharding [data, null] has 2 entries, but the array has 1 axis."),
+    ("jaxport: 1\nmesh: {a: 2, b: 2}\nargs:\n  - {shape: [4, 4], dtype: f32, sharding: [a, [b, a]]}\n",
+     "s.yaml:4: args[0].sharding: mesh axis 'a' appears twice in the sharding [a, [b, a]]; an axis partitions at "
+     "most one array axis."),
+    ("jaxport: 1\nmesh: {data: 0}\nargs: ['f32[4]']\n",
+     "s.yaml:2: mesh['data']: the size must be an integer >= 1, found 0."),
+    ("jaxport: 1\nvjp_order: -1\nargs: ['f32[4]']\n",
+     "s.yaml:2: 'vjp_order' must be an integer from 0 to 4 (the highest derivative order to store), found -1."),
+])
+def test_spec_errors_name_the_place_and_the_fix(text, message):
+    assert _spec_error(text) == message
+
+
+def test_binding_sharding_names_a_missing_tensor(make_artifact, tmp_path):
+    np.savez(tmp_path / "w.npz", w1=np.ones((4, 4), np.float32))
+    with pytest.raises(jaxport.SpecError, match="^" + re.escape(
+            "spec.yaml:5: the sharding of 'p' names 'w11', which is not a tensor of ../w.npz (did you mean 'w1'?); "
+            "its keys: w1.") + "$"):
+        make_artifact("def f(x, p):\n    return x @ p['w1']\n",
+                      "jaxport: 1\nmesh: {m: 2}\nargs:\n  - 'f32[2, 4]'\n  - {bind: ../w.npz, sharding: {w11: [m]}}\n")
+
+
+def test_outputs_sharding_must_give_one_per_output(make_artifact):
+    with pytest.raises(jaxport.SpecError, match="^" + re.escape(
+            "spec.yaml:1: 'outputs_sharding' gives 1 sharding, but the function returns 2 arrays; give one per "
+            "output, in the order 'inspect' lists them (null for unspecified).") + "$"):
+        make_artifact("def f(x):\n    return x, x\n",
+                      "jaxport: 1\nmesh: {m: 2}\nargs: ['f32[2, 4]']\noutputs_sharding: [[m]]\n")
+
+
+# --- export on one device: the manifest and inspect ----------------------------------------------------------------
+
+
+def test_export_records_mesh_devices_and_partitioning(sharded):
+    with open_artifact(sharded / "predict.jaxport") as art:
+        m = art.manifest
+    f = m["functions"]["predict"]
+    assert f["nr_devices"] == 8
+    assert f["mesh"] == {"axis_names": ["data", "model"], "axis_sizes": [4, 2]}
+    assert [(a["name"], a["partition_spec"], a["sharding"]) for a in f["inputs"]] == [
+        ("x", ["data", None], "{devices=[4,1,2]<=[8] last_tile_dim_replicate}")]
+    assert [(a["name"], a["partition_spec"]) for a in f["outputs"]] == [("output", ["data", None])]
+    assert f["weights_partition_specs"] == {"params/b1": ["model"], "params/w1": [None, "model"],
+                                            "params/w2": ["model", None]}
+    schema = json.loads((REPO / "specs" / "schemas" / "manifest.schema.json").read_text())
+    assert [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(m)] == []
+
+
+def test_inspect_shows_devices_mesh_and_partitioning(sharded, run_cli):
+    res = run_cli("inspect", sharded / "predict.jaxport")
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout
+    assert "devices 8\n" in out
+    assert "  mesh data=4 x model=2 (8 devices); run it where JAX has that many devices (call --host-devices 8 on a " \
+           "CPU)\n" in out
+    assert "  sharded weights: params/b1 P('model'), params/w1 P(None, 'model'), params/w2 P('model', None)\n" in out
+    assert re.search(r"^ x +│ f32\[4\*b, 64\] +│ P\('data', None\)  \{devices=\[4,1,2\]<=\[8\] "
+                     r"last_tile_dim_replicate\} *$", out, re.M)
+    assert re.search(r"^ output +│ f32\[4\*b, 16\] +│ P\('data', None\)  \{devices=", out, re.M)
+
+
+def test_a_manifest_whose_mesh_disagrees_with_nr_devices_is_refused():
+    from jaxport.manifest import _check_mesh, _V
+
+    f = {"nr_devices": 4, "mesh": {"axis_names": ["data"], "axis_sizes": [8]}, "inputs": [], "outputs": []}
+    with pytest.raises(jaxport.FormatError, match="^" + re.escape(
+            "manifest.json: functions['f'].mesh: the axes multiply to 8 devices, but nr_devices is 4") + "$"):
+        _check_mesh(_V(), f, "functions['f']")
+    f = {"nr_devices": 8, "mesh": {"axis_names": ["data"], "axis_sizes": [8]}, "outputs": [],
+         "inputs": [{"partition_spec": ["model"]}]}
+    with pytest.raises(jaxport.FormatError, match=re.escape("'model' is not an axis of the function's mesh")):
+        _check_mesh(_V(), f, "functions['f']")
+
+
+# --- calling -----------------------------------------------------------------------------------------------------
+
+
+def test_too_few_devices_is_a_platform_error_naming_the_options(sharded, run_cli):
+    import jax
+
+    assert jax.device_count() == 1
+    res = run_cli("call", sharded / "predict.jaxport", "--inputs", sharded / "x.npy", "--no-cache")
+    assert res.exit_code == 10
+    assert res.stderr == (
+        f"error[platform]: {sharded / 'predict.jaxport'}: function 'predict' is sharded across 8 devices over the "
+        f"mesh data=4 x model=2, but JAX here has 1 cpu device. On a CPU-only machine, simulate them with 'jaxport "
+        f"call --host-devices 8' (or set XLA_FLAGS=--xla_force_host_platform_device_count=8 before JAX starts); or run "
+        f"it in several processes with --coordinator, --num-processes and --process-id so that they hold 8 devices "
+        f"together.\n")
+
+
+def test_host_devices_after_jax_started_is_a_usage_error(sharded, run_cli):
+    import jax
+
+    jax.devices()  # the test process has started JAX with one device
+    res = run_cli("call", sharded / "predict.jaxport", "--inputs", sharded / "x.npy", "--host-devices", "8")
+    assert res.exit_code == 2
+    assert res.stderr == (
+        "error[usage]: --host-devices 8: JAX already started in this process with 1 CPU device; the device count can "
+        "only be chosen before JAX starts. Run jaxport in a new process (or set "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=8 before starting Python).\n")
+
+
+def _jaxport(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.run([sys.executable, "-c", "from jaxport_cli.main import main; main()", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_call_on_eight_simulated_devices_matches_the_unsharded_function(sharded):
+    res = _jaxport("call", "predict.jaxport", "--inputs", "x.npy", "--host-devices", "8", "-o", "out.npy", "--json",
+                   "--no-cache", cwd=sharded)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["devices"] == {"devices": 8, "mesh": "data=4 x model=2", "process_index": 0, "process_count": 1}
+    assert report["dims"] == {"b": 8}
+    np.testing.assert_allclose(np.load(sharded / "out.npy"), _reference(sharded), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_load_places_inputs_and_weights_with_the_recorded_shardings_and_differentiates(sharded):
+    """jaxport.load on 8 devices: outputs laid out as recorded, and jax.grad through the sharded artifact."""
+    script = """
+import jax, jax.numpy as jnp, numpy as np, jaxport
+from jaxport import distributed
+distributed.host_devices(8)
+import model
+f = jaxport.load("predict.jaxport")
+x = np.load("x.npy"); params = dict(np.load("params.npz"))
+out = f(x)
+g = jax.grad(lambda x: jnp.mean(f(x) ** 2))(x)
+want = jax.grad(model.loss)(x, params)
+np.savez("result.npz", out=np.asarray(out), grad=np.asarray(g), want=np.asarray(want))
+print(jax.device_count(), out.sharding.spec, [str(w.sharding.spec) for w in f._weights])
+"""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    res = subprocess.run([sys.executable, "-c", script], cwd=sharded, env=env, capture_output=True, text=True,
+                         timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "8 P('data',) [\"P('model',)\", \"P(None, 'model')\", \"P('model', None)\"]"
+    r = np.load(sharded / "result.npz")
+    np.testing.assert_allclose(r["out"], _reference(sharded), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r["grad"], r["want"], rtol=1e-4, atol=1e-6)
