@@ -18,8 +18,7 @@ demo: install
 	mkdir -p $(DEMO)
 	$(BIN)/jaxport export examples/mlp/model.py:predict --shapes examples/mlp/spec.yaml -o $(DEMO)/mlp.jaxport
 	$(BIN)/jaxport inspect $(DEMO)/mlp.jaxport
-	@if $(BIN)/jaxport call --help >/dev/null 2>&1; then \
-		$(BIN)/jaxport call $(DEMO)/mlp.jaxport --inputs examples/mlp/x.npy --cache-dir $(DEMO)/cache; fi
+	$(BIN)/jaxport call $(DEMO)/mlp.jaxport --inputs examples/mlp/x.npy --cache-dir $(DEMO)/cache/xla
 
 test: install
 	$(BIN)/python -m pytest

@@ -2,14 +2,19 @@
 
 Writer: members are written in a fixed order with fixed timestamps and permissions, so equal inputs give equal
 bytes; each member's data starts at a multiple of ``ALIGNMENT`` (padding goes in the local header's extra field), so
-tensors can be memory-mapped; the file is written to a temporary sibling, fsynced and renamed into place.
+tensors can be memory-mapped; the file is written to a locked temporary sibling, fsynced and renamed into place
+(``atomic_write``), and temporary files left by killed writers are removed by the next write.
 
 Reader trust model: the file may be hostile. Before any member's bytes are handed to another parser (JSON, JAX's
 flatbuffer and StableHLO readers, numpy), the reader checks that the file is a plain zip whose members are stored,
 unencrypted, with safe unique names, laid out back to back from offset 0 with no holes, overlaps or trailing bytes;
-that ``manifest.json`` comes first and is at most ``MAX_MANIFEST_BYTES``; that the manifest validates; that the
-members are exactly those the manifest lists, with the listed sizes; and, when a member is read, that its sha256
-matches. Nothing is ever unpickled or executed.
+that its end records and directory agree with each other and with every local header (sizes, flags, CRC, names),
+all read and bounded before Python's zipfile parses anything; that ``manifest.json`` comes first, is at most
+``MAX_MANIFEST_BYTES`` and matches its CRC-32 (the manifest has no digest of its own, so this catches accidental
+damage to it); that the manifest validates; that the members are exactly those the manifest lists, with the listed
+sizes; and, when a member is read, that its sha256 matches. Nothing is ever unpickled or executed. Digests and CRCs
+detect damage, not deliberate edits: a hostile writer makes them match, which is why the program is then read in a
+child process first (``isolate.check_payload``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def check(exported: Any, where: str, fname: str) -> None:
     ordered = list(exported.ordered_effects)
     if not ordered:
         return
-    names = ", ".join(f"{e} ({type(e).__module__}.{type(e).__qualname__})" for e in ordered)
+    names = ", ".join(sorted({str(e) for e in ordered}))
     raise ExportError(f"{where}: function {fname!r} has ordered effects: {names}. An artifact cannot carry them: "
                       f"JAX stores an effect by its Python class name, so the artifact would load only in a process "
                       f"that imports the code defining it, and the token its calls thread has no meaning elsewhere. "

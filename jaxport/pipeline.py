@@ -12,7 +12,7 @@ from typing import Any
 
 from . import container, effects, gradients, lower, manifest, weights
 from .entrypoint import load_entrypoint
-from .errors import SpecError
+from .errors import ExportError, SpecError
 from .spec import ShapeSpec, check_artifact_name, check_platform, load_spec
 
 #: Embedded constants above this many bytes in total draw a warning.
@@ -108,8 +108,16 @@ def export(
         payload_name = f"functions/{fname}.jaxexport"
         order = spec.vjp_order if vjp_order is None else vjp_order
         effects.check(low.exported, entry.spec, fname)
-        members[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
-                                                    strip=strip_locations)
+        try:
+            members[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
+                                                        strip=strip_locations)
+        except (ValueError, TypeError) as e:  # JAX refuses output pytrees it cannot serialize
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            raise ExportError(f"{entry.spec}: function {fname!r} cannot be serialized: {first.rstrip('.')}. JAX "
+                              f"serializes "
+                              f"dicts, lists, tuples and None; return one of those, or register the type with "
+                              f"jax.export.register_namedtuple_serialization (or register_pytree_node_serialization) "
+                              f"before exporting and before loading.") from None
         functions[fname] = manifest.build_function_entry(low, spec, recorded, payload_name, allowed)
         functions[fname]["vjp_order"] = order
         all_tensors.extend(low.tensors)

@@ -388,6 +388,6 @@ def _finish(path: Path, temps: list[Path], names: list[str]) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for name, temp in zip(names, temps):
                 with open(temp, "rb") as src, zf.open(f"{name}.npy", "w", force_zip64=True) as member:
-                    shutil.copyfileobj(src, member, 16 << 20)
+                    shutil.copyfileobj(src, member, 1 << 20)
 
     atomic_write(path, write)

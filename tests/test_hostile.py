@@ -281,6 +281,26 @@ def test_isolate_runs_call_and_inspect_mlir(run_cli, built, monkeypatch):
     assert (bad.exit_code, bad.stderr) == (7, "error[format]: missing.jaxport: file not found.\n")
 
 
+@pytest.mark.slow
+def test_the_readme_commands_for_untrusted_artifacts_run(tmp_path):
+    import re
+    import shlex
+    import shutil
+
+    section = (REPO / "README.md").read_text().split("## Untrusted artifacts", 1)[1]
+    lines = re.search(r"```sh\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    jaxport = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
+    env = {**os.environ, "JAXPORT_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([*jaxport, "export", "examples/mlp/model.py:predict", "--shapes", "examples/mlp/spec.yaml", "-o",
+                    "mlp.jaxport"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    for line in lines:
+        argv = shlex.split(line)
+        assert argv[0] == "jaxport"
+        res = subprocess.run([*jaxport, *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert res.returncode == 0, f"{line}\n{res.stderr}"
+
+
 def test_isolated_args_drop_only_the_isolate_options():
     from jaxport_cli.options import isolated_args
 

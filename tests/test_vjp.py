@@ -232,7 +232,7 @@ def f(x):
 
 def test_ordered_effects_are_refused_at_export(make_artifact):
     with pytest.raises(jaxport.ExportError, match="^" + re.escape(
-            "model.py:f: function 'f' has ordered effects: Logged (model.Logged). An artifact cannot carry them: JAX "
+            "model.py:f: function 'f' has ordered effects: Logged. An artifact cannot carry them: JAX "
             "stores an effect by its Python class name, so the artifact would load only in a process that imports the "
             "code defining it, and the token its calls thread has no meaning elsewhere. Remove the effectful operation "
             "from the exported function (or make its effect unordered).") + "$"):
