@@ -119,6 +119,9 @@ def memory(jaxport: str, model: fixtures.BoundTransformer, artifact: Path, tmp: 
         "`jaxport call --inputs x.npy -o y.npy`, compilation cached": (
             [jaxport, "call", str(artifact), "--inputs", str(x), "-o", str(tmp / "y-cli.npy"),
              "--cache-dir", str(cache)], False),
+        "`jaxport call --no-verify`, compilation cached": (
+            [jaxport, "call", str(artifact), "--inputs", str(x), "-o", str(tmp / "y-cli-nv.npy"),
+             "--cache-dir", str(cache), "--no-verify"], False),
         "`jaxport call`, empty compilation cache (XLA compiles)": (
             [jaxport, "call", str(artifact), "--inputs", str(x), "-o", str(tmp / "y-cold.npy"),
              "--cache-dir", "{fresh}"], False),
@@ -140,7 +143,7 @@ def memory(jaxport: str, model: fixtures.BoundTransformer, artifact: Path, tmp: 
             peaks[name].append(peak)
             if probed or name.startswith("JAX"):
                 steps[name] = json.loads(out)
-    outputs = [np.load(tmp / f) for f in ("y-cli.npy", "y-v.npy", "y-nv.npy", "y-native.npy")]
+    outputs = [np.load(tmp / f) for f in ("y-cli.npy", "y-cli-nv.npy", "y-v.npy", "y-nv.npy", "y-native.npy")]
     for y in outputs[1:]:
         np.testing.assert_allclose(y, outputs[0], rtol=1e-4, atol=1e-4)
     io_bytes = 2 * int(np.prod(RSS_X)) * fixtures.D_MODEL * 4  # the input and the output, f32

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_inspect.py", "bench_export.py", "bench_call.py", "bench_weights.py"]
+SCRIPTS = ["bench_inspect.py", "bench_export.py", "bench_call.py", "bench_weights.py", "bench_sharded.py"]
 
 
 def main() -> None:

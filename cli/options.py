@@ -128,8 +128,8 @@ def isolate_options(f: F) -> F:
     f = click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
                      help=f"With --isolate: stop the child after SECONDS (default {DEFAULT_TIME_LIMIT:g}).")(f)
     f = click.option("--memory-limit", callback=_parse_size, metavar="SIZE",
-                     help="With --isolate: the child's address-space limit, e.g. 8G (default: the machine's "
-                          "physical memory).")(f)
+                     help="With --isolate: the child's memory limit, e.g. 8G (default: the machine's physical "
+                          "memory); on address space, or on data memory where a GPU or TPU plugin is installed.")(f)
     return click.option("--isolate", is_flag=True,
                         help="Read and run the artifact in a child process with memory and time limits, so that a "
                              "crash in native code becomes an error (exit code 15). For untrusted artifacts.")(f)
@@ -158,15 +158,12 @@ def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_l
     """Rerun the current command in an isolated child (``target``, the command line's entry point); relay its
     output and exit with its status. Raises CrashError when the child dies by a signal or reaches its time limit.
     """
-    import os
     import sys
 
     from jaxport import isolate
     from jaxport.errors import CrashError
 
-    wall = time_limit or DEFAULT_TIME_LIMIT
-    limits = isolate.Limits(memory_limit or isolate.physical_memory(),
-                            int(wall * (os.cpu_count() or 1)) + 10, wall)
+    limits = isolate.command_limits(memory_limit, time_limit or DEFAULT_TIME_LIMIT)
     args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]
     outcome = isolate.run(target, args, limits)
     click.echo(outcome.stdout.decode("utf-8", "replace"), nl=False)

@@ -95,3 +95,12 @@ def make_exported(*, fun_name: str, in_tree: Any, in_avals: Sequence[Any], out_t
         uses_global_constants=uses_global_constants,
         _get_vjp=None,
     )
+
+
+def serialize_with_sdy() -> bool:
+    """Whether JAX's export writes Shardy sharding ops as they are when it serializes a module (the third argument
+    of ``serialize_portable_artifact``, which JAX reads from its backend); a module re-serialized without it has
+    its sharding annotations turned into custom calls that no JAX guarantees."""
+    from jax._src import xla_bridge  # no public API
+
+    return bool(getattr(xla_bridge.get_backend(), "serialize_with_sdy", False))

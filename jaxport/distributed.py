@@ -4,7 +4,7 @@
 creates its backend: the CLI calls it before importing JAX. ``initialize(...)`` joins a ``jax.distributed`` job
 (``--coordinator HOST:PORT --num-processes P --process-id I``): after it, ``jax.devices()`` lists every process's
 devices, a sharded artifact's mesh spans them all, each process places only the shards its own devices hold
-(reading only those slices of its inputs), and every process gets the whole result (gathered across processes).
+and every process gets the whole result (gathered across processes).
 On CPU the processes exchange data with gloo over TCP.
 """
 
@@ -84,10 +84,3 @@ def native_output_to_stderr() -> None:
     os.dup2(2, 1)
     sys.stdout = os.fdopen(real, "w", buffering=1, encoding=getattr(sys.stdout, "encoding", None) or "utf-8",
                            errors="replace")
-
-
-def is_leader() -> bool:
-    """Whether this process writes files and prints results (process 0, or the only process)."""
-    import jax
-
-    return jax.process_index() == 0

@@ -148,7 +148,7 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
         else:
             out, pullback = jax.vjp(lambda *xs: forward(*xs, *loaded._weights), *primals)
         leaves, tree = jax.tree_util.tree_flatten(out)
-        cts = []
+        cts: list[Any] = []
         for o, value in zip(outputs, leaves):
             given = (cotangents or {}).get(o["name"])
             if not differentiable(o["dtype"]):  # an integer output's cotangent is JAX's float0 (no values)
@@ -162,7 +162,7 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
                 raise InputError(f"cotangent {o['name']!r}: shape {tuple(g.shape)}, but the output is "
                                  f"{tuple(value.shape)}; a cotangent has its output's shape.")
             cts.append(jax.numpy.asarray(g, dtype=value.dtype))
-        grads = pullback(tree.unflatten(cts))
+        grads = pullback(jax.tree_util.tree_unflatten(tree, cts))
     from .sharding import gather
 
     result = VjpResult([(n, gather(v)) for n, v in zip(names, leaves)], [], [], [])
@@ -183,10 +183,9 @@ def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: i
     import jax
     import numpy as np
 
-    from .verify import compare
-
     from . import dtypes
     from .inputs import concrete_shape
+    from .verify import compare
 
     f = loaded.function_manifest
     env = loaded.check(arrays)
@@ -201,7 +200,7 @@ def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: i
         leaves, tree = jax.tree_util.tree_flatten(out)
         ct_leaves = [np.asarray(cts[o["name"]]) if differentiable(o["dtype"]) else
                      np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f["outputs"], leaves)]
-        expected = pullback(tree.unflatten(ct_leaves))
+        expected = pullback(jax.tree_util.tree_unflatten(tree, ct_leaves))
     wanted = dict(got.cotangents)
     results = []
     for inp, e in zip(f["inputs"], expected):

@@ -49,9 +49,15 @@ _REFUSED: dict[str, str] = {}  # sha256 -> the refusal's message, after "{where}
 class Limits:
     """What an isolated child may use. None: no limit."""
 
-    memory_bytes: int | None = None  # RLIMIT_AS: address space, which is more than resident memory
+    memory_bytes: int | None = None  # RLIMIT_AS (address space), or RLIMIT_DATA: see memory_kind
     cpu_seconds: int | None = None  # RLIMIT_CPU: CPU time over all threads
     wall_seconds: float | None = None  # enforced by the parent
+    #: "address-space" (RLIMIT_AS) or "data" (RLIMIT_DATA: private writable memory). CUDA reserves address space
+    #: far beyond physical memory when it starts, so with an accelerator plugin installed the limit is on data.
+    memory_kind: str = "address-space"
+    #: Apply the memory limit after the target's imports, above what they mapped (the payload check: the limit
+    #: bounds what the program makes the reader allocate, not JAX's own libraries).
+    memory_after_imports: bool = False
 
     def describe(self) -> str:
         parts = []
@@ -70,12 +76,33 @@ def physical_memory() -> int | None:
 
 
 def payload_limits(size: int) -> Limits:
-    """Limits for reading one program: room for JAX and a few copies of the program, two minutes of CPU."""
-    memory = max(4 << 30, 8 * size + (2 << 30))
+    """Limits for reading one program: a few copies of the program and 2 GiB above JAX itself, two minutes of CPU."""
+    memory = 8 * size + (2 << 30)
     total = physical_memory()
     if total:
-        memory = min(memory, max(total, 4 << 30))
-    return Limits(memory, 120, 180.0)
+        memory = min(memory, max(total, 2 << 30))
+    return Limits(memory, 120, 180.0, memory_after_imports=True)
+
+
+def accelerator_plugin_installed() -> bool:
+    """Whether a JAX GPU or TPU plugin is installed (found without importing JAX)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.metadata.entry_points(group="jax_plugins"):
+            return True
+    except Exception:  # noqa: BLE001 - broken metadata: look for the modules instead
+        pass
+    return any(importlib.util.find_spec(m) is not None for m in
+               ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu"))
+
+
+def command_limits(memory_bytes: int | None, wall_seconds: float) -> Limits:
+    """Limits for a whole command (``--isolate``): memory (default: physical memory), wall time, and CPU time for
+    every core over that wall time."""
+    return Limits(memory_bytes or physical_memory(), int(wall_seconds * (os.cpu_count() or 1)) + 10, wall_seconds,
+                  "data" if accelerator_plugin_installed() else "address-space")
 
 
 @dataclass
@@ -101,8 +128,9 @@ class Outcome:
         if self.signal == signal.SIGXCPU or (self.signal == signal.SIGKILL and limits.cpu_seconds):
             return f"was killed by {name} (its CPU limit is {limits.cpu_seconds} s, or it was killed from outside)"
         if self.signal in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) and limits.memory_bytes:
+            above = " above what JAX itself uses" if limits.memory_after_imports else ""
             return (f"crashed with {name} (in native code, or on reaching its memory limit of "
-                    f"{_gib(limits.memory_bytes)})")
+                    f"{_gib(limits.memory_bytes)}{above})")
         return f"was killed by {name}"
 
 
@@ -157,15 +185,38 @@ def _apply(limits: Limits) -> None:
     except ImportError:  # pragma: no cover - not POSIX
         return
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if limits.memory_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    if limits.memory_bytes and not limits.memory_after_imports:
+        _apply_memory(limits, 0)
     if limits.cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
 
 
+def _apply_memory(limits: Limits, base: int) -> None:
+    """Limit this process's memory to ``base`` (what it already uses) plus ``limits.memory_bytes``."""
+    import resource
+
+    which = resource.RLIMIT_DATA if limits.memory_kind == "data" else resource.RLIMIT_AS
+    value = base + (limits.memory_bytes or 0)
+    resource.setrlimit(which, (value, value))
+
+
+def _address_space() -> int:
+    """This process's current address-space size in bytes (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_LIMITS: Limits | None = None  # the limits this child runs under, for a target that applies them late
+
+
 def _child() -> None:
     """Entry point of a child: limits first, then the target."""
+    global _LIMITS
     limits = Limits(**json.loads(sys.argv[1]))
+    _LIMITS = limits
     _apply(limits)
     module_name, _, function = sys.argv[2].partition(":")
     sys.argv = [sys.argv[2], *sys.argv[3:]]
@@ -183,9 +234,12 @@ def _read_program() -> None:
     stage = _EXCEPTION
     try:
         from jax import export
+        from jax.extend import mlir  # noqa: F401 - loaded before the memory limit, as JAX itself
 
         from .module_scan import scan_module
 
+        if _LIMITS is not None and _LIMITS.memory_bytes and _LIMITS.memory_after_imports:
+            _apply_memory(_LIMITS, _address_space())
         exported = export.deserialize(bytearray(payload))
         stage = _MODULE
         scan_module(exported.mlir_module_serialized)

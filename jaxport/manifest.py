@@ -228,6 +228,8 @@ def _check_arrays(v: _V, items: Any, path: str) -> None:
         here = f"{path}[{i}]"
         v.obj(a, here)
         name = v.string(v.key(a, "name", here), f"{here}.name")
+        if not name.isprintable():
+            raise v.fail(f"{here}.name", f"{name!r} contains control characters")
         if name in seen:
             raise v.fail(f"{here}.name", f"duplicate name {name!r}")
         seen.add(name)
@@ -503,8 +505,9 @@ def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
     for name, t in v.obj(v.key(w, "tensors", "weights"), "weights.tensors").items():
         here = f"weights.tensors[{name!r}]"
         v.string(name, here)
-        if not _safe_name(name):
-            raise v.fail(here, "a tensor's name is a relative path with no empty, '.' or '..' component")
+        if not _safe_name(name) or not name.isprintable():
+            raise v.fail(here, "a tensor's name is a relative path of printable characters with no empty, '.' or "
+                               "'..' component")
         v.obj(t, here)
         dt = v.string(v.key(t, "dtype", here), f"{here}.dtype", 64)
         if dt not in dtypes.BY_NAME:

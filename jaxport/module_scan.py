@@ -127,6 +127,8 @@ def strip_locations(mlir_module_serialized: bytes) -> bytes:
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
+    from ._jax_internals import serialize_with_sdy
+
     version = stablehlo_version(mlir_module_serialized)
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
@@ -134,4 +136,5 @@ def strip_locations(mlir_module_serialized: bytes) -> bytes:
         module = jmlir.deserialize_portable_artifact(mlir_module_serialized)
         text = module.operation.get_asm(enable_debug_info=False)
         bare = ir.Module.parse(text)
-        return bytes(jmlir.serialize_portable_artifact(bare, version or stablehlo.get_current_version()))
+        return bytes(jmlir.serialize_portable_artifact(bare, version or stablehlo.get_current_version(),
+                                                       serialize_with_sdy()))

@@ -205,7 +205,8 @@ def jit_sharded(program: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
             if s is not None and len(s) > len(leaf.shape):
                 raise SpecError(f"{where}: outputs_sharding[{i}] has {len(s)} entries, but output {i} has "
                                 f"{len(leaf.shape)} axes.")
-        out_shardings = tree.unflatten([None if s is None else named(amesh, s) for s in out_specs])
+        out_shardings = jax.tree_util.tree_unflatten(tree, [None if s is None else named(amesh, s)
+                                                            for s in out_specs])
     jitted = jax.jit(positional, in_shardings=in_shardings,
                      **({"out_shardings": out_shardings} if out_specs is not None else {}))
     return jitted, (tuple(args), dict(kwargs))
@@ -257,13 +258,15 @@ def device_count_message(where: str, needed: int, have: int, mesh: Mapping[str, 
 
 
 def place(value: Any, sharding: Any) -> Any:
-    """``value`` (a numpy array or a memory map) as a global jax.Array laid out by ``sharding``: each device reads
-    only its own slice, so a process of a multi-process run reads only the parts it holds."""
+    """``value`` (a numpy array or a memory map) as a global jax.Array laid out by ``sharding``. In a multi-process
+    run each device reads only its own slice, so a process reads only the parts it holds."""
     import jax
     import numpy as np
 
     if isinstance(value, jax.Array) and value.sharding == sharding:
         return value
+    if sharding.is_fully_addressable:  # one process holds every device: JAX's own transfer is fastest
+        return jax.device_put(value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value), sharding)
     arr = value if hasattr(value, "__getitem__") and hasattr(value, "shape") else np.asarray(value)
     if isinstance(arr, jax.Array) and arr.is_fully_addressable:
         arr = np.asarray(arr)

@@ -68,7 +68,7 @@ def streamed_axis(f: Mapping[str, Any], fname: str) -> Axis:
 def _type(a: Mapping[str, Any]) -> str:
     from .summary import array_type
 
-    return array_type(a)
+    return array_type(dict(a))
 
 
 def _type_first(arrays: list[tuple[str, Mapping[str, Any]]]) -> str:

@@ -204,6 +204,13 @@ def test_spec_regressions(text, message):
     assert str(e.value) == message
 
 
+def test_inspect_escapes_control_characters_from_the_manifest(built, run_cli, tmp_path):
+    path = _artifact(built, "manifest-wrong-type/description-escape-sequence", tmp_path)
+    res = run_cli("inspect", path)
+    assert res.exit_code == 0
+    assert "\x1b" not in res.stdout and "  \\x1b[2J\\x1b[31mpwned\n" in res.stdout
+
+
 def test_an_error_message_is_one_line_with_control_characters_escaped():
     from jaxport_cli.errors import one_line
 
@@ -231,20 +238,33 @@ def test_a_program_that_crashes_the_reader_is_refused_without_crashing_the_calle
     with pytest.raises(FormatError) as e:
         isolate.check_payload(b"program bytes, first seen here", "m.jaxport", "f")
     assert str(e.value) == ("m.jaxport: function 'f': JAX's reader crashed with SIGSEGV (in native code, or on "
-                            "reaching its memory limit of 4 GiB) on this program in a test process; the artifact "
-                            "is damaged or hostile. Do not load it; re-export it from its source.")
+                            "reaching its memory limit of 2 GiB above what JAX itself uses) on this program in a test "
+                            "process; the artifact is damaged or hostile. Do not load it; re-export it from its "
+                            "source.")
     # refused once, refused again without a second child
     monkeypatch.setattr(isolate, "run", None)
     with pytest.raises(FormatError):
         isolate.check_payload(b"program bytes, first seen here", "m.jaxport", "f")
 
 
+def test_a_child_is_held_to_its_memory_and_cpu_limits(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    memory = isolate.run("tests.hostile.crash:allocate", [], isolate.Limits(1 << 30, 60, 60.0))
+    assert memory.returncode == 1 and b"MemoryError" in memory.stderr
+    limits = isolate.Limits(None, 1, 60.0)
+    cpu = isolate.run("tests.hostile.crash:spin", [], limits)
+    assert cpu.death(limits) == "was killed by SIGXCPU (its CPU limit is 1 s, or it was killed from outside)"
+    limits = isolate.Limits(None, None, 1.0)
+    wall = isolate.run("tests.hostile.crash:spin", [], limits)
+    assert wall.timed_out and wall.death(limits) == "ran longer than 1 s and was stopped"
+
+
 def test_a_crashing_isolated_command_is_a_crash_error(run_cli, monkeypatch, tmp_path):
     """``--isolate``: the child that runs the command dies by a signal; the parent reports it, exit code 15."""
     import click
+    from jaxport_cli import options
 
     from jaxport.errors import CrashError
-    from jaxport_cli import options
 
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     ctx = click.Context(click.Command("call"), info_name="call")

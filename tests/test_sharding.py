@@ -36,14 +36,18 @@ def sharded(tmp_path_factory) -> Path:
     return d
 
 
-def _reference(d: Path) -> np.ndarray:
+def _model(d: Path):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("sharded_model", d / "model.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _reference(d: Path) -> np.ndarray:
     params = dict(np.load(d / "params.npz"))
-    return np.asarray(module.predict(np.load(d / "x.npy"), params))
+    return np.asarray(_model(d).predict(np.load(d / "x.npy"), params))
 
 
 # --- the spec ---------------------------------------------------------------------------------------------------
@@ -138,7 +142,7 @@ def test_inspect_shows_devices_mesh_and_partitioning(sharded, run_cli):
 
 
 def test_a_manifest_whose_mesh_disagrees_with_nr_devices_is_refused():
-    from jaxport.manifest import _check_mesh, _V
+    from jaxport.manifest import _V, _check_mesh
 
     f = {"nr_devices": 4, "mesh": {"axis_names": ["data"], "axis_sizes": [8]}, "inputs": [], "outputs": []}
     with pytest.raises(jaxport.FormatError, match="^" + re.escape(
@@ -185,15 +189,41 @@ def _jaxport(*args: str, cwd: Path, timeout: float = 180) -> subprocess.Complete
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _readme_block(heading: str) -> list[str]:
+    section = (REPO / "README.md").read_text().split(heading, 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
+
+
 @pytest.mark.slow
-def test_call_on_eight_simulated_devices_matches_the_unsharded_function(sharded):
-    res = _jaxport("call", "predict.jaxport", "--inputs", "x.npy", "--host-devices", "8", "-o", "out.npy", "--json",
-                   "--no-cache", cwd=sharded)
-    assert res.returncode == 0, res.stderr
-    report = json.loads(res.stdout)
-    assert report["devices"] == {"devices": 8, "mesh": "data=4 x model=2", "process_index": 0, "process_count": 1}
-    assert report["dims"] == {"b": 8}
-    np.testing.assert_allclose(np.load(sharded / "out.npy"), _reference(sharded), rtol=1e-5, atol=1e-5)
+def test_readme_commands_export_inspect_and_call_on_eight_simulated_devices(tmp_path):
+    """The README's commands: export on this one-device machine, inspect, call on 8 simulated devices (outputs equal
+    the unsharded function's) and call --vjp (input cotangents equal jax.grad of the source)."""
+    import shlex
+
+    import jax
+
+    shutil.copytree(EXAMPLES / "sharded", tmp_path / "examples" / "sharded")
+    lines = _readme_block("## Beyond one device: shards, gradients, large inputs")
+    assert len(lines) == 4
+    outputs = []
+    for line in lines:
+        argv = shlex.split(line)
+        assert argv[0] == "jaxport"
+        res = _jaxport(*argv[1:], "--json", *(["--no-cache"] if argv[1] == "call" else []), cwd=tmp_path)
+        assert res.returncode == 0, f"{line}\n{res.stderr}"
+        outputs.append(json.loads(res.stdout))
+    assert outputs[1]["functions"]["predict"]["mesh"] == {"axis_names": ["data", "model"], "axis_sizes": [4, 2]}
+    assert outputs[2]["devices"] == {"devices": 8, "mesh": "data=4 x model=2", "process_index": 0,
+                                     "process_count": 1}
+    d = tmp_path / "examples" / "sharded"
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), _reference(d), rtol=1e-5, atol=1e-5)
+    module = _model(d)
+    x, params = np.load(d / "x.npy"), dict(np.load(d / "params.npz"))
+    want = jax.grad(lambda x: jax.numpy.sum(module.predict(x, params)))(x)  # output cotangents: ones
+    with np.load(tmp_path / "grads.npz") as grads:
+        assert grads.files == ["x"]
+        np.testing.assert_allclose(grads["x"], want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -220,3 +250,12 @@ print(jax.device_count(), out.sharding.spec, [str(w.sharding.spec) for w in f._w
     r = np.load(sharded / "result.npz")
     np.testing.assert_allclose(r["out"], _reference(sharded), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(r["grad"], r["want"], rtol=1e-4, atol=1e-6)
+
+
+def test_strip_locations_keeps_the_sharding_annotations(sharded, monkeypatch):
+    """Re-serializing a stripped module must keep Shardy's ops (not turn them into unguaranteed custom calls)."""
+    monkeypatch.chdir(sharded)
+    result = jaxport.export("model.py:predict", "spec.yaml", output="stripped.jaxport", strip_locations=True)
+    f = result.manifest["functions"]["predict"]
+    assert [c["target"] for c in f["custom_calls"]] == ["shape_assertion"]
+    assert f["inputs"][0]["partition_spec"] == ["data", None]

@@ -13,7 +13,8 @@ from jaxport.errors import SpecError
 from jaxport.spec import MAX_SPEC_BYTES, ArrayLeaf, StaticLeaf, load_spec, parse_spec
 
 DTYPES = "bool, i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2"
-TOP_KEYS = "jaxport, dims, constraints, args, kwargs, platforms, allow_custom_calls, metadata, functions"
+TOP_KEYS = ("jaxport, dims, constraints, args, kwargs, platforms, allow_custom_calls, metadata, functions, mesh, "
+            "outputs_sharding, vjp_order")
 TAG_HELP = "only plain strings, numbers, booleans, null, lists and mappings are. Remove the tag."
 
 MODEL = """\
@@ -257,7 +258,7 @@ def test_unreadable_spec_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
          f"spec.yaml:2: unknown key 'zzz' in the spec. Allowed keys: {TOP_KEYS}."),
         ("jaxport: 1\nargs:\n  - {shape: [3], dtype: f32, dtpye: f32}\n",
          "spec.yaml:3: unknown key 'dtpye' in the array spec args[0]. Did you mean 'dtype'? Allowed keys: shape, "
-         "dtype."),
+         "dtype, sharding."),
         ("jaxport: 1\ndims:\n  b: {min: 1, mx: 3}\nargs: ['f32[b]']\n",
          "spec.yaml:3: unknown key 'mx' in dims['b']. Did you mean 'max'? Allowed keys: min, max."),
         ("jaxport: 1\nargs: ['f32[3]']\nmetadata: {nmae: x}\n",
@@ -414,7 +415,7 @@ def test_dims_errors(text, message):
          "spec.yaml:3: use either top-level 'args'/'kwargs' (one function) or 'functions:' (several), not both."),
         ("jaxport: 1\nfunctions:\n  f:\n    args: []\n    kwarg: {}\n",
          "spec.yaml:5: unknown key 'kwarg' in functions['f']. Did you mean 'kwargs'? Allowed keys: entrypoint, "
-         "args, kwargs."),
+         "args, kwargs, outputs_sharding."),
     ],
 )
 def test_other_spec_errors(text, message):

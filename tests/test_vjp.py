@@ -40,9 +40,10 @@ def source(x, params, n):
 @pytest.fixture
 def data():
     rng = np.random.default_rng(0)
-    return (rng.standard_normal((5, 4)).astype(np.float32),
-            {"w1": rng.standard_normal((4, 8)).astype(np.float32), "w2": rng.standard_normal((8, 3)).astype(np.float32)},
-            np.arange(5, dtype=np.int32))
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    params = {"w1": rng.standard_normal((4, 8)).astype(np.float32),
+              "w2": rng.standard_normal((8, 3)).astype(np.float32)}
+    return x, params, np.arange(5, dtype=np.int32)
 
 
 def loss_of(fn):
@@ -92,6 +93,7 @@ def test_jax_grad_through_load_matches_the_source(arts, data):
                                atol=1e-6)
 
 
+@pytest.mark.slow
 def test_second_order_through_load_and_beyond_the_stored_orders(arts, data):
     x, p, n = data
     loaded = arts["two"]
@@ -165,6 +167,7 @@ def test_call_vjp_needs_derivatives_and_cotangents_need_vjp(arts, run_cli):
     assert "  derivatives: none (export with --vjp-order 1 to differentiate it)\n" in res.stdout
 
 
+@pytest.mark.slow
 def test_export_vjp_order_option_inspect_and_verify(make_artifact, run_cli):
     path = make_artifact(MODEL, SPEC.replace("vjp_order: 1\n", ""))
     res = run_cli("export", "model.py:f", "-s", "spec.yaml", "-o", "v.jaxport", "--vjp-order", "1")

@@ -7,7 +7,7 @@ import contextlib
 import click
 
 from .. import errors, render
-from ..devices import Devices, apply, device_options
+from ..devices import apply, device_options
 from ..options import (
     IsolatableCommand,
     debug_option,
@@ -104,7 +104,7 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                                       cache_dir=iree_cache_dir(cache.directory))
             f = loaded.function_manifest
             if batch_size:
-                _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, devices, cache, as_json)
+                _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json)
                 return
             if output and not vjp:
                 runtime.check_output_path(output, loaded.output_names)
@@ -117,7 +117,7 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                     arrays, sources = inputs.gather(f, list(items))
             if vjp:
                 with busy(f"Running {loaded.function} and its derivative on {loaded.platform}..."):
-                    _derivative(artifact, loaded, arrays, sources, cotangents, output, devices, cache, as_json)
+                    _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as_json)
                 return
             with busy(f"Compiling and running {loaded.function} on {loaded.platform}..."):
                 result = loaded.run(arrays, sources)
@@ -125,13 +125,13 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
             if benchmark:
                 with busy(f"Benchmarking {benchmark} calls..."):
                     bench = loaded.benchmark(arrays, benchmark)
-        if output and _writes(devices):
+        if output:
             runtime.save_outputs(output, result.leaves)
         stats = [runtime.stats(name, value) for name, value in result.leaves]
         if as_json:
             _print_json(artifact, loaded, arrays, sources, result, stats, bench, output, print_values, cache)
         else:
-            _render(loaded, result, stats, bench, output if _writes(devices) else None, print_values)
+            _render(loaded, result, stats, bench, output, print_values)
 
     errors.run(body, debug=debug, as_json=as_json)
 
@@ -232,15 +232,6 @@ def _render(loaded, result, stats, bench, output, print_values):
 # --- --vjp, --batch-size and several processes --------------------------------------------------------------------
 
 
-def _writes(devices: Devices) -> bool:
-    """Whether this process writes the output file: the only one, or process 0 of a distributed run."""
-    if not devices.distributed:
-        return True
-    from jaxport.distributed import is_leader
-
-    return is_leader()
-
-
 def _placement(loaded) -> dict | None:
     """Where a sharded function ran: devices, mesh, processes (None for an unsharded one)."""
     if loaded.mesh is None:
@@ -254,7 +245,7 @@ def _placement(loaded) -> dict | None:
             "process_count": jax.process_count()}
 
 
-def _derivative(artifact, loaded, arrays, sources, cotangents, output, devices, cache, as_json):
+def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as_json):
     """``call --vjp``: the outputs and the input cotangents, written to -o."""
     import time
 
@@ -280,7 +271,7 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, devices, 
     start = time.perf_counter()
     res = gradients.vjp(loaded, arrays, cts)
     seconds = time.perf_counter() - start
-    if output and _writes(devices):
+    if output:
         runtime.save_outputs(output, res.cotangents)
     out_stats = [runtime.stats(n, v) for n, v in res.outputs]
     ct_stats = [runtime.stats(n, v) for n, v in res.cotangents]
@@ -308,12 +299,12 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, devices, 
     _stats_table(out, "input cotangents", ct_stats)
     if res.skipped:
         out.print(f"no cotangent for {', '.join(res.skipped)} (not floating point)", markup=False)
-    if output and _writes(devices):
+    if output:
         out.print(f"[green]Wrote[/] {escape(str(output))} ({len(res.cotangents)} cotangent"
                   f"{'s' if len(res.cotangents) != 1 else ''})")
 
 
-def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, devices, cache, as_json):
+def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json):
     """``call --batch-size``: chunks of axis 0 through the artifact, with a progress bar and throughput."""
     from jaxport import inputs, streaming
 
@@ -324,7 +315,7 @@ def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output,
         sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
     else:
         arrays, sources = streaming.open_inputs(f, list(items))
-    target = output if output and _writes(devices) else None
+    target = output or None
     if as_json:
         result = streaming.call(loaded, arrays, batch_size, target)
     else:

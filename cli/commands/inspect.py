@@ -53,12 +53,24 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
 _MAX_ROWS = 24  # rows of a table before it is cut (the JSON has everything)
 
 
+def _printable(node):
+    """The manifest with every string's control characters escaped (``\\x1b``): its text comes from the artifact,
+    which may be hostile, and is shown on a terminal."""
+    if isinstance(node, str):
+        return node if node.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in node)
+    if isinstance(node, dict):
+        return {_printable(k): _printable(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_printable(v) for v in node]
+    return node
+
+
 def _render(art, names):
     from rich.table import Table
 
     from jaxport.summary import array_type, derivation_text, human_bytes, signature
 
-    m = art.manifest
+    m = _printable(art.manifest)
     out = render.stdout()
     meta = m.get("metadata", {})
     prod = m["producer"]

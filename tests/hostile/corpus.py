@@ -379,8 +379,8 @@ def _get(m: dict[str, Any], path: list[Any]) -> Any:
 F = ["functions", "f"]
 W = ["weights", "tensors"]
 PAYLOAD = "functions/f.jaxexport"
-ADVISORY = ("a well-formed edit of a field that only describes the program; jaxport detects damage, not deliberate "
-            "edits of a consistent manifest (that needs a signature)")
+ADVISORY = ("a well-formed edit of a field the program cannot confirm (a bound, a count, a version): jaxport detects "
+            "damage (CRC-32, sha256), not a deliberate, consistent edit of the manifest, which needs a signature")
 NOT_PARSED = "inspect shows the manifest and checks digests; it does not parse the program (only --mlir does)"
 #: Commands that show a manifest without running the program: a manifest that disagrees with its program is
 #: shown as it is; call compares the two and refuses it.
@@ -708,8 +708,8 @@ def payloads(b: Base) -> Iterator[Case]:
     yield case("appended", payload + b"\0" * 64, accept=frozenset({"inspect", "call", "mlir"}),
                why="bytes after a flatbuffer's tables are not read (JAX's format); the digest was recomputed")
     maybe = frozenset({"inspect", "call", "mlir"})
-    flip_why = ("a flip that leaves a valid program (in a name, a location, an unused field) runs; accidental damage "
-                "is caught by the digest, which this case recomputed on purpose")
+    flip_why = ("inspect does not parse programs; a flip that leaves a valid program (in a name, a location, an "
+                "unused field) runs: accidental damage is caught by the digest, which this case recomputed on purpose")
     for pos, bit in sorted({(rng.randrange(len(payload)), rng.randrange(8)) for _ in range(40)}):
         d = bytearray(payload)
         d[pos] ^= 1 << bit

@@ -14,3 +14,14 @@ def segfault() -> None:
 def abort() -> None:
     """Abort, as a failed C++ check does."""
     os.abort()
+
+
+def allocate() -> None:
+    """Ask for 4 GiB, as a reader that trusts a size field does."""
+    bytearray(4 << 30)
+
+
+def spin() -> None:
+    """Loop forever, as a reader on a cyclic structure does."""
+    while True:
+        pass

@@ -11,8 +11,9 @@ Each (case, command) pair ends in one of:
 - rejected: a documented exit code for the case's kind and exactly one line on stderr, ``error[KIND]: ...``;
 - accepted: success, for a case whose mutation leaves a valid artifact or input (the case says why);
 - failure: anything else: exit 1 (an internal error), an undocumented code, a traceback, a message that is not one
-  line, a hostile file accepted, a canary created, a file written where none was asked for, and, in a subprocess,
-  death by a signal or a peak memory above the bound.
+  line, a hostile file accepted, a canary created, a file written where none was asked for, a terminal control
+  character from the file printed, and, in a subprocess, death by a signal or a peak memory above the bound;
+- known: a failure outside the readers, listed with its cause in RELIABILITY.md.
 
 Commands run in-process through click's runner (fast); a sample also runs as real ``jaxport`` processes, to catch
 signal deaths and to measure peak memory. The exit status is 1 when any failure was found.
@@ -147,6 +148,8 @@ def _classify(case: Case, command: str, code: int | None, stderr: str, stdout: s
     unexpected = sorted(set(created) - (OUTPUTS.get(command, set()) if code == 0 else set()))
     if unexpected:
         return "failure", f"wrote {', '.join(unexpected[:3])}"
+    if "\x1b" in stdout + stderr or "\x07" in stdout + stderr:
+        return "failure", "control characters from the file reached the terminal"
     if code == 0:
         if command in case.accept:
             return "accepted", case.why
@@ -317,7 +320,10 @@ def main(argv: list[str] | None = None) -> int:
                 {"case": r.case.id, "command": r.command, "subprocess": r.subprocess, "detail": r.detail}
                 for r in report.failures],
             "accepted": sorted({f"{r.case.id} [{r.command}]: {r.detail}" for r in report.results
-                                if r.status == "accepted"})}, indent=2))
+                                if r.status == "accepted"}),
+            "rejected": sorted({f"{r.case.id} [{r.command}]: {r.detail}" for r in report.results
+                                if r.status == "rejected"}),
+            "faults": [k.__dict__ for k in kills]}, indent=2))
     return 1 if report.failures or any(k.problems for k in kills) else 0
 
 
