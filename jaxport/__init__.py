@@ -29,14 +29,15 @@ from .errors import (
 from .manifest import FORMAT_VERSION
 
 if TYPE_CHECKING:
-    from .diff import compare_manifests, diff
+    from .diff import compare_manifests
+    from .diff import diff as diff_artifacts
     from .importer import import_stablehlo
     from .iree_runtime import compile_artifact
     from .pipeline import ExportResult, export
     from .policy import check, load_policy
     from .runtime import Loaded, load
     from .spec import ShapeSpec, load_spec, parse_spec
-    from .verify import verify
+    from .verify import verify as verify_artifact
 
 __all__ = [
     "FORMAT_VERSION",
@@ -63,7 +64,7 @@ __all__ = [
     "check",
     "compare_manifests",
     "compile_artifact",
-    "diff",
+    "diff_artifacts",
     "export",
     "import_stablehlo",
     "load",
@@ -71,7 +72,7 @@ __all__ = [
     "load_spec",
     "open_artifact",
     "parse_spec",
-    "verify",
+    "verify_artifact",
 ]
 
 
@@ -88,7 +89,15 @@ def __getattr__(name: str) -> Any:
         from . import runtime
 
         return getattr(runtime, name)
-    lazy = {"verify": "verify", "diff": "diff", "compare_manifests": "diff", "check": "policy",
+    # verify and diff are also submodules: their functions are exported under names a submodule import cannot
+    # shadow.
+    renamed = {"verify_artifact": ("verify", "verify"), "diff_artifacts": ("diff", "diff")}
+    if name in renamed:
+        import importlib
+
+        module, attr = renamed[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
+    lazy = {"compare_manifests": "diff", "check": "policy",
             "load_policy": "policy", "compile_artifact": "iree_runtime",
             "import_stablehlo": "importer"}
     if name in lazy:
