@@ -485,6 +485,10 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
         manifest_mod.validate(manifest)
     except FormatError as e:
         raise FormatError(f"{where}: {e}") from None
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as e:
+        # a gap in validate: still a refusal of the file, never a crash of the reader (and a bug to report)
+        raise bad(f"manifest.json is malformed in a way the validator does not name ({type(e).__name__}: {e}). "
+                  f"Re-export the artifact, and report this message.") from None
     listed = manifest["members"]
     for name, member in members.items():
         if name == MANIFEST_NAME:

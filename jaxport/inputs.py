@@ -121,6 +121,11 @@ def _read_header(fp: IO[bytes], where: str) -> _Header:
     if dtype.kind in "USMm":
         raise InputError(f"{where}: the array has dtype {dtype} ({descr!r}); jaxport reads numeric and bool "
                          f"arrays only.")
+    span = max(dtype.itemsize, 1)
+    for d in shape:
+        span *= max(d, 1)  # numpy needs this, zero dimensions aside, to fit its index type
+    if span > (1 << 63) - 1:
+        raise InputError(f"{where}: the .npy header's shape {shape!r} of {dtype} is larger than any array can be.")
     return _Header(tuple(shape), fortran, dtype, 8 + struct.calcsize(length_field) + length)
 
 

@@ -442,7 +442,8 @@ def validate(m: Any) -> dict[str, Any]:
         v.integer(f.get("nr_devices", 1), f"{here}.nr_devices", 1, 1 << 20)
         _check_mesh(v, f, here)
         names = v.lst(f.get("weights", []), f"{here}.weights", 1 << 20)
-        tensors = (m.get("weights") or {}).get("tensors", {}) if isinstance(m.get("weights"), dict) else {}
+        tensors = m["weights"].get("tensors") if isinstance(m.get("weights"), dict) else None
+        tensors = tensors if isinstance(tensors, dict) else {}
         for i, n in enumerate(names):
             if not isinstance(n, str) or n not in tensors:
                 raise v.fail(f"{here}.weights[{i}]", f"{n!r} is not a tensor of the top-level 'weights'")

@@ -118,6 +118,9 @@ def export(
                               f"dicts, lists, tuples and None; return one of those, or register the type with "
                               f"jax.export.register_namedtuple_serialization (or register_pytree_node_serialization) "
                               f"before exporting and before loading.") from None
+        from .isolate import trust
+
+        trust(members[payload_name])  # serialized by JAX in this process: no child check when it is loaded here
         functions[fname] = manifest.build_function_entry(low, spec, recorded, payload_name, allowed)
         functions[fname]["vjp_order"] = order
         all_tensors.extend(low.tensors)
