@@ -113,7 +113,7 @@ def run_case(tmp: Path, label: str, d: int, hidden: int, out: int, rows: int, ca
 
 def main() -> None:
     args = common.parse_args(__doc__.splitlines()[0], full=1, quick=1)
-    from jaxport import distributed
+    from jaxport.run import distributed
 
     distributed.host_devices(DEVICES)  # before JAX starts
     rows = []

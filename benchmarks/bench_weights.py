@@ -7,8 +7,9 @@ run time to a temporary directory:
 (a) whole-process `jaxport export` with the weights bound (`bind:` an .npz, or a Python attribute) at least 10x
     faster than a minimal `jax.export` script that closes over the same weights (ratio = baseline / jaxport);
 (b) artifact size at most 1.01 x the raw weight bytes + 1 MB;
-(c) opening the artifact and mapping every weight (`jaxport.open_artifact` + `jaxport.extract.weight_arrays`, with
-    and without the sha256 check) at least 10x faster than `np.load` of the .npz reading every array;
+(c) opening the artifact and mapping every weight (`jaxport.open_artifact` +
+    `jaxport.artifact.extract.weight_arrays`, with and without the sha256 check) at least 10x faster than `np.load`
+    of the .npz reading every array;
 (d) peak RSS of `jaxport call`: the weights are not held twice (ratio = peak / (weights + input + output bytes)).
 
 `--repeats` counts the interleaved rounds of (a) and (d); (c) runs 5x as many. `--quick` uses a 2-layer model.
@@ -71,7 +72,7 @@ def open_times(artifact: Path, npz: Path, rounds: int):
     import numpy as np
 
     import jaxport
-    from jaxport.extract import weight_arrays
+    from jaxport.artifact.extract import weight_arrays
 
     def mapped(verify: bool, touch: bool = False):
         def run() -> int:

@@ -35,7 +35,7 @@ def main() -> None:
     steps = {"jax": status()}
     if mode == "load":
         import jaxport
-        from jaxport import runtime
+        from jaxport.run import loaded as runtime
 
         artifact, x_path, out_path, verify, cache = sys.argv[2:7]
         with runtime.compilation_cache(cache):

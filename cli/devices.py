@@ -52,7 +52,7 @@ def apply(devices: Devices) -> None:
     given = [devices.coordinator is not None, devices.num_processes is not None, devices.process_id is not None]
     if any(given) and not all(given):
         raise click.UsageError("--coordinator, --num-processes and --process-id go together: give all three.")
-    from jaxport import distributed
+    from jaxport.run import distributed
 
     if devices.host_devices is not None:
         distributed.host_devices(devices.host_devices)

@@ -5,10 +5,16 @@ The public API. Heavy modules (JAX) load lazily, so ``import jaxport`` and readi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# The ``export`` subpackage is imported first so that the ``export`` function defined below, not the subpackage,
+# is what ``jaxport.export`` names (a submodule import binds its name in the parent package only when it first
+# loads). The subpackage's ``__init__`` imports nothing.
+from . import export as _export_package  # noqa: F401
 from ._version import __version__
-from .container import Artifact, open_artifact
+from .artifact.container import Artifact, open_artifact
+from .artifact.manifest import FORMAT_VERSION
 from .errors import (
     DiffError,
     EntrypointError,
@@ -26,18 +32,17 @@ from .errors import (
     UsageError,
     VerificationError,
 )
-from .manifest import FORMAT_VERSION
 
 if TYPE_CHECKING:
-    from .diff import compare_manifests
-    from .diff import diff as diff_artifacts
-    from .importer import import_stablehlo
-    from .iree_runtime import compile_artifact
-    from .pipeline import ExportResult, export
-    from .policy import check, load_policy
-    from .runtime import Loaded, load
+    from .artifact.diff import compare_manifests
+    from .artifact.diff import diff as diff_artifacts
+    from .artifact.policy import check, load_policy
+    from .export.pipeline import ExportResult
+    from .importer.build import import_stablehlo
+    from .run.iree import compile_artifact
+    from .run.loaded import Loaded, load
     from .spec import ShapeSpec, load_spec, parse_spec
-    from .verify import verify as verify_artifact
+    from .verify.runner import verify as verify_artifact
 
 __all__ = [
     "FORMAT_VERSION",
@@ -76,32 +81,50 @@ __all__ = [
 ]
 
 
+#: Public name -> (module, attribute), imported on first use so that ``import jaxport`` stays light.
+_LAZY = {
+    "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
+    "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
+    "load_spec": ("jaxport.spec", "load_spec"),
+    "parse_spec": ("jaxport.spec", "parse_spec"),
+    "load": ("jaxport.run.loaded", "load"),
+    "Loaded": ("jaxport.run.loaded", "Loaded"),
+    "verify_artifact": ("jaxport.verify.runner", "verify"),
+    "diff_artifacts": ("jaxport.artifact.diff", "diff"),
+    "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),
+    "check": ("jaxport.artifact.policy", "check"),
+    "load_policy": ("jaxport.artifact.policy", "load_policy"),
+    "compile_artifact": ("jaxport.run.iree", "compile_artifact"),
+    "import_stablehlo": ("jaxport.importer", "import_stablehlo"),
+}
+
+
+def export(
+    entrypoint: str | None,
+    spec: ShapeSpec | str | Path,
+    *,
+    output: str | Path | None = None,
+    platforms: list[str] | None = None,
+    allow_custom_calls: list[str] | tuple[str, ...] = (),
+    name: str | None = None,
+    version: str | None = None,
+    strip_locations: bool = False,
+    write_manifest: bool = True,
+    bind: dict[str, str] | None = None,
+    vjp_order: int | None = None,
+) -> ExportResult:
+    """Export the function(s) of a spec into an artifact (see ``jaxport.export.pipeline.export``)."""
+    from .export.pipeline import export as export_
+
+    return export_(entrypoint, spec, output=output, platforms=platforms, allow_custom_calls=allow_custom_calls,
+                   name=name, version=version, strip_locations=strip_locations, write_manifest=write_manifest,
+                   bind=bind, vjp_order=vjp_order)
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("export", "ExportResult"):
-        from . import pipeline
-
-        return getattr(pipeline, name)
-    if name in ("ShapeSpec", "load_spec", "parse_spec"):
-        from . import spec
-
-        return getattr(spec, name)
-    if name in ("load", "Loaded"):
-        from . import runtime
-
-        return getattr(runtime, name)
-    # verify and diff are also submodules: their functions are exported under names a submodule import cannot
-    # shadow.
-    renamed = {"verify_artifact": ("verify", "verify"), "diff_artifacts": ("diff", "diff")}
-    if name in renamed:
+    if name in _LAZY:
         import importlib
 
-        module, attr = renamed[name]
-        return getattr(importlib.import_module(f".{module}", __name__), attr)
-    lazy = {"compare_manifests": "diff", "check": "policy",
-            "load_policy": "policy", "compile_artifact": "iree_runtime",
-            "import_stablehlo": "importer"}
-    if name in lazy:
-        import importlib
-
-        return getattr(importlib.import_module(f".{lazy[name]}", __name__), name)
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'jaxport' has no attribute {name!r}")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import inputs
+from jaxport.run import inputs
 
 from .conftest import EXAMPLES
 

@@ -14,7 +14,8 @@ import jax
 import pytest
 
 import jaxport
-from jaxport import policy
+from jaxport.artifact import policy
+from jaxport.artifact.summary import human_bytes
 from jaxport.errors import PolicyFileError
 
 from .conftest import EXAMPLES, REPO
@@ -112,7 +113,7 @@ def test_rule_triggers_and_passes(rule, artifacts):
     text, bad, expected, good = RULES[rule]
     report = _check(artifacts[bad], text)
     size = artifacts[bad].stat().st_size
-    expected = [(r, f, m.format(size=jaxport.summary.human_bytes(size), bytes=size)) for r, f, m in expected]
+    expected = [(r, f, m.format(size=human_bytes(size), bytes=size)) for r, f, m in expected]
     assert _messages(report) == expected
     assert not report.passed
     if good is not None:
@@ -294,8 +295,8 @@ def test_max_age_and_window_from_the_command_line(run_cli, tmp_path):
     import json as _json
     import shutil as _shutil
 
-    from jaxport.compat import window
-    from jaxport.container import open_artifact, write_artifact
+    from jaxport.artifact.compat import window
+    from jaxport.artifact.container import open_artifact, write_artifact
 
     golden = Path(__file__).parent / "golden" / "1.0" / "mlp.jaxport"
     fresh = tmp_path / "fresh.jaxport"

@@ -9,8 +9,8 @@ import pytest
 
 import jaxport
 from jaxport._jax_internals import REVIEWED_JAX_VERSION, REVIEWED_STABLE_TARGETS, guaranteed_stable_custom_calls
+from jaxport.artifact.container import open_artifact
 from jaxport.checks import check_custom_calls, unstable_targets
-from jaxport.container import open_artifact
 from jaxport.module_scan import CustomCall, ModuleScan
 
 from .conftest import EXAMPLES
@@ -52,7 +52,7 @@ def test_load_rechecks_custom_calls_against_the_manifest(tmp_path, make_artifact
     manifest["functions"]["f"]["allowed_custom_calls"] = []
     members = {name: art.read(name) for name in art.members if name != "manifest.json"}
     art.close()
-    from jaxport.container import write_artifact
+    from jaxport.artifact.container import write_artifact
 
     edited = tmp_path / "edited.jaxport"
     write_artifact(edited, manifest, members)

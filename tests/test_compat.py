@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-from jaxport.compat import RELEASES, window
+from jaxport.artifact.compat import RELEASES, window
 
 TODAY = datetime.date(2026, 11, 29)
 

@@ -17,8 +17,15 @@ from typing import Any
 import pytest
 
 import jaxport
-from jaxport import container
-from jaxport.container import ALIGNMENT, MANIFEST_NAME, atomic_write, manifest_bytes, open_artifact, write_artifact
+from jaxport.artifact import container
+from jaxport.artifact.container import (
+    ALIGNMENT,
+    MANIFEST_NAME,
+    atomic_write,
+    manifest_bytes,
+    open_artifact,
+    write_artifact,
+)
 from jaxport.errors import FormatError, IntegrityError, OutputError
 
 PAYLOAD = "functions/f.jaxexport"

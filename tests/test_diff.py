@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import diff
+from jaxport.artifact import diff
 
 MODEL = '''
 import jax

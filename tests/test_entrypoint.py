@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxport.entrypoint import load_entrypoint
 from jaxport.errors import EntrypointError
+from jaxport.export.entrypoint import load_entrypoint
 
 # Helper modules get names no other test uses: a module, once imported, stays in sys.modules.
 MODEL = """\

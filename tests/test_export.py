@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
 
 from .conftest import EXAMPLES
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
 
 from .conftest import EXAMPLES
 
@@ -118,7 +118,7 @@ def test_npz_output_is_reproducible(extract, mlp_bound, tmp_path):
 def test_bfloat16_and_scalars_round_trip_through_safetensors(extract, mixed, tmp_path):
     """safetensors stores BF16 and scalars; the file binds again (jaxport reads BF16, which safetensors.numpy
     cannot) to the same tensors."""
-    from jaxport.weights import read_safetensors
+    from jaxport.export.bind import read_safetensors
 
     path, expected = mixed
     assert extract(path, "--weights", "w.safetensors").exit_code == 0
@@ -248,7 +248,7 @@ def test_json_error(extract, unbound):
 
 def test_npz_dtypes_that_numpy_cannot_name_are_listed(tmp_path, monkeypatch):
     """All three ml_dtypes types are refused for .npz, each named."""
-    from jaxport import extract
+    from jaxport.artifact import extract
     from jaxport.errors import UsageError
 
     monkeypatch.chdir(tmp_path)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import jaxport
-from jaxport.container import atomic_write, remove_stale_temporaries
+from jaxport.artifact.container import atomic_write, remove_stale_temporaries
 from jaxport.errors import OutputError
 
 from .conftest import EXAMPLES

@@ -29,8 +29,9 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jaxport import container, inputs, manifest
+from jaxport.artifact import container, manifest
 from jaxport.errors import FormatError, InputError, SpecError
+from jaxport.run import inputs
 from jaxport.spec import parse_spec
 
 from .hostile import zipmodel
@@ -213,8 +214,8 @@ def test_the_validator_refuses_or_what_it_accepts_can_be_shown(m):
         manifest.validate(m)
     except FormatError:
         return
-    from jaxport import summary
-    from jaxport.runtime import _check_signature
+    from jaxport.artifact import summary
+    from jaxport.run.loaded import _check_signature
 
     for fname, f in m["functions"].items():
         summary.signature(fname, f)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(GOLDEN.glob("*/*.jaxport"))

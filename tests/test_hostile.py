@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jaxport import isolate
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
 from jaxport.errors import FormatError
 
 from .hostile import corpus, run
@@ -169,7 +169,7 @@ def test_an_unknown_zip_version_is_a_format_error(built, tmp_path):
 
 
 def test_npz_member_names_cut_at_nul_are_refused(built, tmp_path):
-    from jaxport import inputs
+    from jaxport.run import inputs
 
     _, cases = built
     (case,) = [c for c in cases if c.id == "input-npz/name-nul"]

@@ -20,8 +20,8 @@ import pytest
 from referencing import Registry, Resource
 
 import jaxport
-from jaxport import importer
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
+from jaxport.importer import build as importer
 from jaxport.module_scan import module_text
 
 from .conftest import REPO

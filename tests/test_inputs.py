@@ -14,8 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from jaxport import inputs
 from jaxport.errors import InputError
+from jaxport.run import inputs
 
 # A function entry as the manifest holds it: x: f32[b, 4], y: i32[b], constraint b >= 16.
 SIMPLE = {

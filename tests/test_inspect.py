@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import jaxport
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
 
 from .conftest import EXAMPLES
 

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import container, inputs, runtime
+from jaxport.artifact import container
 from jaxport.errors import FormatError, InputError, IntegrityError, OutputError, PlatformError, PolicyError, UsageError
+from jaxport.run import inputs
+from jaxport.run import loaded as runtime
 
 from .conftest import EXAMPLES
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.container import open_artifact
+from jaxport.artifact.container import open_artifact
 
 from .conftest import EXAMPLES, REPO
 
@@ -142,7 +142,7 @@ def test_inspect_shows_devices_mesh_and_partitioning(sharded, run_cli):
 
 
 def test_a_manifest_whose_mesh_disagrees_with_nr_devices_is_refused():
-    from jaxport.manifest import _V, _check_mesh
+    from jaxport.artifact.manifest import _V, _check_mesh
 
     f = {"nr_devices": 4, "mesh": {"axis_names": ["data"], "axis_sizes": [8]}, "inputs": [], "outputs": []}
     with pytest.raises(jaxport.FormatError, match="^" + re.escape(

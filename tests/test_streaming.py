@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import streaming
+from jaxport.run import streaming
 
 MODEL = '''
 import jax.numpy as jnp

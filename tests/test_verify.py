@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import verify
 from jaxport.errors import InputError, UsageError
+from jaxport.verify import runner as verify
 
 from .conftest import EXAMPLES
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.container import open_artifact
-from jaxport.verify import verify
+from jaxport.artifact.container import open_artifact
+from jaxport.verify.runner import verify
 
 MODEL = '''
 import jax.numpy as jnp

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import container
-from jaxport.container import ALIGNMENT, MANIFEST_NAME, open_artifact
+from jaxport.artifact import container
+from jaxport.artifact.container import ALIGNMENT, MANIFEST_NAME, open_artifact
 from jaxport.errors import EntrypointError, ExportError, FormatError, InputError, IntegrityError, SpecError
 
 from .conftest import EXAMPLES
@@ -120,7 +120,7 @@ def test_call_with_only_the_free_input_matches(exported_examples, example_models
 
 def _flat(tree: Any) -> dict[str, np.ndarray]:
     """``{"a/b": array}`` for the array leaves of a pytree, named as jaxport names them (below the prefix)."""
-    from jaxport.weights import flatten_bound
+    from jaxport.export.bind import flatten_bound
 
     _, tensors = flatten_bound(tree, "", "test")
     return {t.name.lstrip("/"): t.array for t in tensors}
@@ -737,7 +737,7 @@ def test_tensors_of_every_dtype_round_trip_bit_for_bit(dtypes_artifact):
         assert out[name].dtype == value.dtype, name
         assert np.asarray(out[name]).tobytes() == value.tobytes(), name
     with open_artifact(path) as art:
-        from jaxport.extract import weight_arrays
+        from jaxport.artifact.extract import weight_arrays
 
         for name, array in weight_arrays(art).items():
             assert array.dtype == params[name.split("/")[1]].dtype

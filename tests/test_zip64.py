@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.container import ALIGNMENT, open_artifact
+from jaxport.artifact.container import ALIGNMENT, open_artifact
 
 from .conftest import EXAMPLES
 

@@ -85,7 +85,8 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
 
     def body():
         apply(devices)  # before JAX starts
-        from jaxport import inputs, runtime
+        from jaxport.run import inputs
+        from jaxport.run import loaded as runtime
 
         con = render.stderr()
 
@@ -97,7 +98,7 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
             if cache.problem and not as_json:
                 con.print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
             with busy(f"Loading {artifact}..."):
-                from jaxport.iree_runtime import iree_cache_dir
+                from jaxport.run.iree import iree_cache_dir
 
                 loaded = runtime.load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
                                       verify=not no_verify, runtime=runtime_name,
@@ -137,7 +138,7 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
 
 
 def _print_json(artifact, loaded, arrays, sources, result, stats, bench, output, print_values, cache):
-    from jaxport import runtime
+    from jaxport.run import loaded as runtime
 
     outs = []
     for s, (_, value) in zip(stats, result.leaves):
@@ -249,7 +250,8 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as
     """``call --vjp``: the outputs and the input cotangents, written to -o."""
     import time
 
-    from jaxport import gradients, inputs, runtime
+    from jaxport.run import gradients, inputs
+    from jaxport.run import loaded as runtime
 
     f = loaded.function_manifest
     wanted = [i["name"] for i in f["inputs"] if gradients.differentiable(i["dtype"])]
@@ -306,7 +308,7 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as
 
 def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json):
     """``call --batch-size``: chunks of axis 0 through the artifact, with a progress bar and throughput."""
-    from jaxport import inputs, streaming
+    from jaxport.run import inputs, streaming
 
     f = loaded.function_manifest
     streaming.streamed_axis(f, loaded.function)

@@ -30,7 +30,7 @@ def command(artifact, target, output, function, dims, cpu, as_json, debug):
     """
 
     def body():
-        from jaxport.iree_runtime import compile_artifact
+        from jaxport.run.iree import compile_artifact
 
         with render.stderr().status("Compiling with IREE...", spinner="dots") if not as_json else _null():
             description = compile_artifact(artifact, output, function=function, dims=dims or None, cpu=cpu)

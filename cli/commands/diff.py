@@ -28,7 +28,7 @@ def command(old, new, fail_on, no_programs, as_json, debug):
     """
 
     def body():
-        from jaxport.diff import diff
+        from jaxport.artifact.diff import diff
         from jaxport.errors import DiffError
 
         report = diff(old, new, programs=not no_programs)

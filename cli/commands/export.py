@@ -56,7 +56,7 @@ def command(entrypoint, spec_path, output, platforms, allow, name, version, bind
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,
                                "warnings": result.warnings, "manifest": result.manifest})
             return
-        from jaxport.summary import human_bytes, signature
+        from jaxport.artifact.summary import human_bytes, signature
 
         for w in result.warnings:
             con.print(f"[yellow]warning:[/] {render.escape(w)}")

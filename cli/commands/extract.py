@@ -28,8 +28,8 @@ def command(artifact, weights_out, payload_fn, mlir_fn, output, as_json, debug):
         raise click.UsageError("--payload and --mlir write to the file given with -o.")
 
     def body():
-        from jaxport import extract
-        from jaxport.container import open_artifact
+        from jaxport.artifact import extract
+        from jaxport.artifact.container import open_artifact
 
         with open_artifact(artifact) as art:
             if weights_out:

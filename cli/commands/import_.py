@@ -50,7 +50,7 @@ def command(module, spec_path, output, calling_convention, platforms, allow, fun
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,
                                "warnings": result.warnings, "manifest": result.manifest})
             return
-        from jaxport.summary import human_bytes, signature
+        from jaxport.artifact.summary import human_bytes, signature
 
         for w in result.warnings:
             con.print(f"[yellow]warning:[/] {render.escape(w)}")

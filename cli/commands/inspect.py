@@ -25,16 +25,16 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
         return
 
     def body():
-        from jaxport.container import open_artifact
-        from jaxport.manifest import function_names
+        from jaxport.artifact.container import open_artifact
+        from jaxport.artifact.manifest import function_names
 
         with open_artifact(artifact) as art:
             art.verify_all()
             m = art.manifest
             names = function_names(m, function)
             if mlir:
+                from jaxport.artifact.payload import module_bytes
                 from jaxport.module_scan import module_text
-                from jaxport.payload import module_bytes
 
                 for fname in names:
                     payload = art.read(m["functions"][fname]["payload"])
@@ -68,7 +68,7 @@ def _printable(node):
 def _render(art, names):
     from rich.table import Table
 
-    from jaxport.summary import array_type, derivation_text, human_bytes, signature
+    from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
     m = _printable(art.manifest)
     out = render.stdout()
@@ -85,7 +85,7 @@ def _render(art, names):
         out.print("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()), markup=False)
     out.print(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
               f"jaxlib {prod['jaxlib']}", markup=False)
-    from jaxport.compat import window
+    from jaxport.artifact.compat import window
 
     out.print(f"  compatibility: {window(prod['jax']).sentence()}", markup=False)
     for fname in names:
@@ -170,7 +170,7 @@ def _render(art, names):
 def _render_weights(out, m):
     from rich.table import Table
 
-    from jaxport.summary import array_type, human_bytes
+    from jaxport.artifact.summary import array_type, human_bytes
 
     tensors = (m.get("weights") or {}).get("tensors") or {}
     if not tensors:

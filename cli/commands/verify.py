@@ -38,8 +38,8 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
     """
 
     def body():
-        from jaxport import verify
         from jaxport.errors import VerificationError
+        from jaxport.verify import runner as verify
 
         run = lambda progress: verify.verify(  # noqa: E731
             artifact, against, spec_path, function=function, dims=dims or None,
@@ -58,8 +58,8 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
 
 
 def _iree_cache():
-    from jaxport.iree_runtime import iree_cache_dir
-    from jaxport.runtime import default_cache_dir
+    from jaxport.run.iree import iree_cache_dir
+    from jaxport.run.loaded import default_cache_dir
 
     return iree_cache_dir(default_cache_dir())
 

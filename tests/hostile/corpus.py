@@ -103,7 +103,7 @@ class Base:
 
 
 def manifest_text(m: Any) -> bytes:
-    from jaxport.container import manifest_bytes
+    from jaxport.artifact.container import manifest_bytes
 
     return manifest_bytes(m)
 
@@ -112,7 +112,7 @@ def zip_bytes(entries: list[tuple[str, bytes]]) -> bytes:
     """An artifact laid out by jaxport's own writer, with exactly these members and bytes."""
     import warnings
 
-    from jaxport.container import _write_members
+    from jaxport.artifact.container import _write_members
 
     buf = io.BytesIO()
     with warnings.catch_warnings():

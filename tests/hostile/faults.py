@@ -124,7 +124,7 @@ def temporaries(d: Path, name: str) -> list[str]:
 def artifact_source(tmp: Path, base: Path, tag: str) -> tuple[Path, bytes]:
     """A writer's input (``base``'s manifest with ``tag`` as description, and its members), and the bytes it
     writes."""
-    from jaxport import container
+    from jaxport.artifact import container
 
     with zipfile.ZipFile(base) as z:
         manifest = json.loads(z.read("manifest.json"))
@@ -139,7 +139,7 @@ def artifact_source(tmp: Path, base: Path, tag: str) -> tuple[Path, bytes]:
 
 def kill_artifact_writer(tmp: Path, base: Path, previous: bool) -> KillReport:
     """Every kill point of writing an artifact (over a previous one, or where none was)."""
-    from jaxport import container
+    from jaxport.artifact import container
 
     report = KillReport(f"export ({'over a previous artifact' if previous else 'new file'})")
     src_old, old = artifact_source(tmp, base, "old")
@@ -188,7 +188,7 @@ def kill_output_writer(tmp: Path, count: int = 100000) -> KillReport:
     """Every kill point of ``call -o out.npz`` writing its outputs over a previous file."""
     import numpy as np
 
-    from jaxport.container import atomic_write
+    from jaxport.artifact.container import atomic_write
 
     report = KillReport("call -o (outputs .npz)")
     target = tmp / "out.npz"

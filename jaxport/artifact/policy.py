@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
+from ..errors import PolicyFileError
 from .container import open_artifact
-from .errors import PolicyFileError
 from .summary import human_bytes
 
 #: Policy language versions this release reads. History:

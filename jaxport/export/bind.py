@@ -1,4 +1,4 @@
-"""Weights bound at export: loading them, naming their leaves, and storing them as aligned tensors.
+"""Weights bound at export: loading them and naming their leaves (``artifact.tensors`` stores them).
 
 A ``bind:`` in a spec names a file (``.npz``, ``.safetensors``, ``.npy``, relative to the spec) or a Python
 attribute (``model.py:PARAMS``, or a zero-argument callable returning the value). The value may be any JAX pytree;
@@ -10,8 +10,7 @@ program as constants.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -19,21 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .container import ALIGNMENT  # every tensor starts at a multiple of it
-from .errors import EntrypointError, FormatError, SpecError
+from .. import dtypes
+from ..artifact.calltree import key_name
+from ..artifact.tensors import Tensor
+from ..errors import EntrypointError, SpecError
+from .entrypoint import load_attribute, split_entrypoint
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    array: np.ndarray  # C-contiguous, little-endian
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.array.nbytes)
 
 
 @dataclass
@@ -132,7 +123,6 @@ def _load_attribute(source: str, base_dir: Path, where: str, modules: Mapping[Pa
     """``model.py:NAME`` or ``package.module:NAME``, called when it is a zero-argument callable."""
     import traceback
 
-    from .entrypoint import load_attribute, split_entrypoint
 
     target, attribute = split_entrypoint(source)
     value: Any = _MISSING
@@ -247,13 +237,6 @@ def _is_zero_arg(fn: Any) -> bool:
                for p in sig.parameters.values())
 
 
-def _key_name(key: Any) -> str:
-    for attr in ("key", "idx", "name"):
-        if hasattr(key, attr):
-            return str(getattr(key, attr))
-    return str(key)
-
-
 def _as_array(leaf: Any) -> np.ndarray | None:
     if isinstance(leaf, np.ndarray):
         return leaf
@@ -297,7 +280,7 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
             names.append(None)
             baked[i] = leaf
             continue
-        name = "/".join([prefix, *(_key_name(k) for k in path)]) if path else prefix
+        name = "/".join([prefix, *(key_name(k) for k in path)]) if path else prefix
         if dtypes.from_numpy(arr.dtype) is None:
             raise SpecError(f"{where}: bound leaf {name!r} has dtype {arr.dtype}, which jaxport does not store. "
                             f"Convert it, e.g. to float32.")
@@ -308,74 +291,3 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
         names.append(name)
         tensors.append(Tensor(name, arr))
     return BoundTree(treedef, names, baked, key_impls), tensors
-
-
-# --- storage ----------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PackedWeights:
-    """The weights member to write: its index for the manifest, its size and digest, and how to write it."""
-
-    index: dict[str, dict[str, Any]]
-    size: int
-    sha256: str
-    tensors: list[Tensor]
-
-    def chunks(self) -> Iterator[bytes | memoryview]:
-        pos = 0
-        for t in self.tensors:
-            start = self.index[t.name]["offset"]
-            if start > pos:
-                yield b"\0" * (start - pos)
-            yield memoryview(t.array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-            pos = start + t.nbytes
-        if self.size > pos:
-            yield b"\0" * (self.size - pos)
-
-
-def pack(tensors: list[Tensor]) -> PackedWeights:
-    """Lay out tensors (deduplicated by name) and compute every digest in one pass."""
-    unique: dict[str, Tensor] = {}
-    for t in tensors:
-        if t.name in unique:
-            if not np.array_equal(unique[t.name].array, t.array) or unique[t.name].array.dtype != t.array.dtype:
-                raise SpecError(f"two bound values are both named {t.name!r} but differ; rename one argument.")
-            continue
-        unique[t.name] = t
-    ordered = [unique[n] for n in sorted(unique)]
-    index: dict[str, dict[str, Any]] = {}
-    whole = hashlib.sha256()
-    pos = 0
-    for t in ordered:
-        pad = (-pos) % ALIGNMENT
-        if pad:
-            whole.update(b"\0" * pad)
-            pos += pad
-        data = memoryview(t.array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-        whole.update(data)
-        d = dtypes.from_numpy(t.array.dtype)
-        assert d is not None
-        index[t.name] = {"dtype": d.name, "shape": list(t.array.shape), "offset": pos, "nbytes": t.nbytes,
-                         "sha256": hashlib.sha256(data).hexdigest()}
-        pos += t.nbytes
-    return PackedWeights(index, pos, whole.hexdigest(), ordered)
-
-
-def tensor_views(buffer: memoryview, index: dict[str, dict[str, Any]], where: str) -> dict[str, np.ndarray]:
-    """Zero-copy numpy views of every tensor in the weights member (read-only, backed by the file's mmap)."""
-    out: dict[str, np.ndarray] = {}
-    size = len(buffer)
-    for name, t in index.items():
-        d = dtypes.BY_NAME[t["dtype"]]
-        count = 1
-        for n in t["shape"]:
-            count *= n
-        nbytes, offset = count * d.itemsize, t["offset"]
-        if nbytes != t["nbytes"] or offset < 0 or offset + nbytes > size:
-            raise FormatError(f"{where}: tensor {name!r}: shape {t['shape']} x {d.name} is {nbytes} bytes at "
-                              f"offset {offset}, which does not fit the {size}-byte weights member as declared "
-                              f"({t['nbytes']} bytes).")
-        arr = np.frombuffer(buffer, dtype=dtypes.to_numpy(d.name), count=count, offset=offset)
-        out[name] = arr.reshape(t["shape"])
-    return out

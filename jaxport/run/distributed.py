@@ -14,7 +14,7 @@ import os
 import re
 import sys
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _FLAG = "--xla_force_host_platform_device_count"
 

@@ -33,13 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import FormatError, IntegrityError, OutputError
 from . import manifest as manifest_mod
-from .errors import FormatError, IntegrityError, OutputError
+from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
 
-MANIFEST_NAME = "manifest.json"
-ALIGNMENT = 64
-MAX_MANIFEST_BYTES = 16 << 20
-MAX_MEMBERS = 1 << 16
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
@@ -248,13 +245,6 @@ class Member:
     size: int
 
 
-def _safe_name(name: str) -> bool:
-    if not name or len(name) > 1024 or "\0" in name or "\\" in name or name.startswith("/"):
-        return False
-    parts = name.split("/")
-    return all(p not in ("", ".", "..") for p in parts) and ":" not in parts[0]
-
-
 def _strict_json(data: bytes) -> Any:
     def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -414,7 +404,7 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
     expected_offset = 0
     for i, info in enumerate(infos):
         name = info.filename
-        if not _safe_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
+        if not is_safe_member_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
             raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, '..', backslash or NUL).")
         if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
             raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import dimexpr
+from .. import dimexpr
 from .container import open_artifact
 from .summary import array_type
 
@@ -529,7 +529,7 @@ def _compare_top(c: _Collector, old: Mapping[str, Any], new: Mapping[str, Any]) 
 
 def program_digest(payload: bytes, where: str, fname: str) -> str:
     """sha256 of a payload's StableHLO module printed without source locations (imports JAX)."""
-    from .module_scan import module_text
+    from ..module_scan import module_text
     from .payload import module_bytes
 
     text = module_text(module_bytes(payload, where, fname), debug_info=False)

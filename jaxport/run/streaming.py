@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import dimexpr, dtypes
-from .errors import InputError, OutputError, UsageError
+from .. import dimexpr, dtypes
+from ..errors import InputError, OutputError, UsageError
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def streamed_axis(f: Mapping[str, Any], fname: str) -> Axis:
 
 
 def _type(a: Mapping[str, Any]) -> str:
-    from .summary import array_type
+    from ..artifact.summary import array_type
 
     return array_type(dict(a))
 
@@ -314,7 +314,7 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
     outputs = f["outputs"]
     out_path = Path(output) if output is not None else None
     if out_path is not None:
-        from .runtime import check_output_path
+        from .loaded import check_output_path
 
         check_output_path(out_path, [o["name"] for o in outputs])
     stats = [_Stats(o["name"], o["dtype"]) for o in outputs]
@@ -382,7 +382,7 @@ def _finish(path: Path, temps: list[Path], names: list[str]) -> None:
     import shutil
     import zipfile
 
-    from .container import atomic_write
+    from ..artifact.container import atomic_write
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import dtypes
-from .checks import disallowed_custom_calls_error
+from .. import dtypes
+from ..artifact import calltree
+from ..artifact.calltree import WEIGHTS_KWARG
+from ..checks import disallowed_custom_calls_error
+from ..errors import ExportError, PolicyError, SpecError
+from ..module_scan import ModuleScan, scan_module
+from ..module_scan import strip_locations as _strip_locations
+from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
 from .entrypoint import Entrypoint
-from .errors import ExportError, PolicyError, SpecError
-from .module_scan import ModuleScan, scan_module
-from .module_scan import strip_locations as _strip_locations
-from .spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
 
 _JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
 
@@ -104,17 +106,6 @@ def _check_signature(fn: Callable[..., Any], fspec: FunctionSpec, spec_file: str
                     f"Make 'args' and 'kwargs' match the function's parameters.")
 
 
-def _key_name(key: Any) -> str:
-    for attr in ("key", "idx", "name"):
-        if hasattr(key, attr):
-            return str(getattr(key, attr))
-    return str(key)
-
-
-#: The keyword argument through which the exported program receives its bound tensors, ``{name: array}``.
-WEIGHTS_KWARG = "__jaxport_weights__"
-
-
 def _spec_tree_dynamic(tree: Any) -> Any:
     """The spec pytree with static and bound leaves replaced by None (JAX treats None as an empty subtree)."""
     if isinstance(tree, (StaticLeaf, BindLeaf)):
@@ -137,38 +128,6 @@ def _fill(spec_tree: Any, value: Any, bound: dict[int, Any], weights: dict[str, 
     if isinstance(spec_tree, list):
         return [_fill(v, value[i], bound, weights) for i, v in enumerate(spec_tree)]
     return value
-
-
-def signature_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int]) -> dict[str, Any]:
-    """The call tree recorded in the manifest: ``{"args": [...], "kwargs": {...}}`` with nodes
-    ``{"input": i}``, ``{"static": value}``, ``{"bound": source}``, ``{"list": [...]}``, ``{"dict": {...}}``."""
-
-    def enc(tree: Any) -> Any:
-        if isinstance(tree, StaticLeaf):
-            v = tree.value
-            return {"static": list(v) if isinstance(v, tuple) else v}
-        if isinstance(tree, BindLeaf):
-            return {"bound": _recorded_source(tree.source)}
-        if isinstance(tree, ArrayLeaf):
-            return {"input": leaf_index[id(tree)]}
-        if isinstance(tree, dict):
-            return {"dict": {k: enc(v) for k, v in tree.items()}}
-        return {"list": [enc(v) for v in tree]}
-
-    return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
-            "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
-
-
-def _recorded_source(source: str) -> str:
-    """A bound source as the manifest records it: as written when relative, else its file's base name (an artifact
-    holds no absolute path)."""
-    target, colon, attribute = source.rpartition(":") if not source.lower().endswith(
-        (".npz", ".npy", ".safetensors")) else ("", "", source)
-    path = target if colon else attribute
-    if not (os.path.isabs(path) or Path(path).is_absolute()):
-        return source
-    name = Path(path).name
-    return f"{name}:{attribute}" if colon else name
 
 
 def _user_frames(exc: BaseException) -> str:
@@ -242,7 +201,7 @@ def _config(**updates: Any):
 
 
 def used_variables(inputs: list[InputLeaf]) -> set[str]:
-    from . import dimexpr
+    from .. import dimexpr
 
     return {v for i in inputs for d in i.leaf.shape if isinstance(d, str) for v in dimexpr.variables(dimexpr.parse(d))}
 
@@ -253,7 +212,7 @@ def function_constraints(inputs: list[InputLeaf], spec: ShapeSpec) -> tuple[list
     A spec with several functions shares one ``dims``/``constraints`` section; each function's symbolic scope gets
     only what names its own variables (JAX refuses constraints on variables no argument uses).
     """
-    from . import dimexpr
+    from .. import dimexpr
 
     used = used_variables(inputs)
     bounds = []
@@ -317,17 +276,17 @@ def lower(
     for path, leaf in flat:
         assert isinstance(leaf, ArrayLeaf)
         top, *rest = path
-        if _key_name(top) == "0":
-            first = _key_name(rest[0])
+        if calltree.key_name(top) == "0":
+            first = calltree.key_name(rest[0])
             pos = dyn_arg_pos[int(first)]
             parts = [arg_names[pos]]
             spec_path = f"args[{pos}]"
         else:
-            parts = [_key_name(rest[0])]
-            spec_path = f"kwargs[{_key_name(rest[0])!r}]"
+            parts = [calltree.key_name(rest[0])]
+            spec_path = f"kwargs[{calltree.key_name(rest[0])!r}]"
         for k in rest[1:]:
-            parts.append(_key_name(k))
-            spec_path += f"[{_key_name(k)!r}]" if hasattr(k, "key") else f"[{_key_name(k)}]"
+            parts.append(calltree.key_name(k))
+            spec_path += f"[{calltree.key_name(k)!r}]" if hasattr(k, "key") else f"[{calltree.key_name(k)}]"
         name = "/".join(parts)
         clash = next((i for i in inputs if i.name == name), None)
         if clash is not None:
@@ -402,34 +361,15 @@ def lower(
     scan = scan_module(exported.mlir_module_serialized)
 
     out_names, out_tree = _outputs(exported)
-    input_positions, weight_positions = argument_positions(exported)
+    input_positions, weight_positions = calltree.argument_positions(exported)
     kept = set(exported.module_kept_var_idx)
     unused = [t.name for t, pos in zip(tensors, weight_positions) if pos not in kept]
     if tensors and not unused:
         # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
         unused = _on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
                                  weight_positions)
-    return Lowered(exported, name, inputs, signature_tree(fspec, arg_names, leaf_index), out_names, out_tree,
+    return Lowered(exported, name, inputs, calltree.from_spec(fspec, arg_names, leaf_index), out_names, out_tree,
                    x64, scan, tensors, unused, input_positions, weight_positions)
-
-
-def argument_positions(exported: Any) -> tuple[list[int], list[int]]:
-    """Flat argument positions of the free inputs and of the bound tensors (the ``WEIGHTS_KWARG`` subtree).
-
-    The program takes ``(*args, **kwargs)``, or, when sharded, ``(args, kwargs)`` as two positional arguments (see
-    ``sharding.jit_sharded``): the weights are then under ``[0][1][WEIGHTS_KWARG]``.
-    """
-    from jax import tree_util
-
-    n = len(exported.in_avals)
-    flat, _ = tree_util.tree_flatten_with_path(tree_util.tree_unflatten(exported.in_tree, list(range(n))))
-    free: list[int] = []
-    weights: list[int] = []
-    for path, pos in flat:
-        keys = [_key_name(k) for k in path[:3]]
-        is_weight = keys[:2] == ["1", WEIGHTS_KWARG] or keys == ["0", "1", WEIGHTS_KWARG]
-        (weights if is_weight else free).append(pos)
-    return free, weights
 
 
 def _weight_specs(binds: list[_Bind], tensors: list[Any]) -> dict[str, Any]:
@@ -458,7 +398,7 @@ def _jit_sharded(program: Callable[..., Any], tree: Any, kwargs: dict[str, Any],
     """``jax.jit`` of the program with the spec's shardings over its mesh (unsharded arrays replicated)."""
     from jax import tree_util
 
-    from .sharding import jit_sharded, spec_leaf
+    from ..sharding import jit_sharded, spec_leaf
 
     specs = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)),
                                      [spec_leaf(i.leaf.sharding) for i in inputs])
@@ -502,9 +442,9 @@ def _entry_modules(fn: Callable[..., Any]) -> dict[Path, Any]:
 def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec,
                 modules: dict[Path, Any] | None = None) -> tuple[dict[int, Any], list[Any], list[_Bind]]:
     """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
-    was bound (for messages). ``modules``: see ``weights.load_bind_source``."""
-    from .summary import array_type
-    from .weights import flatten_bound, load_bind_source
+    was bound (for messages). ``modules``: see ``bind.load_bind_source``."""
+    from ..artifact.summary import array_type
+    from .bind import flatten_bound, load_bind_source
 
     found: list[tuple[BindLeaf, str]] = []
 
@@ -640,7 +580,7 @@ def _outputs(exported: Any) -> tuple[list[str], Any]:
     if n == 1 and tree == 0:
         return ["output"], {"output": 0}
     flat, _ = tree_util.tree_flatten_with_path(tree)
-    names = ["/".join(_key_name(k) for k in path) or "output" for path, _ in flat]
+    names = ["/".join(calltree.key_name(k) for k in path) or "output" for path, _ in flat]
 
     def enc(t: Any) -> Any:
         if isinstance(t, int):

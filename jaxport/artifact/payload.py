@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import FormatError
+from ..errors import FormatError
 
 
 def check_calling_convention(version: int, writer_jax: str, where: Path | str, fname: str) -> None:
@@ -37,7 +37,7 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
     """
     from jax import export
 
-    from .isolate import check_payload
+    from ..isolate import check_payload
 
     check_payload(payload, str(where), fname)
     try:

@@ -1,9 +1,7 @@
-"""Derivatives: VJPs stored with a function at export, and cotangents computed from an artifact.
+"""Derivatives of a loaded function: cotangents computed through the VJPs an artifact stores.
 
-At export, ``vjp_order: N`` (``--vjp-order N``) serializes each function with N orders of its VJP
-(``Exported.serialize(vjp_order=N)``): the program, the program that maps (inputs, output cotangents) to input
-cotangents, and so on N times. JAX's ``Exported.call`` is differentiable through those stored programs, so
-``jax.grad(jaxport.load(...))`` works up to order N without the source code.
+An artifact exported with ``vjp_order: N`` carries N orders of VJP programs (``export.gradients``); JAX's
+``Exported.call`` is differentiable through them, so ``jax.grad(jaxport.load(...))`` works up to order N.
 
 Bound weights are constants of a loaded function: ``jax.grad`` and ``call --vjp`` give cotangents for the free
 inputs only (the stored VJP computes the weights' cotangents too; :func:`vjp` returns them on request). Export the
@@ -13,54 +11,14 @@ weights as inputs instead of binding them to differentiate with respect to them 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .errors import ExportError, InputError, UsageError
-
-
-def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path | None = None,
-              strip: bool = False) -> bytes:
-    """``exported.serialize(vjp_order=order)``, with the VJP programs exported as the primal was: source locations
-    relative to ``root`` (or stripped), on a fresh stack so that the bytes do not depend on the caller."""
-    if order == 0:
-        return bytes(exported.serialize())
-    from .lower import _config, _on_fresh_stack, location_regex
-
-    if strip:
-        exported = _stripping(exported)
-
-    def run() -> bytes:
-        settings: dict[str, Any] = {"jax_include_full_tracebacks_in_locations": False}
-        if root is not None:
-            settings["jax_hlo_source_file_canonicalization_regex"] = location_regex(root)
-        with _config(**settings):
-            return bytes(exported.serialize(vjp_order=order))
-
-    try:
-        return _on_fresh_stack(run)
-    except Exception as e:  # noqa: BLE001 - JAX's own errors for a derivative it cannot export
-        text = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
-        raise ExportError(f"{where}: function {fname!r}: its derivatives cannot be exported (vjp_order {order}): "
-                          f"{type(e).__name__}: {text}. Export it with a lower --vjp-order, or make the function "
-                          f"differentiable (jax.custom_vjp for the parts JAX cannot differentiate).") from None
-
-
-def _stripping(exported: Any) -> Any:
-    """``exported`` whose VJPs, at every order, have their source locations stripped."""
-    from .module_scan import strip_locations
-
-    get = exported._get_vjp
-    if get is None:
-        return exported
-
-    def stripped(primal: Any) -> Any:
-        v = get(primal)
-        return _stripping(dataclasses.replace(v, mlir_module_serialized=strip_locations(v.mlir_module_serialized)))
-
-    return dataclasses.replace(exported, _get_vjp=stripped)
+from .. import dtypes
+from ..errors import InputError, UsageError
+from ..sharding import gather
 
 
 def explain_missing(exported: Any, where: str, fname: str, level: int = 1) -> Any:
@@ -91,8 +49,6 @@ def stored_order(f: Mapping[str, Any]) -> int:
 
 def differentiable(dtype: str) -> bool:
     """Whether an array of this dtype has a cotangent (floating and complex types)."""
-    from . import dtypes
-
     d = dtypes.BY_NAME.get(dtype)
     return d is not None and d.kind in ("float", "complex")
 
@@ -130,8 +86,6 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
     names = [o["name"] for o in outputs]
     for n in cotangents or {}:
         if n not in names:
-            import difflib
-
             close = difflib.get_close_matches(n, names, n=1)
             raise InputError(f"cotangent {n!r} names no output of {loaded.function!r}; cotangents are named after "
                              f"the outputs: {', '.join(names)}.{f' Did you mean {close[0]!r}?' if close else ''}")
@@ -163,8 +117,6 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
                                  f"{tuple(value.shape)}; a cotangent has its output's shape.")
             cts.append(jax.numpy.asarray(g, dtype=value.dtype))
         grads = pullback(jax.tree_util.tree_unflatten(tree, cts))
-    from .sharding import gather
-
     result = VjpResult([(n, gather(v)) for n, v in zip(names, leaves)], [], [], [])
     for inp, g in zip(f["inputs"], grads[:n_free]):
         if differentiable(inp["dtype"]):
@@ -174,42 +126,3 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
     if weights:
         result.weight_cotangents = [(n, gather(g)) for n, g in zip(f.get("weights") or [], grads[n_free:])]
     return result
-
-
-def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: int, atol: float | None,
-                      rtol: float | None) -> list[Any]:
-    """``verify``'s check of the stored derivative: the input cotangents of the artifact and of the live function
-    (``jax.vjp``) for the same seeded random output cotangents, compared like outputs (named ``vjp(INPUT)``)."""
-    import jax
-    import numpy as np
-
-    from . import dtypes
-    from .inputs import concrete_shape
-    from .verify import compare
-
-    f = loaded.function_manifest
-    env = loaded.check(arrays)
-    rng = np.random.default_rng(seed + 7919)
-    cts = {o["name"]: rng.standard_normal(concrete_shape(o, env)).astype(dtypes.to_numpy(o["dtype"]))
-           for o in f["outputs"] if differentiable(o["dtype"])}
-    got = vjp(loaded, arrays, cts)
-    flat = [arrays[i["name"]] for i in f["inputs"]]
-    x64 = jax.enable_x64(True) if f.get("x64") else _null()
-    with x64:
-        out, pullback = jax.vjp(lambda *xs: live._jit(list(xs), live._weights), *flat)
-        leaves, tree = jax.tree_util.tree_flatten(out)
-        ct_leaves = [np.asarray(cts[o["name"]]) if differentiable(o["dtype"]) else
-                     np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f["outputs"], leaves)]
-        expected = pullback(jax.tree_util.tree_unflatten(tree, ct_leaves))
-    wanted = dict(got.cotangents)
-    results = []
-    for inp, e in zip(f["inputs"], expected):
-        if inp["name"] in wanted:
-            results.append(compare(f"vjp({inp['name']})", np.asarray(e), wanted[inp["name"]], atol, rtol))
-    return results
-
-
-def _null() -> Any:
-    import contextlib
-
-    return contextlib.nullcontext()

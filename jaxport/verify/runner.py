@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import dimexpr, dtypes, inputs
-from .container import open_artifact
-from .errors import EntrypointError, InputError, JaxportError, PlatformError, UsageError, VerificationError
+from .. import dimexpr, dtypes
+from ..artifact.calltree import recorded_source
+from ..artifact.container import open_artifact
+from ..errors import EntrypointError, InputError, JaxportError, PlatformError, UsageError, VerificationError
+from ..run import inputs
 
 #: Each case's inputs and outputs together stay under this many bytes (unless the smallest shapes already exceed
 #: it, or ``--dim`` asks for more).
@@ -391,7 +393,7 @@ def _compact(text: str) -> str:
 
 
 def _spec_tree_text(tree: Any) -> str:
-    from .spec import ArrayLeaf, StaticLeaf
+    from ..spec import ArrayLeaf, StaticLeaf
 
     if isinstance(tree, ArrayLeaf):
         return f"an array {dtypes.BY_NAME[tree.dtype].short}[{tree.shape_text()}]"
@@ -407,7 +409,7 @@ def _spec_tree_text(tree: Any) -> str:
 
 
 def _node_text(node: Mapping[str, Any], f: Mapping[str, Any]) -> str:
-    from .summary import array_type
+    from ..artifact.summary import array_type
 
     if "input" in node:
         return f"an array {array_type(f['inputs'][node['input']])}"
@@ -425,7 +427,7 @@ def _node_text(node: Mapping[str, Any], f: Mapping[str, Any]) -> str:
 def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: int = 1) -> list[str]:
     """How a parsed spec's description of function ``fname`` differs from its manifest entry (empty: it
     describes it). Platforms and metadata are not compared: the export command line may override them."""
-    from .spec import ArrayLeaf, StaticLeaf
+    from ..spec import ArrayLeaf, StaticLeaf
 
     if fname in spec.functions:
         fspec = spec.functions[fname]
@@ -457,9 +459,7 @@ def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: i
                 out.append(f"{path}: static value {node['static']!r} in the artifact, "
                            f"{_norm_static(tree.value)!r} in the spec")
         elif "bound" in node and hasattr(tree, "source") and not isinstance(tree, (ArrayLeaf, StaticLeaf)):
-            from .lower import _recorded_source
-
-            if node["bound"] != _recorded_source(tree.source):
+            if node["bound"] != recorded_source(tree.source):
                 out.append(f"{path}: weights bound to {node['bound']} in the artifact, to {tree.source} in the spec")
         elif "dict" in node and isinstance(tree, dict):
             keys, spec_keys = list(node["dict"]), list(tree)
@@ -518,7 +518,7 @@ def _bounds(var: str, lo: int, hi: int | None) -> str:
 
 
 def _tree_variables(fspec: Any) -> set[str]:
-    from .spec import ArrayLeaf
+    from ..spec import ArrayLeaf
 
     found: set[str] = set()
 
@@ -605,7 +605,7 @@ class LiveFunction:
         if not found:
             return
         try:
-            from .weights import flatten_bound, load_bind_source
+            from ..export.bind import flatten_bound, load_bind_source
         except ImportError:  # pragma: no cover - a jaxport without bound weights
             raise UsageError(f"{where}: the function has bound weights, which this jaxport cannot load.") from None
         for path, source in found:
@@ -760,12 +760,12 @@ def _platforms(fname: str, f: Mapping[str, Any], requested: list[str] | None, wh
 
 
 def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path, where: str) -> LiveFunction:
-    from .entrypoint import load_entrypoint
+    from ..export.entrypoint import load_entrypoint
 
     module_file = text.rpartition(":")[0]
     if module_file.lower().endswith((".mlir", ".mlirbc")):
         # An imported artifact: its live function is the foreign module's main, imported afresh.
-        from .importer import module_function
+        from ..importer.build import module_function
 
         if not Path(module_file).is_file():
             raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in the "
@@ -815,9 +815,9 @@ def verify(
     live function (no entry point needed); ``cache_dir`` keeps IREE's compiled modules.
     Returns the report; raises only for problems that stop verification (artifact, entry point, spec, platform).
     """
-    from . import runtime as runtime_mod
-    from .manifest import function_names
-    from .spec import load_spec
+    from ..artifact.manifest import function_names
+    from ..run import loaded as runtime_mod
+    from ..spec import load_spec
 
     where = str(artifact)
     with open_artifact(artifact) as art:
@@ -934,7 +934,8 @@ def _run_case(loaded: Any, live: LiveFunction, f: Mapping[str, Any], fname: str,
         return result
     for (name, value), (_, reference) in zip(actual, expected):
         result.outputs.append(compare(name, reference, value, atol, rtol))
-    from .gradients import compare_with_live, stored_order
+    from ..run.gradients import stored_order
+    from .gradients import compare_with_live
 
     if stored_order(f) >= 1 and isinstance(live, LiveFunction):  # the stored derivative, as an extra output each
         with jax.default_device(device):

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import dimexpr, dtypes
-from .errors import EntrypointError, ExportError, InputError, SpecError, UsageError
-from .spec import ArrayLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, Where
+from .. import dimexpr, dtypes
+from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
+from ..spec import ArrayLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, Where
 
 #: MLIR element types and the dtypes jaxport gives them.
 ELEMENT_TYPES: dict[str, str] = {
@@ -98,8 +98,8 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
     from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
 
-    from ._jax_internals import make_ir_context
-    from .module_scan import stablehlo_version
+    from .._jax_internals import make_ir_context
+    from ..module_scan import stablehlo_version
 
     display = str(path)
     try:
@@ -522,7 +522,7 @@ def _output_dims(results: list[TensorType], inputs: list[_Input], spec: ShapeSpe
                  display: str) -> list[list[int | str]]:
     """Each result's dimensions: static ones as they are, dynamic ones as linear expressions of the input dimension
     variables, fitted to the shapes shape refinement gives at sample sizes and checked at others."""
-    from .inputs import resolve_dims
+    from ..run.inputs import resolve_dims
 
     shapes: list[list[int | str]] = [[d if d is not None else "?" for d in r.shape] for r in results]
     if all(d is not None for r in results for d in r.shape):
@@ -637,11 +637,11 @@ def build(module_path: str | Path, inputs: list[_Input] | None, spec: ShapeSpec,
     from jax import export, tree_util
     from jax.extend.mlir import ir
 
-    from . import lower
-    from ._jax_internals import make_exported
-    from .checks import check_custom_calls
-    from .module_scan import scan_module
-    from .module_scan import strip_locations as strip
+    from .._jax_internals import make_exported
+    from ..checks import check_custom_calls
+    from ..export import lower
+    from ..module_scan import scan_module
+    from ..module_scan import strip_locations as strip
 
     display = str(module_path)
     warnings: list[str] = []
@@ -758,7 +758,7 @@ def _smoke_test(exported: Any, inputs: list[_Input], spec: ShapeSpec, constraint
     import jax
     from jax import export
 
-    from .inputs import concrete_shape, resolve_dims
+    from ..run.inputs import concrete_shape, resolve_dims
 
     local = export.default_export_platform()
     if local not in platforms:
@@ -808,8 +808,10 @@ def import_stablehlo(
     recorded (default: the one this JAX's ``jax.export`` writes). The other options are those of ``export``;
     ``function`` names the function in the artifact (default: the module file's name).
     """
-    from . import container, manifest, pipeline
-    from .spec import check_artifact_name, check_platform, load_spec
+    from ..artifact import container, manifest
+    from ..export import manifest as manifest_writer
+    from ..export import pipeline
+    from ..spec import check_artifact_name, check_platform, load_spec
 
     if spec is None:
         spec_obj = ShapeSpec("<no spec>", 1, {}, [], {None: FunctionSpec(None, None, [], {}, Where("<no spec>", 0))})
@@ -846,11 +848,11 @@ def import_stablehlo(
     m = {
         "format": manifest.FORMAT_NAME,
         "format_version": manifest.FORMAT_VERSION,
-        "producer": manifest.versions(),
+        "producer": manifest_writer.versions(),
         "metadata": meta,
         "source": {"spec": pipeline._relative(Path(spec_obj.file)) if spec_file else None},
         "members": {},
-        "functions": {fname: manifest.build_function_entry(low, spec_obj, entry, payload, allowed)},
+        "functions": {fname: manifest_writer.build_function_entry(low, spec_obj, entry, payload, allowed)},
     }
     out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
     if out.is_dir():

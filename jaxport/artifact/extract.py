@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from .container import Artifact, atomic_write
-from .errors import UsageError
 from .manifest import function_names
 
 #: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
@@ -15,7 +15,7 @@ _NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
     """Every bound tensor as a read-only numpy view of the artifact (name -> array)."""
-    from .weights import tensor_views
+    from .tensors import tensor_views
 
     w = art.manifest.get("weights")
     if not w:
@@ -84,7 +84,7 @@ def extract_payload(art: Artifact, function: str | None, output: str | Path) -> 
 def extract_mlir(art: Artifact, function: str | None, output: str | Path) -> int:
     """Write a function's StableHLO: ``.mlirbc`` is the portable bytecode as stored, ``.mlir`` (or anything
     else) its text with source locations."""
-    from .module_scan import module_text
+    from ..module_scan import module_text
     from .payload import module_bytes
 
     fname, payload = _payload(art, function)

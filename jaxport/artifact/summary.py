@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import dtypes
+from .. import dtypes
 
 
 def array_type(a: dict[str, Any]) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import dimexpr, dtypes
-from .errors import FormatError
+from .. import dimexpr, dtypes
+from ..errors import FormatError
+from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
 
 #: The artifact format version, "MAJOR.MINOR". A reader accepts any minor of its major and refuses a newer major.
 #: History:
@@ -22,131 +23,15 @@ FORMAT_VERSION = "1.0"
 FORMAT_MAJOR = 1
 FORMAT_NAME = "jaxport"
 
-#: The member holding every bound tensor (see weights.py).
-WEIGHTS_MEMBER = "weights.bin"
 MAX_RANK = 64
-MAX_NAME = 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def versions() -> dict[str, Any]:
-    """Versions of jaxport, jax and jaxlib in this process (imports jax)."""
-    import jax
-    import jaxlib
-    from jax import export
-
-    from ._version import __version__
-
-    return {"jaxport": __version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-            "calling_convention_range": [export.minimum_supported_calling_convention_version,
-                                         export.maximum_supported_calling_convention_version]}
-
-
-def _dim(d: Any) -> int | str:
-    return d if isinstance(d, int) else str(d)
-
-
-def derivations(inputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """For each dimension variable, the first input axis it can be solved from, in solving order."""
-    known: dict[str, int] = {}
-    out: dict[str, dict[str, Any]] = {}
-    progress = True
-    parsed = [(i["name"], [d if isinstance(d, int) else dimexpr.parse(d) for d in i["shape"]]) for i in inputs]
-    while progress:
-        progress = False
-        for name, dims in parsed:
-            for axis, d in enumerate(dims):
-                if isinstance(d, int):
-                    continue
-                unknown = dimexpr.variables(d) - known.keys()
-                if len(unknown) != 1:
-                    continue
-                (v,) = unknown
-                lin = dimexpr.linear(d, v, known)
-                if lin is None or lin[0] == 0:
-                    continue
-                known[v] = 1
-                out[v] = {"input": name, "axis": axis, "expression": str(d)}
-                progress = True
-    return out
-
-
-def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
-                         allowed_custom_calls: list[str]) -> dict[str, Any]:
-    """The manifest entry of one lowered function (see ``lower.Lowered``)."""
-    from ._jax_internals import guaranteed_stable_custom_calls
-    from .lower import function_constraints
-    from .module_scan import short_location, stablehlo_version
-
-    exp = lowered.exported
-    stable = guaranteed_stable_custom_calls()
-    from .sharding import describe
-
-    shardings = describe(exp)
-    mesh = shardings["mesh"]
-    in_shardings, out_shardings = shardings["inputs"], shardings["outputs"]
-    positions = lowered.input_positions or list(range(len(lowered.inputs)))
-    inputs = []
-    for inp, pos in zip(lowered.inputs, positions):
-        aval, (sh, pspec) = exp.in_avals[pos], in_shardings[pos]
-        inputs.append({"name": inp.name, "spec_path": inp.spec_path, "shape": [_dim(d) for d in aval.shape],
-                       "dtype": str(aval.dtype), "sharding": sh})
-        if mesh:
-            inputs[-1]["partition_spec"] = pspec
-    outputs = []
-    for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings):
-        outputs.append({"name": name, "shape": [_dim(d) for d in aval.shape], "dtype": str(aval.dtype),
-                        "sharding": sh})
-        if mesh:
-            outputs[-1]["partition_spec"] = pspec
-    derived = derivations(inputs)
-    dims = {}
-    for v in sorted(derived, key=lambda v: list(derived).index(v)):
-        d = spec.dims.get(v)
-        dims[v] = {"min": d.min if d and d.min is not None else 1, "max": d.max if d else None,
-                   "derived_from": derived[v]}
-    counts = lowered.scan.custom_call_counts()
-    custom_calls = [{"target": t, "count": counts[t],
-                     "stability": "guaranteed" if t in stable else "allowed"} for t in sorted(counts)]
-    big = sorted(lowered.scan.constants, key=lambda c: -c.nbytes)
-    return {
-        "entrypoint": entrypoint,
-        "payload": payload,
-        "calling_convention_version": exp.calling_convention_version,
-        "stablehlo_version": stablehlo_version(exp.mlir_module_serialized),
-        "platforms": list(exp.platforms),
-        "x64": lowered.x64,
-        "signature": lowered.signature,
-        "inputs": inputs,
-        "weights": [t.name for t in lowered.tensors],
-        "outputs": outputs,
-        "output_tree": lowered.output_tree,
-        "dims": dims,
-        "constraints": function_constraints(lowered.inputs, spec)[1],
-        "shape_assertions": lowered.scan.shape_assertions,
-        "custom_calls": custom_calls,
-        "allowed_custom_calls": sorted(set(allowed_custom_calls)),
-        "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
-        "kept_inputs": list(exp.module_kept_var_idx),
-        "effects": {"ordered": [str(e) for e in exp.ordered_effects],
-                    "unordered": [str(e) for e in exp.unordered_effects]},
-        "nr_devices": exp.nr_devices,
-        "vjp_order": 0,
-        "embedded_constants": {
-            "count": len(big), "bytes": lowered.scan.constant_bytes(),
-            "largest": [{"type": c.type, "bytes": c.nbytes, "location": short_location(c.location)}
-                        for c in big[:5] if c.nbytes > 0]},
-        **({"mesh": mesh, "weights_partition_specs": {
-            t.name: in_shardings[pos][1] for t, pos in zip(lowered.tensors, lowered.weight_positions)}}
-           if mesh else {}),
-    }
 
 
 def function_names(m: dict[str, Any], function: str | None = None) -> list[str]:
     """The artifact's functions, or just ``function``; an unknown name is a UsageError with close matches."""
     import difflib
 
-    from .errors import UsageError
+    from ..errors import UsageError
 
     names = list(m["functions"])
     if function is None:
@@ -355,7 +240,6 @@ def _check_described(v: _V, f: dict[str, Any], here: str, inputs: list[Any], n_o
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PAYLOAD_NAME = re.compile(r"^functions/[A-Za-z_][A-Za-z0-9_]*\.jaxexport$")
 
 
 def validate(m: Any) -> dict[str, Any]:
@@ -374,7 +258,7 @@ def validate(m: Any) -> dict[str, Any]:
     if not writer.isprintable() or len(writer) > 40:
         writer = repr(writer[:40])
     if int(mm.group(1)) > FORMAT_MAJOR:
-        from ._version import __version__
+        from .._version import __version__
 
         raise FormatError(f"artifact format {ver} was written by jaxport {writer}; this jaxport "
                           f"({__version__}) reads format {FORMAT_MAJOR}.x. Upgrade jaxport to read it.")
@@ -423,7 +307,7 @@ def validate(m: Any) -> dict[str, Any]:
         payload = v.string(v.key(f, "payload", here), f"{here}.payload")
         if payload not in members:
             raise v.fail(f"{here}.payload", f"{payload!r} is not listed under 'members'")
-        if not _PAYLOAD_NAME.match(payload):
+        if not PAYLOAD_NAME.match(payload):
             raise v.fail(f"{here}.payload", f"{payload!r} is not a program member's name (functions/NAME.jaxexport)")
         v.integer(v.key(f, "calling_convention_version", here), f"{here}.calling_convention_version", 0, 1 << 20)
         plats = v.lst(v.key(f, "platforms", here), f"{here}.platforms", 16)
@@ -495,8 +379,6 @@ def _check_mesh(v: _V, f: dict[str, Any], here: str) -> None:
 def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
     """Tensors must lie inside the weights member, aligned, back to back (each at the first aligned offset after the
     previous one, the last ending the member), with sizes that match: no overlap, and no bytes no tensor owns."""
-    from .container import ALIGNMENT, _safe_name
-
     v.obj(w, "weights")
     member = v.string(v.key(w, "member", "weights"), "weights.member")
     if member != WEIGHTS_MEMBER or member not in members:
@@ -506,7 +388,7 @@ def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
     for name, t in v.obj(v.key(w, "tensors", "weights"), "weights.tensors").items():
         here = f"weights.tensors[{name!r}]"
         v.string(name, here)
-        if not _safe_name(name) or not name.isprintable():
+        if not is_safe_member_name(name) or not name.isprintable():
             raise v.fail(here, "a tensor's name is a relative path of printable characters with no empty, '.' or "
                                "'..' component")
         v.obj(t, here)

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import PlatformError, PolicyError
-from .runtime import Compilation, Loaded
+from ..errors import PlatformError, PolicyError
+from .loaded import Compilation, Loaded
 
 #: Custom calls the IREE path accepts: shape assertions are folded away once shapes are static.
 _SUPPORTED_CUSTOM_CALLS = {"shape_assertion"}
@@ -94,7 +94,7 @@ class IreeLoaded(Loaded):
             return self._compiled[key][1]
         import jax
 
-        from . import dtypes
+        from .. import dtypes
 
         compiler, runtime = _iree()
         start = time.perf_counter()
@@ -116,7 +116,7 @@ class IreeLoaded(Loaded):
                                     f"{(lines[0] if lines else str(e).splitlines()[0]).strip()[:400]}") from None
             if cached is not None:
                 hit = False
-                from .container import atomic_write
+                from ..artifact.container import atomic_write
 
                 try:
                     cached.parent.mkdir(parents=True, exist_ok=True)
@@ -179,12 +179,13 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     """
     import jax
 
-    from . import dtypes, inputs
-    from .container import atomic_write, manifest_bytes
-    from .errors import UsageError
-    from .lower import argument_positions
-    from .module_scan import module_text
-    from .runtime import load
+    from .. import dtypes
+    from ..artifact.calltree import argument_positions
+    from ..artifact.container import atomic_write, manifest_bytes
+    from ..errors import UsageError
+    from ..module_scan import module_text
+    from . import inputs
+    from .loaded import load
 
     loaded = load(path, function)
     f = loaded.function_manifest

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from . import dimexpr, dtypes
-from .errors import InputError
-from .summary import array_type
+from .. import dimexpr, dtypes
+from ..artifact.summary import array_type
+from ..errors import InputError
 
 MAX_HEADER_BYTES = 10_000  # numpy's own default cap for untrusted headers
 MAX_RANK = 64

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import dtypes, inputs, summary
-from .container import open_artifact
-from .errors import FormatError, InputError, PlatformError, UsageError
+from .. import dtypes
+from ..artifact import summary
+from ..artifact.container import open_artifact
+from ..errors import FormatError, InputError, PlatformError, UsageError
+from . import inputs
 
 _CACHE_EVENTS: Counter[str] = Counter()
 _HIT = "/jax/compilation_cache/cache_hits"
@@ -113,7 +115,7 @@ def compilation_cache(directory: str | Path | None) -> Iterator[CacheState]:
 
 def select_function(manifest: Mapping[str, Any], function: str | None, where: str) -> str:
     """The function to run: ``function``, or the only one of the artifact."""
-    from .manifest import function_names
+    from ..artifact.manifest import function_names
 
     names = function_names(dict(manifest), function)
     if len(names) > 1:
@@ -133,7 +135,7 @@ def _check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
         return FormatError(f"{where}: function {fname!r}: the payload disagrees with the manifest ({what}); the "
                            f"artifact was edited or written by a faulty producer. Re-export it.")
 
-    from .lower import argument_positions
+    from ..artifact.calltree import argument_positions
 
     free, weight_positions = argument_positions(exported)
     names = list(f.get("weights") or [])
@@ -220,9 +222,9 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
     import jax
     from jax import export
 
-    from .checks import check_custom_calls
-    from .module_scan import scan_module
-    from .payload import deserialize
+    from ..artifact.payload import deserialize
+    from ..checks import check_custom_calls
+    from ..module_scan import scan_module
 
     start = time.perf_counter()
     where = str(path)
@@ -233,7 +235,7 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
         f = manifest["functions"][fname]
         payload = art.read(f["payload"])
         _check_signature(f, where, fname)
-        from .payload import check_calling_convention
+        from ..artifact.payload import check_calling_convention
 
         writer = str(manifest["producer"].get("jax"))
         check_calling_convention(f["calling_convention_version"], writer, where, fname)
@@ -257,7 +259,7 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
         exported = dataclasses.replace(
             exported, disabled_safety_checks=(*exported.disabled_safety_checks, export.DisabledSafetyCheck.platform()))
     if exported.nr_devices > jax.device_count():
-        from .sharding import device_count_message
+        from ..sharding import device_count_message
 
         art.close()
         raise PlatformError(device_count_message(f"{where}: function {fname!r}", exported.nr_devices,
@@ -266,7 +268,7 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
 
     exported = explain_missing(exported, where, fname)
     if runtime == "iree":
-        from .iree_runtime import IreeLoaded
+        from .iree import IreeLoaded
 
         try:
             return IreeLoaded(Path(path), fname, manifest, exported, local, mismatch, time.perf_counter() - start,
@@ -279,7 +281,7 @@ def load(path: str | Path, function: str | None = None, *, allow_platform_mismat
 
 def _map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], verify: bool) -> list[Any]:
     """The function's bound tensors as numpy views of the artifact's memory map (no copy), digest checked."""
-    from .weights import tensor_views
+    from ..artifact.tensors import tensor_views
 
     w = manifest.get("weights")
     if not isinstance(w, dict) or w.get("member") not in art.members:
@@ -390,7 +392,7 @@ class Loaded:
                  artifact: Any = None):
         import jax
 
-        from .lower import argument_positions
+        from ..artifact.calltree import argument_positions
 
         self.path = path
         self.function = function
@@ -427,7 +429,7 @@ class Loaded:
             if weight_shardings is None:
                 self._weights = [jax.device_put(w) for w in (weights or [])]
             else:
-                from .sharding import place
+                from ..sharding import place
 
                 self._weights = [place(w, s) for w, s in zip(weights or [], weight_shardings)]
         if artifact is not None and not weights:
@@ -449,7 +451,7 @@ class Loaded:
         mesh_info = self.function_manifest.get("mesh")
         if not mesh_info:
             return None, None, None
-        from .sharding import named, runtime_mesh
+        from ..sharding import named, runtime_mesh
 
         mesh = runtime_mesh(mesh_info, f"{self.path}: function {self.function!r}")
         try:
@@ -466,7 +468,7 @@ class Loaded:
         others as given (JAX copies them at the call)."""
         if self._in_shardings is None:
             return flat
-        from .sharding import place
+        from ..sharding import place
 
         with self._x64():
             return [v if _is_tracer(v) else place(v, s) for v, s in zip(flat, self._in_shardings)]
@@ -709,7 +711,7 @@ class Loaded:
         import jax
         import numpy as np
 
-        from .sharding import gather
+        from ..sharding import gather
 
         flat = jax.tree_util.tree_leaves(outputs)
         return [(name, gather(v) if self._mesh is not None else np.asarray(v))
@@ -795,8 +797,8 @@ def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
 
     import numpy as np
 
-    from .container import atomic_write
-    from .errors import OutputError
+    from ..artifact.container import atomic_write
+    from ..errors import OutputError
 
     path = Path(path)
     check_output_path(path, [n for n, _ in leaves])
@@ -818,7 +820,7 @@ def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
 
 def check_output_path(path: str | Path, names: list[str]) -> None:
     """Refuse an output file that cannot hold these outputs, before running anything."""
-    from .errors import OutputError
+    from ..errors import OutputError
 
     path = Path(path)
     suffix = path.suffix.lower()

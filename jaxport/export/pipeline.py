@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import container, effects, gradients, lower, manifest, weights
+from ..artifact import container, manifest, tensors
+from ..checks import check_custom_calls, check_effects
+from ..errors import ExportError, SpecError
+from ..spec import ShapeSpec, check_artifact_name, check_platform, load_spec
+from . import gradients, lower
+from . import manifest as manifest_writer
 from .entrypoint import load_entrypoint
-from .errors import ExportError, SpecError
-from .spec import ShapeSpec, check_artifact_name, check_platform, load_spec
 
 #: Embedded constants above this many bytes in total draw a warning.
 LARGE_CONSTANTS_BYTES = 1 << 20
@@ -102,12 +105,11 @@ def export(
     for fname, fspec, entry, recorded in jobs:
         low = lower.lower(entry, fspec, spec, name=fname, platforms=plats, allow_custom_calls=allowed,
                           strip_locations=strip_locations)
-        from .checks import check_custom_calls
 
         check_custom_calls(entry.spec, low.scan, set(allowed))
         payload_name = f"functions/{fname}.jaxexport"
         order = spec.vjp_order if vjp_order is None else vjp_order
-        effects.check(low.exported, entry.spec, fname)
+        check_effects(low.exported, entry.spec, fname)
         try:
             members[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
                                                         strip=strip_locations)
@@ -118,10 +120,10 @@ def export(
                               f"dicts, lists, tuples and None; return one of those, or register the type with "
                               f"jax.export.register_namedtuple_serialization (or register_pytree_node_serialization) "
                               f"before exporting and before loading.") from None
-        from .isolate import trust
+        from ..isolate import trust
 
         trust(members[payload_name])  # serialized by JAX in this process: no child check when it is loaded here
-        functions[fname] = manifest.build_function_entry(low, spec, recorded, payload_name, allowed)
+        functions[fname] = manifest_writer.build_function_entry(low, spec, recorded, payload_name, allowed)
         functions[fname]["vjp_order"] = order
         all_tensors.extend(low.tensors)
         wide = [t.name for t in low.tensors if str(t.array.dtype) in ("float64", "complex128")]
@@ -146,14 +148,14 @@ def export(
     m = {
         "format": manifest.FORMAT_NAME,
         "format_version": manifest.FORMAT_VERSION,
-        "producer": manifest.versions(),
+        "producer": manifest_writer.versions(),
         "metadata": meta,
         "source": {"spec": _relative(Path(spec.file)) if spec.file and not spec.file.startswith("<") else None},
         "members": {},
         "functions": functions,
     }
     if all_tensors:
-        packed = weights.pack(all_tensors)
+        packed = tensors.pack(all_tensors)
         m["weights"] = {"member": manifest.WEIGHTS_MEMBER, "tensors": packed.index}
         members[manifest.WEIGHTS_MEMBER] = packed
     out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
@@ -171,7 +173,7 @@ def _apply_binds(fspec: Any, fn: Any, bind: dict[str, str]) -> Any:
     """A copy of ``fspec`` where each named top-level argument is bound to its source."""
     import dataclasses
 
-    from .spec import BindLeaf, Where
+    from ..spec import BindLeaf, Where
 
     args, kwargs = list(fspec.args), dict(fspec.kwargs)
     names = lower.param_names(fn, len(args))

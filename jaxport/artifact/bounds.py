@@ -1,0 +1,49 @@
+"""The one rule for a dimension variable's bounds: ``min`` (default 1) and ``max`` (default: none).
+
+A spec's ``dims: {b: {min: 0, max: 64}}`` and a manifest's ``dims`` entry read the same way everywhere: input
+checks, dimension solving, ``inspect``, ``diff`` and ``verify``. ``min: 0`` is allowed by the format and honoured
+as written; a missing ``min`` is 1, since JAX's dimension variables are positive unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MIN = 1
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """``lo <= v`` and, when ``hi`` is not None, ``v <= hi``."""
+
+    lo: int = DEFAULT_MIN
+    hi: int | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> Bounds:
+        """The bounds of a manifest ``dims`` entry (``{"min": .., "max": ..}``), a spec ``DimVar`` (``.min``,
+        ``.max``) or None (no bounds declared)."""
+        if d is None:
+            return cls()
+        if isinstance(d, Mapping):
+            lo, hi = d.get("min"), d.get("max")
+        else:
+            lo, hi = getattr(d, "min", None), getattr(d, "max", None)
+        return cls(DEFAULT_MIN if lo is None else int(lo), None if hi is None else int(hi))
+
+    def holds(self, value: int) -> bool:
+        return value >= self.lo and (self.hi is None or value <= self.hi)
+
+    def text(self, var: str) -> str:
+        """``1 <= batch <= 4096``, or ``batch >= 1`` without an upper bound."""
+        return f"{self.lo} <= {var} <= {self.hi}" if self.hi is not None else f"{var} >= {self.lo}"
+
+    def to_manifest(self) -> dict[str, int | None]:
+        return {"min": self.lo, "max": self.hi}
+
+
+def of_function(f: Mapping[str, Any]) -> dict[str, Bounds]:
+    """The bounds of every dimension variable a manifest function declares in ``dims``."""
+    return {v: Bounds.of(d) for v, d in (f.get("dims") or {}).items()}

@@ -1,0 +1,41 @@
+"""``verify``'s check of a stored derivative against the live function's."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from .. import dtypes
+from ..run.gradients import differentiable, vjp
+from ..run.inputs import concrete_shape
+from .runner import compare
+
+
+def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: int, atol: float | None,
+                      rtol: float | None) -> list[Any]:
+    """``verify``'s check of the stored derivative: the input cotangents of the artifact and of the live function
+    (``jax.vjp``) for the same seeded random output cotangents, compared like outputs (named ``vjp(INPUT)``)."""
+    import jax
+    import numpy as np
+
+    f = loaded.function_manifest
+    env = loaded.check(arrays)
+    rng = np.random.default_rng(seed + 7919)
+    cts = {o["name"]: rng.standard_normal(concrete_shape(o, env)).astype(dtypes.to_numpy(o["dtype"]))
+           for o in f["outputs"] if differentiable(o["dtype"])}
+    got = vjp(loaded, arrays, cts)
+    flat = [arrays[i["name"]] for i in f["inputs"]]
+    x64 = jax.enable_x64(True) if f.get("x64") else contextlib.nullcontext()
+    with x64:
+        out, pullback = jax.vjp(lambda *xs: live._jit(list(xs), live._weights), *flat)
+        leaves, tree = jax.tree_util.tree_flatten(out)
+        ct_leaves = [np.asarray(cts[o["name"]]) if differentiable(o["dtype"]) else
+                     np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f["outputs"], leaves)]
+        expected = pullback(jax.tree_util.tree_unflatten(tree, ct_leaves))
+    wanted = dict(got.cotangents)
+    results = []
+    for inp, e in zip(f["inputs"], expected):
+        if inp["name"] in wanted:
+            results.append(compare(f"vjp({inp['name']})", np.asarray(e), wanted[inp["name"]], atol, rtol))
+    return results

@@ -1,0 +1,277 @@
+"""The import-layer contract of the ``jaxport`` package, checked by parsing every module with ``ast``.
+
+``make lint`` runs it (and ``tests/test_layers.py`` runs it in the test suite). The rules:
+
+1. Layers. Each module belongs to one layer; it imports only from its own layer and the layers this table allows:
+
+   ========== =========================================================
+   foundation the flat top-level modules (errors, dtypes, dimexpr, spec, ...): foundation only
+   artifact   ``jaxport.artifact``: foundation
+   export     ``jaxport.export``: artifact, foundation
+   importer   ``jaxport.importer``: export, artifact, foundation
+   run        ``jaxport.run``: artifact, foundation
+   verify     ``jaxport.verify``: run, importer, export, artifact, foundation
+   facade     ``jaxport/__init__.py``: anything
+   ========== =========================================================
+
+   and nothing in ``jaxport`` imports the command line (``jaxport_cli``).
+2. No import cycle between modules, counting every import that runs (function bodies included; ``if
+   TYPE_CHECKING:`` blocks excluded).
+3. Imports of jaxport modules sit at module top level: a lazy import inside a function hides a dependency (and so
+   a cycle). Only the facade imports lazily, to keep ``import jaxport`` light.
+4. No module imports another module's ``_private`` name, or reads one through a module it imported
+   (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
+   to the package.
+5. The format layer stays light: ``artifact`` and foundation modules import jax, jaxlib, numpy, ml_dtypes,
+   safetensors and iree only inside functions, so that reading a manifest imports none of them.
+
+Usage: ``python scripts/check_layers.py [PACKAGE_DIR]``; prints one line per violation, exits 1 if any.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = "jaxport"
+ALLOWED = {
+    "foundation": {"foundation"},
+    "artifact": {"artifact", "foundation"},
+    "export": {"export", "artifact", "foundation"},
+    "importer": {"importer", "export", "artifact", "foundation"},
+    "run": {"run", "artifact", "foundation"},
+    "verify": {"verify", "run", "importer", "export", "artifact", "foundation"},
+}
+SUBPACKAGES = ("artifact", "export", "importer", "run", "verify")
+HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree")
+LIGHT_LAYERS = ("artifact", "foundation")
+
+
+@dataclass
+class Import:
+    target: str  # an absolute module name inside the package
+    line: int
+    top: bool  # at module top level (not in a function or class body)
+    type_only: bool  # inside ``if TYPE_CHECKING:``
+    names: list[str] = field(default_factory=list)  # imported names (``from X import a, b``)
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+    imports: list[Import] = field(default_factory=list)
+    heavy_top: list[tuple[str, int]] = field(default_factory=list)  # (module, line) of heavy top-level imports
+    private_reads: list[tuple[str, str, int]] = field(default_factory=list)  # (module, attribute, line)
+    cli_imports: list[int] = field(default_factory=list)
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if module == PACKAGE:
+        return "facade"
+    if len(parts) >= 2 and parts[1] in SUBPACKAGES:
+        return parts[1]
+    return "foundation"
+
+
+def _resolve(mod: Module, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = mod.name.split(".") if mod.is_package else mod.name.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, mod: Module, known: set[str]) -> None:
+        self.mod, self.known = mod, known
+        self.depth = 0  # function/class nesting
+        self.type_only = 0
+        self.module_aliases: dict[str, str] = {}  # local name -> jaxport module it is bound to
+
+    def _scoped(self, node: ast.AST) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scoped
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            self.type_only += 1
+            for child in node.body:
+                self.visit(child)
+            self.type_only -= 1
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def _add(self, target: str, line: int, names: list[str]) -> None:
+        self.mod.imports.append(Import(target, line, self.depth == 0, self.type_only > 0, names))
+
+    def _heavy(self, name: str, line: int) -> None:
+        if self.depth == 0 and not self.type_only and name.split(".")[0] in HEAVY:
+            self.mod.heavy_top.append((name, line))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._heavy(alias.name, node.lineno)
+            if alias.name.split(".")[0] == f"{PACKAGE}_cli":
+                self.mod.cli_imports.append(node.lineno)
+            if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                self._add(alias.name, node.lineno, [])
+                if alias.asname:
+                    self.module_aliases[alias.asname] = alias.name
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        target = _resolve(self.mod, node)
+        self._heavy(target, node.lineno)
+        if target.split(".")[0] == f"{PACKAGE}_cli":
+            self.mod.cli_imports.append(node.lineno)
+        if not (target == PACKAGE or target.startswith(PACKAGE + ".")):
+            return
+        names = []
+        for alias in node.names:
+            full = f"{target}.{alias.name}"
+            if full in self.known:  # ``from . import module``: an import of that module
+                self._add(full, node.lineno, [])
+                self.module_aliases[alias.asname or alias.name] = full
+            else:
+                names.append(alias.name)
+        if names or not node.names:
+            self._add(target, node.lineno, names)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.value, ast.Name) and node.value.id in self.module_aliases:
+            attr = node.attr
+            if attr.startswith("_") and not attr.startswith("__"):
+                self.mod.private_reads.append((self.module_aliases[node.value.id], attr, node.lineno))
+        self.generic_visit(node)
+
+
+def load_package(root: Path) -> dict[str, Module]:
+    """Every module of the package at ``root`` (the directory holding ``__init__.py``), by absolute name."""
+    modules: dict[str, Module] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        parts = list(rel.parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        modules[".".join(parts)] = Module(".".join(parts), path, is_package)
+    known = set(modules)
+    for mod in modules.values():
+        _Visitor(mod, known).visit(ast.parse(mod.path.read_text(), str(mod.path)))
+    return modules
+
+
+def _owner(target: str, modules: dict[str, Module]) -> str | None:
+    """The module an import target names (``jaxport.run.loaded``), or None when it is outside the package."""
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def violations(root: Path) -> list[str]:
+    """Every breach of the contract in the package at ``root``, one readable line each."""
+    modules = load_package(root)
+    out: list[str] = []
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for mod in modules.values():
+        where = mod.path.relative_to(root.parent)
+        src_layer = layer(mod.name)
+        for line in mod.cli_imports:
+            out.append(f"{where}:{line}: imports the command line ({PACKAGE}_cli); the library must not")
+        if src_layer in LIGHT_LAYERS:
+            for name, line in mod.heavy_top:
+                out.append(f"{where}:{line}: imports {name} at module level; the {src_layer} layer imports it "
+                           f"inside the function that needs it")
+        for imp in mod.imports:
+            target = _owner(imp.target, modules)
+            if target is None or target == mod.name:
+                continue
+            if mod.name.startswith(target + ".") and modules[target].is_package and not imp.names:
+                continue  # ``from . import x`` resolved to the package itself
+            if not imp.type_only:
+                graph[mod.name].add(target)
+            dst_layer = layer(target)
+            if src_layer != "facade" and dst_layer != "facade" and dst_layer not in ALLOWED[src_layer]:
+                out.append(f"{where}:{imp.line}: {mod.name} ({src_layer}) imports {target} ({dst_layer}); "
+                           f"{src_layer} may import only from {', '.join(sorted(ALLOWED[src_layer]))}")
+            if dst_layer == "facade" and src_layer != "facade":
+                out.append(f"{where}:{imp.line}: {mod.name} imports the facade ({PACKAGE}); import the module "
+                           f"that defines the name")
+            if not imp.top and src_layer != "facade":
+                out.append(f"{where}:{imp.line}: {mod.name} imports {target} inside a function; move the import "
+                           f"to the top of the module (only jax, numpy, yaml, iree and safetensors stay lazy)")
+            for name in imp.names:
+                if name.startswith("_") and not name.startswith("__"):
+                    out.append(f"{where}:{imp.line}: {mod.name} imports the private name {name} from {target}")
+        for target, attr, line in mod.private_reads:
+            out.append(f"{where}:{line}: {mod.name} reads the private name {attr} of {target}")
+    for component in _cycles(graph):
+        out.append(f"import cycle: {' -> '.join(component)} (each imports another in the group)")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / PACKAGE
+    found = violations(root)
+    for line in found:
+        print(line)
+    modules = load_package(root)
+    longest = max(modules.values(), key=lambda m: len(m.path.read_text().splitlines()))
+    print(f"{len(modules)} modules, {len(found)} violation{'s' if len(found) != 1 else ''}; longest module: "
+          f"{longest.path.relative_to(root.parent)} ({len(longest.path.read_text().splitlines())} lines)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

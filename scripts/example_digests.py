@@ -1,0 +1,60 @@
+"""Export every bundled example and print the sha256 of each artifact (``path entry digest`` per line).
+
+Used to prove that a refactor leaves artifacts byte-identical: run it before and after and compare, or run
+``tests/test_example_digests.py``, which compares against ``tests/golden/example-digests.txt``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: (example directory, spec file, entry point) for every example spec shipped in ``examples/``.
+EXAMPLES = [
+    ("equinox", "spec.yaml", "model.py:apply"),
+    ("equinox", "spec-npz.yaml", "model.py:apply_arrays"),
+    ("equinox", "spec-safetensors.yaml", "model.py:apply_arrays"),
+    ("equinox", "spec-partitioned.yaml", "model.py:apply_partitioned"),
+    ("flax_linen", "spec.yaml", "model.py:apply"),
+    ("flax_linen", "spec-npz.yaml", "model.py:apply"),
+    ("flax_linen", "spec-safetensors.yaml", "model.py:apply"),
+    ("flax_nnx", "spec.yaml", "model.py:apply"),
+    ("flax_nnx", "spec-npz.yaml", "model.py:apply"),
+    ("flax_nnx", "spec-safetensors.yaml", "model.py:apply"),
+    ("mlp", "spec.yaml", "model.py:predict"),
+    ("mlp", "spec-bound.yaml", "model.py:apply"),
+    ("mlp", "spec-npz.yaml", "model.py:apply"),
+    ("mlp", "spec-safetensors.yaml", "model.py:apply"),
+    ("mlp", "spec-multiplatform.yaml", "model.py:predict"),
+    ("pallas", "spec.yaml", "model.py:add"),
+    ("pytree", "spec.yaml", "model.py:encode"),
+    ("sharded", "spec.yaml", "model.py:predict"),
+]
+
+
+def digests() -> list[tuple[str, str]]:
+    import jaxport
+
+    rows = []
+    cwd = os.getcwd()
+    try:
+        for example, spec, entry in EXAMPLES:
+            os.chdir(REPO / "examples" / example)
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "a.jaxport"
+                jaxport.export(entry, spec, output=out)
+                rows.append((f"{example}/{spec} {entry}", hashlib.sha256(out.read_bytes()).hexdigest()))
+    finally:
+        os.chdir(cwd)
+    return rows
+
+
+if __name__ == "__main__":
+    for name, digest in digests():
+        print(f"{name} {digest}")
+    sys.stdout.flush()
