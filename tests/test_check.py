@@ -290,7 +290,7 @@ def test_check_does_not_import_jax(artifacts, tmp_path):
 
 
 def test_max_age_and_window_from_the_command_line(run_cli, tmp_path):
-    """An artifact whose recorded JAX is old fails --max-age; a current one passes (ages come from jaxport.compat)."""
+    """An artifact whose recorded JAX is old fails --max-age; a current one passes (ages come from jaxport.artifact.compat)."""
     import datetime
     import json as _json
     import shutil as _shutil

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from jaxport.artifact import contract
 from jaxport.errors import InputError
 from jaxport.run import inputs
 
@@ -37,12 +38,12 @@ ENCODE = {
 
 
 def _infos(fn, arrays):
-    return [inputs.ArrayInfo(i["name"], tuple(arrays[i["name"]].shape), str(arrays[i["name"]].dtype))
+    return [contract.ArrayInfo(i["name"], tuple(arrays[i["name"]].shape), str(arrays[i["name"]].dtype))
             for i in fn["inputs"]]
 
 
 def _check(fn, **arrays):
-    return inputs.check(fn, _infos(fn, {k.replace("__", "/"): v for k, v in arrays.items()}))
+    return contract.check(fn, _infos(fn, {k.replace("__", "/"): v for k, v in arrays.items()}))
 
 
 def _enc(batch, h, **over):
@@ -395,7 +396,7 @@ def test_check_returns_the_solved_dimensions():
 ])
 def test_check_errors(arrays, message):
     with pytest.raises(InputError, match=re.escape(message)):
-        inputs.check(SIMPLE, _infos(SIMPLE, arrays))
+        contract.check(SIMPLE, _infos(SIMPLE, arrays))
 
 
 @pytest.mark.parametrize("arrays,message", [
@@ -418,11 +419,11 @@ def test_check_errors_on_the_pytree_signature(arrays, message):
 
 
 def test_dtype_hint_names_the_file_to_convert():
-    infos = [inputs.ArrayInfo("x", (16, 4), "float64", "data/x.npy"), inputs.ArrayInfo("y", (16,), "int32")]
+    infos = [contract.ArrayInfo("x", (16, 4), "float64", "data/x.npy"), contract.ArrayInfo("y", (16,), "int32")]
     with pytest.raises(InputError, match=re.escape(
             "input 'x' has dtype float64, but the artifact expects float32. Convert it with: python -c \"import numpy "
             "as np; np.save('data/x.npy', np.load('data/x.npy').astype(np.float32))\"")):
-        inputs.check(SIMPLE, infos)
+        contract.check(SIMPLE, infos)
 
 
 def test_expression_dimension_mismatch_without_a_solution():
@@ -430,28 +431,28 @@ def test_expression_dimension_mismatch_without_a_solution():
                      {"name": "b", "shape": ["n + 1"], "dtype": "float32"},
                      {"name": "c", "shape": ["max(n, 3)"], "dtype": "float32"}],
           "dims": {}, "constraints": []}
-    good = [inputs.ArrayInfo("a", (5,), "float32"), inputs.ArrayInfo("b", (6,), "float32"),
-            inputs.ArrayInfo("c", (5,), "float32")]
-    assert inputs.check(fn, good) == {"n": 5}
+    good = [contract.ArrayInfo("a", (5,), "float32"), contract.ArrayInfo("b", (6,), "float32"),
+            contract.ArrayInfo("c", (5,), "float32")]
+    assert contract.check(fn, good) == {"n": 5}
     with pytest.raises(InputError, match=re.escape(
             "dimension 'n' is 5 from input 'a' (shape[0]) but 6 from input 'b' (shape[0] = n + 1).")):
-        inputs.check(fn, [good[0], inputs.ArrayInfo("b", (7,), "float32"), good[2]])
+        contract.check(fn, [good[0], contract.ArrayInfo("b", (7,), "float32"), good[2]])
     with pytest.raises(InputError, match=re.escape(
             "input 'c': shape[0] = 4, but it must equal max(n, 3) = 5 (n = 5 from input 'a' (shape[0])).")):
-        inputs.check(fn, [good[0], good[1], inputs.ArrayInfo("c", (4,), "float32")])
+        contract.check(fn, [good[0], good[1], contract.ArrayInfo("c", (4,), "float32")])
 
 
 # --- random inputs ---------------------------------------------------------------------------------------------
 
 
 def test_resolve_dims_takes_the_smallest_values_that_satisfy_bounds_and_constraints():
-    assert inputs.resolve_dims(ENCODE, {}) == {"batch": 1, "h": 2}
-    assert inputs.resolve_dims(ENCODE, {"batch": 100}) == {"batch": 100, "h": 13}
-    assert inputs.resolve_dims(ENCODE, {"h": 5}) == {"batch": 1, "h": 5}
-    assert inputs.resolve_dims(SIMPLE, {}) == {"b": 16}
+    assert contract.resolve_dims(ENCODE, {}) == {"batch": 1, "h": 2}
+    assert contract.resolve_dims(ENCODE, {"batch": 100}) == {"batch": 100, "h": 13}
+    assert contract.resolve_dims(ENCODE, {"h": 5}) == {"batch": 1, "h": 5}
+    assert contract.resolve_dims(SIMPLE, {}) == {"b": 16}
     fn = {"inputs": [{"name": "a", "shape": ["m", "n"], "dtype": "float32"}], "dims": {},
           "constraints": ["m >= 2 * n + 3", "n >= 4"]}
-    assert inputs.resolve_dims(fn, {}) == {"m": 11, "n": 4}
+    assert contract.resolve_dims(fn, {}) == {"m": 11, "n": 4}
 
 
 @pytest.mark.parametrize("given,message", [
@@ -462,7 +463,7 @@ def test_resolve_dims_takes_the_smallest_values_that_satisfy_bounds_and_constrai
 ])
 def test_resolve_dims_errors(given, message):
     with pytest.raises(InputError, match=re.escape(message)):
-        inputs.resolve_dims(ENCODE, given)
+        contract.resolve_dims(ENCODE, given)
 
 
 def test_resolve_dims_when_no_free_value_fits():
@@ -471,11 +472,11 @@ def test_resolve_dims_when_no_free_value_fits():
     with pytest.raises(InputError, match=re.escape(
             "no value of n satisfies n >= m (spec constraint) with m=9 (given), n=1; give the dimensions with --dim "
             "NAME=VALUE.")):
-        inputs.resolve_dims(fn, {"m": 9})
+        contract.resolve_dims(fn, {"m": 9})
 
 
 def test_random_inputs_are_deterministic_and_typed():
-    dims = inputs.resolve_dims(ENCODE, {"batch": 3})
+    dims = contract.resolve_dims(ENCODE, {"batch": 3})
     a = inputs.random_inputs(ENCODE, dims, seed=7)
     b = inputs.random_inputs(ENCODE, dims, seed=7)
     c = inputs.random_inputs(ENCODE, dims, seed=8)
@@ -499,7 +500,7 @@ def test_reading_never_imports_jax(tmp_path):
     import sys
 
     np.save(tmp_path / "x.npy", np.zeros((16, 4), np.float32))
-    code = ("import sys, jaxport.inputs as i; i.read_npy(sys.argv[1], 'float32'); "
+    code = ("import sys, jaxport.run.inputs as i; i.read_npy(sys.argv[1], 'float32'); "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.npy")], check=True, env={**os.environ})
 

@@ -6,6 +6,8 @@ import contextlib
 
 import click
 
+from jaxport.artifact import contract
+
 from .. import errors, render
 from ..devices import apply, device_options
 from ..options import (
@@ -111,7 +113,7 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                 runtime.check_output_path(output, loaded.output_names)
             with busy("Generating inputs..." if use_random else "Reading inputs..."):
                 if use_random:
-                    env = inputs.resolve_dims(f, dims)
+                    env = contract.resolve_dims(f, dims)
                     arrays = inputs.random_inputs(f, env, 0 if seed is None else seed)
                     sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
                 else:
@@ -313,7 +315,7 @@ def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output,
     f = loaded.function_manifest
     streaming.streamed_axis(f, loaded.function)
     if use_random:
-        arrays = inputs.random_inputs(f, inputs.resolve_dims(f, dims), 0 if seed is None else seed)
+        arrays = inputs.random_inputs(f, contract.resolve_dims(f, dims), 0 if seed is None else seed)
         sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
     else:
         arrays, sources = streaming.open_inputs(f, list(items))

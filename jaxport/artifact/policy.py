@@ -80,7 +80,7 @@ class Policy:
     required_metadata: list[str] = field(default_factory=list)
     forbid_disabled_safety_checks: bool = False
     max_embedded_constant_size: int | None = None
-    #: Days since the release of the JAX that wrote the artifact (see jaxport.compat).
+    #: Days since the release of the JAX that wrote the artifact (see artifact.compat).
     max_age_days: int | None = None
     #: Days that must remain in JAX's compatibility window for the artifact.
     min_days_left: int | None = None

@@ -473,7 +473,7 @@ def _spec_from_manifest(f: Mapping[str, Any], where: str) -> tuple[ShapeSpec, li
 
 
 def _pseudo_function(inputs: list[_Input], spec: ShapeSpec, constraints: list[str]) -> dict[str, Any]:
-    """The manifest-like description ``inputs.resolve_dims`` reads."""
+    """The manifest-like description ``contract.resolve_dims`` reads."""
     used = {v for i in inputs for d in i.leaf.shape if isinstance(d, str) for v in dimexpr.variables(dimexpr.parse(d))}
     dims = {v: {"min": d.min or 1, "max": d.max} for v, d in spec.dims.items() if v in used}
     return {"inputs": [{"name": i.name, "shape": list(i.leaf.shape), "dtype": i.leaf.dtype} for i in inputs],
@@ -522,7 +522,7 @@ def _output_dims(results: list[TensorType], inputs: list[_Input], spec: ShapeSpe
                  display: str) -> list[list[int | str]]:
     """Each result's dimensions: static ones as they are, dynamic ones as linear expressions of the input dimension
     variables, fitted to the shapes shape refinement gives at sample sizes and checked at others."""
-    from ..run.inputs import resolve_dims
+    from ..artifact.contract import resolve_dims
 
     shapes: list[list[int | str]] = [[d if d is not None else "?" for d in r.shape] for r in results]
     if all(d is not None for r in results for d in r.shape):
@@ -758,7 +758,7 @@ def _smoke_test(exported: Any, inputs: list[_Input], spec: ShapeSpec, constraint
     import jax
     from jax import export
 
-    from ..run.inputs import concrete_shape, resolve_dims
+    from ..artifact.contract import concrete_shape, resolve_dims
 
     local = export.default_export_platform()
     if local not in platforms:

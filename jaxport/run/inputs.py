@@ -17,7 +17,6 @@ only for an input the artifact declares with that ml_dtypes type of the same wid
 from __future__ import annotations
 
 import ast
-import difflib
 import os
 import re
 import struct
@@ -28,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .. import dimexpr, dtypes
+from .. import dtypes
+from ..artifact.bounds import Bounds
+from ..artifact.contract import concrete_shape, input_names, parsed_shape, unknown_input_error
 from ..artifact.summary import array_type
 from ..errors import InputError
 
@@ -157,7 +158,7 @@ def _fits(header: _Header, inp: Mapping[str, Any] | None, where: str) -> None:
     input at once and reports the first problem in the manifest's order."""
     if inp is not None and header.nbytes > EARLY_CHECK_BYTES:
         name = inp["name"]
-        dims = _parsed_shape(inp)
+        dims = parsed_shape(inp)
         if len(header.shape) != len(dims):
             raise InputError(f"{where}: input {name!r} has rank {len(header.shape)} (shape {header.shape}), but the "
                              f"artifact expects rank {len(dims)}: {array_type(dict(inp))}.")
@@ -168,9 +169,9 @@ def _fits(header: _Header, inp: Mapping[str, Any] | None, where: str) -> None:
         bounds = inp.get("_dims") or {}
         for axis, (d, n) in enumerate(zip(dims, header.shape)):
             if not isinstance(d, int) and d.op == "var" and d.value in bounds and \
-                    not _bound_holds(n, bounds[d.value]):
+                    not Bounds.of(bounds[d.value]).holds(n):
                 raise InputError(f"{where}: input {name!r}: shape[{axis}] = {n}, but dimension {d.value!r} must "
-                                 f"satisfy {_bound_text(str(d.value), bounds[d.value])} (spec bound).")
+                                 f"satisfy {Bounds.of(bounds[d.value]).text(str(d.value))} (spec bound).")
     total = _physical_memory()
     if total and header.nbytes > total:
         raise InputError(f"{where}: the array declares {_size_text(header)}, more than this machine's memory "
@@ -343,17 +344,6 @@ def read_npz(path: str | Path, declared: Mapping[str, str],
 # --- matching files to inputs ----------------------------------------------------------------------------------
 
 
-def input_names(fn: Mapping[str, Any]) -> list[str]:
-    return [i["name"] for i in fn["inputs"]]
-
-
-def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], context: str = "") -> InputError:
-    names = list(declared)
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    return InputError(f"unknown input name {name!r}{context}; the inputs are: {', '.join(names) or '(none)'}.{hint}")
-
-
 def _missing_error(fn: Mapping[str, Any], missing: list[str]) -> InputError:
     by_name = {i["name"]: i for i in fn["inputs"]}
     listed = ", ".join(f"{n!r} ({array_type(by_name[n])})" for n in missing)
@@ -425,249 +415,7 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
     return {n: arrays[n] for n in names}, {n: sources[n] for n in names}
 
 
-# --- checking arrays against the manifest ----------------------------------------------------------------------
-
-
-def _convert_hint(name: str, dtype: str, source: str | None) -> str:
-    target = f"ml_dtypes.{dtype}" if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else f"np.{dtype}"
-    imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
-    if source and source.endswith(".npy") and "'" not in source:
-        return (f"Convert it with: python -c \"{imports}; np.save('{source}', np.load('{source}')"
-                f".astype({target}))\"")
-    return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports})."
-
-
-def _parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
-    return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp["shape"]]
-
-
-def _ordered_variables(text: str) -> list[str]:
-    seen: list[str] = []
-    for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*(?!\s*\()", text):
-        if m.group(0) not in seen:
-            seen.append(m.group(0))
-    return seen
-
-
-def _bound_text(var: str, d: Mapping[str, Any]) -> str:
-    lo, hi = d.get("min"), d.get("max")
-    lo = 1 if lo is None else lo
-    return f"{lo} <= {var} <= {hi}" if hi is not None else f"{var} >= {lo}"
-
-
-def _bound_holds(value: int, d: Mapping[str, Any]) -> bool:
-    lo = 1 if d.get("min") is None else d["min"]
-    return value >= lo and (d.get("max") is None or value <= d["max"])
-
-
-def _evaluate(d: dimexpr.Expr, env: dict[str, int], name: str, axis: int) -> int:
-    try:
-        return dimexpr.evaluate(d, env)
-    except dimexpr.DimExprError as e:
-        raise InputError(f"input {name!r}: shape[{axis}] is {d}, which cannot be evaluated with "
-                         f"{', '.join(f'{k} = {v}' for k, v in env.items())}: {e}.") from None
-
-
-@dataclass(frozen=True)
-class ArrayInfo:
-    """What the checks look at: an input's name, actual shape and dtype, and where it came from (for messages)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    source: str | None = None
-
-
-def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
-    """Check arrays (one per manifest input, in order) against a function's manifest entry.
-
-    Returns the dimension variables solved from the shapes. Raises InputError naming the input, the axis, the
-    dimension variable, the relation and the actual value of the first problem found.
-    """
-    inputs = fn["inputs"]
-    if [a.name for a in arrays] != [i["name"] for i in inputs]:
-        raise InputError(f"expected the inputs {', '.join(i['name'] for i in inputs) or '(none)'}, in that order; got "
-                         f"{', '.join(a.name for a in arrays) or '(none)'}.")
-    declared = [_parsed_shape(i) for i in inputs]
-    for inp, dims, a in zip(inputs, declared, arrays):
-        name = inp["name"]
-        if len(a.shape) != len(dims):
-            raise InputError(f"input {name!r} has rank {len(a.shape)} (shape {tuple(a.shape)}), but the artifact "
-                             f"expects rank {len(dims)}: {array_type(inp)}.")
-        if a.dtype != inp["dtype"]:
-            raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp['dtype']}. "
-                             f"{_convert_hint(name, inp['dtype'], a.source)}")
-        for axis, (d, n) in enumerate(zip(dims, a.shape)):
-            if isinstance(d, int) and d != n:
-                raise InputError(f"input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
-                                 f"({array_type(inp)}).")
-
-    shapes = [(i["name"], d, list(a.shape)) for i, d, a in zip(inputs, declared, arrays)]
-    env, source, conflicts = dimexpr.solve(shapes)
-    if conflicts:
-        raise InputError(conflicts[0] + ".")
-
-    def origin(var: str) -> str:
-        src_name, axis, expr = source[var]
-        return f"input {src_name!r} (shape[{axis}]{'' if expr == var else f' = {expr}'})"
-
-    for (name, dims, actual) in shapes:
-        for axis, (d, n) in enumerate(zip(dims, actual)):
-            if isinstance(d, int):
-                continue
-            unknown = dimexpr.variables(d) - env.keys()
-            if unknown:
-                continue
-            expected = _evaluate(d, env, name, axis)
-            if expected == n:
-                continue
-            here = f"input {name!r} (shape[{axis}]{'' if str(d) in dimexpr.variables(d) else f' = {d}'})"
-            vs = sorted(dimexpr.variables(d))
-            if len(vs) == 1:
-                v = vs[0]
-                lin = dimexpr.linear(d, v, {k: x for k, x in env.items() if k != v})
-                if lin is not None and lin[0] != 0 and (n - lin[1]) % lin[0] == 0:
-                    raise InputError(f"dimension {v!r} is {env[v]} from {origin(v)} but {(n - lin[1]) // lin[0]} "
-                                     f"from {here}.")
-            given = ", ".join(f"{v} = {env[v]} from {origin(v)}" for v in vs)
-            raise InputError(f"input {name!r}: shape[{axis}] = {n}, but it must equal {d} = {expected} ({given}).")
-
-    every = sorted({v for dims in declared for d in dims if not isinstance(d, int) for v in dimexpr.variables(d)})
-    unsolved = [v for v in every if v not in env]
-    if unsolved:
-        raise InputError(f"dimension variable(s) {', '.join(map(repr, unsolved))} cannot be solved from the input "
-                         f"shapes (they appear only in non-linear expressions); the artifact cannot be called.")
-
-    def at(var: str) -> tuple[str, str]:
-        src_name, axis, expr = source[var]
-        n = next(a for a in arrays if a.name == src_name).shape[axis]
-        text = f"input {src_name!r}: shape[{axis}] = {n}"
-        return text, ("" if expr == var else f"; shape[{axis}] is {expr}, so {var} = {env[var]}")
-
-    dims_meta = fn.get("dims") or {}
-    for var in list(dims_meta) + [v for v in every if v not in dims_meta]:
-        d = dims_meta.get(var, {})
-        if var in env and not _bound_holds(env[var], d):
-            head, tail = at(var)
-            raise InputError(f"{head}, but dimension {var!r} must satisfy {_bound_text(var, d)} (spec bound){tail}.")
-    for text in fn.get("constraints") or []:
-        c = dimexpr.parse_constraint(text)
-        if not c.variables() <= env.keys():
-            continue  # a constraint on variables of another function of the artifact
-        try:
-            if c.holds(env):
-                continue
-        except dimexpr.DimExprError as e:
-            raise InputError(f"the constraint {text} cannot be evaluated with "
-                             f"{', '.join(f'{k} = {v}' for k, v in env.items())}: {e}.") from None
-        order = [v for v in _ordered_variables(text) if v in env]
-        if not order:
-            raise InputError(f"the constraint {text} (spec constraint) does not hold.")
-        var, others = order[0], order[1:]
-        head, tail = at(var)
-        rest = "".join(f"; {v} = {env[v]} from {origin(v)}" for v in others)
-        raise InputError(f"{head}, but dimension {var!r} must satisfy {text} (spec constraint){tail}{rest}.")
-    return env
-
-
 # --- random inputs ---------------------------------------------------------------------------------------------
-
-
-def dimension_variables(fn: Mapping[str, Any]) -> list[str]:
-    """Every dimension variable of a function's inputs, in the manifest's ``dims`` order first."""
-    found: list[str] = list(fn.get("dims") or {})
-    for inp in fn["inputs"]:
-        for d in inp["shape"]:
-            if isinstance(d, str):
-                for v in sorted(dimexpr.variables(dimexpr.parse(d))):
-                    if v not in found:
-                        found.append(v)
-    return found
-
-
-def _smallest(holds: Any, start: int, limit: int) -> int | None:
-    """The smallest value in (start, limit] for which ``holds`` is true, assuming it stays true once it is."""
-    step, hi = 1, None
-    while True:
-        probe = start + step
-        if probe > limit:
-            probe = limit
-        if probe <= start:
-            return None
-        if holds(probe):
-            hi = probe
-            break
-        if probe == limit:
-            return None
-        step *= 2
-    lo = probe - step if probe - step > start else start  # holds(lo) is false (or lo == start)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if holds(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, int]:
-    """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
-    bounds and constraints (raises InputError if a given value violates them or none can be found)."""
-    variables = dimension_variables(fn)
-    for name in given:
-        if name not in variables:
-            close = difflib.get_close_matches(name, variables, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise InputError(f"unknown dimension variable {name!r}; the function has "
-                             f"{', '.join(variables) or 'no dimension variables'}.{hint}")
-    meta = fn.get("dims") or {}
-    env = {v: given[v] if v in given else (meta.get(v, {}).get("min") or 1) for v in variables}
-    for v, value in given.items():
-        if not _bound_holds(value, meta.get(v, {})):
-            bound = _bound_text(v, meta.get(v, {}))
-            raise InputError(f"dimension {v!r} = {value} (given), but it must satisfy {bound} (spec bound).")
-    constraints = [c for c in map(dimexpr.parse_constraint, fn.get("constraints") or [])
-                   if c.variables() <= set(variables)]
-    limit_default = 1 << 40
-    for _ in range(10_000):
-        bad = next((c for c in constraints if not c.holds(env)), None)
-        if bad is None:
-            break
-        free = [v for v in _ordered_variables(bad.text) if v in env and v not in given]
-        moved = False
-        for v in free:
-            hi = meta.get(v, {}).get("max") or limit_default
-
-            def holds(x: int, v: str = v, c: dimexpr.Constraint = bad) -> bool:
-                return c.holds({**env, v: x})
-
-            found = _smallest(holds, env[v], hi)
-            if found is not None:
-                env[v] = found
-                moved = True
-                break
-        if not moved:
-            involved = sorted(bad.variables())
-            if not free:
-                values = " ".join(f"--dim {v}={env[v]}" for v in involved)
-                raise InputError(f"{values} violate{'s' if len(involved) == 1 else ''} {bad.text} (spec "
-                                 f"constraint); choose values that satisfy it.")
-            values = ", ".join(f"{v}={env[v]}" + (" (given)" if v in given else "") for v in involved)
-            raise InputError(f"no value of {' or '.join(free)} satisfies {bad.text} (spec constraint) with {values}; "
-                             f"give the dimensions with --dim NAME=VALUE.")
-    else:  # pragma: no cover - needs a pathological set of constraints
-        raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
-    for inp in fn["inputs"]:
-        for axis, d in enumerate(inp["shape"]):
-            if isinstance(d, str) and dimexpr.evaluate(dimexpr.parse(d), env) < 0:
-                raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
-                                 f"{', '.join(f'{k}={v}' for k, v in env.items())}.")
-    return env
-
-
-def concrete_shape(inp: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
-    """An input's shape at the given dimension values."""
-    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in inp["shape"])
 
 
 def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0) -> dict[str, Any]:

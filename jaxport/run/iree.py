@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..artifact import contract
 from ..errors import PlatformError, PolicyError
 from .loaded import Compilation, Loaded
 
@@ -184,7 +185,6 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     from ..artifact.container import atomic_write, manifest_bytes
     from ..errors import UsageError
     from ..module_scan import module_text
-    from . import inputs
     from .loaded import load
 
     loaded = load(path, function)
@@ -195,8 +195,8 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     weight_args = [{"kind": "weight", "name": n, "shape": tensors[n]["shape"], "dtype": tensors[n]["dtype"]}
                    for n in f.get("weights") or []]
     if dims or not f.get("dims"):
-        env = inputs.resolve_dims(f, dims or {})
-        shapes = [inputs.concrete_shape(i, env) for i in f["inputs"]]
+        env = contract.resolve_dims(f, dims or {})
+        shapes = [contract.concrete_shape(i, env) for i in f["inputs"]]
         structs = [jax.ShapeDtypeStruct(s, dtypes.to_numpy(i["dtype"])) for s, i in zip(shapes, f["inputs"])]
         module: bytes | str = static_module(loaded, structs)
         arguments = weight_args + [{"kind": "input", "name": i["name"], "shape": list(s), "dtype": i["dtype"]}

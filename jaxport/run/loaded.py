@@ -2,7 +2,7 @@
 
 Before anything is compiled, ``load`` verifies the payload's sha256, checks that the deserialized program agrees
 with the manifest, repeats the custom-call allowlist check (JAX checks it only at export) and checks that the local
-JAX backend is among the artifact's platforms. Every call checks its inputs against the manifest (``inputs.check``),
+JAX backend is among the artifact's platforms. Every call checks its inputs against the manifest (``contract.check``),
 because JAX does not keep the spec's constraints in the serialization.
 
 The program runs through one ``jax.jit`` of ``Exported.call`` per Loaded, compiled ahead of time once per input
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes
-from ..artifact import summary
+from ..artifact import contract, summary
 from ..artifact.container import open_artifact
 from ..errors import FormatError, InputError, PlatformError, UsageError
 from . import inputs
@@ -499,7 +499,7 @@ class Loaded:
         """Random input arrays by name, as ``jaxport call --random`` makes them: dimension variables not in
         ``dims`` take the smallest values that satisfy the bounds and constraints."""
         f = self.function_manifest
-        return inputs.random_inputs(f, inputs.resolve_dims(f, dims or {}), seed)
+        return inputs.random_inputs(f, contract.resolve_dims(f, dims or {}), seed)
 
     # -- binding the original function's arguments to the manifest's inputs --
 
@@ -580,7 +580,7 @@ class Loaded:
         f = self.function_manifest
         for name in arrays:
             if name not in self.input_names:
-                raise inputs.unknown_input_error(name, self.input_names)
+                raise contract.unknown_input_error(name, self.input_names)
         missing = [n for n in self.input_names if n not in arrays]
         if missing:
             raise InputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
@@ -596,13 +596,13 @@ class Loaded:
                     v.dtype.itemsize == declared.itemsize and declared.kind == "V":
                 v = v.view(declared)  # numpy stores bfloat16 and float8 as raw void (np.load gives '|V2')
             flat.append(v)
-            infos.append(inputs.ArrayInfo(inp["name"], tuple(int(d) for d in v.shape), str(v.dtype),
+            infos.append(contract.ArrayInfo(inp["name"], tuple(int(d) for d in v.shape), str(v.dtype),
                                           (sources or {}).get(inp["name"])))
         key = tuple((a.shape, a.dtype) for a in infos)
         # The checks depend only on the shapes and dtypes: a signature that passed once passes again.
         env = self._checked.get(key)
         if env is None:
-            env = self._checked[key] = inputs.check(f, infos)
+            env = self._checked[key] = contract.check(f, infos)
         return flat, key, dict(env)
 
     def check(self, arrays: Mapping[str, Any]) -> dict[str, int]:

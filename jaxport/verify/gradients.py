@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import dtypes
+from ..artifact.contract import concrete_shape
 from ..run.gradients import differentiable, vjp
-from ..run.inputs import concrete_shape
 from .runner import compare
 
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import dimexpr, dtypes
+from ..artifact import contract
 from ..artifact.calltree import recorded_source
 from ..artifact.container import open_artifact
 from ..errors import EntrypointError, InputError, JaxportError, PlatformError, UsageError, VerificationError
-from ..run import inputs
 
 #: Each case's inputs and outputs together stay under this many bytes (unless the smallest shapes already exceed
 #: it, or ``--dim`` asks for more).
@@ -103,7 +103,7 @@ def _is_power_of_two(n: int) -> bool:
 
 def _resolve(f: Mapping[str, Any], given: dict[str, int]) -> dict[str, int] | None:
     try:
-        return inputs.resolve_dims(f, given)
+        return contract.resolve_dims(f, given)
     except InputError:
         return None
 
@@ -133,7 +133,7 @@ def _not_power_of_two(lo: int, hi: int | None) -> list[int]:
 def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = None,
                budget: int = DEFAULT_BUDGET_BYTES) -> list[Case]:
     """The dimension assignments to verify a function at (see the module docstring)."""
-    variables = inputs.dimension_variables(f)
+    variables = contract.dimension_variables(f)
     if not variables:
         return [Case("fixed shapes", {})]
     if chosen:
@@ -147,10 +147,10 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
         planned = []
         for combo in itertools.product(*(chosen[n] for n in names)):
             given = dict(zip(names, combo))
-            env = inputs.resolve_dims(f, given)
+            env = contract.resolve_dims(f, given)
             planned.append(Case("--dim", env))
         return _dedupe(planned)
-    base = inputs.resolve_dims(f, {})
+    base = contract.resolve_dims(f, {})
     meta = f.get("dims") or {}
     planned = [Case("smallest valid", base, None if case_bytes(f, base) <= budget else
                     f"the smallest shapes already take {_mb(case_bytes(f, base))}")]
@@ -492,7 +492,7 @@ def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: i
         else:
             walk(kwargs[k], fspec.kwargs[k], f"kwargs[{k!r}]")
 
-    used = set(inputs.dimension_variables(f))
+    used = set(contract.dimension_variables(f))
     meta = f.get("dims") or {}
     for v in [v for v in meta] + sorted(used - set(meta)):
         a_lo, a_hi = (meta.get(v) or {}).get("min") or 1, (meta.get(v) or {}).get("max")
@@ -786,7 +786,7 @@ def _chosen_for(f: Mapping[str, Any], dims: Mapping[str, list[int]] | None, seve
         return {}
     if not several:
         return dict(dims)
-    have = set(inputs.dimension_variables(f))
+    have = set(contract.dimension_variables(f))
     return {k: v for k, v in dims.items() if k in have}
 
 
@@ -849,7 +849,7 @@ def verify(
             differences += spec_differences(spec_obj, fname, manifest["functions"][fname], len(manifest["functions"]))
 
     if dims:
-        known = {v for fname in names for v in inputs.dimension_variables(manifest["functions"][fname])}
+        known = {v for fname in names for v in contract.dimension_variables(manifest["functions"][fname])}
         unknown = [k for k in dims if k not in known]
         if unknown and len(names) > 1:
             raise UsageError(f"--dim {unknown[0]}: no function of {where} has a dimension variable "

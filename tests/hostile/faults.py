@@ -73,13 +73,13 @@ KILLER = textwrap.dedent('''
 
     os.replace = replace
     if mode == "artifact":
-        from jaxport.container import write_artifact
+        from jaxport.artifact.container import write_artifact
         spec = json.load(open(source))
         members = {k: bytes.fromhex(v) for k, v in spec["members"].items()}
         write_artifact(target, spec["manifest"], members)
     else:
         import numpy as np
-        from jaxport.runtime import save_outputs
+        from jaxport.run.loaded import save_outputs
         save_outputs(target, [("output", np.arange(int(source), dtype=np.float32))])
     print(json.dumps({"steps": count[0]}))
 ''')

@@ -1,0 +1,265 @@
+"""The input contract of a function: which arrays it accepts, and the dimension values that make a call valid.
+
+``check`` compares actual shapes and dtypes with a manifest entry (ranks, dtypes, constant dimensions, dimension
+variables solved from the shapes and checked against their bounds and the constraints) and names the first problem:
+the input, the axis, the variable and the relation. ``resolve_dims`` finds values for every dimension variable (for
+random inputs, ``compile``, ``verify``). No JAX, no numpy: these read the manifest and plain shapes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import dimexpr
+from ..errors import InputError
+from .bounds import Bounds
+from .summary import array_type
+
+
+def input_names(fn: Mapping[str, Any]) -> list[str]:
+    return [i["name"] for i in fn["inputs"]]
+
+
+def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], context: str = "") -> InputError:
+    names = list(declared)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return InputError(f"unknown input name {name!r}{context}; the inputs are: {', '.join(names) or '(none)'}.{hint}")
+
+
+# --- checking arrays against the manifest ----------------------------------------------------------------------
+
+
+def _convert_hint(name: str, dtype: str, source: str | None) -> str:
+    target = f"ml_dtypes.{dtype}" if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else f"np.{dtype}"
+    imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
+    if source and source.endswith(".npy") and "'" not in source:
+        return (f"Convert it with: python -c \"{imports}; np.save('{source}', np.load('{source}')"
+                f".astype({target}))\"")
+    return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports})."
+
+
+def parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
+    return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp["shape"]]
+
+
+def _ordered_variables(text: str) -> list[str]:
+    seen: list[str] = []
+    for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*(?!\s*\()", text):
+        if m.group(0) not in seen:
+            seen.append(m.group(0))
+    return seen
+
+
+def _evaluate(d: dimexpr.Expr, env: dict[str, int], name: str, axis: int) -> int:
+    try:
+        return dimexpr.evaluate(d, env)
+    except dimexpr.DimExprError as e:
+        raise InputError(f"input {name!r}: shape[{axis}] is {d}, which cannot be evaluated with "
+                         f"{', '.join(f'{k} = {v}' for k, v in env.items())}: {e}.") from None
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """What the checks look at: an input's name, actual shape and dtype, and where it came from (for messages)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    source: str | None = None
+
+
+def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
+    """Check arrays (one per manifest input, in order) against a function's manifest entry.
+
+    Returns the dimension variables solved from the shapes. Raises InputError naming the input, the axis, the
+    dimension variable, the relation and the actual value of the first problem found.
+    """
+    inputs = fn["inputs"]
+    if [a.name for a in arrays] != [i["name"] for i in inputs]:
+        raise InputError(f"expected the inputs {', '.join(i['name'] for i in inputs) or '(none)'}, in that order; got "
+                         f"{', '.join(a.name for a in arrays) or '(none)'}.")
+    declared = [parsed_shape(i) for i in inputs]
+    for inp, dims, a in zip(inputs, declared, arrays):
+        name = inp["name"]
+        if len(a.shape) != len(dims):
+            raise InputError(f"input {name!r} has rank {len(a.shape)} (shape {tuple(a.shape)}), but the artifact "
+                             f"expects rank {len(dims)}: {array_type(inp)}.")
+        if a.dtype != inp["dtype"]:
+            raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp['dtype']}. "
+                             f"{_convert_hint(name, inp['dtype'], a.source)}")
+        for axis, (d, n) in enumerate(zip(dims, a.shape)):
+            if isinstance(d, int) and d != n:
+                raise InputError(f"input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
+                                 f"({array_type(inp)}).")
+
+    shapes = [(i["name"], d, list(a.shape)) for i, d, a in zip(inputs, declared, arrays)]
+    env, source, conflicts = dimexpr.solve(shapes)
+    if conflicts:
+        raise InputError(conflicts[0] + ".")
+
+    def origin(var: str) -> str:
+        src_name, axis, expr = source[var]
+        return f"input {src_name!r} (shape[{axis}]{'' if expr == var else f' = {expr}'})"
+
+    for (name, dims, actual) in shapes:
+        for axis, (d, n) in enumerate(zip(dims, actual)):
+            if isinstance(d, int):
+                continue
+            unknown = dimexpr.variables(d) - env.keys()
+            if unknown:
+                continue
+            expected = _evaluate(d, env, name, axis)
+            if expected == n:
+                continue
+            here = f"input {name!r} (shape[{axis}]{'' if str(d) in dimexpr.variables(d) else f' = {d}'})"
+            vs = sorted(dimexpr.variables(d))
+            if len(vs) == 1:
+                v = vs[0]
+                lin = dimexpr.linear(d, v, {k: x for k, x in env.items() if k != v})
+                if lin is not None and lin[0] != 0 and (n - lin[1]) % lin[0] == 0:
+                    raise InputError(f"dimension {v!r} is {env[v]} from {origin(v)} but {(n - lin[1]) // lin[0]} "
+                                     f"from {here}.")
+            given = ", ".join(f"{v} = {env[v]} from {origin(v)}" for v in vs)
+            raise InputError(f"input {name!r}: shape[{axis}] = {n}, but it must equal {d} = {expected} ({given}).")
+
+    every = sorted({v for dims in declared for d in dims if not isinstance(d, int) for v in dimexpr.variables(d)})
+    unsolved = [v for v in every if v not in env]
+    if unsolved:
+        raise InputError(f"dimension variable(s) {', '.join(map(repr, unsolved))} cannot be solved from the input "
+                         f"shapes (they appear only in non-linear expressions); the artifact cannot be called.")
+
+    def at(var: str) -> tuple[str, str]:
+        src_name, axis, expr = source[var]
+        n = next(a for a in arrays if a.name == src_name).shape[axis]
+        text = f"input {src_name!r}: shape[{axis}] = {n}"
+        return text, ("" if expr == var else f"; shape[{axis}] is {expr}, so {var} = {env[var]}")
+
+    dims_meta = fn.get("dims") or {}
+    for var in list(dims_meta) + [v for v in every if v not in dims_meta]:
+        bounds = Bounds.of(dims_meta.get(var))
+        if var in env and not bounds.holds(env[var]):
+            head, tail = at(var)
+            raise InputError(f"{head}, but dimension {var!r} must satisfy {bounds.text(var)} (spec bound){tail}.")
+    for text in fn.get("constraints") or []:
+        c = dimexpr.parse_constraint(text)
+        if not c.variables() <= env.keys():
+            continue  # a constraint on variables of another function of the artifact
+        try:
+            if c.holds(env):
+                continue
+        except dimexpr.DimExprError as e:
+            raise InputError(f"the constraint {text} cannot be evaluated with "
+                             f"{', '.join(f'{k} = {v}' for k, v in env.items())}: {e}.") from None
+        order = [v for v in _ordered_variables(text) if v in env]
+        if not order:
+            raise InputError(f"the constraint {text} (spec constraint) does not hold.")
+        var, others = order[0], order[1:]
+        head, tail = at(var)
+        rest = "".join(f"; {v} = {env[v]} from {origin(v)}" for v in others)
+        raise InputError(f"{head}, but dimension {var!r} must satisfy {text} (spec constraint){tail}{rest}.")
+    return env
+
+
+# --- dimension values ------------------------------------------------------------------------------------------
+
+
+def dimension_variables(fn: Mapping[str, Any]) -> list[str]:
+    """Every dimension variable of a function's inputs, in the manifest's ``dims`` order first."""
+    found: list[str] = list(fn.get("dims") or {})
+    for inp in fn["inputs"]:
+        for d in inp["shape"]:
+            if isinstance(d, str):
+                for v in sorted(dimexpr.variables(dimexpr.parse(d))):
+                    if v not in found:
+                        found.append(v)
+    return found
+
+
+def _smallest(holds: Any, start: int, limit: int) -> int | None:
+    """The smallest value in (start, limit] for which ``holds`` is true, assuming it stays true once it is."""
+    step, hi = 1, None
+    while True:
+        probe = start + step
+        if probe > limit:
+            probe = limit
+        if probe <= start:
+            return None
+        if holds(probe):
+            hi = probe
+            break
+        if probe == limit:
+            return None
+        step *= 2
+    lo = probe - step if probe - step > start else start  # holds(lo) is false (or lo == start)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, int]:
+    """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
+    bounds and constraints (raises InputError if a given value violates them or none can be found)."""
+    variables = dimension_variables(fn)
+    for name in given:
+        if name not in variables:
+            close = difflib.get_close_matches(name, variables, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InputError(f"unknown dimension variable {name!r}; the function has "
+                             f"{', '.join(variables) or 'no dimension variables'}.{hint}")
+    bounds = {v: Bounds.of((fn.get("dims") or {}).get(v)) for v in variables}
+    env = {v: given[v] if v in given else bounds[v].lo for v in variables}
+    for v, value in given.items():
+        if not bounds[v].holds(value):
+            raise InputError(f"dimension {v!r} = {value} (given), but it must satisfy {bounds[v].text(v)} (spec "
+                             f"bound).")
+    constraints = [c for c in map(dimexpr.parse_constraint, fn.get("constraints") or [])
+                   if c.variables() <= set(variables)]
+    limit_default = 1 << 40
+    for _ in range(10_000):
+        bad = next((c for c in constraints if not c.holds(env)), None)
+        if bad is None:
+            break
+        free = [v for v in _ordered_variables(bad.text) if v in env and v not in given]
+        moved = False
+        for v in free:
+            hi = bounds[v].hi or limit_default
+
+            def holds(x: int, v: str = v, c: dimexpr.Constraint = bad) -> bool:
+                return c.holds({**env, v: x})
+
+            found = _smallest(holds, env[v], hi)
+            if found is not None:
+                env[v] = found
+                moved = True
+                break
+        if not moved:
+            involved = sorted(bad.variables())
+            if not free:
+                values = " ".join(f"--dim {v}={env[v]}" for v in involved)
+                raise InputError(f"{values} violate{'s' if len(involved) == 1 else ''} {bad.text} (spec "
+                                 f"constraint); choose values that satisfy it.")
+            values = ", ".join(f"{v}={env[v]}" + (" (given)" if v in given else "") for v in involved)
+            raise InputError(f"no value of {' or '.join(free)} satisfies {bad.text} (spec constraint) with {values}; "
+                             f"give the dimensions with --dim NAME=VALUE.")
+    else:  # pragma: no cover - needs a pathological set of constraints
+        raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
+    for inp in fn["inputs"]:
+        for axis, d in enumerate(inp["shape"]):
+            if isinstance(d, str) and dimexpr.evaluate(dimexpr.parse(d), env) < 0:
+                raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
+                                 f"{', '.join(f'{k}={v}' for k, v in env.items())}.")
+    return env
+
+
+def concrete_shape(inp: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
+    """An input's shape at the given dimension values."""
+    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in inp["shape"])
