@@ -26,9 +26,11 @@ test: install
 test-fast: install
 	JAXPORT_FAST=1 $(BIN)/python -m pytest -q
 
+# ruff, mypy, and the import-layer contract (scripts/check_layers.py: layers, no cycles, no lazy or private imports).
 lint: install
-	$(BIN)/ruff check jaxport cli tests benchmarks
+	$(BIN)/ruff check jaxport cli tests benchmarks scripts
 	$(BIN)/mypy jaxport
+	$(BIN)/python scripts/check_layers.py
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py

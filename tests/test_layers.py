@@ -1,0 +1,107 @@
+"""The import-layer contract (scripts/check_layers.py) holds for jaxport, and the checker catches each kind of breach."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _checker():
+    spec = importlib.util.spec_from_file_location("check_layers", REPO / "scripts" / "check_layers.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_layers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+check_layers = _checker()
+
+
+def test_jaxport_keeps_its_import_layers():
+    assert check_layers.violations(REPO / "jaxport") == []
+
+
+def test_no_module_is_over_600_lines():
+    long = {str(p.relative_to(REPO)): n for p in (REPO / "jaxport").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "jaxport"
+    for name, text in {"__init__.py": "", "errors.py": "", "artifact/__init__.py": "", "run/__init__.py": "",
+                       "export/__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_a_clean_package_has_no_violations(tmp_path):
+    root = _package(tmp_path, {"artifact/a.py": "from ..errors import X\n", "run/r.py": "from ..artifact import a\n"})
+    assert check_layers.violations(root) == []
+
+
+def test_a_lower_layer_importing_a_higher_one_is_reported(tmp_path):
+    root = _package(tmp_path, {"artifact/a.py": "from ..run import r\n", "run/r.py": ""})
+    assert check_layers.violations(root) == [
+        "jaxport/artifact/a.py:1: jaxport.artifact.a (artifact) imports jaxport.run.r (run); artifact may import "
+        "only from artifact, foundation"]
+
+
+def test_run_and_export_are_independent(tmp_path):
+    root = _package(tmp_path, {"run/r.py": "from ..export import e\n", "export/e.py": ""})
+    assert check_layers.violations(root) == [
+        "jaxport/run/r.py:1: jaxport.run.r (run) imports jaxport.export.e (export); run may import only from "
+        "artifact, foundation, run"]
+
+
+def test_a_cycle_hidden_in_a_function_body_is_reported(tmp_path):
+    root = _package(tmp_path, {
+        "artifact/a.py": "from . import b\n",
+        "artifact/b.py": "def f():\n    from . import a\n",
+    })
+    assert check_layers.violations(root) == [
+        "jaxport/artifact/b.py:2: jaxport.artifact.b imports jaxport.artifact.a inside a function; move the import to "
+        "the top of the module (only jax, numpy, yaml, iree and safetensors stay lazy)",
+        "import cycle: jaxport.artifact.a -> jaxport.artifact.b (each imports another in the group)"]
+
+
+def test_type_checking_imports_do_not_count_as_cycles(tmp_path):
+    root = _package(tmp_path, {
+        "artifact/a.py": "from . import b\n",
+        "artifact/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n",
+    })
+    assert check_layers.violations(root) == []
+
+
+def test_private_names_across_modules_are_reported(tmp_path):
+    root = _package(tmp_path, {
+        "artifact/a.py": "def _hidden():\n    pass\n",
+        "artifact/b.py": "from .a import _hidden\nfrom . import a\nx = a._hidden\n",
+    })
+    assert check_layers.violations(root) == [
+        "jaxport/artifact/b.py:1: jaxport.artifact.b imports the private name _hidden from jaxport.artifact.a",
+        "jaxport/artifact/b.py:3: jaxport.artifact.b reads the private name _hidden of jaxport.artifact.a"]
+
+
+@pytest.mark.parametrize("heavy", ["jax", "numpy", "jax.numpy"])
+def test_the_format_layer_imports_heavy_modules_lazily(tmp_path, heavy):
+    root = _package(tmp_path, {"artifact/a.py": f"import {heavy}\n\ndef f():\n    import jax\n",
+                               "run/r.py": f"import {heavy}\n"})
+    assert check_layers.violations(root) == [
+        f"jaxport/artifact/a.py:1: imports {heavy} at module level; the artifact layer imports it inside the "
+        f"function that needs it"]
+
+
+def test_the_library_never_imports_the_command_line(tmp_path):
+    root = _package(tmp_path, {"errors.py": "import jaxport_cli.main\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/errors.py:1: imports the command line (jaxport_cli); the library must not"]

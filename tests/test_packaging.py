@@ -1,0 +1,84 @@
+"""The wheel holds every subpackage: built, installed apart from the source tree, it runs ``--help`` and the demo."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+SUBPACKAGES = ["jaxport", "jaxport/artifact", "jaxport/export", "jaxport/importer", "jaxport/run", "jaxport/verify",
+               "jaxport/schemas", "jaxport_cli", "jaxport_cli/commands"]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    build = tmp_path_factory.mktemp("build")
+    shutil.copytree(REPO, build / "src", ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info",
+                                                                         "__pycache__", ".pytest_cache"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
+                    str(out), str(build / "src")], check=True, capture_output=True, text=True)
+    (whl,) = out.glob("jaxport-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> dict[str, str]:
+    """An environment whose ``jaxport`` comes from the wheel alone: the wheel installed into a fresh directory, the
+    dependencies from this environment's site-packages, and no site processing (so the editable install's path
+    hook is not there)."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    str(wheel)], check=True, capture_output=True, text=True)
+    deps = sysconfig.get_paths()["purelib"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), deps])
+    env["JAXPORT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    return env
+
+
+def _jaxport(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from jaxport_cli.main import main; sys.argv[0] = 'jaxport'; main()"
+    return subprocess.run([sys.executable, "-S", "-P", "-c", code, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True)
+
+
+@pytest.mark.slow
+def test_wheel_contains_every_subpackage_and_the_entry_point(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    for package in SUBPACKAGES:
+        assert f"{package}/__init__.py" in names or package == "jaxport/schemas", package
+    assert "jaxport/schemas/manifest.schema.json" in names
+    assert "jaxport = jaxport_cli.main:main" in entry_points
+    local = {str(p.relative_to(REPO)) for p in (REPO / "jaxport").rglob("*.py")}
+    assert local <= set(names), sorted(local - set(names))
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_help_and_the_demo(installed, tmp_path):
+    where = subprocess.run([sys.executable, "-S", "-P", "-c", "import jaxport, jaxport_cli; print(jaxport.__file__); "
+                            "print(jaxport_cli.__file__)"], env=installed, capture_output=True, text=True, check=True)
+    assert str(REPO) not in where.stdout, where.stdout
+    res = _jaxport(installed, "--help", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Export a JAX function into an artifact" in res.stdout
+    shutil.copytree(REPO / "examples" / "mlp", tmp_path / "mlp")
+    d = tmp_path / "mlp"
+    res = _jaxport(installed, "export", "model.py:predict", "--shapes", "spec.yaml", "-o", "mlp.jaxport", cwd=d)
+    assert res.returncode == 0, res.stderr
+    res = _jaxport(installed, "inspect", "mlp.jaxport", cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
+    res = _jaxport(installed, "call", "mlp.jaxport", "--inputs", "x.npy", "-o", "out.npz", cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert (d / "out.npz").is_file()
