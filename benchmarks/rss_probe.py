@@ -35,10 +35,10 @@ def main() -> None:
     steps = {"jax": status()}
     if mode == "load":
         import jaxport
-        from jaxport.run import loaded as runtime
+        from jaxport.run.cache import compilation_cache
 
         artifact, x_path, out_path, verify, cache = sys.argv[2:7]
-        with runtime.compilation_cache(cache):
+        with compilation_cache(cache):
             fn = jaxport.load(artifact, verify=verify == "verify")
             steps["load"] = status()
             y = jax.block_until_ready(fn(np.load(x_path)))

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from .artifact.policy import check, load_policy
     from .export.pipeline import ExportResult
     from .importer.build import import_stablehlo
-    from .run.iree import compile_artifact
-    from .run.loaded import Loaded, load
+    from .run.deploy import compile_artifact
+    from .run.load import load
+    from .run.loaded import Loaded
     from .spec import ShapeSpec, load_spec, parse_spec
     from .verify.runner import verify as verify_artifact
 
@@ -87,14 +88,14 @@ _LAZY = {
     "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
     "load_spec": ("jaxport.spec", "load_spec"),
     "parse_spec": ("jaxport.spec", "parse_spec"),
-    "load": ("jaxport.run.loaded", "load"),
+    "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
     "verify_artifact": ("jaxport.verify.runner", "verify"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),
     "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),
     "check": ("jaxport.artifact.policy", "check"),
     "load_policy": ("jaxport.artifact.policy", "load_policy"),
-    "compile_artifact": ("jaxport.run.iree", "compile_artifact"),
+    "compile_artifact": ("jaxport.run.deploy", "compile_artifact"),
     "import_stablehlo": ("jaxport.importer", "import_stablehlo"),
 }
 

@@ -7,11 +7,14 @@ change is noticed and reviewed rather than silently inherited.
 
 ``jaxport import`` also needs two things JAX does not expose: an MLIR context that knows the ``func`` dialect, and
 an ``Exported`` built around a module that JAX did not lower (see ``make_ir_context`` and ``make_exported``).
+The other readers and writers of JAX's private state (an ``Exported``'s VJP function and named shardings, whether
+the backends started) are here for the same reason: each says which public API is missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -104,3 +107,46 @@ def serialize_with_sdy() -> bool:
     from jax._src import xla_bridge  # no public API
 
     return bool(getattr(xla_bridge.get_backend(), "serialize_with_sdy", False))
+
+
+def vjp_getter(exported: Any) -> Callable[[Any], Any] | None:
+    """The function that gives an ``Exported``'s VJP program (``Exported``), or None when it carries none.
+
+    ``Exported.vjp()`` calls it, but JAX has no public API to ask whether one is stored without calling it, nor to
+    wrap it: it is the private field ``_get_vjp``.
+    """
+    return exported._get_vjp
+
+
+def with_vjp_getter(exported: Any, get_vjp: Callable[[Any], Any] | None) -> Any:
+    """A copy of ``exported`` whose VJP programs come from ``get_vjp`` (see :func:`vjp_getter`)."""
+    return dataclasses.replace(exported, _get_vjp=get_vjp)
+
+
+def named_shardings(exported: Any) -> tuple[list[Any], list[Any]]:
+    """An ``Exported``'s ``NamedSharding`` (or None) per flat input and per flat output.
+
+    The public ``in_shardings_jax(mesh)`` needs the mesh, which is what jaxport wants to read from them: the
+    shardings over the abstract mesh the program was exported with are only in the private fields.
+    """
+    ins = list(getattr(exported, "_in_named_shardings", None) or [None] * len(exported.in_avals))
+    outs = list(getattr(exported, "_out_named_shardings", None) or [None] * len(exported.out_avals))
+    return ins, outs
+
+
+def hlo_sharding_text(sharding: Any, rank: int) -> str:
+    """The HLO sharding of a ``NamedSharding`` for an array of ``rank`` axes, as XLA prints it.
+
+    No public API converts a sharding to its HLO form.
+    """
+    return str(sharding._to_xla_hlo_sharding(rank))
+
+
+def backends_initialized() -> bool:
+    """Whether JAX has started its backends in this process (after which the device count is fixed).
+
+    No public API tells without starting them.
+    """
+    from jax._src import xla_bridge  # no public API
+
+    return bool(xla_bridge.backends_are_initialized())

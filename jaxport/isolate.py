@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import FormatError
+from .module_scan import scan_module
 
 #: Set in an isolated child: the whole process is the sacrifice, so payload checks inside it are skipped.
 ISOLATED_ENV = "JAXPORT_ISOLATED"
@@ -235,8 +236,6 @@ def _read_program() -> None:
     try:
         from jax import export
         from jax.extend import mlir  # noqa: F401 - loaded before the memory limit, as JAX itself
-
-        from .module_scan import scan_module
 
         if _LIMITS is not None and _LIMITS.memory_bytes and _LIMITS.memory_after_imports:
             _apply_memory(_LIMITS, _address_space())

@@ -10,6 +10,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ._jax_internals import serialize_with_sdy
+
 _DTYPE_BITS = re.compile(r"^(?:[fiu]|bf|ui|si)(\d+)$")
 _LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
 
@@ -126,8 +128,6 @@ def strip_locations(mlir_module_serialized: bytes) -> bytes:
     from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
-
-    from ._jax_internals import serialize_with_sdy
 
     version = stablehlo_version(mlir_module_serialized)
     ctx = ir.Context()

@@ -18,6 +18,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._jax_internals import hlo_sharding_text, named_shardings
+from .errors import PlatformError, SpecError
+
 #: One PartitionSpec entry: None, an axis name, or a tuple of axis names.
 Entry = None | str | tuple[str, ...]
 PartitionSpec = tuple[Entry, ...]
@@ -145,8 +148,7 @@ def named(mesh: Any, spec: PartitionSpec | None) -> Any:
 def describe(exported: Any) -> dict[str, Any]:
     """What the manifest records of an Exported's shardings: ``mesh`` (``{axis_names, axis_sizes}`` or None) and,
     per flat input and output, ``(HLO sharding text or None, PartitionSpec as JSON or None)``."""
-    ins = list(getattr(exported, "_in_named_shardings", None) or [None] * len(exported.in_avals))
-    outs = list(getattr(exported, "_out_named_shardings", None) or [None] * len(exported.out_avals))
+    ins, outs = named_shardings(exported)
     in_hlo = list(getattr(exported, "in_shardings_hlo", None) or [None] * len(exported.in_avals))
     out_hlo = list(getattr(exported, "out_shardings_hlo", None) or [None] * len(exported.out_avals))
     mesh = None
@@ -161,7 +163,7 @@ def describe(exported: Any) -> dict[str, Any]:
             return (None if hlo is None else str(hlo)), None
         spec = tuple(s.spec)
         entries: list[Any] = [list(e) if isinstance(e, tuple) else e for e in spec]
-        return str(s._to_xla_hlo_sharding(len(aval.shape))), entries
+        return hlo_sharding_text(s, len(aval.shape)), entries
 
     return {"mesh": mesh,
             "inputs": [one(s, h, a) for s, h, a in zip(ins, in_hlo, exported.in_avals)],
@@ -178,8 +180,6 @@ def jit_sharded(program: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
     ``out_specs`` gives one per output leaf, in flattening order. Returns the jitted function and its arguments.
     """
     import jax
-
-    from .errors import SpecError
 
     amesh = abstract_mesh(mesh)
     is_spec = _is_spec_leaf
@@ -233,8 +233,6 @@ def runtime_mesh(mesh: Mapping[str, Any], where: str) -> Any:
     import jax
     import numpy as np
     from jax.sharding import Mesh
-
-    from .errors import PlatformError
 
     needed = mesh_devices(mesh)
     devices = jax.devices()

@@ -5,24 +5,26 @@ spec file into a :class:`ShapeSpec`, checking everything that can be checked wit
 dimension expressions, bounds and constraints. Each error names the file and line, the argument path and what to
 change.
 
-Trust model: a spec is data. It is read with PyYAML's composer and only the plain YAML tags (string, integer,
-float, boolean, null, sequence, mapping) are accepted, so ``!!python/...`` tags never construct anything. The file
-size, nesting depth and the number of nodes after alias expansion are capped.
+Trust model: a spec is data, read by ``_yaml.load`` (see its trust model): only the plain YAML tags (string,
+integer, float, boolean, null, sequence, mapping) are accepted, so ``!!python/...`` tags never construct anything;
+the file size, nesting depth and the number of nodes after alias expansion are capped (``SPEC_DOCUMENT``).
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from . import dimexpr, dtypes
+from ._fsio import open_for_reading
+from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
+from .sharding import parse_mesh, parse_partition_spec
 
 #: Spec format versions this release reads. History:
 #: 1 (2026-11-29): first version.
@@ -44,7 +46,6 @@ _LONG_LEAF_KEYS = ("shape", "dtype", "sharding")
 #: The highest derivative order a spec may ask to store (``vjp_order``).
 MAX_VJP_ORDER = 4
 _COMPACT = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
-_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -152,108 +153,16 @@ class ShapeSpec:
         return out
 
 
-# --- YAML with line numbers -------------------------------------------------------------------------------------
-
-
-class _Map(dict):
-    line: int
-    key_lines: dict[str, int]
-
-
-class _Seq(list):
-    line: int
-    item_lines: list[int]
-
-
-def _line(value: Any, default: int = 0) -> int:
-    return getattr(value, "line", default)
-
-
-def _yaml_error(e: yaml.YAMLError, text: str, file: str) -> SpecError:
-    """A one-line message for PyYAML's error, with the spec's file and line."""
-    if isinstance(e, yaml.reader.ReaderError):
-        line = text.count("\n", 0, max(0, e.position)) + 1
-        what = f"#x{e.character:04x}" if isinstance(e.character, int) else repr(e.character)
-        return SpecError(f"{file}:{line}: invalid YAML: the character {what} is not allowed in YAML text. "
-                         f"Remove it.")
-    mark = getattr(e, "problem_mark", None)
-    where = f"{file}:{mark.line + 1}" if mark is not None else file
-    problem = getattr(e, "problem", None) or str(e)
-    context = getattr(e, "context", None)
-    if context:
-        problem = f"{context}, {problem}"
-    return SpecError(f"{where}: invalid YAML: {problem}. Fix the YAML syntax at that line.")
-
-
-def _too_big(file: str, size: int) -> str:
-    return f"{file}: the spec is {size} bytes; specs are capped at {MAX_SPEC_BYTES} bytes. Shorten it."
-
-
-def _short_tag(tag: str) -> str:
-    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
-
-
-def _load_yaml(text: str, file: str) -> Any:
-    size = len(text) if len(text) > MAX_SPEC_BYTES else len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_SPEC_BYTES:
-        raise SpecError(_too_big(file, size))
-    try:
-        # PyYAML's composer recurses once per nesting level: bound the depth on the (iterative) event stream first.
-        depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    line = event.start_mark.line + 1 if event.start_mark is not None else 0
-                    raise SpecError(f"{Where(file, line)}: the spec nests deeper than {MAX_DEPTH} levels. Flatten it.")
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        raise _yaml_error(e, text, file) from None
-    if root is None:
-        raise SpecError(f"{file}: the spec is empty. Start it with 'jaxport: 1'.")
-    constructor = yaml.SafeLoader("")
-    budget = [MAX_NODES]
-
-    def convert(node: yaml.Node, depth: int) -> Any:
-        budget[0] -= 1
-        line = node.start_mark.line + 1
-        if budget[0] < 0:
-            raise SpecError(f"{file}: the spec expands to more than {MAX_NODES} YAML nodes "
-                            f"(aliases included). Write it without deep alias chains.")
-        if depth > MAX_DEPTH:
-            raise SpecError(f"{file}:{line}: the spec nests deeper than {MAX_DEPTH} levels (aliases included). "
-                            f"Flatten it.")
-        if node.tag not in _PLAIN_TAGS:
-            raise SpecError(f"{file}:{line}: YAML tag {_short_tag(node.tag)!r} is not allowed in a spec: only plain "
-                            f"strings, numbers, booleans, null, lists and mappings are. Remove the tag.")
-        if isinstance(node, yaml.MappingNode):
-            m = _Map()
-            m.line, m.key_lines = line, {}
-            for k, v in node.value:
-                key = convert(k, depth + 1)
-                if not isinstance(key, (str, int)) or isinstance(key, bool):
-                    raise SpecError(f"{file}:{k.start_mark.line + 1}: mapping keys must be strings, "
-                                    f"found {key!r}.")
-                key = str(key)
-                if key in m:
-                    raise SpecError(f"{file}:{k.start_mark.line + 1}: duplicate key {key!r}.")
-                m[key] = convert(v, depth + 1)
-                m.key_lines[key] = k.start_mark.line + 1
-            return m
-        if isinstance(node, yaml.SequenceNode):
-            s = _Seq(convert(v, depth + 1) for v in node.value)
-            s.line, s.item_lines = line, [v.start_mark.line + 1 for v in node.value]
-            return s
-        try:
-            return constructor.construct_object(node)
-        except ValueError:  # an integer of thousands of digits: Python refuses to convert it
-            text = str(node.value)
-            raise SpecError(f"{file}:{line}: the number {text[:20]}... has {len(text)} digits; a spec's numbers are "
-                            f"at most 2**62. Shorten it.") from None
-
-    return convert(root, 0)
+#: How a spec's YAML is read (see ``_yaml``): its caps and how its refusals read.
+SPEC_DOCUMENT = Document(
+    noun="spec", error=SpecError, first_line="jaxport: 1", max_bytes=MAX_SPEC_BYTES, max_depth=MAX_DEPTH,
+    max_nodes=MAX_NODES, integer_keys=True,
+    too_big="{file}: the spec is {size} bytes; specs are capped at {max_bytes} bytes. Shorten it.",
+    too_deep="{file}:{line}: the spec nests deeper than {max_depth} levels. Flatten it.",
+    too_deep_expanded="{file}:{line}: the spec nests deeper than {max_depth} levels (aliases included). Flatten it.",
+    too_many_nodes="{file}: the spec expands to more than {max_nodes} YAML nodes (aliases included). Write it without "
+                   "deep alias chains.",
+)
 
 
 # --- parsing ----------------------------------------------------------------------------------------------------
@@ -264,7 +173,7 @@ def _suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-def _check_keys(m: _Map, allowed: tuple[str, ...], file: str, what: str) -> None:
+def _check_keys(m: Map, allowed: tuple[str, ...], file: str, what: str) -> None:
     for k in m:
         if k not in allowed:
             raise SpecError(f"{file}:{m.key_lines[k]}: unknown key {k!r} in {what}.{_suggest(k, allowed)} "
@@ -373,7 +282,7 @@ class _Parser:
                                       f"Python value.")
             dtype = self.dtype(m.group(1), path, line)
             return ArrayLeaf(self.dims(m.group(2), path, line), dtype, self.where(line))
-        if isinstance(raw, _Map):
+        if isinstance(raw, Map):
             line = raw.line
             if "static" in raw:
                 _check_keys(raw, ("static",), self.file, path)
@@ -402,7 +311,7 @@ class _Parser:
             for k, v in raw.items():
                 out[k] = self.leaf_or_tree(v, f"{path}[{k!r}]", raw.key_lines[k])
             return out
-        if isinstance(raw, _Seq):
+        if isinstance(raw, Seq):
             return [self.leaf_or_tree(v, f"{path}[{i}]", raw.item_lines[i]) for i, v in enumerate(raw)]
         if raw is None:
             raise self.fail(line, f"{path}: empty argument. Write an array spec such as 'f32[batch, 784]' or "
@@ -411,11 +320,9 @@ class _Parser:
                               f"'f32[batch, 784]', or {{static: {raw!r}}} to bake a Python value into the program.")
 
     def partition_spec(self, raw: Any, rank: int | None, path: str, line: int) -> tuple[Any, ...]:
-        from .sharding import parse_partition_spec
-
         return parse_partition_spec(raw, self.mesh, rank, f"{path}.sharding", lambda msg: self.fail(line, msg))
 
-    def bind_sharding(self, raw: _Map, path: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    def bind_sharding(self, raw: Map, path: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         """A bound tree's shardings: ``{key: PartitionSpec}`` (keys '/'-separated), or one list for a single
         array."""
         value, line = raw["sharding"], raw.key_lines["sharding"]
@@ -439,14 +346,14 @@ class _Parser:
         raise self.fail(line, f"{path}: a static value must be a number, string, boolean, null or a list of "
                               f"those, found a mapping.")
 
-    def function(self, raw: _Map, name: str | None, what: str) -> FunctionSpec:
-        args_raw = raw.get("args", _Seq())
+    def function(self, raw: Map, name: str | None, what: str) -> FunctionSpec:
+        args_raw = raw.get("args", Seq())
         if not isinstance(args_raw, list):
             raise self.fail(raw.key_lines.get("args", raw.line),
                             f"{what}'args' must be a list of positional arguments.")
-        kwargs_raw = raw.get("kwargs", _Map())
+        kwargs_raw = raw.get("kwargs", Map())
         if kwargs_raw is None:
-            kwargs_raw = _Map()
+            kwargs_raw = Map()
         if not isinstance(kwargs_raw, dict):
             raise self.fail(raw.key_lines.get("kwargs", raw.line),
                             f"{what}'kwargs' must be a mapping from keyword to argument spec.")
@@ -481,9 +388,9 @@ def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | N
 
 def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) -> ShapeSpec:
     """Parse spec text; ``file`` is the name used in messages."""
-    raw = _load_yaml(text, file)
-    if not isinstance(raw, _Map):
-        raise SpecError(f"{file}:{_line(raw, 1)}: a spec must be a YAML mapping starting with 'jaxport: 1'.")
+    raw, line = load(text, file, SPEC_DOCUMENT)
+    if not isinstance(raw, Map):
+        raise SpecError(f"{file}:{line}: a spec must be a YAML mapping starting with 'jaxport: 1'.")
     p = _Parser(file)
     _check_keys(raw, _TOP_KEYS, file, "the spec")
     if "jaxport" not in raw:
@@ -496,11 +403,11 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
 
     dims: dict[str, DimVar] = {}
     dims_raw = raw.get("dims")
-    if isinstance(dims_raw, _Seq):
-        dims_raw_map = _Map({str(v): None for v in dims_raw})
+    if isinstance(dims_raw, Seq):
+        dims_raw_map = Map({str(v): None for v in dims_raw})
         dims_raw_map.line, dims_raw_map.key_lines = dims_raw.line, dict(zip(map(str, dims_raw), dims_raw.item_lines))
         dims_raw = dims_raw_map
-    if dims_raw is not None and not isinstance(dims_raw, _Map):
+    if dims_raw is not None and not isinstance(dims_raw, Map):
         raise p.fail(raw.key_lines["dims"], "'dims' must map each dimension variable to its bounds, e.g. "
                                             "'batch: {min: 1, max: 4096}'.")
     for name, bounds in (dims_raw or {}).items():
@@ -508,9 +415,9 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
         if not _NAME.match(name) or name in ("max", "min", "mod", "floordiv", "non_negative"):
             raise p.fail(line, f"dims: {name!r} is not a valid dimension variable name (letters, digits, '_').")
         if bounds is None:
-            bounds = _Map()
+            bounds = Map()
             bounds.line, bounds.key_lines = line, {}
-        if not isinstance(bounds, _Map):
+        if not isinstance(bounds, Map):
             raise p.fail(line, f"dims[{name!r}]: bounds must be a mapping like {{min: 1, max: 4096}}, "
                                f"found {bounds!r}.")
         _check_keys(bounds, ("min", "max"), file, f"dims[{name!r}]")
@@ -521,8 +428,6 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
         dims[name] = DimVar(name, lo, hi, Where(file, line))
 
     if raw.get("mesh") is not None:
-        from .sharding import parse_mesh
-
         p.mesh = parse_mesh(raw["mesh"], lambda msg: p.fail(raw.key_lines["mesh"], msg))
     vjp_order = raw.get("vjp_order", 0)
     if isinstance(vjp_order, bool) or not isinstance(vjp_order, int) or not 0 <= vjp_order <= MAX_VJP_ORDER:
@@ -539,13 +444,13 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
             raise p.fail(raw.key_lines["functions"], "use either top-level 'args'/'kwargs' (one function) or "
                                                      "'functions:' (several), not both.")
         fraw = raw["functions"]
-        if not isinstance(fraw, _Map) or not fraw:
+        if not isinstance(fraw, Map) or not fraw:
             raise p.fail(raw.key_lines["functions"], "'functions' must map each function name to its "
                                                      "'entrypoint', 'args' and 'kwargs'.")
         for fname, body in fraw.items():
             if not _NAME.match(fname):
                 raise p.fail(fraw.key_lines[fname], f"functions: {fname!r} is not a valid function name.")
-            if not isinstance(body, _Map):
+            if not isinstance(body, Map):
                 raise p.fail(fraw.key_lines[fname], f"functions[{fname!r}] must be a mapping.")
             _check_keys(body, _FUNCTION_KEYS, file, f"functions[{fname!r}]")
             functions[fname] = p.function(body, fname, f"functions[{fname!r}]: ")
@@ -597,7 +502,7 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
     if metadata:
         _check_keys(metadata, _METADATA_KEYS, file, "metadata")  # type: ignore[arg-type]
         key_lines = metadata.key_lines  # type: ignore[attr-defined]
-        metadata = _Map(metadata)
+        metadata = Map(metadata)
         metadata.key_lines, metadata.line = key_lines, raw.key_lines["metadata"]
         mline = metadata.key_lines  # type: ignore[attr-defined]
         for k in ("name", "version", "description"):
@@ -641,17 +546,9 @@ def load_spec(path: str | Path) -> ShapeSpec:
     """Read and parse a spec file."""
     path = Path(path)
     display = str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise SpecError(_too_big(display, size))
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"{display}: spec file not found.") from None
-    except IsADirectoryError:
-        raise SpecError(f"{display}: is a directory, not a spec file.") from None
-    except OSError as e:
-        raise SpecError(f"{display}: cannot read the spec: {e.strerror}.") from None
+    with open_for_reading(path, SpecError, missing="spec file", directory="a spec file", reading="the spec") as f:
+        SPEC_DOCUMENT.check_size(os.fstat(f.fileno()).st_size, display)
+        data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

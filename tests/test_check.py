@@ -225,6 +225,12 @@ BAD_POLICIES = {
     "bad yaml": ("jaxport_policy: 1\nplatforms: [cpu\n",
                  "policy.yaml:3: invalid YAML: while parsing a flow sequence, expected ',' or ']', but got '<stream "
                  "end>'. Fix the YAML syntax at that line."),
+    "control character": ("jaxport_policy: 1\nmax_age_days: 3\x00\n",
+                          "policy.yaml:2: invalid YAML: the character #x0000 is not allowed in YAML text. Remove it."),
+    "huge number": ("jaxport_policy: 1\nmax_age_days: " + "9" * 5000 + "\n",
+                    "policy.yaml:2: the number 99999999999999999999... has 5000 digits; a policy's numbers are at "
+                    "most 2**62. Shorten it."),
+    "integer key": ("jaxport_policy: 1\n7: 1\n", "policy.yaml:2: mapping keys must be strings, found 7."),
 }
 
 
@@ -290,7 +296,7 @@ def test_check_does_not_import_jax(artifacts, tmp_path):
 
 
 def test_max_age_and_window_from_the_command_line(run_cli, tmp_path):
-    """An artifact whose recorded JAX is old fails --max-age; a current one passes (ages come from jaxport.artifact.compat)."""
+    """An artifact whose recorded JAX is old fails --max-age; a current one passes (ages: jaxport.artifact.compat)."""
     import datetime
     import json as _json
     import shutil as _shutil

@@ -17,15 +17,9 @@ from typing import Any
 import pytest
 
 import jaxport
+from jaxport._fsio import atomic_write
 from jaxport.artifact import container
-from jaxport.artifact.container import (
-    ALIGNMENT,
-    MANIFEST_NAME,
-    atomic_write,
-    manifest_bytes,
-    open_artifact,
-    write_artifact,
-)
+from jaxport.artifact.container import ALIGNMENT, MANIFEST_NAME, manifest_bytes, open_artifact, write_artifact
 from jaxport.errors import FormatError, IntegrityError, OutputError
 
 PAYLOAD = "functions/f.jaxexport"

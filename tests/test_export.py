@@ -276,3 +276,28 @@ def test_unregistered_namedtuple_output_is_a_user_error(make_artifact):
                                    "containing an unregistered type")
     assert str(e.value).endswith("register the type with jax.export.register_namedtuple_serialization (or "
                                  "register_pytree_node_serialization) before exporting and before loading.")
+
+
+def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypatch):
+    import zipfile
+
+    from jaxport.artifact.layout import MANIFEST_NAME
+    from jaxport.export.write import artifact_metadata, write_artifact
+
+    monkeypatch.chdir(tmp_path)
+    meta = artifact_metadata({"labels": {"team": "a"}}, None, "2", "fallback")
+    assert meta == {"labels": {"team": "a"}, "name": "fallback", "version": "2", "description": None}
+    (tmp_path / "spec.yaml").write_text("")
+    payload = b"bytes written as given"
+    result = write_artifact(tmp_path, meta, str(tmp_path / "spec.yaml"), {}, {"functions/f.jaxexport": payload}, [],
+                            warnings=["note"])
+    assert (result.path, result.manifest_path, result.warnings) == (
+        tmp_path / "fallback.jaxport", tmp_path / "fallback.jaxport.manifest.json", ["note"])
+    assert result.manifest["source"] == {"spec": "spec.yaml"}
+    assert result.manifest["members"]["functions/f.jaxexport"]["sha256"] == hashlib.sha256(payload).hexdigest()
+    with zipfile.ZipFile(result.path) as z:
+        assert z.read("functions/f.jaxexport") == payload
+        assert z.read(MANIFEST_NAME) == result.manifest_path.read_bytes()
+    assert result.size == result.path.stat().st_size
+    unnamed = write_artifact(tmp_path / "x.jaxport", meta, "<no spec>", {}, {}, [], write_manifest=False)
+    assert (unnamed.manifest["source"], unnamed.manifest_path) == ({"spec": None}, None)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import jaxport
-from jaxport.artifact.container import atomic_write, remove_stale_temporaries
+from jaxport._fsio import atomic_write, remove_stale_temporaries
 from jaxport.errors import OutputError
 
 from .conftest import EXAMPLES
@@ -88,7 +88,7 @@ def test_stale_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_pa
 
 CONCURRENT = textwrap.dedent('''
     import sys, time
-    from jaxport.artifact.container import atomic_write
+    from jaxport._fsio import atomic_write
 
     target, tag = sys.argv[1], sys.argv[2].encode()
     while time.time() < float(sys.argv[3]):  # start together

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from jaxport.artifact import container, manifest
 from jaxport.errors import FormatError, InputError, SpecError
-from jaxport.run import inputs
+from jaxport.run import npyio
 from jaxport.spec import parse_spec
 
 from .hostile import zipmodel
@@ -215,16 +215,11 @@ def test_the_validator_refuses_or_what_it_accepts_can_be_shown(m):
     except FormatError:
         return
     from jaxport.artifact import summary
-    from jaxport.run.loaded import _check_signature
 
     for fname, f in m["functions"].items():
         summary.signature(fname, f)
         for dn, d in (f.get("dims") or {}).items():
             summary.derivation_text(dn, d)
-        try:
-            _check_signature(f, "x.jaxport", fname)
-        except FormatError:
-            pass
     json.dumps(m)
 
 
@@ -349,7 +344,7 @@ def test_npy_headers_give_arrays_or_input_errors(tmp_path, data, declared):
     path = tmp_path / "x.npy"
     path.write_bytes(data)
     try:
-        arr = inputs.read_npy(path, declared, "x", {"name": "x", "shape": ["batch", 4], "dtype": "float32",
+        arr = npyio.read_npy(path, declared, "x", {"name": "x", "shape": ["batch", 4], "dtype": "float32",
                                                       "_dims": {"batch": {"min": 1, "max": 64}}})
     except InputError:
         return
@@ -391,7 +386,7 @@ def test_npz_files_give_arrays_or_input_errors(tmp_path, data):
     expect = {"x": {"name": "x", "shape": ["batch", 4], "dtype": "float32", "_dims": {"batch": {"max": 64}}},
               "mask": {"name": "mask", "shape": [2], "dtype": "bool", "_dims": {}}}
     try:
-        arrays = inputs.read_npz(path, {"x": "float32", "mask": "bool"}, expect)
+        arrays = npyio.read_npz(path, {"x": "float32", "mask": "bool"}, expect)
     except InputError:
         return
     assert set(arrays) <= {"x", "mask"}

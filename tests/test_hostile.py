@@ -169,14 +169,14 @@ def test_an_unknown_zip_version_is_a_format_error(built, tmp_path):
 
 
 def test_npz_member_names_cut_at_nul_are_refused(built, tmp_path):
-    from jaxport.run import inputs
+    from jaxport.run import npyio
 
     _, cases = built
     (case,) = [c for c in cases if c.id == "input-npz/name-nul"]
     path = tmp_path / "in.npz"
     path.write_bytes(case.data)
-    with pytest.raises(inputs.InputError) as e:
-        inputs.read_npz(path, {"x": "float32"})
+    with pytest.raises(npyio.InputError) as e:
+        npyio.read_npz(path, {"x": "float32"})
     assert str(e.value) == (f"{path}: member 'x.npy\\x00.txt' has an unsafe name (absolute, '..', backslash or NUL); "
                             f"refusing the file.")
 

@@ -16,7 +16,7 @@ import pytest
 
 from jaxport.artifact import contract
 from jaxport.errors import InputError
-from jaxport.run import inputs
+from jaxport.run import inputs, npyio
 
 # A function entry as the manifest holds it: x: f32[b, 4], y: i32[b], constraint b >= 16.
 SIMPLE = {
@@ -76,7 +76,7 @@ def _npy_bytes(header: bytes, data: bytes = b"", version: tuple[int, int] = (1, 
 def test_npy_round_trip(tmp_path, array):
     path = tmp_path / "a.npy"
     np.save(path, array, allow_pickle=False)
-    got = inputs.read_npy(path)
+    got = npyio.read_npy(path)
     np.testing.assert_array_equal(got, array)
     assert got.shape == array.shape
     assert got.dtype == array.dtype.newbyteorder("=")
@@ -87,13 +87,13 @@ def test_bfloat16_npy_is_read_as_bfloat16_only_for_a_bfloat16_input(tmp_path):
     path = tmp_path / "mask.npy"
     values = np.array([[1.5, -2.0], [0.25, 3.0]], ml_dtypes.bfloat16)
     np.save(path, values, allow_pickle=False)  # numpy writes the raw void dtype '<V2'
-    got = inputs.read_npy(path, "bfloat16")
+    got = npyio.read_npy(path, "bfloat16")
     assert got.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(got.astype(np.float32), values.astype(np.float32))
     with pytest.raises(InputError, match=re.escape(
             f"{path}: the array has the raw void dtype '|V2' (how numpy saves bfloat16); jaxport reads it only for a "
             f"bfloat16 input, and input 'mask' is float16.")):
-        inputs.read_npy(path, "float16", "mask")
+        npyio.read_npy(path, "float16", "mask")
 
 
 def test_pickled_object_npy_is_refused_and_never_unpickled(tmp_path):
@@ -111,7 +111,7 @@ def test_pickled_object_npy_is_refused_and_never_unpickled(tmp_path):
     with pytest.raises(InputError, match=re.escape(
             f"{path}: the array holds Python objects (dtype '|O'), which could only be read by unpickling; jaxport "
             f"refuses them. Save a numeric array instead.")):
-        inputs.read_npy(path, "float32")
+        npyio.read_npy(path, "float32")
     assert not canary.exists()
 
 
@@ -121,7 +121,7 @@ def test_a_plain_pickle_named_npy_is_not_a_npy_file(tmp_path):
     path.write_bytes(pickle.dumps(canary))
     with pytest.raises(InputError, match=re.escape(
             f"{path}: not a .npy file (it does not start with the \\x93NUMPY magic). Save arrays with numpy.save.")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
 
 
 def test_header_code_is_never_evaluated(tmp_path):
@@ -131,7 +131,7 @@ def test_header_code_is_never_evaluated(tmp_path):
                                 f"'fortran_order': False, 'shape': (1,)}}".encode()))
     with pytest.raises(InputError, match=re.escape(
             f"{path}: the .npy header is not a Python literal; the file is damaged.")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
     assert not canary.exists()
 
 
@@ -142,7 +142,7 @@ def test_truncated_npy(tmp_path):
     with pytest.raises(InputError, match=re.escape(
             f"{path}: truncated .npy file: the header declares shape (4, 784) of float32 = 12544 bytes, but only "
             f"872 bytes follow it.")):
-        inputs.read_npy(path, "float32")
+        npyio.read_npy(path, "float32")
 
 
 def test_huge_declared_shape_without_data_is_refused_before_allocating(tmp_path):
@@ -151,7 +151,7 @@ def test_huge_declared_shape_without_data_is_refused_before_allocating(tmp_path)
     with pytest.raises(InputError, match=re.escape(
             f"{path}: truncated .npy file: the header declares shape (100000000000, 784) of float32 = "
             f"313600000000000 bytes, but only 0 bytes follow it.")):
-        inputs.read_npy(path, "float32")
+        npyio.read_npy(path, "float32")
 
 
 def test_trailing_bytes_are_refused(tmp_path):
@@ -160,7 +160,7 @@ def test_trailing_bytes_are_refused(tmp_path):
     path.write_bytes(path.read_bytes() + b"\0" * 5)
     with pytest.raises(InputError, match=re.escape(
             f"{path}: damaged .npy file: 5 bytes follow the array data (shape (3,) of float32 = 12 bytes).")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
 
 
 @pytest.mark.parametrize("array,message", [
@@ -176,7 +176,7 @@ def test_unsupported_dtypes_are_refused(tmp_path, array, message):
     path = tmp_path / "a.npy"
     np.save(path, array, allow_pickle=False)
     with pytest.raises(InputError, match=re.escape(f"{path}: {message}")):
-        inputs.read_npy(path, "float32")
+        npyio.read_npy(path, "float32")
 
 
 @pytest.mark.parametrize("header,message", [
@@ -195,7 +195,7 @@ def test_malformed_headers(tmp_path, header, message):
     path = tmp_path / "a.npy"
     path.write_bytes(_npy_bytes(header, b"\0" * 4))
     with pytest.raises(InputError, match=re.escape(f"{path}: {message}")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
 
 
 def test_oversized_header_and_unknown_version(tmp_path):
@@ -203,21 +203,21 @@ def test_oversized_header_and_unknown_version(tmp_path):
     path.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", 1 << 30))
     with pytest.raises(InputError, match=re.escape(
             f"{path}: the .npy header is {1 << 30} bytes; at most 10000 are allowed.")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
     path.write_bytes(b"\x93NUMPY\x09\x00\x00\x00")
     with pytest.raises(InputError, match=re.escape(
             f"{path}: .npy format version 9.0 is not supported (1.0, 2.0, 3.0 are).")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
     path.write_bytes(b"\x93NUMPY\x01\x00\x50\x00{'descr'")
     with pytest.raises(InputError, match=re.escape(f"{path}: truncated .npy file: it ends inside the header.")):
-        inputs.read_npy(path)
+        npyio.read_npy(path)
 
 
 def test_missing_file_and_directory(tmp_path):
     with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'nope.npy'}: file not found.")):
-        inputs.read_npy(tmp_path / "nope.npy")
+        npyio.read_npy(tmp_path / "nope.npy")
     with pytest.raises(InputError, match=re.escape(f"{tmp_path}: is a directory, not a .npy file.")):
-        inputs.read_npy(tmp_path)
+        npyio.read_npy(tmp_path)
 
 
 # --- .npz ------------------------------------------------------------------------------------------------------
@@ -230,14 +230,14 @@ def test_npz_round_trip_with_pytree_names_and_bfloat16(tmp_path):
     arrays = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "mask": np.ones((2, 16), ml_dtypes.bfloat16),
               "params/w": np.full((3, 10), 2.0, np.float32)}
     np.savez(path, **arrays)
-    got = inputs.read_npz(path, DECLARED)
+    got = npyio.read_npz(path, DECLARED)
     assert list(got) == ["x", "mask", "params/w"]
     for name, value in arrays.items():
         assert got[name].dtype == value.dtype
         np.testing.assert_array_equal(got[name], value)
     compressed = tmp_path / "c.npz"
     np.savez_compressed(compressed, **arrays)
-    np.testing.assert_array_equal(inputs.read_npz(compressed, DECLARED)["params/w"], arrays["params/w"])
+    np.testing.assert_array_equal(npyio.read_npz(compressed, DECLARED)["params/w"], arrays["params/w"])
 
 
 def _zip(path, members, compression=zipfile.ZIP_STORED):
@@ -257,7 +257,7 @@ def test_npz_unknown_key(tmp_path):
     np.savez(path, x=np.zeros(2, np.float32), z=np.zeros(2, np.float32))
     with pytest.raises(InputError, match=re.escape(
             f"unknown input name 'z' (a key of {path}); the inputs are: x, mask, params/w.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 @pytest.mark.parametrize("name", ["../x.npy", "/x.npy", "a/../../x.npy", "C:/x.npy", "a\\x.npy"])
@@ -266,7 +266,7 @@ def test_npz_traversal_names_are_refused(tmp_path, name):
     _zip(path, {name: _npy(np.zeros(2, np.float32))})
     with pytest.raises(InputError, match=re.escape(
             f"{path}: member {name!r} has an unsafe name (absolute, '..', backslash or NUL); refusing the file.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 def test_npz_member_that_is_not_an_array(tmp_path):
@@ -275,25 +275,25 @@ def test_npz_member_that_is_not_an_array(tmp_path):
     with pytest.raises(InputError, match=re.escape(
             f"{path}: member 'notes.txt' is not a .npy array; an .npz for jaxport holds only arrays named after "
             f"inputs.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 def test_npz_member_count_is_capped_from_the_directory(tmp_path, monkeypatch):
     path = tmp_path / "in.npz"
     _zip(path, {f"x{i}.npy": b"" for i in range(5)})
-    monkeypatch.setattr(inputs, "MAX_NPZ_MEMBERS", 3)
+    monkeypatch.setattr(npyio, "MAX_NPZ_MEMBERS", 3)
     with pytest.raises(InputError, match=re.escape(f"{path}: the .npz declares 5 members; at most 3 are allowed.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 def test_npz_zip_bomb_is_refused_from_declared_sizes(tmp_path, monkeypatch):
     path = tmp_path / "bomb.npz"
     _zip(path, {"x.npy": _npy(np.zeros(4 << 20, np.uint8))}, zipfile.ZIP_DEFLATED)
     assert path.stat().st_size < 50_000
-    monkeypatch.setattr(inputs, "MAX_NPZ_BYTES", 1 << 20)
+    monkeypatch.setattr(npyio, "MAX_NPZ_BYTES", 1 << 20)
     with pytest.raises(InputError, match=re.escape(
             f"{path}: the .npz members declare {(4 << 20) + 128} bytes in all; at most {1 << 20} are allowed.")):
-        inputs.read_npz(path, {"x": "uint8"})
+        npyio.read_npz(path, {"x": "uint8"})
 
 
 def test_npz_member_lying_about_its_size(tmp_path):
@@ -302,7 +302,7 @@ def test_npz_member_lying_about_its_size(tmp_path):
     with pytest.raises(InputError, match=re.escape(
             f"{path}: member 'x.npy': truncated array: the header declares shape (4,) of float32 = 16 bytes, but "
             f"only 8 bytes follow it.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 def test_npz_damaged_data_fails_its_crc(tmp_path):
@@ -314,7 +314,7 @@ def test_npz_damaged_data_fails_its_crc(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(InputError, match=re.escape(f"{path}: member 'x.npy': cannot be read (Bad CRC-32 for file "
                                                    f"'x.npy'); the file is damaged.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 def test_not_a_zip(tmp_path):
@@ -322,7 +322,7 @@ def test_not_a_zip(tmp_path):
     path.write_bytes(b"not a zip at all")
     with pytest.raises(InputError, match=re.escape(
             f"{path}: not a .npz file (no zip end-of-directory record). Save arrays with numpy.savez.")):
-        inputs.read_npz(path, DECLARED)
+        npyio.read_npz(path, DECLARED)
 
 
 # --- matching --inputs values to inputs ------------------------------------------------------------------------
@@ -500,7 +500,7 @@ def test_reading_never_imports_jax(tmp_path):
     import sys
 
     np.save(tmp_path / "x.npy", np.zeros((16, 4), np.float32))
-    code = ("import sys, jaxport.run.inputs as i; i.read_npy(sys.argv[1], 'float32'); "
+    code = ("import sys, jaxport.run.npyio as i; i.read_npy(sys.argv[1], 'float32'); "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.npy")], check=True, env={**os.environ})
 
@@ -530,12 +530,12 @@ def test_damaged_files_give_input_errors_only(tmp_path, edits, cut):
     npy = tmp_path / "a.npy"
     npy.write_bytes(_damage(_VALID_NPY, edits, cut))
     try:
-        inputs.read_npy(npy, "float32", "x")
+        npyio.read_npy(npy, "float32", "x")
     except InputError:
         pass
     npz = tmp_path / "a.npz"
     npz.write_bytes(_damage(_VALID_NPZ, edits, None if cut is None else cut * 3))
     try:
-        inputs.read_npz(npz, {"x": "float32", "mask": "bfloat16"})
+        npyio.read_npz(npz, {"x": "float32", "mask": "bfloat16"})
     except InputError:
         pass

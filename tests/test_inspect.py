@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 import jaxport
-from jaxport.artifact.container import open_artifact
+from jaxport.artifact.container import MANIFEST_NAME, open_artifact, write_artifact
 
 from .conftest import EXAMPLES
 
@@ -90,3 +91,29 @@ def test_inspect_and_help_do_not_import_jax(pytree_artifact):
     res = subprocess.run([sys.executable, "-c", code, str(pytree_artifact)], capture_output=True, text=True,
                          check=True)
     assert res.stdout.strip().endswith("JAX False False")
+
+
+def test_a_zero_lower_bound_is_shown_as_written(tmp_path, run_cli):
+    """``min: 0`` (which the format allows, though a spec cannot write it) is honoured: shown as 0, not 1."""
+    old = tmp_path / "mlp.jaxport"
+    jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=old,
+                   write_manifest=False)
+    with open_artifact(old) as art:
+        manifest = copy.deepcopy(art.manifest)
+        members = {name: art.read(name) for name in art.members if name != MANIFEST_NAME}
+    manifest["functions"]["predict"]["dims"]["batch"]["min"] = 0
+    new = tmp_path / "mlp0.jaxport"
+    write_artifact(new, manifest, members)
+
+    res = run_cli("inspect", new)
+    assert res.exit_code == 0, res.stderr
+    assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 0 <= batch <= 4096" in res.stdout
+    rows = [line.replace("│", " ").split() for line in res.stdout.splitlines() if line.strip().startswith("batch ")]
+    assert [row[:3] for row in rows] == [["batch", "0", "4096"]]  # the dimension variables table
+
+    res = run_cli("diff", old, new, "--json")
+    assert res.exit_code == 0, res.stderr
+    (change,) = json.loads(res.stdout)["changes"]
+    assert (change["severity"], change["kind"], change["message"], change["old"], change["new"]) == (
+        "compatible", "bound_relaxed", "dimension 'batch': 1 <= batch <= 4096 -> 0 <= batch <= 4096 (more shapes "
+        "accepted)", {"min": 1, "max": 4096}, {"min": 0, "max": 4096})

@@ -1,4 +1,4 @@
-"""The import-layer contract (scripts/check_layers.py) holds for jaxport, and the checker catches each kind of breach."""
+"""The import-layer contract (scripts/check_layers.py) holds, and the checker catches each kind of breach."""
 
 from __future__ import annotations
 

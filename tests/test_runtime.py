@@ -17,8 +17,8 @@ import pytest
 import jaxport
 from jaxport.artifact import container
 from jaxport.errors import FormatError, InputError, IntegrityError, OutputError, PlatformError, PolicyError, UsageError
-from jaxport.run import inputs
-from jaxport.run import loaded as runtime
+from jaxport.run import inputs, npyio, outputs
+from jaxport.run.cache import compilation_cache, default_cache_dir
 
 from .conftest import EXAMPLES
 
@@ -307,7 +307,7 @@ def test_benchmark(mlp):
 def test_persistent_cache_serves_a_second_load(mlp_path, tmp_path):
     before = jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache
     x = np.zeros((3, 784), np.float32)
-    with runtime.compilation_cache(tmp_path / "cache") as cache:
+    with compilation_cache(tmp_path / "cache") as cache:
         assert cache.directory == tmp_path / "cache"
         first = jaxport.load(mlp_path).run({"x": x})
         assert first.compilation.cache_hit is False
@@ -315,7 +315,7 @@ def test_persistent_cache_serves_a_second_load(mlp_path, tmp_path):
         second = jaxport.load(mlp_path).run({"x": x})
         assert second.compilation.cache_hit is True
     assert (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache) == before
-    with runtime.compilation_cache(None) as cache:
+    with compilation_cache(None) as cache:
         assert cache.directory is None
         assert jaxport.load(mlp_path).run({"x": x}).compilation.cache_hit is None
 
@@ -323,7 +323,7 @@ def test_persistent_cache_serves_a_second_load(mlp_path, tmp_path):
 def test_cache_directory_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with runtime.compilation_cache(blocker / "cache") as cache:
+    with compilation_cache(blocker / "cache") as cache:
         assert cache.directory is None
         assert cache.problem.startswith(f"cannot use the compilation cache {blocker / 'cache'}: ")
 
@@ -331,41 +331,41 @@ def test_cache_directory_that_cannot_be_created(tmp_path):
 def test_default_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("JAXPORT_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert runtime.default_cache_dir() == tmp_path / "xdg" / "jaxport" / "xla"
+    assert default_cache_dir() == tmp_path / "xdg" / "jaxport" / "xla"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert runtime.default_cache_dir() == tmp_path / "home" / ".cache" / "jaxport" / "xla"
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "jaxport" / "xla"
     monkeypatch.setenv("JAXPORT_CACHE_DIR", str(tmp_path / "mine"))
-    assert runtime.default_cache_dir() == tmp_path / "mine"
+    assert default_cache_dir() == tmp_path / "mine"
 
 
 def test_stats():
-    s = runtime.stats("a", np.array([1.0, np.nan, np.inf, -np.inf, 3.0], np.float32))
+    s = outputs.stats("a", np.array([1.0, np.nan, np.inf, -np.inf, 3.0], np.float32))
     assert s == {"name": "a", "shape": [5], "dtype": "float32", "size": 5, "min": 1.0, "max": 3.0, "mean": 2.0,
                  "nan": 1, "inf": 2}
-    s = runtime.stats("b", np.array([[2, -4]], np.int32))
+    s = outputs.stats("b", np.array([[2, -4]], np.int32))
     assert (s["min"], s["max"], s["mean"], s["nan"], s["inf"]) == (-4, 2, -1.0, 0, 0)
-    assert runtime.stats("c", np.array([True, False, True]))["mean"] == pytest.approx(2 / 3)
-    assert runtime.stats("d", np.array([1.5], ml_dtypes.bfloat16))["max"] == 1.5
-    assert runtime.stats("e", np.zeros((0, 3), np.float32))["min"] is None
-    z = runtime.stats("z", np.array([1 + 1j, np.nan], np.complex64))
+    assert outputs.stats("c", np.array([True, False, True]))["mean"] == pytest.approx(2 / 3)
+    assert outputs.stats("d", np.array([1.5], ml_dtypes.bfloat16))["max"] == 1.5
+    assert outputs.stats("e", np.zeros((0, 3), np.float32))["min"] is None
+    z = outputs.stats("z", np.array([1 + 1j, np.nan], np.complex64))
     assert (z["min"], z["nan"]) == (None, 1)
-    assert runtime.jsonable(np.array([1.0, np.nan, -np.inf], np.float32)) == [1.0, "nan", "-inf"]
-    assert runtime.jsonable(np.array([1 + 2j], np.complex64)) == [[1.0, 2.0]]
+    assert outputs.jsonable(np.array([1.0, np.nan, -np.inf], np.float32)) == [1.0, "nan", "-inf"]
+    assert outputs.jsonable(np.array([1 + 2j], np.complex64)) == [[1.0, 2.0]]
 
 
 def test_save_outputs(tmp_path):
     leaves = [("features", np.arange(6, dtype=np.float32).reshape(2, 3)), ("norm", np.float32(2.5).reshape(())),
               ("half", np.array([1.5], ml_dtypes.bfloat16))]
     out = tmp_path / "out.npz"
-    runtime.save_outputs(out, leaves)
+    outputs.save_outputs(out, leaves)
     with np.load(out, allow_pickle=False) as z:
         assert sorted(z.files) == ["features", "half", "norm"]
         np.testing.assert_array_equal(z["features"], leaves[0][1])
-    back = inputs.read_npz(out, {"features": "float32", "norm": "float32", "half": "bfloat16"})
+    back = npyio.read_npz(out, {"features": "float32", "norm": "float32", "half": "bfloat16"})
     assert back["half"].dtype == ml_dtypes.bfloat16 and float(back["norm"]) == 2.5
     single = tmp_path / "one.npy"
-    runtime.save_outputs(single, leaves[:1])
+    outputs.save_outputs(single, leaves[:1])
     np.testing.assert_array_equal(np.load(single, allow_pickle=False), leaves[0][1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.npy", "out.npz"]  # no temporary files left
 
@@ -379,4 +379,59 @@ def test_save_outputs_errors(tmp_path, name, message):
     path = tmp_path / name
     leaves = [("a", np.zeros(2, np.float32)), ("b", np.zeros(2, np.float32))]
     with pytest.raises(OutputError, match=re.escape(message.format(p=path, d=path.parent))):
-        runtime.save_outputs(path, leaves)
+        outputs.save_outputs(path, leaves)
+
+
+# --- the backend seam ------------------------------------------------------------------------------------------
+
+
+class _Recording:
+    """A backend (``run.backend.Backend``) that forwards to another and records what Loaded asks of it."""
+
+    name = "recording"
+
+    def __init__(self, inner):
+        self.inner, self.mesh, self.weights, self.calls = inner, inner.mesh, inner.weights, []
+
+    def x64(self):
+        return self.inner.x64()
+
+    def compile(self, key):
+        self.calls.append(("compile", key))
+        return self.inner.compile(key)
+
+    def place(self, flat, *, resident=False):
+        self.calls.append(("place", resident))
+        return self.inner.place(flat, resident=resident)
+
+    def execute(self, key, flat):
+        self.calls.append(("execute", key))
+        return self.inner.execute(key, flat)
+
+    def trace(self, flat, weights=None):
+        self.calls.append(("trace",))
+        return self.inner.trace(flat, weights)
+
+    def placement(self):
+        return self.inner.placement()
+
+
+def test_loaded_runs_only_through_its_backend(mlp):
+    """Loaded compiles once per shape signature, places and executes through the backend protocol, and traces
+    through it inside a JAX transformation."""
+    import jax
+
+    from jaxport.run.loaded import Loaded
+
+    rec = _Recording(mlp.backend)
+    f = Loaded(mlp.path, mlp.function, mlp.manifest, rec, mlp.platform, False, 0.0)
+    x = np.random.default_rng(0).standard_normal((3, 784)).astype(np.float32)
+    np.testing.assert_array_equal(f(x), mlp(x))
+    f(x)
+    key = (((3, 784), "float32"),)
+    assert rec.calls == [("compile", key), ("place", False), ("execute", key), ("place", False), ("execute", key)]
+    assert (f.runtime, f.compiled_signatures, f.placement()) == ("recording", [key], None)
+    np.testing.assert_allclose(jax.jit(f)(x), mlp(x), rtol=1e-6)
+    assert rec.calls[-1] == ("trace",)
+    bench = f.benchmark({"x": x}, 2, warmup=0)
+    assert len(bench.calls) == 2 and rec.calls[-3:] == [("place", True), ("execute", key), ("execute", key)]

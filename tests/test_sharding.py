@@ -231,7 +231,7 @@ def test_load_places_inputs_and_weights_with_the_recorded_shardings_and_differen
     """jaxport.load on 8 devices: outputs laid out as recorded, and jax.grad through the sharded artifact."""
     script = """
 import jax, jax.numpy as jnp, numpy as np, jaxport
-from jaxport import distributed
+from jaxport.run import distributed
 distributed.host_devices(8)
 import model
 f = jaxport.load("predict.jaxport")
@@ -240,7 +240,7 @@ out = f(x)
 g = jax.grad(lambda x: jnp.mean(f(x) ** 2))(x)
 want = jax.grad(model.loss)(x, params)
 np.savez("result.npz", out=np.asarray(out), grad=np.asarray(g), want=np.asarray(want))
-print(jax.device_count(), out.sharding.spec, [str(w.sharding.spec) for w in f._weights])
+print(jax.device_count(), out.sharding.spec, [str(w.sharding.spec) for w in f.backend.weights])
 """
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     res = subprocess.run([sys.executable, "-c", script], cwd=sharded, env=env, capture_output=True, text=True,

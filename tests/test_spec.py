@@ -422,7 +422,7 @@ def test_other_spec_errors(text, message):
     assert spec_error(text) == message
 
 
-# --- errors found against the function (jaxport/export/lower.py) --------------------------------------------------------
+# --- errors found against the function (jaxport/export/lower.py) ----------------------------------------------------
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ import pytest
 
 import jaxport
 from jaxport.errors import InputError, UsageError
-from jaxport.verify import runner as verify
+from jaxport.run.inputs import random_inputs
+from jaxport.verify import compare, plan, spec_check
+from jaxport.verify.runner import verify
 
 from .conftest import EXAMPLES
 
@@ -79,14 +81,14 @@ def project(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def passing(project):
     with contextlib.chdir(project):
-        return verify.verify("f.jaxport")
+        return verify("f.jaxport")
 
 
 @pytest.fixture(scope="module")
 def failing(project):
     """The artifact of g verified against f: they differ only at b > 100."""
     with contextlib.chdir(project):
-        return verify.verify("g.jaxport", "model.py:f")
+        return verify("g.jaxport", "model.py:f")
 
 
 @pytest.fixture
@@ -106,6 +108,24 @@ def test_correct_artifact_passes_at_its_boundary_shapes(passing):
         assert [o.shape for o in case.outputs] == [[case.dims["b"]], [case.dims["b"], 8]]
         assert all(o.passed and o.max_abs_error == 0.0 and o.mismatched == 0 for o in case.outputs)
     assert passing.summary() == "f.jaxport: all 3 cases match."
+
+
+def test_the_artifact_is_opened_once(in_project, monkeypatch):
+    import jaxport.artifact.container as container
+    import jaxport.run.load as run_load
+    import jaxport.verify.runner as runner
+
+    opened: list[str] = []
+
+    def counting(path):
+        opened.append(str(path))
+        return container.open_artifact(path)
+
+    monkeypatch.setattr(runner, "open_artifact", counting)
+    monkeypatch.setattr(run_load, "open_artifact", counting)
+    report = verify("f.jaxport")
+    assert report.passed and len(report.cases) == 3
+    assert opened == ["f.jaxport"]
 
 
 def test_subtly_different_function_fails_at_the_right_assignment_and_output(failing):
@@ -155,10 +175,10 @@ def test_cli_passes_with_exit_0(in_project, run_cli):
 
 
 def test_tolerance_options_decide(in_project):
-    loose = verify.verify("g.jaxport", "model.py:f", dims={"b": [200]}, atol=2e-3)
+    loose = verify("g.jaxport", "model.py:f", dims={"b": [200]}, atol=2e-3)
     assert loose.passed
     assert loose.cases[0].outputs[1].atol == 2e-3
-    strict = verify.verify("g.jaxport", "model.py:f", dims={"b": [200]}, atol=0.0, rtol=0.0)
+    strict = verify("g.jaxport", "model.py:f", dims={"b": [200]}, atol=0.0, rtol=0.0)
     assert not strict.passed
 
 
@@ -183,8 +203,8 @@ WRONG_SPECS = {
 def test_wrong_spec_fails_with_its_differences(name, in_project, run_cli):
     text, expected = WRONG_SPECS[name]
     Path("wrong.yaml").write_text(text)
-    differences = verify.spec_differences(jaxport.load_spec("wrong.yaml"), "f",
-                                          jaxport.open_artifact("f.jaxport").manifest["functions"]["f"])
+    differences = spec_check.spec_differences(jaxport.load_spec("wrong.yaml"), "f",
+                                              jaxport.open_artifact("f.jaxport").manifest["functions"]["f"])
     assert differences == expected
     res = run_cli("verify", "f.jaxport", "--shapes", "wrong.yaml", "--dim", "b=2")
     assert res.exit_code == 12
@@ -197,28 +217,35 @@ def test_equivalent_spec_spellings_describe_the_artifact(in_project):
     text = SPEC.replace('"f32[b, 8]"', "{shape: [b, 8], dtype: float32}").replace("{min: 1, max: 512}", "{max: 512}")
     spec = jaxport.parse_spec(text, "same.yaml")
     f = jaxport.open_artifact("f.jaxport").manifest["functions"]["f"]
-    assert verify.spec_differences(spec, "f", f) == []
+    assert spec_check.spec_differences(spec, "f", f) == []
+
+
+def test_a_manifest_min_of_0_is_a_bound_as_written(in_project):
+    f = dict(jaxport.open_artifact("f.jaxport").manifest["functions"]["f"], dims={"b": {"min": 0, "max": 512}})
+    assert spec_check.spec_differences(jaxport.load_spec("spec.yaml"), "f", f) == [
+        "dims['b']: 0 <= b <= 512 in the artifact, 1 <= b <= 512 in the spec"]
 
 
 def test_dimension_expressions_are_compared_by_value():
-    eqs = verify._equalities(["d == 64*heads"])
-    assert verify._same_dimension("2*h", "h + h", [])
-    assert not verify._same_dimension("2*h", "h + 2", [])
-    assert verify._same_dimension("d", "64*heads", eqs)
-    assert not verify._same_dimension("b", 8, [])
+    eqs = spec_check._equalities(["d == 64*heads"])
+    assert spec_check._same_dimension("2*h", "h + h", [])
+    assert not spec_check._same_dimension("2*h", "h + 2", [])
+    assert spec_check._same_dimension("d", "64*heads", eqs)
+    assert not spec_check._same_dimension("b", 8, [])
 
 
 def test_integer_inputs_are_in_a_safe_range(in_project):
-    report = verify.verify("ids.jaxport")
+    report = verify("ids.jaxport")
     assert report.passed
     assert [c.dims for c in report.cases] == [{"n": 2}, {"n": 7}, {"n": 4096}]
-    arrays = verify.make_inputs(jaxport.open_artifact("ids.jaxport").manifest["functions"]["ids"], {"n": 4096}, 3)
-    assert arrays["i"].dtype == np.int32 and arrays["i"].min() >= 0 and arrays["i"].max() < verify.INT_HIGH
+    f = jaxport.open_artifact("ids.jaxport").manifest["functions"]["ids"]
+    arrays = random_inputs(f, {"n": 4096}, 3, nonnegative=True)
+    assert arrays["i"].dtype == np.int32 and arrays["i"].min() >= 0 and arrays["i"].max() < 8
     assert arrays["table"].dtype == np.float32 and arrays["table"].shape == (16, 3)
 
 
 def test_live_function_that_raises_fails_the_case(in_project):
-    report = verify.verify("f.jaxport", "model.py:raises", dims={"b": [2]})
+    report = verify("f.jaxport", "model.py:raises", dims={"b": [2]})
     assert not report.passed
     assert report.cases[0].error == "the live function raised ValueError: broken on purpose"
 
@@ -239,7 +266,7 @@ def test_recorded_spec_missing_is_a_note(in_project, tmp_path, monkeypatch):
     shutil.copy("model.py", tmp_path / "model.py")
     shutil.copy("f.jaxport", tmp_path / "f.jaxport")
     monkeypatch.chdir(tmp_path)
-    report = verify.verify("f.jaxport", dims={"b": [1]})
+    report = verify("f.jaxport", dims={"b": [1]})
     assert report.passed and report.spec is None
     assert report.notes == ["the spec the artifact records (spec.yaml) is not in the current directory; the "
                             "signature was not compared with a spec (give one with --shapes)"]
@@ -279,7 +306,7 @@ def test_against_needs_a_function_when_there_are_several(tmp_path, monkeypatch, 
 def test_bound_weights_are_loaded_again_for_the_live_function(example_dir):
     example_dir("mlp")
     jaxport.export("model.py:apply", "spec-bound.yaml", output="bound.jaxport")
-    report = verify.verify("bound.jaxport", dims={"batch": [3]})
+    report = verify("bound.jaxport", dims={"batch": [3]})
     assert report.passed, report.summary()
     assert report.spec == "spec-bound.yaml" and report.spec_differences == []
     assert [o.name for o in report.cases[0].outputs] == ["output"]
@@ -297,8 +324,8 @@ def _fn(inputs, outputs=(), dims=None, constraints=()):
 def test_plan_follows_bounds_and_constraints():
     f = _fn([("x", ["batch", "2*h"], "float32")], dims={"batch": {"min": 1, "max": 4096}, "h": {"min": 2}},
             constraints=["batch <= 8 * h"])
-    plan = verify.plan_cases(f)
-    assert [(c.label, c.dims) for c in plan] == [
+    cases = plan.plan_cases(f)
+    assert [(c.label, c.dims) for c in cases] == [
         ("smallest valid", {"batch": 1, "h": 2}),
         ("batch: not a power of two", {"batch": 7, "h": 2}),
         ("batch: upper bound", {"batch": 4096, "h": 512}),
@@ -310,10 +337,10 @@ def test_plan_follows_bounds_and_constraints():
 def test_plan_scales_large_cases_to_the_budget():
     f = _fn([("x", ["n", 1024], "float32")], outputs=[("y", ["n", 1024], "float32")],
             dims={"n": {"min": 1, "max": 100_000}})
-    plan = verify.plan_cases(f, budget=1 << 20)
-    upper = plan[-1]
+    cases = plan.plan_cases(f, budget=1 << 20)
+    upper = cases[-1]
     assert upper.label == "n: upper bound"
-    assert verify.case_bytes(f, upper.dims) <= 1 << 20
+    assert plan.case_bytes(f, upper.dims) <= 1 << 20
     assert upper.dims["n"] > 64  # scaled by 3/4 steps, not to the minimum
     assert upper.note == (f"n=100000 scaled down to {upper.dims['n']}: its inputs and outputs would take more than "
                           f"1.0 MB")
@@ -321,55 +348,55 @@ def test_plan_scales_large_cases_to_the_budget():
 
 def test_plan_with_chosen_values_is_their_product():
     f = _fn([("x", ["a", "b"], "float32")])
-    plan = verify.plan_cases(f, {"a": [1, 2], "b": [3, 4, 5]})
-    assert [c.dims for c in plan] == [{"a": a, "b": b} for a in (1, 2) for b in (3, 4, 5)]
+    cases = plan.plan_cases(f, {"a": [1, 2], "b": [3, 4, 5]})
+    assert [c.dims for c in cases] == [{"a": a, "b": b} for a in (1, 2) for b in (3, 4, 5)]
     with pytest.raises(UsageError, match=re.escape("--dim asks for 300 combinations; at most 256 are allowed.")):
-        verify.plan_cases(f, {"a": list(range(1, 21)), "b": list(range(1, 16))})
+        plan.plan_cases(f, {"a": list(range(1, 21)), "b": list(range(1, 16))})
     with pytest.raises(InputError, match=re.escape("dimension 'a' = 0 (given)")):
-        verify.plan_cases(f, {"a": [0]})
+        plan.plan_cases(f, {"a": [0]})
 
 
 def test_plan_without_dimension_variables_is_one_case():
-    assert verify.plan_cases(_fn([("x", [3, 4], "float32")])) == [verify.Case("fixed shapes", {})]
+    assert plan.plan_cases(_fn([("x", [3, 4], "float32")])) == [plan.Case("fixed shapes", {})]
 
 
 def test_compare_floats_nan_and_tolerance():
     e = np.array([1.0, np.nan, np.inf, 2.0], np.float32)
-    assert verify.compare("o", e, e.copy()).passed
+    assert compare.compare("o", e, e.copy()).passed
     a = np.array([1.0, np.nan, -np.inf, 2.5], np.float32)
-    r = verify.compare("o", e, a)
+    r = compare.compare("o", e, a)
     assert not r.passed and r.mismatched == 2
     assert r.max_abs_error == 0.5 and r.max_rel_error == 0.25
     assert r.worst == {"index": [2], "expected": "inf", "actual": "-inf"}
-    assert verify.compare("o", e[[0, 3]], a[[0, 3]], atol=0.5).passed
+    assert compare.compare("o", e[[0, 3]], a[[0, 3]], atol=0.5).passed
 
 
 def test_compare_integers_exactly_and_structure():
     e = np.array([1, 2, 3], np.int32)
-    r = verify.compare("i", e, np.array([1, 2, 4], np.int32))
+    r = compare.compare("i", e, np.array([1, 2, 4], np.int32))
     assert (r.passed, r.mismatched, r.atol, r.rtol, r.worst) == (False, 1, 0.0, 0.0,
                                                                  {"index": [2], "expected": 3, "actual": 4})
-    assert verify.compare("i", e, np.array([1, 2, 3, 4], np.int32)).problem == (
+    assert compare.compare("i", e, np.array([1, 2, 3, 4], np.int32)).problem == (
         "shape (4,) from the artifact, (3,) from the live function")
-    assert verify.compare("i", e, e.astype(np.int64)).problem == "dtype int64 from the artifact, int32 from the live " \
-                                                                 "function"
-    b = verify.compare("b", np.array([True, False]), np.array([True, True]))
+    assert compare.compare("i", e, e.astype(np.int64)).problem == (
+        "dtype int64 from the artifact, int32 from the live function")
+    b = compare.compare("b", np.array([True, False]), np.array([True, True]))
     assert (b.passed, b.mismatched) == (False, 1)
 
 
 def test_default_tolerances_by_dtype():
-    assert verify.tolerance("float32") == (1e-6, 1e-5)
-    assert verify.tolerance("bfloat16") == (1e-2, 1e-2)
-    assert verify.tolerance("int8") == (0.0, 0.0)
-    assert verify.tolerance("float32", rtol=0.1) == (1e-6, 0.1)
-    assert math.isclose(verify.tolerance("float64")[1], 1e-9)
+    assert compare.tolerance("float32") == (1e-6, 1e-5)
+    assert compare.tolerance("bfloat16") == (1e-2, 1e-2)
+    assert compare.tolerance("int8") == (0.0, 0.0)
+    assert compare.tolerance("float32", rtol=0.1) == (1e-6, 0.1)
+    assert math.isclose(compare.tolerance("float64")[1], 1e-9)
 
 
 def test_example_pytree_verifies(example_dir):
     """The bundled pytree example: static argument, kwargs dict, 2*h dimension and a constraint."""
     example_dir("pytree")
     jaxport.export("model.py:encode", "spec.yaml", output="enc.jaxport")
-    report = verify.verify("enc.jaxport", dims={"batch": [1, 9]})
+    report = verify("enc.jaxport", dims={"batch": [1, 9]})
     assert report.passed, report.summary()
     assert [c.dims for c in report.cases] == [{"batch": 1, "h": 2}, {"batch": 9, "h": 2}]
     assert EXAMPLES.is_dir()

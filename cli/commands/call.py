@@ -87,30 +87,29 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
 
     def body():
         apply(devices)  # before JAX starts
-        from jaxport.run import inputs
-        from jaxport.run import loaded as runtime
+        from jaxport.run import inputs, outputs
+        from jaxport.run.cache import compilation_cache, default_cache_dir
+        from jaxport.run.iree import iree_cache_dir
+        from jaxport.run.load import load
 
         con = render.stderr()
 
         def busy(text):
             return con.status(text, spinner="dots") if not as_json else contextlib.nullcontext()
 
-        directory = None if no_cache else (cache_dir or runtime.default_cache_dir())
-        with runtime.compilation_cache(directory) as cache:
+        directory = None if no_cache else (cache_dir or default_cache_dir())
+        with compilation_cache(directory) as cache:
             if cache.problem and not as_json:
                 con.print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
             with busy(f"Loading {artifact}..."):
-                from jaxport.run.iree import iree_cache_dir
-
-                loaded = runtime.load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
-                                      verify=not no_verify, runtime=runtime_name,
-                                      cache_dir=iree_cache_dir(cache.directory))
+                loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
+                              verify=not no_verify, runtime=runtime_name, cache_dir=iree_cache_dir(cache.directory))
             f = loaded.function_manifest
             if batch_size:
                 _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json)
                 return
             if output and not vjp:
-                runtime.check_output_path(output, loaded.output_names)
+                outputs.check_output_path(output, loaded.output_names)
             with busy("Generating inputs..." if use_random else "Reading inputs..."):
                 if use_random:
                     env = contract.resolve_dims(f, dims)
@@ -129,43 +128,16 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                 with busy(f"Benchmarking {benchmark} calls..."):
                     bench = loaded.benchmark(arrays, benchmark)
         if output:
-            runtime.save_outputs(output, result.leaves)
-        stats = [runtime.stats(name, value) for name, value in result.leaves]
+            outputs.save_outputs(output, result.leaves)
+        report = outputs.CallReport.of_run(artifact, loaded, arrays, sources, result, cache, output=output,
+                                           benchmark=bench, values_up_to=PRINT_LIMIT if print_values and as_json
+                                           else None)
         if as_json:
-            _print_json(artifact, loaded, arrays, sources, result, stats, bench, output, print_values, cache)
+            render.print_json(report.as_dict())
         else:
-            _render(loaded, result, stats, bench, output, print_values)
+            _render(report, result, print_values)
 
     errors.run(body, debug=debug, as_json=as_json)
-
-
-def _print_json(artifact, loaded, arrays, sources, result, stats, bench, output, print_values, cache):
-    from jaxport.run import loaded as runtime
-
-    outs = []
-    for s, (_, value) in zip(stats, result.leaves):
-        entry = dict(s)
-        if print_values:
-            entry["values"] = runtime.jsonable(value) if s["size"] <= PRINT_LIMIT else None
-        outs.append(entry)
-    render.print_json({
-        "artifact": str(artifact),
-        "function": loaded.function,
-        "platform": loaded.platform,
-        "runtime": loaded.runtime,
-        "dims": result.dims,
-        "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype), "source": sources.get(n)}
-                   for n, a in arrays.items()],
-        "outputs": outs,
-        "output_file": str(output) if output else None,
-        "timings": {"load_s": loaded.load_seconds, "lower_s": result.compilation.lower_seconds,
-                    "compile_s": result.compilation.seconds,
-                    "compile_cache_hit": result.compilation.cache_hit, "run_s": result.run_seconds},
-        "compilation_cache": str(cache.directory) if cache.directory else None,
-        "warnings": [cache.problem] if cache.problem else [],
-        "benchmark": bench.as_dict() if bench else None,
-        "devices": _placement(loaded),
-    })
 
 
 def _seconds(s: float) -> str:
@@ -184,34 +156,24 @@ def _number(v) -> str:
     return f"{v:.6g}"
 
 
-def _render(loaded, result, stats, bench, output, print_values):
+def _render(report, result, print_values):
     import numpy as np
     from rich.table import Table
 
     out = render.stdout()
-    dims = ", ".join(f"{k}={v}" for k, v in result.dims.items())
-    hit = result.compilation.cache_hit
+    dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
+    t = report.timings
+    hit = t["compile_cache_hit"]
     cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
-    via = " with IREE" if loaded.runtime == "iree" else ""
-    out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)}{via}"
+    via = " with IREE" if report.runtime == "iree" else ""
+    out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)}{via}"
               + (f"  [dim]{escape(dims)}[/]" if dims else "")
-              + f"  load {_seconds(loaded.load_seconds)}, lower {_seconds(result.compilation.lower_seconds)}, "
-                f"compile {_seconds(result.compilation.seconds)}{cached}, run {_seconds(result.run_seconds)}")
-    placement = _placement(loaded)
-    if placement:
-        out.print(f"sharded over {placement['devices']} devices ({placement['mesh']})"
-                  + (f", process {placement['process_index']} of {placement['process_count']}"
-                     if placement["process_count"] > 1 else ""), markup=False)
-    t = Table(title="outputs", title_justify="left", show_edge=False)
-    for col in ("name", "shape", "dtype", "min", "max", "mean", "NaN", "Inf"):
-        t.add_column(col, justify="right" if col in ("min", "max", "mean", "NaN", "Inf") else "left")
-    for s in stats:
-        bad = "red" if s["nan"] or s["inf"] else None
-        t.add_row(escape(s["name"]), escape(str(tuple(s["shape"]))), escape(s["dtype"]), _number(s["min"]),
-                  _number(s["max"]), _number(s["mean"]), str(s["nan"]), str(s["inf"]), style=bad)
-    out.print(t)
+              + f"  load {_seconds(t['load_s'])}, lower {_seconds(t['lower_s'])}, "
+                f"compile {_seconds(t['compile_s'])}{cached}, run {_seconds(t['run_s'])}")
+    _devices(out, report.devices)
+    _stats_table(out, "outputs", report.outputs)
     if print_values:
-        for s, (name, value) in zip(stats, result.leaves):
+        for s, (name, value) in zip(report.outputs, result.leaves):
             if s["size"] <= PRINT_LIMIT:
                 out.print(f"{name} =", markup=False)
                 out.print(np.array2string(np.asarray(value), threshold=PRINT_LIMIT, max_line_width=120),
@@ -219,88 +181,56 @@ def _render(loaded, result, stats, bench, output, print_values):
             else:
                 out.print(f"{name}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them with -o.",
                           markup=False)
-    if bench:
-        b = bench.as_dict()
+    if report.benchmark:
+        b = report.benchmark
         t = Table(title=f"benchmark ({b['n']} calls after {b['warmup']} warm-up)", title_justify="left",
                   show_edge=False)
         for col in ("load", "lower", "compile", "p50", "p90", "min"):
             t.add_column(col, justify="right")
         t.add_row(*(_seconds(b[k]) for k in ("load_s", "lower_s", "compile_s", "p50_s", "p90_s", "min_s")))
         out.print(t)
-    if output:
-        out.print(f"[green]Wrote[/] {escape(str(output))} ({len(result.leaves)} array"
+    if report.output_file:
+        out.print(f"[green]Wrote[/] {escape(report.output_file)} ({len(result.leaves)} array"
                   f"{'s' if len(result.leaves) != 1 else ''})")
 
 
+def _devices(out, placement):
+    """Where a sharded function ran (nothing for an unsharded one)."""
+    if placement:
+        out.print(f"sharded over {placement['devices']} devices ({placement['mesh']})"
+                  + (f", process {placement['process_index']} of {placement['process_count']}"
+                     if placement["process_count"] > 1 else ""), markup=False)
+
+
 # --- --vjp, --batch-size and several processes --------------------------------------------------------------------
-
-
-def _placement(loaded) -> dict | None:
-    """Where a sharded function ran: devices, mesh, processes (None for an unsharded one)."""
-    if loaded.mesh is None:
-        return None
-    import jax
-
-    from jaxport.sharding import mesh_text
-
-    mesh = loaded.function_manifest.get("mesh")
-    return {"devices": int(loaded.mesh.size), "mesh": mesh_text(mesh), "process_index": jax.process_index(),
-            "process_count": jax.process_count()}
 
 
 def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as_json):
     """``call --vjp``: the outputs and the input cotangents, written to -o."""
     import time
 
-    from jaxport.run import gradients, inputs
-    from jaxport.run import loaded as runtime
+    from jaxport.run import gradients, outputs
 
     f = loaded.function_manifest
-    wanted = [i["name"] for i in f["inputs"] if gradients.differentiable(i["dtype"])]
     if output:
-        runtime.check_output_path(output, wanted)
-    cts = None
-    if cotangents:
-        declared = {o["name"]: o["dtype"] for o in f["outputs"]}
-        if str(cotangents).lower().endswith(".npz"):
-            cts = inputs.read_npz(cotangents, declared)
-        elif len(declared) == 1:
-            (name, dtype), = declared.items()
-            cts = {name: inputs.read_npy(cotangents, dtype, name)}
-        else:
-            from jaxport.errors import InputError
-
-            raise InputError(f"{cotangents}: the function has {len(declared)} outputs ({', '.join(declared)}); give "
-                             f"their cotangents in one .npz keyed by output name.")
+        outputs.check_output_path(output, [i["name"] for i in f["inputs"] if gradients.differentiable(i["dtype"])])
+    cts = gradients.read_cotangents(f, cotangents) if cotangents else None
     start = time.perf_counter()
     res = gradients.vjp(loaded, arrays, cts)
     seconds = time.perf_counter() - start
     if output:
-        runtime.save_outputs(output, res.cotangents)
-    out_stats = [runtime.stats(n, v) for n, v in res.outputs]
-    ct_stats = [runtime.stats(n, v) for n, v in res.cotangents]
+        outputs.save_outputs(output, res.cotangents)
+    report = outputs.CallReport.of_vjp(artifact, loaded, arrays, sources, res, seconds, cache, output=output,
+                                       cotangents=cotangents)
     if as_json:
-        render.print_json({
-            "artifact": str(artifact), "function": loaded.function, "platform": loaded.platform,
-            "runtime": loaded.runtime, "dims": loaded.check(arrays),
-            "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype), "source": sources.get(n)}
-                       for n, a in arrays.items()],
-            "outputs": out_stats, "output_file": str(output) if output else None,
-            "timings": {"load_s": loaded.load_seconds, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
-                        "run_s": seconds},
-            "compilation_cache": str(cache.directory) if cache.directory else None,
-            "warnings": [cache.problem] if cache.problem else [], "benchmark": None,
-            "vjp": {"cotangents": ct_stats, "not_differentiable": res.skipped,
-                    "cotangents_of_outputs": str(cotangents) if cotangents else "ones"},
-            "devices": _placement(loaded),
-        })
+        render.print_json(report.as_dict())
         return
     out = render.stdout()
     out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)} with its derivative "
               f"(output cotangents: {escape(str(cotangents)) if cotangents else 'ones'}), "
               f"{_seconds(seconds)}")
-    _stats_table(out, "outputs", out_stats)
-    _stats_table(out, "input cotangents", ct_stats)
+    _stats_table(out, "outputs", report.outputs)
+    _stats_table(out, "input cotangents", report.sections["vjp"]["cotangents"])
     if res.skipped:
         out.print(f"no cotangent for {', '.join(res.skipped)} (not floating point)", markup=False)
     if output:
@@ -310,7 +240,7 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as
 
 def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json):
     """``call --batch-size``: chunks of axis 0 through the artifact, with a progress bar and throughput."""
-    from jaxport.run import inputs, streaming
+    from jaxport.run import inputs, outputs, streaming
 
     f = loaded.function_manifest
     streaming.streamed_axis(f, loaded.function)
@@ -340,19 +270,7 @@ def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output,
 
             result = streaming.call(loaded, arrays, batch_size, target, progress=progress)
     if as_json:
-        render.print_json({
-            "artifact": str(artifact), "function": loaded.function, "platform": loaded.platform,
-            "runtime": loaded.runtime, "dims": result.dims,
-            "inputs": [{"name": n, "shape": [int(d) for d in a.shape], "dtype": str(a.dtype),
-                        "source": sources.get(n)} for n, a in arrays.items()],
-            "outputs": result.stats, "output_file": result.output_file,
-            "timings": {"load_s": loaded.load_seconds, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
-                        "run_s": result.seconds},
-            "compilation_cache": str(cache.directory) if cache.directory else None,
-            "warnings": [cache.problem] if cache.problem else [], "benchmark": None,
-            "streaming": result.as_dict(),
-            "devices": _placement(loaded),
-        })
+        render.print_json(outputs.CallReport.of_stream(artifact, loaded, arrays, sources, result, cache).as_dict())
         return
     out = render.stdout()
     out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)}: {result.rows} rows in "

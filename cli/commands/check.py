@@ -28,13 +28,11 @@ def command(artifact, policy_path, max_age, min_days_left, as_json, debug):
     """
 
     def body():
-        from jaxport.artifact.policy import check
+        from jaxport.artifact.policy import Policy, check, load_policy
         from jaxport.errors import PolicyViolation
 
         if policy_path is None and max_age is None and min_days_left is None:
             raise click.UsageError("give a policy with --policy FILE, or --max-age / --min-days-left.")
-        from jaxport.artifact.policy import Policy, load_policy
-
         policy = load_policy(policy_path) if policy_path else Policy("the command-line rules")
         if max_age is not None:
             policy.max_age_days = max_age

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from .. import errors, render
@@ -30,9 +32,11 @@ def command(artifact, target, output, function, dims, cpu, as_json, debug):
     """
 
     def body():
-        from jaxport.run.iree import compile_artifact
+        from jaxport.run.deploy import compile_artifact
 
-        with render.stderr().status("Compiling with IREE...", spinner="dots") if not as_json else _null():
+        busy = render.stderr().status("Compiling with IREE...", spinner="dots") if not as_json else \
+            contextlib.nullcontext()
+        with busy:
             description = compile_artifact(artifact, output, function=function, dims=dims or None, cpu=cpu)
         if as_json:
             render.print_json({"artifact": str(artifact), "module": str(output), "description": f"{output}.json",
@@ -49,10 +53,3 @@ def command(artifact, target, output, function, dims, cpu, as_json, debug):
 
     errors.run(body, debug=debug, as_json=as_json)
 
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False

@@ -68,6 +68,8 @@ def _printable(node):
 def _render(art, names):
     from rich.table import Table
 
+    from jaxport.artifact.bounds import Bounds
+    from jaxport.artifact.compat import window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
     m = _printable(art.manifest)
@@ -85,8 +87,6 @@ def _render(art, names):
         out.print("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()), markup=False)
     out.print(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
               f"jaxlib {prod['jaxlib']}", markup=False)
-    from jaxport.artifact.compat import window
-
     out.print(f"  compatibility: {window(prod['jax']).sentence()}", markup=False)
     for fname in names:
         f = m["functions"][fname]
@@ -122,8 +122,8 @@ def _render(art, names):
             for col in ("name", "min", "max", "derived"):
                 t.add_column(col)
             for dn, d in f["dims"].items():
-                t.add_row(escape(dn), str(d.get("min", 1)), "-" if d.get("max") is None else str(d["max"]),
-                          escape(derivation_text(dn, d)))
+                b = Bounds.of(d)
+                t.add_row(escape(dn), str(b.lo), "-" if b.hi is None else str(b.hi), escape(derivation_text(dn, d)))
             out.print(t)
         if f.get("constraints"):
             out.print("  constraints: " + "; ".join(f["constraints"]), markup=False)

@@ -58,8 +58,8 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
 
 
 def _iree_cache():
+    from jaxport.run.cache import default_cache_dir
     from jaxport.run.iree import iree_cache_dir
-    from jaxport.run.loaded import default_cache_dir
 
     return iree_cache_dir(default_cache_dir())
 

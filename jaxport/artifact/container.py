@@ -3,7 +3,7 @@
 Writer: members are written in a fixed order with fixed timestamps and permissions, so equal inputs give equal
 bytes; each member's data starts at a multiple of ``ALIGNMENT`` (padding goes in the local header's extra field), so
 tensors can be memory-mapped; the file is written to a locked temporary sibling, fsynced and renamed into place
-(``atomic_write``), and temporary files left by killed writers are removed by the next write.
+(``_fsio.atomic_write``), and temporary files left by killed writers are removed by the next write.
 
 Reader trust model: the file may be hostile. Before any member's bytes are handed to another parser (JSON, JAX's
 flatbuffer and StableHLO readers, numpy), the reader checks that the file is a plain zip whose members are stored,
@@ -19,21 +19,19 @@ child process first (``isolate.check_payload``).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import mmap
 import os
 import struct
-import tempfile
-import time
 import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError, IntegrityError, OutputError
+from .._fsio import atomic_write, open_for_reading
+from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
 from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
 
@@ -94,130 +92,6 @@ def _write_members(fp: Any, members: list[tuple[str, Any]]) -> None:
                         out.write(chunk)
             else:
                 zf.writestr(info, data)
-
-
-#: A temporary file of another writer is removed once its writer is gone; one whose writer cannot be told (a name
-#: without a process id, a process on another machine) once it is older than this.
-STALE_SECONDS = 3600.0
-
-
-def atomic_write(path: str | Path, write: Any) -> None:
-    """Call ``write(fileobj)`` on a temporary sibling of ``path``, fsync, and rename it over ``path``.
-
-    Killed at any point, the writer leaves ``path`` as it was (absent, or the previous complete file) or complete
-    with the new content, never partial. The temporary file is ``.NAME.PID-RANDOM.tmp``, locked (``flock``) while
-    it is written; each write first removes the temporary files of ``path`` that earlier writers left behind when
-    they were killed (unlocked, and their process gone or the file older than ``STALE_SECONDS``), and never those of
-    a writer still running, so concurrent writers to one path each finish, and the last rename wins.
-    """
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise OutputError(f"{path}: directory {parent} does not exist. Create it first.")
-    remove_stale_temporaries(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp")
-    except OSError as e:
-        raise OutputError(_write_failure(path, parent, e, creating=True)) from None
-    f = os.fdopen(fd, "wb")
-    try:
-        _lock(f.fileno(), blocking=True)
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)  # the lock is held until here: no other writer takes this file for a stale one
-    except BaseException as e:
-        f.close()
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise OutputError(_write_failure(path, parent, e)) from None
-        raise
-    f.close()
-    try:
-        dfd = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
-
-def _write_failure(path: Path, parent: Path, e: OSError, creating: bool = False) -> str:
-    """What went wrong writing ``path``, and what to do about it."""
-    reason = e.strerror or str(e)
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{path}: cannot write: {reason}. Free space on that disk, or write the file elsewhere."
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"{path}: cannot write in {parent}: {reason}. Choose a directory you can write to."
-    if creating:
-        return f"{path}: cannot create a file in {parent}: {reason}."
-    return f"{path}: cannot write: {reason}."
-
-
-def _lock(fd: int, blocking: bool) -> bool:
-    """Take an exclusive ``flock`` on ``fd``; False if another process holds it. Always True without ``fcntl``."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: process ids and ages decide alone
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        return True
-    except OSError:
-        return False
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # it exists, owned by someone else
-        return True
-    return True
-
-
-def remove_stale_temporaries(path: str | Path) -> list[str]:
-    """Remove the temporary files earlier, killed writers of ``path`` left next to it; returns their names."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    prefix = f".{path.name}."
-    removed: list[str] = []
-    try:
-        entries = [e for e in os.scandir(parent) if e.name.startswith(prefix) and e.name.endswith(".tmp")]
-    except OSError:
-        return removed
-    now = time.time()
-    for entry in entries:
-        middle = entry.name[len(prefix):-len(".tmp")]
-        pid_text, dash, _ = middle.partition("-")
-        pid = int(pid_text) if dash and pid_text.isdigit() and pid_text.isascii() else None
-        if pid == os.getpid():
-            continue  # this process's own writer, perhaps in another thread
-        try:
-            fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue
-        try:
-            if not _lock(fd, blocking=False):
-                continue  # a writer is at work on it
-            stat = os.fstat(fd)
-            old = now - stat.st_mtime > STALE_SECONDS
-            if (pid is not None and not _process_alive(pid)) or old:
-                os.unlink(entry.path)
-                removed.append(entry.name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
 
 
 def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
@@ -353,19 +227,12 @@ def open_artifact(path: str | Path) -> Artifact:
     """Open and check an artifact (see the module docstring for what is checked)."""
     path = Path(path)
     where = str(path)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 22:
-                raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(size, 'byte')}, too "
-                                  f"short for a zip archive.")
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise FormatError(f"{where}: file not found.") from None
-    except IsADirectoryError:
-        raise FormatError(f"{where}: is a directory, not an artifact.") from None
-    except OSError as e:
-        raise FormatError(f"{where}: cannot read: {e.strerror}.") from None
+    with open_for_reading(path, FormatError, directory="an artifact") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 22:
+            raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(size, 'byte')}, too short "
+                              f"for a zip archive.")
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         return _open(path, data, size)
     except BaseException:

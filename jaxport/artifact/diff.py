@@ -26,7 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import dimexpr
+from ..module_scan import module_text
+from .bounds import Bounds
+from .calltree import leaves
 from .container import open_artifact
+from .payload import module_bytes
 from .summary import array_type
 
 BREAKING = "breaking"
@@ -181,15 +185,6 @@ def _norm_constraint(text: str) -> str:
     return f"{c.lhs} {c.op} {c.rhs}"
 
 
-def _bounds(d: Mapping[str, Any] | None) -> tuple[int, int | None]:
-    d = d or {}
-    return (d.get("min") or 1), d.get("max")
-
-
-def _bound_text(var: str, lo: int, hi: int | None) -> str:
-    return f"{lo} <= {var} <= {hi}" if hi is not None else f"{var} >= {lo}"
-
-
 def _compare_dims(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
                   names: Mapping[str, str]) -> None:
     old_dims = {names.get(v, v): d for v, d in (old.get("dims") or {}).items()}
@@ -197,19 +192,18 @@ def _compare_dims(c: _Collector, fname: str, old: Mapping[str, Any], new: Mappin
     for v in old_dims:
         if v not in new_dims:
             continue
-        (olo, ohi), (nlo, nhi) = _bounds(old_dims[v]), _bounds(new_dims[v])
-        old_text, new_text = _bound_text(v, olo, ohi), _bound_text(v, nlo, nhi)
-        if (olo, ohi) == (nlo, nhi):
+        was, now = Bounds.of(old_dims[v]), Bounds.of(new_dims[v])
+        if was == now:
             continue
-        tighter = nlo > olo or (nhi is not None and (ohi is None or nhi < ohi))
-        looser = nlo < olo or (ohi is not None and (nhi is None or nhi > ohi))
+        tighter = now.lo > was.lo or (now.hi is not None and (was.hi is None or now.hi < was.hi))
+        looser = now.lo < was.lo or (was.hi is not None and (now.hi is None or now.hi > was.hi))
         path = f"dims[{v!r}]"
         if tighter:
-            c.add(BREAKING, "bound_tightened", fname, path, f"dimension {v!r}: {old_text} -> {new_text} (fewer shapes "
-                  f"accepted)", {"min": olo, "max": ohi}, {"min": nlo, "max": nhi})
+            c.add(BREAKING, "bound_tightened", fname, path, f"dimension {v!r}: {was.text(v)} -> {now.text(v)} (fewer "
+                  f"shapes accepted)", was.to_manifest(), now.to_manifest())
         elif looser:
-            c.add(COMPATIBLE, "bound_relaxed", fname, path, f"dimension {v!r}: {old_text} -> {new_text} (more shapes "
-                  f"accepted)", {"min": olo, "max": ohi}, {"min": nlo, "max": nhi})
+            c.add(COMPATIBLE, "bound_relaxed", fname, path, f"dimension {v!r}: {was.text(v)} -> {now.text(v)} (more "
+                  f"shapes accepted)", was.to_manifest(), now.to_manifest())
 
 
 def _accepts_everything_old_did(old: Mapping[str, Any], names: Mapping[str, str], old_text: str,
@@ -223,11 +217,11 @@ def _accepts_everything_old_did(old: Mapping[str, Any], names: Mapping[str, str]
     ranges = []
     total = 1
     for v in variables:
-        lo, hi = _bounds(dims.get(v))
-        if hi is None:
+        b = Bounds.of(dims.get(v))
+        if b.hi is None:
             return None, None
-        ranges.append(range(lo, hi + 1))
-        total *= hi - lo + 1
+        ranges.append(range(b.lo, b.hi + 1))
+        total *= b.hi - b.lo + 1
         if total > MAX_ENUMERATION:
             return None, None
     others = [dimexpr.parse_constraint(_rename_constraint(t, names)) for t in old.get("constraints") or []]
@@ -384,36 +378,14 @@ def _compare_outputs(c: _Collector, fname: str, old: Mapping[str, Any], new: Map
 # --- the call tree -----------------------------------------------------------------------------------------------
 
 
-def _leaves_of(sig: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
-    """``{path: value}`` of every ``static`` (or ``bound``) node of a signature."""
-    out: dict[str, Any] = {}
-
-    def walk(node: Any, path: str) -> None:
-        if not isinstance(node, dict):
-            return
-        if key in node:
-            out[path] = node[key]
-        for k, v in (node.get("dict") or {}).items() if isinstance(node.get("dict"), dict) else ():
-            walk(v, f"{path}[{k!r}]")
-        for i, v in enumerate(node.get("list") or []) if isinstance(node.get("list"), list) else ():
-            walk(v, f"{path}[{i}]")
-
-    sig = sig or {}
-    for i, a in enumerate(sig.get("args") or []):
-        walk(a, f"args[{i}]")
-    for k, v in (sig.get("kwargs") or {}).items():
-        walk(v, f"kwargs[{k!r}]")
-    return out
-
-
 def _compare_signature(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    old_static, new_static = _leaves_of(old.get("signature"), "static"), _leaves_of(new.get("signature"), "static")
+    old_static, new_static = leaves(old.get("signature"), "static"), leaves(new.get("signature"), "static")
     for path in old_static:
         if path in new_static and old_static[path] != new_static[path]:
             c.add(BREAKING, "static_changed", fname, path, f"static argument {path}: {old_static[path]!r} -> "
                   f"{new_static[path]!r} (baked into the program; callers that pass it break)", old_static[path],
                   new_static[path])
-    old_bound, new_bound = _leaves_of(old.get("signature"), "bound"), _leaves_of(new.get("signature"), "bound")
+    old_bound, new_bound = leaves(old.get("signature"), "bound"), leaves(new.get("signature"), "bound")
     for path in old_bound:
         if path in new_bound and old_bound[path] != new_bound[path]:
             c.add(COMPATIBLE, "bound_source_changed", fname, path, f"weights of {path} bound from "
@@ -529,9 +501,6 @@ def _compare_top(c: _Collector, old: Mapping[str, Any], new: Mapping[str, Any]) 
 
 def program_digest(payload: bytes, where: str, fname: str) -> str:
     """sha256 of a payload's StableHLO module printed without source locations (imports JAX)."""
-    from ..module_scan import module_text
-    from .payload import module_bytes
-
     text = module_text(module_bytes(payload, where, fname), debug_info=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

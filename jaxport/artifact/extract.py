@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
+from .._fsio import atomic_write
 from ..errors import UsageError
-from .container import Artifact, atomic_write
+from ..module_scan import module_text
+from .container import Artifact
 from .manifest import function_names
+from .payload import module_bytes
+from .tensors import tensor_views
 
 #: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
 _NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -15,8 +20,6 @@ _NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
     """Every bound tensor as a read-only numpy view of the artifact (name -> array)."""
-    from .tensors import tensor_views
-
     w = art.manifest.get("weights")
     if not w:
         return {}
@@ -55,8 +58,6 @@ def extract_weights(art: Artifact, output: str | Path) -> int:
 
 def _write_npz(f: Any, arrays: dict[str, Any]) -> None:
     """``numpy.savez`` with fixed timestamps, and without its keyword arguments (a tensor may be named ``file``)."""
-    import zipfile
-
     import numpy as np
 
     with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
@@ -84,9 +85,6 @@ def extract_payload(art: Artifact, function: str | None, output: str | Path) -> 
 def extract_mlir(art: Artifact, function: str | None, output: str | Path) -> int:
     """Write a function's StableHLO: ``.mlirbc`` is the portable bytecode as stored, ``.mlir`` (or anything
     else) its text with source locations."""
-    from ..module_scan import module_text
-    from .payload import module_bytes
-
     fname, payload = _payload(art, function)
     module = module_bytes(payload, art.path, fname)
     data = module if str(output).lower().endswith(".mlirbc") else \

@@ -1,17 +1,20 @@
 """The manifest: what an artifact holds, readable without JAX.
 
-``build_function_entry`` describes one lowered function; ``validate`` checks a manifest read from an untrusted file
-before anything else looks at it. The layout is documented in ``specs/FORMAT.md`` and
-``specs/schemas/manifest.schema.json``.
+``validate`` checks a manifest read from an untrusted file before anything else looks at it; ``function_names``
+looks functions up in a validated one. The layout is documented in ``specs/FORMAT.md`` and
+``specs/schemas/manifest.schema.json``; the writer is ``jaxport.export.manifest``.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
 from .. import dimexpr, dtypes
-from ..errors import FormatError
+from .._version import __version__
+from ..errors import FormatError, UsageError
+from . import calltree
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
 
 #: The artifact format version, "MAJOR.MINOR". A reader accepts any minor of its major and refuses a newer major.
@@ -29,10 +32,6 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 def function_names(m: dict[str, Any], function: str | None = None) -> list[str]:
     """The artifact's functions, or just ``function``; an unknown name is a UsageError with close matches."""
-    import difflib
-
-    from ..errors import UsageError
-
     names = list(m["functions"])
     if function is None:
         return names
@@ -47,8 +46,7 @@ def function_names(m: dict[str, Any], function: str | None = None) -> list[str]:
 
 
 class _V:
-    def __init__(self) -> None:
-        pass
+    """The validator's checks of one value each; ``fail`` names the field's path in the manifest."""
 
     @staticmethod
     def fail(path: str, msg: str) -> FormatError:
@@ -126,9 +124,6 @@ def _check_arrays(v: _V, items: Any, path: str) -> None:
         v.optional_string(a.get("spec_path"), f"{here}.spec_path", 1 << 16)
 
 
-_NODE_KINDS = ("input", "static", "list", "dict", "bound")
-
-
 def _check_signature(v: _V, sig: Any, n_inputs: int, path: str) -> None:
     """The call tree: known node kinds, input indexes in range, each input used exactly once."""
     v.obj(sig, path)
@@ -136,13 +131,12 @@ def _check_signature(v: _V, sig: Any, n_inputs: int, path: str) -> None:
 
     def walk(node: Any, here: str, top: bool) -> None:
         v.obj(node, here)
-        kinds = [k for k in _NODE_KINDS if k in node]
-        if len(kinds) != 1:
-            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(_NODE_KINDS)}; found "
+        kind = calltree.kind(node)
+        if kind is None:
+            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(calltree.NODE_KINDS)}; found "
                                f"{', '.join(map(repr, sorted(node)[:4])) or 'none'}")
         if top:
             v.string(v.key(node, "name", here), f"{here}.name")
-        kind = kinds[0]
         if kind == "input":
             used.append(v.integer(node["input"], f"{here}.input", 0, max(n_inputs - 1, 0)))
             if n_inputs == 0:
@@ -258,8 +252,6 @@ def validate(m: Any) -> dict[str, Any]:
     if not writer.isprintable() or len(writer) > 40:
         writer = repr(writer[:40])
     if int(mm.group(1)) > FORMAT_MAJOR:
-        from .._version import __version__
-
         raise FormatError(f"artifact format {ver} was written by jaxport {writer}; this jaxport "
                           f"({__version__}) reads format {FORMAT_MAJOR}.x. Upgrade jaxport to read it.")
     if int(mm.group(1)) < 1:

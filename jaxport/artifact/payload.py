@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError
+from ..isolate import check_payload
+from .compat import window
 
 
 def check_calling_convention(version: int, writer_jax: str, where: Path | str, fname: str) -> None:
@@ -17,8 +19,6 @@ def check_calling_convention(version: int, writer_jax: str, where: Path | str, f
     lo, hi = export.minimum_supported_calling_convention_version, export.maximum_supported_calling_convention_version
     if lo <= version <= hi:
         return
-    from .compat import window
-
     w = window(writer_jax)
     advice = f"install jax=={writer_jax}" + (f" (or a release from jax {w.oldest_jax} to {w.newest_jax})"
                                              if w.oldest_jax and w.newest_jax else "")
@@ -36,8 +36,6 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
     native readers is refused without being read here.
     """
     from jax import export
-
-    from ..isolate import check_payload
 
     check_payload(payload, str(where), fname)
     try:

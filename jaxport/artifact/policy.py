@@ -4,24 +4,26 @@ A policy is a small YAML document (language: ``specs/POLICY.md``, schema: ``spec
 :func:`load_policy` parses it; :func:`check` opens an artifact (checking every member's sha256) and evaluates every
 rule, listing every violation rather than stopping at the first.
 
-Trust model: a policy file is data, read like a spec: at most :data:`MAX_POLICY_BYTES`, plain YAML tags only (no
-``!!python/...``), nesting and alias expansion capped, duplicate and unknown keys refused, every error with the
-file and line. The checks read the manifest; they trust what it says about the program (custom calls, constants),
-which ``jaxport.load`` re-derives from the program itself before running it.
+Trust model: a policy file is data, read like a spec by ``_yaml.load``: at most :data:`MAX_POLICY_BYTES`, plain YAML
+tags only (no ``!!python/...``), nesting and alias expansion capped, duplicate and unknown keys refused, every error
+with the file and line. The checks read the manifest; they trust what it says about the program (custom calls,
+constants), which ``jaxport.load`` re-derives from the program itself before running it.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .._fsio import open_for_reading
+from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
+from .compat import window
 from .container import open_artifact
 from .summary import human_bytes
 
@@ -53,7 +55,6 @@ RULES = (
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
              "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
              "max_embedded_constant_size", "max_age_days", "min_days_left")
-_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
           "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -107,6 +108,18 @@ class Policy:
 
 # --- reading YAML with lines -------------------------------------------------------------------------------------
 
+#: How a policy's YAML is read (see ``_yaml``): its caps and how its refusals read.
+POLICY_DOCUMENT = Document(
+    noun="policy", error=PolicyFileError, first_line="jaxport_policy: 1", max_bytes=MAX_POLICY_BYTES,
+    max_depth=MAX_DEPTH, max_nodes=MAX_NODES,
+    too_big="{file}: the policy is {size} bytes; policies are capped at {max_bytes} bytes.",
+    too_deep="{file}:{line}: the policy nests deeper than {max_depth} levels.",
+    too_deep_expanded="{file}: the policy expands to more than {max_nodes} YAML nodes or {max_depth} levels (aliases "
+                      "included).",
+    too_many_nodes="{file}: the policy expands to more than {max_nodes} YAML nodes or {max_depth} levels (aliases "
+                   "included).",
+)
+
 
 class _Node:
     """A YAML value with the line it starts on, and for mappings the line of each key."""
@@ -117,63 +130,13 @@ class _Node:
         self.key_lines = key_lines or {}
 
 
-def _yaml_error(e: yaml.YAMLError, file: str) -> PolicyFileError:
-    mark = getattr(e, "problem_mark", None)
-    where = f"{file}:{mark.line + 1}" if mark is not None else file
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    context = getattr(e, "context", None)
-    if context:
-        problem = f"{context}, {problem}"
-    return PolicyFileError(f"{where}: invalid YAML: {problem}. Fix the YAML syntax at that line.")
-
-
-def _compose(text: str, file: str) -> _Node:
-    try:
-        depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    line = event.start_mark.line + 1 if event.start_mark is not None else 0
-                    raise PolicyFileError(f"{file}:{line}: the policy nests deeper than {MAX_DEPTH} levels.")
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        raise _yaml_error(e, file) from None
-    if root is None:
-        raise PolicyFileError(f"{file}: the policy is empty. Start it with 'jaxport_policy: 1'.")
-    constructor = yaml.SafeLoader("")
-    budget = [MAX_NODES]
-
-    def convert(node: yaml.Node, level: int) -> _Node:
-        budget[0] -= 1
-        line = node.start_mark.line + 1
-        if budget[0] < 0 or level > MAX_DEPTH:
-            raise PolicyFileError(f"{file}: the policy expands to more than {MAX_NODES} YAML nodes or {MAX_DEPTH} "
-                                  f"levels (aliases included).")
-        if node.tag not in _PLAIN_TAGS:
-            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
-            raise PolicyFileError(f"{file}:{line}: YAML tag {tag!r} is not allowed in a policy: only plain strings, "
-                                  f"numbers, booleans, null, lists and mappings are. Remove the tag.")
-        if isinstance(node, yaml.MappingNode):
-            out: dict[str, _Node] = {}
-            key_lines: dict[str, int] = {}
-            for k, v in node.value:
-                key = convert(k, level + 1).value
-                if not isinstance(key, str):
-                    raise PolicyFileError(f"{file}:{k.start_mark.line + 1}: mapping keys must be strings, found "
-                                          f"{key!r}.")
-                if key in out:
-                    raise PolicyFileError(f"{file}:{k.start_mark.line + 1}: duplicate key {key!r}.")
-                out[key] = convert(v, level + 1)
-                key_lines[key] = k.start_mark.line + 1
-            return _Node(out, line, key_lines)
-        if isinstance(node, yaml.SequenceNode):
-            return _Node([convert(v, level + 1) for v in node.value], line)
-        return _Node(constructor.construct_object(node), line)
-
-    return convert(root, 0)
+def _node(value: Any, line: int) -> _Node:
+    """Loaded YAML as nodes that carry their lines: the parser reports the line of every value it refuses."""
+    if isinstance(value, Map):
+        return _Node({k: _node(v, value.value_lines[k]) for k, v in value.items()}, line, value.key_lines)
+    if isinstance(value, Seq):
+        return _Node([_node(v, n) for v, n in zip(value, value.item_lines)], line)
+    return _Node(value, line)
 
 
 # --- parsing -------------------------------------------------------------------------------------------------------
@@ -257,10 +220,7 @@ class _Parser:
 
 def parse_policy(text: str, file: str = "<policy>") -> Policy:
     """Parse policy text; ``file`` is the name used in messages."""
-    size = len(text.encode("utf-8", "surrogatepass")) if len(text) <= MAX_POLICY_BYTES else len(text)
-    if size > MAX_POLICY_BYTES:
-        raise PolicyFileError(f"{file}: the policy is {size} bytes; policies are capped at {MAX_POLICY_BYTES} bytes.")
-    root = _compose(text, file)
+    root = _node(*load(text, file, POLICY_DOCUMENT))
     p = _Parser(file)
     if not isinstance(root.value, dict):
         raise p.fail(root.line, "a policy must be a YAML mapping starting with 'jaxport_policy: 1'.")
@@ -328,17 +288,10 @@ def load_policy(path: str | Path) -> Policy:
     """Read and parse a policy file."""
     path = Path(path)
     shown = str(path)
-    try:
-        if path.stat().st_size > MAX_POLICY_BYTES:
-            raise PolicyFileError(f"{shown}: the policy is {path.stat().st_size} bytes; policies are capped at "
-                                  f"{MAX_POLICY_BYTES} bytes.")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise PolicyFileError(f"{shown}: policy file not found.") from None
-    except IsADirectoryError:
-        raise PolicyFileError(f"{shown}: is a directory, not a policy file.") from None
-    except OSError as e:
-        raise PolicyFileError(f"{shown}: cannot read the policy: {e.strerror}.") from None
+    with open_for_reading(path, PolicyFileError, missing="policy file", directory="a policy file",
+                          reading="the policy") as f:
+        POLICY_DOCUMENT.check_size(os.fstat(f.fileno()).st_size, shown)
+        data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -503,8 +456,6 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
                     f"{human_bytes(c['bytes'])} ({c.get('type')}{at}); the policy allows at most {human_bytes(limit)} "
                     f"per constant. Pass it as an argument (or bind it as weights) instead of closing over it.")
     if policy.max_age_days is not None or policy.min_days_left is not None:
-        from .compat import window
-
         w = window(str(manifest["producer"].get("jax")))
         if policy.max_age_days is not None and w.age_days() > policy.max_age_days:
             add("max_age_days", None, f"the artifact was written with jax {w.jax_version}, released "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import dtypes
+from .bounds import Bounds
 
 
 def array_type(a: dict[str, Any]) -> str:
@@ -60,10 +61,7 @@ def _tree(node: Any, leaves: list[dict[str, Any]], key: str) -> str:
 
 def bounds_text(f: dict[str, Any]) -> list[str]:
     """``1 <= batch <= 4096`` per dimension variable, then the spec's constraints."""
-    out = []
-    for name, d in f.get("dims", {}).items():
-        lo, hi = d.get("min") or 1, d.get("max")
-        out.append(f"{lo} <= {name} <= {hi}" if hi is not None else f"{name} >= {lo}")
+    out = [Bounds.of(d).text(name) for name, d in f.get("dims", {}).items()]
     out.extend(f.get("constraints", []))
     return out
 
@@ -107,6 +105,7 @@ def derivation_text(var: str, d: dict[str, Any]) -> str:
 
 
 def human_bytes(n: int) -> str:
+    """A size as people read it: ``1.5 MB`` (decimal units, one decimal), ``512 B`` below a kilobyte."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"

@@ -10,7 +10,11 @@ program as constants.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import inspect
+import re
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -20,8 +24,10 @@ import numpy as np
 
 from .. import dtypes
 from ..artifact.calltree import key_name
+from ..artifact.summary import array_type
 from ..artifact.tensors import Tensor
 from ..errors import EntrypointError, SpecError
+from ..spec import BindLeaf, FunctionSpec, ShapeSpec
 from .entrypoint import load_attribute, split_entrypoint
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
@@ -122,7 +128,6 @@ _FILE_MAGIC: dict[str, tuple[tuple[bytes, ...], str]] = {
 def _load_attribute(source: str, base_dir: Path, where: str, modules: Mapping[Path, ModuleType]) -> Any:
     """``model.py:NAME`` or ``package.module:NAME``, called when it is a zero-argument callable."""
     import traceback
-
 
     target, attribute = split_entrypoint(source)
     value: Any = _MISSING
@@ -225,8 +230,6 @@ SAFETENSORS_DTYPES = {
 
 
 def _is_zero_arg(fn: Any) -> bool:
-    import inspect
-
     if isinstance(fn, type):
         return False
     try:
@@ -291,3 +294,131 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
         names.append(name)
         tensors.append(Tensor(name, arr))
     return BoundTree(treedef, names, baked, key_impls), tensors
+
+
+# --- the binds of one function of a spec -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoundArgument:
+    """One ``bind:`` of a function's spec, loaded: where it is bound and the keys of its tensors."""
+
+    leaf: BindLeaf
+    prefix: str
+    keys: list[str]
+    #: ``key: f32[784, 32]`` per tensor, for messages.
+    types: list[str] = field(default_factory=list)
+
+
+def entry_modules(fn: Callable[..., Any]) -> dict[Path, Any]:
+    """The module the entry point was loaded from, by resolved file path (binds of that file read from it)."""
+    module = sys.modules.get(getattr(inspect.unwrap(fn), "__module__", None) or "")
+    file = getattr(module, "__file__", None)
+    return {Path(file).resolve(): module} if isinstance(file, str) else {}
+
+
+def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modules: dict[Path, Any] | None = None
+               ) -> tuple[dict[int, BoundTree], list[Tensor], list[BoundArgument]]:
+    """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
+    was bound (for messages). ``modules``: see ``load_bind_source``."""
+    found: list[tuple[BindLeaf, str]] = []
+
+    def walk(tree: Any, prefix: str) -> None:
+        if isinstance(tree, BindLeaf):
+            found.append((tree, prefix))
+        elif isinstance(tree, dict):
+            for k, v in tree.items():
+                walk(v, f"{prefix}/{k}")
+        elif isinstance(tree, list):
+            for i, v in enumerate(tree):
+                walk(v, f"{prefix}/{i}")
+
+    for i, a in enumerate(fspec.args):
+        walk(a, arg_names[i])
+    for k, v in fspec.kwargs.items():
+        walk(v, k)
+    bound: dict[int, BoundTree] = {}
+    tensors: dict[str, Tensor] = {}
+    binds: list[BoundArgument] = []
+    for leaf, prefix in found:
+        base = leaf.base_dir or spec.base_dir or Path.cwd()
+        value = load_bind_source(leaf.source, base, str(leaf.where), modules)
+        tree, leaf_tensors = flatten_bound(value, prefix, str(leaf.where))
+        bound[id(leaf)] = tree
+        for t in leaf_tensors:
+            tensors[t.name] = t
+        keys = [t.name[len(prefix) + 1:] for t in leaf_tensors]
+        types = [f"{k or prefix}: {array_type({'shape': list(t.array.shape), 'dtype': str(t.array.dtype)})}"
+                 for k, t in zip(keys, leaf_tensors)]
+        binds.append(BoundArgument(leaf, prefix, keys, types))
+    return bound, [tensors[n] for n in sorted(tensors)], binds
+
+
+def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor]) -> dict[str, Any]:
+    """The PartitionSpec of each bound tensor that a ``bind``'s ``sharding`` names, by tensor name."""
+    out: dict[str, Any] = {}
+    ranks = {t.name: len(t.array.shape) for t in tensors}
+    for b in binds:
+        for key, spec in b.leaf.sharding or ():
+            name = f"{b.prefix}/{key}" if key else b.prefix
+            if name not in ranks:
+                shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
+                hint = difflib.get_close_matches(key, b.keys, n=1)
+                raise SpecError(f"{b.leaf.where}: the sharding of '{b.prefix}' names {key!r}, which is not a tensor "
+                                f"of {b.leaf.source}{f' (did you mean {hint[0]!r}?)' if hint else ''}; its keys: "
+                                f"{shown or '(a single array: give one list)'}.")
+            if len(spec) > ranks[name]:
+                raise SpecError(f"{b.leaf.where}: the sharding of '{name}' has {len(spec)} entries, but the tensor "
+                                f"has {ranks[name]} ax{'is' if ranks[name] == 1 else 'es'}.")
+            out[name] = spec
+    return out
+
+
+def bound_note(binds: list[BoundArgument]) -> str:
+    """What was bound, with each tensor's type: a failure may come from a bound value's shape or dtype."""
+    if not binds:
+        return ""
+    parts = []
+    for b in binds:
+        shown = ", ".join(b.types[:8]) + (", ..." if len(b.types) > 8 else "")
+        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} ({shown or 'no arrays'})")
+    return " [bound values: " + "; ".join(parts) + "]"
+
+
+#: flax.linen's errors for a variable its ``apply`` looks for and does not find, and how to name the variable.
+_FLAX_MISSING = [
+    ("ScopeParamNotFoundError", r'Could not find parameter named "(?P<name>[^"]*)" in scope "(?P<scope>[^"]*)"',
+     "params"),
+    ("ScopeVariableNotFoundError", r'No Variable named "(?P<name>[^"]*)" for collection "(?P<col>[^"]*)" exists in '
+     r'"(?P<scope>[^"]*)"', None),
+    ("ScopeCollectionNotFound", r'Tried to access "(?P<name>[^"]*)" from collection "(?P<col>[^"]*)" in '
+     r'"(?P<scope>[^"]*)"', None),
+]
+
+
+def missing_bound_key(e: BaseException) -> Any:
+    """The key the function looked up and did not find: a ``KeyError``'s, or the variable path of flax.linen's
+    not-found errors (``params/Dense_1/bias``); None for any other error."""
+    if isinstance(e, KeyError):
+        return e.args[0] if e.args else "?"
+    for cls, pattern, collection in _FLAX_MISSING:
+        if type(e).__name__ == cls:
+            match = re.search(pattern, str(e))
+            if match:
+                parts = [collection or match["col"], *match["scope"].split("/"), match["name"]]
+                return "/".join(p for p in parts if p)
+    return None
+
+
+def missing_key_error(key: Any, binds: list[BoundArgument]) -> SpecError:
+    """The error for a key the function reads and no bound value has, with the keys each bind does have."""
+    parts = []
+    for b in binds:
+        pool = b.keys if "/" in str(key) else [k.split("/")[-1] for k in b.keys]
+        close = difflib.get_close_matches(str(key), pool, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
+        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} with keys: {shown}{hint}")
+    return SpecError(f"the function reads key {key!r} from a bound argument, and the bound value has no such key. "
+                     f"Missing: {key!r}. " + "; ".join(parts) + ". Make the bound file's keys match what the "
+                     "function reads.")

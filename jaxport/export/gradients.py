@@ -12,7 +12,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from .._jax_internals import vjp_getter, with_vjp_getter
 from ..errors import ExportError
+from ..module_scan import strip_locations
+from .tracing import jax_config, location_regex, on_fresh_stack
 
 
 def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path | None = None,
@@ -21,8 +24,6 @@ def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path |
     relative to ``root`` (or stripped), on a fresh stack so that the bytes do not depend on the caller."""
     if order == 0:
         return bytes(exported.serialize())
-    from .lower import _config, _on_fresh_stack, location_regex
-
     if strip:
         exported = _stripping(exported)
 
@@ -30,11 +31,11 @@ def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path |
         settings: dict[str, Any] = {"jax_include_full_tracebacks_in_locations": False}
         if root is not None:
             settings["jax_hlo_source_file_canonicalization_regex"] = location_regex(root)
-        with _config(**settings):
+        with jax_config(**settings):
             return bytes(exported.serialize(vjp_order=order))
 
     try:
-        return _on_fresh_stack(run)
+        return on_fresh_stack(run)
     except Exception as e:  # noqa: BLE001 - JAX's own errors for a derivative it cannot export
         text = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
         raise ExportError(f"{where}: function {fname!r}: its derivatives cannot be exported (vjp_order {order}): "
@@ -44,9 +45,7 @@ def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path |
 
 def _stripping(exported: Any) -> Any:
     """``exported`` whose VJPs, at every order, have their source locations stripped."""
-    from ..module_scan import strip_locations
-
-    get = exported._get_vjp
+    get = vjp_getter(exported)
     if get is None:
         return exported
 
@@ -54,4 +53,4 @@ def _stripping(exported: Any) -> Any:
         v = get(primal)
         return _stripping(dataclasses.replace(v, mlir_module_serialized=strip_locations(v.mlir_module_serialized)))
 
-    return dataclasses.replace(exported, _get_vjp=stripped)
+    return with_vjp_getter(exported, stripped)

@@ -7,27 +7,25 @@ All symbolic dimensions share one ``jax.export.SymbolicScope`` holding the spec'
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import inspect
-import os
-import re
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .. import dtypes
+from .. import dimexpr, dtypes
 from ..artifact import calltree
 from ..artifact.calltree import WEIGHTS_KWARG
 from ..checks import disallowed_custom_calls_error
 from ..errors import ExportError, PolicyError, SpecError
 from ..module_scan import ModuleScan, scan_module
-from ..module_scan import strip_locations as _strip_locations
+from ..module_scan import strip_locations as strip_module_locations
+from ..sharding import jit_sharded, spec_leaf
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
+from .bind import bound_note, entry_modules, load_binds, missing_bound_key, missing_key_error, weight_partition_specs
 from .entrypoint import Entrypoint
+from .tracing import exclude_own_frames, jax_config, location_regex, on_fresh_stack, user_frames, x64_enabled
 
 _JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
 
@@ -76,7 +74,8 @@ def param_names(fn: Callable[..., Any], nargs: int) -> list[str]:
     return (names + [f"arg{i}" for i in range(len(names), nargs)])[:nargs]
 
 
-def _check_signature(fn: Callable[..., Any], fspec: FunctionSpec, spec_file: str, label: str) -> None:
+def check_function_accepts_spec(fn: Callable[..., Any], fspec: FunctionSpec, label: str) -> None:
+    """Raise SpecError when the spec's ``args`` and ``kwargs`` cannot be passed to ``fn`` (``label`` names it)."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -130,79 +129,8 @@ def _fill(spec_tree: Any, value: Any, bound: dict[int, Any], weights: dict[str, 
     return value
 
 
-def _user_frames(exc: BaseException) -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith(here) and f"{os.sep}jax{os.sep}" not in f.filename
-              and f"{os.sep}jaxlib{os.sep}" not in f.filename and "<frozen" not in f.filename]
-    text = "".join(traceback.format_list(frames[-8:]))
-    return ("\n" + text.rstrip()) if text else ""
-
-
-def location_regex(root: Path) -> str:
-    """Regex for ``jax_hlo_source_file_canonicalization_regex``: paths under ``root`` become relative to it,
-    paths inside site-packages relative to it, and any other absolute path its base name."""
-    prefix = re.escape(str(root).rstrip(os.sep) + os.sep)
-    return rf"^(?:{prefix}|.*[/\\](?:site|dist)-packages[/\\]|.*[/\\])"
-
-
-_EXCLUDED = False
-
-
-def _exclude_own_frames() -> None:
-    """Make JAX skip jaxport's frames when it picks the user frame of an op's location (once per process)."""
-    global _EXCLUDED
-    if not _EXCLUDED:
-        from jax.extend import source_info_util
-
-        source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
-        _EXCLUDED = True
-
-
-def _on_fresh_stack(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn`` in a new thread, so the Python stack above the user's function is the same whoever calls
-    jaxport (a script, the CLI, a test runner): JAX records source locations from that stack."""
-    import threading
-
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            box["error"] = e
-
-    t = threading.Thread(target=target, name="jaxport-export")
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
-def _x64_enabled() -> bool:
-    import jax
-
-    return bool(getattr(jax.config, "jax_enable_x64"))  # noqa: B009 - the flag is not in JAX's type stubs
-
-
-@contextlib.contextmanager
-def _config(**updates: Any):
-    import jax
-
-    saved = {k: getattr(jax.config, k) for k in updates}
-    try:
-        for k, v in updates.items():
-            jax.config.update(k, v)
-        yield
-    finally:
-        for k, v in saved.items():
-            jax.config.update(k, v)
-
-
 def used_variables(inputs: list[InputLeaf]) -> set[str]:
-    from .. import dimexpr
-
+    """The dimension variables that the inputs' shapes name."""
     return {v for i in inputs for d in i.leaf.shape if isinstance(d, str) for v in dimexpr.variables(dimexpr.parse(d))}
 
 
@@ -212,8 +140,6 @@ def function_constraints(inputs: list[InputLeaf], spec: ShapeSpec) -> tuple[list
     A spec with several functions shares one ``dims``/``constraints`` section; each function's symbolic scope gets
     only what names its own variables (JAX refuses constraints on variables no argument uses).
     """
-    from .. import dimexpr
-
     used = used_variables(inputs)
     bounds = []
     for d in spec.dims.values():
@@ -260,9 +186,9 @@ def lower(
     import jax
     from jax import export, tree_util
 
-    _exclude_own_frames()
+    exclude_own_frames()
     fn = entry.function
-    _check_signature(fn, fspec, spec.file, entry.attribute)
+    check_function_accepts_spec(fn, fspec, entry.attribute)
     arg_names = param_names(fn, len(fspec.args))
 
     fixed = (StaticLeaf, BindLeaf)  # top-level arguments the caller does not pass
@@ -295,7 +221,7 @@ def lower(
         leaf_index[id(leaf)] = len(inputs)
         inputs.append(InputLeaf(name, spec_path, leaf))
 
-    bound, tensors, binds = _load_binds(fspec, arg_names, spec, _entry_modules(fn))
+    bound, tensors, binds = load_binds(fspec, arg_names, spec, entry_modules(fn))
     x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs) or \
         any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
     spec_args = fspec.args
@@ -314,12 +240,12 @@ def lower(
 
     platforms = list(platforms) if platforms else [export.default_export_platform()]
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
-    weight_specs = _weight_specs(binds, tensors) if spec.mesh else {}
+    weight_specs = weight_partition_specs(binds, tensors) if spec.mesh else {}
 
     def run_export(checks):
         # One user frame per op, not the whole Python stack: the stack above the function (jaxport, click, a test
         # runner) is not the model's and would make the bytes depend on who called export.
-        with _config(jax_enable_x64=x64 or _x64_enabled(),
+        with jax_config(jax_enable_x64=x64 or x64_enabled(),
                      jax_include_full_tracebacks_in_locations=False,
                      jax_hlo_source_file_canonicalization_regex=location_regex(entry.root)):
             structs = _shape_dtype_structs(inputs, spec)
@@ -334,17 +260,17 @@ def lower(
             return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **kwargs)
 
     try:
-        exported = _on_fresh_stack(run_export, disabled)
+        exported = on_fresh_stack(run_export, disabled)
     except (SpecError, PolicyError):
         raise
     except Exception as e:  # noqa: BLE001 - tracing runs the user's code; anything it raises is reported as theirs
         if _JAX_CUSTOM_CALL_ERROR in str(e):
-            unsafe = _on_fresh_stack(run_export, [export.DisabledSafetyCheck.custom_call("ALL")])
+            unsafe = on_fresh_stack(run_export, [export.DisabledSafetyCheck.custom_call("ALL")])
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
-        missing = _missing_bound_key(e) if binds else None
+        missing = missing_bound_key(e) if binds else None
         if missing is not None:
-            raise _missing_key_error(missing, binds) from None
+            raise missing_key_error(missing, binds) from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
         callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
         if callbacks:
@@ -353,11 +279,11 @@ def lower(
                               f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
                               f"print outside it, or return the value as an extra output.") from None
         raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
-                          f"{type(e).__name__}: {e}{_bound_note(binds)}{_user_frames(e)}") from None
+                          f"{type(e).__name__}: {e}{bound_note(binds)}{user_frames(e)}") from None
 
     if strip_locations:
         exported = dataclasses.replace(
-            exported, mlir_module_serialized=_strip_locations(exported.mlir_module_serialized))
+            exported, mlir_module_serialized=strip_module_locations(exported.mlir_module_serialized))
     scan = scan_module(exported.mlir_module_serialized)
 
     out_names, out_tree = _outputs(exported)
@@ -366,30 +292,10 @@ def lower(
     unused = [t.name for t, pos in zip(tensors, weight_positions) if pos not in kept]
     if tensors and not unused:
         # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
-        unused = _on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
+        unused = on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
                                  weight_positions)
     return Lowered(exported, name, inputs, calltree.from_spec(fspec, arg_names, leaf_index), out_names, out_tree,
                    x64, scan, tensors, unused, input_positions, weight_positions)
-
-
-def _weight_specs(binds: list[_Bind], tensors: list[Any]) -> dict[str, Any]:
-    """The PartitionSpec of each bound tensor that a ``bind``'s ``sharding`` names, by tensor name."""
-    out: dict[str, Any] = {}
-    ranks = {t.name: len(t.array.shape) for t in tensors}
-    for b in binds:
-        for key, spec in b.leaf.sharding or ():
-            name = f"{b.prefix}/{key}" if key else b.prefix
-            if name not in ranks:
-                shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
-                hint = difflib.get_close_matches(key, b.keys, n=1)
-                raise SpecError(f"{b.leaf.where}: the sharding of '{b.prefix}' names {key!r}, which is not a tensor "
-                                f"of {b.leaf.source}{f' (did you mean {hint[0]!r}?)' if hint else ''}; its keys: "
-                                f"{shown or '(a single array: give one list)'}.")
-            if len(spec) > ranks[name]:
-                raise SpecError(f"{b.leaf.where}: the sharding of '{name}' has {len(spec)} entries, but the tensor "
-                                f"has {ranks[name]} ax{'is' if ranks[name] == 1 else 'es'}.")
-            out[name] = spec
-    return out
 
 
 def _jit_sharded(program: Callable[..., Any], tree: Any, kwargs: dict[str, Any], dyn_args: Any, dyn_kwargs: Any,
@@ -397,8 +303,6 @@ def _jit_sharded(program: Callable[..., Any], tree: Any, kwargs: dict[str, Any],
                  fspec: FunctionSpec) -> tuple[Any, Any]:
     """``jax.jit`` of the program with the spec's shardings over its mesh (unsharded arrays replicated)."""
     from jax import tree_util
-
-    from ..sharding import jit_sharded, spec_leaf
 
     specs = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)),
                                      [spec_leaf(i.leaf.sharding) for i in inputs])
@@ -410,127 +314,27 @@ def _jit_sharded(program: Callable[..., Any], tree: Any, kwargs: dict[str, Any],
                        str(fspec.where))
 
 
-@dataclass(frozen=True)
-class _Bind:
-    leaf: BindLeaf
-    prefix: str
-    keys: list[str]
-    #: ``key: f32[784, 32]`` per tensor, for messages.
-    types: list[str] = dataclasses.field(default_factory=list)
+def _trace(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf], spec: ShapeSpec,
+           x64: bool, tensors: list[Any]) -> Any:
+    """The closed jaxpr of the program at the spec's symbolic shapes (raises what tracing raises)."""
+    import jax
+    from jax import tree_util
 
-
-def _bound_note(binds: list[_Bind]) -> str:
-    """What was bound, with each tensor's type: a failure may come from a bound value's shape or dtype."""
-    if not binds:
-        return ""
-    parts = []
-    for b in binds:
-        shown = ", ".join(b.types[:8]) + (", ..." if len(b.types) > 8 else "")
-        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} ({shown or 'no arrays'})")
-    return " [bound values: " + "; ".join(parts) + "]"
-
-
-def _entry_modules(fn: Callable[..., Any]) -> dict[Path, Any]:
-    """The module the entry point was loaded from, by resolved file path (binds of that file read from it)."""
-    import sys
-
-    module = sys.modules.get(getattr(inspect.unwrap(fn), "__module__", None) or "")
-    file = getattr(module, "__file__", None)
-    return {Path(file).resolve(): module} if isinstance(file, str) else {}
-
-
-def _load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec,
-                modules: dict[Path, Any] | None = None) -> tuple[dict[int, Any], list[Any], list[_Bind]]:
-    """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
-    was bound (for messages). ``modules``: see ``bind.load_bind_source``."""
-    from ..artifact.summary import array_type
-    from .bind import flatten_bound, load_bind_source
-
-    found: list[tuple[BindLeaf, str]] = []
-
-    def walk(tree: Any, prefix: str) -> None:
-        if isinstance(tree, BindLeaf):
-            found.append((tree, prefix))
-        elif isinstance(tree, dict):
-            for k, v in tree.items():
-                walk(v, f"{prefix}/{k}")
-        elif isinstance(tree, list):
-            for i, v in enumerate(tree):
-                walk(v, f"{prefix}/{i}")
-
-    for i, a in enumerate(fspec.args):
-        walk(a, arg_names[i])
-    for k, v in fspec.kwargs.items():
-        walk(v, k)
-    bound: dict[int, Any] = {}
-    tensors: dict[str, Any] = {}
-    binds: list[_Bind] = []
-    for leaf, prefix in found:
-        base = leaf.base_dir or spec.base_dir or Path.cwd()
-        value = load_bind_source(leaf.source, base, str(leaf.where), modules)
-        tree, leaf_tensors = flatten_bound(value, prefix, str(leaf.where))
-        bound[id(leaf)] = tree
-        for t in leaf_tensors:
-            tensors[t.name] = t
-        keys = [t.name[len(prefix) + 1:] for t in leaf_tensors]
-        types = [f"{k or prefix}: {array_type({'shape': list(t.array.shape), 'dtype': str(t.array.dtype)})}"
-                 for k, t in zip(keys, leaf_tensors)]
-        binds.append(_Bind(leaf, prefix, keys, types))
-    return bound, [tensors[n] for n in sorted(tensors)], binds
-
-
-#: flax.linen's errors for a variable its ``apply`` looks for and does not find, and how to name the variable.
-_FLAX_MISSING = [
-    ("ScopeParamNotFoundError", r'Could not find parameter named "(?P<name>[^"]*)" in scope "(?P<scope>[^"]*)"',
-     "params"),
-    ("ScopeVariableNotFoundError", r'No Variable named "(?P<name>[^"]*)" for collection "(?P<col>[^"]*)" exists in '
-     r'"(?P<scope>[^"]*)"', None),
-    ("ScopeCollectionNotFound", r'Tried to access "(?P<name>[^"]*)" from collection "(?P<col>[^"]*)" in '
-     r'"(?P<scope>[^"]*)"', None),
-]
-
-
-def _missing_bound_key(e: BaseException) -> Any:
-    """The key the function looked up and did not find: a ``KeyError``'s, or the variable path of flax.linen's
-    not-found errors (``params/Dense_1/bias``); None for any other error."""
-    if isinstance(e, KeyError):
-        return e.args[0] if e.args else "?"
-    for cls, pattern, collection in _FLAX_MISSING:
-        if type(e).__name__ == cls:
-            match = re.search(pattern, str(e))
-            if match:
-                parts = [collection or match["col"], *match["scope"].split("/"), match["name"]]
-                return "/".join(p for p in parts if p)
-    return None
-
-
-def _missing_key_error(key: Any, binds: list[_Bind]) -> SpecError:
-    parts = []
-    for b in binds:
-        pool = b.keys if "/" in str(key) else [k.split("/")[-1] for k in b.keys]
-        close = difflib.get_close_matches(str(key), pool, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
-        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} with keys: {shown}{hint}")
-    return SpecError(f"the function reads key {key!r} from a bound argument, and the bound value has no such key. "
-                     f"Missing: {key!r}. " + "; ".join(parts) + ". Make the bound file's keys match what the "
-                     "function reads.")
+    with jax_config(jax_enable_x64=x64 or x64_enabled()):
+        structs = _shape_dtype_structs(inputs, spec)
+        tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
+        kwargs = dict(tree[1])
+        if tensors:
+            kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+        return jax.make_jaxpr(program)(*tree[0], **kwargs)
 
 
 def _unread_weights(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
                     spec: ShapeSpec, x64: bool, tensors: list[Any], weight_positions: list[int]) -> list[str]:
     """Names of the bound tensors that no operation of the traced program takes (an operation whose result is
     unused still counts as reading them). Empty when tracing fails: the warning is a courtesy."""
-    import jax
-    from jax import tree_util
-
     try:
-        with _config(jax_enable_x64=x64 or _x64_enabled()):
-            structs = _shape_dtype_structs(inputs, spec)
-            tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
-            kwargs = dict(tree[1])
-            kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
-            jaxpr = jax.make_jaxpr(program)(*tree[0], **kwargs).jaxpr
+        jaxpr = _trace(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors).jaxpr
     except Exception:  # noqa: BLE001 - the export itself succeeded; nothing to report
         return []
     read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
@@ -543,17 +347,8 @@ _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_ca
 def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
                     spec: ShapeSpec, x64: bool, tensors: list[Any]) -> list[str]:
     """Names of the host-callback primitives in the traced program (empty when tracing itself fails)."""
-    import jax
-    from jax import tree_util
-
     try:
-        with _config(jax_enable_x64=x64 or _x64_enabled()):
-            structs = _shape_dtype_structs(inputs, spec)
-            tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
-            kwargs = dict(tree[1])
-            if tensors:
-                kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
-            closed = jax.make_jaxpr(program)(*tree[0], **kwargs)
+        closed = _trace(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
     except Exception:  # noqa: BLE001 - the caller reports the original error
         return []
     found: set[str] = set()

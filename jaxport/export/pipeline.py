@@ -5,45 +5,28 @@ Each stage lives in its own module; this one runs them in order and decides name
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifact import container, manifest, tensors
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError
-from ..spec import ShapeSpec, check_artifact_name, check_platform, load_spec
+from ..spec import BindLeaf, ShapeSpec, Where, check_platform, load_spec
 from . import gradients, lower
-from . import manifest as manifest_writer
 from .entrypoint import load_entrypoint
+from .manifest import build_function_entry
+from .write import ExportResult, artifact_metadata, relative_path, write_artifact
 
 #: Embedded constants above this many bytes in total draw a warning.
 LARGE_CONSTANTS_BYTES = 1 << 20
 
 
-@dataclass
-class ExportResult:
-    path: Path
-    manifest: dict[str, Any]
-    size: int
-    manifest_path: Path | None
-    warnings: list[str] = field(default_factory=list)
-
-
-def _relative(path: Path) -> str:
-    """``path`` relative to the current directory when under it, else its base name (never absolute)."""
-    try:
-        return Path(os.path.relpath(path.resolve(), Path.cwd().resolve())).as_posix() \
-            if path.resolve().is_relative_to(Path.cwd().resolve()) else path.name
-    except (OSError, ValueError):
-        return path.name
-
-
 def _record_entrypoint(text: str, base: Path) -> str:
+    """The entry point as the manifest records it: a file path relative to the current directory."""
     target, _, attr = text.rpartition(":")
     if target.endswith(".py") or "/" in target or os.sep in target:
-        return f"{_relative(base / target)}:{attr}"
+        return f"{relative_path(base / target)}:{attr}"
     return text
 
 
@@ -88,19 +71,11 @@ def export(
             fspec = _apply_binds(fspec, entry.function, bind)
         jobs.append((fname or entry.name, fspec, entry, _record_entrypoint(text, base)))
 
-    meta = dict(spec.metadata)
-    meta.setdefault("labels", {})
-    artifact_name = name or meta.get("name") or jobs[0][0]
-    check_artifact_name(artifact_name, "--name" if name else "metadata.name")
-    meta["name"] = artifact_name
-    if version is not None:
-        meta["version"] = str(version)
-    for k in ("version", "description"):
-        meta.setdefault(k, None)
+    meta = artifact_metadata(spec.metadata, name, version, jobs[0][0])
 
     warnings: list[str] = []
     functions: dict[str, Any] = {}
-    members: dict[str, Any] = {}
+    payloads: dict[str, bytes] = {}
     all_tensors: list[Any] = []
     for fname, fspec, entry, recorded in jobs:
         low = lower.lower(entry, fspec, spec, name=fname, platforms=plats, allow_custom_calls=allowed,
@@ -111,8 +86,8 @@ def export(
         order = spec.vjp_order if vjp_order is None else vjp_order
         check_effects(low.exported, entry.spec, fname)
         try:
-            members[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
-                                                        strip=strip_locations)
+            payloads[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
+                                                         strip=strip_locations)
         except (ValueError, TypeError) as e:  # JAX refuses output pytrees it cannot serialize
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
             raise ExportError(f"{entry.spec}: function {fname!r} cannot be serialized: {first.rstrip('.')}. JAX "
@@ -120,10 +95,7 @@ def export(
                               f"dicts, lists, tuples and None; return one of those, or register the type with "
                               f"jax.export.register_namedtuple_serialization (or register_pytree_node_serialization) "
                               f"before exporting and before loading.") from None
-        from ..isolate import trust
-
-        trust(members[payload_name])  # serialized by JAX in this process: no child check when it is loaded here
-        functions[fname] = manifest_writer.build_function_entry(low, spec, recorded, payload_name, allowed)
+        functions[fname] = build_function_entry(low, spec, recorded, payload_name, allowed)
         functions[fname]["vjp_order"] = order
         all_tensors.extend(low.tensors)
         wide = [t.name for t in low.tensors if str(t.array.dtype) in ("float64", "complex128")]
@@ -145,36 +117,12 @@ def export(
                 f"{_mb(largest['bytes'])}{at}). Closed-over arrays bloat the artifact and slow export: pass them "
                 f"as arguments instead.")
 
-    m = {
-        "format": manifest.FORMAT_NAME,
-        "format_version": manifest.FORMAT_VERSION,
-        "producer": manifest_writer.versions(),
-        "metadata": meta,
-        "source": {"spec": _relative(Path(spec.file)) if spec.file and not spec.file.startswith("<") else None},
-        "members": {},
-        "functions": functions,
-    }
-    if all_tensors:
-        packed = tensors.pack(all_tensors)
-        m["weights"] = {"member": manifest.WEIGHTS_MEMBER, "tensors": packed.index}
-        members[manifest.WEIGHTS_MEMBER] = packed
-    out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
-    if out.is_dir():
-        out = out / f"{artifact_name}.jaxport"
-    raw = container.write_artifact(out, m, members)
-    sidecar = None
-    if write_manifest:
-        sidecar = out.with_name(out.name + ".manifest.json")
-        container.atomic_write(sidecar, lambda f: f.write(raw))
-    return ExportResult(out, m, out.stat().st_size, sidecar, warnings)
+    return write_artifact(output, meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
+                          warnings=warnings)
 
 
 def _apply_binds(fspec: Any, fn: Any, bind: dict[str, str]) -> Any:
     """A copy of ``fspec`` where each named top-level argument is bound to its source."""
-    import dataclasses
-
-    from ..spec import BindLeaf, Where
-
     args, kwargs = list(fspec.args), dict(fspec.kwargs)
     names = lower.param_names(fn, len(args))
     for name, source in bind.items():
@@ -187,4 +135,5 @@ def _apply_binds(fspec: Any, fn: Any, bind: dict[str, str]) -> Any:
 
 
 def _mb(n: int) -> str:
+    """A byte count in kB or MB, for warnings."""
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"

@@ -1,2 +1,4 @@
-"""Artifact -> results: loading, the ``Loaded`` function and its backends (JAX, IREE), the compilation cache,
-input reading and checking, outputs, streaming and multi-process runs."""
+"""Artifact -> results. ``load`` opens and checks an artifact into a ``loaded.Loaded`` function, which runs through
+a backend (``backend``: the seam; ``jax_backend``, ``iree``) with the compilation ``cache``; ``npyio`` reads input
+files safely, ``inputs`` gathers ``--inputs`` and random inputs, ``outputs`` describes and writes results (and the
+``call --json`` report); ``gradients``, ``streaming``, ``distributed`` and ``deploy`` (IREE modules) build on them."""

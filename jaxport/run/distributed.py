@@ -14,6 +14,7 @@ import os
 import re
 import sys
 
+from .._jax_internals import backends_initialized
 from ..errors import UsageError
 
 _FLAG = "--xla_force_host_platform_device_count"
@@ -40,9 +41,7 @@ def host_devices(n: int) -> None:
 
 
 def _backend_started() -> bool:
-    from jax._src import xla_bridge
-
-    return bool(xla_bridge.backends_are_initialized())
+    return backends_initialized()
 
 
 def _has_cpu(jax: object) -> bool:

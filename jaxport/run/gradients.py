@@ -10,21 +10,26 @@ weights as inputs instead of binding them to differentiate with respect to them 
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes
+from .._jax_internals import vjp_getter, with_vjp_getter
 from ..errors import InputError, UsageError
 from ..sharding import gather
+from .npyio import read_npy, read_npz
+
+if TYPE_CHECKING:
+    from .loaded import Loaded
 
 
 def explain_missing(exported: Any, where: str, fname: str, level: int = 1) -> Any:
     """``exported``, whose differentiation beyond the stored orders raises a UsageError saying how to re-export,
     instead of JAX's "No VJP is available"."""
-    get = exported._get_vjp
+    get = vjp_getter(exported)
     if get is None:
         have = level - 1
 
@@ -34,12 +39,12 @@ def explain_missing(exported: Any, where: str, fname: str, level: int = 1) -> An
                              f"time{'s' if level > 1 else ''} needs order {level}. Re-export it with "
                              f"--vjp-order {level} (or 'vjp_order: {level}' in the spec).")
 
-        return dataclasses.replace(exported, _get_vjp=missing)
+        return with_vjp_getter(exported, missing)
 
     def wrapped(primal: Any) -> Any:
         return explain_missing(get(primal), where, fname, level + 1)
 
-    return dataclasses.replace(exported, _get_vjp=wrapped)
+    return with_vjp_getter(exported, wrapped)
 
 
 def stored_order(f: Mapping[str, Any]) -> int:
@@ -65,7 +70,7 @@ class VjpResult:
     skipped: list[str]
 
 
-def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | None = None, *,
+def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | None = None, *,
         weights: bool = False) -> VjpResult:
     """Run a loaded function forward and backward: the outputs and the input cotangents for output cotangents
     ``cotangents`` (by output name; default: ones, which gives the gradient of the sum of the outputs).
@@ -82,25 +87,26 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
         raise UsageError(f"{where} carries no derivatives (exported with vjp_order 0). Re-export it with "
                          f"--vjp-order 1 (or 'vjp_order: 1' in the spec).")
     outputs = f["outputs"]
-    flat, key, _ = loaded._prepare(arrays)
+    flat = loaded.prepare(arrays).flat
     names = [o["name"] for o in outputs]
     for n in cotangents or {}:
         if n not in names:
             close = difflib.get_close_matches(n, names, n=1)
             raise InputError(f"cotangent {n!r} names no output of {loaded.function!r}; cotangents are named after "
                              f"the outputs: {', '.join(names)}.{f' Did you mean {close[0]!r}?' if close else ''}")
-    with loaded._x64():
-        placed = loaded._place(flat)
+    backend = loaded.backend
+    with backend.x64():
+        placed = backend.place(flat)
         n_free = len(placed)
 
         def forward(*xs: Any) -> Any:
-            return loaded._jit(list(xs[n_free:]), *xs[:n_free])
+            return backend.trace(list(xs[:n_free]), list(xs[n_free:]))
 
-        primals = (*placed, *loaded._weights) if weights else tuple(placed)
+        primals = (*placed, *backend.weights) if weights else tuple(placed)
         if weights:
             out, pullback = jax.vjp(forward, *primals)
         else:
-            out, pullback = jax.vjp(lambda *xs: forward(*xs, *loaded._weights), *primals)
+            out, pullback = jax.vjp(lambda *xs: forward(*xs, *backend.weights), *primals)
         leaves, tree = jax.tree_util.tree_flatten(out)
         cts: list[Any] = []
         for o, value in zip(outputs, leaves):
@@ -126,3 +132,15 @@ def vjp(loaded: Any, arrays: Mapping[str, Any], cotangents: Mapping[str, Any] | 
     if weights:
         result.weight_cotangents = [(n, gather(g)) for n, g in zip(f.get("weights") or [], grads[n_free:])]
     return result
+
+
+def read_cotangents(f: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
+    """Output cotangents from a file: an ``.npz`` keyed by output name, or an ``.npy`` for a single output."""
+    declared = {o["name"]: o["dtype"] for o in f["outputs"]}
+    if str(path).lower().endswith(".npz"):
+        return read_npz(path, declared)
+    if len(declared) == 1:
+        (name, dtype), = declared.items()
+        return {name: read_npy(path, dtype, name)}
+    raise InputError(f"{path}: the function has {len(declared)} outputs ({', '.join(declared)}); give their "
+                     f"cotangents in one .npz keyed by output name.")

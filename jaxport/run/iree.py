@@ -1,4 +1,4 @@
-"""A second runtime: IREE's CPU backend (``llvm-cpu``), behind the same checks as the JAX runtime.
+"""A second backend: IREE's CPU compiler (``llvm-cpu``), behind the same checks as the JAX backend.
 
 For each input shape signature, JAX lowers the artifact's program with the concrete shapes (resolving the platform
 index of multi-platform artifacts and inlining the wrapped ``main``), ``refine_polymorphic_shapes`` turns it into
@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ..artifact import contract
+from .. import dtypes
+from .._fsio import atomic_write
 from ..errors import PlatformError, PolicyError
-from .loaded import Compilation, Loaded
+from .backend import Compilation, ShapeKey
+from .jax_backend import JaxBackend
 
 #: Custom calls the IREE path accepts: shape assertions are folded away once shapes are static.
 _SUPPORTED_CUSTOM_CALLS = {"shape_assertion"}
@@ -60,7 +63,7 @@ def check_supported(manifest_function: dict[str, Any], where: str) -> None:
                           f"runtime runs single-device programs only. Use the JAX runtime.")
 
 
-def static_module(loaded: Loaded, structs: list[Any]) -> bytes:
+def static_module(backend: JaxBackend, structs: list[Any]) -> bytes:
     """The program specialized to concrete input shapes, as StableHLO bytecode with static shapes only.
 
     Its arguments are the function's bound tensors (in the manifest's order), then its free inputs; unused ones are
@@ -69,38 +72,44 @@ def static_module(loaded: Loaded, structs: list[Any]) -> bytes:
     import jax
     from jax.extend import mlir as jmlir
 
-    with loaded._x64():
-        lowered = jax.jit(loaded._program, keep_unused=True).lower(loaded._weights, *structs)
+    with backend.x64():
+        lowered = jax.jit(backend.program, keep_unused=True).lower(backend.weights, *structs)
     text = lowered.as_text(debug_info=False)  # without locations: the same program gives the same bytes
     try:
         return bytes(jmlir.refine_polymorphic_shapes(text.encode("utf-8")))
     except Exception as e:  # noqa: BLE001 - the refinement reports shape-assertion failures as errors
-        raise PlatformError(f"{loaded.path}: function {loaded.function!r}: cannot specialize the program to these "
-                            f"shapes for IREE: {str(e).strip().splitlines()[0][:300]}") from None
+        raise PlatformError(f"{backend.where}: cannot specialize the program to these shapes for IREE: "
+                            f"{str(e).strip().splitlines()[0][:300]}") from None
 
 
-class IreeLoaded(Loaded):
-    """A :class:`Loaded` whose programs are compiled and run by IREE on the local CPU."""
+class IreeBackend:
+    """Compiles and runs a loaded program with IREE on the local CPU; JAX lowers it (and traces it under JAX
+    transformations) through ``jax_backend``."""
 
-    runtime = "iree"
+    name = "iree"
+    mesh = None
 
-    def __init__(self, *args: Any, cache_dir: str | Path | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        check_supported(self.function_manifest, f"{self.path}: function {self.function!r}")
+    def __init__(self, jax_backend: JaxBackend, function: dict[str, Any], cache_dir: str | Path | None = None):
+        import numpy as np
+
+        self.where = jax_backend.where
+        check_supported(function, self.where)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._host_weights = [__import__("numpy").asarray(w) for w in self._weights]
+        self._jax = jax_backend
+        self.weights = jax_backend.weights
+        self._host_weights = [np.asarray(w) for w in jax_backend.weights]
+        self._executables: dict[ShapeKey, Any] = {}
 
-    def _compile(self, key: tuple[Any, ...]) -> Compilation:
-        if key in self._compiled:
-            return self._compiled[key][1]
+    def x64(self) -> AbstractContextManager[Any]:
+        return self._jax.x64()
+
+    def compile(self, key: ShapeKey) -> Compilation:
         import jax
-
-        from .. import dtypes
 
         compiler, runtime = _iree()
         start = time.perf_counter()
         structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt)) for shape, dt in key]
-        module = static_module(self, structs)
+        module = static_module(self._jax, structs)
         lower_seconds = time.perf_counter() - start
         start = time.perf_counter()
         digest = hashlib.sha256(module + f"{iree_version()} llvm-cpu host {_host_cpu()}".encode()).hexdigest()
@@ -113,12 +122,10 @@ class IreeLoaded(Loaded):
                 vmfb = compile_module(module, "host")
             except Exception as e:  # noqa: BLE001 - IREE reports every compile failure as CompilerToolError
                 lines = [ln for ln in str(e).splitlines() if "error:" in ln]
-                raise PlatformError(f"{self.path}: function {self.function!r}: IREE could not compile the program: "
+                raise PlatformError(f"{self.where}: IREE could not compile the program: "
                                     f"{(lines[0] if lines else str(e).splitlines()[0]).strip()[:400]}") from None
             if cached is not None:
                 hit = False
-                from ..artifact.container import atomic_write
-
                 try:
                     cached.parent.mkdir(parents=True, exist_ok=True)
                     atomic_write(cached, lambda f: f.write(vmfb))
@@ -128,10 +135,10 @@ class IreeLoaded(Loaded):
         vm_module = runtime.VmModule.copy_buffer(config.vm_instance, vmfb)
         context = runtime.SystemContext(config=config, vm_modules=[vm_module])
         main = context.modules[vm_module.name]["main"]
-        out_tree = self._exported.out_tree
+        out_tree = self._jax.exported.out_tree
         host_weights = self._host_weights
 
-        def run(_weights: Any, *flat: Any) -> Any:
+        def run(*flat: Any) -> Any:
             import numpy as np
 
             result = main(*host_weights, *[np.asarray(a) for a in flat])
@@ -140,11 +147,23 @@ class IreeLoaded(Loaded):
             return jax.tree_util.tree_unflatten(out_tree, arrays)
 
         seconds = time.perf_counter() - start
-        self._compiled[key] = (run, Compilation(lower_seconds, seconds, hit))
-        return self._compiled[key][1]
+        self._executables[key] = run
+        return Compilation(lower_seconds, seconds, hit)
 
-    def _execute(self, key: tuple[Any, ...], flat: list[Any]) -> Any:
-        return self._compiled[key][0](None, *flat)
+    def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
+        """The inputs as given; IREE reads host arrays, so ``resident`` makes them numpy arrays once."""
+        import numpy as np
+
+        return [np.asarray(v) for v in flat] if resident else flat
+
+    def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
+        return self._executables[key](*flat)
+
+    def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
+        return self._jax.trace(flat, weights)
+
+    def placement(self) -> dict[str, Any] | None:
+        return None
 
 
 def _host_cpu() -> str:
@@ -167,82 +186,3 @@ def iree_cache_dir(jax_cache_dir: str | Path | None) -> Path | None:
         return None
     path = Path(jax_cache_dir)
     return path.with_name("iree") if path.name == "xla" else path / "iree"
-
-
-def compile_artifact(path: str | Path, output: str | Path, *, function: str | None = None,
-                     dims: dict[str, int] | None = None, cpu: str = "generic") -> dict[str, Any]:
-    """Compile a function of an artifact into an IREE module (``.vmfb``) for deployment without JAX.
-
-    With ``dims``, the program is specialized to those sizes (the others take their smallest valid values) and has
-    static shapes. Without, the shape-polymorphic ``main`` is compiled as is, which IREE supports for many but not
-    all programs. Writes ``output`` and ``output + ".json"``, which describes the module's arguments in order
-    (platform index, bound tensors, inputs) and its outputs; returns that description.
-    """
-    import jax
-
-    from .. import dtypes
-    from ..artifact.calltree import argument_positions
-    from ..artifact.container import atomic_write, manifest_bytes
-    from ..errors import UsageError
-    from ..module_scan import module_text
-    from .loaded import load
-
-    loaded = load(path, function)
-    f = loaded.function_manifest
-    where = f"{path}: function {loaded.function!r}"
-    check_supported(f, where)
-    tensors = (loaded.manifest.get("weights") or {}).get("tensors") or {}
-    weight_args = [{"kind": "weight", "name": n, "shape": tensors[n]["shape"], "dtype": tensors[n]["dtype"]}
-                   for n in f.get("weights") or []]
-    if dims or not f.get("dims"):
-        env = contract.resolve_dims(f, dims or {})
-        shapes = [contract.concrete_shape(i, env) for i in f["inputs"]]
-        structs = [jax.ShapeDtypeStruct(s, dtypes.to_numpy(i["dtype"])) for s, i in zip(shapes, f["inputs"])]
-        module: bytes | str = static_module(loaded, structs)
-        arguments = weight_args + [{"kind": "input", "name": i["name"], "shape": list(s), "dtype": i["dtype"]}
-                                   for i, s in zip(f["inputs"], shapes)]
-        outputs = jax.eval_shape(loaded._program, loaded._weights, *structs)
-        out_specs = [{"name": o["name"], "shape": list(a.shape), "dtype": str(a.dtype)}
-                     for o, a in zip(f["outputs"], jax.tree_util.tree_leaves(outputs))]
-        fixed: dict[str, int] | None = dict(env)
-    else:
-        exported = loaded._exported
-        module = module_text(exported.mlir_module_serialized)
-        free, weight_positions = argument_positions(exported)
-        by_position: dict[int, dict[str, Any]] = {}
-        for pos, i in zip(free, f["inputs"]):
-            by_position[pos] = {"kind": "input", "name": i["name"], "shape": i["shape"], "dtype": i["dtype"]}
-        for pos, w in zip(weight_positions, weight_args):
-            by_position[pos] = w
-        arguments = [by_position[p] for p in f["kept_inputs"]]
-        if len(f["platforms"]) > 1:
-            arguments.insert(0, {"kind": "platform_index", "value": f["platforms"].index("cpu") if "cpu" in
-                                 f["platforms"] else 0, "dtype": "int32", "shape": []})
-        out_specs = [{"name": o["name"], "shape": o["shape"], "dtype": o["dtype"]} for o in f["outputs"]]
-        fixed = None
-    try:
-        vmfb = compile_module(module, cpu)
-    except PlatformError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        lines = [ln for ln in str(e).splitlines() if "error:" in ln]
-        reason = (lines[0] if lines else str(e).splitlines()[0]).strip()[:300]
-        if fixed is None:
-            names = ", ".join(f"{d}=N" for d in f["dims"])
-            raise UsageError(f"{where}: IREE cannot compile the shape-polymorphic program ({reason}). Compile a "
-                             f"module specialized to concrete sizes with --dim ({names}).") from None
-        raise PlatformError(f"{where}: IREE could not compile the program: {reason}") from None
-    description = {
-        "artifact": Path(path).name,
-        "function": loaded.function,
-        "target": "iree-llvm-cpu",
-        "cpu": cpu,
-        "iree": iree_version(),
-        "entry_function": "main",
-        "dims": fixed,
-        "arguments": arguments,
-        "outputs": out_specs,
-    }
-    atomic_write(output, lambda fh: fh.write(vmfb))
-    atomic_write(f"{output}.json", lambda fh: fh.write(manifest_bytes(description)))
-    return description

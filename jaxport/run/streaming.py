@@ -8,7 +8,7 @@ may be smaller (one more compilation); it is never padded, because padding chang
 mixes rows (a normalization over the batch, say).
 
 Memory stays bounded by a few chunks: ``.npy`` inputs are read chunk by chunk from the file (their header checked as
-``inputs.read_npy`` checks it, never the whole array), and the outputs are written chunk by chunk to a temporary file
+``npyio.read_npy`` checks it, never the whole array), and the outputs are written chunk by chunk to a temporary file
 next to the destination (a ``.npy`` created with ``numpy.lib.format.open_memmap``), renamed over it at the end, so an
 interrupted call leaves no partial output. Output statistics are accumulated per chunk.
 """
@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import dimexpr, dtypes
+from .._fsio import atomic_write, open_for_reading
+from ..artifact.summary import array_type
 from ..errors import InputError, OutputError, UsageError
+from .inputs import classify, missing_error
+from .npyio import final_dtype, read_header, read_npz, size_text
+from .outputs import check_output_path
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,6 @@ def streamed_axis(f: Mapping[str, Any], fname: str) -> Axis:
 
 
 def _type(a: Mapping[str, Any]) -> str:
-    from ..artifact.summary import array_type
-
     return array_type(dict(a))
 
 
@@ -82,29 +85,20 @@ def _type_first(arrays: list[tuple[str, Mapping[str, Any]]]) -> str:
 class NpyRows:
     """A ``.npy`` file read by rows of axis 0, never whole: ``rows[start:stop]`` reads those rows from the file.
 
-    The header is parsed and checked as ``inputs.read_npy`` does (no pickle, declared size equal to the file's).
+    The header is parsed and checked as ``npyio.read_npy`` does (no pickle, declared size equal to the file's).
     """
 
     def __init__(self, path: str | Path, declared: str, name: str):
         import numpy as np
 
-        from .inputs import _final_dtype, _read_header, _size_text
-
         self.path = str(path)
-        try:
-            with open(path, "rb") as fp:
-                header = _read_header(fp, self.path)
-                size = os.fstat(fp.fileno()).st_size
-        except FileNotFoundError:
-            raise InputError(f"{path}: file not found.") from None
-        except IsADirectoryError:
-            raise InputError(f"{path}: is a directory, not a .npy file.") from None
-        except OSError as e:
-            raise InputError(f"{path}: cannot read: {e.strerror}.") from None
-        self._stored = header.dtype if header.dtype.kind != "V" else _final_dtype(header, declared, name, self.path)
-        self.dtype = _final_dtype(header, declared, name, self.path)
+        with open_for_reading(path, InputError, directory="a .npy file") as fp:
+            header = read_header(fp, self.path)
+            size = os.fstat(fp.fileno()).st_size
+        self._stored = header.dtype if header.dtype.kind != "V" else final_dtype(header, declared, name, self.path)
+        self.dtype = final_dtype(header, declared, name, self.path)
         if size - header.header_bytes != header.nbytes:
-            raise InputError(f"{path}: the header declares {_size_text(header)}, but {size - header.header_bytes} "
+            raise InputError(f"{path}: the header declares {size_text(header)}, but {size - header.header_bytes} "
                              f"bytes follow it; the file is truncated or damaged.")
         self.shape = header.shape
         self._offset = header.header_bytes
@@ -142,8 +136,6 @@ class NpyRows:
 def open_inputs(f: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The ``--inputs`` of a streamed call: each ``.npy`` as :class:`NpyRows` (read by chunks); an ``.npz`` is read
     whole (its members may be compressed)."""
-    from .inputs import _missing_error, classify, read_npz
-
     positional, named, npz = classify(f, items)
     declared = {i["name"]: i["dtype"] for i in f["inputs"]}
     names = list(declared)
@@ -166,7 +158,7 @@ def open_inputs(f: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any],
         arrays[name], sources[name] = NpyRows(file, declared[name], name), file
     missing = [n for n in names if n not in arrays]
     if missing:
-        raise _missing_error(f, missing)
+        raise missing_error(f, missing)
     return {n: arrays[n] for n in names}, {n: sources[n] for n in names}
 
 
@@ -196,9 +188,14 @@ class _NpyWriter:
         os.fsync(self._file.fileno())
         self._file.close()
 
+    def discard(self) -> None:
+        """Close without syncing, after a failure (the temporary file is removed)."""
+        if not self._file.closed:
+            self._file.close()
+
 
 class _Stats:
-    """``runtime.stats`` of an output, accumulated over chunks."""
+    """``outputs.stats`` of an output, accumulated over chunks."""
 
     def __init__(self, name: str, dtype: str):
         self.name, self.dtype = name, dtype
@@ -314,8 +311,6 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
     outputs = f["outputs"]
     out_path = Path(output) if output is not None else None
     if out_path is not None:
-        from .loaded import check_output_path
-
         check_output_path(out_path, [o["name"] for o in outputs])
     stats = [_Stats(o["name"], o["dtype"]) for o in outputs]
     writers: list[_NpyWriter] = []
@@ -351,8 +346,7 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
             _finish(out_path, temps, [o["name"] for o in outputs])
     finally:
         for w in writers:
-            if not w._file.closed:
-                w._file.close()
+            w.discard()
         for t in temps:
             t.unlink(missing_ok=True)
     seconds = time.perf_counter() - start_time
@@ -381,8 +375,6 @@ def _finish(path: Path, temps: list[Path], names: list[str]) -> None:
         return
     import shutil
     import zipfile
-
-    from ..artifact.container import atomic_write
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:

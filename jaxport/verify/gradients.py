@@ -9,11 +9,12 @@ from typing import Any
 from .. import dtypes
 from ..artifact.contract import concrete_shape
 from ..run.gradients import differentiable, vjp
-from .runner import compare
+from .compare import OutputResult, compare
+from .live import LiveFunction
 
 
-def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: int, atol: float | None,
-                      rtol: float | None) -> list[Any]:
+def compare_with_live(loaded: Any, live: LiveFunction, arrays: Mapping[str, Any], seed: int, atol: float | None,
+                      rtol: float | None) -> list[OutputResult]:
     """``verify``'s check of the stored derivative: the input cotangents of the artifact and of the live function
     (``jax.vjp``) for the same seeded random output cotangents, compared like outputs (named ``vjp(INPUT)``)."""
     import jax
@@ -28,7 +29,7 @@ def compare_with_live(loaded: Any, live: Any, arrays: Mapping[str, Any], seed: i
     flat = [arrays[i["name"]] for i in f["inputs"]]
     x64 = jax.enable_x64(True) if f.get("x64") else contextlib.nullcontext()
     with x64:
-        out, pullback = jax.vjp(lambda *xs: live._jit(list(xs), live._weights), *flat)
+        out, pullback = jax.vjp(lambda *xs: live.program(list(xs)), *flat)
         leaves, tree = jax.tree_util.tree_flatten(out)
         ct_leaves = [np.asarray(cts[o["name"]]) if differentiable(o["dtype"]) else
                      np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f["outputs"], leaves)]

@@ -79,7 +79,7 @@ KILLER = textwrap.dedent('''
         write_artifact(target, spec["manifest"], members)
     else:
         import numpy as np
-        from jaxport.run.loaded import save_outputs
+        from jaxport.run.outputs import save_outputs
         save_outputs(target, [("output", np.arange(int(source), dtype=np.float32))])
     print(json.dumps({"steps": count[0]}))
 ''')
@@ -188,7 +188,7 @@ def kill_output_writer(tmp: Path, count: int = 100000) -> KillReport:
     """Every kill point of ``call -o out.npz`` writing its outputs over a previous file."""
     import numpy as np
 
-    from jaxport.artifact.container import atomic_write
+    from jaxport._fsio import atomic_write
 
     report = KillReport("call -o (outputs .npz)")
     target = tmp / "out.npz"

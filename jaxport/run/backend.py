@@ -1,0 +1,78 @@
+"""The backend seam: what a runtime implements so that :class:`~jaxport.run.loaded.Loaded` can run a program on it.
+
+``Loaded`` owns everything that does not depend on the runtime: the signature, binding a caller's arguments to input
+names, the input checks (``artifact.contract``), result records. It hands a backend only inputs that passed the
+checks, keyed by their shape signature, and asks it to:
+
+1. :meth:`Backend.compile` the program for one shape signature (once; later calls return the first record);
+2. :meth:`Backend.place` the inputs where the program reads them;
+3. :meth:`Backend.execute` the compiled program on them, returning the output pytree;
+4. :meth:`Backend.trace` the program on JAX tracers, when a Loaded is called inside ``jax.grad``, ``jax.jit``...:
+   JAX then differentiates it with the VJPs the artifact stores;
+5. :meth:`Backend.placement` describe the devices a sharded program runs on.
+
+Two backends exist: ``jax_backend.JaxBackend`` (XLA through ``jax.jit``, sharded programs included) and
+``iree.IreeBackend`` (IREE's CPU compiler, single-device; it traces through a JaxBackend).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+#: An input shape signature: ``((shape, dtype name), ...)``, one entry per free input, in the manifest's order.
+ShapeKey = tuple[tuple[tuple[int, ...], str], ...]
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """How the program was compiled for one shape signature."""
+
+    lower_seconds: float  # tracing Exported.call and building the module
+    seconds: float  # XLA compilation (or fetching it from the persistent cache)
+    cache_hit: bool | None  # served from the persistent cache; None when no persistent cache is in use
+
+
+class Backend(Protocol):
+    """What a runtime implements to compile and run a loaded function's program."""
+
+    #: The runtime's name, as ``call --runtime`` spells it (``jax``, ``iree``).
+    name: str
+    #: The ``jax.sharding.Mesh`` a sharded program runs on here, or None.
+    mesh: Any
+    #: The bound tensors, as the program receives them (on the device for JAX).
+    weights: list[Any]
+
+    def x64(self) -> AbstractContextManager[Any]:
+        """The context the program runs in: 64-bit types enabled for an artifact exported with them."""
+        ...
+
+    def compile(self, key: ShapeKey) -> Compilation:
+        """Compile for one input shape signature, once; later calls return the first compilation's record."""
+        ...
+
+    def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
+        """Checked inputs where the program reads them; ``resident`` puts them on the device now, for repeated
+        calls (else the runtime may copy them at the call)."""
+        ...
+
+    def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
+        """Run the program compiled for ``key`` on placed inputs; returns the output pytree."""
+        ...
+
+    def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
+        """The program applied to inputs that may be JAX tracers (bound tensors: ``weights``, default the loaded
+        ones), through ``Exported.call``: what ``jax.grad`` and ``jax.jit`` of a Loaded see."""
+        ...
+
+    def placement(self) -> dict[str, Any] | None:
+        """Where a sharded program runs: devices, mesh, processes (None for a single-device program)."""
+        ...
+
+
+def is_tracer(value: Any) -> bool:
+    """Whether ``value`` is a JAX tracer: the Loaded is being called inside a JAX transformation."""
+    import jax
+
+    return isinstance(value, jax.core.Tracer)

@@ -1,0 +1,103 @@
+"""JAX's persistent compilation cache: where it lives, turning it on for a block, and whether a compilation was
+served from it (counted from JAX's monitoring events)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_EVENTS: Counter[str] = Counter()
+_HIT = "/jax/compilation_cache/cache_hits"
+_MISS = "/jax/compilation_cache/cache_misses"
+_listening = False
+
+_CACHE_KEYS = ("jax_compilation_cache_dir", "jax_enable_compilation_cache",
+               "jax_persistent_cache_min_compile_time_secs", "jax_persistent_cache_min_entry_size_bytes")
+
+
+def default_cache_dir() -> Path:
+    """``$JAXPORT_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxport/xla``, else ``~/.cache/jaxport/xla``."""
+    if os.environ.get("JAXPORT_CACHE_DIR"):
+        return Path(os.environ["JAXPORT_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jaxport" / "xla"
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """The persistent cache a block runs with."""
+
+    directory: Path | None  # None: no persistent cache
+    problem: str | None = None  # why the requested directory is not used
+
+
+@contextlib.contextmanager
+def compilation_cache(directory: str | Path | None) -> Iterator[CacheState]:
+    """Use JAX's persistent compilation cache in ``directory`` (None: none) inside the block, then restore.
+
+    Every compilation is cached, however fast or small. A directory that cannot be created is reported in the
+    yielded state, and the block runs without a cache.
+    """
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as jax_cache
+
+    state = CacheState(None)
+    if directory is not None:
+        path = Path(directory).expanduser()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            state = CacheState(path)
+        except OSError as e:
+            state = CacheState(None, f"cannot use the compilation cache {path}: {e.strerror or e}; running without it")
+    saved = {k: getattr(jax.config, k) for k in _CACHE_KEYS}
+    try:
+        if state.directory is not None:
+            jax.config.update("jax_compilation_cache_dir", str(state.directory))
+            jax.config.update("jax_enable_compilation_cache", True)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        else:
+            jax.config.update("jax_enable_compilation_cache", False)
+        jax_cache.reset_cache()  # JAX opens its cache once per process; make it see this directory
+        yield state
+    finally:
+        for k, v in saved.items():
+            jax.config.update(k, v)
+        jax_cache.reset_cache()
+
+
+def _listen() -> None:
+    """Count JAX's persistent-cache events (once per process: JAX keeps every listener registered)."""
+    global _listening
+    if _listening:
+        return
+    import jax.monitoring
+
+    def on_event(event: str, **_: Any) -> None:
+        if event.startswith("/jax/compilation_cache/"):
+            _EVENTS[event] += 1
+
+    jax.monitoring.register_event_listener(on_event)
+    _listening = True
+
+
+@dataclass(frozen=True)
+class CacheWatch:
+    """The persistent cache's hit and miss counts when a compilation started; :meth:`hit` reads the outcome."""
+
+    hits: int
+    misses: int
+
+    @classmethod
+    def start(cls) -> CacheWatch:
+        _listen()
+        return cls(_EVENTS[_HIT], _EVENTS[_MISS])
+
+    def hit(self) -> bool | None:
+        """Whether the compilations since :meth:`start` were served from the cache; None when none consulted it."""
+        return True if _EVENTS[_HIT] > self.hits else False if _EVENTS[_MISS] > self.misses else None

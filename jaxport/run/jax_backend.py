@@ -1,0 +1,156 @@
+"""The JAX backend: a loaded program compiled by XLA through one ``jax.jit`` of ``Exported.call``.
+
+The program is compiled ahead of time once per input shape signature (``Exported.call`` alone re-traces on every
+call). A sharded program (one with a ``mesh``) runs on the mesh laid over the devices JAX lists, its inputs and
+bound weights placed with the shardings recorded at export (``sharding.py``). Bound weights go to the device once
+and are passed as arguments on every call (not baked in as constants).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .. import dtypes
+from ..artifact.calltree import argument_positions
+from ..errors import FormatError, InputError, PlatformError
+from ..sharding import mesh_text, named, place, runtime_mesh
+from .backend import Compilation, ShapeKey, is_tracer
+from .cache import CacheWatch
+
+
+class JaxBackend:
+    """Runs a deserialized ``Exported`` with JAX on the local devices (see the module docstring)."""
+
+    name = "jax"
+
+    def __init__(self, exported: Any, weights: list[Any], function: Mapping[str, Any], *, where: str, fname: str,
+                 platform: str, platform_mismatch: bool):
+        """``weights`` are the bound tensors in the manifest's order; ``function`` is the manifest entry;
+        ``where`` (``FILE: function 'NAME'``) starts every message."""
+        import jax
+
+        self.exported = exported
+        self.where = where
+        self.platform = platform
+        self.platform_mismatch = platform_mismatch
+        self._platforms = list(function["platforms"])
+        self._mesh_info = function.get("mesh")
+        self._needs_x64 = bool(function.get("x64"))
+        free, weight_positions = argument_positions(exported)
+        n = len(exported.in_avals)
+
+        def program(weights: list[Any], *flat: Any) -> Any:
+            full: list[Any] = [None] * n
+            for pos, value in zip(free, flat):
+                full[pos] = value
+            for pos, value in zip(weight_positions, weights):
+                full[pos] = value
+            args, kwargs = exported.in_tree.unflatten(full)
+            return exported.call(*args, **kwargs)
+
+        program.__name__ = fname
+        #: The program as a function of ``(bound tensors, *free inputs)``, for ``jax.jit`` and ``jax.eval_shape``.
+        self.program = program
+        self._jit = jax.jit(program)
+        #: A sharded program's mesh over the local devices (None: unsharded).
+        self.mesh: Any = None
+        self._in_shardings: list[Any] | None = None
+        weight_shardings = None
+        if self._mesh_info:
+            self.mesh, self._in_shardings, weight_shardings = self._shardings(self._mesh_info, free, weight_positions)
+        with self.x64():
+            if weight_shardings is None:
+                self.weights = [jax.device_put(w) for w in weights]
+            else:
+                self.weights = [place(w, s) for w, s in zip(weights, weight_shardings)]
+        #: Compiled executables by input shape signature.
+        self._executables: dict[ShapeKey, Any] = {}
+
+    def _shardings(self, mesh_info: Mapping[str, Any], free: list[int],
+                   weight_positions: list[int]) -> tuple[Any, list[Any], list[Any]]:
+        """The mesh over the devices JAX sees, and the shardings of the free inputs and of the bound tensors, as
+        recorded at export."""
+        mesh = runtime_mesh(mesh_info, self.where)
+        try:
+            recorded = self.exported.in_shardings_jax(mesh)
+        except ValueError as e:  # the program's mesh is not the manifest's
+            raise FormatError(f"{self.where}: the payload disagrees with the manifest (mesh: {str(e)[:300]}); the "
+                              f"artifact was edited or written by a faulty producer. Re-export it.") from None
+        shardings = [s if s is not None else named(mesh, None) for s in recorded]
+        return mesh, [shardings[p] for p in free], [shardings[p] for p in weight_positions]
+
+    def x64(self) -> AbstractContextManager[Any]:
+        import jax
+
+        return jax.enable_x64(True) if self._needs_x64 else contextlib.nullcontext()
+
+    def compile(self, key: ShapeKey) -> Compilation:
+        import jax
+
+        shardings = self._in_shardings or [None] * len(key)
+        structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt), sharding=s)
+                   for (shape, dt), s in zip(key, shardings)]
+        watch = CacheWatch.start()
+        start = time.perf_counter()
+        with self.x64():
+            try:
+                lowered = self._jit.lower(self.weights, *structs)
+            except ValueError as e:
+                raise self._failure("JAX refused the inputs", e, InputError) from None
+            lower_seconds = time.perf_counter() - start
+            start = time.perf_counter()
+            try:
+                compiled = lowered.compile()
+            except Exception as e:  # noqa: BLE001 - XLA raises its runtime error type for any compile failure
+                raise self._failure(f"XLA on {self.platform} could not compile the program", e,
+                                    PlatformError) from None
+        seconds = time.perf_counter() - start
+        self._executables[key] = compiled
+        return Compilation(lower_seconds, seconds, watch.hit())
+
+    def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
+        """A sharded program's inputs laid out as recorded (each device reads its slice); others as given (JAX
+        copies them at the call), or on the default device when ``resident``."""
+        import jax
+
+        with self.x64():
+            if self._in_shardings is None:
+                return [jax.device_put(v) for v in flat] if resident else flat
+            return [v if is_tracer(v) else place(v, s) for v, s in zip(flat, self._in_shardings)]
+
+    def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
+        with self.x64():
+            try:
+                return self._executables[key](self.weights, *flat)
+            except Exception as e:  # noqa: BLE001
+                if self.platform_mismatch:
+                    raise self._failure("running failed", e, PlatformError) from None
+                raise
+
+    def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
+        with self.x64():
+            return self._jit(self.weights if weights is None else weights, *flat)
+
+    def placement(self) -> dict[str, Any] | None:
+        if self.mesh is None:
+            return None
+        import jax
+
+        return {"devices": int(self.mesh.size), "mesh": mesh_text(self._mesh_info),
+                "process_index": jax.process_index(), "process_count": jax.process_count()}
+
+    def _failure(self, what: str, e: Exception, kind: type) -> Exception:
+        text = str(e).strip().splitlines()[0][:500] if str(e).strip() else type(e).__name__
+        if self.platform_mismatch:
+            return PlatformError(f"{self.where} was exported for {', '.join(self._platforms)} and cannot run on "
+                                 f"{self.platform} ({what}: {text}). Run it on a machine with one of its platforms, "
+                                 f"or re-export it with --platform {self.platform}.")
+        hint = ""
+        if "custom call" in text or "FFI handler" in text:
+            hint = (" The program calls a kernel that this process does not provide: register its implementation "
+                    "(for example with jax.ffi.register_ffi_target) before calling, or run it where it is available.")
+        return kind(f"{self.where}: {what}: {text}.{hint}")

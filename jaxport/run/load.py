@@ -1,0 +1,158 @@
+"""Opening an artifact to run one of its functions: :func:`load` checks and deserializes it into a :class:`Loaded`.
+
+Trust model: the artifact may be hostile or damaged. Opening it validates the manifest (``artifact.manifest``,
+call tree included) and the members' digests. Before anything is compiled, ``load`` verifies the payload's sha256,
+checks that the deserialized program takes and returns what the manifest says (or the input checks would lie),
+repeats the custom-call allowlist check (JAX checks it only at export) and checks that the local JAX backend is
+among the artifact's platforms. Bound weights are memory-mapped from the artifact, their digest checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..artifact import summary
+from ..artifact.calltree import argument_positions
+from ..artifact.container import Artifact, open_artifact
+from ..artifact.manifest import function_names
+from ..artifact.payload import check_calling_convention, deserialize
+from ..artifact.tensors import tensor_views
+from ..checks import check_custom_calls
+from ..errors import FormatError, PlatformError, UsageError
+from ..module_scan import scan_module
+from ..sharding import device_count_message
+from .backend import Backend
+from .gradients import explain_missing
+from .iree import IreeBackend
+from .jax_backend import JaxBackend
+from .loaded import Loaded
+
+
+def select_function(manifest: Mapping[str, Any], function: str | None, where: str) -> str:
+    """The function to run: ``function``, or the only one of the artifact."""
+    names = function_names(dict(manifest), function)
+    if len(names) > 1:
+        raise UsageError(f"{where}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one with "
+                         f"--function NAME (function=NAME in Python).")
+    return names[0]
+
+
+def check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
+                  manifest_weights: Mapping[str, Any] | None = None) -> None:
+    """The deserialized program must take and return what the manifest says, or the input checks would lie."""
+
+    def dims(aval: Any) -> list[int | str]:
+        return [d if isinstance(d, int) else str(d) for d in aval.shape]
+
+    def bad(what: str) -> FormatError:
+        return FormatError(f"{where}: function {fname!r}: the payload disagrees with the manifest ({what}); the "
+                           f"artifact was edited or written by a faulty producer. Re-export it.")
+
+    free, weight_positions = argument_positions(exported)
+    names = list(f.get("weights") or [])
+    if len(free) != len(f["inputs"]) or len(weight_positions) != len(names):
+        raise bad(f"{len(free)} inputs and {len(weight_positions)} bound tensors in the program, "
+                  f"{len(f['inputs'])} and {len(names)} in the manifest")
+    tensors = (manifest_weights or {}).get("tensors") or {}
+    for pos, name in zip(weight_positions, names):
+        t = tensors.get(name)
+        aval = exported.in_avals[pos]
+        if t is None or dims(aval) != t["shape"] or str(aval.dtype) != t["dtype"]:
+            raise bad(f"bound tensor {name!r} is {summary.array_type({'shape': dims(aval), 'dtype': str(aval.dtype)})}"
+                      f" in the program, {'missing' if t is None else summary.array_type(t)} in the manifest")
+    for aval, inp in zip([exported.in_avals[p] for p in free], f["inputs"]):
+        if dims(aval) != inp["shape"] or str(aval.dtype) != inp["dtype"]:
+            program = summary.array_type({"shape": dims(aval), "dtype": str(aval.dtype)})
+            raise bad(f"input {inp['name']!r} is {program} in the program, {summary.array_type(inp)} in the "
+                      f"manifest")
+    if len(exported.out_avals) != len(f["outputs"]):
+        raise bad(f"{len(exported.out_avals)} outputs in the program, {len(f['outputs'])} in the manifest")
+    for aval, out in zip(exported.out_avals, f["outputs"]):
+        if dims(aval) != out["shape"] or str(aval.dtype) != out["dtype"]:
+            program = summary.array_type({"shape": dims(aval), "dtype": str(aval.dtype)})
+            raise bad(f"output {out['name']!r} is {program} in the program, {summary.array_type(out)} in the "
+                      f"manifest")
+    if list(exported.platforms) != list(f["platforms"]):
+        raise bad(f"platforms {', '.join(exported.platforms)} in the program, {', '.join(f['platforms'])} in the "
+                  f"manifest")
+
+
+def map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], verify: bool) -> list[Any]:
+    """The function's bound tensors as numpy views of the artifact's memory map (no copy), digest checked unless
+    ``verify`` is false."""
+    w = manifest.get("weights")
+    if not isinstance(w, dict) or w.get("member") not in art.members:
+        raise FormatError(f"{art.path}: the manifest lists bound tensors but no weights member.")
+    if verify:
+        art.verify(w["member"])
+    views = tensor_views(art.view(w["member"]), w.get("tensors") or {}, str(art.path))
+    missing = [n for n in f["weights"] if n not in views]
+    if missing:
+        raise FormatError(f"{art.path}: bound tensor(s) {', '.join(missing)} are not in the weights member.")
+    return [views[n] for n in f["weights"]]
+
+
+def load(path: str | Path | Artifact, function: str | None = None, *, allow_platform_mismatch: bool = False,
+         verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None) -> Loaded:
+    """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
+
+    ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
+    caller closes it, after the last call. ``function`` names the function when the artifact holds several. With
+    ``allow_platform_mismatch``, a function exported for other platforms is tried on the local one (JAX's
+    ``DisabledSafetyCheck.platform()``). Bound weights are memory-mapped from the artifact; ``verify=False`` skips
+    their sha256 check (one pass over the weight bytes, about a second per 1-2 GB), for artifacts whose origin is
+    already trusted. ``runtime="iree"`` compiles and runs the program with IREE on the CPU instead of XLA (see
+    ``iree``), caching compiled modules in ``cache_dir`` when given.
+    """
+    if runtime not in ("jax", "iree"):
+        raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
+    import jax
+    from jax import export
+
+    start = time.perf_counter()
+    borrowed = isinstance(path, Artifact)
+    art = path if isinstance(path, Artifact) else open_artifact(path)
+    path = art.path if isinstance(path, Artifact) else path
+    where = str(path)
+    try:
+        manifest = art.manifest
+        fname = select_function(manifest, function, where)
+        f = manifest["functions"][fname]
+        payload = art.read(f["payload"])
+        writer = str(manifest["producer"].get("jax"))
+        check_calling_convention(f["calling_convention_version"], writer, where, fname)
+        exported = deserialize(payload, where, fname, writer)
+        check_payload(exported, f, where, fname, manifest.get("weights"))
+        weights = map_weights(art, manifest, f, verify) if f.get("weights") else []
+        check_custom_calls(f"{where}: function {fname!r}", scan_module(exported.mlir_module_serialized),
+                           set(f.get("allowed_custom_calls") or []))
+        local = export.default_export_platform()
+        mismatch = local not in exported.platforms
+        if mismatch:
+            if not allow_platform_mismatch:
+                raise PlatformError(
+                    f"{where}: function {fname!r} was exported for {', '.join(exported.platforms)}, but JAX here "
+                    f"runs on {local}. Run it where {' or '.join(exported.platforms)} is available, or re-export it "
+                    f"with --platform {local} (repeat --platform to cover several); --allow-platform-mismatch tries "
+                    f"anyway.")
+            exported = dataclasses.replace(exported, disabled_safety_checks=(
+                *exported.disabled_safety_checks, export.DisabledSafetyCheck.platform()))
+        if exported.nr_devices > jax.device_count():
+            raise PlatformError(device_count_message(f"{where}: function {fname!r}", exported.nr_devices,
+                                                     jax.device_count(), f.get("mesh")))
+        exported = explain_missing(exported, where, fname)
+        jax_backend = JaxBackend(exported, weights, f, where=f"{Path(path)}: function {fname!r}", fname=fname,
+                                 platform=local, platform_mismatch=mismatch)
+        backend: Backend = IreeBackend(jax_backend, f, cache_dir) if runtime == "iree" else jax_backend
+    except BaseException:
+        if not borrowed:
+            art.close()
+        raise
+    if not weights and not borrowed:  # nothing maps the artifact's bytes any more
+        art.close()
+    return Loaded(Path(path), fname, manifest, backend, local, mismatch, time.perf_counter() - start,
+                  art if weights else None)

@@ -1,0 +1,81 @@
+"""The live function: the original function called as the export called it, for ``verify`` to compare with.
+
+It runs under ``jax.jit``, with the arguments the manifest's call tree describes: positional arguments in order with
+the static values put back, keyword arguments by name, bound weights loaded again from their source (relative to the
+spec's directory, else to the current directory). Imports JAX only when it builds or runs one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..artifact import calltree
+from ..errors import JaxportError, VerificationError
+from ..export.bind import flatten_bound, load_bind_source
+
+
+class LiveFunction:
+    """The original function, called as the export called it (see the module docstring)."""
+
+    def __init__(self, fn: Callable[..., Any], f: Mapping[str, Any], bind_dir: Path, where: str):
+        import jax
+
+        self.f = f
+        sig = calltree.of_function(f)
+        trees: dict[str, Any] = {}
+        weights: dict[str, Any] = {}
+        for site in calltree.walk(sig):
+            if site.kind == "bound":
+                here = f"{where}: {site.name}"
+                value = _load_bound(str(site.node["bound"]), bind_dir, here)
+                tree, tensors = flatten_bound(value, site.name, here)
+                trees[site.name] = tree
+                weights.update({t.name: t.array for t in tensors})
+
+        def unknown(name: str) -> Exception:
+            return VerificationError(f"{where}: the manifest's signature has an unknown node at {name}.")
+
+        def program(flat: list[Any], tensors: dict[str, Any]) -> Any:
+            args, kwargs = calltree.rebuild(sig, flat, lambda name: trees[name].rebuild(tensors), unknown)
+            return fn(*args, **kwargs)
+
+        # The weights are an argument of the jitted program, not constants baked into it, as in the export.
+        self._jit = jax.jit(program)
+        self._weights = weights
+
+    def program(self, flat: list[Any]) -> Any:
+        """The output pytree for the flat inputs (in the manifest's order); traceable, so ``jax.vjp`` can
+        differentiate it. The caller enables x64 when the function needs it."""
+        return self._jit(flat, self._weights)
+
+    def __call__(self, arrays: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """Outputs ``(name, numpy array)`` named as the export names them."""
+        import jax
+        import numpy as np
+
+        flat = [arrays[i["name"]] for i in self.f["inputs"]]
+        x64 = jax.enable_x64(True) if self.f.get("x64") else contextlib.nullcontext()
+        with x64:
+            out = jax.block_until_ready(self.program(flat))
+        leaves, _ = jax.tree_util.tree_flatten_with_path(out)
+        if len(leaves) == 1 and not leaves[0][0]:
+            return [("output", np.asarray(leaves[0][1]))]
+        return [("/".join(calltree.key_name(k) for k in path) or "output", np.asarray(v)) for path, v in leaves]
+
+
+def _load_bound(source: str, bind_dir: Path, where: str) -> Any:
+    """A bound value, from its source relative to the spec's directory (as the spec wrote it), else to the current
+    directory (as ``export --bind`` took it)."""
+    try:
+        return load_bind_source(source, bind_dir, where)
+    except JaxportError:
+        if bind_dir.resolve() == Path.cwd().resolve():
+            raise
+        try:
+            return load_bind_source(source, Path.cwd(), where)
+        except JaxportError:
+            pass
+        raise
