@@ -15,6 +15,10 @@ import click
 F = Callable[..., Any]
 
 
+#: The most devices --host-devices simulates on the CPU; XLA aborts far above it.
+MAX_HOST_DEVICES = 4096
+
+
 @dataclass(frozen=True)
 class Devices:
     host_devices: int | None = None
@@ -42,7 +46,7 @@ def device_options(f: F) -> F:
     wrapper = click.option("--coordinator", metavar="HOST:PORT",
                            help="Run as one process of a jax.distributed job whose process 0 listens at HOST:PORT; "
                                 "the sharded program spans every process's devices.")(wrapper)
-    return click.option("--host-devices", type=click.IntRange(min=1), metavar="N",
+    return click.option("--host-devices", type=click.IntRange(min=1, max=MAX_HOST_DEVICES), metavar="N",
                         help="Simulate N devices on the CPU (XLA_FLAGS=--xla_force_host_platform_device_count=N), "
                              "to run a sharded artifact on a machine without N accelerators.")(wrapper)
 

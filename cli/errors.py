@@ -11,6 +11,9 @@ from typing import Any, NoReturn
 import click
 
 from jaxport import errors
+from jaxport._fsio import command_inputs
+from jaxport._text import visible
+from jaxport.isolate import exit_if_out_of_memory
 
 #: Exit codes, documented in README.md ("Exit codes"). Subclasses come before their bases.
 EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
@@ -43,13 +46,17 @@ def exit_code(exc: errors.JaxportError) -> int:
 
 
 def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
-    """Run a command body, turning errors into one message on stderr (or a JSON object) and an exit code."""
+    """Run a command body, turning errors into one message on stderr (or a JSON object) and an exit code.
+
+    The body runs inside ``command_inputs``: every file it reads is remembered, and no output may replace one."""
     try:
-        fn()
+        with command_inputs():
+            fn()
     except errors.JaxportError as e:
+        exit_if_out_of_memory(e)  # in an --isolate child, an allocation its memory limit refused
         code = exit_code(e)
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _report(e.kind, str(e), code, as_json)
         sys.exit(code)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
@@ -59,18 +66,25 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
-    except MemoryError:
+    except MemoryError as e:
+        exit_if_out_of_memory(e)  # in an --isolate child: its parent reports the limit
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _report("crash", "out of memory. An artifact or input that declares huge sizes can cause this; run with "
                          "--isolate and --memory-limit to bound what it may take.", 15, as_json)
         sys.exit(15)
     except Exception as e:  # noqa: BLE001 - a bug: say so, keep the traceback for --debug
+        exit_if_out_of_memory(e)  # a library that could not load or allocate under --isolate's memory limit
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         _report("internal", f"{type(e).__name__}: {e}. This is a bug in jaxport; rerun with --debug for the "
                             f"traceback and report it.", EXIT_INTERNAL, as_json)
         sys.exit(EXIT_INTERNAL)
+
+
+def _print_traceback() -> None:
+    """The traceback of ``--debug``, made visible: exception messages may quote a hostile file."""
+    sys.stderr.write(visible(traceback.format_exc(), newlines=True))
 
 
 def fail_after_result(exc: errors.JaxportError) -> NoReturn:
@@ -81,12 +95,13 @@ def fail_after_result(exc: errors.JaxportError) -> NoReturn:
 
 
 def one_line(message: str, keep_newlines: bool = False) -> str:
-    """``message`` on one line, control characters escaped: error text may quote a hostile file, and must neither
-    break the one-line contract nor drive the terminal. ``keep_newlines`` keeps the line breaks of messages about
-    the user's own code (their traceback frames, every offending custom call)."""
+    """``message`` on one line, control and invisible characters escaped (``jaxport._text.visible``): error text
+    may quote a hostile file, and must neither break the one-line contract nor drive the terminal.
+    ``keep_newlines`` keeps the line breaks of messages about the user's own code (their traceback frames, every
+    offending custom call), each line escaped on its own."""
     if not keep_newlines:
         message = message.replace("\n", " ")
-    return "".join(ch if ch.isprintable() or (keep_newlines and ch == "\n") else ascii(ch)[1:-1] for ch in message)
+    return visible(message, newlines=keep_newlines)
 
 
 #: Kinds whose messages describe the user's own code, shown with their line breaks. A policy error describes the
@@ -101,6 +116,18 @@ def _keeps_newlines(kind: str) -> bool:
         return False
     ctx = click.get_current_context(silent=True)
     return kind != "policy" or (ctx is not None and ctx.info_name in _LOWERING_COMMANDS)
+
+
+def report_usage_error(e: click.ClickException, as_json: bool) -> NoReturn:
+    """A command-line mistake (unknown option, bad value, missing argument) as one ``error[usage]:`` line naming the
+    help to read, exit 2 (click's own code for a usage error)."""
+    message = e.format_message()
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        command = " ".join(["jaxport", *ctx.command_path.split()[1:]])
+        message = f"{message.rstrip('.')}. See '{command} --help'."
+    _report("usage", message, e.exit_code, as_json)
+    sys.exit(e.exit_code)
 
 
 def _report(kind: str, message: str, code: int, as_json: bool) -> None:

@@ -27,6 +27,27 @@ _COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """Click's ``main``, with usage errors reported like every other error: one ``error[usage]: ...`` line on
+        stderr (and the JSON error object with ``--json``), exit 2, instead of click's usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare ``jaxport``: the help, as click shows it
+                e.show()
+                sys.exit(e.exit_code)
+            from .errors import report_usage_error
+
+            report_usage_error(e, as_json="--json" in argv)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_COMMANDS)
 

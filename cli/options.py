@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,14 @@ def function_option(f: F) -> F:
                         help="Function of the artifact to use when it holds several.")(f)
 
 
+def allow_custom_call_option(f: F) -> F:
+    """``--allow-custom-call TARGET``: what the caller lets a program call beyond JAX's guaranteed-stable targets."""
+    return click.option("--allow-custom-call", "allow_custom_calls", multiple=True, metavar="TARGET",
+                        help="Let the program call this custom-call target, which JAX does not guarantee stable (a "
+                             "kernel this process provides); repeatable. The artifact's own list of allowed targets "
+                             "grants nothing, and host callbacks are never allowed.")(f)
+
+
 def _parse_dims(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
     dims: dict[str, int] = {}
     for text in values:
@@ -36,12 +45,55 @@ def _parse_dims(ctx: click.Context, param: click.Parameter, values: tuple[str, .
         if not eq or not name.isidentifier():
             raise click.BadParameter(f"{text!r} is not NAME=VALUE (e.g. --dim batch=8).", ctx, param)
         try:
-            dims[name] = int(value.strip())
+            dims[name] = _dimension(value)
         except ValueError:
-            raise click.BadParameter(f"{text!r}: {value!r} is not an integer.", ctx, param) from None
+            raise click.BadParameter(f"{text[:60]!r}: {value[:40]!r} is not an integer.", ctx, param) from None
         if dims[name] < 0:
             raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
+        _check_dimension(dims[name], text, ctx, param)
     return dims
+
+
+#: The largest dimension size (what a manifest may record).
+MAX_DIMENSION = 1 << 62
+
+
+def _dimension(text: str) -> int:
+    """An integer option value; one of more digits than any dimension has reads as just above the cap (int()
+    refuses thousands of digits with a message about Python, not about the option)."""
+    digits = text.strip().lstrip("+")
+    if digits.isdigit() and len(digits.lstrip("0")) > 19:
+        return MAX_DIMENSION + 1
+    return int(text.strip())
+
+
+def _check_dimension(value: int, text: str, ctx: click.Context, param: click.Parameter) -> None:
+    if value > MAX_DIMENSION:
+        raise click.BadParameter(f"{text[:60]!r}: a dimension is at most 2**62.", ctx, param)
+
+
+def finite_float(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A callback for float options: NaN and infinities are refused (FloatRange lets NaN through)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number.", ctx, param)
+    return value
+
+
+def at_most(limit: int) -> Callable[[click.Context, click.Parameter, int | None], int | None]:
+    """A callback for integer options that refuses values above ``limit`` (after the option's own type check)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        if value is not None and value > limit:
+            raise click.BadParameter(f"{value} is more than {limit}, the most this option takes.", ctx, param)
+        return value
+
+    return check
+
+
+def seed_option(default: int | None, help: str) -> Callable[[F], F]:
+    """``--seed N``: a non-negative integer, as numpy's generators take."""
+    return click.option("--seed", type=click.IntRange(min=0), default=default, show_default=default is not None,
+                        help=help)
 
 
 def dim_option(f: F) -> F:
@@ -51,7 +103,7 @@ def dim_option(f: F) -> F:
 
 def input_selection_options(f: F) -> F:
     """``--inputs`` (files), or ``--random`` with ``--dim`` and ``--seed``: where a command's input arrays come from."""
-    f = click.option("--seed", type=int, help="Seed of --random (default 0).")(f)
+    f = seed_option(None, "Seed of --random (default 0).")(f)
     f = dim_option(f)
     f = click.option("--random", "use_random", is_flag=True,
                      help="Generate the inputs from the signature (standard normal floats, small integers).")(f)
@@ -70,11 +122,13 @@ def _parse_dim_values(ctx: click.Context, param: click.Parameter, values: tuple[
         chosen: list[int] = []
         for item in rest.split(","):
             try:
-                value = int(item.strip())
+                value = _dimension(item)
             except ValueError:
-                raise click.BadParameter(f"{text!r}: {item.strip()!r} is not an integer.", ctx, param) from None
+                raise click.BadParameter(f"{text[:60]!r}: {item.strip()[:40]!r} is not an integer.", ctx,
+                                         param) from None
             if value < 0:
                 raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
+            _check_dimension(value, text, ctx, param)
             if value not in chosen:
                 chosen.append(value)
         dims.setdefault(name, [])
@@ -92,7 +146,7 @@ def dim_values_option(f: F) -> F:
 # --- --isolate: rerun a command in a child process with limits ----------------------------------------------------
 
 #: The child's wall-clock limit when --time-limit is not given.
-DEFAULT_TIME_LIMIT = 3600.0
+DEFAULT_TIME_LIMIT = 600.0
 _ISOLATE_FLAGS = ("--isolate",)
 _ISOLATE_VALUED = ("--memory-limit", "--time-limit")
 
@@ -106,6 +160,9 @@ class IsolatableCommand(click.Command):
 
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+#: The largest ``--memory-limit`` (1 PiB) and ``--time-limit`` (a week): past them a limit means nothing.
+MAX_MEMORY_LIMIT = 1 << 50
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
 
 
 def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -114,9 +171,14 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
     text = value.strip().upper().removesuffix("IB").removesuffix("B")
     unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
     try:
-        number = float(text[:-1] if unit else text)
+        number = float(text[:-1] if unit else text) if len(text) <= 32 else math.inf
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param) from None
+    if math.isnan(number):
+        raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param)
+    if number * _UNITS[unit] > MAX_MEMORY_LIMIT:
+        raise click.BadParameter(f"{value[:40]!r} is more than {MAX_MEMORY_LIMIT >> 50}P, the largest memory limit.",
+                                 ctx, param)
     size = int(number * _UNITS[unit])
     if size < 256 << 20:
         raise click.BadParameter(f"{value!r} is less than 256M, too little to start Python and JAX.", ctx, param)
@@ -125,11 +187,13 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 def isolate_options(f: F) -> F:
     """``--isolate`` with ``--memory-limit`` and ``--time-limit``: run the command in a child process."""
-    f = click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
+    f = click.option("--time-limit", type=click.FloatRange(min=1, max=MAX_TIME_LIMIT), callback=finite_float,
+                     metavar="SECONDS",
                      help=f"With --isolate: stop the child after SECONDS (default {DEFAULT_TIME_LIMIT:g}).")(f)
     f = click.option("--memory-limit", callback=_parse_size, metavar="SIZE",
                      help="With --isolate: the child's memory limit, e.g. 8G (default: the machine's physical "
-                          "memory); on address space, or on data memory where a GPU or TPU plugin is installed.")(f)
+                          "memory), on data memory (heap and private mappings); a limit below what Python and JAX "
+                          "need to start is refused, naming that floor.")(f)
     return click.option("--isolate", is_flag=True,
                         help="Read and run the artifact in a child process with memory and time limits, so that a "
                              "crash in native code becomes an error (exit code 15). For untrusted artifacts.")(f)
@@ -161,13 +225,18 @@ def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_l
     import sys
 
     from jaxport import isolate
+    from jaxport._text import visible
     from jaxport.errors import CrashError
 
     limits = isolate.command_limits(memory_limit, time_limit or DEFAULT_TIME_LIMIT)
     args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]
     outcome = isolate.run(target, args, limits)
-    click.echo(outcome.stdout.decode("utf-8", "replace"), nl=False)
-    click.echo(outcome.stderr.decode("utf-8", "replace"), nl=False, err=True)
+    # The child renders as this process does; what native code printed in it is made visible all the same.
+    click.echo(visible(outcome.stdout.decode("utf-8", "replace"), newlines=True), nl=False)
+    click.echo(visible(outcome.stderr.decode("utf-8", "replace"), newlines=True), nl=False, err=True)
+    out_of_memory = isolate.command_error(what, outcome, limits)
+    if out_of_memory is not None:
+        raise out_of_memory
     death = outcome.death(limits)
     if death is not None:
         raise CrashError(f"{what}: the isolated process {death}. The artifact may be damaged or hostile; do not run "

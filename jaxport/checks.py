@@ -10,15 +10,61 @@ be exported; any other ordered effect belongs to a primitive defined in the prod
 with one would load only in a process that first imports that code, and its calling convention threads a token
 that only that code knows the meaning of: the opposite of a portable artifact. So export refuses ordered effects.
 Unordered effects (such as JAX's ``FFI`` effect of a side-effecting ``ffi_call``) are recorded and allowed.
+
+Who decides what runs: an artifact cannot grant itself permissions. Its manifest records the targets its exporter
+allowed (``allowed_custom_calls``), but the manifest is written by whoever wrote the artifact, so that list is audit
+information only. :func:`check_runnable`, the one check every path that compiles or runs a program goes through
+(``jaxport.load``, hence ``call`` with either runtime, ``--batch-size``, ``--vjp``, ``verify`` on both sides,
+``compile``), allows JAX's guaranteed-stable targets plus those the *caller* allows (``--allow-custom-call``,
+``allow_custom_calls=``), and checks the program's stored derivatives (its VJP programs) the same way. Two kinds of
+target are refused whoever allows them (:func:`refused_target`): host callbacks, which jump to a Python function by
+an address or index that only the exporting process knew (from an artifact they call whatever this process holds
+there), and target names that are not plain printable ASCII (a NUL, a space, a control character), which no kernel
+is registered under and which native code may read differently from the check.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._jax_internals import guaranteed_stable_custom_calls
-from .errors import ExportError, PolicyError
-from .module_scan import ModuleScan, short_location
+from ._jax_internals import guaranteed_stable_custom_calls, vjp_getter, with_vjp_getter
+from .errors import ExportError, FormatError, JaxportError, PolicyError, UsageError
+from .module_scan import ModuleScan, scan_module, short_location
+
+#: Custom-call targets of JAX's host callbacks (``jax/_src/callback.py``, ``buffer_callback.py`` and jaxlib's
+#: registrations; the ``xla_python_*`` ones are the pre-FFI names), and of ``custom_partitioning``, whose partitioner
+#: XLA calls back into Python for. Each carries an index or address into the exporting process's callback table.
+HOST_CALLBACK_TARGETS = frozenset({
+    "xla_python_cpu_callback", "xla_python_gpu_callback",
+    "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback",
+    "xla_ffi_partitioned_python_cpu_callback", "xla_ffi_partitioned_python_gpu_callback",
+    "xla_buffer_python_cpu_callback", "xla_buffer_python_gpu_callback",
+    "CustomSPMDPartitioning",
+})
+#: What a target name may be: printable ASCII without spaces, as every kernel XLA and JAX register is named.
+_PLAIN_TARGET = re.compile(r"[!-~]{1,256}")
+#: At most this many offending targets are listed in one message.
+_LISTED = 20
+
+
+def is_host_callback(target: str) -> bool:
+    """Whether a target is (or names, in another case or spelling) a host callback: one of
+    :data:`HOST_CALLBACK_TARGETS`, or any name mentioning ``python`` or ending in ``callback`` (JAX's own test for
+    callbacks), compared without case, surrounding spaces or anything after a NUL."""
+    name = target.split("\0", 1)[0].strip().casefold()
+    return (name in {t.casefold() for t in HOST_CALLBACK_TARGETS} or "python" in name or name.endswith("callback")
+            or "spmdpartitioning" in name)
+
+
+def refused_target(target: str) -> str | None:
+    """Why no caller can allow ``target`` (a host callback, or not a plain name), or None."""
+    if is_host_callback(target):
+        return "host callback"
+    if not _PLAIN_TARGET.fullmatch(target):
+        return "malformed"
+    return None
 
 
 def unstable_targets(scan: ModuleScan, allowed: set[str]) -> list[str]:
@@ -28,24 +74,150 @@ def unstable_targets(scan: ModuleScan, allowed: set[str]) -> list[str]:
 
 
 def check_custom_calls(where: str, scan: ModuleScan, allowed: set[str]) -> None:
-    """Raise PolicyError listing every custom call that is not allowed, with its location and the fix."""
+    """Raise PolicyError listing every custom call that is not allowed, with its location and the fix (at export
+    and import, where the exporter's allowances apply). Host callbacks and malformed names are refused whatever is
+    allowed: an artifact carrying them could never run."""
+    refused = _refused_error(where, scan)
+    if refused is not None:
+        raise refused
     if unstable_targets(scan, allowed):
         raise disallowed_custom_calls_error(where, scan, allowed)
 
 
-def disallowed_custom_calls_error(where: str, scan: ModuleScan, allowed: set[str]) -> PolicyError:
-    stable = guaranteed_stable_custom_calls()
-    bad: dict[str, list[str]] = {}
+def _shown(target: str) -> str:
+    """A target as a message shows it: plain names as they are, others quoted with escapes, bounded."""
+    return target if _PLAIN_TARGET.fullmatch(target) else ascii(target[:80] + ("..." if len(target) > 80 else ""))
+
+
+def _uses(scan: ModuleScan, pick: Callable[[str], bool]) -> dict[str, list[str]]:
+    """``{target: [location, ...]}`` of the custom calls whose target ``pick`` selects."""
+    found: dict[str, list[str]] = {}
     for c in scan.custom_calls:
-        if c.target not in stable and c.target not in allowed:
-            bad.setdefault(c.target, []).append(short_location(c.location))
-    lines = [f"  {t} (used {len(locs)}x, first at {locs[0]})" for t, locs in sorted(bad.items())]
+        if pick(c.target):
+            found.setdefault(c.target, []).append(short_location(c.location))
+    return found
+
+
+def _listing(found: dict[str, list[str]]) -> list[str]:
+    lines = [f"  {_shown(t)} (used {len(locs)}x, first at {locs[0]})" for t, locs in sorted(found.items())[:_LISTED]]
+    if len(found) > _LISTED:
+        lines.append(f"  ... and {len(found) - _LISTED} more")
+    return lines
+
+
+def _refused_error(where: str, scan: ModuleScan) -> PolicyError | None:
+    """The error for custom calls no caller can allow (host callbacks first), or None."""
+    callbacks = _uses(scan, is_host_callback)
+    if callbacks:
+        return PolicyError(
+            f"{where}: the program calls back into Python through host-callback custom calls:\n"
+            + "\n".join(_listing(callbacks))
+            + "\nA host callback (jax.pure_callback, io_callback, jax.debug.print or jax.debug.callback, "
+              "custom_partitioning) jumps to a Python function by an index or address that only the exporting "
+              "process knew; run from an artifact it would call whatever this process holds there. jaxport never "
+              "runs one, and --allow-custom-call cannot allow it. Re-export the function without host callbacks.")
+    malformed = _uses(scan, lambda t: refused_target(t) == "malformed")
+    if malformed:
+        return PolicyError(
+            f"{where}: the program uses custom-call targets whose names are not plain (1 to 256 printable ASCII "
+            f"characters, no spaces):\n" + "\n".join(_listing(malformed))
+            + "\nNo kernel is registered under such a name, and native code may read it differently from this "
+              "check, so jaxport never compiles it, whatever is allowed. The artifact is damaged or hostile.")
+    return None
+
+
+def disallowed_custom_calls_error(where: str, scan: ModuleScan, allowed: set[str]) -> PolicyError:
+    refused = _refused_error(where, scan)
+    if refused is not None:
+        return refused
+    stable = guaranteed_stable_custom_calls()
+    bad = _uses(scan, lambda t: t not in stable and t not in allowed)
     flags = " ".join(f"--allow-custom-call {t}" for t in sorted(bad))
     return PolicyError(
         f"{where}: the program uses custom-call targets that JAX does not guarantee to keep stable:\n"
-        + "\n".join(lines)
+        + "\n".join(_listing(bad))
         + f"\nAn artifact using them may stop loading with another jaxlib. If you ship the kernels yourself, allow "
           f"them with 'allow_custom_calls: [{', '.join(sorted(bad))}]' in the spec or {flags}.")
+
+
+# --- what may run: jaxport's allowlist plus the caller's allowances --------------------------------------------
+
+
+def caller_allowances(allow_custom_calls: Iterable[str] | None) -> frozenset[str]:
+    """The targets a caller allows (``--allow-custom-call``, ``allow_custom_calls=``), checked to be strings."""
+    if allow_custom_calls is None:
+        return frozenset()
+    if isinstance(allow_custom_calls, (str, bytes)):
+        raise UsageError(f"allow_custom_calls={allow_custom_calls!r}: give a list of custom-call target names, not "
+                         f"one string.")
+    names = list(allow_custom_calls)
+    for n in names:
+        if not isinstance(n, str):
+            raise UsageError(f"allow_custom_calls: {n!r} is not a custom-call target name (a string).")
+    return frozenset(names)
+
+
+def check_module(where: str, module: bytes, allowed: frozenset[str]) -> None:
+    """The rule for one serialized program: every custom call is guaranteed stable by JAX or allowed by the caller,
+    and none is a host callback or a malformed name. Raises PolicyError (FormatError when the program cannot be
+    read to tell)."""
+    try:
+        scan = scan_module(module)
+    except JaxportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - MLIR reports an unreadable module in many ways
+        raise FormatError(f"{where}: the program cannot be read to check its custom calls ({type(e).__name__}: "
+                          f"{str(e).strip()[:200]}); the artifact is damaged or hostile.") from None
+    refused = _refused_error(where, scan)
+    if refused is not None:
+        raise refused
+    stable = guaranteed_stable_custom_calls()
+    bad = _uses(scan, lambda t: t not in stable and t not in allowed)
+    if bad:
+        flags = " ".join(f"--allow-custom-call {t}" for t in sorted(bad))
+        listed = ", ".join(repr(t) for t in sorted(bad))
+        raise PolicyError(
+            f"{where}: the program uses custom-call targets that JAX does not guarantee to keep stable:\n"
+            + "\n".join(_listing(bad))
+            + f"\nThe artifact's own list of allowed targets grants nothing: whoever runs it decides. If you trust "
+              f"the artifact and this process provides the kernels, allow them with {flags} "
+              f"(allow_custom_calls=[{listed}] in Python).")
+
+
+#: Stored derivatives checked when a program is loaded; deeper ones are checked when JAX first asks for them.
+_EAGER_VJP_ORDERS = 8
+
+
+def check_runnable(exported: Any, where: str, allow_custom_calls: Iterable[str] | None = None) -> Any:
+    """The one rule of what may compile and run (see the module docstring), applied to a deserialized ``Exported``
+    and to each VJP program it carries. Returns ``exported`` with its VJP programs checked again whenever JAX asks
+    for them (``jax.grad``, ``call --vjp``); those stored at load are checked now, so a refusal comes at load."""
+    allowed = caller_allowances(allow_custom_calls)
+
+    def checked(e: Any, order: int) -> Any:
+        here = where if order == 0 else f"{where} (its stored derivative of order {order})"
+        check_module(here, e.mlir_module_serialized, allowed)
+        get = vjp_getter(e)
+        if get is None:
+            return e
+        memo: list[Any] = []
+
+        def get_checked(primal: Any) -> Any:
+            # A deserialized payload's VJP does not depend on the primal (JAX's reader ignores it): check it once.
+            if not memo:
+                memo.append(checked(get(primal), order + 1))
+            return memo[0]
+
+        return with_vjp_getter(e, get_checked)
+
+    result = checked(exported, 0)
+    e = result
+    for _ in range(_EAGER_VJP_ORDERS):
+        get = vjp_getter(e)
+        if get is None:
+            break
+        e = get(e)
+    return result
 
 
 def check_effects(exported: Any, where: str, fname: str) -> None:

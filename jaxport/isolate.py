@@ -11,8 +11,8 @@ Two defences, both in a fresh child process:
   same bytes the same way (``jax.export.deserialize``, then the StableHLO module parsed and walked). If the child
   crashes, runs out of memory or time, the caller gets a :class:`FormatError` and never parses the bytes itself.
   A program that passed is remembered by its sha256, in this process and, when JAX's persistent compilation cache
-  is on, as an empty file ``jaxport-checked-<jaxlib>-<sha256>`` in the cache directory, so the check costs one child
-  per program, not one per call.
+  is on, as an empty file ``jaxport-checked-<check>-<jaxlib>-<sha256>`` in the cache directory, so the check costs
+  one child per program, not one per call.
 - :func:`run` runs a whole command in a child (``jaxport call --isolate``, ``jaxport inspect --mlir --isolate``):
   what the program does when compiled and run (XLA, custom calls) is contained too. The child sets
   ``RLIMIT_AS`` (address space) and ``RLIMIT_CPU`` on itself before it reads anything, and no core dump; the parent
@@ -32,8 +32,19 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import FormatError
-from .module_scan import scan_module
+from ._fsio import create_marker
+from ._jax_internals import make_ir_context
+from .errors import CrashError, FormatError, UsageError
+from .module_scan import (
+    CALL_LEVELS,
+    MAX_NESTING,
+    MAX_OPERATIONS,
+    ProgramLimitError,
+    check_operation_count,
+    checked_text,
+    scan_module,
+    stablehlo_version,
+)
 
 #: Set in an isolated child: the whole process is the sacrifice, so payload checks inside it are skipped.
 ISOLATED_ENV = "JAXPORT_ISOLATED"
@@ -42,7 +53,11 @@ ISOLATED_ENV = "JAXPORT_ISOLATED"
 _EXCEPTION = 3
 _MEMORY = 4
 _MODULE = 5
+_LIMIT = 6  # the program is over a documented limit (module_scan.MAX_NESTING, MAX_OPERATIONS)
 _CHECKED: set[str] = set()
+#: What the check does, in its verdict files' names: a verdict of an older check (one that did not print the
+#: program and apply the program limits) is not trusted.
+_CHECK_VERSION = f"v2n{MAX_NESTING}c{CALL_LEVELS}o{MAX_OPERATIONS}"
 _REFUSED: dict[str, str] = {}  # sha256 -> the refusal's message, after "{where}: function {name!r}: "
 
 
@@ -59,6 +74,9 @@ class Limits:
     #: Apply the memory limit after the target's imports, above what they mapped (the payload check: the limit
     #: bounds what the program makes the reader allocate, not JAX's own libraries).
     memory_after_imports: bool = False
+    #: A whole command (``--isolate``): the child imports Python's and JAX's libraries first, measures what they
+    #: take (the floor), and refuses a memory limit below it before applying it (see :func:`_start_command`).
+    command: bool = False
 
     def describe(self) -> str:
         parts = []
@@ -101,9 +119,27 @@ def accelerator_plugin_installed() -> bool:
 
 def command_limits(memory_bytes: int | None, wall_seconds: float) -> Limits:
     """Limits for a whole command (``--isolate``): memory (default: physical memory), wall time, and CPU time for
-    every core over that wall time."""
+    every core over that wall time.
+
+    The memory limit is on data memory (``RLIMIT_DATA``: the heap and every private writable mapping, thread stacks
+    included), not on address space: JAX's libraries and an accelerator plugin reserve address space far beyond
+    what they use, so that a realistic limit (``--memory-limit 300M``) would stop the child before it starts."""
     return Limits(memory_bytes or physical_memory(), int(wall_seconds * (os.cpu_count() or 1)) + 10, wall_seconds,
-                  "data" if accelerator_plugin_installed() else "address-space")
+                  "data", command=True)
+
+
+#: Thread pools of the numeric libraries an isolated child may load, each sized to one thread: every thread
+#: reserves a stack and an allocator arena, and OpenBLAS spins at start-up when a memory limit refuses them.
+CHILD_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                 "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
+#: What a command needs beyond its imports to start JAX's CPU backend: a margin, and a thread stack per core for
+#: XLA's thread pools (measured on 2 cores: a first small call failed at 256M, with a floor of 208M).
+_START_MARGIN = 128 << 20
+_START_PER_CORE = 16 << 20
+#: Exit statuses of an isolated command's child: its memory limit is below the floor (stdout: the floor as JSON);
+#: it ran out of memory under its limit.
+FLOOR_STATUS = 86
+OUT_OF_MEMORY_STATUS = 87
 
 
 @dataclass
@@ -156,12 +192,16 @@ def run(target: str, args: list[str], limits: Limits, *, stdin: bytes = b"", env
     child_env = dict(os.environ if env is None else env)
     child_env[ISOLATED_ENV] = "1"
     child_env.setdefault("MALLOC_ARENA_MAX", "2")  # glibc reserves address space per thread arena otherwise
+    for name in CHILD_THREADS:  # set before the child imports anything
+        child_env.setdefault(name, "1")
     cmd = [sys.executable, "-c", "from jaxport.isolate import _child; _child()",
            json.dumps(asdict(limits)), target, *args]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env,
                          cwd=cwd, start_new_session=True)
     try:
         out, err = p.communicate(stdin, timeout=limits.wall_seconds)
+        if limits.command and p.returncode == FLOOR_STATUS:
+            _refuse_below_floor(out, limits)
         return Outcome(p.returncode, out, err)
     except subprocess.TimeoutExpired:
         _kill_group(p)
@@ -180,13 +220,30 @@ def _kill_group(p: subprocess.Popen) -> None:
         p.kill()
 
 
+def _refuse_below_floor(stdout: bytes, limits: Limits) -> None:
+    """Raise the usage error of a memory limit below what the child measured it needs to start."""
+    try:
+        floor = int(json.loads(stdout)["floor"])
+    except (ValueError, KeyError, TypeError):
+        floor = 0
+    raise UsageError(f"--memory-limit {_mib(limits.memory_bytes or 0)} is below what the isolated process needs to "
+                     f"start Python and JAX here ({_mib(floor)}, measured); give --memory-limit {_mib(floor)} or "
+                     f"more.")
+
+
+def _mib(n: int) -> str:
+    """A size as --memory-limit takes it, rounded up to a MiB: ``300M``, ``2G``."""
+    mib = -(-n // (1 << 20))
+    return f"{mib // 1024}G" if mib % 1024 == 0 and mib else f"{mib}M"
+
+
 def _apply(limits: Limits) -> None:
     try:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
         return
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if limits.memory_bytes and not limits.memory_after_imports:
+    if limits.memory_bytes and not limits.memory_after_imports and not limits.command:
         _apply_memory(limits, 0)
     if limits.cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
@@ -210,6 +267,76 @@ def _address_space() -> int:
         return 0
 
 
+def _data_memory() -> int:
+    """This process's data memory (``VmData``: what ``RLIMIT_DATA`` counts) in bytes, 0 where /proc is not
+    available."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _start_command(limits: Limits) -> None:
+    """In an isolated command's child, before it reads anything: import the libraries every command loads (numpy,
+    JAX, its MLIR bindings), measure the memory they take, and either exit with ``FLOOR_STATUS`` (the limit is below
+    that plus what starting JAX's backend takes) or apply the limit. A library that cannot load under a limit is
+    thus never mistaken for a hostile artifact or a bug."""
+    import jax  # noqa: F401
+    import numpy  # noqa: F401
+    from jax.extend import mlir  # noqa: F401
+
+    used = _data_memory() if limits.memory_kind == "data" else _address_space()
+    floor = used + _START_MARGIN + _START_PER_CORE * (os.cpu_count() or 1)
+    floor = -(-floor // (16 << 20)) * (16 << 20)
+    if limits.memory_bytes and used and limits.memory_bytes < floor:
+        sys.stdout.write(json.dumps({"floor": floor}))
+        sys.stdout.flush()
+        os._exit(FLOOR_STATUS)
+    if limits.memory_bytes:
+        _apply_memory(limits, 0)
+
+
+#: What the errors of an allocation refused by the limit say (dlopen, glibc, XLA, jaxport's own input checks).
+_OUT_OF_MEMORY_WORDS = ("out of memory", "not enough memory", "cannot allocate memory", "failed to map segment",
+                        "resource_exhausted", "bad_alloc", "memoryerror")
+
+
+def exit_if_out_of_memory(e: BaseException) -> None:
+    """In an isolated command's child whose memory limit refused an allocation: exit with
+    ``OUT_OF_MEMORY_STATUS``, so that the parent reports the limit (naming ``--memory-limit``), not a bug or a
+    damaged artifact. Called by the command line's error handler; returns for any other error or process."""
+    if _LIMITS is None or not _LIMITS.command or not _LIMITS.memory_bytes:
+        return
+    text = f"{type(e).__name__}: {e}".lower()
+    if isinstance(e, MemoryError) or any(word in text for word in _OUT_OF_MEMORY_WORDS):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(OUT_OF_MEMORY_STATUS)
+
+
+def command_error(what: str, outcome: Outcome, limits: Limits) -> CrashError | None:
+    """The error of an isolated command's child that ran out of memory under its limit; None otherwise (see
+    ``Outcome.death`` for deaths by signal and timeouts)."""
+    if not limits.memory_bytes:
+        return None
+    stderr = outcome.stderr.decode("utf-8", "replace")
+    # C++ code that cannot allocate throws std::bad_alloc, which ends the process in std::terminate (SIGABRT).
+    aborted = outcome.signal == signal.SIGABRT and ("bad_alloc" in stderr or "terminate called" in stderr)
+    if outcome.returncode != OUT_OF_MEMORY_STATUS and not aborted:
+        return None
+    given = _mib(limits.memory_bytes)
+    return CrashError(f"{what}: the isolated process ran out of memory under its limit of {given} (--memory-limit): "
+                      f"the command needs more. Raise --memory-limit (to {_mib(2 * limits.memory_bytes)}, say); "
+                      f"without it the limit is the machine's physical memory.")
+
+
 _LIMITS: Limits | None = None  # the limits this child runs under, for a target that applies them late
 
 
@@ -223,7 +350,14 @@ def _child() -> None:
     sys.argv = [sys.argv[2], *sys.argv[3:]]
     import importlib
 
-    getattr(importlib.import_module(module_name), function)()
+    try:
+        if limits.command:
+            _start_command(limits)
+        target = getattr(importlib.import_module(module_name), function)
+    except (MemoryError, ImportError, OSError) as e:  # a library that cannot load under the limit
+        exit_if_out_of_memory(e)
+        raise
+    target()
 
 
 # --- checking a program before this process reads it -----------------------------------------------------------
@@ -241,19 +375,32 @@ def _read_program() -> None:
             _apply_memory(_LIMITS, _address_space())
         exported = export.deserialize(bytearray(payload))
         stage = _MODULE
-        scan_module(exported.mlir_module_serialized)
+        scan = scan_module(exported.mlir_module_serialized)
+        stage = _LIMIT
+        check_operation_count(scan.operations)
+        stage = _MODULE
         _has_main(exported.mlir_module_serialized)
     except MemoryError:
         os._exit(_MEMORY)
+    except ProgramLimitError as e:
+        _report_and_exit(_LIMIT, e)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which reads the bytes no further
-        sys.stdout.write(json.dumps({"type": type(e).__name__, "message": _last_line(str(e))[:300]}))
-        sys.stdout.flush()
-        os._exit(stage)
+        _report_and_exit(stage, e)
     os._exit(0)  # skip interpreter teardown: JAX's is slow and irrelevant here
 
 
+def _report_and_exit(status: int, e: BaseException) -> None:
+    """In a checking child: tell the parent what went wrong (JSON on stdout) and exit with ``status``."""
+    sys.stdout.write(json.dumps({"type": type(e).__name__, "message": _last_line(str(e))[:300]}))
+    sys.stdout.flush()
+    os._exit(status)
+
+
 def _has_main(module: bytes) -> None:
-    """Raise unless the module defines the ``main`` function JAX calls."""
+    """Raise unless the module defines the ``main`` function JAX calls; print it (as ``inspect --mlir``,
+    ``extract --mlir`` and ``diff`` will) and check the printed text against the program limits
+    (``module_scan.check_program_text``: nesting through regions, attributes, types, aliases and calls), which
+    bound what JAX's lowering and XLA's compiler recurse on when ``call`` runs it."""
     from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
@@ -263,6 +410,10 @@ def _has_main(module: bytes) -> None:
     with ctx:
         parsed = jmlir.deserialize_portable_artifact(module)
         ir.SymbolTable(parsed.operation)["main"]
+        try:
+            checked_text(parsed)
+        except ProgramLimitError as e:
+            _report_and_exit(_LIMIT, e)
 
 
 def _last_line(text: str) -> str:
@@ -282,7 +433,7 @@ def _verdict_file(digest: str) -> Path | None:
         directory = getattr(jax.config, "jax_compilation_cache_dir", None)
         if not getattr(jax.config, "jax_enable_compilation_cache", False) or not directory:
             return None
-        return Path(directory) / f"jaxport-checked-{jaxlib.__version__}-{digest}"
+        return Path(directory) / f"jaxport-checked-{_CHECK_VERSION}-{jaxlib.__version__}-{digest}"
     except (ImportError, AttributeError):
         return None
 
@@ -327,12 +478,10 @@ def _check(payload: bytes, digest: str) -> None:
         raise _Refused(f"JAX's reader needs more than {_gib(limits.memory_bytes or 0)} of memory for this program; "
                        f"the artifact is damaged or hostile. Do not load it; re-export it from its source.")
     if outcome.returncode == _MODULE:
-        try:
-            error = json.loads(outcome.stdout)
-            what = f"{error['type']}: {' '.join(str(error['message']).split())}"
-        except (ValueError, KeyError, TypeError):
-            what = "no message"
-        raise _Refused(f"the payload's StableHLO program cannot be read by this JAX ({what[:300]}).")
+        raise _Refused(f"the payload's StableHLO program cannot be read by this JAX ({_child_error(outcome)}).")
+    if outcome.returncode == _LIMIT:
+        raise _Refused(f"{_child_error(outcome, with_type=False)} (specs/FORMAT.md, \"Program limits\"), so it is "
+                       f"not read further. Do not load the artifact; re-export it from its source.")
     if outcome.returncode not in (0, _EXCEPTION):
         tail = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
         raise _Refused(f"JAX's reader failed in a test process (exit status {outcome.returncode}: {tail[0][:200]}). "
@@ -340,10 +489,94 @@ def _check(payload: bytes, digest: str) -> None:
     if outcome.returncode == 0:
         _CHECKED.add(digest)
         if verdict is not None:
-            try:
-                verdict.touch()
-            except OSError:
-                pass
+            create_marker(verdict)  # never through a link planted in the cache
+
+
+def _child_error(outcome: Outcome, with_type: bool = True) -> str:
+    """The error a checking child reported on stdout, on one line."""
+    try:
+        error = json.loads(outcome.stdout)
+        message = " ".join(str(error["message"]).split())
+        return (f"{error['type']}: {message}" if with_type else message)[:300]
+    except (ValueError, KeyError, TypeError):
+        return "no message"
+
+
+# --- checking a foreign module before this process parses it (``import``) ----------------------------------------
+
+
+def check_module_bytes(data: bytes) -> None:
+    """Read MLIR bytecode (plain or a StableHLO portable artifact) in a child first, as ``import`` reads it next.
+
+    The child reads it with the reader ``import`` uses first and, failing that, the other (the same order), counts
+    its operations, prints it and checks the program limits (``module_scan.check_program_text``). Raises
+    :class:`ProgramLimitError` for a module over a limit, :class:`CrashError` (without the file's name, which the
+    caller adds) when the child does not survive it; an error a reader raises is left to the caller, which reads
+    next and reports it in its own words. Skipped inside an isolated child and for bytes already checked.
+    """
+    if os.environ.get(ISOLATED_ENV):
+        return
+    digest = hashlib.sha256(data).hexdigest()
+    if digest in _CHECKED:
+        return
+    limits = payload_limits(len(data))
+    outcome = run("jaxport.isolate:_read_module", [], limits, stdin=data)
+    death = outcome.death(limits)
+    if death is not None:
+        raise CrashError(f"MLIR's reader {death} on this module in a test process; the module is damaged or hostile, "
+                         f"and is not read here.")
+    if outcome.returncode == _MEMORY:
+        raise CrashError(f"MLIR's reader needs more than {_gib(limits.memory_bytes or 0)} of memory for this module; "
+                         f"the module is damaged or hostile, and is not read here.")
+    if outcome.returncode == _LIMIT:
+        raise ProgramLimitError(_child_error(outcome, with_type=False))
+    if outcome.returncode not in (0, _EXCEPTION, _MODULE):
+        tail = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
+        raise CrashError(f"MLIR's reader failed in a test process (exit status {outcome.returncode}: "
+                         f"{tail[0][:200]}); the module is not read here.")
+    if outcome.returncode == 0:
+        _CHECKED.add(digest)
+
+
+def _read_module() -> None:
+    """Child target of :func:`check_module_bytes`: read bytecode from stdin as ``importer.mlir.read_module`` does."""
+    data = sys.stdin.buffer.read()
+    try:
+        from jax.extend import mlir as jmlir
+        from jax.extend.mlir import ir
+
+        if _LIMITS is not None and _LIMITS.memory_bytes and _LIMITS.memory_after_imports:
+            _apply_memory(_LIMITS, _address_space())
+        ctx = make_ir_context()
+        with ctx, ir.Location.unknown():
+            readers = [jmlir.deserialize_portable_artifact, ir.Module.parse]
+            if not stablehlo_version(data):
+                readers.reverse()
+            module = None
+            for reader in readers:
+                try:
+                    module = reader(data)
+                    break
+                except Exception:  # noqa: BLE001 - the next reader, as read_module does
+                    continue
+            if module is None:
+                os._exit(_EXCEPTION)
+            operations = [0]
+
+            def count(op: object) -> object:
+                operations[0] += 1
+                return ir.WalkResult.ADVANCE
+
+            module.operation.walk(count)
+            check_operation_count(operations[0])
+            checked_text(module)
+    except MemoryError:
+        os._exit(_MEMORY)
+    except ProgramLimitError as e:
+        _report_and_exit(_LIMIT, e)
+    except Exception as e:  # noqa: BLE001 - reported to the parent, whose own reading reports it
+        _report_and_exit(_MODULE, e)
+    os._exit(0)
 
 
 def isolated() -> bool:

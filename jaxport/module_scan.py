@@ -34,6 +34,7 @@ class ModuleScan:
     custom_calls: list[CustomCall] = field(default_factory=list)
     constants: list[Constant] = field(default_factory=list)
     shape_assertions: list[str] = field(default_factory=list)
+    operations: int = 0  # every operation of the module, nested ones included
 
     def custom_call_counts(self) -> Counter:
         return Counter(c.target for c in self.custom_calls)
@@ -88,8 +89,11 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
         module = jmlir.deserialize_portable_artifact(mlir_module_serialized)
 
         def visit(op):
+            scan.operations += 1
             name = op.name
-            if name == "stablehlo.custom_call":
+            # Any dialect's custom call (an op that names a call target) counts: the check must not depend on
+            # which dialect a hostile module spells it in.
+            if name == "stablehlo.custom_call" or name.endswith(".custom_call") or "call_target_name" in op.attributes:
                 target = ir.StringAttr(op.attributes["call_target_name"]).value
                 if target == "shape_assertion":
                     if "error_message" in op.attributes:
@@ -138,3 +142,153 @@ def strip_locations(mlir_module_serialized: bytes) -> bytes:
         bare = ir.Module.parse(text)
         return bytes(jmlir.serialize_portable_artifact(bare, version or stablehlo.get_current_version(),
                                                        serialize_with_sdy()))
+
+
+# --- program limits: what native readers, printers and compilers may be given ------------------------------------
+
+#: How deep a program may nest (specs/FORMAT.md "Program limits"): regions in regions, attributes and types in one
+#: another, counted through every alias (``#loc3 = loc(callsite(#loc1 at #loc2))``) and every function call (a
+#: call adds the depth of its callee at the call site). MLIR's parser and printer and XLA's compiler recurse once
+#: per level on their thread's stack: on an 8 MiB stack XLA's CPU compiler crashed at about 250 nested
+#: ``stablehlo.case`` regions (about 500 levels) and at a chain of 300 calls, MLIR's printer at 30 000 nested
+#: dictionaries and its text parser at 4000 nested regions or 7000 nested arrays. Programs JAX writes nest a few
+#: dozen levels.
+MAX_NESTING = 128
+#: The levels one function call counts for: XLA's compiler recursed about four times deeper per call of a chain of
+#: calls than per nested region (it crashed at a chain of 200 calls).
+CALL_LEVELS = 4
+#: How many operations a program may hold, nested ones included (compile time grows with it).
+MAX_OPERATIONS = 2_000_000
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|->|[\[\]{}()<>]|[#!][\w.$-]+|@(?:[\w.$-]+|"(?:[^"\\]|\\.)*")|'
+                     r'\bfunc\.func\b|sym_name\s*=\s*"(?:[^"\\]|\\.)*"')
+_OPENERS = frozenset("([{<")
+_CLOSERS = frozenset(")]}>")
+
+
+class ProgramLimitError(ValueError):
+    """A program over a documented limit (``MAX_NESTING``, ``MAX_OPERATIONS``); the message says which."""
+
+
+@dataclass
+class _Node:
+    """An alias definition or a function of a program's text: how deep its own text nests, and where it refers to
+    other nodes (the nesting depth at the reference, relative to the node's start)."""
+
+    start: int  # the nesting depth where the node begins
+    line: int
+    end: int = -1  # where an alias definition's line ends (-1: a function, which ends with its brackets)
+    own: int = 0
+    refs: list[tuple[int, str]] = field(default_factory=list)
+
+
+def check_program_text(text: str) -> None:
+    """Raise :class:`ProgramLimitError` if MLIR text nests deeper than ``MAX_NESTING``.
+
+    A bounded, pure-Python scan (one pass over the tokens, then a walk of the alias and call graph): it runs before
+    any native reader sees the text, so the nesting it measures never recurses native code. Brackets of every kind
+    count, outside string literals; an alias referred to counts with its own depth, a function called with its own
+    depth plus ``CALL_LEVELS``; a function that calls itself (directly or not) is refused, as XLA cannot compile
+    recursion.
+    """
+    nodes: dict[str, _Node] = {}
+    top = _Node(0, 1)
+    current: _Node = top
+    current_name = ""
+    depth = 0
+    pending_func: int | None = None  # depth of a ``func.func`` whose name comes next
+    last_end = 0
+    line = 1
+    for m in _TOKENS.finditer(text):
+        tok = m.group()
+        c = tok[0]
+        if current.end >= 0 and m.start() > current.end:
+            current, current_name = top, ""
+        if c in _OPENERS and len(tok) == 1:
+            depth += 1
+            if depth > MAX_NESTING:
+                line += text.count("\n", last_end, m.start())
+                raise ProgramLimitError(f"the program nests more than {MAX_NESTING} levels deep at line {line} "
+                                        f"(regions, attributes or types within one another); jaxport reads programs "
+                                        f"nested at most {MAX_NESTING} deep")
+            current.own = max(current.own, depth - current.start)
+        elif c in _CLOSERS and len(tok) == 1:
+            depth = max(depth - 1, 0)
+            if current is not top and depth < current.start:
+                current, current_name = top, ""
+        elif c in "#!" and depth == 0 and text[m.end():m.end() + 3].lstrip(" ").startswith("="):
+            line += text.count("\n", last_end, m.start())
+            last_end = m.start()
+            current, current_name = nodes.setdefault(tok, _Node(0, line)), tok
+            end = text.find("\n", m.end())
+            current.end = len(text) if end < 0 else end
+        elif c in "#!":
+            current.refs.append((depth - current.start, tok))
+        elif tok == "func.func" or tok == '"func.func"':
+            pending_func = depth
+        elif c == "@" or tok.startswith("sym_name"):
+            name = "@" + (tok[1:] if c == "@" else tok.split("=", 1)[1].strip()).strip('"')
+            if pending_func is not None:
+                line += text.count("\n", last_end, m.start())
+                last_end = m.start()
+                current, current_name = nodes.setdefault(name, _Node(pending_func, line)), name
+                pending_func = None
+            elif name != current_name:
+                current.refs.append((depth - current.start + CALL_LEVELS - 1, name))
+    _check_graph(nodes, top)
+
+
+def _check_graph(nodes: dict[str, _Node], top: _Node) -> None:
+    """The deepest nesting through references (iteratively: the graph may be as deep as the text is long)."""
+    effective: dict[str, int] = {}
+    on_path: set[str] = set()
+    for root in nodes:
+        if root in effective:
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        on_path.add(root)
+        while stack:
+            name, i = stack[-1]
+            refs = nodes[name].refs
+            while i < len(refs) and (refs[i][1] not in nodes or refs[i][1] in effective):
+                i += 1
+            if i < len(refs):
+                target = refs[i][1]
+                if target in on_path:
+                    kind = "function" if target.startswith("@") else "alias"
+                    raise ProgramLimitError(f"the program's {kind} {target[:80]} refers to itself (line "
+                                            f"{nodes[target].line}); jaxport reads programs without recursion")
+                stack[-1] = (name, i)
+                stack.append((target, 0))
+                on_path.add(target)
+                continue
+            stack.pop()
+            on_path.discard(name)
+            node = nodes[name]
+            deepest = max([node.own] + [d + effective[t] for d, t in node.refs if t in effective])
+            effective[name] = deepest
+            if node.start + deepest > MAX_NESTING:
+                kind = "function" if name.startswith("@") else "alias"
+                raise ProgramLimitError(f"the program nests more than {MAX_NESTING} levels deep through its {kind} "
+                                        f"{name[:80]} (line {node.line}: calls, aliases, regions, attributes or types "
+                                        f"within one another); jaxport reads programs nested at most {MAX_NESTING} "
+                                        f"deep")
+    for d, t in top.refs:
+        if t in effective and d + effective[t] > MAX_NESTING:
+            raise ProgramLimitError(f"the program nests more than {MAX_NESTING} levels deep through {t[:80]}; "
+                                    f"jaxport reads programs nested at most {MAX_NESTING} deep")
+
+
+def check_operation_count(operations: int) -> None:
+    """Raise :class:`ProgramLimitError` if a program holds more than ``MAX_OPERATIONS`` operations."""
+    if operations > MAX_OPERATIONS:
+        raise ProgramLimitError(f"the program holds {operations} operations; jaxport reads programs of at most "
+                                f"{MAX_OPERATIONS}")
+
+
+def checked_text(module: object) -> str:
+    """The text of a parsed module (debug information included, constants of more than 16 elements elided), after
+    :func:`check_program_text`: printing it exercises MLIR's printer, the scan bounds what comes after."""
+    text = module.operation.get_asm(enable_debug_info=True, large_elements_limit=16)  # type: ignore[attr-defined]
+    check_program_text(text)
+    return text

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import dimexpr, dtypes
-from ._fsio import open_for_reading
+from ._fsio import open_for_reading, read_at_most
 from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
 from .sharding import parse_mesh, parse_partition_spec
@@ -202,6 +202,8 @@ class _Parser:
     def __init__(self, file: str):
         self.file = file
         self.used_vars: dict[str, Where] = {}
+        #: Every symbolic dimension read, with where it is: checked against the bounds once they are all known.
+        self.expressions: list[tuple[dimexpr.Expr | dimexpr.Constraint, str, int]] = []
         #: The spec's device mesh, read before the arguments (their shardings name its axes).
         self.mesh: dict[str, int] | None = None
 
@@ -254,6 +256,7 @@ class _Parser:
                                           f"a dimension variable or an expression such as '2*h'.") from None
                 for v in dimexpr.variables(expr):
                     self.used_vars.setdefault(v, self.where(line))
+                self.expressions.append((expr, here, line))
                 value = str(expr)
             else:
                 raise self.fail(line, f"{here}: {item!r} is not a dimension.")
@@ -376,6 +379,16 @@ class _Parser:
         return FunctionSpec(name, entry, args, kwargs, self.where(raw.line), outs)
 
 
+def _check_ranges(p: _Parser, dims: dict[str, DimVar]) -> None:
+    """No shape or constraint of the spec can divide by zero, or exceed 2**62, within the declared bounds."""
+    bounds = {name: (1 if d.min is None else d.min, d.max) for name, d in dims.items()}
+    for expr, here, line in p.expressions:
+        try:
+            dimexpr.check_ranges(expr, bounds)
+        except dimexpr.DimExprError as e:
+            raise p.fail(line, f"{here}: {e}. Change the expression, or the bounds under 'dims'.") from None
+
+
 def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | None:
     if value is None:
         return None
@@ -476,6 +489,8 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
                 raise p.fail(line, f"constraints[{i}]: {c!r} names dimension variable {v!r}, which is not "
                                    f"declared under 'dims' nor used in any shape.{_suggest(v, sorted(declared))}")
         constraints.append(ConstraintSpec(c.strip(), Where(file, line)))
+        p.expressions.append((parsed, f"constraints[{i}]", line))
+    _check_ranges(p, dims)
     for name, d in dims.items():
         if name not in p.used_vars:
             raise p.fail(d.where.line, f"dims[{name!r}] is declared but no argument shape uses it; JAX can only "
@@ -548,7 +563,8 @@ def load_spec(path: str | Path) -> ShapeSpec:
     display = str(path)
     with open_for_reading(path, SpecError, missing="spec file", directory="a spec file", reading="the spec") as f:
         SPEC_DOCUMENT.check_size(os.fstat(f.fileno()).st_size, display)
-        data = f.read()
+        data = read_at_most(f, SPEC_DOCUMENT.max_bytes + 1)  # the size a file reports is not a cap
+    SPEC_DOCUMENT.check_size(len(data), display)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

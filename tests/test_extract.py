@@ -236,7 +236,7 @@ def test_weights_need_npz_or_safetensors(extract, mlp_bound, tmp_path, name):
 def test_usage_errors(extract, mlp_bound, args, message):
     res = extract(mlp_bound, *args)
     assert res.exit_code == 2
-    assert res.stderr.splitlines()[-1] == f"Error: {message}"
+    assert res.stderr == f"error[usage]: {message[:-1]}. See 'jaxport extract --help'.\n"
 
 
 def test_json_error(extract, unbound):

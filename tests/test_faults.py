@@ -140,6 +140,12 @@ class _Full:
     def __getattr__(self, name):
         return getattr(self._f, name)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
 
 @pytest.fixture
 def disk_full(monkeypatch):

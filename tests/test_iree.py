@@ -77,7 +77,7 @@ def test_unsupported_custom_call_is_refused(make_artifact, tmp_path):
            "jax.ShapeDtypeStruct(x.shape, x.dtype))(x)\n")
     path = make_artifact(src, "jaxport: 1\nargs: ['f32[4]']\nallow_custom_calls: [my_target]\n")
     with pytest.raises(jaxport.PolicyError) as e:
-        jaxport.load(path, runtime="iree")
+        jaxport.load(path, runtime="iree", allow_custom_calls=["my_target"])
     assert str(e.value) == (f"{path}: function 'f': the program uses custom calls that IREE does not provide "
                             f"(my_target); run it with the JAX runtime (--runtime jax).")
 

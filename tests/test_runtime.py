@@ -234,8 +234,11 @@ def test_custom_calls_are_checked_again_before_compiling(make_artifact, tmp_path
             f"{edited}: function 'f': the program uses custom-call targets that JAX does not guarantee to keep "
             f"stable:\n  my_target (used 1x, first at model.py:4:11)")):
         jaxport.load(edited)
-    # Allowed, it loads; this process has no kernel for it, which is said plainly.
-    loaded = jaxport.load(path)
+    # The artifact's own allowance grants nothing: the caller allows it. Then it loads; this process has no kernel
+    # for it, which is said plainly.
+    with pytest.raises(PolicyError, match=re.escape("allow them with --allow-custom-call my_target")):
+        jaxport.load(path)
+    loaded = jaxport.load(path, allow_custom_calls=["my_target"])
     with pytest.raises(PlatformError, match=re.escape(
             "could not compile the program: NOT_FOUND: No FFI handler registered for my_target")):
         loaded(np.zeros(4, np.float32))

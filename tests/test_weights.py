@@ -482,8 +482,8 @@ def test_bound_dtype_the_function_cannot_take(workdir, run_cli):
     ({"w": np.ones(3, ml_dtypes.bfloat16)},  # numpy writes ml_dtypes' types to .npy as raw void bytes
      "spec.yaml:4: bound leaf 'params/w' has dtype |V2, which jaxport does not store. Convert it, e.g. to float32."),
     ({"w": np.array([{}, 1], dtype=object)},
-     "spec.yaml:4: cannot read bound file p.npz: ValueError: Object arrays cannot be loaded when "
-     "allow_pickle=False"),
+     "spec.yaml:4: bound file p.npz: member 'w.npy': the array holds Python objects (dtype '|O'), which could "
+     "only be read by unpickling; jaxport refuses them. Save a numeric array instead."),
 ], ids=["unicode", "void", "object"])
 def test_unsupported_dtype_in_a_bound_file(workdir, run_cli, arrays, message):
     _npz(workdir / "p.npz", **arrays)

@@ -12,6 +12,8 @@ from .. import errors, render
 from ..devices import apply, device_options
 from ..options import (
     IsolatableCommand,
+    allow_custom_call_option,
+    at_most,
     debug_option,
     function_option,
     input_selection_options,
@@ -19,24 +21,25 @@ from ..options import (
     json_option,
     run_isolated,
 )
-from ..render import escape
+from ..render import escape, plain
 
 #: Outputs with at most this many values are printed by --print.
 PRINT_LIMIT = 1000
 
 
 @click.command("call", cls=IsolatableCommand)
-@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.argument("artifact", type=click.Path())
 @input_selection_options
 @function_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=click.Path(),
               help="Write the outputs: .npz keyed by output name, or .npy for a single output.")
 @click.option("--print", "print_values", is_flag=True, help=f"Print the values of outputs of at most {PRINT_LIMIT} "
                                                              f"elements.")
-@click.option("--benchmark", type=click.IntRange(min=1), metavar="N",
-              help="Time N calls after a warm-up call; report load, compile and per-call latency.")
+@click.option("--benchmark", type=click.IntRange(min=1), callback=at_most(1_000_000), metavar="N",
+              help="Time N calls (at most 1000000) after a warm-up call; report load, compile and per-call latency.")
 @click.option("--allow-platform-mismatch", is_flag=True,
               help="Try to run a function exported for other platforms than the local one.")
+@allow_custom_call_option
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="XLA compilation cache (default: $JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or "
                    "~/.cache/jaxport/xla).")
@@ -48,7 +51,7 @@ PRINT_LIMIT = 1000
 @click.option("--vjp", is_flag=True,
               help="Also run the derivative: write the input cotangents (-o) for the output cotangents of "
                    "--cotangents (default: ones). Needs an artifact exported with --vjp-order 1 or more.")
-@click.option("--cotangents", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--cotangents", type=click.Path(), metavar="FILE",
               help="With --vjp: the output cotangents, an .npz keyed by output name (or an .npy for a single output).")
 @click.option("--batch-size", type=click.IntRange(min=1), metavar="K",
               help="Stream the inputs through the artifact in chunks of K rows of axis 0 (a dimension variable shared "
@@ -58,8 +61,8 @@ PRINT_LIMIT = 1000
 @json_option
 @debug_option
 def command(artifact, items, use_random, dims, seed, function, output, print_values, benchmark,
-            allow_platform_mismatch, cache_dir, no_cache, runtime_name, no_verify, vjp, cotangents, batch_size,
-            devices, isolate, memory_limit, time_limit, as_json, debug):
+            allow_platform_mismatch, allow_custom_calls, cache_dir, no_cache, runtime_name, no_verify, vjp, cotangents,
+            batch_size, devices, isolate, memory_limit, time_limit, as_json, debug):
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
@@ -101,9 +104,10 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
         with compilation_cache(directory) as cache:
             if cache.problem and not as_json:
                 con.print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
-            with busy(f"Loading {artifact}..."):
+            with busy(f"Loading {escape(str(artifact))}..."):
                 loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
-                              verify=not no_verify, runtime=runtime_name, cache_dir=iree_cache_dir(cache.directory))
+                              verify=not no_verify, runtime=runtime_name, cache_dir=iree_cache_dir(cache.directory),
+                              allow_custom_calls=allow_custom_calls)
             f = loaded.function_manifest
             if batch_size:
                 _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json)
@@ -118,10 +122,10 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                 else:
                     arrays, sources = inputs.gather(f, list(items))
             if vjp:
-                with busy(f"Running {loaded.function} and its derivative on {loaded.platform}..."):
+                with busy(f"Running {escape(loaded.function)} and its derivative on {escape(loaded.platform)}..."):
                     _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as_json)
                 return
-            with busy(f"Compiling and running {loaded.function} on {loaded.platform}..."):
+            with busy(f"Compiling and running {escape(loaded.function)} on {escape(loaded.platform)}..."):
                 result = loaded.run(arrays, sources)
             bench = None
             if benchmark:
@@ -175,12 +179,12 @@ def _render(report, result, print_values):
     if print_values:
         for s, (name, value) in zip(report.outputs, result.leaves):
             if s["size"] <= PRINT_LIMIT:
-                out.print(f"{name} =", markup=False)
+                out.print(f"{plain(name)} =", markup=False)
                 out.print(np.array2string(np.asarray(value), threshold=PRINT_LIMIT, max_line_width=120),
                           markup=False, highlight=False)
             else:
-                out.print(f"{name}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them with -o.",
-                          markup=False)
+                out.print(f"{plain(name)}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them "
+                          f"with -o.", markup=False)
     if report.benchmark:
         b = report.benchmark
         t = Table(title=f"benchmark ({b['n']} calls after {b['warmup']} warm-up)", title_justify="left",
@@ -197,7 +201,7 @@ def _render(report, result, print_values):
 def _devices(out, placement):
     """Where a sharded function ran (nothing for an unsharded one)."""
     if placement:
-        out.print(f"sharded over {placement['devices']} devices ({placement['mesh']})"
+        out.print(f"sharded over {placement['devices']} devices ({plain(placement['mesh'])})"
                   + (f", process {placement['process_index']} of {placement['process_count']}"
                      if placement["process_count"] > 1 else ""), markup=False)
 
@@ -232,7 +236,7 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as
     _stats_table(out, "outputs", report.outputs)
     _stats_table(out, "input cotangents", report.sections["vjp"]["cotangents"])
     if res.skipped:
-        out.print(f"no cotangent for {', '.join(res.skipped)} (not floating point)", markup=False)
+        out.print(f"no cotangent for {plain(', '.join(res.skipped))} (not floating point)", markup=False)
     if output:
         out.print(f"[green]Wrote[/] {escape(str(output))} ({len(res.cotangents)} cotangent"
                   f"{'s' if len(res.cotangents) != 1 else ''})")
@@ -258,7 +262,7 @@ def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output,
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("rows, {task.fields[rate]}"), TimeRemainingColumn()]
         with Progress(*columns, console=render.stderr(), transient=True) as bar:
-            task = bar.add_task(f"{loaded.function} in chunks of {batch_size}", total=None, rate="-")
+            task = bar.add_task(f"{escape(loaded.function)} in chunks of {batch_size}", total=None, rate="-")
             import time
 
             start = time.perf_counter()

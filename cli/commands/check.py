@@ -6,12 +6,12 @@ import click
 
 from .. import errors, render
 from ..options import debug_option, json_option
-from ..render import escape
+from ..render import escape, plain
 
 
 @click.command("check")
-@click.argument("artifact", type=click.Path(dir_okay=False))
-@click.option("--policy", "-p", "policy_path", type=click.Path(dir_okay=False),
+@click.argument("artifact", type=click.Path())
+@click.option("--policy", "-p", "policy_path", type=click.Path(),
               help="The policy file (YAML, see specs/POLICY.md).")
 @click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
               help="Fail when the JAX that wrote the artifact was released more than DAYS ago (overrides the "
@@ -59,12 +59,12 @@ def _render(report):
         for col in ("rule", "result"):
             t.add_column(col)
         for r in data["rules"]:
-            t.add_row(r["rule"], "[green]ok[/]" if r["passed"] else f"[red]{r['violations']} violation"
+            t.add_row(escape(r["rule"]), "[green]ok[/]" if r["passed"] else f"[red]{r['violations']} violation"
                                                                    f"{'s' if r['violations'] != 1 else ''}[/]")
         out.print(t)
     for v in report.violations:
         where = f" ({v.function})" if v.function else ""
         out.print(f"[red]✗[/] [bold]{escape(v.rule)}[/]{escape(where)}: {escape(v.message)}")
     n = len(report.violations)
-    out.print(report.summary() if report.passed else f"{report.artifact}: {n} policy violation{'s' if n != 1 else ''}.",
-              markup=False)
+    out.print(plain(report.summary()) if report.passed
+              else f"{plain(report.artifact)}: {n} policy violation{'s' if n != 1 else ''}.", markup=False)

@@ -6,12 +6,12 @@ import click
 
 from .. import errors, render
 from ..options import debug_option, json_option
-from ..render import escape
+from ..render import escape, plain
 
 
 @click.command("diff")
-@click.argument("old", type=click.Path(dir_okay=False))
-@click.argument("new", type=click.Path(dir_okay=False))
+@click.argument("old", type=click.Path())
+@click.argument("new", type=click.Path())
 @click.option("--fail-on", type=click.Choice(["breaking", "any", "never"]), default="never", show_default=True,
               help="Exit with 13 when a breaking change (breaking) or any difference (any) is found.")
 @click.option("--no-programs", is_flag=True,
@@ -53,8 +53,8 @@ def _render(report):
             t.add_column(col)
         for c in sorted(report.changes, key=lambda c: c.severity != "breaking"):
             style = "red" if c.severity == "breaking" else "green"
-            t.add_row(f"[{style}]{c.severity}[/]", escape(c.function or "-"), c.kind, escape(c.message))
+            t.add_row(f"[{style}]{escape(c.severity)}[/]", escape(c.function or "-"), escape(c.kind), escape(c.message))
         out.print(t)
     for fname, p in report.programs.items():
-        out.print(f"program {fname}: {p.status}", markup=False)
-    out.print(report.summary(), markup=False)
+        out.print(f"program {plain(fname)}: {plain(p.status)}", markup=False)
+    out.print(plain(report.summary()), markup=False)

@@ -10,7 +10,7 @@ from ..options import debug_option, json_option, platform_option
 
 @click.command("export")
 @click.argument("entrypoint", required=False, metavar="ENTRYPOINT")
-@click.option("--shapes", "-s", "spec_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--shapes", "-s", "spec_path", required=True, type=click.Path(),
               help="YAML shape spec (see specs/SPEC.md).")
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
 @platform_option
@@ -63,10 +63,10 @@ def command(entrypoint, spec_path, output, platforms, allow, name, version, bind
         out = render.stdout()
         out.print(f"[green]Exported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
         for fname, f in result.manifest["functions"].items():
-            out.print(f"  {signature(fname, f)}", markup=False)
-            out.print(f"  platforms: {', '.join(f['platforms'])}", markup=False)
+            out.print(f"  {render.plain(signature(fname, f))}", markup=False)
+            out.print(f"  platforms: {render.plain(', '.join(f['platforms']))}", markup=False)
         if result.manifest_path:
-            out.print(f"  manifest: {result.manifest_path}", markup=False)
+            out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 
     errors.run(body, debug=debug, as_json=as_json)
 

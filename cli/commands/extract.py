@@ -9,14 +9,14 @@ from ..options import debug_option, json_option
 
 
 @click.command("extract")
-@click.argument("artifact", type=click.Path(dir_okay=False))
-@click.option("--weights", "weights_out", type=click.Path(dir_okay=False), metavar="OUT.npz|OUT.safetensors",
+@click.argument("artifact", type=click.Path())
+@click.option("--weights", "weights_out", type=click.Path(), metavar="OUT.npz|OUT.safetensors",
               help="Write the bound weights.")
 @click.option("--payload", "payload_fn", metavar="FUNCTION",
               help="Write FUNCTION's JAX serialization as is (to -o, e.g. f.jaxexport).")
 @click.option("--mlir", "mlir_fn", metavar="FUNCTION",
               help="Write FUNCTION's StableHLO to -o: text for .mlir, portable bytecode for .mlirbc.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output file for --payload or --mlir.")
+@click.option("-o", "--output", type=click.Path(), help="Output file for --payload or --mlir.")
 @json_option
 @debug_option
 def command(artifact, weights_out, payload_fn, mlir_fn, output, as_json, debug):

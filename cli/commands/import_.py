@@ -12,7 +12,7 @@ from ..options import debug_option, json_option, platform_option
 
 @click.command("import")
 @click.argument("module", metavar="MODULE")
-@click.option("--shapes", "-s", "spec_path", type=click.Path(dir_okay=False),
+@click.option("--shapes", "-s", "spec_path", type=click.Path(),
               help="YAML shape spec naming and shaping main's arguments (default: main's own static types).")
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
 @click.option("--calling-convention", "calling_convention", type=int, metavar="N",
@@ -57,10 +57,10 @@ def command(module, spec_path, output, calling_convention, platforms, allow, fun
         out = render.stdout()
         out.print(f"[green]Imported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
         for fname, f in result.manifest["functions"].items():
-            out.print(f"  {signature(fname, f)}", markup=False)
-            out.print(f"  platforms: {', '.join(f['platforms'])}; calling convention "
+            out.print(f"  {render.plain(signature(fname, f))}", markup=False)
+            out.print(f"  platforms: {render.plain(', '.join(f['platforms']))}; calling convention "
                       f"{f['calling_convention_version']}", markup=False)
         if result.manifest_path:
-            out.print(f"  manifest: {result.manifest_path}", markup=False)
+            out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 
     errors.run(body, debug=debug, as_json=as_json)

@@ -6,11 +6,11 @@ import click
 
 from .. import errors, render
 from ..options import IsolatableCommand, debug_option, function_option, isolate_options, json_option, run_isolated
-from ..render import escape
+from ..render import escape, plain, plain_lines
 
 
 @click.command("inspect", cls=IsolatableCommand)
-@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.argument("artifact", type=click.Path())
 @json_option
 @click.option("--mlir", is_flag=True, help="Print the StableHLO text of the function(s) (imports JAX).")
 @click.option("--debug-info", is_flag=True, help="With --mlir: keep source locations in the text.")
@@ -39,8 +39,9 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
                 for fname in names:
                     payload = art.read(m["functions"][fname]["payload"])
                     if len(names) > 1:
-                        print(f"// function {fname}")
-                    print(module_text(module_bytes(payload, art.path, fname), debug_info=debug_info))
+                        print(f"// function {plain(fname)}")
+                    # Source locations and string attributes in the text come from the artifact.
+                    print(plain_lines(module_text(module_bytes(payload, art.path, fname), debug_info=debug_info)))
                 return
             if as_json:
                 render.print_json(m)
@@ -57,7 +58,7 @@ def _printable(node):
     """The manifest with every string's control characters escaped (``\\x1b``): its text comes from the artifact,
     which may be hostile, and is shown on a terminal."""
     if isinstance(node, str):
-        return node if node.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in node)
+        return plain(node)
     if isinstance(node, dict):
         return {_printable(k): _printable(v) for k, v in node.items()}
     if isinstance(node, list):

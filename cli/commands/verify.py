@@ -5,30 +5,47 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..options import debug_option, dim_values_option, function_option, json_option, platform_option
-from ..render import escape
+from ..options import (
+    allow_custom_call_option,
+    debug_option,
+    dim_values_option,
+    finite_float,
+    function_option,
+    json_option,
+    platform_option,
+    seed_option,
+)
+from ..render import escape, plain
 
 
 @click.command("verify")
-@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.argument("artifact", type=click.Path())
 @click.option("--against", metavar="FILE.py:NAME",
-              help="The live function (default: the entry point the artifact records, relative to the current "
-                   "directory).")
-@click.option("--shapes", "-s", "spec_path", type=click.Path(dir_okay=False),
+              help="The live function (default: the entry point the artifact records, a file under --root).")
+@click.option("--shapes", "-s", "spec_path", type=click.Path(),
               help="A spec that must describe the artifact's signature (default: the spec the artifact records, "
-                   "when it is found).")
+                   "when it is found under --root).")
+@click.option("--root", type=click.Path(file_okay=False), metavar="DIR",
+              help="The directory the entry point, spec and bound sources the artifact records are relative to "
+                   "(default: the current directory). Recorded paths outside it are refused.")
+@click.option("--bind", "binds", multiple=True, metavar="NAME=SOURCE",
+              help="Load bound argument NAME of the live function from SOURCE (.npz, .safetensors, .npy or "
+                   "model.py:ATTR) instead of the source the artifact records; repeatable.")
 @function_option
 @dim_values_option
 @platform_option
-@click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for every output (default: by dtype).")
-@click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for every output (default: by dtype).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--atol", type=click.FloatRange(min=0), callback=finite_float,
+              help="Absolute tolerance for every output (default: by dtype).")
+@click.option("--rtol", type=click.FloatRange(min=0), callback=finite_float,
+              help="Relative tolerance for every output (default: by dtype).")
+@seed_option(0, "Seed of the random inputs.")
 @click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
               help="iree: compare the artifact run by IREE with the same artifact run by JAX (no live function).")
+@allow_custom_call_option
 @json_option
 @debug_option
-def command(artifact, against, spec_path, function, dims, platforms, atol, rtol, seed, runtime_name, as_json,
-            debug):
+def command(artifact, against, spec_path, root, binds, function, dims, platforms, atol, rtol, seed, runtime_name,
+            allow_custom_calls, as_json, debug):
     """Run an artifact and the live function on the same inputs; compare.
 
     The cases are assignments of the dimension variables chosen from the bounds and constraints (smallest valid
@@ -37,6 +54,13 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
     does not describe the artifact.
     """
 
+    bound = {}
+    for item in binds:
+        key, sep, source = item.partition("=")
+        if not sep or not key or not source:
+            raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. params=weights.npz.", param_hint="--bind")
+        bound[key] = source
+
     def body():
         from jaxport.errors import VerificationError
         from jaxport.verify import runner as verify
@@ -44,7 +68,8 @@ def command(artifact, against, spec_path, function, dims, platforms, atol, rtol,
         run = lambda progress: verify.verify(  # noqa: E731
             artifact, against, spec_path, function=function, dims=dims or None,
             platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress,
-            runtime=runtime_name, cache_dir=_iree_cache() if runtime_name == "iree" else None)
+            runtime=runtime_name, cache_dir=_iree_cache() if runtime_name == "iree" else None, root=root,
+            binds=bound, allow_custom_calls=allow_custom_calls)
         if as_json:
             report = run(None)
             render.print_json(report.as_dict())
@@ -95,19 +120,21 @@ def _render(report):
         if report.spec_differences:
             out.print(f"[red]spec {escape(report.spec)} does not describe the artifact:[/]")
             for d in report.spec_differences:
-                out.print(f"  - {d}", markup=False)
+                out.print(f"  - {plain(d)}", markup=False)
         else:
             out.print(f"spec {escape(report.spec)}: describes the artifact's signature")
     for plan in report.functions:
-        out.print(f"[bold cyan]{escape(plan.name)}[/] against {escape(plan.against)} on {', '.join(plan.platforms)}")
+        out.print(f"[bold cyan]{escape(plan.name)}[/] against {escape(plan.against)} on "
+                  f"{escape(', '.join(plan.platforms))}")
         t = Table(show_edge=False)
         for col in ("platform", "case", "dims", "output", "max abs err", "max rel err", "tolerance", "result"):
             t.add_column(col, justify="right" if col.startswith("max") else "left")
         for c in [c for c in report.cases if c.function == plan.name]:
             dims = ", ".join(f"{k}={v}" for k, v in c.dims.items()) or "-"
-            label = c.label + (f" [dim]({escape(c.note)})[/]" if c.note else "")
+            label = escape(c.label) + (f" [dim]({escape(c.note)})[/]" if c.note else "")
             if c.error:
-                t.add_row(c.platform, label, escape(dims), "-", "-", "-", "-", f"[red]FAIL[/] {escape(c.error)}")
+                t.add_row(escape(c.platform), label, escape(dims), "-", "-", "-", "-",
+                          f"[red]FAIL[/] {escape(c.error)}")
                 continue
             for o in c.outputs:
                 tol = f"{o.atol:g} + {o.rtol:g}·|x|"
@@ -117,7 +144,7 @@ def _render(report):
                     result = f"[red]FAIL[/] {escape(o.problem)}"
                 else:
                     result = f"[red]FAIL[/] {o.mismatched}/{o.size} values"
-                t.add_row(c.platform, label, escape(dims), escape(o.name), _number(o.max_abs_error),
+                t.add_row(escape(c.platform), label, escape(dims), escape(o.name), _number(o.max_abs_error),
                           _number(o.max_rel_error), tol, result)
         out.print(t)
     failed = report.failures()

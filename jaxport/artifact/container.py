@@ -5,16 +5,18 @@ bytes; each member's data starts at a multiple of ``ALIGNMENT`` (padding goes in
 tensors can be memory-mapped; the file is written to a locked temporary sibling, fsynced and renamed into place
 (``_fsio.atomic_write``), and temporary files left by killed writers are removed by the next write.
 
-Reader trust model: the file may be hostile. Before any member's bytes are handed to another parser (JSON, JAX's
-flatbuffer and StableHLO readers, numpy), the reader checks that the file is a plain zip whose members are stored,
-unencrypted, with safe unique names, laid out back to back from offset 0 with no holes, overlaps or trailing bytes;
-that its end records and directory agree with each other and with every local header (sizes, flags, CRC, names),
-all read and bounded before Python's zipfile parses anything; that ``manifest.json`` comes first, is at most
-``MAX_MANIFEST_BYTES`` and matches its CRC-32 (the manifest has no digest of its own, so this catches accidental
-damage to it); that the manifest validates; that the members are exactly those the manifest lists, with the listed
-sizes; and, when a member is read, that its sha256 matches. Nothing is ever unpickled or executed. Digests and CRCs
-detect damage, not deliberate edits: a hostile writer makes them match, which is why the program is then read in a
-child process first (``isolate.check_payload``).
+Reader trust model: the file may be hostile. It must be a regular file (``_fsio.open_regular``), and it is read
+through its descriptor with ``os.pread``, never a memory map, so a file truncated while it is read is an
+``IntegrityError``, not SIGBUS (only bound weights are mapped, by ``Artifact.view``). Before any member's bytes are
+handed to another parser (JSON, JAX's flatbuffer and StableHLO readers, numpy), the reader checks that the file is a
+plain zip whose members are stored, unencrypted, with safe unique names, laid out back to back from offset 0 with no
+holes, overlaps or trailing bytes; that its end records and directory agree with each other and with every local
+header (sizes, flags, CRC, names), all read and bounded before Python's zipfile parses anything; that
+``manifest.json`` comes first, is at most ``MAX_MANIFEST_BYTES`` and matches its CRC-32 (the manifest has no digest
+of its own, so this catches accidental damage to it); that the manifest validates; that the members are exactly
+those the manifest lists, with the listed sizes; and, when a member is read, that its sha256 matches. Nothing is
+ever unpickled or executed. Digests and CRCs detect damage, not deliberate edits: a hostile writer makes them match,
+which is why the program is then read in a child process first (``isolate.check_payload``).
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._fsio import atomic_write, open_for_reading
+from .._fsio import atomic_write, open_regular
 from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
 from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
@@ -119,7 +122,9 @@ class Member:
     size: int
 
 
-def _strict_json(data: bytes) -> Any:
+def strict_json(data: bytes) -> Any:
+    """Parse JSON bytes as the artifact reader does: UTF-8, no duplicate keys, no NaN or Infinity, numbers in range,
+    nesting at most 64 deep; ``ValueError`` (``UnicodeDecodeError`` included) for anything else."""
     def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in pairs:
@@ -166,13 +171,24 @@ def _strict_json(data: bytes) -> Any:
                       parse_int=bounded_int)
 
 
-class Artifact:
-    """An opened artifact. Use :func:`open_artifact`."""
+_strict_json = strict_json  # the name tests/test_fuzz.py checks
 
-    def __init__(self, path: Path, data: mmap.mmap | bytes, manifest: dict[str, Any], members: dict[str, Member],
+
+class Artifact:
+    """An opened artifact. Use :func:`open_artifact`.
+
+    Members are read and hashed through the file descriptor (``os.pread``), never through a memory map: a file
+    truncated by another process while it is read gives a short read, refused as an ``IntegrityError``, where a
+    memory map would kill the process with SIGBUS. Only :meth:`view` (bound weights, handed to numpy and XLA without
+    a copy) maps the file, after checking it still has its size; see README "Untrusted artifacts" for what a file
+    truncated after that does.
+    """
+
+    def __init__(self, path: Path, file: _FileBytes, manifest: dict[str, Any], members: dict[str, Member],
                  manifest_raw: bytes):
         self.path = path
-        self._data = data
+        self._file = file
+        self._map: mmap.mmap | None = None
         self.manifest = manifest
         self.members = members
         self.manifest_bytes = manifest_raw
@@ -180,25 +196,38 @@ class Artifact:
 
     @property
     def size(self) -> int:
-        return len(self._data)
+        return len(self._file)
 
     def view(self, name: str) -> memoryview:
+        """A member's bytes as a read-only view of the file's memory map (no copy, no digest check)."""
         m = self.members[name]
-        return memoryview(self._data)[m.offset:m.offset + m.size]
+        if self._map is None:
+            self._file.check_size(f"member {name!r}")
+            self._map = mmap.mmap(self._file.fileno(), len(self._file), access=mmap.ACCESS_READ)
+        return memoryview(self._map)[m.offset:m.offset + m.size]
 
     def read(self, name: str, verify: bool = True) -> bytes:
-        """A member's bytes, after checking its sha256 against the manifest."""
+        """A member's bytes, after checking its sha256 against the manifest (the digest of the bytes returned)."""
         if name not in self.members:
             raise FormatError(f"{self.path}: no member {name!r} in the artifact.")
+        m = self.members[name]
+        data = self._file.pread(m.offset, m.size, f"member {name!r}")
         if verify:
-            self.verify(name)
-        return bytes(self.view(name))
+            self._check_digest(name, sha256(data))
+        return data
 
     def verify(self, name: str) -> None:
+        """Check a member's sha256, reading it in bounded chunks."""
         if name in self._verified:
             return
+        m = self.members[name]
+        digest = hashlib.sha256()
+        for chunk in self._file.chunks(m.offset, m.size, f"member {name!r}"):
+            digest.update(chunk)
+        self._check_digest(name, digest.hexdigest())
+
+    def _check_digest(self, name: str, actual: str) -> None:
         expected = self.manifest["members"][name]["sha256"]
-        actual = sha256(self.view(name))
         if actual != expected:
             raise IntegrityError(f"{self.path}: member {name!r} is damaged: its sha256 is {actual[:16]}..., the "
                                  f"manifest says {expected[:16]}.... Re-download or re-export the artifact.")
@@ -210,11 +239,12 @@ class Artifact:
                 self.verify(name)
 
     def close(self) -> None:
-        if isinstance(self._data, mmap.mmap):
+        if self._map is not None:
             try:
-                self._data.close()
-            except BufferError:
+                self._map.close()
+            except BufferError:  # views of it are still in use (a loaded function's weights): they keep it
                 pass
+        self._file.close()
 
     def __enter__(self) -> Artifact:
         return self
@@ -227,21 +257,108 @@ def open_artifact(path: str | Path) -> Artifact:
     """Open and check an artifact (see the module docstring for what is checked)."""
     path = Path(path)
     where = str(path)
-    with open_for_reading(path, FormatError, directory="an artifact") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < 22:
-            raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(size, 'byte')}, too short "
-                              f"for a zip archive.")
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    fd = open_regular(path, FormatError, directory="an artifact")
+    data = _FileBytes(fd, where)
     try:
-        return _open(path, data, size)
+        if len(data) < 22:
+            raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(len(data), 'byte')}, too "
+                              f"short for a zip archive.")
+        return _open(path, data, len(data))
     except BaseException:
-        if isinstance(data, mmap.mmap):
-            data.close()
+        data.close()
         raise
 
 
-def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
+class _FileBytes:
+    """An artifact file's bytes, read on demand through its descriptor (``os.pread``, no memory map), with the
+    size it had when opened. A read that comes back short (the file was truncated meanwhile) or fails raises
+    ``IntegrityError`` naming the file: never SIGBUS, never a partial result."""
+
+    #: Bytes read at a time when hashing and searching.
+    CHUNK = 4 << 20
+
+    def __init__(self, fd: int, where: str):
+        self._fd = fd
+        self._where = where
+        self._size = os.fstat(fd).st_size
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def __len__(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+    def check_size(self, what: str) -> None:
+        """Refuse a file that no longer has the size it had when opened."""
+        now = os.fstat(self._fd).st_size
+        if now < self._size:
+            raise IntegrityError(self._truncated(now, what))
+
+    def _truncated(self, now: int, what: str) -> str:
+        return (f"{self._where}: the file was truncated while it was read ({what}): it is now {now} bytes, it was "
+                f"{self._size}. Do not modify an artifact while jaxport reads it; re-download or re-export it.")
+
+    def pread(self, offset: int, n: int, what: str = "") -> bytes:
+        """Exactly ``n`` bytes at ``offset``."""
+        parts: list[bytes] = []
+        got = 0
+        while got < n:
+            try:
+                chunk = os.pread(self._fd, min(n - got, 1 << 30), offset + got)
+            except OSError as e:
+                raise IntegrityError(f"{self._where}: cannot read the file at offset {offset + got}: "
+                                     f"{e.strerror or e}.") from None
+            if not chunk:
+                try:
+                    now = os.fstat(self._fd).st_size
+                except OSError:
+                    now = offset + got
+                raise IntegrityError(self._truncated(now, what or f"bytes {offset}..{offset + n}"))
+            parts.append(chunk)
+            got += len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def __getitem__(self, key: slice) -> bytes:
+        start, stop, _ = key.indices(self._size)
+        return self.pread(start, stop - start) if stop > start else b""
+
+    def chunks(self, offset: int, n: int, what: str = "") -> Iterator[bytes]:
+        """``n`` bytes at ``offset``, ``CHUNK`` bytes at a time."""
+        end = offset + n
+        while offset < end:
+            step = min(self.CHUNK, end - offset)
+            yield self.pread(offset, step, what)
+            offset += step
+
+    def rfind(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        """``bytes.rfind`` over the file, reading backwards ``CHUNK`` bytes at a time."""
+        end = self._size if end is None else min(end, self._size)
+        hi = end
+        while hi - start >= len(sub):
+            lo = max(start, hi - self.CHUNK)
+            window = self.pread(lo, min(end, hi + len(sub) - 1) - lo)
+            at = window.rfind(sub)
+            if at >= 0:
+                return lo + at
+            if lo == start:
+                break
+            hi = lo
+        return -1
+
+
+def _unpack(layout: struct.Struct, data: _FileBytes | bytes, offset: int) -> tuple[Any, ...]:
+    return layout.unpack(data[offset:offset + layout.size])
+
+
+def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     where = str(path)
 
     def bad(msg: str) -> FormatError:
@@ -295,19 +412,20 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
                       f"members must follow each other with no gaps or overlaps.")
         if info.header_offset + 30 > start_dir:
             raise bad(f"member {name!r}: local header lies past the zip directory.")
-        fields = _LOCAL.unpack_from(data, info.header_offset)
+        fields = _unpack(_LOCAL, data, info.header_offset)
         if fields[0] != b"PK\x03\x04":
             raise bad(f"member {name!r}: no local header at offset {info.header_offset}.")
         name_len, extra_len = fields[9], fields[10]
         if info.header_offset + 30 + name_len + extra_len > start_dir:
             raise bad(f"member {name!r}: local header lies past the zip directory.")
-        raw_name = bytes(data[info.header_offset + 30:info.header_offset + 30 + name_len])
+        raw_name = data[info.header_offset + 30:info.header_offset + 30 + name_len]
         if raw_name != name.encode("utf-8") and raw_name != name.encode("cp437", "replace"):
             raise bad(f"member {name!r}: local header names a different file.")
-        if not _extra_fields_tile(data, info.header_offset + 30 + name_len, extra_len) or \
+        local_extra = data[info.header_offset + 30 + name_len:info.header_offset + 30 + name_len + extra_len]
+        if not _extra_fields_tile(local_extra, 0, extra_len) or \
                 not _extra_fields_tile(info.extra, 0, len(info.extra)):
             raise bad(f"member {name!r}: a malformed zip extra field. Re-download or re-export the artifact.")
-        local_sizes = _local_sizes(data, info.header_offset + 30 + name_len, extra_len, fields[7], fields[8])
+        local_sizes = _local_sizes(local_extra, 0, extra_len, fields[7], fields[8])
         if (fields[2], fields[3], fields[6]) != (info.flag_bits, info.compress_type, info.CRC) or \
                 local_sizes != (info.compress_size, info.file_size):
             raise bad(f"member {name!r}: its local header disagrees with the zip directory (flags, method, CRC or "
@@ -328,12 +446,12 @@ def _open(path: Path, data: mmap.mmap, size: int) -> Artifact:
     mm = members[MANIFEST_NAME]
     if mm.size > MAX_MANIFEST_BYTES:
         raise bad(f"manifest.json is {mm.size} bytes; at most {MAX_MANIFEST_BYTES} are allowed.")
-    raw = bytes(data[mm.offset:mm.offset + mm.size])
+    raw = data[mm.offset:mm.offset + mm.size]
     if zlib.crc32(raw) != infos[0].CRC:
         raise IntegrityError(f"{where}: manifest.json is damaged: its CRC-32 is {zlib.crc32(raw):08x}, the zip "
                              f"directory says {infos[0].CRC:08x}. Re-download or re-export the artifact.")
     try:
-        manifest = _strict_json(raw)
+        manifest = strict_json(raw)
     except UnicodeDecodeError as e:
         raise bad(f"manifest.json is not UTF-8 (byte {e.start}).") from None
     except (ValueError, RecursionError) as e:
@@ -365,18 +483,18 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _directory(data: mmap.mmap, size: int, bad: Any) -> tuple[int, int, int]:
+def _directory(data: _FileBytes, size: int, bad: Any) -> tuple[int, int, int]:
     """The member count, size and offset of the central directory from the end records (zip64 when present),
     checked before zipfile parses anything: one disk, the directory right before the end records, bounded sizes."""
-    _, disk, dir_disk, n_disk, count, dir_size, dir_offset, _ = _EOCD_RECORD.unpack_from(data, size - 22)
+    _, disk, dir_disk, n_disk, count, dir_size, dir_offset, _ = _unpack(_EOCD_RECORD, data, size - 22)
     dir_end = size - 22
     loc = size - 22 - _ZIP64_LOCATOR.size
     if loc >= 0 and data[loc:loc + 4] == b"PK\x06\x07":
-        _, loc_disk, end64, disks = _ZIP64_LOCATOR.unpack_from(data, loc)
+        _, loc_disk, end64, disks = _unpack(_ZIP64_LOCATOR, data, loc)
         if end64 + _ZIP64_END.size != loc or loc_disk != 0 or disks != 1:
             raise bad("damaged artifact: its zip64 end records are inconsistent. Re-download or re-export it.")
-        sig, rec_size, _, _, disk64, dir_disk64, n_disk64, count64, size64, offset64 = _ZIP64_END.unpack_from(
-            data, end64)
+        sig, rec_size, _, _, disk64, dir_disk64, n_disk64, count64, size64, offset64 = _unpack(
+            _ZIP64_END, data, end64)
         if sig != b"PK\x06\x06" or rec_size != _ZIP64_END.size - 12 or disk64 or dir_disk64 or n_disk64 != count64:
             raise bad("damaged artifact: its zip64 end record is malformed. Re-download or re-export it.")
         for classic, wide, escape in ((count, count64, 0xFFFF), (n_disk, count64, 0xFFFF),
@@ -393,12 +511,13 @@ def _directory(data: mmap.mmap, size: int, bad: Any) -> tuple[int, int, int]:
     if dir_offset + dir_size != dir_end:
         raise bad(f"damaged artifact: the zip directory (offset {dir_offset}, {dir_size} bytes) does not end where "
                   f"the end record begins ({dir_end}): the file is truncated, or bytes were added or removed.")
+    directory = data[dir_offset:dir_end]  # bounded by MAX_DIRECTORY_BYTES above
     pos = dir_offset
     for k in range(count):  # the entries must tile the directory exactly
-        if pos + 46 > dir_end or data[pos:pos + 4] != b"PK\x01\x02":
+        if pos + 46 > dir_end or directory[pos - dir_offset:pos - dir_offset + 4] != b"PK\x01\x02":
             raise bad(f"damaged artifact: zip directory entry {k} is missing or malformed. Re-download or re-export "
                       f"the artifact.")
-        name_len, extra_len, comment_len = struct.unpack_from("<HHH", data, pos + 28)
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", directory, pos - dir_offset + 28)
         pos += 46 + name_len + extra_len + comment_len
     if pos != dir_end:
         raise bad(f"damaged artifact: the zip directory's entries end at offset {pos}, not at {dir_end} where the "
@@ -414,7 +533,7 @@ def _extra_fields_tile(data: Any, start: int, length: int) -> bool:
     return pos == end
 
 
-def _local_sizes(data: mmap.mmap, extra_at: int, extra_len: int, compressed: int, size: int) -> tuple[int, int]:
+def _local_sizes(data: bytes, extra_at: int, extra_len: int, compressed: int, size: int) -> tuple[int, int]:
     """A local header's (compressed size, size), from its zip64 extra field when they are escaped."""
     if compressed != 0xFFFFFFFF and size != 0xFFFFFFFF:
         return compressed, size
@@ -432,12 +551,12 @@ def _local_sizes(data: mmap.mmap, extra_at: int, extra_len: int, compressed: int
     return compressed, size
 
 
-def _misplaced_end(data: mmap.mmap, size: int) -> str:
+def _misplaced_end(data: _FileBytes, size: int) -> str:
     """Why the zip end-of-central-directory record is not the last 22 bytes: trailing data, a comment, or truncation."""
     pos = data.rfind(_EOCD, max(0, size - 22 - 0xFFFF - (1 << 20)))
     while pos > 0:
         if pos + 22 <= size:
-            _, _, _, _, _, dir_size, dir_offset, comment = _EOCD_RECORD.unpack_from(data, pos)
+            _, _, _, _, _, dir_size, dir_offset, comment = _unpack(_EOCD_RECORD, data, pos)
             if dir_offset + dir_size == pos:  # a record that really closes the archive, not bytes of a member
                 extra = size - pos - 22
                 if comment and comment == extra:
@@ -452,9 +571,9 @@ def _misplaced_end(data: mmap.mmap, size: int) -> str:
 
 
 class _ReadOnly:
-    """A minimal file object over an mmap for zipfile, which needs seek/tell/read."""
+    """A minimal file object over the artifact's bytes for zipfile, which needs seek/tell/read."""
 
-    def __init__(self, data: mmap.mmap):
+    def __init__(self, data: _FileBytes):
         self._data = data
         self._pos = 0
 
@@ -468,7 +587,7 @@ class _ReadOnly:
 
     def read(self, n: int = -1) -> bytes:
         end = len(self._data) if n is None or n < 0 else min(len(self._data), self._pos + n)
-        out = bytes(self._data[self._pos:end])
+        out = self._data[self._pos:end] if end > self._pos else b""
         self._pos = end
         return out
 

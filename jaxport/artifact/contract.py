@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import dimexpr
-from ..errors import InputError
+from ..errors import FormatError, InputError
 from .bounds import Bounds
 from .summary import array_type
 
@@ -205,9 +205,22 @@ def _smallest(holds: Any, start: int, limit: int) -> int | None:
     return hi
 
 
-def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, int]:
+#: Most evaluation steps (operations evaluated) that one call of :func:`resolve_dims` may take: a search over
+#: constraints that an artifact can make arbitrarily costly.
+MAX_RESOLVE_STEPS = 2_000_000
+
+
+def _values(env: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in env.items())
+
+
+def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
+                 budget: dimexpr.Budget | None = None) -> dict[str, int]:
     """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
-    bounds and constraints (raises InputError if a given value violates them or none can be found)."""
+    bounds and constraints (raises InputError if a given value violates them or none can be found).
+
+    The search evaluates at most ``budget`` steps (default :data:`MAX_RESOLVE_STEPS`; share one across calls to
+    bound them together): past it, FormatError, since only an artifact's constraints can make it so costly."""
     variables = dimension_variables(fn)
     for name in given:
         if name not in variables:
@@ -221,22 +234,62 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, i
         if not bounds[v].holds(value):
             raise InputError(f"dimension {v!r} = {value} (given), but it must satisfy {bounds[v].text(v)} (spec "
                              f"bound).")
+        if not 0 <= value <= dimexpr.MAX_VALUE:
+            raise InputError(f"dimension {v!r} = {value} (given) is out of range: a dimension is from 0 to 2**62.")
     constraints = [c for c in map(dimexpr.parse_constraint, fn.get("constraints") or [])
                    if c.variables() <= set(variables)]
+    budget = budget or dimexpr.Budget(MAX_RESOLVE_STEPS, "solving the dimension variables from the constraints")
+    try:
+        _search(constraints, env, given, bounds, budget)
+    except dimexpr.BudgetExceeded as e:
+        raise FormatError(f"{e}: the artifact's constraints are too costly to solve. Give every dimension with "
+                          f"--dim NAME=VALUE.") from None
+    for inp in fn["inputs"]:
+        for axis, d in enumerate(inp["shape"]):
+            if isinstance(d, str):
+                try:
+                    value = dimexpr.evaluate(dimexpr.parse(d), env)
+                except dimexpr.DimExprError as e:
+                    raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} cannot be evaluated with "
+                                     f"{_values(env)}: {e}.") from None
+                if value < 0:
+                    raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
+                                     f"{_values(env)}.")
+    return env
+
+
+def _search(constraints: list[dimexpr.Constraint], env: dict[str, int], given: Mapping[str, int],
+            bounds: Mapping[str, Bounds], budget: dimexpr.Budget) -> None:
+    """Raise the free variables of ``env`` to the smallest values that satisfy ``constraints`` (in place)."""
     limit_default = 1 << 40
+
+    def holds(c: dimexpr.Constraint, values: Mapping[str, int]) -> bool:
+        try:
+            return c.holds(values, budget)
+        except dimexpr.BudgetExceeded:
+            raise
+        except dimexpr.DimExprError as e:
+            raise InputError(f"the constraint {c.text} (spec constraint) cannot be evaluated with "
+                             f"{_values(values)}: {e}; give the dimensions with --dim NAME=VALUE.") from None
+
     for _ in range(10_000):
-        bad = next((c for c in constraints if not c.holds(env)), None)
+        bad = next((c for c in constraints if not holds(c, env)), None)
         if bad is None:
-            break
+            return
         free = [v for v in _ordered_variables(bad.text) if v in env and v not in given]
         moved = False
         for v in free:
             hi = bounds[v].hi or limit_default
 
-            def holds(x: int, v: str = v, c: dimexpr.Constraint = bad) -> bool:
-                return c.holds({**env, v: x})
+            def holds_at(x: int, v: str = v, c: dimexpr.Constraint = bad) -> bool:
+                try:
+                    return c.holds({**env, v: x}, budget)
+                except dimexpr.BudgetExceeded:
+                    raise
+                except dimexpr.DimExprError:
+                    return False  # a value the constraint cannot be evaluated at does not satisfy it
 
-            found = _smallest(holds, env[v], hi)
+            found = _smallest(holds_at, env[v], hi)
             if found is not None:
                 env[v] = found
                 moved = True
@@ -250,14 +303,7 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, i
             values = ", ".join(f"{v}={env[v]}" + (" (given)" if v in given else "") for v in involved)
             raise InputError(f"no value of {' or '.join(free)} satisfies {bad.text} (spec constraint) with {values}; "
                              f"give the dimensions with --dim NAME=VALUE.")
-    else:  # pragma: no cover - needs a pathological set of constraints
-        raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
-    for inp in fn["inputs"]:
-        for axis, d in enumerate(inp["shape"]):
-            if isinstance(d, str) and dimexpr.evaluate(dimexpr.parse(d), env) < 0:
-                raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
-                                 f"{', '.join(f'{k}={v}' for k, v in env.items())}.")
-    return env
+    raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
 
 
 def concrete_shape(inp: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:

@@ -8,9 +8,11 @@ metadata changed, weights changed with the same shapes, the program changed behi
 
 Bounds are compared exactly. Constraints are compared as sets of texts: one added tightens (breaking), one removed
 relaxes (compatible), and one replaced by another over the same variables is "changed (may be breaking)", breaking
-unless enumerating every assignment within the old bounds (when they are finite and at most
-:data:`MAX_ENUMERATION`) shows that the new constraint accepts all the old one did. A dimension variable renamed
-consistently (same input axis) is recognized and compared under its new name.
+unless ``implication`` decides it: proved to hold over the old bounds (by intervals), decided exactly for one
+variable and linear constraints, or decided by enumerating every assignment within the old bounds (when they are
+finite, at most ``implication.MAX_ENUMERATION``, and the whole diff stays within :data:`MAX_EVALUATION_STEPS`).
+Nothing searches without a bound. A dimension variable renamed consistently (same input axis) is recognized and
+compared under its new name.
 
 Programs are compared by the sha256 of their StableHLO text without source locations (imports JAX, and only when
 the payloads' bytes differ). The rules are documented in ``specs/CLI.md``; the change kinds are stable names.
@@ -19,7 +21,6 @@ the payloads' bytes differ). The rules are documented in ``specs/CLI.md``; the c
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from ..module_scan import module_text
 from .bounds import Bounds
 from .calltree import leaves
 from .container import open_artifact
+from .implication import accepts_everything_old_did
 from .payload import module_bytes
 from .summary import array_type
 
@@ -37,8 +39,9 @@ BREAKING = "breaking"
 COMPATIBLE = "compatible"
 #: ``fail_on`` levels: a report fails at "breaking" when a change is breaking, at "any" when anything differs.
 FAIL_ON = ("breaking", "any", "never")
-#: Largest number of assignments enumerated to decide whether a changed constraint accepts fewer shapes.
-MAX_ENUMERATION = 100_000
+#: Most evaluation steps (operations evaluated) that enumerating changed constraints may take, for a whole diff;
+#: past it, a changed constraint that was not decided otherwise is "changed (may be breaking)".
+MAX_EVALUATION_STEPS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -164,25 +167,36 @@ def _rename_expr(e: dimexpr.Expr, names: Mapping[str, str]) -> dimexpr.Expr:
 
 
 def _rename_dim(d: Any, names: Mapping[str, str]) -> Any:
-    if isinstance(d, int) or not names:
+    """An old dimension under the new variable names, normalized (rendered as JAX prints it)."""
+    if isinstance(d, int):
         return d
     return str(_rename_expr(dimexpr.parse(d), names))
-
-
-def _rename_constraint(text: str, names: Mapping[str, str]) -> str:
-    if not names:
-        return text
-    c = dimexpr.parse_constraint(text)
-    return f"{_rename_expr(c.lhs, names)} {c.op} {_rename_expr(c.rhs, names)}"
 
 
 def _norm_dim(d: Any) -> Any:
     return d if isinstance(d, int) else str(dimexpr.parse(d))
 
 
-def _norm_constraint(text: str) -> str:
-    c = dimexpr.parse_constraint(text)
-    return f"{c.lhs} {c.op} {c.rhs}"
+@dataclass(frozen=True)
+class _Constraint:
+    """A manifest constraint: its text as written, parsed (under the new variable names) and normalized."""
+
+    text: str
+    parsed: dimexpr.Constraint
+    norm: str
+    variables: frozenset[str]
+
+
+def _constraints(f: Mapping[str, Any], names: Mapping[str, str]) -> list[_Constraint]:
+    # Renamed trees are compared as trees and rendered, never parsed again: a longer name could push the
+    # rendering past the parser's length cap.
+    out = []
+    for text in f.get("constraints") or []:
+        c = dimexpr.parse_constraint(text)
+        lhs, rhs = _rename_expr(c.lhs, names), _rename_expr(c.rhs, names)
+        parsed = dimexpr.Constraint(lhs, c.op, rhs, text)
+        out.append(_Constraint(text, parsed, f"{lhs} {c.op} {rhs}", frozenset(parsed.variables())))
+    return out
 
 
 def _compare_dims(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
@@ -206,65 +220,37 @@ def _compare_dims(c: _Collector, fname: str, old: Mapping[str, Any], new: Mappin
                   f"shapes accepted)", was.to_manifest(), now.to_manifest())
 
 
-def _accepts_everything_old_did(old: Mapping[str, Any], names: Mapping[str, str], old_text: str,
-                                new_text: str) -> tuple[bool | None, dict[str, int] | None]:
-    """Whether every assignment within the old bounds that satisfies the old constraints also satisfies
-    ``new_text``: True (proven by enumeration), False with a counterexample, or None when it cannot be decided."""
-    new_c = dimexpr.parse_constraint(new_text)
-    old_c = dimexpr.parse_constraint(old_text)
-    variables = sorted(new_c.variables() | old_c.variables())
-    dims = {names.get(v, v): d for v, d in (old.get("dims") or {}).items()}
-    ranges = []
-    total = 1
-    for v in variables:
-        b = Bounds.of(dims.get(v))
-        if b.hi is None:
-            return None, None
-        ranges.append(range(b.lo, b.hi + 1))
-        total *= b.hi - b.lo + 1
-        if total > MAX_ENUMERATION:
-            return None, None
-    others = [dimexpr.parse_constraint(_rename_constraint(t, names)) for t in old.get("constraints") or []]
-    related = [o for o in others if o.variables() <= set(variables)]
-    entangled = any(o.variables() & set(variables) and not o.variables() <= set(variables) for o in others)
-    for values in itertools.product(*ranges):
-        env = dict(zip(variables, values))
-        try:
-            if not all(o.holds(env) for o in related):
-                continue
-            if not new_c.holds(env):
-                return (None, None) if entangled else (False, env)
-        except dimexpr.DimExprError:
-            return None, None
-    return True, None
-
-
 def _compare_constraints(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
-                         names: Mapping[str, str]) -> None:
-    old_set = {_norm_constraint(_rename_constraint(t, names)): t for t in old.get("constraints") or []}
-    new_set = {_norm_constraint(t): t for t in new.get("constraints") or []}
+                         names: Mapping[str, str], budget: dimexpr.Budget) -> None:
+    old_all = _constraints(old, names)
+    old_set = {x.norm: x for x in old_all}
+    new_set = {x.norm: x for x in _constraints(new, {})}
     removed = [k for k in old_set if k not in new_set]
     added = [k for k in new_set if k not in old_set]
     pairs: list[tuple[str, str]] = []
     for r in list(removed):
-        rv = dimexpr.parse_constraint(r).variables()
-        match = next((a for a in added if dimexpr.parse_constraint(a).variables() == rv), None)
+        rv = old_set[r].variables
+        match = next((a for a in added if new_set[a].variables == rv), None)
         if match is not None:
             pairs.append((r, match))
             removed.remove(r)
             added.remove(match)
     for r in removed:
-        c.add(COMPATIBLE, "constraint_removed", fname, "constraints", f"constraint {old_set[r]!r} removed (more "
-              f"shapes accepted)", old_set[r], None)
+        c.add(COMPATIBLE, "constraint_removed", fname, "constraints", f"constraint {old_set[r].text!r} removed (more "
+              f"shapes accepted)", old_set[r].text, None)
     for a in added:
-        c.add(BREAKING, "constraint_added", fname, "constraints", f"constraint {new_set[a]!r} added (fewer shapes "
-              f"accepted)", None, new_set[a])
+        c.add(BREAKING, "constraint_added", fname, "constraints", f"constraint {new_set[a].text!r} added (fewer "
+              f"shapes accepted)", None, new_set[a].text)
+    others = [x.parsed for x in old_all]
     for r, a in pairs:
-        verdict, example = _accepts_everything_old_did(old, names, r, a)
-        before, after = old_set[r], new_set[a]
+        old_dims = {names.get(v, v): d for v, d in (old.get("dims") or {}).items()}
+        verdict, example, how = accepts_everything_old_did(old_dims, old_set[r].parsed, new_set[a].parsed, others,
+                                                           budget)
+        before, after = old_set[r].text, new_set[a].text
         if verdict is True:
+            checked = "checked by enumerating the bounds" if how == "enumerated" else "proved over the bounds"
             c.add(COMPATIBLE, "constraint_relaxed", fname, "constraints", f"constraint {before!r} -> {after!r}: "
-                  f"every shape accepted before is still accepted (checked by enumerating the bounds)", before, after)
+                  f"every shape accepted before is still accepted ({checked})", before, after)
         elif verdict is False and example is not None:
             shown = ", ".join(f"{k}={v}" for k, v in example.items())
             c.add(BREAKING, "constraint_tightened", fname, "constraints", f"constraint {before!r} -> {after!r}: "
@@ -395,14 +381,15 @@ def _compare_signature(c: _Collector, fname: str, old: Mapping[str, Any], new: M
 # --- functions and the artifact ----------------------------------------------------------------------------------
 
 
-def _compare_function(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+def _compare_function(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+                      budget: dimexpr.Budget) -> None:
     names = _renaming(old, new)
     for v, w in names.items():
         c.add(COMPATIBLE, "dimension_renamed", fname, f"dims[{v!r}]", f"dimension variable {v!r} renamed to {w!r} "
               f"(same input axis)", v, w)
     _compare_inputs(c, fname, old, new, names)
     _compare_dims(c, fname, old, new, names)
-    _compare_constraints(c, fname, old, new, names)
+    _compare_constraints(c, fname, old, new, names, budget)
     _compare_outputs(c, fname, old, new, names)
     _compare_signature(c, fname, old, new)
 
@@ -518,9 +505,10 @@ def compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Ch
         if fname not in old["functions"]:
             c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
                   None, fname)
+    budget = dimexpr.Budget(MAX_EVALUATION_STEPS, "comparing the constraints")
     for fname in old["functions"]:
         if fname in new["functions"]:
-            _compare_function(c, fname, old["functions"][fname], new["functions"][fname])
+            _compare_function(c, fname, old["functions"][fname], new["functions"][fname], budget)
     return c.changes
 
 

@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .._fsio import atomic_write
+from .._fsio import atomic_write, check_output
 from ..errors import UsageError
 from ..module_scan import module_text
 from .container import Artifact
@@ -16,6 +16,10 @@ from .tensors import tensor_views
 
 #: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
 _NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+#: Dtypes jaxport stores that the safetensors format has no name for.
+_NOT_IN_SAFETENSORS = ("complex128",)
+#: The key of a safetensors header that holds its metadata, not a tensor: a tensor of that name cannot be read back.
+_SAFETENSORS_METADATA = "__metadata__"
 
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
@@ -38,6 +42,7 @@ def extract_weights(art: Artifact, output: str | Path) -> int:
     suffix = output.suffix.lower()
     if suffix not in (".npz", ".safetensors"):
         raise UsageError(f"{output}: weights are written as .npz or .safetensors; choose one of those extensions.")
+    check_output(output, [art.path])  # before the weights are read and verified
     arrays = weight_arrays(art)
     if not arrays:
         raise UsageError(f"{art.path}: the artifact has no bound weights to extract.")
@@ -48,11 +53,19 @@ def extract_weights(art: Artifact, output: str | Path) -> int:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: .npz cannot record the dtype of {len(odd)} tensor(s): {shown}; numpy would "
                              f"store them as raw bytes. Write .safetensors instead.")
-        atomic_write(output, lambda f: _write_npz(f, arrays))
+        atomic_write(output, lambda f: _write_npz(f, arrays), inputs=[art.path])
     else:
         from safetensors.numpy import save
 
-        atomic_write(output, lambda f: f.write(save(arrays)))
+        if _SAFETENSORS_METADATA in arrays:
+            raise UsageError(f"{output}: a tensor is named {_SAFETENSORS_METADATA!r}, the key a .safetensors header "
+                             f"reserves for its metadata; the file could not be read back. Write .npz instead.")
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in _NOT_IN_SAFETENSORS]
+        if odd:
+            shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
+            raise UsageError(f"{output}: .safetensors cannot record the dtype of {len(odd)} tensor(s): {shown}. "
+                             f"Write .npz instead.")
+        atomic_write(output, lambda f: f.write(save(arrays)), inputs=[art.path])
     return output.stat().st_size
 
 
@@ -78,7 +91,7 @@ def _payload(art: Artifact, function: str | None) -> tuple[str, bytes]:
 def extract_payload(art: Artifact, function: str | None, output: str | Path) -> int:
     """Write a function's JAX serialization as is (loadable with ``jax.export.deserialize``)."""
     _, payload = _payload(art, function)
-    atomic_write(output, lambda f: f.write(payload))
+    atomic_write(output, lambda f: f.write(payload), inputs=[art.path])
     return len(payload)
 
 
@@ -89,5 +102,5 @@ def extract_mlir(art: Artifact, function: str | None, output: str | Path) -> int
     module = module_bytes(payload, art.path, fname)
     data = module if str(output).lower().endswith(".mlirbc") else \
         module_text(module, debug_info=True).encode("utf-8")
-    atomic_write(output, lambda f: f.write(data))
+    atomic_write(output, lambda f: f.write(data), inputs=[art.path])
     return len(data)

@@ -315,6 +315,7 @@ def validate(m: Any) -> dict[str, Any]:
                 dimexpr.parse_constraint(v.string(c, f"{here}.constraints[{i}]", 1024))
             except dimexpr.DimExprError as e:
                 raise v.fail(f"{here}.constraints[{i}]", f"bad constraint: {e}") from None
+        _check_dimension_ranges(v, f, here)
         v.integer(f.get("nr_devices", 1), f"{here}.nr_devices", 1, 1 << 20)
         _check_mesh(v, f, here)
         names = v.lst(f.get("weights", []), f"{here}.weights", 1 << 20)
@@ -328,6 +329,27 @@ def validate(m: Any) -> dict[str, Any]:
     if m.get("weights") is not None:
         _check_weights(v, m["weights"], members)
     return m
+
+
+def _check_dimension_ranges(v: _V, f: dict[str, Any], here: str) -> None:
+    """No shape or constraint can divide by zero or exceed 2**62 within the declared bounds (``dimexpr``'s rule)."""
+    bounds = {name: (1 if d.get("min") is None else d["min"], d.get("max")) for name, d in f.get("dims", {}).items()}
+    for kind in ("inputs", "outputs"):
+        for i, a in enumerate(f[kind]):
+            for j, d in enumerate(a["shape"]):
+                if isinstance(d, str):
+                    try:
+                        _, most = dimexpr.value_range(dimexpr.parse(d), bounds)
+                    except dimexpr.DimExprError as e:
+                        raise v.fail(f"{here}.{kind}[{i}].shape[{j}]", f"bad dimension expression: {e}") from None
+                    if most < 0:
+                        raise v.fail(f"{here}.{kind}[{i}].shape[{j}]", f"bad dimension expression: {d!r} is "
+                                                                        f"negative for every value within the bounds")
+    for i, c in enumerate(f.get("constraints", [])):
+        try:
+            dimexpr.check_ranges(dimexpr.parse_constraint(c), bounds)
+        except dimexpr.DimExprError as e:
+            raise v.fail(f"{here}.constraints[{i}]", f"bad constraint: {e}") from None
 
 
 def _check_mesh(v: _V, f: dict[str, Any], here: str) -> None:

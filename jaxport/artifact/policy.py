@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._fsio import open_for_reading
+from .._fsio import open_for_reading, read_at_most
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
 from .compat import window
@@ -59,6 +59,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
           "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
+#: The largest number a policy may give (sizes, days, calling conventions).
+MAX_NUMBER = 1 << 62
 _JAX_VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})\.(\d{1,6})")
 #: The oldest JAX that runs each calling convention version (JAX's export documentation); a policy's
 #: ``min_consumer_jax`` older than this cannot run artifacts of that version.
@@ -119,6 +121,12 @@ POLICY_DOCUMENT = Document(
     too_many_nodes="{file}: the policy expands to more than {max_nodes} YAML nodes or {max_depth} levels (aliases "
                    "included).",
 )
+
+
+def _shown(value: Any) -> str:
+    """A value for a message, cut short: a policy's text may hold thousands of characters in one value."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 class _Node:
@@ -186,17 +194,23 @@ class _Parser:
     def size(self, node: _Node, what: str) -> int:
         v = node.value
         if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-            return v
-        m = _SIZE.match(v) if isinstance(v, str) else None
+            return self.at_most(v, node, what)
+        m = _SIZE.match(v) if isinstance(v, str) and len(v) <= 64 else None
         if m is None:
             raise self.fail(node.line, f"{what} must be a number of bytes or a size such as '100 MB' or '1 GiB' "
-                                       f"(units: B, kB, MB, GB, KiB, MiB, GiB), found {v!r}.")
-        return int(float(m.group(1)) * _UNITS[m.group(2)])
+                                       f"(units: B, kB, MB, GB, KiB, MiB, GiB), found {_shown(v)}.")
+        number = float(m.group(1)) * _UNITS[m.group(2)]
+        return self.at_most(int(number) if number <= MAX_NUMBER else MAX_NUMBER + 1, node, what)
 
     def integer(self, node: _Node, what: str) -> int:
         if isinstance(node.value, bool) or not isinstance(node.value, int) or node.value < 0:
-            raise self.fail(node.line, f"{what} must be a non-negative integer, found {node.value!r}.")
-        return node.value
+            raise self.fail(node.line, f"{what} must be a non-negative integer, found {_shown(node.value)}.")
+        return self.at_most(node.value, node, what)
+
+    def at_most(self, value: int, node: _Node, what: str) -> int:
+        if value > MAX_NUMBER:
+            raise self.fail(node.line, f"{what} is larger than 2**62, the largest number a policy may give.")
+        return value
 
     def version(self, node: _Node, what: str) -> tuple[int, int]:
         if not isinstance(node.value, str):
@@ -291,7 +305,8 @@ def load_policy(path: str | Path) -> Policy:
     with open_for_reading(path, PolicyFileError, missing="policy file", directory="a policy file",
                           reading="the policy") as f:
         POLICY_DOCUMENT.check_size(os.fstat(f.fileno()).st_size, shown)
-        data = f.read()
+        data = read_at_most(f, POLICY_DOCUMENT.max_bytes + 1)  # the size a file reports is not a cap
+    POLICY_DOCUMENT.check_size(len(data), shown)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

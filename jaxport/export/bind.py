@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import os
 import re
+import struct
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from .. import dtypes
+from .._fsio import open_for_reading, read_at_most
+from .._npyfile import read_header, read_npz_file, size_text
 from ..artifact.calltree import key_name
+from ..artifact.container import strict_json
 from ..artifact.summary import array_type
 from ..artifact.tensors import Tensor
 from ..errors import EntrypointError, SpecError
@@ -31,6 +36,8 @@ from ..spec import BindLeaf, FunctionSpec, ShapeSpec
 from .entrypoint import load_attribute, split_entrypoint
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
+#: A bound ``.npz`` member over ``_npyfile.BOMB_FLOOR`` bytes may inflate at most this many times its compressed size.
+MAX_BIND_RATIO = 100
 
 
 @dataclass
@@ -88,7 +95,7 @@ def load_bind_source(source: str, base_dir: Path, where: str,
     if not source.lower().endswith((".npz", ".npy", ".safetensors")) and ":" in source:
         return _load_attribute(source, base_dir, where, modules or {})
     path = (base_dir / source) if not Path(source).is_absolute() else Path(source)
-    if not path.is_file():
+    if not path.exists():
         raise SpecError(f"{where}: bound file {source} not found (paths are relative to the spec file's "
                         f"directory).")
     suffix = path.suffix.lower()
@@ -96,25 +103,39 @@ def load_bind_source(source: str, base_dir: Path, where: str,
         raise SpecError(f"{where}: bound file {source} has an unsupported extension {suffix!r}: use .npz, "
                         f".safetensors or .npy, or a Python attribute 'model.py:NAME'.")
     magic, kind = _FILE_MAGIC[suffix]
-    if magic:
-        with open(path, "rb") as f:
+    here = f"{where}: bound file {source}"
+    # one opening, checked to be a regular file (never a FIFO or a device), read by jaxport's own bounded readers
+    with open_for_reading(path, lambda m: SpecError(f"{where}: bound file {m}"), directory="a weights file") as f:
+        if magic:
             head = f.read(len(magic[0]))
-        if not head.startswith(magic):
-            raise SpecError(f"{where}: bound file {source} is not {kind}.")
-    try:
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=False, mmap_mode="r")
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                if len(z.files) > MAX_BIND_FILE_MEMBERS:
-                    raise SpecError(f"{where}: {source} has {len(z.files)} arrays; at most "
-                                    f"{MAX_BIND_FILE_MEMBERS} are allowed.")
-                return _nest({k: z[k] for k in z.files}, f"{where}: {source}")
-        return _nest(read_safetensors(path, f"{where}: bound file {source}"), f"{where}: {source}")
-    except SpecError:
-        raise
-    except Exception as e:  # noqa: BLE001 - numpy and zipfile raise many kinds on bad files
-        raise SpecError(f"{where}: cannot read bound file {source}: {type(e).__name__}: {e}") from None
+            if not head.startswith(magic):
+                raise SpecError(f"{here} is not {kind}.")
+            f.seek(0)
+        try:
+            if suffix == ".npy":
+                return _map_npy(f, here)
+            if suffix == ".npz":
+                return _nest(read_npz_file(f, here, error=SpecError, max_members=MAX_BIND_FILE_MEMBERS,
+                                           holds="only arrays", numeric_only=False, max_ratio=MAX_BIND_RATIO),
+                             f"{where}: {source}")
+            return _nest(_read_safetensors(f, here), f"{where}: {source}")
+        except SpecError:
+            raise
+        except Exception as e:  # noqa: BLE001 - numpy and zipfile raise many kinds on bad files
+            raise SpecError(f"{where}: cannot read bound file {source}: {type(e).__name__}: {e}") from None
+
+
+def _map_npy(f: BinaryIO, where: str) -> np.ndarray:
+    """A bound ``.npy`` as a read-only memory map of the open file ``f``, its header checked by ``_npyfile``."""
+    size = os.fstat(f.fileno()).st_size
+    header = read_header(f, where, SpecError, numeric_only=False)
+    if size - header.header_bytes != header.nbytes:
+        raise SpecError(f"{where}: the header declares {size_text(header)}, but {size - header.header_bytes} "
+                        f"bytes follow it; the file is truncated or damaged.")
+    if not header.nbytes:
+        return np.zeros(header.shape, header.dtype)
+    return np.memmap(f, dtype=header.dtype, mode="r", offset=header.header_bytes, shape=header.shape,
+                     order="F" if header.fortran_order else "C")
 
 
 #: Extension -> (accepted leading bytes, what the file must be), checked before any parser sees the file.
@@ -162,47 +183,60 @@ _MISSING = object()
 
 
 def read_safetensors(path: Path, where: str) -> dict[str, np.ndarray]:
-    """The tensors of a ``.safetensors`` file, as read-only views of its memory map.
+    """The tensors of a ``.safetensors`` file, as read-only views of its memory map (see ``_read_safetensors``)."""
+    with open_for_reading(path, SpecError, directory="a .safetensors file") as f:
+        return _read_safetensors(f, where)
 
-    Trust model: the file may be hostile. The header is bounded and every tensor must lie inside the data section
-    with the size its shape and dtype give, before any byte is viewed. Every dtype jaxport stores is read,
-    ``BF16`` and ``F8_*`` included (``safetensors.numpy`` cannot represent them).
+
+def _read_safetensors(f: BinaryIO, where: str) -> dict[str, np.ndarray]:
+    """The tensors of the ``.safetensors`` file open as ``f`` (a regular file), as read-only views of its memory map.
+
+    Trust model: the file may be hostile. It must follow the safetensors format's rules (its README, "Format"):
+    the header is bounded (``MAX_SAFETENSORS_HEADER``), strict JSON (no duplicate names, bounded nesting and
+    numbers) that starts with ``{``; ``__metadata__`` maps strings to strings; every tensor lies inside the data
+    section with the size its shape and dtype give; and the tensors cover the data section exactly, with no
+    overlap, hole or trailing byte (each byte belongs to one tensor), before any byte is viewed. Every dtype
+    jaxport stores is read, ``BF16`` and ``F8_*`` included (``safetensors.numpy`` cannot represent them).
     """
-    import json
-    import struct
-
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise SpecError(f"{where}: too short for a .safetensors file ({size} bytes).")
-        (n,) = struct.unpack("<Q", head)
-        if n > min(MAX_SAFETENSORS_HEADER, size - 8):
-            raise SpecError(f"{where}: the header claims {n} bytes, more than the file holds or "
-                            f"{MAX_SAFETENSORS_HEADER} allowed; the file is damaged or not .safetensors.")
-        raw = f.read(n)
+    size = os.fstat(f.fileno()).st_size
+    head = read_at_most(f, 8)
+    if len(head) < 8:
+        raise SpecError(f"{where}: too short for a .safetensors file ({size} bytes).")
+    (n,) = struct.unpack("<Q", head)
+    if n > min(MAX_SAFETENSORS_HEADER, size - 8):
+        raise SpecError(f"{where}: the header claims {n} bytes, more than the file holds or "
+                        f"{MAX_SAFETENSORS_HEADER} allowed; the file is damaged or not .safetensors.")
+    raw = read_at_most(f, n)
+    if len(raw) < n:
+        raise SpecError(f"{where}: truncated while reading its {n}-byte header.")
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = strict_json(raw)
         if not isinstance(header, dict):
             raise ValueError("the header is not a JSON object")
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise SpecError(f"{where}: the header is not valid JSON ({e}).") from None
-    header.pop("__metadata__", None)
+    if not raw.startswith(b"{"):
+        raise SpecError(f"{where}: the header must start with '{{' (safetensors' rule); it starts with "
+                        f"{raw[:1]!r}.")
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and (not isinstance(metadata, dict) or
+                                 not all(isinstance(v, str) for v in metadata.values())):
+        raise SpecError(f"{where}: __metadata__ must map strings to strings.")
     if len(header) > MAX_BIND_FILE_MEMBERS:
         raise SpecError(f"{where}: {len(header)} tensors; at most {MAX_BIND_FILE_MEMBERS} are allowed.")
     data_start, data_size = 8 + n, size - 8 - n
-    data = np.memmap(path, dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
-    out: dict[str, np.ndarray] = {}
+    entries: list[tuple[int, int, str, Any, list[int]]] = []
     for name, info in header.items():
         here = f"{where}: tensor {name!r}"
         try:
             tag, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            if not all(type(d) is int and d >= 0 for d in [*shape, begin, end]):  # noqa: E721 - no bools
+            if not isinstance(shape, list) or \
+                    not all(type(d) is int and d >= 0 for d in [*shape, begin, end]):  # noqa: E721 - no bools
                 raise TypeError
         except (KeyError, TypeError, ValueError):
             raise SpecError(f"{here}: expected dtype, shape and data_offsets [begin, end] as non-negative "
                             f"integers.") from None
-        dname = SAFETENSORS_DTYPES.get(tag)
+        dname = SAFETENSORS_DTYPES.get(tag) if isinstance(tag, str) else None
         if dname is None:
             raise SpecError(f"{here}: dtype {tag} is not one jaxport stores (it stores "
                             f"{', '.join(SAFETENSORS_DTYPES)}).")
@@ -213,7 +247,23 @@ def read_safetensors(path: Path, where: str) -> dict[str, np.ndarray]:
         if end > data_size or begin > end or end - begin != count * dtype.itemsize:
             raise SpecError(f"{here}: bytes {begin}..{end} do not hold shape {shape} of {tag} inside the "
                             f"{data_size}-byte data section.")
-        out[name] = data[data_start + begin:data_start + end].view(dtype).reshape(shape) if count else \
+        entries.append((begin, end, name, dtype, shape))
+    pos, previous = 0, None
+    for begin, end, name, _, _ in sorted(entries, key=lambda e: (e[0], e[1])):
+        if begin < pos:
+            raise SpecError(f"{where}: tensor {name!r} (bytes {begin}..{end}) overlaps tensor {previous!r}, which "
+                            f"ends at byte {pos}: each byte of the data section belongs to one tensor.")
+        if begin > pos:
+            raise SpecError(f"{where}: bytes {pos}..{begin} of the data section belong to no tensor (before tensor "
+                            f"{name!r}): the data section must be covered exactly, with no holes.")
+        pos, previous = end, name
+    if pos != data_size:
+        raise SpecError(f"{where}: bytes {pos}..{data_size} at the end of the data section belong to no tensor: "
+                        f"the data section must be covered exactly, with no trailing bytes.")
+    data = np.memmap(f, dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
+    out: dict[str, np.ndarray] = {}
+    for begin, end, name, dtype, shape in entries:
+        out[name] = data[data_start + begin:data_start + end].view(dtype).reshape(shape) if end > begin else \
             np.zeros(shape, dtype)
     return out
 

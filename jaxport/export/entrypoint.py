@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._fsio import open_regular, shown_path
 from ..errors import EntrypointError
 
 
@@ -121,10 +122,18 @@ def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Ent
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     is_file = target.endswith(".py") or os.sep in target or "/" in target
     if is_file:
-        path = (base / target).resolve() if not os.path.isabs(target) else Path(target).resolve()
-        if not path.is_file():
+        try:
+            path = (base / target).resolve() if not os.path.isabs(target) else Path(target).resolve()
+            exists = path.exists()
+        except (OSError, ValueError) as e:  # a NUL byte, a name too long, a symbolic-link loop
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else "the path contains a NUL byte"
+            raise EntrypointError(f"entry point {text!r}: cannot read {shown_path(target)}: {reason}.") from None
+        if not exists:
             raise EntrypointError(f"entry point {text!r}: file {target} not found"
                                   f"{'' if path.parent.is_dir() else ' (its directory does not exist)'}.")
+        # Python's importer opens the file itself: it must be a regular file (a FIFO would block the import)
+        os.close(open_regular(path, lambda m: EntrypointError(f"entry point {text!r}: {m}"),
+                              directory="a Python file"))
         root = path.parent
         module_name = "_jaxport_entry_" + re.sub(r"\W", "_", path.stem)
         _enter_root(root)

@@ -287,6 +287,7 @@ def lower(
     scan = scan_module(exported.mlir_module_serialized)
 
     out_names, out_tree = _outputs(exported)
+    check_output_dimensions(exported, out_names, spec)
     input_positions, weight_positions = calltree.argument_positions(exported)
     kept = set(exported.module_kept_var_idx)
     unused = [t.name for t, pos in zip(tensors, weight_positions) if pos not in kept]
@@ -296,6 +297,21 @@ def lower(
                                  weight_positions)
     return Lowered(exported, name, inputs, calltree.from_spec(fspec, arg_names, leaf_index), out_names, out_tree,
                    x64, scan, tensors, unused, input_positions, weight_positions)
+
+
+def check_output_dimensions(exported: Any, out_names: list[str], spec: ShapeSpec) -> None:
+    """Refuse an output dimension that can divide by zero, or exceed 2**62, within the spec's bounds: every reader
+    of the artifact would refuse it (``dimexpr.check_ranges``, the rule the spec's own shapes pass)."""
+    bounds = {d.name: (1 if d.min is None else d.min, d.max) for d in spec.dims.values()}
+    for name, aval in zip(out_names, exported.out_avals):
+        for axis, d in enumerate(aval.shape):
+            if isinstance(d, int):
+                continue
+            try:
+                dimexpr.check_ranges(dimexpr.parse(str(d)), bounds)
+            except dimexpr.DimExprError as e:
+                raise SpecError(f"{spec.file}: output {name!r}: shape[{axis}] is {d}, which the artifact cannot "
+                                f"record: {e}. Bound the dimension variables under 'dims' so that it cannot.") from None
 
 
 def _jit_sharded(program: Callable[..., Any], tree: Any, kwargs: dict[str, Any], dyn_args: Any, dyn_kwargs: Any,

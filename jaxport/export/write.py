@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._fsio import atomic_write
+from .._fsio import atomic_write, check_output
 from ..artifact import container, manifest, tensors
 from ..artifact.tensors import Tensor
 from ..isolate import trust
@@ -66,6 +66,8 @@ def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_fil
     ``output`` is the artifact's path or a directory (default: ``<name>.jaxport`` in the current directory);
     ``spec_file`` is recorded relative to the current directory, unless it is a placeholder such as ``<no spec>``.
     With ``write_manifest``, the manifest is also written next to the artifact as ``<artifact>.manifest.json``.
+    Both outputs are checked (``check_output``: never a device, FIFO or directory, never the spec or another file
+    the export read) before either is written.
     """
     for payload in payloads.values():
         trust(payload)  # serialized by JAX in this process: no child check when it is loaded here
@@ -88,9 +90,12 @@ def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_fil
     out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
     if out.is_dir():
         out = out / f"{artifact_name}.jaxport"
+    read = [spec_file] if spec_file and not spec_file.startswith("<") else []
+    sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
+    for path in (out, sidecar):
+        if path is not None:
+            check_output(path, read)
     raw = container.write_artifact(out, m, members)
-    sidecar = None
-    if write_manifest:
-        sidecar = out.with_name(out.name + ".manifest.json")
-        atomic_write(sidecar, lambda f: f.write(raw))
+    if sidecar is not None:
+        atomic_write(sidecar, lambda f: f.write(raw), inputs=read)
     return ExportResult(out, m, out.stat().st_size, sidecar, list(warnings or []))

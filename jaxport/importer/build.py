@@ -266,14 +266,16 @@ def import_stablehlo(
                           write_manifest=write_manifest, warnings=imported.warnings)
 
 
-def module_function(module_path: str | Path, f: Mapping[str, Any]) -> Callable[..., Any]:
+def module_function(module_path: str | Path, f: Mapping[str, Any],
+                    allow_custom_calls: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
     """The module's ``main`` as a JAX-callable function with the signature a manifest records for it, imported
-    afresh from the file (``verify`` uses it as the live function of an imported artifact)."""
+    afresh from the file (``verify`` uses it as the live function of an imported artifact). ``allow_custom_calls``
+    are the caller's allowances: the manifest's own list grants nothing (``checks.check_runnable``)."""
     spec, inputs = spec_from_manifest(f, str(module_path))
     imported = build(module_path, inputs, spec, name=function_name(module_path),
                      platforms=list(f.get("platforms") or ["cpu"]),
                      calling_convention=_check_calling_convention(None),
-                     allow_custom_calls=list(f.get("allowed_custom_calls") or []))
+                     allow_custom_calls=list(allow_custom_calls))
     exported = imported.lowered.exported
     sig = f.get("signature") or {"args": [{"input": k} for k in range(len(inputs))], "kwargs": {}}
     order = [a["input"] for a in sig.get("args") or []] + [v["input"] for v in (sig.get("kwargs") or {}).values()]

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._fsio import read_file
 from .._jax_internals import make_ir_context
-from ..errors import EntrypointError, ExportError
-from ..module_scan import stablehlo_version
+from ..errors import CrashError, EntrypointError, ExportError
+from ..isolate import check_module_bytes
+from ..module_scan import ProgramLimitError, check_operation_count, check_program_text, stablehlo_version
 
 #: MLIR element types and the dtypes jaxport gives them.
 ELEMENT_TYPES: dict[str, str] = {
@@ -71,6 +73,10 @@ def first_error(e: BaseException, display: str) -> str:
     return found[:400].rstrip(".")
 
 
+#: The largest module file ``import`` reads (the parsed module takes several times this in memory).
+MAX_MODULE_BYTES = 2 << 30
+
+
 def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
     """Parse a module file: ``(context, module, StableHLO version of a portable artifact or None)``.
 
@@ -81,16 +87,12 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
     from jax.extend.mlir import ir
 
     display = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise EntrypointError(f"{display}: module file not found.") from None
-    except IsADirectoryError:
-        raise EntrypointError(f"{display}: is a directory, not a StableHLO module.") from None
-    except OSError as e:
-        raise EntrypointError(f"{display}: cannot read the module: {e.strerror}.") from None
+    data = read_file(path, EntrypointError, MAX_MODULE_BYTES,
+                     lambda n: f"{display}: the module is {n} bytes; at most {MAX_MODULE_BYTES} are read.",
+                     missing="module file", directory="a StableHLO module", reading="the module")
     how = ("Give MLIR text (.mlir), MLIR bytecode, or a StableHLO portable artifact (.mlirbc) whose functions use the "
            "func, stablehlo and chlo dialects.")
+    _check_limits(data, display)
     ctx = make_ir_context()
     version = None
     with ctx, ir.Location.unknown():
@@ -115,7 +117,47 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
         except Exception as e:  # noqa: BLE001 - MLIR's parser and the VHLO reader raise several kinds
             raise EntrypointError(f"{display}: cannot read a StableHLO module: {first_error(e, display)}. "
                                   f"{how}") from None
+        _check_operations(module, display)
     return ctx, module, version
+
+
+def _check_limits(data: bytes, display: str) -> None:
+    """Before MLIR's native readers see a module: text is scanned in Python for the program limits
+    (``module_scan.check_program_text``); bytecode, which only a native reader can decode, is read in a child
+    process first (``isolate.check_module_bytes``). A module over a limit is an export error (JAX could not lower
+    or compile it safely), a reader that crashes the child a crash."""
+    try:
+        if data.startswith(BYTECODE_MAGIC):
+            check_module_bytes(data)
+        else:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return  # refused by read_module, before any parser sees it
+            check_program_text(text)
+    except ProgramLimitError as e:
+        raise ExportError(f"{display}: {e} (specs/IMPORT.md, \"Limits\"). Simplify the module (fewer nested "
+                          f"regions or calls, smaller attributes) before importing it.") from None
+    except CrashError as e:
+        raise CrashError(f"{display}: {e}") from None
+
+
+def _check_operations(module: Any, display: str) -> None:
+    """Refuse a module of more operations than ``module_scan.MAX_OPERATIONS`` (counted without recursion)."""
+    from jax.extend.mlir import ir
+
+    operations = [0]
+
+    def count(op: Any) -> Any:
+        operations[0] += 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(count)
+    try:
+        check_operation_count(operations[0])
+    except ProgramLimitError as e:
+        raise ExportError(f"{display}: {e} (specs/IMPORT.md, \"Limits\"). Split the module, or import a smaller "
+                          f"one.") from None
 
 
 def _first_that_reads(readers: list[Callable[[bytes], Any]], data: bytes) -> Any:
@@ -167,7 +209,10 @@ def _dict_attrs(func_op: Any, key: str, n: int) -> list[dict[str, Any]]:
 def _string(attr: Any) -> str | None:
     from jax.extend.mlir import ir
 
-    return ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr) else None
+    if not isinstance(attr, ir.StringAttr):
+        return None
+    # A foreign module's strings (function names included) need not be UTF-8; reading .value then raises.
+    return bytes(ir.StringAttr(attr).value_bytes).decode("utf-8", "backslashreplace")
 
 
 def find_main(module: Any, display: str) -> Any:

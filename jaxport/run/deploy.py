@@ -3,11 +3,12 @@ without Python JAX. Needs the optional extra ``jaxport[iree]``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from .. import dtypes
-from .._fsio import atomic_write
+from .._fsio import atomic_write, check_output
 from ..artifact import contract
 from ..artifact.calltree import argument_positions
 from ..artifact.container import manifest_bytes
@@ -19,17 +20,21 @@ from .load import load
 
 
 def compile_artifact(path: str | Path, output: str | Path, *, function: str | None = None,
-                     dims: dict[str, int] | None = None, cpu: str = "generic") -> dict[str, Any]:
+                     dims: dict[str, int] | None = None, cpu: str = "generic",
+                     allow_custom_calls: Iterable[str] | None = None) -> dict[str, Any]:
     """Compile a function of an artifact into an IREE module (``.vmfb``) for deployment without JAX.
 
     With ``dims``, the program is specialized to those sizes (the others take their smallest valid values) and has
     static shapes. Without, the shape-polymorphic ``main`` is compiled as is, which IREE supports for many but not
     all programs. Writes ``output`` and ``output + ".json"``, which describes the module's arguments in order
-    (platform index, bound tensors, inputs) and its outputs; returns that description.
+    (platform index, bound tensors, inputs) and its outputs; returns that description. ``allow_custom_calls``: the
+    custom-call targets beyond JAX's guaranteed-stable ones the program may use, as for ``load``.
     """
     import jax
 
-    loaded = load(path, function)
+    for written in (output, f"{output}.json"):  # before anything is compiled
+        check_output(written, [path])
+    loaded = load(path, function, allow_custom_calls=allow_custom_calls)
     backend = loaded.backend
     assert isinstance(backend, JaxBackend)  # load's default runtime
     f = loaded.function_manifest
@@ -87,6 +92,6 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
         "arguments": arguments,
         "outputs": out_specs,
     }
-    atomic_write(output, lambda fh: fh.write(vmfb))
-    atomic_write(f"{output}.json", lambda fh: fh.write(manifest_bytes(description)))
+    atomic_write(output, lambda fh: fh.write(vmfb), inputs=[path])
+    atomic_write(f"{output}.json", lambda fh: fh.write(manifest_bytes(description)), inputs=[path])
     return description

@@ -123,12 +123,17 @@ class JaxBackend:
             return [v if is_tracer(v) else place(v, s) for v, s in zip(flat, self._in_shardings)]
 
     def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
+        import jax
+
         with self.x64():
             try:
                 return self._executables[key](self.weights, *flat)
             except Exception as e:  # noqa: BLE001
                 if self.platform_mismatch:
                     raise self._failure("running failed", e, PlatformError) from None
+                if isinstance(e, jax.errors.JaxRuntimeError):  # XLA refused to run it (a kernel's own checks)
+                    raise self._failure(f"XLA on {self.platform} could not run the program", e,
+                                        PlatformError) from None
                 raise
 
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:

@@ -3,15 +3,18 @@
 Trust model: the artifact may be hostile or damaged. Opening it validates the manifest (``artifact.manifest``,
 call tree included) and the members' digests. Before anything is compiled, ``load`` verifies the payload's sha256,
 checks that the deserialized program takes and returns what the manifest says (or the input checks would lie),
-repeats the custom-call allowlist check (JAX checks it only at export) and checks that the local JAX backend is
-among the artifact's platforms. Bound weights are memory-mapped from the artifact, their digest checked.
+repeats the custom-call allowlist check (JAX checks it only at export) with ``checks.check_runnable``: what may
+run is JAX's guaranteed-stable targets plus what the caller allows (``allow_custom_calls``), never what the
+artifact's manifest says it allows, and never a host callback; the program's stored derivatives are checked the
+same way. It also checks that the local JAX backend is among the artifact's platforms. Bound weights are
+memory-mapped from the artifact, their digest checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +24,8 @@ from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
 from ..artifact.payload import check_calling_convention, deserialize
 from ..artifact.tensors import tensor_views
-from ..checks import check_custom_calls
+from ..checks import check_runnable
 from ..errors import FormatError, PlatformError, UsageError
-from ..module_scan import scan_module
 from ..sharding import device_count_message
 from .backend import Backend
 from .gradients import explain_missing
@@ -96,8 +98,26 @@ def map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], ver
     return [views[n] for n in f["weights"]]
 
 
+def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str] | None = None,
+                     where: str | None = None) -> Any:
+    """Function ``fname`` of an open artifact, deserialized and checked as ``load`` checks it before compiling (the
+    payload against the manifest, the custom calls against the allowlist and the caller's allowances), without
+    preparing it to run: ``verify`` refuses a program before it imports anything. ``where`` starts messages
+    (default: the artifact's path)."""
+    where = str(art.path) if where is None else where
+    manifest = art.manifest
+    f = manifest["functions"][fname]
+    payload = art.read(f["payload"])
+    writer = str(manifest["producer"].get("jax"))
+    check_calling_convention(f["calling_convention_version"], writer, where, fname)
+    exported = deserialize(payload, where, fname, writer)
+    check_payload(exported, f, where, fname, manifest.get("weights"))
+    return check_runnable(exported, f"{where}: function {fname!r}", allow_custom_calls)
+
+
 def load(path: str | Path | Artifact, function: str | None = None, *, allow_platform_mismatch: bool = False,
-         verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None) -> Loaded:
+         verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None,
+         allow_custom_calls: Iterable[str] | None = None) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
@@ -106,7 +126,9 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     ``DisabledSafetyCheck.platform()``). Bound weights are memory-mapped from the artifact; ``verify=False`` skips
     their sha256 check (one pass over the weight bytes, about a second per 1-2 GB), for artifacts whose origin is
     already trusted. ``runtime="iree"`` compiles and runs the program with IREE on the CPU instead of XLA (see
-    ``iree``), caching compiled modules in ``cache_dir`` when given.
+    ``iree``), caching compiled modules in ``cache_dir`` when given. ``allow_custom_calls`` names the custom-call
+    targets beyond JAX's guaranteed-stable ones that the program may call (kernels this process provides); the
+    artifact's own ``allowed_custom_calls`` grants nothing, and host callbacks are refused whatever is allowed.
     """
     if runtime not in ("jax", "iree"):
         raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
@@ -122,14 +144,8 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
         manifest = art.manifest
         fname = select_function(manifest, function, where)
         f = manifest["functions"][fname]
-        payload = art.read(f["payload"])
-        writer = str(manifest["producer"].get("jax"))
-        check_calling_convention(f["calling_convention_version"], writer, where, fname)
-        exported = deserialize(payload, where, fname, writer)
-        check_payload(exported, f, where, fname, manifest.get("weights"))
+        exported = runnable_program(art, fname, allow_custom_calls, where)
         weights = map_weights(art, manifest, f, verify) if f.get("weights") else []
-        check_custom_calls(f"{where}: function {fname!r}", scan_module(exported.mlir_module_serialized),
-                           set(f.get("allowed_custom_calls") or []))
         local = export.default_export_platform()
         mismatch = local not in exported.platforms
         if mismatch:

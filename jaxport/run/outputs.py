@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import dtypes
-from .._fsio import atomic_write
+from .._fsio import atomic_write, check_output
 from ..errors import OutputError
 from .cache import CacheState
 from .npyio import safe_member
@@ -90,7 +90,8 @@ def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
 
 
 def check_output_path(path: str | Path, names: list[str]) -> None:
-    """Refuse an output file that cannot hold these outputs, before running anything."""
+    """Refuse an output file that cannot hold these outputs, or that jaxport must not write (``check_output``: not
+    a regular file, or a file the command reads), before running anything."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".npz", ".npy"):
@@ -104,6 +105,7 @@ def check_output_path(path: str | Path, names: list[str]) -> None:
             raise OutputError(f"{path}: output name {name!r} is not a safe .npz member name.")
     if path.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name ending in {suffix}.")
+    check_output(path)
 
 
 # --- the report of a call --------------------------------------------------------------------------------------

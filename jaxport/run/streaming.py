@@ -8,25 +8,28 @@ may be smaller (one more compilation); it is never padded, because padding chang
 mixes rows (a normalization over the batch, say).
 
 Memory stays bounded by a few chunks: ``.npy`` inputs are read chunk by chunk from the file (their header checked as
-``npyio.read_npy`` checks it, never the whole array), and the outputs are written chunk by chunk to a temporary file
-next to the destination (a ``.npy`` created with ``numpy.lib.format.open_memmap``), renamed over it at the end, so an
-interrupted call leaves no partial output. Output statistics are accumulated per chunk.
+``npyio.read_npy`` checks it, never the whole array), and the outputs are written chunk by chunk through jaxport's one
+write helper (``_fsio.atomic_output``): a single ``.npy`` output into its exclusively created temporary file, renamed
+over the destination at the end; the outputs of an ``.npz`` into anonymous scratch files beside it, packed into the
+``.npz`` at the end. An interrupted call leaves no partial output and no temporary file. Output statistics are
+accumulated per chunk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .. import dimexpr, dtypes
-from .._fsio import atomic_write, open_for_reading
+from .._fsio import atomic_output, atomic_write, open_for_reading, scratch_file, write_failure
 from ..artifact.summary import array_type
-from ..errors import InputError, OutputError, UsageError
+from ..errors import InputError, UsageError
 from .inputs import classify, missing_error
 from .npyio import final_dtype, read_header, read_npz, size_text
 from .outputs import check_output_path
@@ -105,8 +108,9 @@ class NpyRows:
         self._fortran = header.fortran_order and len(self.shape) > 1
         self._row_items = math.prod(self.shape[1:]) if self.shape else 1
         if self._fortran:  # rows are not contiguous: map the file and let numpy gather them
-            self._map = np.memmap(self.path, dtype=self._stored, mode="r", offset=self._offset, shape=self.shape,
-                                  order="F")
+            with open_for_reading(path, InputError, directory="a .npy file") as fp:  # a regular file, checked
+                self._map = np.memmap(fp, dtype=self._stored, mode="r", offset=self._offset, shape=self.shape,
+                                      order="F")
 
     @property
     def ndim(self) -> int:
@@ -125,7 +129,7 @@ class NpyRows:
         if self._fortran:
             return np.ascontiguousarray(self._map[start:stop]).astype(self.dtype, copy=False)
         count = (stop - start) * self._row_items
-        with open(self.path, "rb") as fp:
+        with open_for_reading(self.path, InputError, directory="a .npy file") as fp:  # never a FIFO swapped in
             flat = np.fromfile(fp, dtype=self._stored, count=count,
                                offset=self._offset + start * self._row_items * self._stored.itemsize)
         if flat.size != count:
@@ -166,32 +170,29 @@ def open_inputs(f: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any],
 
 
 class _NpyWriter:
-    """A ``.npy`` file filled row by row: created at its full size with ``open_memmap``, then written in order."""
+    """A ``.npy`` file of the output ``path`` written row by row into ``file`` (the output's temporary file, or a
+    scratch file): the header of the whole array, then the rows in order."""
 
-    def __init__(self, path: Path, shape: tuple[int, ...], dtype: Any):
+    def __init__(self, file: BinaryIO, path: Path, shape: tuple[int, ...], dtype: Any):
         import numpy as np
 
-        self.path = path
-        mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
-        offset = mm.offset
-        del mm
-        self._file = open(path, "r+b")
-        self._file.seek(offset)
+        self.file, self.path = file, path
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+        try:
+            try:
+                np.lib.format.write_array_header_1_0(file, header)
+            except ValueError:  # a header over 64 KiB (a very high rank)
+                np.lib.format.write_array_header_2_0(file, header)
+        except OSError as e:
+            raise write_failure(path, e) from None
 
     def write(self, rows: Any) -> None:
         import numpy as np
 
-        self._file.write(np.ascontiguousarray(rows).tobytes())
-
-    def close(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-
-    def discard(self) -> None:
-        """Close without syncing, after a failure (the temporary file is removed)."""
-        if not self._file.closed:
-            self._file.close()
+        try:
+            self.file.write(np.ascontiguousarray(rows).tobytes())
+        except OSError as e:
+            raise write_failure(self.path, e) from None
 
 
 class _Stats:
@@ -314,20 +315,19 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
         check_output_path(out_path, [o["name"] for o in outputs])
     stats = [_Stats(o["name"], o["dtype"]) for o in outputs]
     writers: list[_NpyWriter] = []
-    temps: list[Path] = []
     kept: list[list[Any]] = [[] for _ in outputs]
     shapes: list[tuple[int, ...]] = []
     before = len(loaded.compiled_signatures)
     start_time = time.perf_counter()
     done = 0
-    try:
+    # Leaving this block without an error renames the .npy output into place; with one, every file it made is gone.
+    with contextlib.ExitStack() as files:
         for lo, hi in bounds:
             run = loaded.run(chunk(lo, hi))
             if not writers and not shapes:
                 shapes = [(total, *np.shape(v)[1:]) for _, v in run.leaves]
                 if out_path is not None:
-                    temps = [_temporary(out_path, o["name"]) for o in outputs]
-                    writers = [_NpyWriter(t, s, np.asarray(v).dtype) for t, s, (_, v) in zip(temps, shapes, run.leaves)]
+                    writers = _writers(files, out_path, shapes, [np.asarray(v).dtype for _, v in run.leaves])
             for i, (_, value) in enumerate(run.leaves):
                 if np.shape(value)[0] != hi - lo:
                     raise UsageError(f"output {outputs[i]['name']!r} has {np.shape(value)[0]} rows for a chunk of "
@@ -340,15 +340,8 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
             done = hi
             if progress:
                 progress(done, total)
-        for w in writers:
-            w.close()
-        if out_path is not None:
-            _finish(out_path, temps, [o["name"] for o in outputs])
-    finally:
-        for w in writers:
-            w.discard()
-        for t in temps:
-            t.unlink(missing_ok=True)
+        if out_path is not None and out_path.suffix.lower() != ".npy":
+            _pack(out_path, [w.file for w in writers], [o["name"] for o in outputs])
     seconds = time.perf_counter() - start_time
     env = dict(env)
     env[axis.variable] = total // axis.factor
@@ -360,26 +353,25 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
     return result
 
 
-def _temporary(path: Path, name: str) -> Path:
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise OutputError(f"{path}: directory {parent} does not exist. Create it first.")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    return parent / f".{path.name}.{os.getpid()}-{safe}.npy.tmp"
-
-
-def _finish(path: Path, temps: list[Path], names: list[str]) -> None:
-    """Rename the one ``.npy`` into place, or pack the outputs into the ``.npz``, atomically."""
+def _writers(files: contextlib.ExitStack, path: Path, shapes: list[tuple[int, ...]],
+             dtypes_: list[Any]) -> list[_NpyWriter]:
+    """The writers of the outputs, their files entered into ``files``: the ``.npy`` output's own temporary file
+    (``atomic_output``), or one anonymous scratch file per output of an ``.npz``."""
     if path.suffix.lower() == ".npy":
-        os.replace(temps[0], path)
-        return
+        return [_NpyWriter(files.enter_context(atomic_output(path)), path, shapes[0], dtypes_[0])]
+    return [_NpyWriter(files.enter_context(scratch_file(path)), path, s, d) for s, d in zip(shapes, dtypes_)]
+
+
+def _pack(path: Path, scratch: list[BinaryIO], names: list[str]) -> None:
+    """Pack the outputs written to the ``scratch`` files into the ``.npz`` at ``path``, atomically."""
     import shutil
     import zipfile
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for name, temp in zip(names, temps):
-                with open(temp, "rb") as src, zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+            for name, src in zip(names, scratch):
+                src.seek(0)
+                with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
                     shutil.copyfileobj(src, member, 1 << 20)
 
     atomic_write(path, write)

@@ -2,7 +2,8 @@
 
 It runs under ``jax.jit``, with the arguments the manifest's call tree describes: positional arguments in order with
 the static values put back, keyword arguments by name, bound weights loaded again from their source (relative to the
-spec's directory, else to the current directory). Imports JAX only when it builds or runs one.
+spec's directory, else to the current directory; a recorded source only under the root, see ``recorded``, one the
+user names with ``--bind`` as given). Imports JAX only when it builds or runs one.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ from typing import Any
 from ..artifact import calltree
 from ..errors import JaxportError, VerificationError
 from ..export.bind import flatten_bound, load_bind_source
+from . import recorded
 
 
 class LiveFunction:
     """The original function, called as the export called it (see the module docstring)."""
 
-    def __init__(self, fn: Callable[..., Any], f: Mapping[str, Any], bind_dir: Path, where: str):
+    def __init__(self, fn: Callable[..., Any], f: Mapping[str, Any], bind_dir: Path, where: str, *,
+                 roots: list[Path] | None = None, binds: Mapping[str, str] | None = None):
+        """``roots``: the directories recorded bound sources must lie under (default: the current directory);
+        ``binds``: sources the user names for bound arguments (``--bind NAME=SOURCE``, relative to the current
+        directory), which replace the recorded ones."""
         import jax
 
         self.f = f
@@ -30,7 +36,10 @@ class LiveFunction:
         for site in calltree.walk(sig):
             if site.kind == "bound":
                 here = f"{where}: {site.name}"
-                value = _load_bound(str(site.node["bound"]), bind_dir, here)
+                if binds and site.name in binds:
+                    value = load_bind_source(binds[site.name], Path.cwd(), here)
+                else:
+                    value = _load_bound(site.node["bound"], bind_dir, roots or [Path.cwd()], here)
                 tree, tensors = flatten_bound(value, site.name, here)
                 trees[site.name] = tree
                 weights.update({t.name: t.array for t in tensors})
@@ -66,16 +75,18 @@ class LiveFunction:
         return [("/".join(calltree.key_name(k) for k in path) or "output", np.asarray(v)) for path, v in leaves]
 
 
-def _load_bound(source: str, bind_dir: Path, where: str) -> Any:
-    """A bound value, from its source relative to the spec's directory (as the spec wrote it), else to the current
-    directory (as ``export --bind`` took it)."""
+def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str) -> Any:
+    """A bound value, from its recorded source relative to the spec's directory (as the spec wrote it), else to the
+    root (as ``export --bind`` took it, relative to the current directory); only under ``roots``."""
+    recorded.bind_source(source, bind_dir, roots, where)
     try:
         return load_bind_source(source, bind_dir, where)
     except JaxportError:
-        if bind_dir.resolve() == Path.cwd().resolve():
+        if bind_dir.resolve() == roots[0].resolve():
             raise
         try:
-            return load_bind_source(source, Path.cwd(), where)
+            recorded.bind_source(source, roots[0], roots, where)
+            return load_bind_source(source, roots[0], where)
         except JaxportError:
             pass
         raise

@@ -28,6 +28,8 @@ LARGE_VALUE = 4096
 _NOT_POWERS_OF_TWO = (7, 13, 37, 100, 1000)
 #: At most this many cases per function and platform (``--dim`` lists multiply).
 MAX_CASES = 256
+#: Evaluation steps that all the searches of one function's plan may take together (see contract.resolve_dims).
+PLAN_STEPS = 4 * contract.MAX_RESOLVE_STEPS
 
 
 @dataclass(frozen=True)
@@ -63,18 +65,19 @@ def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _resolve(f: Mapping[str, Any], given: dict[str, int]) -> dict[str, int] | None:
+def _resolve(f: Mapping[str, Any], given: dict[str, int], steps: dimexpr.Budget) -> dict[str, int] | None:
     try:
-        return contract.resolve_dims(f, given)
+        return contract.resolve_dims(f, given, steps)
     except InputError:
         return None
 
 
-def _fit(f: Mapping[str, Any], var: str, value: int, lowest: int, why: str, budget: int) -> Case | None:
+def _fit(f: Mapping[str, Any], var: str, value: int, lowest: int, why: str, budget: int,
+         steps: dimexpr.Budget) -> Case | None:
     """The case ``var = value`` (others at their smallest valid values), scaled down to the budget if needed."""
     wanted = value
     while True:
-        env = _resolve(f, {var: value})
+        env = _resolve(f, {var: value}, steps)
         if env is not None and case_bytes(f, env) <= budget:
             note = None
             if value != wanted:
@@ -98,6 +101,8 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
     variables = contract.dimension_variables(f)
     if not variables:
         return [Case("fixed shapes", {})]
+    # One evaluation budget for every search of the plan: an artifact's constraints cannot make each costly.
+    steps = dimexpr.Budget(PLAN_STEPS, "planning the verification cases from the constraints")
     if chosen:
         names = list(chosen)
         count = 1
@@ -109,10 +114,10 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
         planned = []
         for combo in itertools.product(*(chosen[n] for n in names)):
             given = dict(zip(names, combo))
-            env = contract.resolve_dims(f, given)
+            env = contract.resolve_dims(f, given, steps)
             planned.append(Case("--dim", env))
         return _dedupe(planned)
-    base = contract.resolve_dims(f, {})
+    base = contract.resolve_dims(f, {}, steps)
     meta = f.get("dims") or {}
     planned = [Case("smallest valid", base, None if case_bytes(f, base) <= budget else
                     f"the smallest shapes already take {_mb(case_bytes(f, base))}")]
@@ -120,20 +125,20 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
     for v in variables:
         lo, hi = base[v], Bounds.of(meta.get(v)).hi
         for candidate in _not_power_of_two(lo, hi):
-            if _resolve(f, {v: candidate}) is not None:
-                case = _fit(f, v, candidate, lo, "not a power of two", budget)
+            if _resolve(f, {v: candidate}, steps) is not None:
+                case = _fit(f, v, candidate, lo, "not a power of two", budget, steps)
                 if case is not None:
                     planned.append(case)
                 break
         if hi is not None:
             uppers[v] = hi
-            case = _fit(f, v, hi, lo, "upper bound", budget)
+            case = _fit(f, v, hi, lo, "upper bound", budget, steps)
         else:
-            case = _fit(f, v, max(LARGE_VALUE, 2 * lo), lo, "large", budget)
+            case = _fit(f, v, max(LARGE_VALUE, 2 * lo), lo, "large", budget, steps)
         if case is not None:
             planned.append(case)
     if len(uppers) > 1:
-        together = _resolve(f, uppers)
+        together = _resolve(f, uppers, steps)
         if together is not None and case_bytes(f, together) <= budget:
             planned.append(Case("all upper bounds", together))
     return _dedupe(planned)

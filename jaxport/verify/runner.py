@@ -12,18 +12,24 @@ stored VJP with ``jax.vjp`` of the live function, for the same seeded output cot
 When a spec is given (or the one the manifest records is found), :func:`.spec_check.spec_differences` checks that
 it describes the artifact's signature: arguments, dtypes, shapes, static values, bounds and constraints.
 
+What the manifest records (entry points, the spec, bound sources, an imported module) is followed only under a root
+the user controls, the current directory by default (:mod:`.recorded`); what the user names is taken as given. The
+artifact runs under the same custom-call rule as ``call`` (``checks.check_runnable``): JAX's guaranteed-stable
+targets plus ``allow_custom_calls``, whatever the artifact says it allows.
+
 Everything here imports JAX only when it runs something.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..artifact import contract
+from ..artifact import calltree, contract
 from ..artifact.container import open_artifact
 from ..artifact.manifest import function_names
+from ..checks import caller_allowances
 from ..errors import EntrypointError, JaxportError, PlatformError, UsageError
 from ..export.entrypoint import load_entrypoint
 from ..importer import module_function
@@ -31,6 +37,7 @@ from ..run import inputs
 from ..run import load as runtime_mod
 from ..run.gradients import stored_order
 from ..spec import load_spec
+from . import recorded
 from .compare import compare
 from .gradients import compare_with_live
 from .live import LiveFunction
@@ -73,22 +80,52 @@ def _platforms(fname: str, f: Mapping[str, Any], requested: list[str] | None, wh
     return found
 
 
-def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path, where: str) -> LiveFunction:
+def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path, where: str, *, root: Path,
+               roots: list[Path], binds: Mapping[str, str], allowed: frozenset[str]) -> LiveFunction:
+    """The live function of ``text`` (``--against``, or the entry point the artifact records when ``defaulted``,
+    followed only under ``root``)."""
+    if defaulted:
+        recorded.entry_point(text, root, where)
+    base = root if defaulted else Path(".")
     module_file = text.rpartition(":")[0]
-    if module_file.lower().endswith((".mlir", ".mlirbc")):
+    if module_file.lower().endswith(recorded.MODULE_SUFFIXES):
         # An imported artifact: its live function is the foreign module's main, imported afresh.
-        if not Path(module_file).is_file():
-            raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in the "
-                                  f"current directory; give it with --against MODULE.mlir:main.")
-        return LiveFunction(module_function(module_file, f), f, bind_dir, where)
+        module_path = base / module_file
+        if not module_path.is_file():
+            raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in "
+                                  f"{recorded.shown_root(base)}; give it with --against MODULE.mlir:main.")
+        return LiveFunction(module_function(module_path, f, allow_custom_calls=sorted(allowed)),
+                            f, bind_dir, where, roots=roots, binds=binds)
     try:
-        entry = load_entrypoint(text, Path.cwd())
+        entry = load_entrypoint(text, base)
     except EntrypointError as e:
         if defaulted:
-            raise EntrypointError(f"{e} (the entry point recorded in the artifact, relative to the current "
-                                  f"directory; give the live function with --against FILE.py:NAME)") from None
+            raise EntrypointError(f"{e} (the entry point recorded in the artifact, relative to "
+                                  f"{recorded.shown_root(root)}; give the live function with --against "
+                                  f"FILE.py:NAME)") from None
         raise
-    return LiveFunction(entry.function, f, bind_dir, where)
+    return LiveFunction(entry.function, f, bind_dir, where, roots=roots, binds=binds)
+
+
+def _root(root: str | Path | None) -> Path:
+    """The directory recorded paths are followed under: ``root``, else the current directory."""
+    if root is None:
+        return Path(".")  # relative, so that messages name recorded files as the manifest does
+    path = Path(root)
+    if not path.is_dir():
+        raise UsageError(f"--root {root}: not a directory; give the directory the artifact's recorded entry point, "
+                         f"spec and bound sources are relative to.")
+    return path
+
+
+def _check_binds(binds: Mapping[str, str], manifest: Mapping[str, Any], names: list[str], where: str) -> None:
+    """Every ``--bind NAME`` must name a bound argument of a verified function."""
+    bound = sorted({s.name for fname in names for s in calltree.walk(manifest["functions"][fname].get("signature"))
+                    if s.kind == "bound"})
+    for name in binds:
+        if name not in bound:
+            raise UsageError(f"--bind {name}: {where} has no bound argument {name!r}; its bound arguments are "
+                             f"{', '.join(bound) or 'none'}.")
 
 
 def verify(
@@ -106,17 +143,26 @@ def verify(
     progress: Callable[[int, int, str], None] | None = None,
     runtime: str = "jax",
     cache_dir: str | Path | None = None,
+    root: str | Path | None = None,
+    binds: Mapping[str, str] | None = None,
+    allow_custom_calls: Iterable[str] | None = None,
 ) -> VerifyReport:
     """Verify an artifact against the live function(s) it was exported from (see the module docstring).
 
     ``against`` (``model.py:NAME``) and ``spec`` default to the entry point and spec the manifest records, relative
-    to the current directory; a recorded spec that is not found is skipped with a note. ``dims`` maps dimension
-    variables to the values to try. ``progress(done, total, description)`` is called before and after each case.
+    to ``root`` (default: the current directory) and refused when they are not files under it (see ``recorded``);
+    a recorded spec that is not found is skipped with a note. ``binds`` maps bound arguments to sources the user
+    names (``--bind NAME=SOURCE``), replacing the recorded ones. ``allow_custom_calls``: the custom-call targets
+    beyond JAX's guaranteed-stable ones the artifact (and an imported artifact's module) may use, as for ``load``.
+    ``dims`` maps dimension variables to the values to try. ``progress(done, total, description)`` is called
+    before and after each case.
     With ``runtime="iree"``, the artifact run by IREE is compared with the same artifact run by JAX instead of the
     live function (no entry point needed); ``cache_dir`` keeps IREE's compiled modules.
     Returns the report; raises only for problems that stop verification (artifact, entry point, spec, platform).
     """
     where = str(artifact)
+    root_dir = _root(root)
+    allowed = caller_allowances(allow_custom_calls)
     with open_artifact(artifact) as art:  # opened once: every function and platform below loads from it
         manifest = art.manifest
         names = function_names(manifest, function)
@@ -131,14 +177,24 @@ def verify(
         if spec is not None:
             spec_obj = load_spec(spec)
             spec_shown = str(spec)
-        elif isinstance(recorded_spec, str):
-            if Path(recorded_spec).is_file():
-                spec_obj = load_spec(recorded_spec)
+        elif recorded_spec is not None:
+            spec_file = recorded.spec_path(recorded_spec, root_dir)
+            if spec_file.is_file():
+                spec_obj = load_spec(spec_file)
                 spec_shown = recorded_spec
             else:
-                notes.append(f"the spec the artifact records ({recorded_spec}) is not in the current directory; the "
-                             f"signature was not compared with a spec (give one with --shapes)")
-        bind_dir = Path(spec_shown).parent if spec_shown else Path.cwd()
+                notes.append(f"the spec the artifact records ({recorded_spec}) is not in "
+                             f"{recorded.shown_root(root_dir)}; the signature was not compared with a spec (give one "
+                             f"with --shapes)")
+        if spec is not None:
+            bind_dir = Path(spec).parent
+        elif spec_shown:
+            bind_dir = (root_dir / spec_shown).parent
+        else:
+            bind_dir = root_dir
+        # Recorded bound sources stay under the root, or under the directory of a spec the user named.
+        roots = [root_dir] + ([Path(spec).parent] if spec is not None else [])
+        _check_binds(binds or {}, manifest, names, where)
 
         differences: list[str] = []
         if spec_obj is not None:
@@ -161,7 +217,7 @@ def verify(
             f = manifest["functions"][fname]
             cases = plan_cases(f, chosen_for(f, dims, len(names) > 1), budget_bytes)
             if runtime == "iree":
-                reference = runtime_mod.load(art, fname)
+                reference = runtime_mod.load(art, fname, allow_custom_calls=allowed)
                 lives[fname] = _outputs_of(reference)
                 plans.append(FunctionPlan(fname, "the JAX runtime", [_local_platform()], cases))
                 continue
@@ -169,7 +225,9 @@ def verify(
             if not isinstance(text, str):
                 raise UsageError(f"{where}: function {fname!r} records no entry point; give it with --against.")
             plats = _platforms(fname, f, platforms, where)
-            lives[fname] = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}")
+            runtime_mod.runnable_program(art, fname, allowed, where)  # refused before anything is imported
+            lives[fname] = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}",
+                                      root=root_dir, roots=roots, binds=binds or {}, allowed=allowed)
             plans.append(FunctionPlan(fname, text, plats, cases))
 
         report = VerifyReport(where, seed, budget_bytes, spec_shown, differences, plans, notes=notes)
@@ -180,7 +238,7 @@ def verify(
             f = manifest["functions"][plan.name]
             for platform in plan.platforms:
                 loaded = runtime_mod.load(art, plan.name, allow_platform_mismatch=platform != local,
-                                          runtime=runtime, cache_dir=cache_dir)
+                                          runtime=runtime, cache_dir=cache_dir, allow_custom_calls=allowed)
                 device = _devices(platform)[0]
                 for i, case in enumerate(plan.cases):
                     if progress:

@@ -67,14 +67,29 @@ SPECIAL = ("0", "1", "len-1", "len+1", "2**31-1", "2**32", "2**63-1")
 class Case:
     cls: str
     name: str
-    kind: str  # artifact, npy, npz, spec, bind
-    data: bytes
+    kind: str  # artifact, npy, npz, spec, bind; or any other name when ``commands`` says how to run the case
+    data: bytes | None  # the hostile file's bytes; None when ``setup`` makes the case's files
     codes: frozenset[int]
     accept: frozenset[str] = frozenset()
     why: str = ""
     canary: bool = False
     file: str = ""  # the file name the case is written under (default by kind)
     known: str = ""  # a failure known and reported, to be fixed outside the reader (what and where)
+    #: The command lines of this case, (label, argv), replacing the kind's (run.COMMANDS). ``{file}`` is the case's
+    #: file, ``{outside}`` the absolute path of a directory beside the work directory, which no command may touch.
+    commands: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Steps that make files in the work directory before each command (run.SETUP): special files, symlinks, copies
+    #: of the base artifact, files outside the work directory. Paths are relative to the work directory.
+    setup: tuple[tuple[Any, ...], ...] = ()
+    #: More than 0: the case may hang, grow without bound or kill the process, so it runs only as a real process,
+    #: stopped after this many seconds (a hang or a memory blow-up is a failure, never a stuck corpus).
+    timeout: float = 0.0
+    #: Files of the work directory that a successful command may create or replace (besides run.OUTPUTS).
+    outputs: frozenset[str] = frozenset()
+    #: A fault injected into the subprocess before the command runs (run.HOOKS), e.g. the artifact cut while read.
+    hook: str = ""
+    #: Text a rejection's message must contain (the option or limit it names), besides the one-line form.
+    mention: str = ""
 
     @property
     def id(self) -> str:
@@ -83,7 +98,7 @@ class Case:
     @property
     def filename(self) -> str:
         return self.file or {"artifact": "case.jaxport", "npy": "x.npy", "npz": "inputs.npz", "spec": "spec.yaml",
-                             "bind": "hostile.npz"}[self.kind]
+                             "bind": "hostile.npz"}.get(self.kind, "case.jaxport")
 
 
 @dataclass
@@ -1022,11 +1037,8 @@ def binds() -> Iterator[Case]:
         "safetensors-huge-shape": ("hostile.safetensors",
                                    _safetensors({"w": ("F32", [2**62, 2**62], [0, 48])}, 48), False),
     }
-    known = {"npz-zip-bomb-1GiB": "weights.load_bind_source reads a bound .npz with numpy.load, which inflates a "
-                                  "member whole (no size cap)",
-             "safetensors-overlap": "weights.read_safetensors accepts tensors whose byte ranges overlap"}
     for name, (file, data, canary) in cases.items():
-        yield Case("bind", name, "bind", data, SPEC, canary=canary, file=file, known=known.get(name, ""))
+        yield Case("bind", name, "bind", data, SPEC, canary=canary, file=file)
 
 
 def _safetensors(tensors: dict[str, tuple[str, list[int], list[int]]], size: int) -> bytes:
@@ -1039,12 +1051,17 @@ def _safetensors(tensors: dict[str, tuple[str, list[int], list[int]]], size: int
 # --- the corpus --------------------------------------------------------------------------------------------------
 
 
-def build(workdir: Path) -> tuple[Base, list[Case]]:
-    """Export the base artifact into ``workdir`` and generate every case."""
+def build(workdir: Path, trust: bool = True) -> tuple[Base, list[Case]]:
+    """Export the base artifact into ``workdir`` and generate every case (``trust``: with the trust-boundary
+    classes of ``trust.py``, whose programs take a child process and a few seconds to build)."""
     b = build_base(workdir)
     generators = [prefixes(b), truncations(b), field_values(b), manifest_field_values(b), manifest_json(b),
                   shapes_and_dtypes(b), weights_layout(b), member_names(b), trailing_and_polyglots(b),
                   payloads(b), bit_flips(b), overwrites(b), npy_inputs(), npz_inputs(), specs(), binds()]
+    if trust:
+        from . import trust as trust_classes
+
+        generators.append(trust_classes.cases(b))
     cases: list[Case] = []
     seen: set[str] = set()
     for gen in generators:

@@ -1,0 +1,46 @@
+"""Showing text that came from outside jaxport (manifests, file names, YAML, module text) on a terminal.
+
+An artifact, a spec or a file name may carry characters that drive a terminal instead of being shown: ANSI and OSC
+escape sequences (ESC, BEL, the C1 controls), carriage returns and backspaces that overwrite what was printed,
+bidirectional overrides that reorder it, zero-width and other invisible characters that hide it, and lone
+surrogates that cannot even be encoded. :func:`visible` is the one rule for all of them: every such character is
+shown as its Python escape (``\\x1b``, ``\\u202e``), so what a user reads is what the text holds. Every renderer of
+the command line and every error message goes through it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["visible"]
+
+#: Characters Python calls printable that show nothing and can hide text (Unicode's default-ignorable code points
+#: outside the format category, and the Hangul fillers). Everything Python calls unprintable is escaped anyway: the
+#: C0 and C1 controls, DEL, the format characters (bidirectional controls, zero-width spaces and joiners, soft
+#: hyphen, byte-order mark, tags), line and paragraph separators, spaces other than the ASCII space, surrogates,
+#: private-use and unassigned code points.
+_INVISIBLE = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x2800]
+    + list(range(0x180B, 0x1810))
+    + list(range(0xFE00, 0xFE10))
+    + list(range(0xE0100, 0xE01F0))
+)
+
+
+def _shown(ch: str) -> str:
+    if ch.isprintable() and ord(ch) not in _INVISIBLE:
+        return ch
+    return ascii(ch)[1:-1]
+
+
+def visible(text: str, *, newlines: bool = False) -> str:
+    """``text`` with every character that is not shown as itself escaped (``\\x1b``, ``\\r``, ``\\u202e``).
+
+    ``newlines`` keeps line breaks (``\\n``): for jaxport's own multi-line text, whose lines are each made visible;
+    elsewhere a line break is escaped, so that a foreign string cannot start a line that looks like jaxport's.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    if newlines and "\n" in text:
+        return "\n".join(visible(line) for line in text.split("\n"))
+    if text.isprintable() and (text.isascii() or not any(ord(c) in _INVISIBLE for c in text)):
+        return text
+    return "".join(_shown(c) for c in text)
