@@ -362,7 +362,6 @@ def _child() -> None:
 
 # --- checking a program before this process reads it -----------------------------------------------------------
 
-
 def _read_program() -> None:
     """Child target: read a payload from stdin the way ``runtime.load`` does; exit 0, or report the exception."""
     payload = sys.stdin.buffer.read()
@@ -442,13 +441,24 @@ def check_payload(payload: bytes, where: str, fname: str) -> None:
     """Read a function's payload in a child first; raise FormatError if that child does not survive it.
 
     An error JAX's deserialize raises in the child is left to the caller, which deserializes next and reports it in
-    its own words; one reading the StableHLO module is reported here. Skipped inside an isolated child
-    (``ISOLATED_ENV``) and for a payload already checked (the verdict is kept by sha256).
+    its own words; one reading the StableHLO module is reported here. Done in-process in an isolated child.
     """
-    if os.environ.get(ISOLATED_ENV):
-        return
     digest = hashlib.sha256(payload).hexdigest()
     if digest in _CHECKED:
+        return
+    if os.environ.get(ISOLATED_ENV):  # this child is the sacrifice: the same limits, read here (a crash: exit 15)
+        try:
+            from jax import export
+
+            module = export.deserialize(bytearray(payload)).mlir_module_serialized
+            check_operation_count(scan_module(module).operations)
+            _has_main(module)
+        except ProgramLimitError as e:
+            raise FormatError(f"{where}: function {fname!r}: {_last_line(str(e))[:300]} (specs/FORMAT.md, \"Program "
+                              f"limits\"), so it is not read further. Do not load the artifact.") from None
+        except Exception:  # noqa: BLE001 - left to the caller, which deserializes next and says why
+            return
+        _CHECKED.add(digest)
         return
     if digest in _REFUSED:
         raise FormatError(f"{where}: function {fname!r}: {_REFUSED[digest]}")
