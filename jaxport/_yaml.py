@@ -13,11 +13,15 @@ keys must be unique strings; an integer Python refuses to convert (thousands of 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ._fsio import open_for_reading, read_at_most
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 
@@ -42,6 +46,8 @@ class Document:
     #: Nesting past ``max_depth`` found after alias expansion.
     too_deep_expanded: str
     too_many_nodes: str
+    #: A file that is not UTF-8 text; also over ``offset`` and ``byte`` (the first byte that is not).
+    not_utf8: str
     #: Whether a mapping key may be an integer (it is read as its text).
     integer_keys: bool = False
 
@@ -53,6 +59,22 @@ class Document:
         """Refuse a document of ``size`` bytes over the cap (also called on a file's size before reading it)."""
         if size > self.max_bytes:
             raise self.fail(self.too_big, file, size=size)
+
+    def read(self, path: Path) -> str:
+        """The text of a document file: a regular file (``_fsio.open_for_reading``), at most ``max_bytes`` bytes
+        actually read (the size a file reports is not a cap), UTF-8."""
+        shown = str(path)
+        with open_for_reading(path, self.error, missing=f"{self.noun} file", directory=f"a {self.noun} file",
+                              reading=f"the {self.noun}") as f:
+            self.check_size(os.fstat(f.fileno()).st_size, shown)
+            data = read_at_most(f, self.max_bytes + 1)
+        self.check_size(len(data), shown)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            raise self.error(self.not_utf8.format(file=shown, line=line, offset=e.start,
+                                                  byte=data[e.start])) from None
 
 
 class Map(dict):  # type: ignore[type-arg]

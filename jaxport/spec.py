@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import dimexpr, dtypes
-from ._fsio import open_for_reading, read_at_most
 from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
 from .sharding import parse_mesh, parse_partition_spec
@@ -162,6 +160,7 @@ SPEC_DOCUMENT = Document(
     too_deep_expanded="{file}:{line}: the spec nests deeper than {max_depth} levels (aliases included). Flatten it.",
     too_many_nodes="{file}: the spec expands to more than {max_nodes} YAML nodes (aliases included). Write it without "
                    "deep alias chains.",
+    not_utf8="{file}:{line}: the spec is not UTF-8 text (byte {offset} is {byte:#04x}). Save it as UTF-8.",
 )
 
 
@@ -560,15 +559,4 @@ def check_artifact_name(name: str, where: str) -> str:
 def load_spec(path: str | Path) -> ShapeSpec:
     """Read and parse a spec file."""
     path = Path(path)
-    display = str(path)
-    with open_for_reading(path, SpecError, missing="spec file", directory="a spec file", reading="the spec") as f:
-        SPEC_DOCUMENT.check_size(os.fstat(f.fileno()).st_size, display)
-        data = read_at_most(f, SPEC_DOCUMENT.max_bytes + 1)  # the size a file reports is not a cap
-    SPEC_DOCUMENT.check_size(len(data), display)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise SpecError(f"{display}:{line}: the spec is not UTF-8 text (byte {e.start} is {data[e.start]:#04x}). "
-                        f"Save it as UTF-8.") from None
-    return parse_spec(text, display, path.parent)
+    return parse_spec(SPEC_DOCUMENT.read(path), str(path), path.parent)

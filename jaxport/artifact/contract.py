@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,24 @@ def _convert_hint(name: str, dtype: str, source: str | None) -> str:
 
 def parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
     return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp["shape"]]
+
+
+def rank_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+    """Why an array of ``shape`` cannot be input ``inp`` (whose parsed shape is ``dims``) by its rank; None if it
+    can."""
+    if len(shape) == len(dims):
+        return None
+    return (f"input {inp['name']!r} has rank {len(shape)} (shape {tuple(shape)}), but the artifact expects rank "
+            f"{len(dims)}: {array_type(inp)}.")
+
+
+def constant_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+    """Why an array of ``shape`` (of the right rank) cannot be input ``inp`` by a constant dimension; None if it
+    can."""
+    for axis, (d, n) in enumerate(zip(dims, shape)):
+        if isinstance(d, int) and d != n:
+            return f"input {inp['name']!r}: shape[{axis}] = {n}, but the artifact expects {d} ({array_type(inp)})."
+    return None
 
 
 def _ordered_variables(text: str) -> list[str]:
@@ -86,16 +104,15 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
     declared = [parsed_shape(i) for i in inputs]
     for inp, dims, a in zip(inputs, declared, arrays):
         name = inp["name"]
-        if len(a.shape) != len(dims):
-            raise InputError(f"input {name!r} has rank {len(a.shape)} (shape {tuple(a.shape)}), but the artifact "
-                             f"expects rank {len(dims)}: {array_type(inp)}.")
+        problem = rank_mismatch(inp, dims, a.shape)
+        if problem:
+            raise InputError(problem)
         if a.dtype != inp["dtype"]:
             raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp['dtype']}. "
                              f"{_convert_hint(name, inp['dtype'], a.source)}")
-        for axis, (d, n) in enumerate(zip(dims, a.shape)):
-            if isinstance(d, int) and d != n:
-                raise InputError(f"input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
-                                 f"({array_type(inp)}).")
+        problem = constant_mismatch(inp, dims, a.shape)
+        if problem:
+            raise InputError(problem)
 
     shapes = [(i["name"], d, list(a.shape)) for i, d, a in zip(inputs, declared, arrays)]
     env, source, conflicts = dimexpr.solve(shapes)

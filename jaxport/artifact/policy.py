@@ -13,14 +13,12 @@ constants), which ``jaxport.load`` re-derives from the program itself before run
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._fsio import open_for_reading, read_at_most
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
 from .compat import window
@@ -120,6 +118,7 @@ POLICY_DOCUMENT = Document(
                       "included).",
     too_many_nodes="{file}: the policy expands to more than {max_nodes} YAML nodes or {max_depth} levels (aliases "
                    "included).",
+    not_utf8="{file}:{line}: the policy is not UTF-8 text. Save it as UTF-8.",
 )
 
 
@@ -301,18 +300,7 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
 def load_policy(path: str | Path) -> Policy:
     """Read and parse a policy file."""
     path = Path(path)
-    shown = str(path)
-    with open_for_reading(path, PolicyFileError, missing="policy file", directory="a policy file",
-                          reading="the policy") as f:
-        POLICY_DOCUMENT.check_size(os.fstat(f.fileno()).st_size, shown)
-        data = read_at_most(f, POLICY_DOCUMENT.max_bytes + 1)  # the size a file reports is not a cap
-    POLICY_DOCUMENT.check_size(len(data), shown)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise PolicyFileError(f"{shown}:{line}: the policy is not UTF-8 text. Save it as UTF-8.") from None
-    return parse_policy(text, shown)
+    return parse_policy(POLICY_DOCUMENT.read(path), str(path))
 
 
 # --- checking ------------------------------------------------------------------------------------------------------

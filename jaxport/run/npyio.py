@@ -41,8 +41,7 @@ from .._npyfile import (
     size_text,
 )
 from ..artifact.bounds import Bounds
-from ..artifact.contract import parsed_shape, unknown_input_error
-from ..artifact.summary import array_type
+from ..artifact.contract import constant_mismatch, parsed_shape, rank_mismatch, unknown_input_error
 from ..errors import InputError
 
 #: Arrays larger than this are checked against the input they are for from their header alone, before reading.
@@ -79,13 +78,9 @@ def check_fits(header: Header, inp: Mapping[str, Any] | None, where: str) -> Non
     if inp is not None and header.nbytes > EARLY_CHECK_BYTES:
         name = inp["name"]
         dims = parsed_shape(inp)
-        if len(header.shape) != len(dims):
-            raise InputError(f"{where}: input {name!r} has rank {len(header.shape)} (shape {header.shape}), but the "
-                             f"artifact expects rank {len(dims)}: {array_type(dict(inp))}.")
-        for axis, (d, n) in enumerate(zip(dims, header.shape)):
-            if isinstance(d, int) and d != n:
-                raise InputError(f"{where}: input {name!r}: shape[{axis}] = {n}, but the artifact expects {d} "
-                                 f"({array_type(dict(inp))}).")
+        problem = rank_mismatch(inp, dims, header.shape) or constant_mismatch(inp, dims, header.shape)
+        if problem:
+            raise InputError(f"{where}: {problem}")
         bounds = inp.get("_dims") or {}
         for axis, (d, n) in enumerate(zip(dims, header.shape)):
             if not isinstance(d, int) and d.op == "var" and d.value in bounds and \
