@@ -53,7 +53,7 @@ def rank_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape:
     if len(shape) == len(dims):
         return None
     return (f"input {inp['name']!r} has rank {len(shape)} (shape {tuple(shape)}), but the artifact expects rank "
-            f"{len(dims)}: {array_type(inp)}.")
+            f"{len(dims)}: {array_type(dict(inp))}.")
 
 
 def constant_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
@@ -61,7 +61,8 @@ def constant_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], sh
     can."""
     for axis, (d, n) in enumerate(zip(dims, shape)):
         if isinstance(d, int) and d != n:
-            return f"input {inp['name']!r}: shape[{axis}] = {n}, but the artifact expects {d} ({array_type(inp)})."
+            return (f"input {inp['name']!r}: shape[{axis}] = {n}, but the artifact expects {d} "
+                    f"({array_type(dict(inp))}).")
     return None
 
 
