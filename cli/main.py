@@ -1,21 +1,19 @@
-"""The ``jaxport`` command line. Commands load lazily so that ``jaxport --help`` does not import JAX."""
+"""The ``jaxport`` command line. Commands load lazily so that ``jaxport --help`` does not import JAX, and this module
+imports neither click nor jaxport: the click group is in ``group``, and ``inspect``, the everyday command, has a
+fast path (``_inspect_fast``) that needs neither click nor rich."""
 
 from __future__ import annotations
 
 import gc
-import importlib
+import os
 import sys
 from typing import Any
-
-import click
-
-from jaxport._version import __version__
 
 _COMMANDS = {
     "export": ("jaxport_cli.commands.export", "Export a JAX function into an artifact, from a YAML shape spec."),
     "inspect": ("jaxport_cli.commands.inspect", "Show what an artifact holds, without importing JAX."),
     "call": ("jaxport_cli.commands.call", "Run an artifact on real inputs, checking them first."),
-    "verify": ("jaxport_cli.commands.verify", "Run an artifact and the live function on the same inputs; compare."),
+    "verify": ("jaxport_cli.commands.verify", "Compare an artifact with its live function, golden outputs or XLA."),
     "diff": ("jaxport_cli.commands.diff", "Compare two artifacts; classify each difference as breaking or not."),
     "check": ("jaxport_cli.commands.check", "Check an artifact against a policy (platforms, custom calls, ...)."),
     "compile": ("jaxport_cli.commands.compile", "Compile an artifact's function into an IREE module (.vmfb)."),
@@ -23,60 +21,77 @@ _COMMANDS = {
                                                 "StableHLO."),
     "import": ("jaxport_cli.commands.import_", "Import a StableHLO module written by another producer into an "
                                                "artifact."),
+    "completion": ("jaxport_cli.commands.completion", "Print the shell completion script (bash, zsh or fish)."),
+    "rebind": ("jaxport_cli.commands.rebind", "Replace an artifact's bound weights without re-exporting."),
+    "warmup": ("jaxport_cli.commands.warmup", "Check and compile an artifact ahead for given shapes, into the cache."),
 }
 
 
-class LazyGroup(click.Group):
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
-        """Click's ``main``, with usage errors reported like every other error: one ``error[usage]: ...`` line on
-        stderr (and the JSON error object with ``--json``), exit 2, instead of click's usage block."""
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        argv = list(sys.argv[1:] if args is None else args)
-        try:
-            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.ClickException as e:
-            if type(e).__name__ == "NoArgsIsHelpError":  # bare ``jaxport``: the help, as click shows it
-                e.show()
-                sys.exit(e.exit_code)
-            from .errors import report_usage_error
+def __getattr__(name: str) -> Any:
+    """``cli`` (the click group) and ``LazyGroup`` live in ``group``, imported with click on first use."""
+    if name in ("cli", "LazyGroup"):
+        from . import group
 
-            report_usage_error(e, as_json="--json" in argv)
-        except click.exceptions.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(1)
-        sys.exit(result if isinstance(result, int) else 0)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in _COMMANDS:
-            return None
-        module = importlib.import_module(_COMMANDS[name][0])
-        return module.command
-
-    def format_commands(self, ctx: click.Context, formatter: Any) -> None:
-        rows = [(name, help_) for name, (_, help_) in sorted(_COMMANDS.items())]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        return getattr(group, name)
+    raise AttributeError(f"module 'jaxport_cli.main' has no attribute {name!r}")
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="jaxport")
-def cli() -> None:
-    """jaxport: turn a JAX function into a versioned, portable, verifiable artifact.
+def _inspect_fast(argv: list[str]) -> bool:
+    """Run ``jaxport inspect [--json] [--function NAME] [--debug] ARTIFACT`` without importing click (and rich,
+    when its tables fit: ``render.Document``), the everyday command at a fraction of the start-up; True if it did.
+    Any other form, and any error, is left to the click command, which parses and reports as every command does
+    (an error costs one more opening of the artifact, nothing else)."""
+    if argv[:1] != ["inspect"] or "_JAXPORT_COMPLETE" in os.environ:  # shell completion is click's
+        return False
+    artifact, as_json, function = None, False, None
+    args = argv[1:]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--json", "--debug"):
+            as_json = as_json or a == "--json"
+        elif a == "--function" and function is None and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            function = args[i + 1]
+            i += 1
+        elif a.startswith("--function=") and function is None:
+            function = a.partition("=")[2]
+        elif not a.startswith("-") and artifact is None:
+            artifact = a
+        else:
+            return False
+        i += 1
+    if not artifact or function == "":
+        return False
+    collecting = gc.isenabled()
+    gc.disable()  # the imports below allocate much and free nothing: collecting during them is wasted
+    try:
+        from .inspect_view import output
 
-    Exit codes: 0 ok, 1 internal error, 2 usage, 3 spec, 4 entry point, 5 export, 6 policy, 7 format,
-    8 integrity, 9 input, 10 platform, 11 output, 12 verification failed, 13 diff found changes, 14 policy check
-    failed. See specs/CLI.md.
-    """
+        text = output(artifact, as_json, function)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except Exception:  # noqa: BLE001 - the click command reports it
+        return False
+    finally:
+        if collecting:
+            gc.enable()
+    if text is None:
+        return False
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.exit(0)
+    return True
 
 
 def main() -> None:
     try:
-        cli(prog_name="jaxport")
+        if not _inspect_fast(sys.argv[1:]):
+            from .group import cli
+
+            cli(prog_name="jaxport")
     finally:
         # Python's final garbage collection walks every object JAX created (about half a second after
         # `import jax`); a process that is about to exit does not need it. IREE's bindings report objects left

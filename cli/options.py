@@ -106,10 +106,57 @@ def input_selection_options(f: F) -> F:
     f = seed_option(None, "Seed of --random (default 0).")(f)
     f = dim_option(f)
     f = click.option("--random", "use_random", is_flag=True,
-                     help="Generate the inputs from the signature (standard normal floats, small integers).")(f)
+                     help="Generate the inputs from the signature: each from the range: its spec declares, else "
+                          "standard normal floats, integers 0..7, fair coin-flip bools.")(f)
     return click.option("--inputs", "-i", "items", multiple=True, metavar="FILE",
                         help="Input arrays: FILE.npy repeated in the order 'inspect' lists the inputs, NAME=FILE.npy, "
                              "or one .npz keyed by input names. Repeatable.")(f)
+
+
+def _range_bound(text: str) -> float:
+    """One bound of ``--range``: an integer (kept exact, for 64-bit integer inputs) or a finite float."""
+    t = text.strip()
+    digits = t.lstrip("+-")
+    if digits.isdigit() and t[:1] in "+-0123456789":
+        if len(digits) > 40:  # beyond any dtype; int() refuses thousands of digits with a message about Python
+            raise ValueError(t)
+        return int(t)
+    value = float(t)
+    if not math.isfinite(value):
+        raise ValueError(t)
+    return value
+
+
+def _parse_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+                  ) -> dict[str, tuple[float, float]]:
+    ranges: dict[str, tuple[float, float]] = {}
+    for text in values:
+        name, eq, rest = text.rpartition("=")
+        name = name.strip()
+        lo_text, colon, hi_text = rest.partition(":")
+        if not eq or not name or not colon:
+            raise click.BadParameter(f"{text[:80]!r} is not NAME=LO:HI (e.g. --range tokens=0:32000).", ctx, param)
+        try:
+            lo, hi = _range_bound(lo_text), _range_bound(hi_text)
+        except ValueError:
+            raise click.BadParameter(f"{text[:80]!r}: LO and HI must be finite numbers (e.g. x=-1:1, "
+                                     f"tokens=0:32000).", ctx, param) from None
+        if lo >= hi:
+            raise click.BadParameter(f"{text[:80]!r}: the range is empty; LO must be less than HI (the range is "
+                                     f"half-open, [LO, HI)).", ctx, param)
+        if name in ranges:
+            raise click.BadParameter(f"input {name!r} has two ranges; give one --range per input.", ctx, param)
+        ranges[name] = (lo, hi)
+    return ranges
+
+
+def range_option(f: F) -> F:
+    """``--range NAME=LO:HI`` (repeatable): the half-open value range of a random input, as ``ranges``
+    (input name -> (LO, HI)); check it against the function with ``jaxport.run.inputs.check_ranges``."""
+    return click.option("--range", "ranges", multiple=True, metavar="NAME=LO:HI", callback=_parse_ranges,
+                        help="Draw random input NAME from [LO, HI): floats uniform, integers LO..HI-1 (e.g. "
+                             "tokens=0:32000 gives ids 0..31999); repeatable. Default: the spec's range: of the "
+                             "input, else floats N(0,1), integers 0..7, bools coin flips.")(f)
 
 
 def _parse_dim_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, list[int]]:

@@ -5,6 +5,7 @@ The public API. Heavy modules (JAX) load lazily, so ``import jaxport`` and readi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +39,13 @@ if TYPE_CHECKING:
     from .artifact.diff import diff as diff_artifacts
     from .artifact.policy import check, load_policy
     from .export.pipeline import ExportResult
+    from .export.rebind import rebind
     from .importer.build import import_stablehlo
     from .run.deploy import compile_artifact
     from .run.load import load
     from .run.loaded import Loaded
     from .spec import ShapeSpec, load_spec, parse_spec
+    from .specbuild import Spec
     from .verify.runner import verify as verify_artifact
 
 __all__ = [
@@ -63,6 +66,7 @@ __all__ = [
     "PolicyFileError",
     "PolicyViolation",
     "ShapeSpec",
+    "Spec",
     "SpecError",
     "UsageError",
     "VerificationError",
@@ -78,6 +82,7 @@ __all__ = [
     "load_spec",
     "open_artifact",
     "parse_spec",
+    "rebind",
     "verify_artifact",
 ]
 
@@ -86,6 +91,7 @@ __all__ = [
 _LAZY = {
     "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
     "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
+    "Spec": ("jaxport.specbuild", "Spec"),
     "load_spec": ("jaxport.spec", "load_spec"),
     "parse_spec": ("jaxport.spec", "parse_spec"),
     "load": ("jaxport.run.load", "load"),
@@ -97,29 +103,48 @@ _LAZY = {
     "load_policy": ("jaxport.artifact.policy", "load_policy"),
     "compile_artifact": ("jaxport.run.deploy", "compile_artifact"),
     "import_stablehlo": ("jaxport.importer", "import_stablehlo"),
+    "rebind": ("jaxport.export.rebind", "rebind"),
 }
 
 
 def export(
-    entrypoint: str | None,
-    spec: ShapeSpec | str | Path,
-    *,
+    fn: Callable[..., Any] | str | None,
+    spec: ShapeSpec | Spec | Mapping[str, Any] | str | Path,
     output: str | Path | None = None,
+    *,
+    bind: Mapping[str, Any] | None = None,
+    name: str | None = None,
     platforms: list[str] | None = None,
     allow_custom_calls: list[str] | tuple[str, ...] = (),
-    name: str | None = None,
     version: str | None = None,
     strip_locations: bool = False,
     write_manifest: bool = True,
-    bind: dict[str, str] | None = None,
     vjp_order: int | None = None,
+    root: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
-    """Export the function(s) of a spec into an artifact (see ``jaxport.export.pipeline.export``)."""
-    from .export.pipeline import export as export_
+    """Export ``fn`` with the argument shapes of ``spec`` into an artifact; write it to ``output`` when given.
 
-    return export_(entrypoint, spec, output=output, platforms=platforms, allow_custom_calls=allow_custom_calls,
-                   name=name, version=version, strip_locations=strip_locations, write_manifest=write_manifest,
-                   bind=bind, vjp_order=vjp_order)
+    ``fn``: a callable (a function, ``jax.jit`` of one, a bound method, a ``functools.partial``, a callable model) or
+    an entry point ``"model.py:NAME"`` / ``"package.module:NAME"``; None for a spec that names its functions.
+    ``spec``: a spec file's path, YAML text (a string with a line break, or starting with ``jaxport:``), a dict with
+    the YAML's structure (``{"jaxport": 1, "dims": {...}, "args": [...]}``), a ``jaxport.Spec`` or a parsed
+    ``ShapeSpec``. ``bind``: ``{parameter name: value}``, a value being an in-memory pytree of arrays (dicts of
+    arrays, flax variables, an nnx module or state, an equinox module) or a source string (``params.npz``,
+    ``model.py:PARAMS``); the spec need not list a bound parameter. Returns an ``ExportResult``: without ``output``
+    nothing is written, and ``result.save(path)``, ``result.to_bytes()`` and ``result.load()`` give the artifact.
+    ``progress``: called with the text of each stage as it starts (``lowering predict``). See
+    ``jaxport.export.pipeline.export`` for the other options.
+    """
+    from .export.pipeline import export as export_
+    from .run.load import load as load_
+
+    result = export_(fn, spec, output, platforms=platforms, allow_custom_calls=allow_custom_calls, name=name,
+                     version=version, strip_locations=strip_locations, write_manifest=write_manifest,
+                     bind=dict(bind) if bind is not None else None, vjp_order=vjp_order, root=root,
+                     progress=progress)
+    result.loader = load_  # the export layer does not import the run layer: the facade connects them
+    return result
 
 
 def __getattr__(name: str) -> Any:

@@ -9,11 +9,18 @@ change is noticed and reviewed rather than silently inherited.
 an ``Exported`` built around a module that JAX did not lower (see ``make_ir_context`` and ``make_exported``).
 The other readers and writers of JAX's private state (an ``Exported``'s VJP function and named shardings, whether
 the backends started) are here for the same reason: each says which public API is missing.
+
+The shims for the older JAX releases jaxport supports (pyproject.toml: ``jax>=0.9.1,<0.11``) are here too, each
+naming the JAX it is for: a public function whose signature changed (``deserialize_portable_artifact`` and
+``serialize_portable_artifact`` of ``jax.extend.mlir``) or a feature an older release lacks (the custom-call
+wildcard). Everything else jaxport calls works the same from jax 0.9.1 on; ``make test-compat`` runs the tests there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +55,34 @@ REVIEWED_STABLE_TARGETS = frozenset({
     "shape_assertion", "stablehlo.dynamic_approx_top_k", "stablehlo.dynamic_reduce_window",
     "stablehlo.dynamic_rng_bit_generator", "stablehlo.dynamic_top_k", "tf.call_tf_function", "tpu_custom_call",
 })
+
+#: The targets JAX added to the set after the oldest release jaxport supports, by the release that added them (read
+#: from ``jax/_src/export/_export.py`` of every supported release): a supported JAX older than that release guarantees
+#: the reviewed set without them. Add a row (and review it) when the supported range or the reviewed version moves.
+STABLE_TARGETS_ADDED_IN: dict[str, frozenset[str]] = {
+    "0.10.0": frozenset({"hipsolver_gesdd_ffi"}),
+}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """``"0.9.0.1"`` -> ``(0, 9, 0, 1)``; a local or pre-release suffix (``0.10.2+cuda12``, ``0.11.0rc1``) ends it."""
+    parts = []
+    for part in version.split("."):
+        digits = len(part) - len(part.lstrip("0123456789"))
+        if not digits:
+            break
+        parts.append(int(part[:digits]))
+        if digits < len(part):
+            break
+    return tuple(parts)
+
+
+def reviewed_stable_targets(jax_version: str) -> frozenset[str]:
+    """The reviewed set as JAX ``jax_version`` (a supported release) guarantees it: :data:`REVIEWED_STABLE_TARGETS`
+    less the targets :data:`STABLE_TARGETS_ADDED_IN` a later release."""
+    have = _version_tuple(jax_version)
+    return REVIEWED_STABLE_TARGETS.difference(*(targets for added_in, targets in STABLE_TARGETS_ADDED_IN.items()
+                                                if have < _version_tuple(added_in)))
 
 
 def make_ir_context() -> Any:
@@ -150,3 +185,77 @@ def backends_initialized() -> bool:
     from jax._src import xla_bridge  # no public API
 
     return bool(xla_bridge.backends_are_initialized())
+
+
+# --- the older JAX releases jaxport supports (measured with jax 0.9.1, 0.9.2, 0.10.0, 0.10.1 and 0.10.2) -----------
+
+
+def _load_jax_dialects(ctx: Any) -> None:
+    """Load into ``ctx`` every dialect JAX's programs use, as :func:`make_ir_context` does for a new context."""
+    from jax._src.interpreters import mlir  # no public API: see make_ir_context
+    from jax._src.lib.mlir import dialects
+
+    ctx.append_dialect_registry(mlir.upstream_dialects)
+    ctx.load_all_available_dialects()
+    dialects.sdy.register_dialect(ctx)
+    dialects.chlo.register_dialect(ctx)
+    dialects.hlo.register_dialect(ctx)
+
+
+def deserialize_portable_artifact(data: bytes) -> Any:
+    """A StableHLO portable artifact as an ``ir.Module`` of the current MLIR context (``with ctx:``).
+
+    ``jax.extend.mlir.deserialize_portable_artifact`` returns the module from jaxlib 0.10.0 on, but its text (with
+    locations) in jaxlib 0.9.x: that text is parsed here, in the current context with JAX's dialects loaded (the
+    newer reader loads them itself).
+    """
+    from jax.extend import mlir as jmlir
+    from jax.extend.mlir import ir
+
+    result = jmlir.deserialize_portable_artifact(data)
+    if isinstance(result, str):  # jaxlib 0.9.x
+        _load_jax_dialects(ir.Context.current)
+        return ir.Module.parse(result)
+    return result
+
+
+def serialize_portable_artifact(module: Any, target: str, use_mixed_serialization: bool = False) -> bytes:
+    """``module`` (an ``ir.Module``) as a StableHLO portable artifact for StableHLO version ``target``.
+
+    ``jax.extend.mlir.serialize_portable_artifact`` takes the module from jaxlib 0.10.1 on, but only MLIR bytecode
+    or text in jaxlib 0.9.x and 0.10.0, which refuse the module with a TypeError before reading anything: they are
+    given the module's bytecode (which keeps its locations; the same bytes as from the module, measured with 0.9.x).
+    """
+    from jax.extend import mlir as jmlir
+
+    try:
+        return bytes(jmlir.serialize_portable_artifact(module, target, use_mixed_serialization))
+    except TypeError:  # jaxlib 0.9.x and 0.10.0: "incompatible function arguments"
+        buffer = io.BytesIO()
+        module.operation.write_bytecode(buffer)
+        return bytes(jmlir.serialize_portable_artifact(buffer.getvalue(), target, use_mixed_serialization))
+
+
+#: How JAX's refusal of a custom call names its target: ``stablehlo.custom_call @target(...)``, the target quoted
+#: when it is not a bare identifier, or the generic form's ``call_target_name = "target"``.
+_REFUSED_TARGET = re.compile(r'custom_call @(?:"((?:[^"\\]|\\.)*)"|([\w.$-]+))|call_target_name = "((?:[^"\\]|\\.)*)"')
+
+
+def export_allowing_every_custom_call(run_export: Callable[[list[Any]], Any]) -> Any:
+    """``run_export(disabled_checks)`` with every custom-call target allowed, to list the targets JAX refused.
+
+    jax 0.10.2 allows every target for ``DisabledSafetyCheck.custom_call("ALL")``; older releases (0.9.1 to 0.10.1)
+    read "ALL" as one more target name, so the targets their refusal names are allowed too, and the export tried
+    again until it passes (a refusal naming no new target is raised as it is).
+    """
+    from jax import export
+
+    allowed = {"ALL"}
+    while True:
+        try:
+            return run_export([export.DisabledSafetyCheck.custom_call(t) for t in sorted(allowed)])
+        except ValueError as e:
+            refused = {a or b or c for a, b, c in _REFUSED_TARGET.findall(str(e))} - allowed
+            if not refused:
+                raise
+            allowed |= refused

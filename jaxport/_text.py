@@ -10,7 +10,7 @@ the command line and every error message goes through it.
 
 from __future__ import annotations
 
-__all__ = ["visible"]
+__all__ = ["plural", "visible"]
 
 #: Characters Python calls printable that show nothing and can hide text (Unicode's default-ignorable code points
 #: outside the format category, and the Hangul fillers). Everything Python calls unprintable is escaped anyway: the
@@ -44,3 +44,9 @@ def visible(text: str, *, newlines: bool = False) -> str:
     if text.isprintable() and (text.isascii() or not any(ord(c) in _INVISIBLE for c in text)):
         return text
     return "".join(_shown(c) for c in text)
+
+
+def plural(n: int, word: str, plural_form: str | None = None) -> str:
+    """``n`` and ``word`` in agreement: ``1 case``, ``2 cases``, ``0 cases``, ``-1 day``; ``plural_form`` for a word
+    that does not take an ``s`` (``plural(2, "entry", "entries")``)."""
+    return f"{n} {word if n in (1, -1) else (plural_form or word + 's')}"

@@ -17,11 +17,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from ._fsio import open_for_reading, read_at_most
+
+if TYPE_CHECKING:
+    import yaml
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 
@@ -98,6 +99,8 @@ def _short_tag(tag: str) -> str:
 
 def _syntax_error(e: yaml.YAMLError, text: str, file: str, doc: Document) -> Exception:
     """A one-line message for PyYAML's error, with the file and line."""
+    import yaml
+
     if isinstance(e, yaml.reader.ReaderError):
         line = text.count("\n", 0, max(0, e.position)) + 1
         what = f"#x{e.character:04x}" if isinstance(e.character, int) else repr(e.character)
@@ -112,7 +115,10 @@ def _syntax_error(e: yaml.YAMLError, text: str, file: str, doc: Document) -> Exc
 
 
 def load(text: str, file: str, doc: Document) -> tuple[Any, int]:
-    """The document's root value and the line it starts on; ``file`` names it in messages."""
+    """The document's root value and the line it starts on; ``file`` names it in messages. PyYAML is imported
+    here, on first use: reading an artifact's manifest (``jaxport inspect``) never needs it."""
+    import yaml
+
     size = len(text) if len(text) > doc.max_bytes else len(text.encode("utf-8", "surrogatepass"))
     doc.check_size(size, file)
     try:

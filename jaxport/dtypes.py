@@ -2,10 +2,16 @@
 
 Pure data: reading a manifest must not import numpy or JAX. The canonical name of a dtype is numpy's
 (``float32``, ``bfloat16``); the short name (``f32``, ``bf16``) is what ``inspect`` prints and specs may use.
+
+Typed PRNG keys (``jax.random.key`` arrays) are element types too, of kind ``key``: their canonical name is JAX's
+(``key<fry>`` for threefry2x32, ``key<rbg>``, ``key<urbg>`` for unsafe_rbg), which is also their short name. A key
+array has no numpy dtype; its *key data* (``jax.random.key_data``) is ``uint32`` with ``KEYS[name].data_shape``
+appended to the array's shape.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -14,7 +20,7 @@ class DType:
     name: str  # canonical, numpy / ml_dtypes spelling
     short: str
     itemsize: int
-    kind: str  # "bool", "int", "uint", "float", "complex"
+    kind: str  # "bool", "int", "uint", "float", "complex", "key"
 
 
 _TABLE = [
@@ -35,7 +41,27 @@ _TABLE = [
     DType("complex128", "c128", 16, "complex"),
     DType("float8_e4m3fn", "f8e4m3fn", 1, "float"),
     DType("float8_e5m2", "f8e5m2", 1, "float"),
+    # Typed PRNG keys: the item size is that of one key's data (uint32 words).
+    DType("key<fry>", "key<fry>", 8, "key"),
+    DType("key<rbg>", "key<rbg>", 16, "key"),
+    DType("key<urbg>", "key<urbg>", 16, "key"),
 ]
+
+
+@dataclass(frozen=True)
+class KeyType:
+    """A typed PRNG key's implementation: JAX's name for it, and the shape of one key's ``uint32`` data."""
+
+    impl: str  # as jax.random.key(..., impl=...) takes it
+    data_shape: tuple[int, ...]
+
+
+#: Canonical key dtype name -> its implementation.
+KEYS: dict[str, KeyType] = {
+    "key<fry>": KeyType("threefry2x32", (2,)),
+    "key<rbg>": KeyType("rbg", (4,)),
+    "key<urbg>": KeyType("unsafe_rbg", (4,)),
+}
 
 #: Canonical name -> DType.
 BY_NAME: dict[str, DType] = {d.name: d for d in _TABLE}
@@ -43,6 +69,9 @@ BY_NAME: dict[str, DType] = {d.name: d for d in _TABLE}
 _ALIASES: dict[str, str] = {d.short: d.name for d in _TABLE}
 _ALIASES.update({d.name: d.name for d in _TABLE})
 _ALIASES.update({"float": "float32", "int": "int32", "half": "float16", "double": "float64", "bool_": "bool"})
+# A key's spec spellings: ``key`` (threefry2x32, JAX's default implementation) and ``key<IMPL>`` by JAX's
+# implementation name or by the short name JAX prints.
+_ALIASES.update({"key": "key<fry>", "key<threefry2x32>": "key<fry>", "key<unsafe_rbg>": "key<urbg>"})
 
 
 def canonical(spelling: str) -> DType | None:
@@ -61,10 +90,18 @@ def is_64bit(name: str) -> bool:
     return name in ("int64", "uint64", "float64", "complex128")
 
 
+def is_key(name: str) -> bool:
+    """Whether a canonical dtype name is a typed PRNG key's."""
+    return name in KEYS
+
+
 def to_numpy(name: str):
-    """The numpy dtype for a canonical name (imports numpy, and ml_dtypes for bfloat16 and float8)."""
+    """The numpy dtype for a canonical name (imports numpy, and ml_dtypes for bfloat16 and float8); for a PRNG key,
+    JAX's key dtype (imports JAX), which ``jax.ShapeDtypeStruct`` takes and a key array has."""
     import numpy as np
 
+    if name in KEYS:
+        return _key_dtype(KEYS[name].impl)
     if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         import ml_dtypes
 
@@ -72,6 +109,49 @@ def to_numpy(name: str):
     return np.dtype(name)
 
 
+@functools.cache
+def _key_dtype(impl: str):
+    import jax
+
+    return jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype
+
+
 def from_numpy(dtype) -> DType | None:
     """The jaxport dtype of a numpy dtype, or None if jaxport does not support it."""
     return BY_NAME.get(str(dtype))
+
+
+#: Significand bits (with the implicit one) of each float type, and of each complex type's parts.
+_PRECISION = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53, "float8_e4m3fn": 4, "float8_e5m2": 3,
+              "complex64": 24, "complex128": 53}
+#: The value-preserving conversions from each float or complex type (numpy's 'safe' table).
+_FLOAT_SAFE = {
+    "bfloat16": ("float32", "float64", "complex64", "complex128"),
+    "float16": ("float32", "float64", "complex64", "complex128"),
+    "float8_e4m3fn": ("float32", "float64", "complex64", "complex128"),
+    "float8_e5m2": ("float32", "float64", "complex64", "complex128"),
+    "float32": ("float64", "complex64", "complex128"),
+    "float64": ("complex128",),
+    "complex64": ("complex128",),
+    "complex128": (),
+}
+
+
+def safe_cast(source: str, target: str) -> bool:
+    """Whether converting ``source`` to ``target`` (canonical names) keeps every value: numpy's 'safe' rule, except
+    that an integer converts to a float only when the float's significand holds every value of it (numpy calls
+    ``int64 -> float64`` safe, and ml_dtypes ``int8 -> float8``; neither is)."""
+    s, t = BY_NAME[source], BY_NAME[target]
+    if s.kind == "key" or t.kind == "key":  # a key is only ever itself
+        return s.name == t.name
+    if s.name == t.name or s.kind == "bool":
+        return True
+    if t.kind == "bool":
+        return False
+    if s.kind in ("int", "uint"):
+        if t.kind == "int":
+            return t.itemsize >= s.itemsize if s.kind == "int" else t.itemsize > s.itemsize
+        if t.kind == "uint":
+            return s.kind == "uint" and t.itemsize >= s.itemsize
+        return _PRECISION[t.name] >= s.itemsize * 8 - (s.kind == "int")
+    return t.name in _FLOAT_SAFE.get(s.name, ())

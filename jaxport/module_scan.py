@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ._jax_internals import serialize_with_sdy
+from ._jax_internals import deserialize_portable_artifact, serialize_portable_artifact, serialize_with_sdy
 
 _DTYPE_BITS = re.compile(r"^(?:[fiu]|bf|ui|si)(\d+)$")
 _LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -78,7 +78,6 @@ def _tensor_nbytes(type_str: str) -> int:
 
 def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
     """Walk a serialized (portable artifact) StableHLO module."""
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
@@ -86,7 +85,7 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
     with ctx:
-        module = jmlir.deserialize_portable_artifact(mlir_module_serialized)
+        module = deserialize_portable_artifact(mlir_module_serialized)
 
         def visit(op):
             scan.operations += 1
@@ -110,14 +109,13 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
 
 def module_text(mlir_module_serialized: bytes, debug_info: bool = False) -> str:
     """The StableHLO text of a serialized module."""
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
     with ctx:
-        module = jmlir.deserialize_portable_artifact(mlir_module_serialized)
+        module = deserialize_portable_artifact(mlir_module_serialized)
         return module.operation.get_asm(enable_debug_info=debug_info)
 
 
@@ -129,7 +127,6 @@ def stablehlo_version(mlir_module_serialized: bytes) -> str | None:
 
 def strip_locations(mlir_module_serialized: bytes) -> bytes:
     """The same module with every source location replaced by ``unknown``, for the same StableHLO version."""
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
@@ -137,11 +134,10 @@ def strip_locations(mlir_module_serialized: bytes) -> bytes:
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
     with ctx:
-        module = jmlir.deserialize_portable_artifact(mlir_module_serialized)
+        module = deserialize_portable_artifact(mlir_module_serialized)
         text = module.operation.get_asm(enable_debug_info=False)
         bare = ir.Module.parse(text)
-        return bytes(jmlir.serialize_portable_artifact(bare, version or stablehlo.get_current_version(),
-                                                       serialize_with_sdy()))
+        return serialize_portable_artifact(bare, version or stablehlo.get_current_version(), serialize_with_sdy())
 
 
 # --- program limits: what native readers, printers and compilers may be given ------------------------------------

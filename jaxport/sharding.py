@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._jax_internals import hlo_sharding_text, named_shardings
+from ._text import plural
 from .errors import PlatformError, SpecError
 
 #: One PartitionSpec entry: None, an axis name, or a tuple of axis names.
@@ -61,8 +62,8 @@ def parse_partition_spec(raw: Any, mesh: Mapping[str, int] | None, rank: int | N
         raise fail(f"{path}: a sharding is a list with one entry per leading axis, each null, a mesh axis or a "
                    f"list of mesh axes, e.g. [data, null]; found {raw!r}.")
     if rank is not None and len(raw) > rank:
-        raise fail(f"{path}: the sharding {_yaml(raw)} has {len(raw)} entries, but the array has {rank} "
-                   f"ax{'is' if rank == 1 else 'es'}.")
+        raise fail(f"{path}: the sharding {_yaml(raw)} has {plural(len(raw), 'entry', 'entries')}, but the array has "
+                   f"{plural(rank, 'axis', 'axes')}.")
     used: list[str] = []
     out: list[Entry] = []
     for entry in raw:
@@ -203,8 +204,8 @@ def jit_sharded(program: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
                             f"them (null for unspecified).")
         for i, (s, leaf) in enumerate(zip(out_specs, leaves)):
             if s is not None and len(s) > len(leaf.shape):
-                raise SpecError(f"{where}: outputs_sharding[{i}] has {len(s)} entries, but output {i} has "
-                                f"{len(leaf.shape)} axes.")
+                raise SpecError(f"{where}: outputs_sharding[{i}] has {plural(len(s), 'entry', 'entries')}, but "
+                                f"output {i} has {plural(len(leaf.shape), 'axis', 'axes')}.")
         out_shardings = jax.tree_util.tree_unflatten(tree, [None if s is None else named(amesh, s)
                                                             for s in out_specs])
     jitted = jax.jit(positional, in_shardings=in_shardings,
@@ -247,10 +248,10 @@ def device_count_message(where: str, needed: int, have: int, mesh: Mapping[str, 
 
     on = f" over the mesh {mesh_text(mesh)}" if mesh else ""
     local = jax.default_backend()
-    hint = (f" On a CPU-only machine, simulate them with 'jaxport call --host-devices {needed}' (or set "
+    hint = (f" On a CPU-only machine, simulate them with --host-devices {needed} (call and verify; or set "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before JAX starts)") if local == "cpu" else ""
-    multi = (" or run it in several processes with --coordinator, --num-processes and --process-id so that they "
-             f"hold {needed} devices together")
+    multi = (" or run it with 'jaxport call' in several processes with --coordinator, --num-processes and "
+             f"--process-id so that they hold {needed} devices together")
     return (f"{where} is sharded across {needed} devices{on}, but JAX here has {have} {local} "
             f"device{'s' if have != 1 else ''}.{hint}{';' if hint else ''}{multi}.")
 

@@ -12,17 +12,18 @@ the file size, nesting depth and the number of nodes after alias expansion are c
 
 from __future__ import annotations
 
-import difflib
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import dimexpr, dtypes
+from . import dimexpr, dtypes, output_names
 from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
 from .sharding import parse_mesh, parse_partition_spec
+from .spec_values import check_artifact_name, check_function_name, check_platform, input_range, suggest
 
 #: Spec format versions this release reads. History:
 #: 1 (2026-11-29): first version.
@@ -34,16 +35,15 @@ MAX_NODES = 100_000
 #: Largest dimension size a spec may give (what a manifest may record), and the most axes of an array.
 MAX_DIMENSION = 1 << 62
 MAX_RANK = 64
-PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
-_TOP_KEYS = ("jaxport", "dims", "constraints", "args", "kwargs", "platforms", "allow_custom_calls", "metadata",
-             "functions", "mesh", "outputs_sharding", "vjp_order")
-_FUNCTION_KEYS = ("entrypoint", "args", "kwargs", "outputs_sharding")
+_TOP_KEYS = ("jaxport", "name", "dims", "constraints", "args", "kwargs", "outputs", "platforms", "allow_custom_calls",
+             "metadata", "functions", "mesh", "outputs_sharding", "vjp_order")
+_FUNCTION_KEYS = ("entrypoint", "args", "kwargs", "outputs", "outputs_sharding")
 _METADATA_KEYS = ("name", "version", "description", "labels")
-_LONG_LEAF_KEYS = ("shape", "dtype", "sharding")
+_LONG_LEAF_KEYS = ("shape", "dtype", "sharding", "range")
 #: The highest derivative order a spec may ask to store (``vjp_order``).
 MAX_VJP_ORDER = 4
-_COMPACT = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
+_COMPACT = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*(?:<[A-Za-z0-9_]*>)?)\s*\[(.*)\]\s*$", re.S)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -67,6 +67,8 @@ class ArrayLeaf:
     where: Where
     #: The PartitionSpec over the spec's mesh (see sharding.py); None: replicated.
     sharding: tuple[Any, ...] | None = None
+    #: The values the input takes, half-open ``[LO, HI)`` (``input_range``); None: not declared.
+    range: tuple[int | float, int | float] | None = None
 
     def shape_text(self) -> str:
         return ", ".join(str(d) for d in self.shape)
@@ -119,6 +121,10 @@ class FunctionSpec:
     where: Where
     #: One PartitionSpec (or None: unspecified) per output leaf, in flattening order; None when not given.
     outputs_sharding: list[Any] | None = None
+    #: The output names (``outputs:``, see ``output_names``): a tree of names, lists and dicts; None when not given.
+    outputs: Any = None
+    #: Where ``outputs:`` is, for messages.
+    outputs_where: Where | None = None
 
 
 @dataclass
@@ -138,6 +144,10 @@ class ShapeSpec:
     mesh: dict[str, int] | None = None
     #: The highest order of derivatives (VJPs) stored with each function.
     vjp_order: int = 0
+    #: The sha256 of the spec's text (UTF-8), which the manifest records so that ``verify`` can find the file.
+    sha256: str | None = None
+    #: A single-function spec's top-level ``name:``: the function's name in the artifact (None: the Python name).
+    name: str | None = None
 
     def jax_constraints(self) -> list[str]:
         """Bounds and constraints in the form ``jax.export.SymbolicScope`` takes."""
@@ -167,15 +177,10 @@ SPEC_DOCUMENT = Document(
 # --- parsing ----------------------------------------------------------------------------------------------------
 
 
-def _suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
-
-
 def _check_keys(m: Map, allowed: tuple[str, ...], file: str, what: str) -> None:
     for k in m:
         if k not in allowed:
-            raise SpecError(f"{file}:{m.key_lines[k]}: unknown key {k!r} in {what}.{_suggest(k, allowed)} "
+            raise SpecError(f"{file}:{m.key_lines[k]}: unknown key {k!r} in {what}.{suggest(k, allowed)} "
                             f"Allowed keys: {', '.join(allowed)}.")
 
 
@@ -217,9 +222,10 @@ class _Parser:
             raise self.fail(line, f"{path}: dtype must be a string such as 'f32', found {spelling!r}.")
         d = dtypes.canonical(spelling)
         if d is None:
-            raise self.fail(line, f"{path}: unknown dtype {spelling!r}.{_suggest(spelling.lower(), dtypes.spellings())}"
-                                  f" Use one of: {', '.join(x.short for x in dtypes.BY_NAME.values())} "
-                                  f"(or numpy names such as float32).")
+            shorts = ", ".join(x.short for x in dtypes.BY_NAME.values() if x.kind != "key")
+            raise self.fail(line, f"{path}: unknown dtype {spelling!r}.{suggest(spelling.lower(), dtypes.spellings())}"
+                                  f" Use one of: {shorts} (or numpy names such as float32), or key for a PRNG key "
+                                  f"(key<rbg>, key<unsafe_rbg> for other implementations).")
         return d.name
 
     def dims(self, raw: Any, path: str, line: int) -> tuple[int | str, ...]:
@@ -308,7 +314,10 @@ class _Parser:
                 if "sharding" in raw:
                     array_sharding = self.partition_spec(raw["sharding"], len(shape), path,
                                                          raw.key_lines["sharding"])
-                return ArrayLeaf(shape, dtype, self.where(line), array_sharding)
+                values = None
+                if "range" in raw:
+                    values = self.value_range(raw["range"], dtype, path, raw.key_lines["range"])
+                return ArrayLeaf(shape, dtype, self.where(line), array_sharding, values)
             out = {}
             for k, v in raw.items():
                 out[k] = self.leaf_or_tree(v, f"{path}[{k!r}]", raw.key_lines[k])
@@ -320,6 +329,15 @@ class _Parser:
                                   f"{{static: null}} for a None argument.")
         raise self.fail(line, f"{path}: {raw!r} is not an array spec. Write 'dtype[dims]' such as "
                               f"'f32[batch, 784]', or {{static: {raw!r}}} to bake a Python value into the program.")
+
+    def value_range(self, raw: Any, dtype: str, path: str, line: int) -> tuple[int | float, int | float]:
+        if not isinstance(raw, list) or len(raw) != 2:
+            raise self.fail(line, f"{path}.range: must be a list of two numbers [LO, HI], such as [0, 32000], found "
+                                  f"{raw!r}.")
+        try:
+            return input_range(raw[0], raw[1], dtype)
+        except ValueError as e:
+            raise self.fail(line, f"{path}.range: {e}.") from None
 
     def partition_spec(self, raw: Any, rank: int | None, path: str, line: int) -> tuple[Any, ...]:
         return parse_partition_spec(raw, self.mesh, rank, f"{path}.sharding", lambda msg: self.fail(line, msg))
@@ -375,7 +393,11 @@ class _Parser:
                                       f"unspecified), e.g. [[data, model]].")
             outs = [None if s is None else self.partition_spec(s, None, f"outputs_sharding[{i}]", line)
                     for i, s in enumerate(listed)]
-        return FunctionSpec(name, entry, args, kwargs, self.where(raw.line), outs)
+        names, names_where = None, None
+        if raw.get("outputs") is not None:
+            names_where = self.where(raw.key_lines["outputs"])
+            names = output_names.parse(raw["outputs"], str(names_where))
+        return FunctionSpec(name, entry, args, kwargs, self.where(raw.line), outs, names, names_where)
 
 
 def _check_ranges(p: _Parser, dims: dict[str, DimVar]) -> None:
@@ -449,9 +471,9 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
 
     functions: dict[str | None, FunctionSpec] = {}
     if "functions" in raw:
-        if "outputs_sharding" in raw:
-            raise p.fail(raw.key_lines["outputs_sharding"], "with 'functions:', give 'outputs_sharding' inside each "
-                                                            "function's entry.")
+        for key in ("outputs", "outputs_sharding"):
+            if key in raw:
+                raise p.fail(raw.key_lines[key], f"with 'functions:', give '{key}' inside each function's entry.")
         if "args" in raw or "kwargs" in raw:
             raise p.fail(raw.key_lines["functions"], "use either top-level 'args'/'kwargs' (one function) or "
                                                      "'functions:' (several), not both.")
@@ -468,6 +490,13 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
             functions[fname] = p.function(body, fname, f"functions[{fname!r}]: ")
     else:
         functions[None] = p.function(raw, None, "")
+    function_name = None
+    if "name" in raw:
+        line = raw.key_lines["name"]
+        if "functions" in raw:
+            raise p.fail(line, "with 'functions:', each function is named by its key there; remove the top-level "
+                               "'name'.")
+        function_name = check_function_name(raw["name"], f"{file}:{line}: name")
 
     constraints: list[ConstraintSpec] = []
     craw = raw.get("constraints") or []
@@ -486,7 +515,7 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
         for v in sorted(parsed.variables()):
             if v not in declared:
                 raise p.fail(line, f"constraints[{i}]: {c!r} names dimension variable {v!r}, which is not "
-                                   f"declared under 'dims' nor used in any shape.{_suggest(v, sorted(declared))}")
+                                   f"declared under 'dims' nor used in any shape.{suggest(v, sorted(declared))}")
         constraints.append(ConstraintSpec(c.strip(), Where(file, line)))
         p.expressions.append((parsed, f"constraints[{i}]", line))
     _check_ranges(p, dims)
@@ -539,21 +568,7 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
                              f"metadata.labels[{k!r}] must be a string, found {v!r}. Quote it.")
         metadata["labels"] = {str(k): str(v) for k, v in labels.items()}
     return ShapeSpec(file, version, dims, constraints, functions, platforms, list(allow), metadata, base_dir,
-                     p.mesh, vjp_order)
-
-
-def check_platform(name: Any, where: str) -> str:
-    if not isinstance(name, str) or name.lower() not in PLATFORMS:
-        raise SpecError(f"{where}: unknown platform {name!r}.{_suggest(str(name).lower(), PLATFORMS)} "
-                        f"Use some of: {', '.join(PLATFORMS)}.")
-    return name.lower()
-
-
-def check_artifact_name(name: str, where: str) -> str:
-    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", name):
-        raise SpecError(f"{where}: {name!r} is not a valid artifact name: use letters, digits, '_', '-', '.' "
-                        f"(at most 128 characters, not starting with '.' or '-').")
-    return name
+                     p.mesh, vjp_order, hashlib.sha256(text.encode("utf-8")).hexdigest(), function_name)
 
 
 def load_spec(path: str | Path) -> ShapeSpec:

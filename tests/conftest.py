@@ -73,9 +73,18 @@ def make_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return make
 
 
+#: Test files that are corpora rather than one path per behaviour: the hostile-input corpus, the fuzzers, fault
+#: injection and the IREE deployment suite. `make test` runs them; `make test-fast` (JAXPORT_FAST=1) does not.
+CORPUS_FILES = frozenset({"test_hostile.py", "test_fuzz.py", "test_faults.py", "test_iree_deploy.py",
+                          "test_iree_padding.py"})
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in CORPUS_FILES:
+            item.add_marker(pytest.mark.corpus)
     if os.environ.get("JAXPORT_FAST"):
-        skip = pytest.mark.skip(reason="JAXPORT_FAST set")
+        skip = pytest.mark.skip(reason="JAXPORT_FAST set: the fast tier skips slow tests and corpora")
         for item in items:
-            if "slow" in item.keywords:
+            if "slow" in item.keywords or "corpus" in item.keywords:
                 item.add_marker(skip)

@@ -268,8 +268,9 @@ def test_unknown_function_is_a_usage_error(call, mlp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["-i", "rank1.npy"], "input 'x' has rank 1 (shape (784,)), but the artifact expects rank 2: f32[batch, 784]."),
-    (["-i", "x64.npy"], "input 'x' has dtype float64, but the artifact expects float32. Convert it with: python -c "
-                        "\"import numpy as np; np.save('x64.npy', np.load('x64.npy').astype(np.float32))\""),
+    (["-i", "x64.npy"], "input 'x' has dtype float64, but the artifact expects float32. Convert it into a new file "
+                        "with: python -c \"import numpy as np; np.save('x64.float32.npy', np.load('x64.npy')"
+                        ".astype(np.float32))\" and give x64.float32.npy."),
     (["-i", "wide.npy"], "input 'x': shape[1] = 785, but the artifact expects 784 (f32[batch, 784])."),
     (["-i", "big.npy"], "input 'x': shape[0] = 4097, but dimension 'batch' must satisfy 1 <= batch <= 4096 "
                         "(spec bound)."),
@@ -300,8 +301,9 @@ def test_bad_mlp_inputs(call, mlp_path, mlp_files, args, message):
     (4, 1, {}, "input 'x': shape[1] = 2, but dimension 'h' must satisfy h >= 2 (spec bound); shape[1] is 2*h, so "
                "h = 1."),
     (4, 3, {"mask": np.zeros((4, 16), np.float32)},
-     "input 'mask' has dtype float32, but the artifact expects bfloat16. Convert it with: python -c \"import numpy as "
-     "np; import ml_dtypes; np.save('mask.npy', np.load('mask.npy').astype(ml_dtypes.bfloat16))\""),
+     "input 'mask' has dtype float32, but the artifact expects bfloat16. Convert it into a new file with: python -c "
+     "\"import numpy as np; import ml_dtypes; np.save('mask.bfloat16.npy', np.load('mask.npy').astype("
+     "ml_dtypes.bfloat16))\" and give mask.bfloat16.npy."),
 ])
 def test_bad_pytree_inputs(call, pytree_path, tmp_path, batch, h, over, message):
     arrays = {**_encode_arrays(batch, h, seed=0), **over}
@@ -410,7 +412,7 @@ def test_output_errors(call, pytree_path, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--random", "-i", "x.npy"], "give inputs with --inputs or generate them with --random, not both."),
-    (["--dim", "batch=3"], "--dim and --seed choose what --random generates; add --random."),
+    (["--dim", "batch=3"], "--dim, --seed and --range choose what --random generates; add --random."),
     (["--random", "--dim", "batch"], "'batch' is not NAME=VALUE (e.g. --dim batch=8)."),
     (["--random", "--dim", "batch=x"], "'batch=x': 'x' is not an integer."),
     (["--random", "--benchmark", "0"], "0 is not in the range x>=1."),

@@ -14,11 +14,20 @@ import jax
 import pytest
 
 import jaxport
-from jaxport.artifact import policy
+from jaxport.artifact import compat, policy
 from jaxport.artifact.summary import human_bytes
 from jaxport.errors import PolicyFileError
 
 from .conftest import EXAMPLES, REPO
+
+JAX = jax.__version__
+
+#: examples/ci/policy.yaml's max_producer_age_days (60) passes a fresh export only with a JAX at most 60 days behind the
+#: newest this jaxport supports: the oldest (make test-compat runs the tests with it) fails it, as the rule means.
+FRESH_EXPORT_PASSES_THE_EXAMPLE_POLICY = pytest.mark.skipif(
+    (compat.dating(JAX).producer_age() or 0) > 60,
+    reason=f"jax {JAX} is more than 60 days behind jax {compat.CURRENT.version}: a fresh export fails the example "
+           f"policy's max_producer_age_days")
 
 FFI_MODEL = '''
 import jax
@@ -144,6 +153,7 @@ def test_calling_convention_newer_than_the_oldest_consumer(artifacts):
         "in JAX 0.4.14.")
 
 
+@FRESH_EXPORT_PASSES_THE_EXAMPLE_POLICY
 def test_example_policy_passes_and_lists_every_rule(artifacts, run_cli):
     res = run_cli("check", artifacts["mlp"], "--policy", REPO / "examples" / "ci" / "policy.yaml", "--json")
     assert res.exit_code == 0, res.stderr
@@ -151,7 +161,9 @@ def test_example_policy_passes_and_lists_every_rule(artifacts, run_cli):
     assert out["passed"] is True and out["violations"] == []
     assert [r["rule"] for r in out["rules"]] == [
         "platforms.allowed", "platforms.required", "custom_calls.allowed", "max_artifact_size", "format_version",
-        "calling_convention", "required_metadata", "forbid_disabled_safety_checks", "max_embedded_constant_size"]
+        "calling_convention", "required_metadata", "forbid_disabled_safety_checks", "max_embedded_constant_size",
+        "max_producer_age_days"]
+    assert out["notes"] == []  # a fresh export is dated exactly: 0 days behind the newest JAX this jaxport supports
 
 
 def test_every_violation_is_listed_and_exit_code_is_14(artifacts, run_cli, tmp_path):
@@ -185,7 +197,7 @@ BAD_POLICIES = {
                     "policy.yaml:2: unknown key 'platfroms' in the policy. Did you mean 'platforms'? Allowed keys: "
                     "jaxport_policy, platforms, custom_calls, max_artifact_size, format_version, calling_convention, "
                     "min_consumer_jax, required_metadata, forbid_disabled_safety_checks, max_embedded_constant_size, "
-                    "max_age_days, min_days_left."),
+                    "max_producer_age_days, min_days_left, max_age_days."),
     "unknown nested key": ("jaxport_policy: 1\nplatforms:\n  alowed: [cpu]\n",
                            "policy.yaml:3: unknown key 'alowed' in 'platforms'. Did you mean 'allowed'? Allowed keys: "
                            "allowed, required."),
@@ -285,6 +297,7 @@ def test_damaged_artifact_is_refused(artifacts, run_cli, tmp_path):
     assert res.stderr.startswith(f"error[integrity]: {bad}: member 'functions/predict.jaxexport'")
 
 
+@FRESH_EXPORT_PASSES_THE_EXAMPLE_POLICY
 def test_check_does_not_import_jax(artifacts, tmp_path):
     p = tmp_path / "p.yaml"
     p.write_text((REPO / "examples" / "ci" / "policy.yaml").read_text())
@@ -295,40 +308,63 @@ def test_check_does_not_import_jax(artifacts, tmp_path):
     assert res.stderr.strip().splitlines()[-1] == "exit 0 False"
 
 
-def test_max_age_and_window_from_the_command_line(run_cli, tmp_path):
-    """An artifact whose recorded JAX is old fails --max-age; a current one passes (ages: jaxport.artifact.compat)."""
-    import datetime
-    import json as _json
-    import shutil as _shutil
+@pytest.mark.skipif(JAX != compat.CURRENT.version, reason=f"jax {JAX} is not jax {compat.CURRENT.version}, the "
+                    f"newest this jaxport supports: a fresh export is behind it")
+def test_a_fresh_export_passes_the_producer_age(run_cli, artifacts, monkeypatch):
+    """An artifact exported here, with the JAX this jaxport supports, is 0 days behind the newest JAX release it
+    supports, on any day: --max-producer-age 30 and the deprecated --max-age 30 pass (exit 0)."""
+    from jaxport.artifact.compat import CURRENT, supported
+    from jaxport.artifact.container import open_artifact
 
-    from jaxport.artifact.compat import window
+    with open_artifact(artifacts["mlp"]) as art:
+        assert art.manifest["producer"]["jax"] == jax.__version__
+    assert supported(jax.__version__) and jax.__version__ == CURRENT.version
+    for today in ("2026-12-01", "2027-12-01"):
+        monkeypatch.setenv("JAXPORT_TODAY", today)
+        res = run_cli("check", artifacts["mlp"], "--max-producer-age", "30", "--json")
+        assert res.exit_code == 0, res.stdout + res.stderr
+        assert json.loads(res.stdout)["violations"] == [] and json.loads(res.stdout)["notes"] == []
+        res = run_cli("check", artifacts["mlp"], "--max-age", "30")
+        assert res.exit_code == 0 and res.stderr == "", res.stdout + res.stderr
+        assert "note: max_producer_age_days: --max-age is deprecated" in res.stdout
+
+
+def test_producer_age_and_window_from_the_command_line(run_cli, tmp_path, monkeypatch):
+    """An artifact whose recorded JAX is old fails --max-producer-age and --min-days-left; the same artifact recorded
+    with the newest JAX this jaxport supports passes (more cases: tests/test_policy_age.py)."""
+    from jaxport.artifact.compat import CURRENT
     from jaxport.artifact.container import open_artifact, write_artifact
 
+    monkeypatch.setenv("JAXPORT_TODAY", "2026-11-01")
     golden = Path(__file__).parent / "golden" / "1.0" / "mlp.jaxport"
+    with open_artifact(golden) as art:
+        manifest, members = art.manifest, {n: art.read(n) for n in art.members if n != "manifest.json"}
+    manifest["producer"]["jax"] = CURRENT.version
     fresh = tmp_path / "fresh.jaxport"
-    _shutil.copy(golden, fresh)
-    age = window(open_artifact(fresh).manifest["producer"]["jax"]).age_days()
-    res = run_cli("check", fresh, "--max-age", str(age + 1), "--json")
+    write_artifact(fresh, manifest, members)
+    res = run_cli("check", fresh, "--max-producer-age", "30", "--min-days-left", "30", "--json")
     assert res.exit_code == 0, res.stdout + res.stderr
-    assert _json.loads(res.stdout)["passed"] is True
+    assert json.loads(res.stdout)["passed"] is True
+    monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
 
-    art = open_artifact(golden)
-    manifest = art.manifest
     manifest["producer"]["jax"] = "0.4.30"
     old = tmp_path / "old.jaxport"
-    write_artifact(old, manifest, {n: art.read(n) for n in art.members if n != "manifest.json"})
-    days = (datetime.date.today() - datetime.date(2024, 6, 18)).days
-    res = run_cli("check", old, "--max-age", "180")
+    write_artifact(old, manifest, members)
+    res = run_cli("check", old, "--max-producer-age", "180")
     assert res.exit_code == 14
-    assert (f"max_age_days: the artifact was written with jax 0.4.30, released 2024-06-18, {days} days ago; the "
-            f"policy allows at most 180 days. Re-export it with a current JAX.") in res.stdout
+    assert (f"max_producer_age_days: the artifact was exported with jax 0.4.30 (released 2024-06-18), 729 days "
+            f"behind jax 0.10.2 (released 2026-06-17), the newest JAX release jaxport {jaxport.__version__} supports; "
+            f"the policy allows at most 180 days. Re-export it with jax>=0.9.1,<0.11 (jax 0.9.1 needs Python >= "
+            f"3.11). JAX's guarantee that later releases load it ended on 2024-12-18 (713 days before today, "
+            f"2026-12-01).") in " ".join(res.stdout.split())
     res = run_cli("check", old, "--min-days-left", "30")
     assert res.exit_code == 14
-    assert "JAX's compatibility window for artifacts written with jax 0.4.30 closed" in res.stdout
+    assert ("min_days_left: JAX's guarantee that JAX releases load artifacts exported with jax 0.4.30 (released "
+            "2024-06-18) ended on 2024-12-18, 713 days before today (2026-12-01)") in " ".join(res.stdout.split())
 
 
 def test_check_needs_a_policy_or_an_age_rule(run_cli):
     golden = Path(__file__).parent / "golden" / "1.0" / "mlp.jaxport"
     res = run_cli("check", golden)
     assert res.exit_code == 2
-    assert "give a policy with --policy FILE, or --max-age / --min-days-left." in res.stderr
+    assert "give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left DAYS." in res.stderr

@@ -232,12 +232,16 @@ def test_cli_export_writes_artifact_and_sidecar(tmp_path, run_cli, monkeypatch):
     res = run_cli("export", "mlp/model.py:predict", "--shapes", "mlp/spec.yaml", "--name", "digits",
                   "--version", "2.0.0")
     assert res.exit_code == 0, res.stderr
-    assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
+    # --name names the artifact and, in a single-function export, the function
+    assert "digits(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
     art = open_artifact(tmp_path / "digits.jaxport")
     assert art.manifest["metadata"]["name"] == "digits" and art.manifest["metadata"]["version"] == "2.0.0"
     assert (tmp_path / "digits.jaxport.manifest.json").read_bytes() == art.manifest_bytes
-    assert art.manifest["functions"]["predict"]["entrypoint"] == "mlp/model.py:predict"
-    assert art.manifest["source"]["spec"] == "mlp/spec.yaml"
+    # paths are recorded relative to the spec's directory, not to where export ran
+    assert art.manifest["functions"]["digits"]["entrypoint"] == "model.py:predict"
+    assert art.manifest["source"] == {"spec": "spec.yaml",
+                                      "spec_sha256": hashlib.sha256((EXAMPLES / "mlp" / "spec.yaml").read_bytes())
+                                      .hexdigest()}
 
 
 def test_cli_no_manifest_and_json(tmp_path, run_cli, monkeypatch):

@@ -1,5 +1,6 @@
-"""``jaxport extract``: bound weights out as .npz and .safetensors equal to what was bound, a function's JAX
-serialization that JAX loads and runs on its own, its StableHLO as text and bytecode, and usage errors."""
+"""``jaxport extract``: bound weights out as .npz, .safetensors and .npy equal to what was bound, named relative to
+their argument so that they bind again to the same tensors; a function's JAX serialization that JAX loads and runs
+on its own, its StableHLO as text and bytecode, and usage errors."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 import jaxport
 from jaxport.artifact.container import open_artifact
+from jaxport.errors import SpecError
 
 from .conftest import EXAMPLES
 
@@ -56,7 +58,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, np.
         path = jaxport.export("model.py:f", "spec.yaml", output=d / "mixed.jaxport").path
     ns: dict[str, Any] = {}
     exec(MIXED_MODEL, ns)
-    return path, {f"params/{k}": np.asarray(v) for k, v in ns["PARAMS"].items()}
+    return path, {k: np.asarray(v) for k, v in ns["PARAMS"].items()}
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +75,10 @@ def extract(run_cli, tmp_path, monkeypatch):
     return lambda *args: run_cli("extract", *args)
 
 
-def _mlp_expected() -> dict[str, np.ndarray]:
+def _mlp_expected(prefix: str = "") -> dict[str, np.ndarray]:
+    """The MLP's parameters by the keys of params.npz (relative to the argument ``params``), or with ``prefix``."""
     with np.load(MLP_PARAMS, allow_pickle=False) as z:
-        return {f"params/{k}": z[k] for k in z.files}
+        return {f"{prefix}{k}": z[k] for k in z.files}
 
 
 def _assert_same(found: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
@@ -92,10 +95,12 @@ def _assert_same(found: dict[str, np.ndarray], expected: dict[str, np.ndarray]) 
 def test_weights_to_npz_equal_the_bound_arrays(extract, mlp_bound, tmp_path):
     res = extract(mlp_bound, "--weights", "w.npz")
     size = (tmp_path / "w.npz").stat().st_size
-    assert (res.exit_code, res.stdout, res.stderr) == (0, f"wrote w.npz (weights, {size} bytes)\n", "")
+    assert (res.exit_code, res.stdout, res.stderr) == (
+        0, f"wrote w.npz (weights, {size} bytes; 4 tensors of argument 'params', named relative to it)\n", "")
     with np.load(tmp_path / "w.npz", allow_pickle=False) as z:
         found = {k: z[k] for k in z.files}
     _assert_same(found, _mlp_expected())
+    assert sorted(found) == ["b1", "b2", "w1", "w2"]  # the keys of the bound params.npz
 
 
 def test_weights_to_safetensors_equal_the_bound_arrays(extract, mlp_bound, tmp_path):
@@ -124,33 +129,128 @@ def test_bfloat16_and_scalars_round_trip_through_safetensors(extract, mixed, tmp
     assert extract(path, "--weights", "w.safetensors").exit_code == 0
     found = read_safetensors(tmp_path / "w.safetensors", "test")
     _assert_same(found, expected)
-    assert found["params/scale"].shape == ()
+    assert found["scale"].shape == ()
     header = json.loads((tmp_path / "w.safetensors").read_bytes()[8:][:int.from_bytes(
         (tmp_path / "w.safetensors").read_bytes()[:8], "little")])
-    assert header["params/emb"]["dtype"] == "BF16" and header["params/scale"]["shape"] == []
+    assert header["emb"]["dtype"] == "BF16" and header["scale"]["shape"] == []
 
 
 def test_bfloat16_cannot_go_to_npz(extract, mixed, tmp_path):
     path, _ = mixed
     res = extract(path, "--weights", "w.npz")
     assert (res.exit_code, res.stderr) == (2, "error[usage]: w.npz: .npz cannot record the dtype of 1 tensor(s): "
-                                              "'params/emb' (bfloat16); numpy would store them as raw bytes. Write "
+                                              "'emb' (bfloat16); numpy would store them as raw bytes. Write "
                                               ".safetensors instead.\n")
     assert not (tmp_path / "w.npz").exists()
 
 
-def test_extracted_weights_bind_again(extract, mlp_bound, tmp_path):
-    """Extracted tensors keep their argument prefix: binding the file gives the same program inputs."""
+def test_extracted_weights_bind_again_to_the_same_tensors(extract, mlp_bound, tmp_path, run_cli):
+    """extract, then bind the file to the same argument: the same tensor names and values (no doubled prefix), and
+    diff finds nothing but the weights' new source."""
     assert extract(mlp_bound, "--weights", "w.npz").exit_code == 0
-    (tmp_path / "model.py").write_text("def f(weights, x):\n    p = weights['params']\n"
-                                       "    return x @ p['w1'] + p['b1']\n")
-    (tmp_path / "spec.yaml").write_text("jaxport: 1\nargs:\n  - bind: w.npz\n  - \"f32[2, 784]\"\n")
-    result = jaxport.export("model.py:f", "spec.yaml", output="again.jaxport")
-    assert sorted(result.manifest["weights"]["tensors"]) == [f"weights/{n}" for n in sorted(_mlp_expected())]
-    with open_artifact(mlp_bound) as art:
-        before = {n.removeprefix("params/"): t["sha256"] for n, t in art.manifest["weights"]["tensors"].items()}
-    after = {n.removeprefix("weights/params/"): t["sha256"] for n, t in result.manifest["weights"]["tensors"].items()}
-    assert after == before
+    again = jaxport.export(f"{EXAMPLES}/mlp/model.py:apply", EXAMPLES / "mlp" / "spec-npz.yaml",
+                           output="again.jaxport", bind={"params": "w.npz"}).path
+    with open_artifact(mlp_bound) as a, open_artifact(again) as b:
+        assert b.manifest["weights"]["tensors"] == a.manifest["weights"]["tensors"]
+        assert sorted(b.manifest["weights"]["tensors"]) == ["params/b1", "params/b2", "params/w1", "params/w2"]
+    res = run_cli("diff", mlp_bound, again, "--fail-on", "breaking", "--json")
+    assert res.exit_code == 0, res.stdout
+    out = json.loads(res.stdout)
+    assert [(c["severity"], c["kind"]) for c in out["changes"]] == [("compatible", "bound_source_changed")]
+    assert out["programs"]["apply"]["status"] == "identical"
+    x = np.load(EXAMPLES / "mlp" / "x.npy")
+    np.testing.assert_array_equal(jaxport.load(again)(x), jaxport.load(mlp_bound)(x))
+
+
+def test_full_names_keep_the_argument_prefix(extract, mlp_bound, tmp_path):
+    res = extract(mlp_bound, "--weights", "w.npz", "--full-names")
+    size = (tmp_path / "w.npz").stat().st_size
+    assert (res.exit_code, res.stdout) == (0, f"wrote w.npz (weights, {size} bytes; 4 tensors, full names)\n")
+    with np.load(tmp_path / "w.npz", allow_pickle=False) as z:
+        _assert_same({k: z[k] for k in z.files}, _mlp_expected("params/"))
+
+
+def test_full_names_do_not_bind_again_and_the_error_says_why(extract, mlp_bound, tmp_path):
+    assert extract(mlp_bound, "--weights", "w.npz", "--full-names").exit_code == 0
+    with pytest.raises(SpecError) as e:
+        jaxport.export(f"{EXAMPLES}/mlp/model.py:apply", EXAMPLES / "mlp" / "spec-npz.yaml",
+                       output="again.jaxport", bind={"params": "w.npz"})
+    assert str(e.value) == (
+        "the function reads key 'w1' from a bound argument, and the bound value has no such key. Missing: 'w1'. "
+        "--bind params: 'params' is bound to w.npz with keys: params/b1, params/b2, params/w1, "
+        "params/w2 (did you mean 'w1'?) (every key starts with 'params/', the argument's own name: the file holds "
+        "the artifact's full tensor names, as 'jaxport extract --weights --full-names' writes them; extract without "
+        "--full-names for names relative to 'params'). Make the bound file's keys match what the function reads.")
+    assert not (tmp_path / "again.jaxport").exists()
+
+
+TWO_BINDS_MODEL = """\
+import numpy as np
+
+PARAMS = {"w": np.arange(6, dtype=np.float32).reshape(3, 2), "b": np.ones(2, np.float32)}
+SCALE = np.float32(0.5) * np.ones(2, np.float32)
+
+
+def f(params, scale, x):
+    return (x @ params["w"] + params["b"]) * scale
+"""
+
+
+@pytest.fixture(scope="module")
+def two_binds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two arguments bound: a dict of two arrays and a single array."""
+    d = tmp_path_factory.mktemp("two")
+    (d / "model.py").write_text(TWO_BINDS_MODEL)
+    (d / "spec.yaml").write_text("jaxport: 1\ndims: [b]\nargs:\n  - bind: model.py:PARAMS\n  - bind: model.py:SCALE\n"
+                                 "  - \"f32[b, 3]\"\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(d)
+        return jaxport.export("model.py:f", "spec.yaml", output=d / "two.jaxport").path
+
+
+def test_several_bound_arguments_need_arg(extract, two_binds, tmp_path):
+    res = extract(two_binds, "--weights", "w.npz")
+    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {two_binds}: the artifact binds 2 arguments to weights "
+                                              f"(params, scale); extract one with --arg NAME (its tensors named "
+                                              f"relative to it, as --bind NAME=FILE reads them), or all with "
+                                              f"--full-names.\n")
+    assert not (tmp_path / "w.npz").exists()
+    res = extract(two_binds, "--weights", "w.npz", "--arg", "params")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.endswith("bytes; 2 tensors of argument 'params', named relative to it)\n")
+    with np.load(tmp_path / "w.npz") as z:
+        assert sorted(z.files) == ["b", "w"]
+        np.testing.assert_array_equal(z["w"], np.arange(6, dtype=np.float32).reshape(3, 2))
+    assert extract(two_binds, "--weights", "all.npz", "--full-names").exit_code == 0
+    with np.load(tmp_path / "all.npz") as z:
+        assert sorted(z.files) == ["params/b", "params/w", "scale"]
+
+
+def test_a_single_array_argument_goes_to_npy_and_binds_again(extract, two_binds, tmp_path):
+    res = extract(two_binds, "--weights", "s.npz", "--arg", "scale")
+    assert (res.exit_code, res.stderr) == (2, "error[usage]: s.npz: argument 'scale' is bound to a single array; "
+                                              "write it as .npy (which --bind scale=FILE.npy reads), or with "
+                                              "--full-names.\n")
+    res = extract(two_binds, "--weights", "s.npy", "--arg", "scale")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.endswith("bytes; 1 tensor of argument 'scale', named relative to it)\n")
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.full(2, 0.5, np.float32))
+    assert extract(two_binds, "--weights", "p.npz", "--arg", "params").exit_code == 0
+    again = jaxport.export(f"{two_binds.parent}/model.py:f", two_binds.parent / "spec.yaml", output="again.jaxport",
+                           bind={"params": "p.npz", "scale": "s.npy"}).path
+    with open_artifact(two_binds) as a, open_artifact(again) as b:
+        assert b.manifest["weights"]["tensors"] == a.manifest["weights"]["tensors"]
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(jaxport.load(again)(x), (x @ np.arange(6, dtype=np.float32).reshape(3, 2) + 1) * 0.5)
+    res = extract(two_binds, "--weights", "p.npy", "--arg", "params")
+    assert (res.exit_code, res.stderr) == (2, "error[usage]: p.npy: a .npy file holds one array, and 2 tensors would "
+                                              "be written; write .npz or .safetensors instead.\n")
+
+
+def test_unknown_arg(extract, two_binds):
+    res = extract(two_binds, "--weights", "w.npz", "--arg", "parms")
+    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {two_binds}: --arg parms: no argument of that name is "
+                                              f"bound to weights (bound arguments: params, scale).\n")
 
 
 def test_damaged_weights_are_not_extracted(extract, mlp_bound, tmp_path):
@@ -177,7 +277,7 @@ def test_payload_loads_and_runs_with_jax_alone(extract, mlp_bound, tmp_path):
     exported = jax.export.deserialize(bytearray(data))
     assert len(exported.in_avals) == 5  # x and the four bound tensors
     x = np.load(EXAMPLES / "mlp" / "x.npy")
-    weights = {k: jax.numpy.asarray(v) for k, v in _mlp_expected().items()}
+    weights = {k: jax.numpy.asarray(v) for k, v in _mlp_expected("params/").items()}
     out = exported.call(x, __jaxport_weights__=weights)
     np.testing.assert_allclose(out, jaxport.load(mlp_bound)(x), rtol=1e-6, atol=1e-6)
 
@@ -218,11 +318,11 @@ def test_unknown_function(extract, mlp_bound, option):
                                               "'apply'? Functions: apply.\n")
 
 
-@pytest.mark.parametrize("name", ["w.txt", "w.npy", "w"])
+@pytest.mark.parametrize("name", ["w.txt", "w.np", "w"])
 def test_weights_need_npz_or_safetensors(extract, mlp_bound, tmp_path, name):
     res = extract(mlp_bound, "--weights", name)
-    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {name}: weights are written as .npz or .safetensors; "
-                                              f"choose one of those extensions.\n")
+    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {name}: weights are written as .npz or .safetensors (or "
+                                              f"one array as .npy); choose one of those extensions.\n")
     assert not (tmp_path / name).exists()
 
 
@@ -232,6 +332,8 @@ def test_weights_need_npz_or_safetensors(extract, mlp_bound, tmp_path, name):
      "choose exactly one of --weights OUT, --payload FUNCTION or --mlir FUNCTION."),
     (["--payload", "apply"], "--payload and --mlir write to the file given with -o."),
     (["--mlir", "apply"], "--payload and --mlir write to the file given with -o."),
+    (["--mlir", "apply", "-o", "m.mlir", "--arg", "params"], "--arg and --full-names go with --weights."),
+    (["--payload", "apply", "-o", "p.bin", "--full-names"], "--arg and --full-names go with --weights."),
 ])
 def test_usage_errors(extract, mlp_bound, args, message):
     res = extract(mlp_bound, *args)
@@ -259,7 +361,7 @@ def test_npz_dtypes_that_numpy_cannot_name_are_listed(tmp_path, monkeypatch):
     path = jaxport.export("model.py:f", "spec.yaml", output="o.jaxport").path
     with open_artifact(path) as art, pytest.raises(UsageError) as e:
         extract.extract_weights(art, "w.npz")
-    assert str(e.value) == ("w.npz: .npz cannot record the dtype of 3 tensor(s): 'p/bfloat16' (bfloat16), "
-                            "'p/float8_e4m3fn' (float8_e4m3fn), 'p/float8_e5m2' (float8_e5m2); numpy would store "
+    assert str(e.value) == ("w.npz: .npz cannot record the dtype of 3 tensor(s): 'bfloat16' (bfloat16), "
+                            "'float8_e4m3fn' (float8_e4m3fn), 'float8_e5m2' (float8_e5m2); numpy would store "
                             "them as raw bytes. Write .safetensors instead.")
     assert np.zeros(1, ml_dtypes.bfloat16).dtype.str == "<V2"  # why: numpy has no name for it

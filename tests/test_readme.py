@@ -31,9 +31,13 @@ def test_quick_start_and_call_commands_run(tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     bindir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}", JAXPORT_CACHE_DIR=str(tmp_path / "c"))
-    for line in _block_after("## Quick start") + _block_after("## Running an artifact"):
+    quick = _block_after("## Quick start")
+    # After `make demo` nothing is on PATH: the quick start names the environment's script, as a user types it.
+    assert [shlex.split(line)[0] for line in quick] == [".venv/bin/jaxport"] * 3
+    assert "activate the environment once per shell (`source .venv/bin/activate`)" in README.replace("\n", " ")
+    for line in quick + _block_after("## Running an artifact"):
         argv = shlex.split(line)
-        assert argv[0] == "jaxport"
+        assert argv[0] in ("jaxport", ".venv/bin/jaxport")
         res = subprocess.run([str(bindir / "jaxport"), *argv[1:]], cwd=tmp_path, env=env, capture_output=True,
                              text=True)
         assert res.returncode == 0, f"{line}\n{res.stderr}"
@@ -50,3 +54,28 @@ def test_make_demo_runs():
     res = subprocess.run(["make", "demo"], cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "predict(x: f32[batch, 784]) -> f32[batch, 10]" in res.stdout
+
+
+def _python_blocks(heading: str) -> list[str]:
+    """The ``python`` code blocks of the README section under ``heading`` (up to the next ``## `` heading)."""
+    section = README.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_from_python_examples_run(tmp_path):
+    """The "From Python" section's code blocks, run in order as one script (a later block uses the names an earlier
+    one defined) in a fresh process, in a directory holding a copy of the examples."""
+    blocks = _python_blocks("## From Python")
+    assert len(blocks) == 3 and "from flax import nnx" in blocks[0] and "import equinox as eqx" in blocks[1]
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    script = tmp_path / "from_python.py"
+    script.write_text("\n".join(blocks))
+    env = dict(os.environ, JAXPORT_CACHE_DIR=str(tmp_path / "c"))
+    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in ("mlp-nnx.jaxport", "mlp-eqx.jaxport", "mlp.jaxport"):
+        assert (tmp_path / name).is_file(), name
+    assert "jaxport: 1\ndims:\n  batch: {min: 1, max: 1024}\nargs: ['f32[batch, 16]']\n" in res.stdout
+    assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
+

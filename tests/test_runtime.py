@@ -375,7 +375,8 @@ def test_save_outputs(tmp_path):
 
 @pytest.mark.parametrize("name,message", [
     ("out.npy", "{p}: a .npy file holds one array, but the function has 2 outputs (a, b); write an .npz instead."),
-    ("out.txt", "{p}: the output file must end in .npz (all outputs, keyed by name) or .npy (a single output)."),
+    ("out.txt", "{p}: the output file must end in .npz (all outputs, keyed by name), .safetensors (all outputs, keyed "
+                "by name, with native bfloat16 and float8) or .npy (a single output)."),
     ("missing/out.npz", "{p}: directory {d} does not exist. Create it first."),
 ])
 def test_save_outputs_errors(tmp_path, name, message):

@@ -165,10 +165,10 @@ def test_too_few_devices_is_a_platform_error_naming_the_options(sharded, run_cli
     assert res.exit_code == 10
     assert res.stderr == (
         f"error[platform]: {sharded / 'predict.jaxport'}: function 'predict' is sharded across 8 devices over the "
-        f"mesh data=4 x model=2, but JAX here has 1 cpu device. On a CPU-only machine, simulate them with 'jaxport "
-        f"call --host-devices 8' (or set XLA_FLAGS=--xla_force_host_platform_device_count=8 before JAX starts); or run "
-        f"it in several processes with --coordinator, --num-processes and --process-id so that they hold 8 devices "
-        f"together.\n")
+        f"mesh data=4 x model=2, but JAX here has 1 cpu device. On a CPU-only machine, simulate them with "
+        f"--host-devices 8 (call and verify; or set XLA_FLAGS=--xla_force_host_platform_device_count=8 before JAX "
+        f"starts); or run it with 'jaxport call' in several processes with --coordinator, --num-processes and "
+        f"--process-id so that they hold 8 devices together.\n")
 
 
 def test_host_devices_after_jax_started_is_a_usage_error(sharded, run_cli):

@@ -13,8 +13,9 @@ from jaxport.errors import SpecError
 from jaxport.spec import MAX_SPEC_BYTES, ArrayLeaf, StaticLeaf, load_spec, parse_spec
 
 DTYPES = "bool, i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2"
-TOP_KEYS = ("jaxport, dims, constraints, args, kwargs, platforms, allow_custom_calls, metadata, functions, mesh, "
-            "outputs_sharding, vjp_order")
+KEY_DTYPES = "or key for a PRNG key (key<rbg>, key<unsafe_rbg> for other implementations)"
+TOP_KEYS = ("jaxport, name, dims, constraints, args, kwargs, outputs, platforms, allow_custom_calls, metadata, "
+            "functions, mesh, outputs_sharding, vjp_order")
 TAG_HELP = "only plain strings, numbers, booleans, null, lists and mappings are. Remove the tag."
 
 MODEL = """\
@@ -258,7 +259,7 @@ def test_unreadable_spec_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
          f"spec.yaml:2: unknown key 'zzz' in the spec. Allowed keys: {TOP_KEYS}."),
         ("jaxport: 1\nargs:\n  - {shape: [3], dtype: f32, dtpye: f32}\n",
          "spec.yaml:3: unknown key 'dtpye' in the array spec args[0]. Did you mean 'dtype'? Allowed keys: shape, "
-         "dtype, sharding."),
+         "dtype, sharding, range."),
         ("jaxport: 1\ndims:\n  b: {min: 1, mx: 3}\nargs: ['f32[b]']\n",
          "spec.yaml:3: unknown key 'mx' in dims['b']. Did you mean 'max'? Allowed keys: min, max."),
         ("jaxport: 1\nargs: ['f32[3]']\nmetadata: {nmae: x}\n",
@@ -277,13 +278,13 @@ def test_unknown_keys_suggest_the_closest(text, message):
     [
         ("jaxport: 1\nargs:\n  - 'flaot32[3]'\n",
          f"spec.yaml:3: args[0]: unknown dtype 'flaot32'. Did you mean 'float32'? Use one of: {DTYPES} (or numpy "
-         f"names such as float32)."),
+         f"names such as float32), {KEY_DTYPES}."),
         ("jaxport: 1\nargs:\n  - a: 'f32[3]'\n    b:\n      - 'f33[4]'\n",
          f"spec.yaml:5: args[0]['b'][0]: unknown dtype 'f33'. Did you mean 'f32'? Use one of: {DTYPES} (or numpy "
-         f"names such as float32)."),
+         f"names such as float32), {KEY_DTYPES}."),
         ("jaxport: 1\nkwargs:\n  x: {shape: [3], dtype: object}\n",
          f"spec.yaml:3: kwargs['x']: unknown dtype 'object'. Use one of: {DTYPES} (or numpy names such as "
-         f"float32)."),
+         f"float32), {KEY_DTYPES}."),
         ("jaxport: 1\nargs:\n  - {shape: [3], dtype: 32}\n",
          "spec.yaml:3: args[0]: dtype must be a string such as 'f32', found 32."),
         ("jaxport: 1\nargs:\n  - {shape: [3]}\n",
@@ -415,7 +416,7 @@ def test_dims_errors(text, message):
          "spec.yaml:3: use either top-level 'args'/'kwargs' (one function) or 'functions:' (several), not both."),
         ("jaxport: 1\nfunctions:\n  f:\n    args: []\n    kwarg: {}\n",
          "spec.yaml:5: unknown key 'kwarg' in functions['f']. Did you mean 'kwargs'? Allowed keys: entrypoint, "
-         "args, kwargs, outputs_sharding."),
+         "args, kwargs, outputs, outputs_sharding."),
     ],
 )
 def test_other_spec_errors(text, message):
@@ -436,7 +437,7 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("entry", "spec", "message"),
     [
         ("model.py:f", "jaxport: 1\nargs: ['f32[3]']\n",
-         "spec.yaml:1: the spec gives 1 positional argument, which do not fit f(x, y): missing a required "
+         "spec.yaml:1: the spec gives 1 positional argument, which does not fit f(x, y): missing a required "
          "argument: 'y'. Make 'args' and 'kwargs' match the function's parameters."),
         ("model.py:f", "jaxport: 1\nargs: ['f32[3]', 'f32[3]', 'f32[3]']\n",
          "spec.yaml:1: the spec gives 3 positional arguments, which do not fit f(x, y): too many positional "
@@ -470,14 +471,14 @@ def test_arguments_must_match_the_signature(model_dir: Path, entry, spec, messag
          f"spec.yaml:2: unknown key 'argz' in the spec. Did you mean 'args'? Allowed keys: {TOP_KEYS}."),
         ("jaxport: 1\nargs: ['f23[3]', 'f32[3]']\n",
          f"spec.yaml:2: args[0]: unknown dtype 'f23'. Did you mean 'f32'? Use one of: {DTYPES} (or numpy names "
-         f"such as float32)."),
+         f"such as float32), {KEY_DTYPES}."),
         ("jaxport: 7\nargs: ['f32[3]', 'f32[3]']\n",
          "spec.yaml:1: spec format version 7 is not one this jaxport reads (supported: 1). Upgrade jaxport or "
          "write 'jaxport: 1'."),
         (BOMB, "spec.yaml: the spec expands to more than 100000 YAML nodes (aliases included). Write it without "
                "deep alias chains."),
         ("jaxport: 1\nargs: ['f32[3]']\n",
-         "spec.yaml:1: the spec gives 1 positional argument, which do not fit f(x, y): missing a required "
+         "spec.yaml:1: the spec gives 1 positional argument, which does not fit f(x, y): missing a required "
          "argument: 'y'. Make 'args' and 'kwargs' match the function's parameters."),
     ],
 )
@@ -497,3 +498,16 @@ def test_cli_never_runs_a_python_tag(model_dir: Path, run_cli):
     assert result.stderr == (f"error[spec]: spec.yaml:3: YAML tag '!!python/object/apply:os.system' is not allowed "
                              f"in a spec: {TAG_HELP}\n")
     assert not (model_dir / "CANARY").exists()
+
+
+def test_name_range_and_digest_are_parsed(tmp_path: Path):
+    text = "jaxport: 1\nname: model\nargs:\n  - {shape: [t], dtype: u16, range: [0, 65536]}\n  - 'f32[t]'\n"
+    (tmp_path / "spec.yaml").write_bytes(text.encode())
+    spec = load_spec(tmp_path / "spec.yaml")
+    assert spec.name == "model"
+    assert list(spec.functions) == [None]
+    assert spec.sha256 == __import__("hashlib").sha256(text.encode()).hexdigest()
+    tok, x = spec.functions[None].args
+    assert tok == ArrayLeaf(("t",), "uint16", tok.where, None, (0, 65536))
+    assert x.range is None
+    assert parse_spec("jaxport: 1\nargs: []\n").name is None

@@ -286,7 +286,7 @@ def test_hostile_arithmetic_in_a_manifest_is_a_format_error(tmp_path, name, comm
     assert result.stderr.strip() == f"error[format]: {path}: manifest.json: functions['predict'].{message}"
 
 
-# --- diff: decided symbolically, or "changed (may be breaking)", never by an unbounded search ---------------------
+# --- diff: decided symbolically, or "undecided", never by an unbounded search -------------------------------------
 
 
 def _manifests(old_constraints, new_constraints, **bounds):
@@ -315,9 +315,20 @@ def _manifests(old_constraints, new_constraints, **bounds):
     (["batch >= 1"], ["batch^2 >= 1"], {"max": None}, "constraint_relaxed",
      "constraint 'batch >= 1' -> 'batch^2 >= 1': every shape accepted before is still accepted (proved over the "
      "bounds)"),
-    # (b^2)^2 is printed with its parentheses, and b^64 cannot be enumerated without a bound: not decided.
-    (["batch >= 1"], ["(batch^2)^2 >= 2"], {"max": None}, "constraint_changed",
-     "constraint 'batch >= 1' -> '(batch^2)^2 >= 2': changed (may be breaking)"),
+    # (b^2)^2 is printed with its parentheses; not linear and without a max, but a point of the old constraints
+    # (checked by exact evaluation) is rejected by the new one.
+    (["batch >= 1"], ["(batch^2)^2 >= 2"], {"max": None}, "constraint_tightened",
+     "constraint 'batch >= 1' -> '(batch^2)^2 >= 2': fewer shapes accepted (batch=1 was accepted and is now "
+     "rejected)"),
+    # (b - 1)^2 >= 0 always holds, but neither intervals nor linear arithmetic prove it, and without a max nothing
+    # is enumerated: undecided, with the reason.
+    (["batch >= 1"], ["batch*batch >= 2*batch - 1"], {"max": None}, "constraint_undecided",
+     "constraint 'batch >= 1' -> 'batch*batch >= 2*batch - 1': undecided: could not prove that every shape accepted "
+     "before is still accepted (the new condition is not linear: 'batch*batch' is not linear; 'batch' has no max, "
+     "so its values cannot be enumerated)"),
+    (["batch >= 1"], ["batch*batch >= 2*batch - 1"], {"max": 300}, "constraint_relaxed",
+     "constraint 'batch >= 1' -> 'batch*batch >= 2*batch - 1': every shape accepted before is still accepted "
+     "(checked by enumerating the bounds)"),
     (["batch >= 1"], ["batch^64 >= 2"], {"max": 1}, "constraint_tightened",
      "constraint 'batch >= 1' -> 'batch^64 >= 2': fewer shapes accepted (batch=1 was accepted and is now rejected)"),
 ])
@@ -335,8 +346,15 @@ def test_diff_enumeration_is_bounded_by_a_budget():
     start = time.monotonic()
     changes = diff.compare_manifests(a, b)
     assert time.monotonic() - start < 30
-    assert {c.kind for c in changes} == {"constraint_changed"}
+    # Decided (batch=3 is accepted before, rejected after) until the budget runs out; then undecided, saying why.
     assert len(changes) == 100
+    assert changes[0].kind == "constraint_tightened"
+    assert changes[0].message.endswith("fewer shapes accepted (batch=3 was accepted and is now rejected)")
+    assert changes[-1].kind == "constraint_undecided"
+    assert changes[-1].message.endswith("undecided: could not prove that every shape accepted before is still "
+                                        "accepted (the search stopped: comparing the bounds and constraints takes "
+                                        "more than 2000000 evaluation steps)")
+    assert {c.kind for c in changes} == {"constraint_tightened", "constraint_undecided"}
 
 
 def test_renamed_long_constraint_is_not_parsed_again(tmp_path):

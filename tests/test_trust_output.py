@@ -546,9 +546,9 @@ def test_compile_refuses_to_replace_the_artifact_before_compiling(run_cli, work,
     monkeypatch.chdir(tmp_path)
     shutil.copy(work / "w.jaxport", "a.jaxport")
     before = Path("a.jaxport").read_bytes()
-    for output, shown in (("a.jaxport", "a.jaxport"), ("a", "a.json")):
-        if output == "a":
-            Path("a.json").symlink_to("a.jaxport")
+    for output, shown in (("a.jaxport", "a.jaxport"), ("a.vmfb", "a.run.json"), ("b.vmfb", "b.irpa")):
+        if output != "a.jaxport":
+            Path(shown).symlink_to("a.jaxport")
         res = run_cli("compile", "a.jaxport", "-o", output)
         assert res.exit_code == 11, res.stderr
         assert res.stderr == f"error[output]: {shown}: {SAME.format('a.jaxport')}\n"

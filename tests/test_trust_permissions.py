@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport._jax_internals import make_ir_context, vjp_getter, with_vjp_getter
+from jaxport._jax_internals import make_ir_context, serialize_portable_artifact, vjp_getter, with_vjp_getter
 from jaxport.artifact.container import open_artifact, write_artifact
 from jaxport.checks import HOST_CALLBACK_TARGETS, caller_allowances, is_host_callback, refused_target
 from jaxport.errors import EntrypointError, PolicyError, UsageError
@@ -52,11 +52,10 @@ IN_REGION = ('  %c = stablehlo.constant dense<0> : tensor<i32>\n'
 
 
 def _module(text: str, version: str) -> bytes:
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
 
     with make_ir_context():
-        return bytes(jmlir.serialize_portable_artifact(ir.Module.parse(text), version, False))
+        return serialize_portable_artifact(ir.Module.parse(text), version, False)
 
 
 def _program(target: str, where: str = "main") -> str:

@@ -257,7 +257,7 @@ def test_recorded_entry_point_missing_says_how_to_fix(in_project, run_cli, tmp_p
     assert res.exit_code == 4
     assert res.stderr == ("error[entrypoint]: entry point 'model.py:f': file model.py not found. (the entry point "
                           "recorded in the artifact, relative to the current directory; give the live function with "
-                          "--against FILE.py:NAME)\n")
+                          "--against FILE.py:NAME, or the directory it is relative to with --root DIR)\n")
     res = run_cli("verify", "f.jaxport", "--against", f"{in_project / 'model.py'}:f", "--dim", "b=1")
     assert res.exit_code == 0, res.stderr
 
@@ -301,6 +301,23 @@ def test_against_needs_a_function_when_there_are_several(tmp_path, monkeypatch, 
     assert res.exit_code == 2
     assert res.stderr == ("error[usage]: suite.jaxport: --against names one function, but the artifact holds 2 "
                           "(predict, encode); choose one with --function NAME.\n")
+
+
+def test_inputs_and_ranges_name_one_function_of_several(tmp_path, monkeypatch, run_cli):
+    from .conftest import REPO
+
+    monkeypatch.chdir(tmp_path)
+    jaxport.export(None, REPO / "specs" / "examples" / "functions.yaml", output="suite.jaxport")
+    res = run_cli("verify", "suite.jaxport", "--inputs", "x.npz")
+    assert res.exit_code == 2
+    assert res.stderr == ("error[usage]: suite.jaxport: --inputs gives the inputs of one function, but the artifact "
+                          "holds 2 (predict, encode); choose one with --function NAME.\n")
+    names = sorted({i["name"] for f in jaxport.open_artifact("suite.jaxport").manifest["functions"].values()
+                    for i in f["inputs"]})
+    res = run_cli("verify", "suite.jaxport", "--range", "tokens=0:9")
+    assert res.exit_code == 2
+    assert res.stderr == (f"error[usage]: --range: no function of the artifact has an input 'tokens'; their inputs "
+                          f"are: {', '.join(names)}.\n")
 
 
 def test_bound_weights_are_loaded_again_for_the_live_function(example_dir):
@@ -369,6 +386,40 @@ def test_compare_floats_nan_and_tolerance():
     assert r.max_abs_error == 0.5 and r.max_rel_error == 0.25
     assert r.worst == {"index": [2], "expected": "inf", "actual": "-inf"}
     assert compare.compare("o", e[[0, 3]], a[[0, 3]], atol=0.5).passed
+
+
+def test_compare_all_nonfinite_is_inconclusive():
+    e = np.array([np.nan, np.inf, -np.inf], np.float32)
+    r = compare.compare("o", e, e.copy())
+    assert (r.passed, r.inconclusive, r.mismatched, r.max_abs_error, r.max_rel_error) == (
+        False, "every value is NaN/Inf on both sides", 0, None, None)
+    assert r.describe() == "output 'o': inconclusive: every value is NaN/Inf on both sides"
+    assert r.as_dict()["inconclusive"] == "every value is NaN/Inf on both sides"
+    allowed = compare.compare("o", e, e.copy(), allow_nonfinite=True)
+    assert allowed.passed and allowed.inconclusive == "every value is NaN/Inf on both sides"
+    other = compare.compare("o", e, np.array([np.nan, np.nan, -np.inf], np.float32), allow_nonfinite=True)
+    assert not other.passed and other.mismatched == 1 and other.worst == {"index": [1], "expected": "inf",
+                                                                          "actual": "nan"}
+    some_finite = compare.compare("o", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
+    assert some_finite.passed and some_finite.inconclusive is None
+    assert compare.compare("o", np.zeros(0, np.float32), np.zeros(0, np.float32)).passed
+
+
+def test_compare_nan_at_other_positions_is_a_mismatch():
+    e = np.array([np.nan, 1.0, 2.0, np.nan], np.float32)
+    a = np.array([1.0, np.nan, 2.0, np.nan], np.float32)
+    r = compare.compare("o", e, a, allow_nonfinite=True)
+    assert (r.passed, r.inconclusive, r.mismatched) == (False, None, 2)
+    assert r.max_abs_error == 0.0  # over the values finite on both sides
+
+
+def test_compare_names_its_sides():
+    r = compare.compare("o", np.zeros(3, np.float32), np.ones(3, np.float32), sides=("artifact", "reference"))
+    assert r.describe().endswith("worst at index (0,): artifact 1, reference 0")
+    assert r.as_dict()["sides"] == {"actual": "artifact", "expected": "reference"}
+    assert r.as_dict()["scale"] is None
+    shape = compare.compare("o", np.zeros(3), np.zeros(4), sides=("iree", "xla"))
+    assert shape.problem == "shape (4,) from IREE, (3,) from XLA"
 
 
 def test_compare_integers_exactly_and_structure():

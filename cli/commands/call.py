@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 
 import click
 
+from jaxport import dtypes
+from jaxport._fsio import check_output
 from jaxport.artifact import contract
+from jaxport.errors import UsageError
 
 from .. import errors, render
+from .. import expect as expectation
 from ..devices import apply, device_options
 from ..options import (
     IsolatableCommand,
     allow_custom_call_option,
     at_most,
     debug_option,
+    finite_float,
     function_option,
     input_selection_options,
     isolate_options,
     json_option,
+    range_option,
     run_isolated,
 )
 from ..render import escape, plain
+from .call_iree import call_deployed, is_deployed
 
 #: Outputs with at most this many values are printed by --print.
 PRINT_LIMIT = 1000
@@ -31,8 +40,28 @@ PRINT_LIMIT = 1000
 @click.argument("artifact", type=click.Path())
 @input_selection_options
 @function_option
+@range_option
+@click.option("--cast", is_flag=True,
+              help="Convert an input array whose dtype differs from the input's when every value is kept (e.g. "
+                   "float16 -> float32, int8 -> int32); others are refused. The file is not changed.")
+@click.option("--save-inputs", type=click.Path(), metavar="FILE.npz",
+              help="Write the inputs actually used (read or generated), keyed by input name; --inputs FILE.npz "
+                   "reads them back.")
 @click.option("-o", "--output", type=click.Path(),
-              help="Write the outputs: .npz keyed by output name, or .npy for a single output.")
+              help="Write the outputs: .npz or .safetensors keyed by output name (.safetensors keeps bfloat16 and "
+                   "float8, which .npz stores as raw bytes), or .npy for a single output.")
+@click.option("--output-dtype", type=click.Choice(["f32"]),
+              help="Convert floating-point outputs to float32 before writing, printing and comparing them.")
+@click.option("--expect", type=click.Path(), metavar="REF",
+              help="Compare the outputs with reference outputs (.npz or .safetensors keyed by output name, as -o "
+                   "writes them; .npy for a single output); exit 12 if one differs.")
+@click.option("--atol", type=click.FloatRange(min=0), callback=finite_float,
+              help="With --expect: absolute tolerance (default by output dtype, as verify).")
+@click.option("--rtol", type=click.FloatRange(min=0), callback=finite_float,
+              help="With --expect: relative tolerance (default by output dtype, as verify).")
+@click.option("--allow-nonfinite", is_flag=True,
+              help="With --expect: accept an output whose values are NaN/Inf everywhere, in both the output and "
+                   "the reference (otherwise inconclusive, a failure).")
 @click.option("--print", "print_values", is_flag=True, help=f"Print the values of outputs of at most {PRINT_LIMIT} "
                                                              f"elements.")
 @click.option("--benchmark", type=click.IntRange(min=1), callback=at_most(1_000_000), metavar="N",
@@ -60,18 +89,41 @@ PRINT_LIMIT = 1000
 @isolate_options
 @json_option
 @debug_option
-def command(artifact, items, use_random, dims, seed, function, output, print_values, benchmark,
-            allow_platform_mismatch, allow_custom_calls, cache_dir, no_cache, runtime_name, no_verify, vjp, cotangents,
-            batch_size, devices, isolate, memory_limit, time_limit, as_json, debug):
+def command(artifact, items, use_random, dims, seed, function, ranges, cast, save_inputs, output, output_dtype, expect,
+            atol, rtol, allow_nonfinite, print_values, benchmark, allow_platform_mismatch, allow_custom_calls,
+            cache_dir, no_cache, runtime_name, no_verify, vjp, cotangents, batch_size, devices, isolate, memory_limit,
+            time_limit, as_json, debug):
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
     constraints) before anything is compiled.
+
+    \b
+    Examples:
+      jaxport call mlp.jaxport --inputs examples/mlp/x.npy -o out.npy
+      jaxport call mlp.jaxport --random --dim batch=32 --seed 1 --save-inputs in.npz -o out.npz
+      jaxport call mlp.jaxport --inputs in.npz --expect out.npz
     """
     if use_random and items:
         raise click.UsageError("give inputs with --inputs or generate them with --random, not both.")
-    if not use_random and (dims or seed is not None):
-        raise click.UsageError("--dim and --seed choose what --random generates; add --random.")
+    if not use_random and (dims or seed is not None or ranges):
+        raise click.UsageError("--dim, --seed and --range choose what --random generates; add --random.")
+    if not expect and (atol is not None or rtol is not None or allow_nonfinite):
+        raise click.UsageError("--atol, --rtol and --allow-nonfinite set how --expect compares; add --expect.")
+    if cast and use_random:
+        raise click.UsageError("--cast converts input files; --random generates every input with its own dtype.")
+    for flag, value in (("--expect", expect), ("--output-dtype", output_dtype)):
+        if value and vjp:
+            raise click.UsageError(f"{flag} applies to a plain call's outputs; leave out --vjp.")
+    for flag, value in (("--expect", expect), ("--output-dtype", output_dtype), ("--cast", cast),
+                        ("--save-inputs", save_inputs)):
+        if value and batch_size:
+            raise click.UsageError(f"{flag} cannot be combined with --batch-size.")
+    if save_inputs and not str(save_inputs).lower().endswith(".npz"):
+        raise click.UsageError(f"--save-inputs {save_inputs}: inputs are saved as an .npz keyed by input name; give "
+                               f"a name ending in .npz.")
+    if save_inputs and output and os.path.abspath(save_inputs) == os.path.abspath(output):
+        raise click.UsageError("--save-inputs and -o name the same file; give two files.")
     if no_cache and cache_dir:
         raise click.UsageError("--cache-dir and --no-cache contradict each other.")
     if cotangents and not vjp:
@@ -83,6 +135,10 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
             raise click.UsageError(f"{flag} runs with JAX; leave out --runtime iree.")
     if vjp and batch_size:
         raise click.UsageError("--vjp and --batch-size cannot be combined.")
+    if is_deployed(artifact):  # a module jaxport compile built: run with IREE through its run description
+        ctx = click.get_current_context()
+        errors.run(lambda: call_deployed(ctx, artifact), debug=debug, as_json=as_json)
+        return
     if isolate:
         ctx = click.get_current_context()
         errors.run(lambda: run_isolated(ctx, str(artifact), memory_limit, time_limit), debug=debug, as_json=as_json)
@@ -110,17 +166,34 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
                               allow_custom_calls=allow_custom_calls)
             f = loaded.function_manifest
             if batch_size:
-                _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json)
+                keyed = [i["name"] for i in f["inputs"] if dtypes.is_key(i["dtype"])]
+                if keyed:
+                    raise UsageError(f"--batch-size streams plain arrays, but input {keyed[0]!r} is a PRNG key "
+                                            f"array; call without --batch-size.")
+                _stream(artifact, loaded, items, use_random, dims, seed, ranges, batch_size, output, cache, as_json)
                 return
+            written = [o["dtype"] if not output_dtype or dtypes.BY_NAME[o["dtype"]].kind != "float" else "float32"
+                       for o in f["outputs"]]
             if output and not vjp:
-                outputs.check_output_path(output, loaded.output_names)
+                outputs.check_output_path(output, loaded.output_names, written, safetensors=True)
+            if save_inputs:
+                check_output(save_inputs)
+            if ranges:
+                inputs.check_ranges(f, ranges)
+            refs = expectation.read_reference(expect, loaded.output_names, [o["dtype"] for o in f["outputs"]]) \
+                if expect else None
             with busy("Generating inputs..." if use_random else "Reading inputs..."):
                 if use_random:
                     env = contract.resolve_dims(f, dims)
-                    arrays = inputs.random_inputs(f, env, 0 if seed is None else seed)
+                    arrays = inputs.random_inputs(f, env, 0 if seed is None else seed, ranges=ranges)
                     sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
                 else:
                     arrays, sources = inputs.gather(f, list(items))
+                    if cast:
+                        arrays, sources = inputs.cast_inputs(f, arrays, sources)
+            if save_inputs:
+                loaded.check(arrays)  # the saved inputs are ones the function accepts
+                outputs.save_arrays(save_inputs, arrays)
             if vjp:
                 with busy(f"Running {escape(loaded.function)} and its derivative on {escape(loaded.platform)}..."):
                     _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as_json)
@@ -131,15 +204,37 @@ def command(artifact, items, use_random, dims, seed, function, output, print_val
             if benchmark:
                 with busy(f"Benchmarking {benchmark} calls..."):
                     bench = loaded.benchmark(arrays, benchmark)
+        if output_dtype:
+            result = dataclasses.replace(result, leaves=outputs.cast_outputs(result.leaves, "float32"))
+        warnings = []
         if output:
             outputs.save_outputs(output, result.leaves)
+            raw = outputs.raw_in_npy(result.leaves)
+            if raw and not str(output).lower().endswith(".safetensors"):
+                warnings.append(outputs.raw_warning(output, raw))
+        checked = expectation.check(expect, result.leaves, [o["dtype"] for o in f["outputs"]], refs, atol=atol,
+                                    rtol=rtol, allow_nonfinite=allow_nonfinite) if expect else None
         report = outputs.CallReport.of_run(artifact, loaded, arrays, sources, result, cache, output=output,
                                            benchmark=bench, values_up_to=PRINT_LIMIT if print_values and as_json
                                            else None)
+        report.warnings += warnings
+        if save_inputs:
+            report.sections["saved_inputs"] = {"file": str(save_inputs)}
+        if checked:
+            report.sections["expect"] = checked.as_dict()
         if as_json:
             render.print_json(report.as_dict())
         else:
+            for w in warnings:
+                con.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
             _render(report, result, print_values)
+            if save_inputs:
+                render.stdout().print(f"[green]Wrote[/] {escape(str(save_inputs))} ({len(arrays)} input"
+                                      f"{'s' if len(arrays) != 1 else ''})")
+            if checked:
+                expectation.render_table(checked)
+        if checked and not checked.passed:
+            errors.fail_after_result(checked.error())
 
     errors.run(body, debug=debug, as_json=as_json)
 
@@ -217,7 +312,9 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as
 
     f = loaded.function_manifest
     if output:
-        outputs.check_output_path(output, [i["name"] for i in f["inputs"] if gradients.differentiable(i["dtype"])])
+        outputs.check_output_path(output, [i["name"] for i in f["inputs"] if gradients.differentiable(i["dtype"])],
+                                  [i["dtype"] for i in f["inputs"] if gradients.differentiable(i["dtype"])],
+                                  safetensors=True)
     cts = gradients.read_cotangents(f, cotangents) if cotangents else None
     start = time.perf_counter()
     res = gradients.vjp(loaded, arrays, cts)
@@ -242,14 +339,15 @@ def _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as
                   f"{'s' if len(res.cotangents) != 1 else ''})")
 
 
-def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output, cache, as_json):
+def _stream(artifact, loaded, items, use_random, dims, seed, ranges, batch_size, output, cache, as_json):
     """``call --batch-size``: chunks of axis 0 through the artifact, with a progress bar and throughput."""
     from jaxport.run import inputs, outputs, streaming
 
     f = loaded.function_manifest
     streaming.streamed_axis(f, loaded.function)
     if use_random:
-        arrays = inputs.random_inputs(f, contract.resolve_dims(f, dims), 0 if seed is None else seed)
+        env = contract.resolve_dims(f, dims)
+        arrays = inputs.random_inputs(f, env, 0 if seed is None else seed, ranges=ranges)
         sources = {n: f"random (seed {0 if seed is None else seed})" for n in arrays}
     else:
         arrays, sources = streaming.open_inputs(f, list(items))
@@ -273,9 +371,15 @@ def _stream(artifact, loaded, items, use_random, dims, seed, batch_size, output,
                            rate=f"{done / elapsed:,.0f} rows/s" if elapsed > 0 else "-")
 
             result = streaming.call(loaded, arrays, batch_size, target, progress=progress)
+    raw = [(o["name"], o["dtype"]) for o in f["outputs"] if o["dtype"] in outputs.NOT_IN_NPY]
+    warnings = [outputs.raw_warning(output, raw, streamed=True)] if output and raw else []
     if as_json:
-        render.print_json(outputs.CallReport.of_stream(artifact, loaded, arrays, sources, result, cache).as_dict())
+        report = outputs.CallReport.of_stream(artifact, loaded, arrays, sources, result, cache)
+        report.warnings += warnings
+        render.print_json(report.as_dict())
         return
+    for w in warnings:
+        render.stderr().print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     out = render.stdout()
     out.print(f"[bold cyan]{escape(loaded.function)}[/] on {escape(loaded.platform)}: {result.rows} rows in "
               f"{result.chunks} chunk{'s' if result.chunks != 1 else ''} of {batch_size} "

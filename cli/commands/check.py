@@ -13,29 +13,47 @@ from ..render import escape, plain
 @click.argument("artifact", type=click.Path())
 @click.option("--policy", "-p", "policy_path", type=click.Path(),
               help="The policy file (YAML, see specs/POLICY.md).")
-@click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
-              help="Fail when the JAX that wrote the artifact was released more than DAYS ago (overrides the "
-                   "policy's max_age_days).")
+@click.option("--max-producer-age", "max_producer_age", type=click.IntRange(min=0), metavar="DAYS",
+              help="Fail when the JAX that wrote the artifact lags more than DAYS behind the newest JAX release "
+                   "this jaxport supports (rule max_producer_age_days; overrides the policy's).")
 @click.option("--min-days-left", "min_days_left", type=click.IntRange(min=0), metavar="DAYS",
-              help="Fail when fewer than DAYS remain in JAX's compatibility window for the artifact.")
+              help="Fail when fewer than DAYS remain in JAX's compatibility window for the artifact (6 months from "
+                   "its JAX's release; rule min_days_left; overrides the policy's).")
+@click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
+              help="Deprecated: the old name of --max-producer-age, which it now sets.")
 @json_option
 @debug_option
-def command(artifact, policy_path, max_age, min_days_left, as_json, debug):
-    """Check an artifact against a policy (platforms, custom calls, ...).
+def command(artifact, policy_path, max_producer_age, min_days_left, max_age, as_json, debug):
+    """Check an artifact against a policy (platforms, custom calls, ..., the age of its JAX).
 
     Every rule of the policy is checked and every violation listed; exits with 14 when there is one. Reads the
-    manifest only (after checking every member's sha256): no JAX.
+    manifest only (after checking every member's sha256): no JAX. $JAXPORT_TODAY=YYYY-MM-DD sets the date taken as
+    today (for tests).
+
+    \b
+    Examples:
+      jaxport check mlp.jaxport --policy examples/ci/policy.yaml
+      jaxport check mlp.jaxport --max-producer-age 60 --json
     """
 
     def body():
+        from jaxport.artifact.age import DEPRECATED_MAX_AGE, PRODUCER_AGE
         from jaxport.artifact.policy import Policy, check, load_policy
         from jaxport.errors import PolicyViolation
 
-        if policy_path is None and max_age is None and min_days_left is None:
-            raise click.UsageError("give a policy with --policy FILE, or --max-age / --min-days-left.")
+        if policy_path is None and max_producer_age is None and min_days_left is None and max_age is None:
+            raise click.UsageError("give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left "
+                                   "DAYS.")
+        if max_age is not None and max_producer_age is not None:
+            raise click.UsageError("--max-age is the deprecated name of --max-producer-age; give only "
+                                   "--max-producer-age.")
         policy = load_policy(policy_path) if policy_path else Policy("the command-line rules")
         if max_age is not None:
-            policy.max_age_days = max_age
+            policy.max_producer_age_days = max_age
+            policy.notes.append((PRODUCER_AGE, DEPRECATED_MAX_AGE.format(old="--max-age", new="--max-producer-age",
+                                                                         left="--min-days-left")))
+        if max_producer_age is not None:
+            policy.max_producer_age_days = max_producer_age
         if min_days_left is not None:
             policy.min_days_left = min_days_left
         report = check(artifact, policy)
@@ -65,6 +83,8 @@ def _render(report):
     for v in report.violations:
         where = f" ({v.function})" if v.function else ""
         out.print(f"[red]✗[/] [bold]{escape(v.rule)}[/]{escape(where)}: {escape(v.message)}")
+    for rule, note in report.notes:
+        out.print(f"[yellow]note:[/] [bold]{escape(rule)}[/]: {escape(note)}")
     n = len(report.violations)
     out.print(plain(report.summary()) if report.passed
               else f"{plain(report.artifact)}: {n} policy violation{'s' if n != 1 else ''}.", markup=False)

@@ -6,8 +6,42 @@ import contextlib
 
 import click
 
+from jaxport._text import plural
+
 from .. import errors, render
 from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option
+from ..progress import Stages
+from ..progress import enabled as progress_lines
+
+
+def _grid(texts: tuple[str, ...]) -> dict[str, list[int]]:
+    from jaxport.errors import UsageError
+    from jaxport.run.buckets import parse_assignments
+
+    grid: dict[str, list[int]] = {}
+    for text in texts:
+        for name, values in parse_assignments(text, "--dims").items():
+            if name in grid:
+                raise UsageError(f"--dims {text}: {name!r} is listed twice; give all its sizes in one --dims "
+                                 f"{name}=N1,N2,...")
+            grid[name] = values
+    return grid
+
+
+def _buckets(texts: tuple[str, ...]) -> list[dict[str, int]]:
+    from jaxport.errors import UsageError
+    from jaxport.run.buckets import parse_assignments
+
+    buckets = []
+    for text in texts:
+        parsed = parse_assignments(text, "--bucket")
+        several = [k for k, v in parsed.items() if len(v) != 1]
+        if several:
+            raise UsageError(f"--bucket {text}: a bucket gives one value per variable ({several[0]} has "
+                             f"{len(parsed[several[0]])}); repeat --bucket for several buckets, or build a grid with "
+                             f"--dims {several[0]}=N1,N2,...")
+        buckets.append({k: v[0] for k, v in parsed.items()})
+    return buckets
 
 
 @click.command("compile")
@@ -15,43 +49,78 @@ from ..options import allow_custom_call_option, debug_option, dim_option, functi
 @click.option("--target", type=click.Choice(["iree-llvm-cpu"]), default="iree-llvm-cpu", show_default=True,
               help="What to compile for.")
 @click.option("-o", "--output", required=True, type=click.Path(),
-              help="The compiled module (e.g. model.vmfb); its description goes to OUTPUT.json.")
+              help="The module (e.g. model.vmfb); beside it model.run.json (how to call it) and model.irpa (the "
+                   "bound tensors).")
 @function_option
 @dim_option
+@click.option("--dims", "grid", multiple=True, metavar="NAME=N1,N2,...",
+              help="Sizes to build a function for (e.g. batch=1,8,32,128); repeat for several variables: one "
+                   "function per combination. --dim fixes the variables not listed.")
+@click.option("--bucket", "buckets", multiple=True, metavar="NAME=N,NAME=N",
+              help="One bucket to build a function for (e.g. batch=8,seq=128); repeatable. --dim fills in the "
+                   "variables a bucket leaves out.")
 @click.option("--cpu", type=click.Choice(["generic", "host"]), default="generic", show_default=True,
               help="generic: runs on any CPU of this architecture; host: fastest, for this machine's CPU only.")
+@click.option("--print-command", is_flag=True,
+              help="Print only the iree-run-module command line of each function, one per line.")
 @allow_custom_call_option
 @json_option
 @debug_option
-def command(artifact, target, output, function, dims, cpu, allow_custom_calls, as_json, debug):
+def command(artifact, target, output, function, dims, grid, buckets, cpu, print_command, allow_custom_calls, as_json,
+            debug):
     """Compile an artifact's function into an IREE module, for deployment without Python JAX.
 
-    Without --dim the shape-polymorphic program is compiled as is (IREE supports many, not all, such programs);
-    with --dim it is specialized to those sizes. The module's arguments are described in OUTPUT.json: the
-    platform index for multi-platform artifacts, then bound tensors (write them with 'jaxport extract
-    --weights'), then inputs.
+    One function per shape bucket (--dims, --bucket or --dim; without them, buckets proposed from the spec's
+    bounds), bound tensors in a parameter archive, and a run description (OUTPUT.run.json) with the bucket and
+    padding rules and the iree-run-module command line of each function.
+
+    \b
+    Examples:
+      jaxport compile mlp.jaxport -o mlp.vmfb --dims batch=1,8,32
+      jaxport compile mlp.jaxport -o mlp.vmfb --bucket batch=8 --print-command
     """
 
     def body():
         from jaxport.run.deploy import compile_artifact
 
-        busy = render.stderr().status("Compiling with IREE...", spinner="dots") if not as_json else \
-            contextlib.nullcontext()
-        with busy:
-            description = compile_artifact(artifact, output, function=function, dims=dims or None, cpu=cpu,
-                                           allow_custom_calls=allow_custom_calls)
+        busy = render.stderr().status("Compiling with IREE...", spinner="dots") if not (as_json or print_command) \
+            else contextlib.nullcontext()
+        stages = Stages(progress_lines(as_json))
+        with busy, stages:
+            compiled = compile_artifact(artifact, output, function=function, dims=dims or None,
+                                        grid=_grid(grid) or None, buckets=_buckets(buckets) or None, cpu=cpu,
+                                        allow_custom_calls=allow_custom_calls, progress=stages)
+        d = compiled.description
         if as_json:
-            render.print_json({"artifact": str(artifact), "module": str(output), "description": f"{output}.json",
-                               **{k: description[k] for k in ("function", "target", "cpu", "dims", "arguments",
-                                                              "outputs")}})
+            render.print_json({
+                "artifact": str(artifact), "module": str(compiled.module), "run": str(compiled.run),
+                "parameters": str(compiled.parameters) if compiled.parameters else None,
+                "function": d["function"], "target": target, "cpu": cpu, "buckets": d["buckets"]["source"],
+                "functions": [{k: f[k] for k in ("name", "dims", "inputs", "outputs", "command")}
+                              for f in d["functions"]],
+                "padding": d["padding"]["variables"], "notes": compiled.notes, "sizes": compiled.sizes})
             return
         out = render.stdout()
-        shapes = "static shapes " + ", ".join(f"{k}={v}" for k, v in description["dims"].items()) \
-            if description["dims"] else "shape-polymorphic"
-        out.print(f"[green]Compiled[/] {render.escape(str(output))} ({target}, cpu={cpu}, {render.escape(shapes)})")
-        out.print("  arguments: " + render.plain(", ".join(a.get("name", a["kind"]) for a in description["arguments"])),
-                  markup=False)
-        out.print(f"  described in {render.plain(output)}.json", markup=False)
+        if print_command:
+            for line in compiled.commands():
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+            for note in compiled.notes:
+                render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+            return
+        n = len(d["functions"])
+        out.print(f"[green]Compiled[/] {render.escape(str(compiled.module))} ({target}, cpu={cpu}): "
+                  f"{plural(n, 'function')} ({render.escape(d['buckets']['source'])})")
+        for f in d["functions"]:
+            ins = ", ".join(f"{i['name']} {tuple(i['shape'])}" for i in f["inputs"])
+            outs = ", ".join(f"{o['name']} {tuple(o['shape'])}" for o in f["outputs"])
+            out.print(f"  {f['name']}: {ins} -> {outs}", markup=False, highlight=False)
+        if compiled.parameters:
+            tensors = len(d["parameters"]["tensors"])
+            out.print(f"  parameters: {compiled.parameters} ({plural(tensors, 'bound tensor')}, "
+                      f"{compiled.sizes['parameters']:,} bytes)", markup=False, highlight=False)
+        out.print(f"  run description: {compiled.run}", markup=False, highlight=False)
+        for note in compiled.notes:
+            out.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"run: {d['functions'][0]['command']}", markup=False, highlight=False, soft_wrap=True)
 
     errors.run(body, debug=debug, as_json=as_json)
-

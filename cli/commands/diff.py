@@ -13,34 +13,63 @@ from ..render import escape, plain
 @click.argument("old", type=click.Path())
 @click.argument("new", type=click.Path())
 @click.option("--fail-on", type=click.Choice(["breaking", "any", "never"]), default="never", show_default=True,
-              help="Exit with 13 when a breaking change (breaking) or any difference (any) is found.")
+              help="Exit with 13 when a breaking or undecided change (breaking) or any difference (any) is found.")
 @click.option("--no-programs", is_flag=True,
               help="Do not compare the programs' StableHLO (no JAX); differing payloads are reported as such.")
+@click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
+              help="Compare function OLD of the first artifact with function NEW of the second, instead of "
+                   "reporting one removed and one added; repeatable.")
 @json_option
 @debug_option
-def command(old, new, fail_on, no_programs, as_json, debug):
-    """Compare two artifacts; classify each difference as breaking or not.
+def command(old, new, fail_on, no_programs, renames, as_json, debug):
+    """Compare two artifacts; classify each difference as breaking, undecided or compatible.
 
     Breaking: callers of OLD may fail with NEW (an input removed, renamed or added, a dtype, rank or constant
     dimension changed, fewer shapes accepted, an output, platform or function removed, a new custom call JAX does
     not guarantee stable). Compatible: everything else (more shapes accepted, additions, metadata, weights with the
-    same shapes, the program changed behind the same signature).
+    same names and shapes, the program changed behind the same signature). Undecided: a bound or constraint change
+    jaxport could not prove either way; --fail-on breaking counts it as breaking (exit 13), and says that it is
+    undecided, not proven breaking.
+
+    \b
+    Examples:
+      jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply
+      jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply --fail-on breaking --json
     """
+    pairs = _renames(renames)
 
     def body():
         from jaxport.artifact.diff import diff
         from jaxport.errors import DiffError
 
-        report = diff(old, new, programs=not no_programs)
+        report = diff(old, new, programs=not no_programs, renames=pairs)
         if as_json:
             render.print_json(report.as_dict(fail_on))
         else:
             _render(report)
         if report.fails(fail_on):
             what = "breaking changes" if fail_on == "breaking" else "differences"
-            errors.fail_after_result(DiffError(f"{report.summary()} Failing on {what} (--fail-on {fail_on})."))
+            note = ""
+            if fail_on == "breaking" and report.undecided:
+                n = len(report.undecided)
+                note = (f"; {'the' if n == 1 else 'its'} {n} undecided change{'s count' if n != 1 else ' counts'} as "
+                        f"breaking: not proven breaking, only not proven compatible")
+            errors.fail_after_result(DiffError(f"{report.summary()} Failing on {what} (--fail-on {fail_on}){note}."))
 
     errors.run(body, debug=debug, as_json=as_json)
+
+
+def _renames(values):
+    """``{OLD: NEW}`` from the ``--rename OLD=NEW`` options."""
+    out = {}
+    for value in values:
+        o, eq, n = value.partition("=")
+        if not eq or not o or not n:
+            raise click.UsageError(f"--rename expects OLD=NEW (two function names), got {value!r}.")
+        if o in out:
+            raise click.UsageError(f"--rename {o}=...: function {o!r} is renamed twice; give it once.")
+        out[o] = n
+    return out
 
 
 def _render(report):
@@ -51,8 +80,9 @@ def _render(report):
         t = Table(show_edge=False)
         for col in ("severity", "function", "kind", "change"):
             t.add_column(col)
-        for c in sorted(report.changes, key=lambda c: c.severity != "breaking"):
-            style = "red" if c.severity == "breaking" else "green"
+        order = {"breaking": 0, "undecided": 1}
+        for c in sorted(report.changes, key=lambda c: order.get(c.severity, 2)):
+            style = {"breaking": "red", "undecided": "yellow"}.get(c.severity, "green")
             t.add_row(f"[{style}]{escape(c.severity)}[/]", escape(c.function or "-"), escape(c.kind), escape(c.message))
         out.print(t)
     for fname, p in report.programs.items():

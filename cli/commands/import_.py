@@ -34,6 +34,11 @@ def command(module, spec_path, output, calling_convention, platforms, allow, fun
 
     MODULE is MLIR text (.mlir), MLIR bytecode or a StableHLO portable artifact (.mlirbc); its public function
     main becomes the artifact's function. See specs/IMPORT.md.
+
+    \b
+    Examples:
+      jaxport import predict.mlir --shapes examples/mlp/spec.yaml -o imported.jaxport
+      jaxport import predict.mlir -s examples/mlp/spec.yaml --name mlp --version 2.0.0 -o imported.jaxport
     """
 
     def body():

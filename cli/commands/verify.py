@@ -1,10 +1,14 @@
-"""``jaxport verify``: the artifact against the live function it was exported from."""
+"""``jaxport verify``: the artifact against the live function it was exported from, stored reference outputs, or
+the other runtime."""
 
 from __future__ import annotations
 
 import click
 
+from jaxport._text import plural
+
 from .. import errors, render
+from ..devices import apply, device_options
 from ..options import (
     allow_custom_call_option,
     debug_option,
@@ -13,8 +17,11 @@ from ..options import (
     function_option,
     json_option,
     platform_option,
+    range_option,
     seed_option,
 )
+from ..progress import Stages
+from ..progress import enabled as progress_lines
 from ..render import escape, plain
 
 
@@ -32,27 +39,60 @@ from ..render import escape, plain
               help="Load bound argument NAME of the live function from SOURCE (.npz, .safetensors, .npy or "
                    "model.py:ATTR) instead of the source the artifact records; repeatable.")
 @function_option
+@click.option("--inputs", "-i", "items", multiple=True, metavar="FILE",
+              help="Verify on these inputs (one case) instead of random ones, as 'call' takes them: FILE.npy repeated "
+                   "in the order 'inspect' lists the inputs, NAME=FILE.npy, or one .npz keyed by input names (e.g. "
+                   "from 'call --save-inputs'). Repeatable.")
+@click.option("--expect", type=click.Path(), metavar="REF",
+              help="Compare the outputs for --inputs with reference outputs: an .npz or .safetensors keyed by output "
+                   "name, as 'call -o' writes them (or an .npy for a single output). No live function is needed; "
+                   "with --against, both are compared.")
 @dim_values_option
+@range_option
 @platform_option
 @click.option("--atol", type=click.FloatRange(min=0), callback=finite_float,
               help="Absolute tolerance for every output (default: by dtype).")
 @click.option("--rtol", type=click.FloatRange(min=0), callback=finite_float,
               help="Relative tolerance for every output (default: by dtype).")
+@click.option("--allow-nonfinite", is_flag=True,
+              help="Let an output that is NaN/Inf everywhere on both sides pass (default: it is inconclusive and "
+                   "fails).")
 @seed_option(0, "Seed of the random inputs.")
 @click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
-              help="iree: compare the artifact run by IREE with the same artifact run by JAX (no live function).")
+              help="iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the "
+                   "tolerances for two compilers (no live function).")
 @allow_custom_call_option
+@device_options
 @json_option
 @debug_option
-def command(artifact, against, spec_path, root, binds, function, dims, platforms, atol, rtol, seed, runtime_name,
-            allow_custom_calls, as_json, debug):
-    """Run an artifact and the live function on the same inputs; compare.
+def command(artifact, against, spec_path, root, binds, function, items, expect, dims, ranges, platforms, atol, rtol,
+            allow_nonfinite, seed, runtime_name, allow_custom_calls, devices, as_json, debug):
+    """Compare an artifact with its live function, golden outputs or XLA.
 
     The cases are assignments of the dimension variables chosen from the bounds and constraints (smallest valid
     values, a value that is not a power of two, the upper bound or a large value), each kept under 64 MB of inputs
-    and outputs; --dim chooses them instead. Exits with 12 when an output differs beyond its tolerance or the spec
-    does not describe the artifact.
+    and outputs; --dim chooses them instead, --inputs gives the inputs of one case. --expect compares with stored
+    reference outputs. Exits with 12 when an output differs beyond its tolerance, is NaN/Inf everywhere on both
+    sides (unless --allow-nonfinite), or the spec does not describe the artifact.
+
+    \b
+    Examples:
+      jaxport verify mlp.jaxport
+      jaxport verify mlp.jaxport --dim batch=1,7,4096 --json
+      jaxport verify mlp.jaxport --inputs in.npz --expect out.npz
     """
+    if expect and not items:
+        raise click.UsageError("--expect compares the outputs for given inputs with reference outputs; give those "
+                               "inputs with --inputs (e.g. the file 'jaxport call --save-inputs FILE.npz' wrote).")
+    if items and dims:
+        raise click.UsageError("--dim chooses the cases of random inputs; with --inputs the dimensions come from the "
+                               "inputs' shapes. Leave out --dim.")
+    if items and ranges:
+        raise click.UsageError("--range chooses the values of random inputs; with --inputs they are given. Leave "
+                               "out --range.")
+    if devices.distributed:
+        raise click.UsageError("verify runs in one process: --coordinator, --num-processes and --process-id are "
+                               "for 'call'. Simulate the devices of a sharded artifact with --host-devices N.")
 
     bound = {}
     for item in binds:
@@ -62,6 +102,7 @@ def command(artifact, against, spec_path, root, binds, function, dims, platforms
         bound[key] = source
 
     def body():
+        apply(devices)  # before JAX starts
         from jaxport.errors import VerificationError
         from jaxport.verify import runner as verify
 
@@ -69,7 +110,8 @@ def command(artifact, against, spec_path, root, binds, function, dims, platforms
             artifact, against, spec_path, function=function, dims=dims or None,
             platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress,
             runtime=runtime_name, cache_dir=_iree_cache() if runtime_name == "iree" else None, root=root,
-            binds=bound, allow_custom_calls=allow_custom_calls)
+            binds=bound, allow_custom_calls=allow_custom_calls, inputs=list(items) or None, expect=expect,
+            ranges=ranges or None, allow_nonfinite=allow_nonfinite)
         if as_json:
             report = run(None)
             render.print_json(report.as_dict())
@@ -90,12 +132,24 @@ def _iree_cache():
 
 
 def _with_progress(run):
-    """Run with a progress bar over the cases on stderr, when stderr is a terminal (CI logs stay clean)."""
+    """Run with a progress bar over the cases on stderr when stderr is a terminal; on a pipe or a file (a CI log),
+    one line per stage instead (``progress``): the preparation, then each case as it ends."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = render.stderr()
     if not console.is_terminal:
-        return run(None)
+        if not progress_lines(False):
+            return run(None)
+        with Stages(True) as stages:
+            stages("preparing the cases")
+            starting = [True]  # the runner reports each case as it starts, then as it ends
+
+            def line(done, total, description):
+                if starting[0]:
+                    stages(f"case {done + 1}/{total}: {description}")
+                starting[0] = not starting[0]
+
+            return run(line)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         task = progress.add_task("Loading...", total=None)
@@ -113,6 +167,9 @@ def _number(v) -> str:
 def _render(report):
     from rich.table import Table
 
+    from jaxport.verify.compare import NONFINITE
+    from jaxport.verify.report import differing
+
     out = render.stdout()
     for note in report.notes:
         out.print(f"[yellow]note:[/] {escape(note)}")
@@ -123,8 +180,11 @@ def _render(report):
                 out.print(f"  - {plain(d)}", markup=False)
         else:
             out.print(f"spec {escape(report.spec)}: describes the artifact's signature")
+    fixes = []
     for plan in report.functions:
-        out.print(f"[bold cyan]{escape(plan.name)}[/] against {escape(plan.against)} on "
+        who = f" ({escape(plan.actual)})" if plan.actual != "artifact" else ""
+        against = f"{plan.sides[0]} ({plan.against})" if plan.sides == ["xla"] else plan.against
+        out.print(f"[bold cyan]{escape(plan.name)}[/]{who} against {escape(against)} on "
                   f"{escape(', '.join(plan.platforms))}")
         t = Table(show_edge=False)
         for col in ("platform", "case", "dims", "output", "max abs err", "max rel err", "tolerance", "result"):
@@ -137,18 +197,28 @@ def _render(report):
                           f"[red]FAIL[/] {escape(c.error)}")
                 continue
             for o in c.outputs:
-                tol = f"{o.atol:g} + {o.rtol:g}·|x|"
-                if o.passed:
-                    result = "[green]ok[/]"
-                elif o.problem:
+                magnitude = f"max(|x|, {o.scale:.3g})" if o.scale is not None else "|x|"
+                tol = f"{o.atol:g} + {o.rtol:g}·{magnitude}"
+                if o.problem:
                     result = f"[red]FAIL[/] {escape(o.problem)}"
-                else:
+                elif o.mismatched:
                     result = f"[red]FAIL[/] {o.mismatched}/{o.size} values"
-                t.add_row(escape(c.platform), label, escape(dims), escape(o.name), _number(o.max_abs_error),
+                elif o.inconclusive and not o.passed:
+                    result = f"[red]INCONCLUSIVE[/] {NONFINITE}"
+                    fixes.append(o.inconclusive)
+                elif o.inconclusive:
+                    result = "[yellow]ok[/] (all NaN/Inf, allowed)"
+                else:
+                    result = "[green]ok[/]"
+                name = escape(o.name) + (f" [dim]vs {escape(o.sides[1])}[/]" if len(plan.sides) > 1 else "")
+                t.add_row(escape(c.platform), label, escape(dims), name, _number(o.max_abs_error),
                           _number(o.max_rel_error), tol, result)
         out.print(t)
+    if fixes:
+        out.print(f"[yellow]inconclusive:[/] {escape(fixes[0])}.")
     failed = report.failures()
     if report.passed:
-        out.print(f"[green]OK[/]: {len(report.cases)} case{'s' if len(report.cases) != 1 else ''} match.")
+        n = len(report.cases)
+        out.print(f"[green]OK[/]: {plural(n, 'case')} match{'es' if n == 1 else ''}.")
     elif failed:
-        out.print(f"[red]FAILED[/]: {len(failed)} of {len(report.cases)} cases differ.")
+        out.print(f"[red]FAILED[/]: {differing(len(failed), len(report.cases))}.")

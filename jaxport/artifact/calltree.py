@@ -121,16 +121,18 @@ def recorded_source(source: str) -> str:
     return f"{name}:{attribute}" if colon else name
 
 
-def from_spec(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int]) -> dict[str, Any]:
+def from_spec(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],
+              record_source: Callable[[BindLeaf], str] | None = None) -> dict[str, Any]:
     """The call tree recorded in the manifest for a spec's function: ``names`` are the positional arguments' names,
-    ``leaf_index`` maps ``id(ArrayLeaf)`` to its input index."""
+    ``leaf_index`` maps ``id(ArrayLeaf)`` to its input index, ``record_source`` gives a bound source as recorded
+    (export's: relative to its root; default: ``recorded_source``)."""
 
     def enc(tree: Any) -> Any:
         if isinstance(tree, StaticLeaf):
             v = tree.value
             return {"static": list(v) if isinstance(v, tuple) else v}
         if isinstance(tree, BindLeaf):
-            return {"bound": recorded_source(tree.source)}
+            return {"bound": record_source(tree) if record_source is not None else recorded_source(tree.source)}
         if isinstance(tree, ArrayLeaf):
             return {"input": leaf_index[id(tree)]}
         if isinstance(tree, dict):

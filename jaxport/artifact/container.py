@@ -78,12 +78,10 @@ def _write_members(fp: Any, members: list[tuple[str, Any]]) -> None:
     """Write members (bytes, or objects with ``size`` and ``chunks()`` that stream large data) as stored entries."""
     with zipfile.ZipFile(fp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name, data in members:
-            size = _size(data)
-            info = _zipinfo(name)
+            info, size = _zipinfo(name), _size(data)
             info.file_size = size
             zip64 = size * 1.05 > zipfile.ZIP64_LIMIT
-            header = 30 + len(name.encode("utf-8")) + (20 if zip64 else 0)
-            start = fp.tell() + header
+            start = fp.tell() + 30 + len(name.encode("utf-8")) + (20 if zip64 else 0)  # where the data begins
             pad = (-start) % ALIGNMENT
             if pad:
                 if pad < 4:
@@ -97,18 +95,24 @@ def _write_members(fp: Any, members: list[tuple[str, Any]]) -> None:
                 zf.writestr(info, data)
 
 
-def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
-    """Write an artifact: ``manifest`` (whose ``members`` field this fills in) then ``members`` in order.
+def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
+    """Fill in ``manifest["members"]`` (each member's size and sha256: a member is bytes, or streamed weights with
+    ``size``, ``sha256`` and ``chunks()``); returns the manifest's bytes."""
+    manifest["members"] = {name: {"size": _size(d), "sha256": d.sha256 if hasattr(d, "chunks") else sha256(d)}
+                           for name, d in members.items()}
+    return manifest_bytes(manifest)
 
-    A member is bytes, or a streamed member with ``size``, ``sha256`` and ``chunks()`` (bound weights).
-    Returns the manifest bytes written.
-    """
-    manifest["members"] = {
-        name: {"size": _size(data), "sha256": data.sha256 if hasattr(data, "chunks") else sha256(data)}
-        for name, data in members.items()}
-    mbytes = manifest_bytes(manifest)
-    ordered = [(MANIFEST_NAME, mbytes)] + list(members.items())
-    atomic_write(path, lambda f: _write_members(f, ordered))
+
+def write_members(fp: Any, manifest_raw: bytes, members: dict[str, Any]) -> None:
+    """Write an artifact into the seekable binary file ``fp`` (a file or memory: the same bytes): the manifest's
+    bytes (``fill_members``), then ``members`` in order."""
+    _write_members(fp, [(MANIFEST_NAME, manifest_raw), *members.items()])
+
+
+def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
+    """Write the artifact file ``path`` atomically (``fill_members``, ``write_members``); returns its manifest."""
+    mbytes = fill_members(manifest, members)
+    atomic_write(path, lambda f: write_members(f, mbytes, members))
     return mbytes
 
 
@@ -278,8 +282,7 @@ class _FileBytes:
     CHUNK = 4 << 20
 
     def __init__(self, fd: int, where: str):
-        self._fd = fd
-        self._where = where
+        self._fd, self._where = fd, where
         self._size = os.fstat(fd).st_size
 
     def fileno(self) -> int:
@@ -288,10 +291,15 @@ class _FileBytes:
     def __len__(self) -> int:
         return self._size
 
-    def close(self) -> None:
+    def close(self, _close: Any = os.close) -> None:
+        # ``os.close`` is bound at definition time: at interpreter shutdown, ``__del__`` may run after the ``os``
+        # module's globals are cleared.
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            try:
+                _close(fd)
+            except OSError:
+                pass
 
     def __del__(self) -> None:
         self.close()
@@ -487,8 +495,7 @@ def _directory(data: _FileBytes, size: int, bad: Any) -> tuple[int, int, int]:
     """The member count, size and offset of the central directory from the end records (zip64 when present),
     checked before zipfile parses anything: one disk, the directory right before the end records, bounded sizes."""
     _, disk, dir_disk, n_disk, count, dir_size, dir_offset, _ = _unpack(_EOCD_RECORD, data, size - 22)
-    dir_end = size - 22
-    loc = size - 22 - _ZIP64_LOCATOR.size
+    dir_end, loc = size - 22, size - 22 - _ZIP64_LOCATOR.size
     if loc >= 0 and data[loc:loc + 4] == b"PK\x06\x07":
         _, loc_disk, end64, disks = _unpack(_ZIP64_LOCATOR, data, loc)
         if end64 + _ZIP64_END.size != loc or loc_disk != 0 or disks != 1:
@@ -574,8 +581,7 @@ class _ReadOnly:
     """A minimal file object over the artifact's bytes for zipfile, which needs seek/tell/read."""
 
     def __init__(self, data: _FileBytes):
-        self._data = data
-        self._pos = 0
+        self._data, self._pos = data, 0
 
     def seek(self, offset: int, whence: int = 0) -> int:
         base = 0 if whence == 0 else self._pos if whence == 1 else len(self._data)
@@ -587,8 +593,7 @@ class _ReadOnly:
 
     def read(self, n: int = -1) -> bytes:
         end = len(self._data) if n is None or n < 0 else min(len(self._data), self._pos + n)
-        out = self._data[self._pos:end] if end > self._pos else b""
-        self._pos = end
+        out, self._pos = (self._data[self._pos:end] if end > self._pos else b""), end
         return out
 
     def seekable(self) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dimexpr
+from .. import dimexpr, dtypes
 from ..errors import FormatError, InputError
 from .bounds import Bounds
 from .summary import array_type
@@ -34,13 +34,33 @@ def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], cont
 # --- checking arrays against the manifest ----------------------------------------------------------------------
 
 
-def _convert_hint(name: str, dtype: str, source: str | None) -> str:
+def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str:
+    """How to give input ``name`` as ``dtype``: ``call --cast`` when the conversion keeps every value, and how to
+    convert it into a new file (never over the user's own file)."""
     target = f"ml_dtypes.{dtype}" if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else f"np.{dtype}"
     imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
+    cast = (" Or let 'jaxport call --cast' convert it on reading (every value is kept)."
+            if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype) else "")
     if source and source.endswith(".npy") and "'" not in source:
-        return (f"Convert it with: python -c \"{imports}; np.save('{source}', np.load('{source}')"
-                f".astype({target}))\"")
-    return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports})."
+        new = f"{source[:-len('.npy')]}.{dtype}.npy"
+        return (f"Convert it into a new file with: python -c \"{imports}; np.save('{new}', np.load('{source}')"
+                f".astype({target}))\" and give {new}.{cast}")
+    return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports}).{cast}"
+
+
+def key_mismatch(inp: Mapping[str, Any], a: ArrayInfo) -> str:
+    """Why an array of another dtype cannot be the PRNG key input ``inp`` (or a key the array input ``inp``), and what
+    to pass instead."""
+    given = f"{a.dtype}{list(a.shape)}"
+    if not dtypes.is_key(inp["dtype"]):
+        return (f"input {inp['name']!r} is {array_type(dict(inp))}, but a PRNG key array ({given}) was given; pass "
+                f"an array of {inp['dtype']}.")
+    impl = dtypes.KEYS[inp["dtype"]].impl
+    data = list(dtypes.KEYS[inp["dtype"]].data_shape)
+    raw = (f" (raw key data, uint32 with a last axis of {data[0]}, becomes one with jax.random.wrap_key_data(data, "
+           f"impl={impl!r}))")
+    return (f"input {inp['name']!r} is a PRNG key array, {array_type(dict(inp))}, but {given} was given; pass "
+            f"jax.random.key(seed, impl={impl!r}){raw}.")
 
 
 def parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
@@ -105,12 +125,14 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
     declared = [parsed_shape(i) for i in inputs]
     for inp, dims, a in zip(inputs, declared, arrays):
         name = inp["name"]
+        if a.dtype != inp["dtype"] and (dtypes.is_key(inp["dtype"]) or dtypes.is_key(a.dtype)):
+            raise InputError(key_mismatch(inp, a))
         problem = rank_mismatch(inp, dims, a.shape)
         if problem:
             raise InputError(problem)
         if a.dtype != inp["dtype"]:
             raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp['dtype']}. "
-                             f"{_convert_hint(name, inp['dtype'], a.source)}")
+                             f"{_convert_hint(name, inp['dtype'], a.dtype, a.source)}")
         problem = constant_mismatch(inp, dims, a.shape)
         if problem:
             raise InputError(problem)

@@ -1,18 +1,17 @@
-"""Comparing two artifacts: every difference, classified as breaking or compatible for the artifact's callers.
+"""Comparing two artifacts: every difference, classified as breaking, undecided or compatible for the artifact's
+callers.
 
 A change is *breaking* when a caller of the old artifact may fail with, or misread, the new one: an input removed,
 renamed or added, a dtype or rank changed, a constant dimension changed, fewer shapes accepted, an output removed
 or changed, a platform or function removed, a new custom call that JAX does not guarantee stable. It is
 *compatible* when every such caller keeps working: more shapes accepted, a platform, function or output added,
-metadata changed, weights changed with the same shapes, the program changed behind the same signature.
+metadata changed, weights changed with the same names, shapes and dtypes (one "data change"), the program changed
+behind the same signature. It is *undecided* when jaxport can prove neither (a bound or constraint change it
+cannot decide): ``fails("breaking")`` counts it as breaking, for safety.
 
-Bounds are compared exactly. Constraints are compared as sets of texts: one added tightens (breaking), one removed
-relaxes (compatible), and one replaced by another over the same variables is "changed (may be breaking)", breaking
-unless ``implication`` decides it: proved to hold over the old bounds (by intervals), decided exactly for one
-variable and linear constraints, or decided by enumerating every assignment within the old bounds (when they are
-finite, at most ``implication.MAX_ENUMERATION``, and the whole diff stays within :data:`MAX_EVALUATION_STEPS`).
-Nothing searches without a bound. A dimension variable renamed consistently (same input axis) is recognized and
-compared under its new name.
+Bounds and constraints are compared by the shapes they accept (``diff_shapes``, decided by ``implication`` within
+:data:`MAX_EVALUATION_STEPS` for the whole diff; nothing searches without a bound). Functions are matched by name,
+or as ``renames`` pairs them (``diff --rename OLD=NEW``).
 
 Programs are compared by the sha256 of their StableHLO text without source locations (imports JAX, and only when
 the payloads' bytes differ). The rules are documented in ``specs/CLI.md``; the change kinds are stable names.
@@ -27,38 +26,24 @@ from pathlib import Path
 from typing import Any
 
 from .. import dimexpr
+from ..errors import UsageError
 from ..module_scan import module_text
-from .bounds import Bounds
 from .calltree import leaves
+from .changes import BREAKING, COMPATIBLE, UNDECIDED, Change, Collector
 from .container import open_artifact
-from .implication import accepts_everything_old_did
+from .diff_shapes import compare_accepted, norm_dim, rename_dim, renaming
 from .payload import module_bytes
 from .summary import array_type
 
-BREAKING = "breaking"
-COMPATIBLE = "compatible"
-#: ``fail_on`` levels: a report fails at "breaking" when a change is breaking, at "any" when anything differs.
+__all__ = ["BREAKING", "COMPATIBLE", "FAIL_ON", "MAX_EVALUATION_STEPS", "UNDECIDED", "Change", "DiffReport",
+           "ProgramComparison", "compare_manifests", "diff", "function_pairs", "program_digest"]
+
+#: ``fail_on`` levels: a report fails at "breaking" when a change is breaking or undecided, at "any" when anything
+#: differs.
 FAIL_ON = ("breaking", "any", "never")
-#: Most evaluation steps (operations evaluated) that enumerating changed constraints may take, for a whole diff;
-#: past it, a changed constraint that was not decided otherwise is "changed (may be breaking)".
+#: Most steps (operations evaluated, rows derived) that deciding changed bounds and constraints may take, for a whole
+#: diff; past it, what was not decided is "undecided".
 MAX_EVALUATION_STEPS = 2_000_000
-
-
-@dataclass(frozen=True)
-class Change:
-    """One difference. ``kind`` is a stable name (see specs/CLI.md); ``path`` says where, in manifest terms."""
-
-    severity: str
-    kind: str
-    function: str | None
-    path: str
-    message: str
-    old: Any = None
-    new: Any = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"severity": self.severity, "kind": self.kind, "function": self.function, "path": self.path,
-                "message": self.message, "old": self.old, "new": self.new}
 
 
 @dataclass(frozen=True)
@@ -94,12 +79,18 @@ class DiffReport:
         return [c for c in self.changes if c.severity == BREAKING]
 
     @property
+    def undecided(self) -> list[Change]:
+        """Changes jaxport could prove neither breaking nor compatible."""
+        return [c for c in self.changes if c.severity == UNDECIDED]
+
+    @property
     def compatible(self) -> list[Change]:
         return [c for c in self.changes if c.severity == COMPATIBLE]
 
     def fails(self, fail_on: str) -> bool:
+        """Whether the report fails at ``fail_on``: "breaking" counts undecided changes as breaking."""
         if fail_on == "breaking":
-            return bool(self.breaking)
+            return bool(self.breaking or self.undecided)
         if fail_on == "any":
             return bool(self.changes)
         return False
@@ -107,169 +98,28 @@ class DiffReport:
     def summary(self) -> str:
         if self.identical:
             return f"{self.new} is identical to {self.old}."
-        return (f"{self.new} differs from {self.old}: {len(self.breaking)} breaking, {len(self.compatible)} "
-                f"compatible change{'s' if len(self.compatible) != 1 else ''}.")
+        undecided = f"{len(self.undecided)} undecided, " if self.undecided else ""
+        return (f"{self.new} differs from {self.old}: {len(self.breaking)} breaking, {undecided}"
+                f"{len(self.compatible)} compatible change{'s' if len(self.compatible) != 1 else ''}.")
 
     def as_dict(self, fail_on: str = "never") -> dict[str, Any]:
         return {"old": self.old, "new": self.new, "identical": self.identical,
-                "breaking": len(self.breaking), "compatible": len(self.compatible),
+                "breaking": len(self.breaking), "undecided": len(self.undecided), "compatible": len(self.compatible),
                 "fail_on": fail_on, "failed": self.fails(fail_on),
                 "changes": [c.as_dict() for c in self.changes],
                 "programs": {k: p.as_dict() for k, p in self.programs.items()}}
 
 
-class _Collector:
-    def __init__(self) -> None:
-        self.changes: list[Change] = []
-
-    def add(self, severity: str, kind: str, function: str | None, path: str, message: str, old: Any = None,
-            new: Any = None) -> None:
-        self.changes.append(Change(severity, kind, function, path, message, _jsonable(old), _jsonable(new)))
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (str, int, float, bool)) or v is None:
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return str(v)
-
-
-# --- dimension variables ---------------------------------------------------------------------------------------
-
-
-def _renaming(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, str]:
-    """Old dimension variable -> new name, for variables solved from the same input axis under another name."""
-    old_dims, new_dims = old.get("dims") or {}, new.get("dims") or {}
-    out: dict[str, str] = {}
-    for v, d in old_dims.items():
-        if v in new_dims:
-            continue
-        src = (d or {}).get("derived_from") or {}
-        for w, e in new_dims.items():
-            if w in old_dims or w in out.values():
-                continue
-            other = (e or {}).get("derived_from") or {}
-            if src and src.get("input") == other.get("input") and src.get("axis") == other.get("axis"):
-                out[v] = w
-                break
-    return out
-
-
-def _rename_expr(e: dimexpr.Expr, names: Mapping[str, str]) -> dimexpr.Expr:
-    if e.op == "var":
-        return dimexpr.Expr("var", (), names.get(str(e.value), e.value))
-    if not e.args:
-        return e
-    return dimexpr.Expr(e.op, tuple(_rename_expr(a, names) for a in e.args), e.value)
-
-
-def _rename_dim(d: Any, names: Mapping[str, str]) -> Any:
-    """An old dimension under the new variable names, normalized (rendered as JAX prints it)."""
-    if isinstance(d, int):
-        return d
-    return str(_rename_expr(dimexpr.parse(d), names))
-
-
-def _norm_dim(d: Any) -> Any:
-    return d if isinstance(d, int) else str(dimexpr.parse(d))
-
-
-@dataclass(frozen=True)
-class _Constraint:
-    """A manifest constraint: its text as written, parsed (under the new variable names) and normalized."""
-
-    text: str
-    parsed: dimexpr.Constraint
-    norm: str
-    variables: frozenset[str]
-
-
-def _constraints(f: Mapping[str, Any], names: Mapping[str, str]) -> list[_Constraint]:
-    # Renamed trees are compared as trees and rendered, never parsed again: a longer name could push the
-    # rendering past the parser's length cap.
-    out = []
-    for text in f.get("constraints") or []:
-        c = dimexpr.parse_constraint(text)
-        lhs, rhs = _rename_expr(c.lhs, names), _rename_expr(c.rhs, names)
-        parsed = dimexpr.Constraint(lhs, c.op, rhs, text)
-        out.append(_Constraint(text, parsed, f"{lhs} {c.op} {rhs}", frozenset(parsed.variables())))
-    return out
-
-
-def _compare_dims(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
-                  names: Mapping[str, str]) -> None:
-    old_dims = {names.get(v, v): d for v, d in (old.get("dims") or {}).items()}
-    new_dims = new.get("dims") or {}
-    for v in old_dims:
-        if v not in new_dims:
-            continue
-        was, now = Bounds.of(old_dims[v]), Bounds.of(new_dims[v])
-        if was == now:
-            continue
-        tighter = now.lo > was.lo or (now.hi is not None and (was.hi is None or now.hi < was.hi))
-        looser = now.lo < was.lo or (was.hi is not None and (now.hi is None or now.hi > was.hi))
-        path = f"dims[{v!r}]"
-        if tighter:
-            c.add(BREAKING, "bound_tightened", fname, path, f"dimension {v!r}: {was.text(v)} -> {now.text(v)} (fewer "
-                  f"shapes accepted)", was.to_manifest(), now.to_manifest())
-        elif looser:
-            c.add(COMPATIBLE, "bound_relaxed", fname, path, f"dimension {v!r}: {was.text(v)} -> {now.text(v)} (more "
-                  f"shapes accepted)", was.to_manifest(), now.to_manifest())
-
-
-def _compare_constraints(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
-                         names: Mapping[str, str], budget: dimexpr.Budget) -> None:
-    old_all = _constraints(old, names)
-    old_set = {x.norm: x for x in old_all}
-    new_set = {x.norm: x for x in _constraints(new, {})}
-    removed = [k for k in old_set if k not in new_set]
-    added = [k for k in new_set if k not in old_set]
-    pairs: list[tuple[str, str]] = []
-    for r in list(removed):
-        rv = old_set[r].variables
-        match = next((a for a in added if new_set[a].variables == rv), None)
-        if match is not None:
-            pairs.append((r, match))
-            removed.remove(r)
-            added.remove(match)
-    for r in removed:
-        c.add(COMPATIBLE, "constraint_removed", fname, "constraints", f"constraint {old_set[r].text!r} removed (more "
-              f"shapes accepted)", old_set[r].text, None)
-    for a in added:
-        c.add(BREAKING, "constraint_added", fname, "constraints", f"constraint {new_set[a].text!r} added (fewer "
-              f"shapes accepted)", None, new_set[a].text)
-    others = [x.parsed for x in old_all]
-    for r, a in pairs:
-        old_dims = {names.get(v, v): d for v, d in (old.get("dims") or {}).items()}
-        verdict, example, how = accepts_everything_old_did(old_dims, old_set[r].parsed, new_set[a].parsed, others,
-                                                           budget)
-        before, after = old_set[r].text, new_set[a].text
-        if verdict is True:
-            checked = "checked by enumerating the bounds" if how == "enumerated" else "proved over the bounds"
-            c.add(COMPATIBLE, "constraint_relaxed", fname, "constraints", f"constraint {before!r} -> {after!r}: "
-                  f"every shape accepted before is still accepted ({checked})", before, after)
-        elif verdict is False and example is not None:
-            shown = ", ".join(f"{k}={v}" for k, v in example.items())
-            c.add(BREAKING, "constraint_tightened", fname, "constraints", f"constraint {before!r} -> {after!r}: "
-                  f"fewer shapes accepted ({shown} was accepted and is now rejected)", before, after)
-        else:
-            c.add(BREAKING, "constraint_changed", fname, "constraints", f"constraint {before!r} -> {after!r}: "
-                  f"changed (may be breaking)", before, after)
-
-
 # --- arrays -----------------------------------------------------------------------------------------------------
 
 
-def _compare_shape(c: _Collector, fname: str, what: str, name: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _compare_shape(c: Collector, fname: str, what: str, name: str, old: Mapping[str, Any], new: Mapping[str, Any],
                    names: Mapping[str, str], kind_prefix: str) -> None:
     path = f"{kind_prefix}s[{name!r}]"
     if old["dtype"] != new["dtype"]:
         c.add(BREAKING, f"{kind_prefix}_dtype_changed", fname, f"{path}.dtype",
               f"{what} {name!r}: dtype {old['dtype']} -> {new['dtype']}", old["dtype"], new["dtype"])
-    old_shape = [_rename_dim(d, names) for d in old["shape"]]
+    old_shape = [rename_dim(d, names) for d in old["shape"]]
     new_shape = list(new["shape"])
     if len(old_shape) != len(new_shape):
         c.add(BREAKING, f"{kind_prefix}_rank_changed", fname, f"{path}.shape",
@@ -288,12 +138,12 @@ def _compare_shape(c: _Collector, fname: str, what: str, name: str, old: Mapping
         elif isinstance(b, int):
             c.add(BREAKING, f"{kind_prefix}_dimension_changed", fname, f"{path}.shape[{axis}]",
                   f"{what} {name!r}: shape[{axis}] {a} -> {b} (now fixed)", a, b)
-        elif _norm_dim(a) != _norm_dim(b):
+        elif norm_dim(a) != norm_dim(b):
             c.add(BREAKING, f"{kind_prefix}_dimension_changed", fname, f"{path}.shape[{axis}]",
                   f"{what} {name!r}: shape[{axis}] {a} -> {b} (dimension expression changed)", a, b)
 
 
-def _compare_inputs(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _compare_inputs(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
                     names: Mapping[str, str]) -> None:
     old_in = {i["name"]: i for i in old["inputs"]}
     new_in = {i["name"]: i for i in new["inputs"]}
@@ -344,7 +194,7 @@ def _tree_shape(node: Any) -> Any:
     return ("none",) if "none" in node else None
 
 
-def _compare_outputs(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _compare_outputs(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
                      names: Mapping[str, str]) -> None:
     old_out = {o["name"]: o for o in old["outputs"]}
     new_out = {o["name"]: o for o in new["outputs"]}
@@ -364,7 +214,7 @@ def _compare_outputs(c: _Collector, fname: str, old: Mapping[str, Any], new: Map
 # --- the call tree -----------------------------------------------------------------------------------------------
 
 
-def _compare_signature(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+def _compare_signature(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     old_static, new_static = leaves(old.get("signature"), "static"), leaves(new.get("signature"), "static")
     for path in old_static:
         if path in new_static and old_static[path] != new_static[path]:
@@ -381,15 +231,14 @@ def _compare_signature(c: _Collector, fname: str, old: Mapping[str, Any], new: M
 # --- functions and the artifact ----------------------------------------------------------------------------------
 
 
-def _compare_function(c: _Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _compare_function(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
                       budget: dimexpr.Budget) -> None:
-    names = _renaming(old, new)
+    names = renaming(old, new)
     for v, w in names.items():
         c.add(COMPATIBLE, "dimension_renamed", fname, f"dims[{v!r}]", f"dimension variable {v!r} renamed to {w!r} "
               f"(same input axis)", v, w)
     _compare_inputs(c, fname, old, new, names)
-    _compare_dims(c, fname, old, new, names)
-    _compare_constraints(c, fname, old, new, names, budget)
+    compare_accepted(c, fname, old, new, names, budget)
     _compare_outputs(c, fname, old, new, names)
     _compare_signature(c, fname, old, new)
 
@@ -440,7 +289,7 @@ def _compare_function(c: _Collector, fname: str, old: Mapping[str, Any], new: Ma
               f"{new.get('entrypoint')}", old.get("entrypoint"), new.get("entrypoint"))
 
 
-def _compare_top(c: _Collector, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+def _compare_top(c: Collector, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     ov, nv = str(old.get("format_version")), str(new.get("format_version"))
     if ov != nv:
         major = ov.split(".")[0] != nv.split(".")[0]
@@ -468,6 +317,7 @@ def _compare_top(c: _Collector, old: Mapping[str, Any], new: Mapping[str, Any]) 
 
     ot = ((old.get("weights") or {}).get("tensors") or {}) if isinstance(old.get("weights"), dict) else {}
     nt = ((new.get("weights") or {}).get("tensors") or {}) if isinstance(new.get("weights"), dict) else {}
+    changed_values: list[str] = []
     for k in ot:
         if k not in nt:
             c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r} removed",
@@ -478,12 +328,18 @@ def _compare_top(c: _Collector, old: Mapping[str, Any], new: Mapping[str, Any]) 
                   f"{array_type(dict(ot[k]))} -> {array_type(dict(nt[k]))}", array_type(dict(ot[k])),
                   array_type(dict(nt[k])))
         elif ot[k].get("sha256") != nt[k].get("sha256"):
-            c.add(COMPATIBLE, "weights_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r}: new values, "
-                  f"same shape and dtype", ot[k].get("sha256"), nt[k].get("sha256"))
+            changed_values.append(k)
     for k in nt:
         if k not in ot:
             c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"new bound tensor {k!r} "
                   f"({array_type(nt[k])})", None, k)
+    if changed_values:
+        # One line for a data change, however many tensors it touches; the digests are in old/new.
+        n = len(changed_values)
+        c.add(COMPATIBLE, "weights_changed", None, "weights.tensors", f"weights: {n} of {len(ot)} bound tensor"
+              f"{'s' if len(ot) != 1 else ''} {'have' if n != 1 else 'has'} new values, with the same names, shapes "
+              f"and dtypes (a data change)", {k: ot[k].get("sha256") for k in changed_values},
+              {k: nt[k].get("sha256") for k in changed_values})
 
 
 def program_digest(payload: bytes, where: str, fname: str) -> str:
@@ -492,38 +348,80 @@ def program_digest(payload: bytes, where: str, fname: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+def function_pairs(old: Mapping[str, Any], new: Mapping[str, Any], renames: Mapping[str, str] | None = None,
+                   where: tuple[str, str] = ("the old artifact", "the new artifact")) -> list[tuple[str, str]]:
+    """``(old function, new function)`` pairs to compare: the same name, or as ``renames`` (old -> new) pairs them.
+
+    A rename whose old name is not in ``old``, whose new name is not in ``new``, or that pairs a name twice is a
+    UsageError (``where`` names the two artifacts in the message)."""
+    renames = dict(renames or {})
+    for o, n in renames.items():
+        for name, side, label in ((o, old, where[0]), (n, new, where[1])):
+            if name not in side["functions"]:
+                raise UsageError(f"--rename {o}={n}: {label} has no function {name!r} (its functions: "
+                                 f"{', '.join(side['functions'])}).")
+    targets = list(renames.values())
+    for target in targets:
+        if targets.count(target) > 1:
+            olds = [o for o, t in renames.items() if t == target]
+            raise UsageError(f"--rename: {', '.join(olds)} are all renamed to {target!r}; pair each function once.")
+    pairs = []
+    for o in old["functions"]:
+        match = renames[o] if o in renames else None if o in targets else o  # a renamed target is not matched by name
+        if match is not None and match in new["functions"]:
+            pairs.append((o, match))
+    return pairs
+
+
+def compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any],
+                      renames: Mapping[str, str] | None = None) -> list[Change]:
     """Every difference between two manifests (validated ones, as ``open_artifact`` returns them), classified; the
-    programs themselves are not compared (see :func:`diff`). No JAX."""
-    c = _Collector()
+    programs themselves are not compared (see :func:`diff`). ``renames`` (old name -> new name) compares a function
+    with one of another name instead of reporting one removed and one added. No JAX."""
+    return _compare_manifests(old, new, function_pairs(old, new, renames))
+
+
+def _compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any], pairs: list[tuple[str, str]]) -> list[Change]:
+    c = Collector()
     _compare_top(c, old, new)
+    paired_old, paired_new = {o for o, _ in pairs}, {n for _, n in pairs}
     for fname in old["functions"]:
-        if fname not in new["functions"]:
+        if fname not in paired_old:
             c.add(BREAKING, "function_removed", fname, f"functions[{fname!r}]", f"function {fname!r} removed",
                   fname, None)
     for fname in new["functions"]:
-        if fname not in old["functions"]:
+        if fname not in paired_new:
             c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
                   None, fname)
-    budget = dimexpr.Budget(MAX_EVALUATION_STEPS, "comparing the constraints")
-    for fname in old["functions"]:
-        if fname in new["functions"]:
-            _compare_function(c, fname, old["functions"][fname], new["functions"][fname], budget)
+    single = len(old["functions"]) == 1 and len(new["functions"]) == 1
+    for o, n in pairs:
+        if o != n:
+            if single:
+                c.add(COMPATIBLE, "function_renamed", n, f"functions[{o!r}]", f"function {o!r} renamed to {n!r} "
+                      f"(paired by --rename; callers of a one-function artifact do not name it)", o, n)
+            else:
+                c.add(BREAKING, "function_renamed", n, f"functions[{o!r}]", f"function {o!r} renamed to {n!r} "
+                      f"(paired by --rename): callers that select it by name break", o, n)
+    budget = dimexpr.Budget(MAX_EVALUATION_STEPS, "comparing the bounds and constraints")
+    for o, n in pairs:
+        _compare_function(c, n, old["functions"][o], new["functions"][n], budget)
     return c.changes
 
 
-def diff(old: str | Path, new: str | Path, *, programs: bool = True) -> DiffReport:
+def diff(old: str | Path, new: str | Path, *, programs: bool = True,
+         renames: Mapping[str, str] | None = None) -> DiffReport:
     """Compare two artifacts (see the module docstring). ``programs=False`` skips the StableHLO comparison (and
-    JAX) when the payloads' bytes differ, reporting those programs as "not compared"."""
+    JAX) when the payloads' bytes differ, reporting those programs as "not compared". ``renames`` maps a function
+    of ``old`` to the function of ``new`` it is compared with (``diff --rename OLD=NEW``); programs and changes of
+    a renamed pair are reported under the new name."""
     report = DiffReport(str(old), str(new))
-    c = _Collector()
+    c = Collector()
     with open_artifact(old) as a, open_artifact(new) as b:
         om, nm = a.manifest, b.manifest
-        c.changes = compare_manifests(om, nm)
-        for fname in om["functions"]:
-            if fname not in nm["functions"]:
-                continue
-            of, nf = om["functions"][fname], nm["functions"][fname]
+        pairs = function_pairs(om, nm, renames, (str(old), str(new)))
+        c.changes = _compare_manifests(om, nm, pairs)
+        for oname, fname in pairs:
+            of, nf = om["functions"][oname], nm["functions"][fname]
             comparison = _compare_programs(a, b, of, nf, fname, programs)
             report.programs[fname] = comparison
             if comparison.status == "changed":

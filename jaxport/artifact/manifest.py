@@ -12,8 +12,10 @@ import re
 from typing import Any
 
 from .. import dimexpr, dtypes
+from .._text import plural
 from .._version import __version__
 from ..errors import FormatError, UsageError
+from ..spec_values import input_range
 from . import calltree
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
 
@@ -21,7 +23,8 @@ from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_m
 #: History:
 #:   1.0 (2026-11-29): first version: zip container, manifest.json first, one JAX serialization per function.
 #:        Before 1.0 was released it gained, additively, the weights section and member, vjp_order values above 0,
-#:        and, for sharded functions, mesh, weights_partition_specs and each array's partition_spec.
+#:        and, for sharded functions, mesh, weights_partition_specs and each array's partition_spec; then an input's
+#:        range, source.spec_sha256 and source.binds, with recorded paths relative to the export root.
 FORMAT_VERSION = "1.0"
 FORMAT_MAJOR = 1
 FORMAT_NAME = "jaxport"
@@ -122,6 +125,25 @@ def _check_arrays(v: _V, items: Any, path: str) -> None:
             raise v.fail(f"{here}.dtype", f"{dt!r} is not a dtype jaxport supports")
         v.optional_string(a.get("sharding"), f"{here}.sharding", 1 << 16)
         v.optional_string(a.get("spec_path"), f"{here}.spec_path", 1 << 16)
+
+
+def _check_ranges(v: _V, inputs: list[Any], path: str) -> None:
+    """An input's optional ``range``: ``[LO, HI]``, the half-open range of its values, by the spec's rules
+    (``spec_values.input_range``); integer bounds for integer dtypes."""
+    for i, a in enumerate(inputs):
+        if "range" not in a:
+            continue
+        here = f"{path}[{i}].range"
+        bounds = v.lst(a["range"], here, 2)
+        if len(bounds) != 2:
+            raise v.fail(here, f"expected [LO, HI], found {plural(len(bounds), 'entry', 'entries')}")
+        kind = dtypes.BY_NAME[a["dtype"]].kind
+        if kind in ("int", "uint") and not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+            raise v.fail(here, f"expected two integers for a {a['dtype']} input")
+        try:
+            input_range(bounds[0], bounds[1], a["dtype"])
+        except ValueError as e:
+            raise v.fail(here, str(e).split(";")[0]) from None
 
 
 def _check_signature(v: _V, sig: Any, n_inputs: int, path: str) -> None:
@@ -267,6 +289,11 @@ def validate(m: Any) -> dict[str, Any]:
             v.integer(x, f"producer.calling_convention_range[{i}]", 0, 1 << 20)
     source = v.obj(m.get("source", {}), "source")
     v.optional_string(source.get("spec"), "source.spec", 4096)
+    if source.get("spec_sha256") is not None and not _SHA256.match(v.string(source["spec_sha256"],
+                                                                             "source.spec_sha256", 64)):
+        raise v.fail("source.spec_sha256", "expected 64 lowercase hex digits")
+    for k, val in v.obj(source.get("binds", {}), "source.binds").items():
+        v.string(val, f"source.binds[{k!r}]", 1 << 12)
     meta = v.obj(m.get("metadata", {}), "metadata")
     for k in ("name", "version", "description"):
         if meta.get(k) is not None:
@@ -308,6 +335,7 @@ def validate(m: Any) -> dict[str, Any]:
         for i, p in enumerate(plats):
             v.string(p, f"{here}.platforms[{i}]", 32)
         _check_arrays(v, v.key(f, "inputs", here), f"{here}.inputs")
+        _check_ranges(v, f["inputs"], f"{here}.inputs")
         _check_arrays(v, v.key(f, "outputs", here), f"{here}.outputs")
         _check_described(v, f, here, f["inputs"], len(f["outputs"]))
         for i, c in enumerate(v.lst(f.get("constraints", []), f"{here}.constraints", 1024)):
@@ -409,6 +437,8 @@ def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
         dt = v.string(v.key(t, "dtype", here), f"{here}.dtype", 64)
         if dt not in dtypes.BY_NAME:
             raise v.fail(f"{here}.dtype", f"{dt!r} is not a dtype jaxport supports")
+        if dtypes.is_key(dt):  # a PRNG key type describes inputs; stored weights are numbers
+            raise v.fail(f"{here}.dtype", f"{dt!r} is a PRNG key type, which weights are never stored as")
         shape = v.lst(v.key(t, "shape", here), f"{here}.shape", MAX_RANK)
         count = 1
         for i, d in enumerate(shape):

@@ -12,6 +12,7 @@ constants), which ``jaxport.load`` re-derives from the program itself before run
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
 from collections.abc import Mapping
@@ -19,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._text import plural
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
-from .compat import window
+from . import age
 from .container import open_artifact
 from .summary import human_bytes
 
 #: Policy language versions this release reads. History:
-#: 1 (2026-11-30): first version.
+#: 1 (2026-11-30): first version; extended 2026-12-01 with max_producer_age_days (max_age_days its deprecated name).
 POLICY_VERSIONS = (1,)
 MAX_POLICY_BYTES = 1 << 20
 MAX_DEPTH = 32
@@ -47,12 +49,12 @@ RULES = (
     "required_metadata",
     "forbid_disabled_safety_checks",
     "max_embedded_constant_size",
-    "max_age_days",
+    "max_producer_age_days",
     "min_days_left",
 )
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
              "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
-             "max_embedded_constant_size", "max_age_days", "min_days_left")
+             "max_embedded_constant_size", "max_producer_age_days", "min_days_left", "max_age_days")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
           "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -81,10 +83,24 @@ class Policy:
     required_metadata: list[str] = field(default_factory=list)
     forbid_disabled_safety_checks: bool = False
     max_embedded_constant_size: int | None = None
-    #: Days since the release of the JAX that wrote the artifact (see artifact.compat).
-    max_age_days: int | None = None
+    #: Days the JAX that wrote the artifact may lag behind the newest JAX release jaxport supports (artifact.age).
+    max_producer_age_days: int | None = None
     #: Days that must remain in JAX's compatibility window for the artifact.
     min_days_left: int | None = None
+    #: Notes on the policy itself (a deprecated key), reported with the check.
+    notes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def max_age_days(self) -> int | None:
+        """Deprecated name of :attr:`max_producer_age_days`."""
+        return self.max_producer_age_days
+
+    @max_age_days.setter
+    def max_age_days(self, days: int | None) -> None:
+        self.max_producer_age_days = days
+        if days is not None:
+            self.notes.append((age.PRODUCER_AGE, age.DEPRECATED_MAX_AGE.format(
+                old="max_age_days", new="max_producer_age_days", left="min_days_left")))
 
     @property
     def rules(self) -> list[str]:
@@ -100,7 +116,7 @@ class Policy:
             "required_metadata": bool(self.required_metadata),
             "forbid_disabled_safety_checks": self.forbid_disabled_safety_checks,
             "max_embedded_constant_size": self.max_embedded_constant_size is not None,
-            "max_age_days": self.max_age_days is not None,
+            "max_producer_age_days": self.max_producer_age_days is not None,
             "min_days_left": self.min_days_left is not None,
         }
         return [r for r in RULES if active[r]]
@@ -291,9 +307,17 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
                                                          "forbid_disabled_safety_checks")
     if "max_embedded_constant_size" in top:
         policy.max_embedded_constant_size = p.size(top["max_embedded_constant_size"], "max_embedded_constant_size")
-    for key in ("max_age_days", "min_days_left"):
-        if key in top:
-            setattr(policy, key, p.integer(top[key], key))
+    if "max_age_days" in top and "max_producer_age_days" in top:
+        raise p.fail(top["max_age_days"].line, "max_age_days is the deprecated name of max_producer_age_days; give "
+                                               "only max_producer_age_days.")
+    if "max_producer_age_days" in top:
+        policy.max_producer_age_days = p.integer(top["max_producer_age_days"], "max_producer_age_days")
+    if "max_age_days" in top:
+        policy.max_producer_age_days = p.integer(top["max_age_days"], "max_age_days")
+        policy.notes.append((age.PRODUCER_AGE, f"{file}:{top['max_age_days'].line}: " + age.DEPRECATED_MAX_AGE.format(
+            old="max_age_days", new="max_producer_age_days", left="min_days_left")))
+    if "min_days_left" in top:
+        policy.min_days_left = p.integer(top["min_days_left"], "min_days_left")
     return policy
 
 
@@ -322,6 +346,9 @@ class CheckReport:
     policy: str
     rules: list[str]
     violations: list[Violation]
+    #: (rule, message): what the reader should know although it is no violation (a deprecated key, a JAX version
+    #: newer than jaxport's release table).
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -329,11 +356,13 @@ class CheckReport:
 
     def summary(self) -> str:
         if self.passed:
-            n = len(self.rules)
-            return f"{self.artifact} follows the policy {self.policy} ({n} rule{'s' if n != 1 else ''})."
-        n = len(self.violations)
-        return (f"{self.artifact} breaks the policy {self.policy}: {n} violation{'s' if n != 1 else ''}: "
+            return f"{self.artifact} follows {self._which()} ({plural(len(self.rules), 'rule')})."
+        return (f"{self.artifact} breaks {self._which()}: {plural(len(self.violations), 'violation')}: "
                 + "; ".join(f"[{v.rule}] {v.message.rstrip('.')}" for v in self.violations) + ".")
+
+    def _which(self) -> str:
+        """``the policy FILE``; a policy whose name is already a phrase (``the command-line rules``) as it is."""
+        return self.policy if self.policy.startswith("the ") else f"the policy {self.policy}"
 
     def as_dict(self) -> dict[str, Any]:
         counts = {r: 0 for r in self.rules}
@@ -341,7 +370,8 @@ class CheckReport:
             counts[v.rule] = counts.get(v.rule, 0) + 1
         return {"artifact": self.artifact, "policy": self.policy, "passed": self.passed,
                 "rules": [{"rule": r, "passed": counts[r] == 0, "violations": counts[r]} for r in self.rules],
-                "violations": [v.as_dict() for v in self.violations]}
+                "violations": [v.as_dict() for v in self.violations],
+                "notes": [{"rule": r, "message": m} for r, m in self.notes]}
 
 
 def _jax_version(text: str) -> tuple[int, int, int] | None:
@@ -360,7 +390,8 @@ def _range_text(lo: Any, hi: Any, show: Any = str) -> str:
 
 
 def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Violation]:
-    """Every violation of ``policy`` by an artifact of ``size`` bytes with this manifest, in rule order."""
+    """Every violation of ``policy`` by an artifact of ``size`` bytes with this manifest, in rule order, except those
+    of the rules on the producer's JAX (their days depend on the date: :func:`assess` adds them)."""
     out: list[Violation] = []
     functions = manifest["functions"]
 
@@ -458,25 +489,31 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
                 add("max_embedded_constant_size", fname, f"function {fname!r} embeds a constant of "
                     f"{human_bytes(c['bytes'])} ({c.get('type')}{at}); the policy allows at most {human_bytes(limit)} "
                     f"per constant. Pass it as an argument (or bind it as weights) instead of closing over it.")
-    if policy.max_age_days is not None or policy.min_days_left is not None:
-        w = window(str(manifest["producer"].get("jax")))
-        if policy.max_age_days is not None and w.age_days() > policy.max_age_days:
-            add("max_age_days", None, f"the artifact was written with jax {w.jax_version}, released "
-                f"{w.released.isoformat()}, {w.age_days()} days ago; the policy allows at most {policy.max_age_days} "
-                f"days. Re-export it with a current JAX.")
-        if policy.min_days_left is not None and w.days_left() < policy.min_days_left:
-            state = f"closes in {w.days_left()} days" if w.days_left() >= 0 else f"closed {-w.days_left()} days ago"
-            add("min_days_left", None, f"JAX's compatibility window for artifacts written with jax {w.jax_version} "
-                f"{state} ({w.loadable_until.isoformat()}); the policy requires at least {policy.min_days_left} days "
-                f"left. Re-export it with a current JAX.")
     return out
 
 
-def check(artifact: str | Path, policy: Policy | str | Path) -> CheckReport:
-    """Check an artifact against a policy; every member's sha256 is verified first. No JAX."""
+def assess(policy: Policy, manifest: Mapping[str, Any], size: int,
+           today: datetime.date | None = None) -> tuple[list[Violation], list[tuple[str, str]]]:
+    """Every violation (:func:`evaluate`) and every note: the policy's own (a deprecated key), then those of the
+    rules on the producer's JAX (``artifact.age``), whose days count from ``today`` (default: ``compat.today()``)."""
+    out = evaluate(policy, manifest, size)
+    notes = list(policy.notes)
+    if policy.max_producer_age_days is not None or policy.min_days_left is not None:
+        producer = manifest.get("producer")
+        jax_version = producer.get("jax") if isinstance(producer, Mapping) else None
+        bad, said = age.evaluate(jax_version, policy.max_producer_age_days, policy.min_days_left, today)
+        out += [Violation(rule, None, message) for rule, message in bad]
+        notes += said
+    return out, notes
+
+
+def check(artifact: str | Path, policy: Policy | str | Path, today: datetime.date | None = None) -> CheckReport:
+    """Check an artifact against a policy; every member's sha256 is verified first. No JAX. ``today`` is the date the
+    days of ``min_days_left`` count from (default: ``$JAXPORT_TODAY`` if set, else today's date)."""
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
     with open_artifact(artifact) as art:
         art.verify_all()
         manifest, size = art.manifest, art.size
-    return CheckReport(str(artifact), policy.file, policy.rules, evaluate(policy, manifest, size))
+    violations, notes = assess(policy, manifest, size, today)
+    return CheckReport(str(artifact), policy.file, policy.rules, violations, notes)

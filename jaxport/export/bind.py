@@ -6,6 +6,11 @@ its array leaves become named tensors (``params/dense/kernel``) stored raw, litt
 artifact member, and the exported program takes them as flat arguments, so custom pytree node types (flax, equinox)
 never need to be serialized. Non-array leaves (Python numbers and strings inside a module) are baked into the
 program as constants.
+
+A file's keys are the paths inside the bound argument (``dense/kernel``), never prefixed with the argument's name,
+and bind never strips one (a file may genuinely nest under a key equal to the argument's name, as flax's
+``{"params": ...}`` bound to an argument named ``params``). ``jaxport extract --weights`` writes its keys the same
+way, so an extracted file binds again to the same tensor names.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ import numpy as np
 from .. import dtypes
 from .._fsio import open_for_reading, read_at_most
 from .._npyfile import read_header, read_npz_file, size_text
+from .._text import plural
 from ..artifact.calltree import key_name
 from ..artifact.container import strict_json
 from ..artifact.summary import array_type
-from ..artifact.tensors import Tensor
+from ..artifact.tensors import Tensor, prepare
 from ..errors import EntrypointError, SpecError
 from ..spec import BindLeaf, FunctionSpec, ShapeSpec
 from .entrypoint import load_attribute, split_entrypoint
@@ -401,7 +407,9 @@ def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modul
         types = [f"{k or prefix}: {array_type({'shape': list(t.array.shape), 'dtype': str(t.array.dtype)})}"
                  for k, t in zip(keys, leaf_tensors)]
         binds.append(BoundArgument(leaf, prefix, keys, types))
-    return bound, [tensors[n] for n in sorted(tensors)], binds
+    ordered = [tensors[n] for n in sorted(tensors)]
+    prepare(ordered)  # their digests are computed in the background while the program is traced
+    return bound, ordered, binds
 
 
 def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor]) -> dict[str, Any]:
@@ -418,8 +426,9 @@ def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor]) ->
                                 f"of {b.leaf.source}{f' (did you mean {hint[0]!r}?)' if hint else ''}; its keys: "
                                 f"{shown or '(a single array: give one list)'}.")
             if len(spec) > ranks[name]:
-                raise SpecError(f"{b.leaf.where}: the sharding of '{name}' has {len(spec)} entries, but the tensor "
-                                f"has {ranks[name]} ax{'is' if ranks[name] == 1 else 'es'}.")
+                raise SpecError(f"{b.leaf.where}: the sharding of '{name}' has "
+                                f"{plural(len(spec), 'entry', 'entries')}, but the tensor has "
+                                f"{plural(ranks[name], 'axis', 'axes')}.")
             out[name] = spec
     return out
 
@@ -468,7 +477,12 @@ def missing_key_error(key: Any, binds: list[BoundArgument]) -> SpecError:
         close = difflib.get_close_matches(str(key), pool, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         shown = ", ".join(b.keys[:12]) + (", ..." if len(b.keys) > 12 else "")
-        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} with keys: {shown}{hint}")
+        doubled = ""
+        if b.keys and all(k.startswith(f"{b.prefix}/") for k in b.keys):
+            doubled = (f" (every key starts with '{b.prefix}/', the argument's own name: the file holds the "
+                       f"artifact's full tensor names, as 'jaxport extract --weights --full-names' writes them; "
+                       f"extract without --full-names for names relative to '{b.prefix}')")
+        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} with keys: {shown}{hint}{doubled}")
     return SpecError(f"the function reads key {key!r} from a bound argument, and the bound value has no such key. "
                      f"Missing: {key!r}. " + "; ".join(parts) + ". Make the bound file's keys match what the "
                      "function reads.")

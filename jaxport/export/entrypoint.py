@@ -6,6 +6,8 @@ anything it did not ship. Artifacts and specs are never executed.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import importlib
 import importlib.util
@@ -13,13 +15,14 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._fsio import open_regular, shown_path
 from ..errors import EntrypointError
+from .paths import IN_MEMORY
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,12 @@ class Entrypoint:
     attribute: str
     #: Directory the entry point resolves in: the file's directory, or the current directory for a module.
     root: Path
+    #: The function's name in the artifact when the attribute path's last part is not one (a lambda's).
+    artifact_name: str | None = None
 
     @property
     def name(self) -> str:
-        return self.attribute.rsplit(".", 1)[-1]
+        return self.artifact_name or self.attribute.rsplit(".", 1)[-1]
 
 
 def _user_traceback(exc: BaseException, user_file: str | None) -> str:
@@ -113,8 +118,34 @@ def load_entrypoint(text: str, base_dir: str | Path | None = None) -> Entrypoint
 
 
 def load_attribute(text: str, base_dir: str | Path | None = None) -> Any:
-    """The value of ``file.py:NAME`` or ``package.module:NAME`` (any object, e.g. bound parameters)."""
+    """The value of ``file.py:NAME`` or ``package.module:NAME`` (any object, e.g. bound parameters); for
+    ``<in-memory>:NAME``, while ``in_memory_values`` holds it, a zero-argument function returning it."""
+    target, _, attribute = text.rpartition(":")
+    if target == IN_MEMORY:
+        values = _IN_MEMORY_VALUES.get() or {}
+        if attribute not in values:
+            raise EntrypointError(f"entry point {text!r}: no value from memory named {attribute!r}; {IN_MEMORY} "
+                                  f"marks a value given to jaxport.export(..., bind={{NAME: value}}) in Python. Give "
+                                  f"a file or a Python attribute (model.py:NAME) instead.")
+        value = values[attribute]
+        return lambda: value  # a zero-argument callable, which the binder calls (the value itself may be callable)
     return _load(text, base_dir, require_callable=False).function
+
+
+#: Values bound from memory, by name, for ``load_attribute`` of ``<in-memory>:NAME`` (one mapping per thread or
+#: task: concurrent exports do not see each other's values).
+_IN_MEMORY_VALUES: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar("jaxport_in_memory",
+                                                                                              default=None)
+
+
+@contextlib.contextmanager
+def in_memory_values(values: Mapping[str, Any]) -> Iterator[None]:
+    """Make ``values`` loadable as ``<in-memory>:NAME`` (a bound source) while the block runs."""
+    token = _IN_MEMORY_VALUES.set({**(_IN_MEMORY_VALUES.get() or {}), **values})
+    try:
+        yield
+    finally:
+        _IN_MEMORY_VALUES.reset(token)
 
 
 def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Entrypoint:

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dimexpr, dtypes
+from .. import dimexpr, dtypes, output_names
+from .._jax_internals import export_allowing_every_custom_call
+from .._text import plural
 from ..artifact import calltree
 from ..artifact.calltree import WEIGHTS_KWARG
 from ..checks import disallowed_custom_calls_error
@@ -98,10 +100,11 @@ def check_function_accepts_spec(fn: Callable[..., Any], fspec: FunctionSpec, lab
         except TypeError as e:
             reason = str(e)
     n = len(fspec.args)
-    given = f"{n} positional argument{'s' if n != 1 else ''}"
+    given = plural(n, "positional argument")
     if fspec.kwargs:
         given += f" and keyword{'s' if len(fspec.kwargs) != 1 else ''} {', '.join(fspec.kwargs)}"
-    raise SpecError(f"{fspec.where}: the spec gives {given}, which do not fit {label}{sig}: {reason}. "
+    verb = "does" if n + len(fspec.kwargs) == 1 else "do"
+    raise SpecError(f"{fspec.where}: the spec gives {given}, which {verb} not fit {label}{sig}: {reason}. "
                     f"Make 'args' and 'kwargs' match the function's parameters.")
 
 
@@ -181,8 +184,11 @@ def lower(
     platforms: list[str] | None,
     allow_custom_calls: list[str],
     strip_locations: bool = False,
+    record_source: Callable[[BindLeaf], str] | None = None,
 ) -> Lowered:
-    """Export one function of a spec with ``jax.export``."""
+    """Export one function of a spec with ``jax.export``, as the function ``name`` (the program's name too, so that
+    the payload does not depend on the Python name). ``record_source`` gives a bound source as the manifest's call
+    tree records it (default: ``calltree.recorded_source``)."""
     import jax
     from jax import export, tree_util
 
@@ -213,13 +219,13 @@ def lower(
         for k in rest[1:]:
             parts.append(calltree.key_name(k))
             spec_path += f"[{calltree.key_name(k)!r}]" if hasattr(k, "key") else f"[{calltree.key_name(k)}]"
-        name = "/".join(parts)
-        clash = next((i for i in inputs if i.name == name), None)
+        leaf_name = "/".join(parts)
+        clash = next((i for i in inputs if i.name == leaf_name), None)
         if clash is not None:
-            raise SpecError(f"{leaf.where}: {spec_path} and {clash.spec_path} both get the input name {name!r} "
+            raise SpecError(f"{leaf.where}: {spec_path} and {clash.spec_path} both get the input name {leaf_name!r} "
                             f"(names join pytree keys with '/'). Rename a key so that no key contains '/'.")
         leaf_index[id(leaf)] = len(inputs)
-        inputs.append(InputLeaf(name, spec_path, leaf))
+        inputs.append(InputLeaf(leaf_name, spec_path, leaf))
 
     bound, tensors, binds = load_binds(fspec, arg_names, spec, entry_modules(fn))
     x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs) or \
@@ -235,8 +241,8 @@ def lower(
         full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
         return fn(*full_args, **full_kwargs)
 
-    program.__name__ = entry.name
-    program.__qualname__ = entry.name
+    program.__name__ = name
+    program.__qualname__ = name
 
     platforms = list(platforms) if platforms else [export.default_export_platform()]
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
@@ -265,7 +271,7 @@ def lower(
         raise
     except Exception as e:  # noqa: BLE001 - tracing runs the user's code; anything it raises is reported as theirs
         if _JAX_CUSTOM_CALL_ERROR in str(e):
-            unsafe = on_fresh_stack(run_export, [export.DisabledSafetyCheck.custom_call("ALL")])
+            unsafe = on_fresh_stack(export_allowing_every_custom_call, run_export)
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
         missing = missing_bound_key(e) if binds else None
@@ -286,7 +292,8 @@ def lower(
             exported, mlir_module_serialized=strip_module_locations(exported.mlir_module_serialized))
     scan = scan_module(exported.mlir_module_serialized)
 
-    out_names, out_tree = _outputs(exported)
+    out_names, out_tree = _outputs(exported, fspec)
+    _refuse_key_outputs(exported, out_names, entry.spec)
     check_output_dimensions(exported, out_names, spec)
     input_positions, weight_positions = calltree.argument_positions(exported)
     kept = set(exported.module_kept_var_idx)
@@ -295,8 +302,8 @@ def lower(
         # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
         unused = on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
                                  weight_positions)
-    return Lowered(exported, name, inputs, calltree.from_spec(fspec, arg_names, leaf_index), out_names, out_tree,
-                   x64, scan, tensors, unused, input_positions, weight_positions)
+    return Lowered(exported, name, inputs, calltree.from_spec(fspec, arg_names, leaf_index, record_source), out_names,
+                   out_tree, x64, scan, tensors, unused, input_positions, weight_positions)
 
 
 def check_output_dimensions(exported: Any, out_names: list[str], spec: ShapeSpec) -> None:
@@ -383,15 +390,17 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     return sorted(found)
 
 
-def _outputs(exported: Any) -> tuple[list[str], Any]:
+def output_structure(value: Any) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+    """How a returned pytree ``value`` is recorded: the default name of each array leaf (``output`` for a single
+    array, else its path joined with '/'), each leaf's path (one key per level) and the ``output_tree`` node."""
     from jax import tree_util
 
-    n = len(exported.out_avals)
-    tree = tree_util.tree_unflatten(exported.out_tree, list(range(n)))
-    if n == 1 and tree == 0:
-        return ["output"], {"output": 0}
-    flat, _ = tree_util.tree_flatten_with_path(tree)
-    names = ["/".join(calltree.key_name(k) for k in path) or "output" for path, _ in flat]
+    flat, treedef = tree_util.tree_flatten_with_path(value)
+    tree = tree_util.tree_unflatten(treedef, list(range(len(flat))))
+    paths = [[calltree.key_name(k) for k in path] for path, _ in flat]
+    if len(flat) == 1 and tree == 0:
+        return ["output"], paths, {"output": 0}
+    names = ["/".join(p) or "output" for p in paths]
 
     def enc(t: Any) -> Any:
         if isinstance(t, int):
@@ -405,4 +414,25 @@ def _outputs(exported: Any) -> tuple[list[str], Any]:
         children, _ = tree_util.tree_flatten(t, is_leaf=lambda x: x is not t)
         return {"node": type(t).__qualname__, "children": [enc(c) for c in children]}
 
-    return names, enc(tree)
+    return names, paths, enc(tree)
+
+
+def _outputs(exported: Any, fspec: FunctionSpec) -> tuple[list[str], Any]:
+    """The output names (the spec's ``outputs:`` laid over the defaults) and the ``output_tree``."""
+    from jax import tree_util
+
+    n = len(exported.out_avals)
+    names, paths, tree = output_structure(tree_util.tree_unflatten(exported.out_tree, list(range(n))))
+    if fspec.outputs is not None:
+        names = output_names.assign(fspec.outputs, tree, paths, names, str(fspec.outputs_where or fspec.where))
+    return names, tree
+
+
+def _refuse_key_outputs(exported: Any, names: list[str], where: str) -> None:
+    """An artifact's outputs are plain arrays: a typed PRNG key output is refused, with the way around it."""
+    for name, aval in zip(names, exported.out_avals):
+        if dtypes.is_key(str(aval.dtype)):
+            raise ExportError(f"{where}: output {name!r} is a PRNG key array ({str(aval.dtype)}"
+                              f"[{', '.join(str(d) for d in aval.shape)}]), which an artifact does not return. "
+                              f"Return its key data, jax.random.key_data(key) (uint32), and rebuild the key with "
+                              f"jax.random.wrap_key_data(data, impl={dtypes.KEYS[str(aval.dtype)].impl!r}).")

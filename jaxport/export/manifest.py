@@ -73,6 +73,8 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
                        "dtype": str(aval.dtype), "sharding": sh})
         if mesh:
             inputs[-1]["partition_spec"] = pspec
+        if inp.leaf.range is not None:
+            inputs[-1]["range"] = list(inp.leaf.range)
     outputs = []
     for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings):
         outputs.append({"name": name, "shape": [_dim(d) for d in aval.shape], "dtype": str(aval.dtype),

@@ -5,86 +5,125 @@ Each stage lives in its own module; this one runs them in order and decides name
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..checks import check_custom_calls, check_effects
-from ..errors import ExportError, SpecError
-from ..spec import BindLeaf, ShapeSpec, Where, check_platform, load_spec
+from ..errors import ExportError, SpecError, UsageError
+from ..spec import ShapeSpec, check_platform
+from ..specbuild import as_shape_spec
 from . import gradients, lower
-from .entrypoint import load_entrypoint
+from .binding import apply_binds
+from .entrypoint import in_memory_values, load_entrypoint
+from .live import live_entry
 from .manifest import build_function_entry
-from .write import ExportResult, artifact_metadata, relative_path, write_artifact
+from .paths import IN_MEMORY, RootPaths
+from .write import ExportResult, artifact_metadata, build_result
 
 #: Embedded constants above this many bytes in total draw a warning.
 LARGE_CONSTANTS_BYTES = 1 << 20
 
 
-def _record_entrypoint(text: str, base: Path) -> str:
-    """The entry point as the manifest records it: a file path relative to the current directory."""
-    target, _, attr = text.rpartition(":")
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        return f"{relative_path(base / target)}:{attr}"
-    return text
-
-
 def export(
-    entrypoint: str | None,
-    spec: ShapeSpec | str | Path,
-    *,
+    fn: Any,
+    spec: Any,
     output: str | Path | None = None,
+    *,
     platforms: list[str] | None = None,
     allow_custom_calls: list[str] | tuple[str, ...] = (),
     name: str | None = None,
     version: str | None = None,
     strip_locations: bool = False,
     write_manifest: bool = True,
-    bind: dict[str, str] | None = None,
+    bind: dict[str, Any] | None = None,
     vjp_order: int | None = None,
+    root: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
-    """Export the function(s) of a spec into an artifact.
+    """Export the function(s) of a spec into an artifact; write it to ``output`` when given.
 
-    ``entrypoint`` (``model.py:NAME`` or ``package.module:NAME``, relative to the current directory) names the
-    function of a single-function spec; a multi-function spec names each function's entry point itself (relative
-    to the spec file). Options given here override the spec's; ``bind`` maps a top-level argument name to a bound
-    source (a file relative to the current directory, or ``model.py:NAME``), as ``--bind NAME=SOURCE`` does.
-    ``vjp_order`` (default: the spec's ``vjp_order``) stores that many orders of derivatives (VJPs) with each
-    function, so that ``jax.grad`` works through ``jaxport.load``.
+    ``fn`` is the function of a single-function spec: a callable (a function, a ``jax.jit`` of one, a bound method,
+    a ``functools.partial``, a callable model; see ``live`` for what the manifest records of it), or an entry point
+    ``model.py:NAME`` / ``package.module:NAME`` (relative to the current directory). A multi-function spec names
+    each function's entry point itself (relative to the spec file); ``fn`` is then None, or the callable for the
+    functions that name none. ``spec`` is a spec file's path, YAML text, a dict with the YAML's structure, a
+    ``jaxport.Spec`` or a ``ShapeSpec`` (see ``specbuild``). Options given here override the spec's.
+
+    ``bind`` maps a parameter name to a bound value, as ``--bind NAME=SOURCE`` does (see ``binding``: the spec need
+    not list the parameter): a source string (a file relative to the current directory, or ``model.py:NAME``) or an
+    in-memory pytree (dicts of numpy or JAX arrays, flax variables, an nnx module or state, an equinox module), whose
+    source the manifest records as ``<in-memory>``. ``name`` names the artifact (``metadata.name``) and, in a
+    single-function export when it is an identifier, the function too (replacing the spec's ``name:`` and the
+    Python name). ``vjp_order`` (default: the spec's ``vjp_order``) stores that many orders of derivatives (VJPs)
+    with each function, so that ``jax.grad`` works through ``jaxport.load``. ``root`` (default: the spec file's
+    directory; the current directory for a spec given as text, a dict or a ``Spec``) is the directory the manifest
+    records paths relative to (see ``paths``): the same inputs give the same bytes from any current directory.
+    ``progress``, when given, is called with the text of each stage as it starts (``lowering predict``).
+
+    Returns an ``ExportResult``: without ``output`` nothing is written, and ``save``, ``to_bytes`` and ``load`` give
+    the artifact.
     """
-    if not isinstance(spec, ShapeSpec):
-        spec = load_spec(spec)
+    spec = as_shape_spec(spec)
     spec_dir = spec.base_dir or Path.cwd()
+    paths = RootPaths(_export_root(root, spec_dir))
     plats = [check_platform(p, "--platform") for p in platforms] if platforms else spec.platforms
     allowed = sorted(set(spec.allow_custom_calls) | set(allow_custom_calls))
+    sources, in_memory = _bind_sources(bind)
+    with in_memory_values(in_memory):
+        return _export(fn, spec, output, spec_dir, paths, plats, allowed, name, version, strip_locations,
+                       write_manifest, sources, vjp_order, progress or (lambda text: None))
 
+
+def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path, paths: RootPaths,
+            plats: list[str] | None, allowed: list[str], name: str | None, version: str | None,
+            strip_locations: bool, write_manifest: bool, bind: dict[str, str], vjp_order: int | None,
+            progress: Callable[[str], None]) -> ExportResult:
     jobs: list[tuple[str, Any, Any, str]] = []  # (function name, FunctionSpec, Entrypoint, recorded entry)
+    warnings: list[str] = []
     for fname, fspec in spec.functions.items():
-        text = entrypoint if fname is None else (fspec.entrypoint or entrypoint)
-        if text is None:
+        given = fn if fname is None else (fspec.entrypoint or fn)
+        if given is None:
             raise SpecError(f"{fspec.where}: no entry point for function {fname!r}: give 'entrypoint: "
                             f"model.py:NAME' in the spec or on the command line.")
-        base = Path.cwd() if (fname is None or fspec.entrypoint is None) else spec_dir
-        entry = load_entrypoint(text, base)
+        progress(f"loading {given if isinstance(given, str) else 'the function'}")
+        if isinstance(given, str):
+            base = Path.cwd() if (fname is None or fspec.entrypoint is None) else spec_dir
+            entry, live = load_entrypoint(given, base), None
+        else:
+            live = live_entry(given, paths)
+            entry = live.entry
         if bind:
-            fspec = _apply_binds(fspec, entry.function, bind)
-        jobs.append((fname or entry.name, fspec, entry, _record_entrypoint(text, base)))
+            fspec = apply_binds(fspec, entry.function, bind, entry.attribute)
+        if fname is None:
+            fname = name if name is not None and _IDENTIFIER.match(name) else (spec.name or entry.name)
+        if live is None:
+            recorded = paths.entrypoint(given, base)
+        else:
+            recorded = live.recorded_entry(fname)
+            warnings += [w for w in [live.warning(fname)] if w]
+        jobs.append((fname, fspec, entry, recorded))
 
     meta = artifact_metadata(spec.metadata, name, version, jobs[0][0])
+    source = _source(spec, paths, bind)
 
-    warnings: list[str] = []
     functions: dict[str, Any] = {}
     payloads: dict[str, bytes] = {}
     all_tensors: list[Any] = []
     for fname, fspec, entry, recorded in jobs:
+        progress(f"lowering {fname}")
         low = lower.lower(entry, fspec, spec, name=fname, platforms=plats, allow_custom_calls=allowed,
-                          strip_locations=strip_locations)
+                          strip_locations=strip_locations,
+                          record_source=lambda leaf: paths.source(leaf.source, leaf.base_dir or spec_dir,
+                                                                  f"the bound source {leaf.source} ({leaf.where})"))
 
         check_custom_calls(entry.spec, low.scan, set(allowed))
         payload_name = f"functions/{fname}.jaxexport"
         order = spec.vjp_order if vjp_order is None else vjp_order
         check_effects(low.exported, entry.spec, fname)
+        progress(f"serializing {fname}")
         try:
             payloads[payload_name] = gradients.serialize(low.exported, order, entry.spec, fname, root=entry.root,
                                                          strip=strip_locations)
@@ -117,21 +156,57 @@ def export(
                 f"{_mb(largest['bytes'])}{at}). Closed-over arrays bloat the artifact and slow export: pass them "
                 f"as arguments instead.")
 
-    return write_artifact(output, meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
-                          warnings=warnings)
+    result = build_result(meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
+                          warnings=paths.warnings() + warnings, source=source)
+    if output is not None:
+        progress("writing the artifact")
+        result.save(output)
+    return result
 
 
-def _apply_binds(fspec: Any, fn: Any, bind: dict[str, str]) -> Any:
-    """A copy of ``fspec`` where each named top-level argument is bound to its source."""
-    args, kwargs = list(fspec.args), dict(fspec.kwargs)
-    names = lower.param_names(fn, len(args))
-    for name, source in bind.items():
-        leaf = BindLeaf(source, Where(f"--bind {name}", 0), Path.cwd())
-        if name in names:
-            args[names.index(name)] = leaf
+#: A function's name in an artifact (``--name`` names the function only when it is one).
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _export_root(root: str | Path | None, spec_dir: Path) -> Path:
+    """``--root`` (an existing directory), else the spec file's directory."""
+    if root is None:
+        return spec_dir
+    if not Path(root).is_dir():
+        raise UsageError(f"--root {root}: not a directory; give the directory the artifact's recorded paths (entry "
+                         f"point, spec, bound sources) are to be relative to, or leave --root out to use the spec's "
+                         f"directory.")
+    return Path(root)
+
+
+def _source(spec: ShapeSpec, paths: RootPaths, bind: dict[str, str] | None) -> dict[str, Any]:
+    """The manifest's ``source``: the spec file relative to the root and its sha256 (``verify`` finds the root by
+    it), and the command-line binds (``verify`` applies them to the recorded spec, as export did)."""
+    out: dict[str, Any] = {"spec": None}
+    if not spec.file.startswith("<"):
+        out["spec"] = paths.path(Path(spec.file).name, spec.base_dir, f"the spec {spec.file}") \
+            if spec.base_dir is not None else paths.path(spec.file, Path.cwd(), f"the spec {spec.file}")
+        if spec.sha256 is not None:
+            out["spec_sha256"] = spec.sha256
+    if bind:
+        out["binds"] = {k: paths.source(v, Path.cwd(), f"the bound source {v} (--bind {k})") for k, v in bind.items()}
+    return out
+
+
+def _bind_sources(bind: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """Each bind's source (a path or ``model.py:NAME`` as given; ``<in-memory>:NAME`` for a value), and the values
+    given in memory by name."""
+    sources: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for key, value in (bind or {}).items():
+        if not isinstance(key, str) or not _IDENTIFIER.match(key):
+            raise UsageError(f"--bind {key}: not a parameter name; a bind names the function's parameter (a Python "
+                             f"identifier) it gives the value of, e.g. params=weights.npz (bind={{'params': tree}}).")
+        if isinstance(value, (str, os.PathLike)):
+            sources[key] = os.fspath(value)
         else:
-            kwargs[name] = leaf
-    return dataclasses.replace(fspec, args=args, kwargs=kwargs)
+            sources[key], values[key] = f"{IN_MEMORY}:{key}", value
+    return sources, values
 
 
 def _mb(n: int) -> str:

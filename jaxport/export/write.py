@@ -1,35 +1,145 @@
 """Writing an artifact: the one step that turns lowered functions into a file, shared by export and import.
 
 ``artifact_metadata`` settles the artifact's name and metadata before anything is lowered (a bad name fails
-first); ``write_artifact`` assembles the manifest of ``specs/FORMAT.md`` around the functions' entries, packs the
-bound weights, writes the artifact and its sidecar manifest, and remembers the payloads as produced here.
+first); ``build_result`` assembles the manifest of ``specs/FORMAT.md`` around the functions' entries and packs the
+bound weights into an ``ExportResult``, which holds the artifact in memory until it is saved (``save``, the same bytes
+as ``to_bytes``) or loaded in this process (``load``); ``write_artifact`` builds and saves in one step.
 """
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .._fsio import atomic_write, check_output
 from ..artifact import container, manifest, tensors
 from ..artifact.tensors import Tensor
+from ..errors import UsageError
 from ..isolate import trust
 from ..spec import check_artifact_name
 from .manifest import versions
 
 
-@dataclass
 class ExportResult:
-    """What ``export`` and ``import_stablehlo`` wrote: the artifact, its manifest, and notes for the user."""
+    """What ``export`` and ``import_stablehlo`` produced: the artifact's manifest and members, notes for the user,
+    and where it was written (``path``; None until it is saved).
 
-    path: Path
-    manifest: dict[str, Any]
-    size: int
-    manifest_path: Path | None
-    warnings: list[str] = field(default_factory=list)
+    ``to_bytes()`` gives the artifact file's bytes, ``save(path)`` writes them (and the sidecar manifest),
+    ``load()`` opens the artifact in this process as ``jaxport.load`` does (a ``Loaded``, callable), through
+    ``loader``: the export layer does not import the run layer, and ``jaxport.export`` (the facade) gives each result
+    ``jaxport.run.load.load``.
+    """
+
+    def __init__(self, manifest: dict[str, Any], members: dict[str, Any], *, warnings: list[str] | None = None,
+                 read: list[str] | None = None, write_manifest: bool = True):
+        #: The artifact's manifest (its ``members`` filled in: the members' sizes and sha256).
+        self.manifest = manifest
+        self.warnings = list(warnings or [])
+        #: The artifact's path once saved, and its sidecar manifest's (None without one).
+        self.path: Path | None = None
+        self.manifest_path: Path | None = None
+        self._members = members
+        self._read = list(read or [])  # files the export read: never overwritten by ``save``
+        self._write_manifest = write_manifest
+        self._manifest_bytes = container.fill_members(manifest, members)
+        self._size: int | None = None
+        #: Opens an artifact as ``jaxport.load`` (``run.load.load``'s signature) for ``load``; None: not given.
+        self.loader: Callable[..., Any] | None = None
+
+    def __repr__(self) -> str:
+        where = f"saved as {str(self.path)!r}" if self.path is not None else "not saved"
+        return f"<jaxport.ExportResult {self.name!r} ({', '.join(self.manifest['functions'])}), {where}>"
+
+    @property
+    def name(self) -> str:
+        """The artifact's name (``metadata.name``): ``save`` to a directory writes ``<name>.jaxport`` there."""
+        return str(self.manifest["metadata"]["name"])
+
+    @property
+    def size(self) -> int:
+        """The artifact file's size in bytes."""
+        if self._size is None:
+            sink = _Sink()
+            container.write_members(sink, self._manifest_bytes, self._members)
+            self._size = sink.end
+        return self._size
+
+    def to_bytes(self) -> bytes:
+        """The artifact file's bytes (those ``save`` writes)."""
+        buffer = io.BytesIO()
+        container.write_members(buffer, self._manifest_bytes, self._members)
+        return buffer.getvalue()
+
+    def save(self, path: str | Path, *, write_manifest: bool | None = None) -> Path:
+        """Write the artifact to ``path`` (a file, or a directory to write ``<name>.jaxport`` in), atomically, and,
+        with ``write_manifest`` (default: the export's ``write_manifest``), its manifest beside it as
+        ``<artifact>.manifest.json``. Both are checked first (never a device, FIFO or directory, never a file the
+        export read). Returns the artifact's path, which ``path`` also holds afterwards."""
+        out = Path(path)
+        if out.is_dir():
+            out = out / f"{self.name}.jaxport"
+        sidecar = out.with_name(out.name + ".manifest.json") \
+            if (self._write_manifest if write_manifest is None else write_manifest) else None
+        for target in (out, sidecar):
+            if target is not None:
+                check_output(target, self._read)
+        atomic_write(out, lambda f: container.write_members(f, self._manifest_bytes, self._members),
+                     inputs=self._read)
+        if sidecar is not None:
+            atomic_write(sidecar, lambda f: f.write(self._manifest_bytes), inputs=self._read)
+        self.path, self.manifest_path, self._size = out, sidecar, out.stat().st_size
+        return out
+
+    def load(self, function: str | None = None, **options: Any) -> Any:
+        """The artifact's function (``function`` when it holds several), ready to call in this process: what
+        ``jaxport.load`` gives for the saved file (a ``jaxport.Loaded``), with the same checks and ``options``. An
+        unsaved artifact is written to a temporary file that is removed once it is open (the loaded function keeps
+        it mapped)."""
+        load = self.loader
+        if load is None:
+            raise UsageError("this export result has no loader (it was not made by jaxport.export); save it with "
+                             "result.save(PATH) and open it with jaxport.load(PATH).")
+        if self.path is not None:
+            return load(self.path, function, **options)
+        fd, temporary = tempfile.mkstemp(suffix=".jaxport", prefix=f"{self.name}-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                container.write_members(f, self._manifest_bytes, self._members)
+            art = container.open_artifact(temporary)
+        finally:
+            os.unlink(temporary)
+        art.path = Path(f"<{self.name}.jaxport, not saved>")  # how messages name it
+        return load(art, function, **options)
+
+
+class _Sink:
+    """A seekable file that keeps nothing: how large an artifact would be, without holding its bytes."""
+
+    def __init__(self) -> None:
+        self.pos = self.end = 0
+
+    def write(self, data: Any) -> int:
+        n = memoryview(data).nbytes
+        self.pos += n
+        self.end = max(self.end, self.pos)
+        return n
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else self.end + offset
+        return self.pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        pass
 
 
 def relative_path(path: Path) -> str:
@@ -57,17 +167,15 @@ def artifact_metadata(spec_metadata: Mapping[str, Any], name: str | None, versio
     return meta
 
 
-def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_file: str | None,
-                   functions: dict[str, Any], payloads: dict[str, bytes], bound: list[Tensor], *,
-                   write_manifest: bool = True, warnings: list[str] | None = None) -> ExportResult:
-    """Write an artifact of ``functions`` (manifest entries by name) and their ``payloads`` (member name ->
-    serialized ``Exported``, produced by this process) with the ``bound`` tensors packed into the weights member.
+def build_result(metadata: dict[str, Any], spec_file: str | None, functions: dict[str, Any],
+                 payloads: dict[str, bytes], bound: list[Tensor], *, write_manifest: bool = True,
+                 warnings: list[str] | None = None, source: dict[str, Any] | None = None) -> ExportResult:
+    """The artifact of ``functions`` (manifest entries by name) and their ``payloads`` (member name -> serialized
+    ``Exported``, produced by this process) with the ``bound`` tensors packed into the weights member, in memory.
 
-    ``output`` is the artifact's path or a directory (default: ``<name>.jaxport`` in the current directory);
-    ``spec_file`` is recorded relative to the current directory, unless it is a placeholder such as ``<no spec>``.
-    With ``write_manifest``, the manifest is also written next to the artifact as ``<artifact>.manifest.json``.
-    Both outputs are checked (``check_output``: never a device, FIFO or directory, never the spec or another file
-    the export read) before either is written.
+    ``source`` is the manifest's ``source`` (export's, with paths relative to its root); without it, ``spec_file``
+    is recorded relative to the current directory, unless it is a placeholder such as ``<no spec>``.
+    ``write_manifest`` is ``save``'s default for writing the sidecar manifest.
     """
     for payload in payloads.values():
         trust(payload)  # serialized by JAX in this process: no child check when it is loaded here
@@ -77,7 +185,7 @@ def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_fil
         "format_version": manifest.FORMAT_VERSION,
         "producer": versions(),
         "metadata": metadata,
-        "source": {"spec": recorded_spec},
+        "source": source if source is not None else {"spec": recorded_spec},
         "members": {},
         "functions": functions,
     }
@@ -86,16 +194,20 @@ def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_fil
         packed = tensors.pack(bound)
         m["weights"] = {"member": manifest.WEIGHTS_MEMBER, "tensors": packed.index}
         members[manifest.WEIGHTS_MEMBER] = packed
-    artifact_name = metadata["name"]
-    out = Path(output) if output is not None else Path(f"{artifact_name}.jaxport")
-    if out.is_dir():
-        out = out / f"{artifact_name}.jaxport"
     read = [spec_file] if spec_file and not spec_file.startswith("<") else []
-    sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
-    for path in (out, sidecar):
-        if path is not None:
-            check_output(path, read)
-    raw = container.write_artifact(out, m, members)
-    if sidecar is not None:
-        atomic_write(sidecar, lambda f: f.write(raw), inputs=read)
-    return ExportResult(out, m, out.stat().st_size, sidecar, list(warnings or []))
+    return ExportResult(m, members, warnings=warnings, read=read, write_manifest=write_manifest)
+
+
+def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_file: str | None,
+                   functions: dict[str, Any], payloads: dict[str, bytes], bound: list[Tensor], *,
+                   write_manifest: bool = True, warnings: list[str] | None = None,
+                   source: dict[str, Any] | None = None) -> ExportResult:
+    """``build_result``, saved to ``output``: the artifact's path or a directory (default: ``<name>.jaxport`` in the
+    current directory). With ``write_manifest``, the manifest is also written next to the artifact as
+    ``<artifact>.manifest.json``. Both outputs are checked (``check_output``: never a device, FIFO or directory, never
+    the spec or another file the export read) before either is written.
+    """
+    result = build_result(metadata, spec_file, functions, payloads, bound, write_manifest=write_manifest,
+                          warnings=warnings, source=source)
+    result.save(output if output is not None else Path("."))
+    return result

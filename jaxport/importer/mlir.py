@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._fsio import read_file
-from .._jax_internals import make_ir_context
+from .._jax_internals import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
 from ..errors import CrashError, EntrypointError, ExportError
 from ..isolate import check_module_bytes
 from ..module_scan import ProgramLimitError, check_operation_count, check_program_text, stablehlo_version
@@ -83,7 +83,6 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
     MLIR text, plain MLIR bytecode and StableHLO portable artifacts (VHLO bytecode) are told apart by content, not
     by the file's suffix.
     """
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
 
     display = str(path)
@@ -99,7 +98,7 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
         try:
             if data.startswith(BYTECODE_MAGIC):
                 version = stablehlo_version(data)
-                readers = [jmlir.deserialize_portable_artifact, ir.Module.parse]
+                readers: list[Callable[[bytes], Any]] = [deserialize_portable_artifact, ir.Module.parse]
                 if not version:  # plain bytecode, unless a producer named its portable artifact otherwise
                     readers.reverse()
                 module = _first_that_reads(readers, data)
@@ -390,16 +389,15 @@ def refine(module_bytes: bytes, arg_shapes: list[tuple[int, ...]], ctx: Any) -> 
 def serialize(module: Any, display: str, warnings: list[str]) -> bytes:
     """The module as a portable artifact for the StableHLO version ``jax.export`` targets (about a month old, so
     that slightly older consumers read it), or for the newest version when the module needs newer features."""
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir.dialects import stablehlo
 
     target = stablehlo.get_version_from_compatibility_requirement(stablehlo.StablehloCompatibilityRequirement.WEEK_4)
     try:
-        return bytes(jmlir.serialize_portable_artifact(module, target))
+        return serialize_portable_artifact(module, target)
     except Exception as first:  # noqa: BLE001 - XLA reports every failure as one error type
         current = stablehlo.get_current_version()
         try:
-            data = bytes(jmlir.serialize_portable_artifact(module, current))
+            data = serialize_portable_artifact(module, current)
         except Exception:  # noqa: BLE001
             raise ExportError(f"{display}: cannot write the module as a StableHLO portable artifact: "
                               f"{first_error(first, display)}.") from None

@@ -1,15 +1,24 @@
-"""JAX's persistent compilation cache: where it lives, turning it on for a block, and whether a compilation was
-served from it (counted from JAX's monitoring events)."""
+"""JAX's persistent compilation cache: where it lives (``usercache.default_cache_dir``), turning it on for a block,
+and whether a compilation was served from it (counted from JAX's monitoring events).
+
+JAX's cache key covers everything that makes a compiled executable valid (``jax._src.cache_key.get``): the
+program itself (its StableHLO, debug information stripped), the jaxlib version, the backend's platform and
+platform version, the devices' topology or device kinds, the compile options and XLA flags. So a cache directory
+shared by several jaxlib versions, machines or programs never hands one of them another's executable.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..usercache import default_cache_dir
+
+__all__ = ["CacheState", "CacheWatch", "compilation_cache", "default_cache_dir"]
 
 _EVENTS: Counter[str] = Counter()
 _HIT = "/jax/compilation_cache/cache_hits"
@@ -20,20 +29,14 @@ _CACHE_KEYS = ("jax_compilation_cache_dir", "jax_enable_compilation_cache",
                "jax_persistent_cache_min_compile_time_secs", "jax_persistent_cache_min_entry_size_bytes")
 
 
-def default_cache_dir() -> Path:
-    """``$JAXPORT_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxport/xla``, else ``~/.cache/jaxport/xla``."""
-    if os.environ.get("JAXPORT_CACHE_DIR"):
-        return Path(os.environ["JAXPORT_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "jaxport" / "xla"
-
-
 @dataclass(frozen=True)
 class CacheState:
     """The persistent cache a block runs with."""
 
     directory: Path | None  # None: no persistent cache
-    problem: str | None = None  # why the requested directory is not used
+    problem: str | None = None  # why the requested directory is not used, and that the block runs without it
+    #: The reason alone: ``cannot use the compilation cache DIR: REASON`` (None when the directory is used).
+    reason: str | None = None
 
 
 @contextlib.contextmanager
@@ -53,7 +56,8 @@ def compilation_cache(directory: str | Path | None) -> Iterator[CacheState]:
             path.mkdir(parents=True, exist_ok=True)
             state = CacheState(path)
         except OSError as e:
-            state = CacheState(None, f"cannot use the compilation cache {path}: {e.strerror or e}; running without it")
+            reason = f"cannot use the compilation cache {path}: {e.strerror or e}"
+            state = CacheState(None, f"{reason}; running without it", reason)
     saved = {k: getattr(jax.config, k) for k in _CACHE_KEYS}
     try:
         if state.directory is not None:

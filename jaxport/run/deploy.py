@@ -1,97 +1,312 @@
-"""Compiling an artifact's function ahead of time into an IREE module (``jaxport compile``), to deploy it
-without Python JAX. Needs the optional extra ``jaxport[iree]``."""
+"""Compiling an artifact's function ahead of time into a deployable IREE module (``jaxport compile``), to run it
+where no Python JAX exists. Needs the optional extra ``jaxport[iree]``.
+
+``compile_artifact(ARTIFACT, "out.vmfb", ...)`` writes three files side by side:
+
+- ``out.vmfb``: one IREE module with one public function per shape bucket (``buckets``: ``main`` when there is one,
+  ``main_batch8``, ``main_batch8_seq16``, ... otherwise), each taking only the free inputs, at the bucket's static
+  shapes;
+- ``out.irpa``: the bound tensors, an IREE parameter archive the module reads by name in scope ``model``
+  (``iree_module``), written only when the function has bound tensors;
+- ``out.run.json`` (:data:`RUN_FORMAT`): how to call it: the signature (inputs, outputs, dimension bounds), each
+  function's dimension values and concrete input and output shapes in argument order, the bucket choice rule, the
+  padding rule with each variable's verdict (``rowwise``), and for each function the ``iree-run-module`` command
+  line that runs it on ``NAME.npy`` files. It names the other two files relative to its own directory and records
+  no time or absolute path, so compiling the same artifact with the same options and tools gives the same bytes.
+
+``iree_loader`` (numpy and ``iree.runtime`` only) and ``jaxport call out.run.json`` read it, pick the smallest
+bucket that fits a call and pad and slice where the program allows it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import shlex
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import dtypes
 from .._fsio import atomic_write, check_output
+from .._text import plural
 from ..artifact import contract
-from ..artifact.calltree import argument_positions
+from ..artifact.bounds import Bounds
 from ..artifact.container import manifest_bytes
-from ..errors import PlatformError, UsageError
-from ..module_scan import module_text
-from .iree import check_supported, compile_module, iree_version, static_module
+from ..errors import JaxportError
+from . import buckets as buckets_mod
+from . import rowwise
+from .iree import check_supported, compile_error, compile_module, iree_version, specialize
+from .iree_module import SCOPE, Specialized, assemble, write_archive
 from .jax_backend import JaxBackend
 from .load import load
 
+#: The ``format`` of a run description; a reader refuses others.
+RUN_FORMAT = "jaxport-iree-run/1"
+#: The program that runs a function of the module from the command line, and the device it is told to use.
+TOOL = "iree-run-module"
+DEVICE = "local-task"
+
+BUCKET_RULE = ("a call runs on the function of the smallest bucket that fits it: each dimension variable equal to "
+               "the bucket's value, or not above it where padding is allowed for that variable; the smallest is "
+               "the one with the fewest input elements, the first listed among equals")
+PADDING_RULE = ("a variable may be padded only where the program was proven to work row by row along it "
+                "(jaxport.run.rowwise; a reduction, contraction, slice or gather across it, or a use of its value, "
+                "refuses it): the inputs are padded along the listed axes with copies of their last row (fill "
+                "'edge') up to the bucket's size, and the outputs sliced back along the listed axes; a variable "
+                "that may not be padded must equal a bucket's value")
+
+#: Sizes tried first when a variable is specialized twice to find the axes it sizes: small, odd, and unlikely to
+#: equal another dimension of the program.
+_PROBE_SIZES = (13, 11, 7, 5, 3, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
+
+
+@dataclass
+class Compiled:
+    """What ``compile_artifact`` wrote and how long it took."""
+
+    description: dict[str, Any]  # the content of the run description
+    module: Path
+    run: Path
+    parameters: Path | None
+    notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)  # bytes: artifact, module, parameters
+    seconds: dict[str, float] = field(default_factory=dict)  # load, specialize, analyze, compile, write
+
+    def commands(self) -> list[str]:
+        """The ``iree-run-module`` command line of each function, in order."""
+        return [f["command"] for f in self.description["functions"]]
+
+
+def output_paths(output: str | Path) -> tuple[Path, Path, Path]:
+    """The module, its run description and its parameter archive: ``out.vmfb``, ``out.run.json``, ``out.irpa``."""
+    module = Path(output)
+    stem = module.name[:-5] if module.name.lower().endswith(".vmfb") and len(module.name) > 5 else module.name
+    return module, module.with_name(f"{stem}.run.json"), module.with_name(f"{stem}.irpa")
+
 
 def compile_artifact(path: str | Path, output: str | Path, *, function: str | None = None,
-                     dims: dict[str, int] | None = None, cpu: str = "generic",
-                     allow_custom_calls: Iterable[str] | None = None) -> dict[str, Any]:
-    """Compile a function of an artifact into an IREE module (``.vmfb``) for deployment without JAX.
+                     dims: Mapping[str, int] | None = None, grid: Mapping[str, Sequence[int]] | None = None,
+                     buckets: Sequence[Mapping[str, int]] | None = None, cpu: str = "generic",
+                     allow_custom_calls: Iterable[str] | None = None,
+                     progress: Callable[[str], None] | None = None) -> Compiled:
+    """Compile a function of an artifact into a deployable IREE module (see the module docstring).
 
-    With ``dims``, the program is specialized to those sizes (the others take their smallest valid values) and has
-    static shapes. Without, the shape-polymorphic ``main`` is compiled as is, which IREE supports for many but not
-    all programs. Writes ``output`` and ``output + ".json"``, which describes the module's arguments in order
-    (platform index, bound tensors, inputs) and its outputs; returns that description. ``allow_custom_calls``: the
-    custom-call targets beyond JAX's guaranteed-stable ones the program may use, as for ``load``.
+    ``dims`` fixes variables (``--dim``), ``grid`` lists sizes per variable (``--dims``), ``buckets`` lists
+    assignments (``--bucket``); with none of them the buckets are proposed from the spec's bounds (``buckets``).
+    ``cpu``: ``generic`` (any CPU of this architecture) or ``host``. ``allow_custom_calls``: as for ``load``.
+    Raises UsageError for bad buckets and PlatformError for what IREE cannot run; nothing is written then.
+    ``progress``, when given, is called with the text of each stage as it starts (``compiling with IREE``).
     """
     import jax
+    import numpy as np
 
-    for written in (output, f"{output}.json"):  # before anything is compiled
+    module_path, run_path, irpa_path = output_paths(output)
+    for written in (module_path, run_path, irpa_path):  # before anything is compiled
         check_output(written, [path])
+    seconds: dict[str, float] = {}
+    stage = progress or (lambda text: None)
+    start = time.perf_counter()
+    stage("loading the artifact")
     loaded = load(path, function, allow_custom_calls=allow_custom_calls)
     backend = loaded.backend
     assert isinstance(backend, JaxBackend)  # load's default runtime
     f = loaded.function_manifest
     where = f"{path}: function {loaded.function!r}"
     check_supported(f, where)
-    tensors = (loaded.manifest.get("weights") or {}).get("tensors") or {}
-    weight_args = [{"kind": "weight", "name": n, "shape": tensors[n]["shape"], "dtype": tensors[n]["dtype"]}
-                   for n in f.get("weights") or []]
-    if dims or not f.get("dims"):
-        env = contract.resolve_dims(f, dims or {})
-        shapes = [contract.concrete_shape(i, env) for i in f["inputs"]]
-        structs = [jax.ShapeDtypeStruct(s, dtypes.to_numpy(i["dtype"])) for s, i in zip(shapes, f["inputs"])]
-        module: bytes | str = static_module(backend, structs)
-        arguments = weight_args + [{"kind": "input", "name": i["name"], "shape": list(s), "dtype": i["dtype"]}
-                                   for i, s in zip(f["inputs"], shapes)]
-        outputs = jax.eval_shape(backend.program, backend.weights, *structs)
-        out_specs = [{"name": o["name"], "shape": list(a.shape), "dtype": str(a.dtype)}
-                     for o, a in zip(f["outputs"], jax.tree_util.tree_leaves(outputs))]
-        fixed: dict[str, int] | None = dict(env)
-    else:
-        exported = backend.exported
-        module = module_text(exported.mlir_module_serialized)
-        free, weight_positions = argument_positions(exported)
-        by_position: dict[int, dict[str, Any]] = {}
-        for pos, i in zip(free, f["inputs"]):
-            by_position[pos] = {"kind": "input", "name": i["name"], "shape": i["shape"], "dtype": i["dtype"]}
-        for pos, w in zip(weight_positions, weight_args):
-            by_position[pos] = w
-        arguments = [by_position[p] for p in f["kept_inputs"]]
-        if len(f["platforms"]) > 1:
-            arguments.insert(0, {"kind": "platform_index", "value": f["platforms"].index("cpu") if "cpu" in
-                                 f["platforms"] else 0, "dtype": "int32", "shape": []})
-        out_specs = [{"name": o["name"], "shape": o["shape"], "dtype": o["dtype"]} for o in f["outputs"]]
-        fixed = None
+    chosen = buckets_mod.plan(f, fixed=dims, grid=grid, explicit=buckets)
+    names = buckets_mod.function_names(chosen.buckets)
+    weight_names = list(f.get("weights") or [])
+    seconds["load"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    stage(f"specializing {loaded.function} for {plural(len(chosen.buckets), 'bucket')}")
+    specialized = _specializer(backend, f)
+    programs = [Specialized(n, specialized(b)) for n, b in zip(names, chosen.buckets)]
+    seconds["specialize"] = time.perf_counter() - start
+    start = time.perf_counter()
+    stage("checking which dimensions may be padded")
+    verdicts = padding_verdicts(f, len(weight_names), specialized)
+    seconds["analyze"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    stage("compiling with IREE")
+    text = assemble(programs, weight_names)
     try:
-        vmfb = compile_module(module, cpu)
-    except PlatformError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        lines = [ln for ln in str(e).splitlines() if "error:" in ln]
-        reason = (lines[0] if lines else str(e).splitlines()[0]).strip()[:300]
-        if fixed is None:
-            names = ", ".join(f"{d}=N" for d in f["dims"])
-            raise UsageError(f"{where}: IREE cannot compile the shape-polymorphic program ({reason}). Compile a "
-                             f"module specialized to concrete sizes with --dim ({names}).") from None
-        raise PlatformError(f"{where}: IREE could not compile the program: {reason}") from None
-    description = {
+        vmfb = compile_module(text, cpu)
+    except Exception as e:  # noqa: BLE001 - IREE reports every compile failure as CompilerToolError
+        shown = "; ".join(",".join(f"{k}={v}" for k, v in b.items()) for b in chosen.buckets)
+        raise compile_error(where, e, f"for the buckets {shown}" if shown else "with its static shapes") from None
+    seconds["compile"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    stage("writing the module")
+    weight_structs = [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in backend.weights]
+    functions = []
+    for name, bucket in zip(names, chosen.buckets):
+        s = _structs(f, bucket)
+        with backend.x64():
+            outs = jax.tree_util.tree_leaves(jax.eval_shape(backend.program, weight_structs, *s))
+        functions.append({
+            "name": name,
+            "dims": dict(bucket),
+            "inputs": [{"name": i["name"], "shape": list(x.shape), "dtype": i["dtype"]}
+                       for i, x in zip(f["inputs"], s)],
+            "outputs": [{"name": o["name"], "shape": list(a.shape), "dtype": o["dtype"]}
+                        for o, a in zip(f["outputs"], outs)],
+        })
+    description = _description(path, loaded.function, f, module_path, irpa_path if weight_names else None,
+                               weight_names, cpu, chosen, verdicts, functions)
+    sizes = {"artifact": Path(path).stat().st_size, "module": len(vmfb)}
+    if weight_names:
+        tensors = [(n, np.asarray(w)) for n, w in zip(weight_names, backend.weights)]
+        sizes["parameters"] = write_archive(irpa_path, tensors, inputs=[path])
+    atomic_write(module_path, lambda fh: fh.write(vmfb), inputs=[path])
+    atomic_write(run_path, lambda fh: fh.write(manifest_bytes(description)), inputs=[path])
+    seconds["write"] = time.perf_counter() - start
+    return Compiled(description, module_path, run_path, irpa_path if weight_names else None,
+                    list(chosen.notes) + _padding_notes(verdicts), sizes, seconds)
+
+
+def _structs(f: Mapping[str, Any], env: Mapping[str, int]) -> list[Any]:
+    import jax
+
+    return [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i["dtype"])) for i in f["inputs"]]
+
+
+def _specializer(backend: JaxBackend, f: Mapping[str, Any]) -> Callable[[Mapping[str, int]], str]:
+    """``specialize`` for an assignment of the variables, each assignment specialized once."""
+    cache: dict[tuple[tuple[str, int], ...], str] = {}
+
+    def specialized(env: Mapping[str, int]) -> str:
+        key = tuple(sorted(env.items()))
+        if key not in cache:
+            cache[key] = specialize(backend, _structs(f, env))
+        return cache[key]
+
+    return specialized
+
+
+def padding_of(path: str | Path, function: str | None = None, *,
+               allow_custom_calls: Iterable[str] | None = None) -> dict[str, rowwise.Verdict]:
+    """Whether calls of a deployed module of this artifact's function may pad each dimension variable, and why not
+    (what ``compile_artifact`` records in the run description), without compiling anything."""
+    loaded = load(path, function, allow_custom_calls=allow_custom_calls)
+    backend = loaded.backend
+    assert isinstance(backend, JaxBackend)
+    f = loaded.function_manifest
+    return padding_verdicts(f, len(f.get("weights") or []), _specializer(backend, f))
+
+
+def padding_verdicts(f: Mapping[str, Any], n_weights: int,
+                     specialized: Callable[[Mapping[str, int]], str]) -> dict[str, rowwise.Verdict]:
+    """Whether calls may pad each dimension variable (``rowwise``), from two specializations per variable at sizes
+    chosen to be unlike the program's other dimensions."""
+    variables = contract.dimension_variables(f)
+    env, others = _probe_sizes(f, variables)
+    verdicts = {}
+    for v in variables:
+        if env is None or others.get(v) is None:
+            verdicts[v] = rowwise.Verdict(v, False, f"{v} has no two valid sizes to compare the program at")
+            continue
+        try:
+            verdicts[v] = rowwise.analyze(f, v, n_weights, env, others[v], specialized)
+        except JaxportError as e:
+            verdicts[v] = rowwise.Verdict(v, False, f"the program could not be specialized to check it ({e})")
+    return verdicts
+
+
+def _valid(f: Mapping[str, Any], env: Mapping[str, int]) -> bool:
+    try:
+        contract.resolve_dims(f, env)
+    except JaxportError:
+        return False
+    return True
+
+
+def _probe_sizes(f: Mapping[str, Any], variables: list[str]) -> tuple[dict[str, int] | None, dict[str, int]]:
+    """One valid assignment of every variable to distinct, odd-looking sizes, and for each variable a second size
+    valid with the others unchanged (None where there is none)."""
+    env: dict[str, int] = {}
+    candidates: dict[str, list[int]] = {}
+    for v in variables:
+        b = Bounds.of((f.get("dims") or {}).get(v))
+        near = range(max(b.lo, 2), max(b.lo, 2) + 64)
+        candidates[v] = [c for c in [*_PROBE_SIZES, *near, b.lo] if b.holds(c)]
+        pick = next((c for c in candidates[v] if c not in env.values() and _valid(f, {**env, v: c})), None)
+        if pick is None:
+            return None, {}
+        env[v] = pick
+    if not _valid(f, env):
+        return None, {}
+    others = {}
+    for v in variables:
+        taken = set(env.values())  # a size equal to another variable's could let MLIR fold the two together
+        others[v] = next((c for c in candidates[v] if c not in taken and _valid(f, {**env, v: c})), None)
+    return env, {v: c for v, c in others.items() if c is not None}
+
+
+def _padding_notes(verdicts: Mapping[str, rowwise.Verdict]) -> list[str]:
+    notes = []
+    for v, verdict in verdicts.items():
+        if verdict.allowed:
+            notes.append(f"calls may pad {v} up to a bucket (the program works row by row along it)")
+        else:
+            notes.append(f"padding not allowed for {v}: {verdict.reason}; a call's {v} must equal a bucket's")
+    return notes
+
+
+def _file(name: str, kind: str, i: int) -> str:
+    """The ``.npy`` file an ``iree-run-module`` command line names for an input or output."""
+    plain = name.replace("/", "_").replace(".", "_")
+    return f"{plain}.npy" if plain and all(c.isalnum() or c in "_-" for c in plain) and plain.isascii() \
+        else f"{kind}{i}.npy"
+
+
+def run_command(description: Mapping[str, Any], function: Mapping[str, Any]) -> list[str]:
+    """The ``iree-run-module`` argument list that runs ``function`` on ``NAME.npy`` files in the run description's
+    directory and writes its outputs to ``NAME.npy`` files."""
+    argv = [TOOL, f"--device={DEVICE}", f"--module={description['module']}"]
+    if description.get("parameters"):
+        argv.append(f"--parameters={description['parameters']['scope']}={description['parameters']['file']}")
+    argv.append(f"--function={function['name']}")
+    argv += [f"--input=@{_file(i['name'], 'input', k)}" for k, i in enumerate(function["inputs"])]
+    argv += [f"--output=@{_file(o['name'], 'output', k)}" for k, o in enumerate(function["outputs"])]
+    return argv
+
+
+def _description(path: str | Path, fname: str, f: Mapping[str, Any], module_path: Path, irpa_path: Path | None,
+                 weight_names: list[str], cpu: str, chosen: buckets_mod.Plan,
+                 verdicts: Mapping[str, rowwise.Verdict], functions: list[dict[str, Any]]) -> dict[str, Any]:
+    inputs = []
+    for i in f["inputs"]:
+        entry = {"name": i["name"], "shape": i["shape"], "dtype": i["dtype"]}
+        if "range" in i:
+            entry["range"] = i["range"]
+        inputs.append(entry)
+    description: dict[str, Any] = {
+        "format": RUN_FORMAT,
         "artifact": Path(path).name,
-        "function": loaded.function,
+        "function": fname,
+        "module": module_path.name,
+        "parameters": {"file": irpa_path.name, "scope": SCOPE, "tensors": weight_names} if irpa_path else None,
         "target": "iree-llvm-cpu",
         "cpu": cpu,
         "iree": iree_version(),
-        "entry_function": "main",
-        "dims": fixed,
-        "arguments": arguments,
-        "outputs": out_specs,
+        "device": DEVICE,
+        "signature": {
+            "inputs": inputs,
+            "outputs": [{"name": o["name"], "shape": o["shape"], "dtype": o["dtype"]} for o in f["outputs"]],
+            "dims": {v: Bounds.of((f.get("dims") or {}).get(v)).to_manifest()
+                     for v in contract.dimension_variables(f)},
+            "constraints": list(f.get("constraints") or []),
+        },
+        "buckets": {"source": chosen.source, "notes": list(chosen.notes), "rule": BUCKET_RULE},
+        "padding": {"rule": PADDING_RULE, "variables": {v: verdicts[v].as_dict() for v in verdicts}},
+        "functions": functions,
     }
-    atomic_write(output, lambda fh: fh.write(vmfb), inputs=[path])
-    atomic_write(f"{output}.json", lambda fh: fh.write(manifest_bytes(description)), inputs=[path])
+    for fn in functions:
+        argv = run_command(description, fn)
+        fn["argv"] = argv
+        fn["command"] = shlex.join(argv)
     return description

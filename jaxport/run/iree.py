@@ -2,38 +2,59 @@
 
 For each input shape signature, JAX lowers the artifact's program with the concrete shapes (resolving the platform
 index of multi-platform artifacts and inlining the wrapped ``main``), ``refine_polymorphic_shapes`` turns it into
-a module with static shapes, and IREE compiles that module for the local CPU. Compiled modules are cached by the
-sha256 of the refined module and the IREE version, in an ``iree`` directory next to JAX's compilation cache.
-Bound weights are passed as arguments on every call. Needs the optional extra ``jaxport[iree]``
-(``iree-base-compiler``, ``iree-base-runtime``).
+a module with static shapes, and IREE compiles that module, as MLIR text (JAX's MLIR bytecode is newer than the one
+IREE reads), for the local CPU. What IREE cannot run is refused as a platform error naming what would make it run:
+the custom calls left in the *specialized* program (shape assertions and JAX's ``stablehlo.dynamic_*`` calls, which
+only a polymorphic program needs, are gone by then) and programs sharded over several devices. Compiled modules are
+cached by the sha256 of the module text and the IREE version, in an ``iree`` directory next to JAX's compilation
+cache. Bound weights are passed as arguments on every call. Needs the optional extra ``jaxport[iree]``
+(``iree-base-compiler``, ``iree-base-runtime``). ``deploy`` builds deployable modules from the same pieces.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from .. import dtypes
 from .._fsio import atomic_write
-from ..errors import PlatformError, PolicyError
+from .._jax_internals import make_ir_context
+from ..errors import PlatformError
 from .backend import Compilation, ShapeKey
 from .jax_backend import JaxBackend
 
-#: Custom calls the IREE path accepts: shape assertions are folded away once shapes are static.
-_SUPPORTED_CUSTOM_CALLS = {"shape_assertion"}
+#: What makes a custom call vanish once the program has static shapes: JAX's shape checks and its calls that exist
+#: only for dynamic shapes (``stablehlo.dynamic_top_k``, ``stablehlo.dynamic_reduce_window``, ...).
+_GONE_WHEN_STATIC = ("shape_assertion",)
+_DYNAMIC_PREFIX = "stablehlo.dynamic_"
+#: What IREE is told to do when the caller gives no other flags.
+RUN_WITH_JAX = "run it with the JAX runtime (--runtime jax)"
 
 
 def compile_module(module: bytes | str, cpu: str = "host") -> bytes:
-    """IREE's ``llvm-cpu`` compilation of a StableHLO module; ``cpu`` is ``host`` (this machine) or ``generic``."""
-    compiler, _ = _iree()
+    """IREE's ``llvm-cpu`` compilation of a StableHLO module (MLIR text, which may also use IREE's ``util`` and
+    ``stream`` dialects for parameters); ``cpu`` is ``host`` (this machine) or ``generic``."""
+    compiler, _ = iree_packages()
     return compiler.compile_str(module, target_backends=["llvm-cpu"], input_type="stablehlo",
                                 extra_args=[f"--iree-llvmcpu-target-cpu={cpu}"])
 
 
-def _iree() -> tuple[Any, Any]:
+def compile_error(where: str, e: BaseException, shapes: str) -> PlatformError:
+    """The platform error for IREE refusing to compile a program: IREE's first error line (which names the
+    operation it could not lower) and what to do."""
+    lines = [ln for ln in str(e).splitlines() if "error:" in ln]
+    line = (lines[0] if lines else (str(e).splitlines() or [type(e).__name__])[0]).strip()
+    reason = line.split("error:", 1)[1].strip() if "error:" in line else line
+    return PlatformError(f"{where}: IREE cannot compile the program {shapes}: {reason[:400]}; {RUN_WITH_JAX}.")
+
+
+def iree_packages() -> tuple[Any, Any]:
+    """``iree.compiler`` and ``iree.runtime``; a platform error saying how to install them when they are missing."""
     try:
         import iree.compiler as compiler
         import iree.runtime as runtime
@@ -52,34 +73,79 @@ def iree_version() -> str:
         return "unknown"
 
 
-def check_supported(manifest_function: dict[str, Any], where: str) -> None:
-    """Refuse what the IREE path cannot run: unknown custom calls and multi-device programs."""
-    targets = sorted({c["target"] for c in manifest_function.get("custom_calls") or []} - _SUPPORTED_CUSTOM_CALLS)
-    if targets:
-        raise PolicyError(f"{where}: the program uses custom calls that IREE does not provide ({', '.join(targets)}); "
-                          f"run it with the JAX runtime (--runtime jax).")
+def custom_call_error(where: str, counts: Mapping[str, int]) -> PlatformError:
+    """IREE provides no custom-call kernels: the error naming the program's custom calls (with how often each is
+    called) and what to do."""
+    shown = ", ".join(f"{t} ({n}x)" for t, n in sorted(counts.items()))
+    hint = (" (on CPU, jnp.linalg decompositions and solvers lower to LAPACK custom calls)"
+            if any(t.startswith("lapack_") for t in counts) else "")
+    several = len(counts) > 1
+    return PlatformError(f"{where}: IREE cannot run this program: it calls the custom call{'s' if several else ''} "
+                         f"{shown}, for which IREE has no kernel{hint}; {RUN_WITH_JAX}, or export the function "
+                         f"without the operation that lowers to {'them' if several else 'it'}.")
+
+
+def check_supported(manifest_function: Mapping[str, Any], where: str) -> None:
+    """Refuse early what IREE cannot run whatever the shapes: programs sharded over several devices and custom calls
+    that stay in the program once its shapes are static. The specialized program is checked again
+    (:func:`specialize`), which is what decides."""
     if manifest_function.get("nr_devices", 1) > 1:
-        raise PolicyError(f"{where}: the program is sharded over {manifest_function['nr_devices']} devices; the IREE "
-                          f"runtime runs single-device programs only. Use the JAX runtime.")
+        raise PlatformError(f"{where}: the program is sharded over {manifest_function['nr_devices']} devices; the "
+                            f"IREE runtime runs single-device programs only; {RUN_WITH_JAX}, or export the function "
+                            f"without a mesh.")
+    staying: Counter[str] = Counter()
+    for c in manifest_function.get("custom_calls") or []:
+        if c["target"] not in _GONE_WHEN_STATIC and not c["target"].startswith(_DYNAMIC_PREFIX):
+            staying[c["target"]] += int(c.get("count", 1))
+    if staying:
+        raise custom_call_error(where, staying)
 
 
 def static_module(backend: JaxBackend, structs: list[Any]) -> bytes:
-    """The program specialized to concrete input shapes, as StableHLO bytecode with static shapes only.
+    """The program specialized to concrete input shapes, as MLIR bytecode of this JAX's MLIR, static shapes only.
 
     Its arguments are the function's bound tensors (in the manifest's order), then its free inputs; unused ones are
-    kept, so every caller passes the same list.
+    kept, so every caller passes the same list. Bound tensors are lowered as abstract arguments: their values are
+    not read.
     """
     import jax
     from jax.extend import mlir as jmlir
 
+    weights = [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in backend.weights]
     with backend.x64():
-        lowered = jax.jit(backend.program, keep_unused=True).lower(backend.weights, *structs)
+        lowered = jax.jit(backend.program, keep_unused=True).lower(weights, *structs)
     text = lowered.as_text(debug_info=False)  # without locations: the same program gives the same bytes
     try:
         return bytes(jmlir.refine_polymorphic_shapes(text.encode("utf-8")))
     except Exception as e:  # noqa: BLE001 - the refinement reports shape-assertion failures as errors
         raise PlatformError(f"{backend.where}: cannot specialize the program to these shapes for IREE: "
                             f"{str(e).strip().splitlines()[0][:300]}") from None
+
+
+def specialize(backend: JaxBackend, structs: list[Any]) -> str:
+    """The program specialized to concrete shapes as MLIR text without locations, which IREE reads; refused (a
+    platform error) when custom calls are left in it."""
+    refined = static_module(backend, structs)
+    with make_ir_context():
+        from jax.extend.mlir import ir
+
+        module = ir.Module.parse(refined)
+        targets: list[str] = []
+
+        def visit(op: Any) -> Any:
+            if "call_target_name" in op.attributes:
+                targets.append(ir.StringAttr(op.attributes["call_target_name"]).value)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+        if targets:
+            raise custom_call_error(backend.where, Counter(targets))
+        return str(module.operation.get_asm(enable_debug_info=False))
+
+
+def shapes_text(key: ShapeKey | list[Any]) -> str:
+    """``for inputs of shapes (4, 784)`` as messages name a specialization."""
+    return "for inputs of shapes " + ", ".join(str(tuple(s)) for s, _ in key)
 
 
 class IreeBackend:
@@ -106,13 +172,13 @@ class IreeBackend:
     def compile(self, key: ShapeKey) -> Compilation:
         import jax
 
-        compiler, runtime = _iree()
+        compiler, runtime = iree_packages()
         start = time.perf_counter()
         structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt)) for shape, dt in key]
-        module = static_module(self._jax, structs)
+        module = specialize(self._jax, structs)
         lower_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        digest = hashlib.sha256(module + f"{iree_version()} llvm-cpu host {_host_cpu()}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{module}\n{iree_version()} llvm-cpu host {_host_cpu()}".encode()).hexdigest()
         cached = self.cache_dir / f"{digest}.vmfb" if self.cache_dir is not None else None
         hit = None
         if cached is not None and cached.is_file():
@@ -121,9 +187,7 @@ class IreeBackend:
             try:
                 vmfb = compile_module(module, "host")
             except Exception as e:  # noqa: BLE001 - IREE reports every compile failure as CompilerToolError
-                lines = [ln for ln in str(e).splitlines() if "error:" in ln]
-                raise PlatformError(f"{self.where}: IREE could not compile the program: "
-                                    f"{(lines[0] if lines else str(e).splitlines()[0]).strip()[:400]}") from None
+                raise compile_error(self.where, e, shapes_text(key)) from None
             if cached is not None:
                 hit = False
                 try:

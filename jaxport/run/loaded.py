@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import dtypes
+from .. import dtypes, isolate, usercache
 from ..artifact import calltree, contract, summary
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from ..sharding import gather
 from . import gradients, inputs
 from .backend import Backend, Compilation, ShapeKey, is_tracer
+from .cache import compilation_cache
+from .warmup import Shapes, Warmed, combinations, signature
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,33 @@ class Loaded:
             weights: bool = False) -> gradients.VjpResult:
         """Outputs and input cotangents of one call, by name (see ``gradients.vjp``); needs ``vjp_order >= 1``."""
         return gradients.vjp(self, arrays, cotangents, weights=weights)
+
+    def warmup(self, shapes: Shapes = None, *, cache_dir: str | Path | None = None) -> list[Warmed]:
+        """Compile ahead for the input shapes that ``shapes`` gives, so that calls with those shapes compile
+        nothing: here (the executables are kept) and in a later process that uses the same JAX compilation cache
+        (``jaxport call --cache-dir DIR``, or ``jax.config`` ``jax_compilation_cache_dir``), which fetches them.
+
+        ``shapes`` gives every dimension variable a value (``{"batch": 8}``), or several (``{"batch": [1, 8, 32]}``:
+        every combination), or is a list of such mappings; a function without dimension variables takes None. The
+        executables go to JAX's persistent cache in ``cache_dir`` (default: the directory this process's JAX cache
+        uses, else the user's cache directory, ``jaxport.run.cache.default_cache_dir()``), with the verdict of the
+        program's check. Returns what was compiled, and how, per signature.
+        """
+        where = f"{self.path}: function {self.function!r}"
+        f = self.function_manifest
+        planned = [(dims, signature(f, dims)) for dims in combinations(f, shapes, where)]
+        directory = Path(cache_dir).expanduser() if cache_dir is not None else usercache.active_cache_dir()
+        done = []
+        with compilation_cache(directory) as state:
+            if state.reason:
+                raise OutputError(f"{where}: {state.reason}; warm up into a directory this user can write "
+                                  f"(--cache-dir DIR).")
+            for dims, key in planned:
+                done.append(Warmed(dict(dims), key, self._compile(key)))
+        digest = (self.manifest.get("members") or {}).get(f["payload"], {}).get("sha256")
+        if isinstance(digest, str):
+            isolate.remember(digest, directory)
+        return done
 
     def benchmark(self, arrays: Mapping[str, Any], n: int, warmup: int = 1) -> Benchmark:
         """Time ``n`` calls after ``warmup`` untimed ones, inputs already on the device."""

@@ -43,14 +43,15 @@ from .._npyfile import (
 from ..artifact.bounds import Bounds
 from ..artifact.contract import constant_mismatch, parsed_shape, rank_mismatch, unknown_input_error
 from ..errors import InputError
+from . import tensorfile
 
 #: Arrays larger than this are checked against the input they are for from their header alone, before reading.
 EARLY_CHECK_BYTES = 16 << 20
 _VOID_AS = {2: ("bfloat16",), 1: ("float8_e4m3fn", "float8_e5m2")}
 #: Names other modules import from here; the readers themselves live in ``_npyfile``, shared with ``export.bind``.
 __all__ = ["MAX_HEADER_BYTES", "MAX_NPZ_BYTES", "MAX_NPZ_MEMBERS", "MAX_RANK", "EARLY_CHECK_BYTES", "Header",
-           "check_fits", "final_dtype", "physical_memory", "read_header", "read_npy", "read_npz", "safe_member",
-           "size_text"]
+           "check_fits", "final_dtype", "physical_memory", "read_header", "read_named_arrays", "read_npy", "read_npz",
+           "safe_member", "size_text"]
 
 
 def final_dtype(header: Header, declared: str | None, name: str | None, where: str) -> Any:
@@ -129,3 +130,56 @@ def read_npz(path: str | Path, declared: Mapping[str, str],
     with open_for_reading(path, InputError, directory="a .npz file") as f:
         return read_npz_file(f, where, max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES, accept=accept,
                              prepare=prepare)
+
+
+# --- named arrays: reference outputs, saved inputs ---------------------------------------------------------------
+
+#: The files ``read_named_arrays`` reads, by suffix.
+NAMED_SUFFIXES = (".npz", ".safetensors", ".npy")
+
+
+def read_named_arrays(path: str | Path, where: str | None = None, *, single_name: str | None = None,
+                      declared: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The arrays of a file by name: an ``.npz`` (keyed by member name, without ``.npy``), a ``.safetensors`` file
+    (keyed by tensor name), or a single ``.npy`` (keyed by ``single_name``, which the caller must give). Reference
+    outputs for ``call --expect`` and ``verify --expect`` (named as ``call -o`` writes them) and saved inputs.
+
+    The file is read as untrusted (see the module docstring and :mod:`.tensorfile`): regular files only, capped
+    reads, never unpickled. ``where`` starts every message (default: the path). ``declared`` (name -> manifest dtype)
+    lets a raw void array (how numpy saves ``bfloat16`` and ``float8``) be read as the declared type; without it such
+    an array is refused, naming ``.safetensors``. Errors are ``InputError``.
+    """
+    where = where or str(path)
+    suffix = Path(path).suffix.lower()
+    if suffix not in NAMED_SUFFIXES:
+        raise InputError(f"{where}: arrays are read from .npz (keyed by name), .safetensors or a single .npy; "
+                         f"{Path(path).name!r} is none of these.")
+
+    def dtype_of(key: str, header: Header, here: str) -> Any:
+        dt = header.dtype
+        check_memory(header, here)
+        if dt.kind != "V":
+            return dt.newbyteorder("=") if not dt.isnative else dt
+        want = (declared or {}).get(key)
+        if want is not None and want in _VOID_AS.get(dt.itemsize, ()):
+            return dtypes.to_numpy(want)
+        what = f"{key!r} is {want}" if want else f"nothing says what {key!r} is"
+        raise InputError(f"{here}: the array has the raw void dtype {dt.str!r} (how numpy stores bfloat16 and "
+                         f"float8), and {what}; write the arrays as .safetensors, which records their dtype.")
+
+    if suffix == ".npy":
+        if single_name is None:
+            raise InputError(f"{where}: a .npy file holds one unnamed array; give an .npz or .safetensors file "
+                             f"keyed by name.")
+        with open_for_reading(path, InputError, directory="a .npy file") as f:
+            size = os.fstat(f.fileno()).st_size
+            header = read_header(f, where)
+            dtype = dtype_of(single_name, header, where)
+            flat = read_npy_data(f, header, size, header.dtype if header.dtype.kind != "V" else dtype, where)
+        return {single_name: shaped(flat, header).astype(dtype, copy=False)}
+    if suffix == ".safetensors":
+        with open_for_reading(path, InputError, directory="a .safetensors file") as f:
+            return tensorfile.read(f, where, InputError)
+    with open_for_reading(path, InputError, directory="a .npz file") as f:
+        return read_npz_file(f, where, max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
+                             holds="arrays keyed by name", prepare=dtype_of)

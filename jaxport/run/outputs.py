@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import dtypes
 from .._fsio import atomic_write, check_output
 from ..errors import OutputError
+from . import keys, tensorfile
 from .cache import CacheState
 from .npyio import safe_member
 
@@ -65,22 +66,59 @@ def jsonable(value: Any) -> Any:
     return a.tolist()
 
 
+#: Dtypes that a ``.npy`` header cannot name: numpy stores them as raw void bytes (``|V2``, ``|V1``).
+NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+#: The output files ``call -o`` writes, by suffix.
+OUTPUT_SUFFIXES = (".npz", ".npy", ".safetensors")
+
+
+def raw_in_npy(leaves: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """The (name, dtype) of each output that a ``.npz`` or ``.npy`` file can only store as raw void bytes."""
+    return [(n, str(getattr(v, "dtype", ""))) for n, v in leaves if str(getattr(v, "dtype", "")) in NOT_IN_NPY]
+
+
+def raw_warning(path: str | Path, raw: list[tuple[str, str]], streamed: bool = False) -> str:
+    """The warning for writing reduced-precision outputs to ``.npz``/``.npy``: plain numpy cannot use them
+    (``streamed``: by ``call --batch-size``, which writes neither ``.safetensors`` nor converted outputs)."""
+    shown = ", ".join(f"{n!r} ({d})" for n, d in raw[:5]) + (", ..." if len(raw) > 5 else "")
+    return (f"{path}: {shown} stored as raw void bytes, which plain numpy cannot use (jaxport and "
+            f"array.view(ml_dtypes.<type>) can); {'without --batch-size, ' if streamed else ''}write .safetensors to "
+            f"keep the dtype, or add --output-dtype f32.")
+
+
+def cast_outputs(leaves: list[tuple[str, Any]], dtype: str) -> list[tuple[str, Any]]:
+    """The outputs with every real floating-point one converted to ``dtype`` (``float32``); others unchanged."""
+    target = dtypes.to_numpy(dtype)
+    out = []
+    for name, value in leaves:
+        kind = dtypes.BY_NAME.get(str(getattr(value, "dtype", "")))
+        out.append((name, value.astype(target) if kind is not None and kind.kind == "float" else value))
+    return out
+
+
 def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
-    """Write outputs atomically: ``.npz`` keyed by output name, or ``.npy`` for a single output."""
+    """Write outputs atomically: ``.npz`` keyed by output name, ``.safetensors`` keyed by output name (keeping
+    ``bfloat16`` and ``float8`` as such), or ``.npy`` for a single output."""
     import zipfile
 
     import numpy as np
 
     path = Path(path)
-    check_output_path(path, [n for n, _ in leaves])
-    if path.suffix.lower() == ".npy":
+    check_output_path(path, [n for n, _ in leaves], [str(np.asarray(v).dtype) for _, v in leaves], safetensors=True)
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
         atomic_write(path, lambda f: np.lib.format.write_array(f, np.asarray(leaves[0][1]), allow_pickle=False))
+        return
+    if suffix == ".safetensors":
+        atomic_write(path, lambda f: tensorfile.write(f, {n: np.asarray(v) for n, v in leaves}))
         return
 
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for name, value in leaves:
-                with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                with zf.open(info, "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
 
     try:
@@ -89,20 +127,42 @@ def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
         raise OutputError(f"{path}: cannot write the outputs: {e}.") from None
 
 
-def check_output_path(path: str | Path, names: list[str]) -> None:
-    """Refuse an output file that cannot hold these outputs, or that jaxport must not write (``check_output``: not
-    a regular file, or a file the command reads), before running anything."""
+def save_arrays(path: str | Path, arrays: Mapping[str, Any]) -> None:
+    """Write named arrays (``call --save-inputs``) to an ``.npz`` keyed by name, atomically, with fixed timestamps:
+    the same arrays give the same bytes, and ``call --inputs`` reads the file back. A typed PRNG key array is written
+    as its key data (``uint32``, ``jax.random.key_data``), which ``--inputs`` turns back into keys."""
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        raise OutputError(f"{path}: inputs are saved as an .npz keyed by input name; give a name ending in .npz.")
+    save_outputs(path, [(name, keys.key_data(value)) for name, value in arrays.items()])
+
+
+def check_output_path(path: str | Path, names: list[str], dtypes_: list[str] | None = None, *,
+                      safetensors: bool = False) -> None:
+    """Refuse an output file that cannot hold these outputs (``dtypes_``: their dtypes, when known), or that
+    jaxport must not write (``check_output``: not a regular file, or a file the command reads), before running
+    anything. ``.safetensors`` is accepted only with ``safetensors`` (a streamed call writes .npy/.npz)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".npz", ".npy"):
-        raise OutputError(f"{path}: the output file must end in .npz (all outputs, keyed by name) or .npy (a "
-                          f"single output).")
+    if suffix not in (".npz", ".npy") and not (safetensors and suffix == ".safetensors"):
+        also = ", .safetensors (all outputs, keyed by name, with native bfloat16 and float8)" if safetensors else ""
+        raise OutputError(f"{path}: the output file must end in .npz (all outputs, keyed by name){also} or .npy "
+                          f"(a single output).")
     if suffix == ".npy" and len(names) != 1:
         raise OutputError(f"{path}: a .npy file holds one array, but the function has {len(names)} outputs "
                           f"({', '.join(names)}); write an .npz instead.")
-    for name in names:
-        if not safe_member(f"{name}.npy"):
-            raise OutputError(f"{path}: output name {name!r} is not a safe .npz member name.")
+    if suffix == ".safetensors":
+        if tensorfile.METADATA in names:
+            raise OutputError(f"{path}: an output is named {tensorfile.METADATA!r}, the key a .safetensors header "
+                              f"reserves for its metadata; write .npz instead.")
+        odd = [(n, d) for n, d in zip(names, dtypes_ or []) if d not in tensorfile.TAG_OF]
+        if odd:
+            raise OutputError(f"{path}: .safetensors has no dtype for output {odd[0][0]!r} ({odd[0][1]}); write .npz "
+                              f"instead.")
+    else:
+        for name in names:
+            if not safe_member(f"{name}.npy"):
+                raise OutputError(f"{path}: output name {name!r} is not a safe .npz member name.")
     if path.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name ending in {suffix}.")
     check_output(path)
@@ -132,8 +192,11 @@ class CallReport:
     cache: CacheState
     benchmark: dict[str, Any] | None
     devices: dict[str, Any] | None
-    #: The section of a derivative (``vjp``) or a streamed (``streaming``) call, by its key.
+    #: The section of a derivative (``vjp``) or a streamed (``streaming``) call, by its key; ``call`` adds
+    #: ``expect`` (``--expect``) and ``saved_inputs`` (``--save-inputs``).
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Warnings beyond the compilation cache's (outputs stored as raw bytes).
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def of_run(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -181,7 +244,8 @@ class CallReport:
                 "runtime": self.runtime, "dims": self.dims, "inputs": self.inputs, "outputs": self.outputs,
                 "output_file": self.output_file, "timings": self.timings,
                 "compilation_cache": str(self.cache.directory) if self.cache.directory else None,
-                "warnings": [self.cache.problem] if self.cache.problem else [], "benchmark": self.benchmark,
+                "warnings": ([self.cache.problem] if self.cache.problem else []) + self.warnings,
+                "benchmark": self.benchmark,
                 **self.sections, "devices": self.devices}
 
 

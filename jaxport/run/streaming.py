@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 
 from .. import dimexpr, dtypes
 from .._fsio import atomic_output, atomic_write, open_for_reading, scratch_file, write_failure
+from .._text import plural
 from ..artifact.summary import array_type
 from ..errors import InputError, UsageError
 from .inputs import classify, missing_error
@@ -147,7 +148,8 @@ def open_inputs(f: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any],
         raise InputError("give --inputs either all by position (FILE.npy, in the order 'inspect' lists the "
                          "inputs) or all by name (NAME=FILE.npy, or an .npz keyed by input names), not both.")
     if len(positional) > len(names):
-        raise InputError(f"too many inputs: {len(positional)} files given, but the function takes {len(names)}.")
+        raise InputError(f"too many inputs: {plural(len(positional), 'file')} given, but the function takes "
+                         f"{len(names)}.")
     files = dict(zip(names, positional)) | named
     arrays: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -1,8 +1,15 @@
-"""Comparing an artifact's output with the live function's: per-dtype tolerances and error statistics.
+"""Comparing an artifact's output with a reference (the live function, stored reference outputs, or the same
+artifact run by XLA): per-dtype tolerances, non-finite values and error statistics.
 
-An output passes when ``|artifact - live| <= atol + rtol * |live|`` everywhere (NaN matching NaN, infinities
-matching in sign); integers and booleans must be equal. :class:`OutputResult` keeps the largest absolute and
-relative errors, the number of values that differ and the worst one. Imports numpy only when it compares.
+An output passes when ``|actual - expected| <= atol + rtol * |expected|`` everywhere; NaN must match NaN and an
+infinity the same infinity, at the same positions (a NaN where the other side has a number, or at another position,
+is a mismatch); integers and booleans must be equal. Two compilers (``verify --runtime iree``) are compared with
+:data:`COMPILER_TOLERANCES` and the magnitude-scaled rule ``|actual - expected| <= atol + rtol * max(|expected|, s)``,
+``s`` the largest finite ``|expected|`` of that output: compilers reorder reductions and approximate transcendental
+functions differently, so an error is measured against the output's magnitude, not against a value that happens to
+lie near zero. An output whose values are all NaN or infinite on both sides proves nothing: it is *inconclusive*
+and fails unless ``allow_nonfinite``. :class:`OutputResult` keeps the largest absolute and relative errors, the
+number of values that differ and the worst one. Imports numpy only when it compares.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import Any
 
 from .. import dtypes
 
-#: Default ``(atol, rtol)`` by output dtype: an output passes when ``|artifact - live| <= atol + rtol * |live|``
+#: Default ``(atol, rtol)`` by output dtype: an output passes when ``|actual - expected| <= atol + rtol * |expected|``
 #: everywhere (NaN matching NaN, infinities matching in sign). Integers and booleans must be equal.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-12, 1e-9),
@@ -26,16 +33,43 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float8_e5m2": (2.5e-1, 2.5e-1),
 }
 
+#: Default ``(atol, rtol)`` by output dtype when two compilers are compared (``verify --runtime iree``), with the
+#: magnitude-scaled rule ``|actual - expected| <= atol + rtol * max(|expected|, s)``, ``s`` the output's largest finite
+#: ``|expected|``. ``rtol`` is about 2**10 units in the last place of the output's largest value (2**4 for the
+#: 8-bit floats, which have 2 or 3 mantissa bits): room for reductions summed in another order, never for a
+#: different function. Integers and booleans must be equal.
+COMPILER_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-12, 1e-9),
+    "complex128": (1e-12, 1e-9),
+    "float32": (1e-6, 1e-4),
+    "complex64": (1e-6, 1e-4),
+    "float16": (1e-3, 5e-3),
+    "bfloat16": (1e-2, 4e-2),
+    "float8_e4m3fn": (1.25e-1, 2.5e-1),
+    "float8_e5m2": (2.5e-1, 5e-1),
+}
 
-def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
-    """``(atol, rtol)`` for an output dtype; ``atol``/``rtol`` override the defaults of :data:`TOLERANCES`."""
-    default_atol, default_rtol = TOLERANCES.get(dtype, (0.0, 0.0))
+#: Why an output whose values are all NaN or infinite on both sides proves nothing.
+NONFINITE = "every value is NaN/Inf on both sides"
+
+#: How a side is named in messages about a structural difference (``shape ... from the artifact``).
+_LONG = {"artifact": "the artifact", "live": "the live function", "reference": "the reference", "xla": "XLA",
+         "iree": "IREE"}
+
+
+def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None, *,
+              across_compilers: bool = False) -> tuple[float, float]:
+    """``(atol, rtol)`` for an output dtype; ``atol``/``rtol`` override the defaults of :data:`TOLERANCES` (of
+    :data:`COMPILER_TOLERANCES` with ``across_compilers``)."""
+    table = COMPILER_TOLERANCES if across_compilers else TOLERANCES
+    default_atol, default_rtol = table.get(dtype, (0.0, 0.0))
     return (default_atol if atol is None else atol), (default_rtol if rtol is None else rtol)
 
 
 @dataclass
 class OutputResult:
-    """How one output of one case compares: errors of the artifact's values against the live function's."""
+    """How one output of one case compares: the errors of one side's values (``actual``, e.g. the artifact's)
+    against the other's (``expected``, e.g. the live function's)."""
 
     name: str
     dtype: str
@@ -48,26 +82,43 @@ class OutputResult:
     mismatched: int = 0
     worst: dict[str, Any] | None = None  # {"index": [...], "expected": x, "actual": y}
     problem: str | None = None  # a structural mismatch: shape or dtype
+    #: With the magnitude-scaled rule: the output's largest finite ``|expected|`` (else None: per value).
+    scale: float | None = None
+    #: :data:`NONFINITE` (possibly with how to fix it) when every value is NaN/Inf on both sides, else None.
+    inconclusive: str | None = None
+    allow_nonfinite: bool = False
+    #: The names of the two sides: (actual, expected), e.g. ("artifact", "live"), ("iree", "xla").
+    sides: tuple[str, str] = ("artifact", "live")
 
     @property
     def passed(self) -> bool:
-        return self.problem is None and self.mismatched == 0
+        return self.problem is None and self.mismatched == 0 and (self.inconclusive is None or
+                                                                    self.allow_nonfinite)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "dtype": self.dtype, "shape": self.shape, "size": self.size,
                 "passed": self.passed, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
-                "atol": self.atol, "rtol": self.rtol, "mismatched": self.mismatched, "worst": self.worst,
-                "problem": self.problem}
+                "atol": self.atol, "rtol": self.rtol, "scale": self.scale, "mismatched": self.mismatched,
+                "worst": self.worst, "problem": self.problem, "inconclusive": self.inconclusive,
+                "sides": {"actual": self.sides[0], "expected": self.sides[1]}}
+
+    def tolerance_text(self, magnitude: str = "|expected|") -> str:
+        """The tolerance rule with its numbers, e.g. ``1e-06 + 1e-05*|expected|``."""
+        if self.scale is not None:
+            return f"{self.atol:g} + {self.rtol:g}*max({magnitude}, {self.scale:.3g})"
+        return f"{self.atol:g} + {self.rtol:g}*{magnitude}"
 
     def describe(self) -> str:
         if self.problem:
             return f"output {self.name!r}: {self.problem}"
+        if self.inconclusive and not self.mismatched:
+            return f"output {self.name!r}: inconclusive: {self.inconclusive}"
         text = f"output {self.name!r}: {self.mismatched} of {self.size} values differ"
         if self.max_abs_error is not None:
-            text += f" (max abs error {self.max_abs_error:.3g}, tolerance {self.atol:g} + {self.rtol:g}*|expected|)"
+            text += f" (max abs error {self.max_abs_error:.3g}, tolerance {self.tolerance_text()})"
         if self.worst:
-            text += (f"; worst at index {tuple(self.worst['index'])}: artifact {_show(self.worst['actual'])}, live "
-                     f"{_show(self.worst['expected'])}")
+            text += (f"; worst at index {tuple(self.worst['index'])}: {self.sides[0]} {_show(self.worst['actual'])}, "
+                     f"{self.sides[1]} {_show(self.worst['expected'])}")
         return text
 
 
@@ -83,30 +134,38 @@ def _scalar(v: Any) -> Any:
     return v
 
 
-def compare(name: str, expected: Any, actual: Any, atol: float | None = None,
-            rtol: float | None = None) -> OutputResult:
-    """Compare an artifact output (``actual``) with the live function's (``expected``)."""
+def compare(name: str, expected: Any, actual: Any, atol: float | None = None, rtol: float | None = None, *,
+            allow_nonfinite: bool = False, across_compilers: bool = False,
+            sides: tuple[str, str] = ("artifact", "live")) -> OutputResult:
+    """Compare one output: ``actual`` (the artifact's) with ``expected`` (the reference's); see the module docstring.
+
+    ``allow_nonfinite``: an output that is NaN/Inf everywhere on both sides passes (it is still marked
+    ``inconclusive``). ``across_compilers``: :data:`COMPILER_TOLERANCES` and the magnitude-scaled rule. ``sides``
+    names the two sides, ``(actual, expected)``, in messages.
+    """
     import numpy as np
 
     e, a = np.asarray(expected), np.asarray(actual)
     dtype = str(a.dtype)
-    at, rt = tolerance(str(e.dtype), atol, rtol)
-    result = OutputResult(name, dtype, [int(d) for d in a.shape], int(a.size), at, rt)
+    at, rt = tolerance(str(e.dtype), atol, rtol, across_compilers=across_compilers)
+    result = OutputResult(name, dtype, [int(d) for d in a.shape], int(a.size), at, rt,
+                          allow_nonfinite=allow_nonfinite, sides=sides)
+    first, second = (_LONG.get(s, s) for s in sides)
     if e.shape != a.shape:
-        result.problem = f"shape {tuple(a.shape)} from the artifact, {tuple(e.shape)} from the live function"
+        result.problem = f"shape {tuple(a.shape)} from {first}, {tuple(e.shape)} from {second}"
         return result
     if str(e.dtype) != dtype:
-        result.problem = f"dtype {dtype} from the artifact, {e.dtype} from the live function"
+        result.problem = f"dtype {dtype} from {first}, {e.dtype} from {second}"
         return result
     if a.size == 0:
         result.max_abs_error = result.max_rel_error = 0.0
         return result
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the non-finite values are compared apart
-        _errors(result, e, a, dtype, at, rt)
+        _errors(result, e, a, dtype, at, rt, across_compilers)
     return result
 
 
-def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: float) -> None:
+def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: float, scaled: bool) -> None:
     import numpy as np
 
     kind = dtypes.BY_NAME[dtype].kind if dtype in dtypes.BY_NAME else a.dtype.kind
@@ -114,11 +173,19 @@ def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: flo
         wide = np.complex128 if kind == "complex" else np.float64
         ew, aw = e.astype(wide), a.astype(wide)
         finite = np.isfinite(ew) & np.isfinite(aw)
-        same_special = (np.isnan(ew) & np.isnan(aw)) | (ew == aw)
+        same_special = (np.isnan(ew) & np.isnan(aw)) | (ew == aw)  # NaN at the same place, or the same infinity
         diff = np.where(finite, np.abs(aw - ew), 0.0)
         ref = np.abs(np.where(finite, ew, 0.0))
+        if scaled:
+            magnitudes = np.abs(ew[np.isfinite(ew)])
+            result.scale = float(magnitudes.max()) if magnitudes.size else 0.0
+            ref = np.where(finite, np.maximum(ref, result.scale), 0.0)
         bad = np.where(finite, diff > at + rt * ref, ~same_special)
         excess = np.where(finite, diff - (at + rt * ref), np.where(bad, np.inf, -np.inf))
+        if not (np.isfinite(ew) | np.isfinite(aw)).any():
+            result.inconclusive = NONFINITE  # nothing was compared: no error statistics either
+            _worst(result, e, a, bad, excess)
+            return
     elif kind == "bool":
         ew, aw = e.astype(np.int64), a.astype(np.int64)
         diff = np.abs(aw - ew).astype(np.float64)
@@ -136,6 +203,12 @@ def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: flo
     nonzero = ref > 0
     result.max_rel_error = float((diff[nonzero] / ref[nonzero]).max()) if nonzero.any() else (
         0.0 if result.max_abs_error == 0 else None)
+    _worst(result, e, a, bad, excess)
+
+
+def _worst(result: OutputResult, e: Any, a: Any, bad: Any, excess: Any) -> None:
+    import numpy as np
+
     result.mismatched = int(np.count_nonzero(bad))
     if result.mismatched:
         idx = np.unravel_index(int(np.argmax(excess)), a.shape)

@@ -16,6 +16,7 @@ from typing import Any
 from ..artifact import calltree
 from ..errors import JaxportError, VerificationError
 from ..export.bind import flatten_bound, load_bind_source
+from ..export.lower import output_structure
 from . import recorded
 
 
@@ -69,10 +70,11 @@ class LiveFunction:
         x64 = jax.enable_x64(True) if self.f.get("x64") else contextlib.nullcontext()
         with x64:
             out = jax.block_until_ready(self.program(flat))
-        leaves, _ = jax.tree_util.tree_flatten_with_path(out)
-        if len(leaves) == 1 and not leaves[0][0]:
-            return [("output", np.asarray(leaves[0][1]))]
-        return [("/".join(calltree.key_name(k) for k in path) or "output", np.asarray(v)) for path, v in leaves]
+        leaves = jax.tree_util.tree_leaves(out)
+        names, _, tree = output_structure(out)
+        if tree == self.f.get("output_tree") and len(names) == len(self.f["outputs"]):
+            names = [o["name"] for o in self.f["outputs"]]  # the names the export gave (the spec's 'outputs:')
+        return [(name, np.asarray(v)) for name, v in zip(names, leaves)]
 
 
 def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str) -> Any:

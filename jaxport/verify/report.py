@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._text import plural
 from .compare import OutputResult
 from .plan import Case
 
+
+def differing(failed: int, total: int) -> str:
+    """``1 of 1 case differs``, ``2 of 5 cases differ``: the count of failed cases, in agreement."""
+    return f"{failed} of {plural(total, 'case')} differ{'s' if total == 1 else ''}"
 
 @dataclass
 class CaseResult:
@@ -41,9 +46,11 @@ class FunctionPlan:
     """What one function is verified against, on which platforms, at which cases."""
 
     name: str
-    against: str
+    against: str  # what its outputs are compared with: "model.py:f", "golden/out.npz", "the JAX runtime"
     platforms: list[str]
     cases: list[Case]
+    actual: str = "artifact"  # how its side is named: "artifact", or "iree" (compared with "xla")
+    sides: list[str] = field(default_factory=lambda: ["live"])  # the sides compared with: live, reference, xla
 
 
 @dataclass
@@ -78,9 +85,10 @@ class VerifyReport:
                 what = c.error or "; ".join(o.describe() for o in c.outputs if not o.passed)
                 lines.append(f"{c.where} ({c.label}): {what}")
             more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
-            parts.append(f"{len(failed)} of {len(self.cases)} cases differ: " + "; ".join(lines) + more)
+            parts.append(f"{differing(len(failed), len(self.cases))}: " + "; ".join(lines) + more)
         if not parts:
-            return f"{self.artifact}: all {len(self.cases)} cases match."
+            n = len(self.cases)
+            return f"{self.artifact}: " + ("the 1 case matches." if n == 1 else f"all {n} cases match.")
         return f"{self.artifact}: verification failed: " + ". ".join(parts) + "."
 
     def as_dict(self) -> dict[str, Any]:
@@ -88,7 +96,7 @@ class VerifyReport:
                 "budget_bytes": self.budget_bytes,
                 "spec": {"path": self.spec, "checked": self.spec is not None,
                          "differences": self.spec_differences},
-                "functions": [{"name": p.name, "against": p.against, "platforms": p.platforms,
-                               "cases": len(p.cases)} for p in self.functions],
+                "functions": [{"name": p.name, "against": p.against, "actual": p.actual, "sides": p.sides,
+                               "platforms": p.platforms, "cases": len(p.cases)} for p in self.functions],
                 "cases": [c.as_dict() for c in self.cases],
                 "notes": self.notes}

@@ -35,9 +35,9 @@ def _jax_modules() -> None:
     import jax
     import jax.numpy as jnp
     from jax import export
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir.dialects import stablehlo
 
+    from jaxport._jax_internals import serialize_portable_artifact
     from jaxport.module_scan import strip_locations
 
     def mlp(x, w, b):
@@ -73,7 +73,7 @@ def _jax_modules() -> None:
 
     oldest = stablehlo.get_minimum_version()
     module = _bare(jax.jit(old).lower(*[jax.ShapeDtypeStruct((2, 2), np.float32)] * 2).compiler_ir("stablehlo"))
-    (HERE / "jax_stablehlo_oldest.mlirbc").write_bytes(bytes(jmlir.serialize_portable_artifact(module, oldest)))
+    (HERE / "jax_stablehlo_oldest.mlirbc").write_bytes(serialize_portable_artifact(module, oldest))
 
 
 #: Every case: module, spec (or None: main's own types), how the module was produced, and numpy inputs/outputs.

@@ -102,16 +102,16 @@ IMPORT_SPEC = b'jaxport: 1\ndims:\n  b: {max: 64}\nargs: ["f32[b, 4]", "f32[3]",
 _DEEP = textwrap.dedent('''
     import json, sys, threading
     from pathlib import Path
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
+    from jaxport._jax_internals import deserialize_portable_artifact, serialize_portable_artifact
 
     src, version, sdy, out = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", Path(sys.argv[4])
     jobs = json.loads(sys.argv[5])
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
     with ctx:
-        text = jmlir.deserialize_portable_artifact(src.read_bytes()).operation.get_asm(enable_debug_info=False)
+        text = deserialize_portable_artifact(src.read_bytes()).operation.get_asm(enable_debug_info=False)
 
     def module_attribute(attr):
         i = text.index("attributes {", text.index("module @")) + len("attributes {")
@@ -166,7 +166,7 @@ _DEEP = textwrap.dedent('''
                 (out / f"{name}.mlir").write_text(t)
                 with ctx:
                     m = ir.Module.parse(t)
-                    data = bytes(jmlir.serialize_portable_artifact(m, version, sdy))
+                    data = serialize_portable_artifact(m, version, sdy)
                 (out / f"{name}.mlirbc").write_bytes(data)
             except Exception as e:  # noqa: BLE001 - the case is left out, and said so
                 print(f"{name}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
@@ -183,28 +183,28 @@ DEEP_JOBS = [("attr-array", 20000), ("attr-array", 100000), ("attr-dict", 30000)
 
 
 def _module_text(b: Base, mod: bytes) -> str:
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
+
+    from jaxport._jax_internals import deserialize_portable_artifact
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
     with ctx:
-        return jmlir.deserialize_portable_artifact(mod).operation.get_asm(enable_debug_info=False)
+        return deserialize_portable_artifact(mod).operation.get_asm(enable_debug_info=False)
 
 
 def _serialize_text(text: str, version: str) -> bytes:
-    from jax.extend import mlir as jmlir
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
-    from jaxport._jax_internals import serialize_with_sdy
+    from jaxport._jax_internals import deserialize_portable_artifact, serialize_portable_artifact, serialize_with_sdy
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
     with ctx:
-        jmlir.deserialize_portable_artifact(_SEED_MODULE[0])  # loads the dialects a module uses (func, ...)
-        return bytes(jmlir.serialize_portable_artifact(ir.Module.parse(text), version, serialize_with_sdy()))
+        deserialize_portable_artifact(_SEED_MODULE[0])  # loads the dialects a module uses (func, ...)
+        return serialize_portable_artifact(ir.Module.parse(text), version, serialize_with_sdy())
 
 
 _SEED_MODULE: list[bytes] = []

@@ -1,0 +1,133 @@
+"""``jaxport call MODEL.run.json`` (or ``MODEL.vmfb``): run a module that ``jaxport compile`` built, through
+``jaxport.run.iree_loader`` (the smallest bucket that fits, padding where the program allows it), after the
+artifact's input checks, which the run description carries. No JAX is imported."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import click
+
+from .. import render
+from ..render import escape, plain
+
+#: What ``call`` takes for a compiled module rather than an artifact.
+SUFFIXES = (".run.json", ".vmfb")
+
+#: ``call``'s parameters that apply to a compiled module; any other option given is refused.
+_SUPPORTED = {"artifact", "items", "use_random", "dims", "seed", "ranges", "output", "print_values", "benchmark",
+              "as_json", "debug", "runtime_name"}
+
+
+def is_deployed(path: str | Path) -> bool:
+    """Whether ``call``'s ARTIFACT is a compiled module (its run description, or the module beside one)."""
+    return str(path).lower().endswith(SUFFIXES)
+
+
+def call_deployed(ctx: click.Context, path: str | Path) -> None:
+    """``call``'s body for a compiled module; reads its options from ``ctx``."""
+    from jaxport.artifact import contract
+    from jaxport.errors import FormatError, InputError, PlatformError, UsageError
+    from jaxport.run import inputs, outputs
+    from jaxport.run import iree_loader as loader
+    from jaxport.run.deploy import output_paths
+
+    p = ctx.params
+    defaults = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP, None)
+    for param in ctx.command.params:
+        if param.name not in _SUPPORTED and ctx.get_parameter_source(param.name) not in defaults:
+            flag = max(param.opts, key=len) if param.opts else param.name
+            raise UsageError(f"{flag} applies to artifacts; {path} is a module jaxport compile built.")
+    if p["runtime_name"] == "jax" and ctx.get_parameter_source("runtime_name") != click.core.ParameterSource.DEFAULT:
+        raise UsageError(f"{path} is an IREE module; it runs with --runtime iree (leave out --runtime jax).")
+    run_json = output_paths(path)[1] if str(path).lower().endswith(".vmfb") else Path(path)
+    start = time.perf_counter()
+    try:
+        module = loader.load(run_json)
+    except loader.DescriptionError as e:
+        raise FormatError(str(e)) from None
+    fn = module.description["signature"]
+    written = [o["dtype"] for o in fn["outputs"]]
+    if p["output"]:
+        outputs.check_output_path(p["output"], module.output_names, written, safetensors=True)
+    if p["ranges"]:
+        inputs.check_ranges(fn, p["ranges"])
+    if p["use_random"]:
+        seed = 0 if p["seed"] is None else p["seed"]
+        arrays = inputs.random_inputs(fn, contract.resolve_dims(fn, p["dims"]), seed, ranges=p["ranges"])
+        sources = {n: f"random (seed {seed})" for n in arrays}
+    else:
+        arrays, sources = inputs.gather(fn, list(p["items"]))
+    dims = contract.check(fn, [contract.ArrayInfo(i["name"], tuple(arrays[i["name"]].shape),
+                                                  str(arrays[i["name"]].dtype), sources.get(i["name"]))
+                               for i in fn["inputs"]])
+    try:
+        choice = module.choose({n: a.shape for n, a in arrays.items()})
+        module.start()
+        load_s = time.perf_counter() - start
+        start = time.perf_counter()
+        result = module.run(arrays)
+        run_s = time.perf_counter() - start
+        bench = _benchmark(module, arrays, p["benchmark"], load_s) if p["benchmark"] else None
+    except loader.CallError as e:
+        raise InputError(f"{run_json}: {e}") from None
+    except loader.DescriptionError as e:
+        raise FormatError(str(e)) from None
+    except loader.DeployError as e:
+        raise PlatformError(str(e)) from None
+    leaves = [(n, result[n]) for n in module.output_names]
+    if p["output"]:
+        outputs.save_outputs(p["output"], leaves)
+    stats = [outputs.stats(n, v) for n, v in leaves]
+    if p["print_values"] and p["as_json"]:
+        for s, (_, v) in zip(stats, leaves):
+            s["values"] = outputs.jsonable(v) if s["size"] <= 1000 else None
+    if p["as_json"]:
+        render.print_json({
+            "artifact": str(path), "function": choice.function, "platform": "cpu", "runtime": "iree", "dims": dims,
+            "inputs": [{"name": n, "shape": list(arrays[n].shape), "dtype": str(arrays[n].dtype),
+                        "source": sources.get(n)} for n in module.input_names],
+            "outputs": stats, "output_file": str(p["output"]) if p["output"] else None,
+            "timings": {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
+                        "run_s": run_s},
+            "compilation_cache": None, "warnings": [], "benchmark": bench})
+        return
+    out = render.stdout()
+    padded = "; ".join(f"{v} padded from {choice.sizes[v]} to {choice.dims[v]}" for v in choice.padded)
+    shown = ", ".join(f"{k}={v}" for k, v in dims.items())
+    out.print(f"[bold cyan]{escape(choice.function)}[/] of {escape(Path(module.module_path).name)} with IREE"
+              + (f"  [dim]{escape(shown)}[/]" if shown else "")
+              + (f"  ({escape(padded)})" if padded else "") + f"  load {load_s * 1e3:.2f} ms, run {run_s * 1e3:.2f} ms")
+    for s, (name, value) in zip(stats, leaves):
+        shown_stats = "  ".join(f"{k} {_number(s[k])}" for k in ("min", "max", "mean"))
+        out.print(f"  {plain(name)} {tuple(s['shape'])} {s['dtype']}  {shown_stats}  NaN {s['nan']}  Inf {s['inf']}",
+                  markup=False, highlight=False)
+        if p["print_values"] and s["size"] <= 1000:
+            import numpy as np
+
+            out.print(np.array2string(np.asarray(value), threshold=1000, max_line_width=120), markup=False,
+                      highlight=False)
+    if bench:
+        out.print(f"  benchmark ({bench['n']} calls): p50 {bench['p50_s'] * 1e3:.3f} ms, p90 "
+                  f"{bench['p90_s'] * 1e3:.3f} ms, min {bench['min_s'] * 1e3:.3f} ms", markup=False)
+    if p["output"]:
+        out.print(f"[green]Wrote[/] {escape(str(p['output']))} ({len(leaves)} array{'s' if len(leaves) != 1 else ''})")
+
+
+def _number(v) -> str:
+    return "-" if v is None else str(v) if isinstance(v, int) else f"{v:.6g}"
+
+
+def _benchmark(module, arrays, n: int, load_s: float) -> dict:
+    times = []
+    module.run(arrays)  # warm-up
+    for _ in range(n):
+        start = time.perf_counter()
+        module.run(arrays)
+        times.append(time.perf_counter() - start)
+    ordered = sorted(times)
+    return {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None, "warmup": 1, "n": n,
+            "p50_s": statistics.median(times), "p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+            "min_s": ordered[0], "mean_s": statistics.fmean(times)}

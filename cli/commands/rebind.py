@@ -1,0 +1,76 @@
+"""``jaxport rebind``."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors, render
+from ..options import debug_option, json_option
+
+
+def _parse_binds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    binds: dict[str, str] = {}
+    for item in values:
+        name, sep, source = item.partition("=")
+        if not sep or not name or not source:
+            raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. params=finetuned.npz.")
+        if name in binds:
+            raise click.BadParameter(f"{name!r} is given twice; bind each argument once.")
+        binds[name] = source
+    return binds
+
+
+@click.command("rebind")
+@click.argument("artifact", type=click.Path())
+@click.option("--bind", "binds", multiple=True, required=True, metavar="NAME=SOURCE", callback=_parse_binds,
+              help="Replace the weights bound to argument NAME with those of SOURCE (.npz, .safetensors, .npy or "
+                   "model.py:ATTR), of the same names, shapes and dtypes; repeatable.")
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="The new artifact (a directory puts ARTIFACT's file name in it); never ARTIFACT itself.")
+@click.option("--root", type=click.Path(), metavar="DIR",
+              help="Record SOURCE relative to DIR, the export root (default: the first of the current directory, "
+                   "ARTIFACT's and SOURCE's directories that holds the artifact's recorded spec), so that verify finds "
+                   "the new weights.")
+@click.option("--version", "version", help="Replace metadata.version.")
+@click.option("--no-manifest", is_flag=True, help="Do not write the <output>.manifest.json sidecar.")
+@json_option
+@debug_option
+def command(artifact, binds, output, root, version, no_manifest, as_json, debug):
+    """Replace an artifact's bound weights without re-exporting; the program stays byte-identical.
+
+    The new weights must have the names, shapes and dtypes of the old: the first difference is refused (exit 9).
+
+    \b
+    Examples:
+      jaxport rebind mlp-bound.jaxport --bind params=examples/mlp/params.safetensors -o tuned.jaxport
+      jaxport rebind mlp-bound.jaxport --bind params=examples/mlp/params.npz --version 1.0.1 -o tuned.jaxport
+    """
+
+    def body():
+        import jaxport
+
+        result = jaxport.rebind(artifact, binds, output, root=root, version=version,
+                                write_manifest=not no_manifest)
+        if as_json:
+            render.print_json({
+                "artifact": str(result.path), "input": str(artifact), "size": result.size,
+                "manifest_file": str(result.manifest_path) if result.manifest_path else None,
+                "rebound": [{"name": r.name, "source": r.source, "recorded": r.recorded, "tensors": r.tensors,
+                             "changed": r.changed} for r in result.rebound],
+                "kept_members": result.kept_members, "warnings": result.warnings, "manifest": result.manifest})
+            return
+        from jaxport.artifact.summary import human_bytes
+
+        con = render.stderr()
+        for w in result.warnings:
+            con.print(f"[yellow]warning:[/] {render.escape(w)}")
+        out = render.stdout()
+        out.print(f"[green]Rebound[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
+        for r in result.rebound:
+            out.print(f"  {render.plain(r.name)} <- {render.plain(r.source)}: {len(r.tensors)} tensor"
+                      f"{'' if len(r.tensors) == 1 else 's'}, {len(r.changed)} changed", markup=False)
+        out.print(f"  programs kept byte for byte: {render.plain(', '.join(result.kept_members))}", markup=False)
+        if result.manifest_path:
+            out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
+
+    errors.run(body, debug=debug, as_json=as_json)

@@ -1,0 +1,87 @@
+"""``jaxport warmup``: check an artifact's program and compile it for given shapes into the user's cache."""
+
+from __future__ import annotations
+
+import click
+
+from .. import errors, render
+from ..devices import apply, device_options
+from ..options import allow_custom_call_option, debug_option, dim_values_option, function_option, json_option
+from ..render import plain
+
+
+def _dims_option(f):
+    """``--dim NAME=V1,V2,...`` as ``verify`` parses it, with warmup's own help."""
+    f = dim_values_option(f)
+    f.__click_params__[-1].help = ("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for "
+                                   "each variable. Several values: every combination.")
+    return f
+
+
+@click.command("warmup")
+@click.argument("artifact", type=click.Path())
+@_dims_option
+@function_option
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "
+                   "$JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or ~/.cache/jaxport/xla). Give the same "
+                   "directory to 'jaxport call --cache-dir' (or ship it as the default) where the artifact runs.")
+@click.option("--allow-platform-mismatch", is_flag=True,
+              help="Try to compile a function exported for other platforms than the local one.")
+@allow_custom_call_option
+@device_options
+@json_option
+@debug_option
+def command(artifact, dims, function, cache_dir, allow_platform_mismatch, allow_custom_calls, devices, as_json,
+            debug):
+    """Check an artifact's program and compile it ahead for the shapes of --dim, into the cache.
+
+    A later 'jaxport call' (or a jaxport.load with the same JAX compilation cache) on this machine then starts no
+    checking process and compiles nothing for those shapes: it fetches the compiled program. Several values of a
+    dimension (--dim batch=1,8,32) compile every combination. For a container image, warm up at build time and
+    ship the cache directory; compiled programs are native code for this jaxlib and device kind, and are never
+    put inside an artifact.
+    """
+
+    def body():
+        apply(devices)  # before JAX starts
+        from jaxport.run.cache import compilation_cache, default_cache_dir
+        from jaxport.run.load import load
+
+        directory = cache_dir or default_cache_dir()
+        with compilation_cache(directory):  # the check's verdict goes there too
+            loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
+                          allow_custom_calls=allow_custom_calls)
+        done = loaded.warmup(dims, cache_dir=directory)
+        if as_json:
+            render.print_json({"artifact": str(artifact), "function": loaded.function, "cache_dir": str(directory),
+                               "platform": loaded.platform,
+                               "signatures": [w.as_dict(loaded.input_names) for w in done]})
+            return
+        _render(artifact, loaded, done, directory)
+
+    errors.run(body, debug=debug, as_json=as_json)
+
+
+def _render(artifact, loaded, done, directory):
+    from jaxport.artifact.summary import array_type
+
+    out = render.Document()
+    fetched = sum(1 for w in done if w.compilation.cache_hit)
+    out.line("Warmed up ", (plain(loaded.function), "bold cyan"), f" of {plain(str(artifact))} on "
+             f"{plain(loaded.platform)}: {len(done)} shape signature{'s' if len(done) != 1 else ''} in "
+             f"{plain(str(directory))} ({len(done) - fetched} compiled, {fetched} already there)")
+    t = render.Table("signatures", ("dimensions", "inputs", "lower", "compile", "cache"))
+    for w in done:
+        c = w.compilation
+        shown = ", ".join(f"{plain(n)}: {array_type({'shape': list(shape), 'dtype': dt})}"
+                          for n, (shape, dt) in zip(loaded.input_names, w.key))
+        state = "fetched" if c.cache_hit else "compiled, now cached" if c.cache_hit is False else "compiled"
+        t.add_row(", ".join(f"{k}={v}" for k, v in w.dims.items()) or "-", shown, _seconds(c.lower_seconds),
+                  _seconds(c.seconds), state)
+    out.table(t)
+    out.print()
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2f} s" if s >= 1 else f"{s * 1e3:.0f} ms"

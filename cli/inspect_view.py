@@ -1,0 +1,197 @@
+"""What ``jaxport inspect`` shows of an artifact's manifest: a document of lines and tables (``render.Document``).
+
+No click and no JAX here: the command line's fast path (``main._inspect_fast``) prints ``inspect ARTIFACT`` and
+``inspect --json ARTIFACT`` through :func:`output` without importing click, and rich only when a table needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from . import render
+from .render import plain
+
+
+def document(art, function: str | None) -> render.Document:
+    """The human view of an open, verified artifact (``function``: only that one)."""
+    from jaxport.artifact.manifest import function_names
+
+    return _render(art, function_names(art.manifest, function))
+
+
+def output(artifact: str, as_json: bool, function: str | None) -> str | None:
+    """All that ``inspect [--json] [--function NAME] ARTIFACT`` prints on stdout, for the fast path: None when
+    only rich can render it here (see ``render.Document.render_plain``). Raises what opening, verifying or
+    selecting raises; the caller then runs the command the usual way, which reports it."""
+    from jaxport.artifact.container import open_artifact
+    from jaxport.artifact.manifest import function_names
+
+    with open_artifact(artifact) as art:
+        art.verify_all()
+        if as_json:
+            function_names(art.manifest, function)  # an unknown --function is an error with --json too
+            return json.dumps(art.manifest, indent=2) + "\n"
+        return document(art, function).render_plain(sys.stdout, os.environ)
+
+
+_MAX_ROWS = 24  # rows of a table before it is cut (the JSON has everything)
+
+
+def _printable(node):
+    """The manifest with every string's control characters escaped (``\\x1b``): its text comes from the artifact,
+    which may be hostile, and is shown on a terminal."""
+    if isinstance(node, str):
+        return plain(node)
+    if isinstance(node, dict):
+        return {_printable(k): _printable(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_printable(v) for v in node]
+    return node
+
+
+def _render(art, names) -> render.Document:
+    from jaxport.artifact.bounds import Bounds
+    from jaxport.artifact.compat import window
+    from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
+
+    m = _printable(art.manifest)
+    out = render.Document()
+    meta = m.get("metadata", {})
+    prod = m["producer"]
+    title = meta.get("name") or plain(art.path.name)
+    if meta.get("version"):
+        title += f" {meta['version']}"
+    out.line((title, "bold"), f"  ({plain(str(art.path))}, {human_bytes(art.size)}, {len(art.members)} members, "
+                              f"sha256 verified)")
+    if meta.get("description"):
+        out.line(f"  {meta['description']}")
+    if meta.get("labels"):
+        out.line("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()))
+    out.line(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
+             f"jaxlib {prod['jaxlib']}")
+    out.line(f"  compatibility: {window(prod['jax']).sentence()}")
+    for fname in names:
+        f = m["functions"][fname]
+        out.line()
+        out.line((fname, "bold cyan"), f": {plain(signature(fname, f))}")
+        cc = f["calling_convention_version"]
+        rng = prod.get("calling_convention_range")
+        rng_text = f" (writer supports {rng[0]}..{rng[1]})" if isinstance(rng, list) and len(rng) == 2 else ""
+        out.line(f"  entry point {f.get('entrypoint')}; platforms {', '.join(f['platforms'])}; calling convention "
+                 f"{cc}{rng_text}; StableHLO {f.get('stablehlo_version')}; devices {f.get('nr_devices', 1)}")
+        _render_parallel(out, f)
+        for kind in ("inputs", "outputs"):
+            t = render.Table(kind, ("name", "type", "sharding"))
+            for a in f[kind][:_MAX_ROWS]:
+                t.add_row(a["name"], plain(array_type(a)), plain(_sharding(a)))
+            out.table(t)
+            if len(f[kind]) > _MAX_ROWS:
+                out.line(f"  ... and {len(f[kind]) - _MAX_ROWS} more {kind} (inspect --json lists them all)")
+        if f.get("dims"):
+            t = render.Table("dimension variables", ("name", "min", "max", "derived"))
+            for dn, d in f["dims"].items():
+                b = Bounds.of(d)
+                t.add_row(dn, str(b.lo), "-" if b.hi is None else str(b.hi), plain(derivation_text(dn, d)))
+            out.table(t)
+        if f.get("constraints"):
+            out.line("  constraints: " + "; ".join(f["constraints"]))
+        checks = f.get("shape_assertions", [])
+        out.line(f"  shape checks: {len(checks)} in the wrapped main")
+        for msg in checks:
+            out.line(f"    - {_short_assertion(msg)}")
+        if f.get("custom_calls"):
+            t = render.Table("custom calls", ("target", "count", "stability"))
+            for c in f["custom_calls"]:
+                style = "green" if c.get("stability") == "guaranteed" else "yellow"
+                t.add_row(c["target"], str(c.get("count", "")), (plain(str(c.get("stability"))), style))
+            out.table(t)
+        else:
+            out.line("  custom calls: none")
+        dsc = f.get("disabled_safety_checks") or []
+        out.line(f"  disabled safety checks: {', '.join(dsc) if dsc else 'none'}")
+        eff = f.get("effects") or {}
+        effects = (eff.get("ordered") or []) + (eff.get("unordered") or [])
+        out.line(f"  effects: {', '.join(effects) if effects else 'none'}")
+        bound = f.get("weights") or []
+        if bound:
+            tensors = (m.get("weights") or {}).get("tensors", {})
+            total = sum(tensors[n]["nbytes"] for n in bound if n in tensors)
+            out.line(f"  bound weights: {len(bound)} tensors, {human_bytes(total)} (supplied by the artifact)")
+        consts = f.get("embedded_constants") or {}
+        if consts.get("bytes"):
+            out.line(f"  embedded constants: {consts.get('count')} totalling {human_bytes(consts['bytes'])}")
+    _render_weights(out, m)
+    out.line()
+    t = render.Table("members", ("name", "size", "sha256"))
+    for name, info in m["members"].items():
+        t.add_row(name, human_bytes(info["size"]), info["sha256"][:16] + "…")
+    out.table(t)
+    return out
+
+
+def _render_weights(out, m):
+    from jaxport.artifact.summary import array_type, human_bytes
+
+    tensors = (m.get("weights") or {}).get("tensors") or {}
+    if not tensors:
+        return
+    users: dict[str, list[str]] = {}
+    for fname, f in m["functions"].items():
+        for n in f.get("weights") or []:
+            users.setdefault(n, []).append(fname)
+    total = sum(t["nbytes"] for t in tensors.values())
+    by_dtype: dict[str, int] = {}
+    for t in tensors.values():
+        by_dtype[t["dtype"]] = by_dtype.get(t["dtype"], 0) + t["nbytes"]
+    out.line()
+    out.line(("weights", "bold"), f": {len(tensors)} tensors, {human_bytes(total)} ("
+             + ", ".join(f"{d} {human_bytes(b)}" for d, b in sorted(by_dtype.items(), key=lambda x: -x[1])) + ")")
+    t = render.Table("largest tensors", ("name", "type", "size", "used by"))
+    largest = sorted(tensors.items(), key=lambda kv: (-kv[1]["nbytes"], kv[0]))[:10]
+    for name, info in largest:
+        t.add_row(name, plain(array_type(info)), human_bytes(info["nbytes"]), ", ".join(users.get(name, [])) or "-")
+    out.table(t)
+    if len(tensors) > len(largest):
+        out.line(f"  ... and {len(tensors) - len(largest)} more (inspect --json lists them all)")
+
+
+def _short_assertion(msg: str) -> str:
+    """The sentence that says what is checked, without JAX's boilerplate."""
+    text = msg.replace("Input shapes do not match the polymorphic shapes specification. ", "")
+    text = text.replace("Input shapes do not match the symbolic shape constraint ", "constraint ")
+    cut = text.find(" Using the following polymorphic shapes")
+    return (text[:cut] if cut > 0 else text)[:200]
+
+
+def _sharding(a):
+    """``P('data', None)  {devices=[4,1,2]<=[8] ...}`` for a sharded array, the HLO text alone, or ``-``."""
+    from jaxport.sharding import text
+
+    if "partition_spec" in a:
+        hlo = a.get("sharding")
+        return text(a["partition_spec"]) + (f"  {hlo}" if hlo else "")
+    return a.get("sharding") or "-"
+
+
+def _render_parallel(out, f):
+    """The mesh and the bound tensors' partitioning of a sharded function, and the derivatives it carries."""
+    from jaxport.sharding import mesh_devices, mesh_text, text
+
+    mesh = f.get("mesh")
+    if mesh:
+        out.line(f"  mesh {mesh_text(mesh)} ({mesh_devices(mesh)} devices); run it where JAX has that many devices "
+                 f"(call --host-devices {mesh_devices(mesh)} on a CPU)")
+        specs = f.get("weights_partition_specs") or {}
+        sharded = {n: s for n, s in specs.items() if s and any(e is not None for e in s)}
+        if sharded:
+            shown = ", ".join(f"{n} {text(s)}" for n, s in list(sharded.items())[:_MAX_ROWS])
+            more = f", and {len(sharded) - _MAX_ROWS} more" if len(sharded) > _MAX_ROWS else ""
+            rest = len(specs) - len(sharded)
+            out.line(f"  sharded weights: {shown}{more}" + (f"; {rest} replicated" if rest else ""))
+    order = f.get("vjp_order", 0)
+    if order:
+        out.line(f"  derivatives: VJPs up to order {order} (jax.grad through jaxport.load, call --vjp)")
+    else:
+        out.line("  derivatives: none (export with --vjp-order 1 to differentiate it)")

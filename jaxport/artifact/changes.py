@@ -1,0 +1,55 @@
+"""One difference between two artifacts, as ``diff`` reports it: its severity, a stable kind, where and what.
+
+Severities: *breaking* (a caller of the old artifact may fail with, or misread, the new one), *compatible* (every
+such caller keeps working), and *undecided* (jaxport could prove neither; ``--fail-on breaking`` counts it as
+breaking, for safety, and says that it was not proven breaking).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+BREAKING = "breaking"
+COMPATIBLE = "compatible"
+UNDECIDED = "undecided"
+SEVERITIES = (BREAKING, UNDECIDED, COMPATIBLE)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference. ``kind`` is a stable name (see specs/CLI.md); ``path`` says where, in manifest terms."""
+
+    severity: str
+    kind: str
+    function: str | None
+    path: str
+    message: str
+    old: Any = None
+    new: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"severity": self.severity, "kind": self.kind, "function": self.function, "path": self.path,
+                "message": self.message, "old": self.old, "new": self.new}
+
+
+class Collector:
+    """The changes found so far, in the order found."""
+
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+
+    def add(self, severity: str, kind: str, function: str | None, path: str, message: str, old: Any = None,
+            new: Any = None) -> None:
+        self.changes.append(Change(severity, kind, function, path, message, jsonable(old), jsonable(new)))
+
+
+def jsonable(v: Any) -> Any:
+    """``v`` as plain JSON values (tuples become lists, other objects their text)."""
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    return str(v)

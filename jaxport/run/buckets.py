@@ -1,0 +1,216 @@
+"""Shape buckets: the concrete shapes ``jaxport compile`` builds one IREE function for each.
+
+A *bucket* assigns every dimension variable of a function a value. ``compile`` takes them in one of four ways:
+
+- ``--dim NAME=N`` only (``fixed``): one bucket, the variables not named taking their smallest valid values (the
+  single-shape form);
+- ``--dims NAME=N1,N2,...`` (``grid``, repeatable): the grid of every combination, with ``--dim`` fixing the
+  variables not listed; every variable must be listed or fixed;
+- ``--bucket NAME=N,NAME=N`` (``explicit``, repeatable): exactly these assignments (``--dim`` fills in the variables
+  a bucket leaves out);
+- none of them (``proposed``): for each variable the powers of two inside its spec bounds, plus the upper bound
+  itself when it is not one, thinned (keeping the largest) so that at most :data:`MAX_PROPOSED` functions are built.
+  A variable without an upper bound cannot be proposed for: the user gives ``--dims``.
+
+Every bucket is checked against the bounds and constraints (``artifact.contract``); a grid point or proposal that
+breaks a constraint is left out with a note, a given value that breaks a bound is a usage error. No JAX here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..artifact import contract
+from ..artifact.bounds import Bounds
+from ..errors import InputError, UsageError
+
+#: Most functions proposed from the spec's bounds when no buckets are given.
+MAX_PROPOSED = 8
+#: Most functions one module may hold (a grid or list beyond it is refused: compile time grows with each).
+MAX_BUCKETS = 64
+#: What a module's only function is called; with several, ``main_<var><value>_...``.
+SINGLE_NAME = "main"
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class Plan:
+    """The buckets to build, in order, and how they were chosen."""
+
+    buckets: list[dict[str, int]]
+    source: str  # "static", "--dim", "--dims", "--bucket" or "spec bounds"
+    notes: list[str] = field(default_factory=list)
+
+
+def _shown(bucket: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in bucket.items())
+
+
+def _check_names(variables: list[str], names: Sequence[str], flag: str) -> None:
+    for name in names:
+        if name not in variables:
+            have = ", ".join(variables) or "none"
+            raise UsageError(f"{flag} {name}: the function has no dimension variable {name!r}; it has {have}.")
+
+
+def _resolved(fn: Mapping[str, Any], bucket: Mapping[str, int], flag: str) -> dict[str, int]:
+    """Every variable's value for a bucket that names all of them, checked against bounds and constraints."""
+    try:
+        return contract.resolve_dims(fn, bucket)
+    except InputError as e:
+        raise UsageError(f"{flag} {_shown(bucket)}: {e}") from None
+
+
+def _satisfies(fn: Mapping[str, Any], bucket: Mapping[str, int]) -> bool:
+    try:
+        contract.resolve_dims(fn, bucket)
+    except InputError:
+        return False
+    return True
+
+
+def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
+         grid: Mapping[str, Sequence[int]] | None = None,
+         explicit: Sequence[Mapping[str, int]] | None = None) -> Plan:
+    """The buckets of a manifest function (see the module docstring); raises UsageError for a bad request."""
+    fixed, grid, explicit = dict(fixed or {}), dict(grid or {}), list(explicit or [])
+    variables = contract.dimension_variables(fn)
+    if grid and explicit:
+        raise UsageError("--dims builds a grid and --bucket lists buckets one by one; give one of them.")
+    _check_names(variables, list(fixed), "--dim")
+    _check_names(variables, list(grid), "--dims")
+    for b in explicit:
+        _check_names(variables, list(b), "--bucket")
+    both = [v for v in grid if v in fixed]
+    if both:
+        raise UsageError(f"--dim {both[0]}={fixed[both[0]]} and --dims {both[0]}=... both set {both[0]!r}; give it "
+                         f"once.")
+    if not variables:
+        return Plan([{}], "static")
+    if explicit:
+        buckets = []
+        for b in explicit:
+            missing = [v for v in variables if v not in b and v not in fixed]
+            if missing:
+                raise UsageError(f"--bucket {_shown(b)}: give every dimension variable ({', '.join(missing)} "
+                                 f"missing), or fix {'them' if len(missing) > 1 else 'it'} with --dim "
+                                 f"{missing[0]}=N.")
+            buckets.append(_resolved(fn, {**fixed, **b}, "--bucket"))
+        return Plan(_ordered(buckets, variables), "--bucket")
+    if grid:
+        missing = [v for v in variables if v not in grid and v not in fixed]
+        if missing:
+            raise UsageError(f"--dims: give every dimension variable a list of sizes ({', '.join(missing)} has "
+                             f"none), or fix {'them' if len(missing) > 1 else 'it'} with --dim {missing[0]}=N.")
+        bounds = {v: Bounds.of((fn.get("dims") or {}).get(v)) for v in variables}
+        for v, values in grid.items():
+            for value in values:
+                if not bounds[v].holds(value):
+                    raise UsageError(f"--dims {v}={','.join(map(str, values))}: {value} is outside the spec bound "
+                                     f"{bounds[v].text(v)}.")
+        lists = {v: sorted(set(grid[v])) if v in grid else [fixed[v]] for v in variables}
+        return _combined(fn, variables, lists, "--dims", "grid point")
+    if fixed:
+        return Plan([_resolved(fn, fixed, "--dim")], "--dim")
+    return propose(fn)
+
+
+def propose(fn: Mapping[str, Any]) -> Plan:
+    """Buckets from the spec's bounds (see the module docstring)."""
+    variables = contract.dimension_variables(fn)
+    lists: dict[str, list[int]] = {}
+    for v in variables:
+        b = Bounds.of((fn.get("dims") or {}).get(v))
+        if b.hi is None:
+            raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
+                             f"give the sizes to build with --dims {v}=N1,N2,... (or one with --dim {v}=N).")
+        values = [1 << k for k in range(max(b.hi, 1).bit_length()) if b.lo <= 1 << k <= b.hi]
+        if not values or values[-1] != b.hi:
+            values.append(b.hi)
+        lists[v] = values
+    keep = max(1, math.floor(MAX_PROPOSED ** (1 / len(variables)) + 1e-9))
+    for v in variables:
+        values = lists[v]
+        if len(values) > keep:
+            step = math.ceil(len(values) / keep)
+            lists[v] = sorted(values[::-1][::step])
+    result = _combined(fn, variables, lists, "spec bounds", "proposed bucket")
+    shown = "; ".join(f"{v} in {', '.join(map(str, lists[v]))}" for v in variables)
+    result.notes.insert(0, f"no --dims or --bucket given: buckets proposed from the spec's bounds (powers of two "
+                           f"inside them and the upper bound, at most {MAX_PROPOSED} functions): {shown}")
+    return result
+
+
+def _combined(fn: Mapping[str, Any], variables: list[str], lists: Mapping[str, list[int]], source: str,
+              what: str) -> Plan:
+    total = math.prod(len(lists[v]) for v in variables)
+    if total > MAX_BUCKETS:
+        raise UsageError(f"--dims: {total} combinations, more than the {MAX_BUCKETS} functions one module may hold; "
+                         f"give fewer sizes, or list the buckets you need with --bucket.")
+    buckets: list[dict[str, int]] = []
+    dropped: list[dict[str, int]] = []
+    for values in itertools.product(*(lists[v] for v in variables)):
+        bucket = dict(zip(variables, values))
+        (buckets if _satisfies(fn, bucket) else dropped).append(bucket)
+    if not buckets:
+        raise UsageError(f"{source}: no {what} satisfies the spec's constraints "
+                         f"({'; '.join(fn.get('constraints') or []) or 'bounds'}); give buckets that do with "
+                         f"--bucket.")
+    notes = []
+    if dropped:
+        notes.append(f"{len(dropped)} {what}{'s' if len(dropped) > 1 else ''} left out for breaking the spec's "
+                     f"constraints: {'; '.join(_shown(b) for b in dropped[:6])}{' ...' if len(dropped) > 6 else ''}")
+    return Plan(_ordered(buckets, variables), source, notes)
+
+
+def _ordered(buckets: list[dict[str, int]], variables: list[str]) -> list[dict[str, int]]:
+    """Without duplicates, ordered by the values in the variables' order."""
+    seen: dict[tuple[int, ...], dict[str, int]] = {}
+    for b in buckets:
+        seen.setdefault(tuple(b[v] for v in variables), {v: b[v] for v in variables})
+    return [seen[k] for k in sorted(seen)]
+
+
+def function_names(buckets: list[dict[str, int]]) -> list[str]:
+    """The module's function for each bucket: ``main`` when there is one, else ``main_<var><value>_...``
+    (``main_0``, ``main_1``, ... when a variable's name is not a plain ASCII identifier or names would clash)."""
+    if len(buckets) == 1:
+        return [SINGLE_NAME]
+    names = [f"{SINGLE_NAME}_" + "_".join(f"{k}{v}" for k, v in b.items()) for b in buckets]
+    if len(set(names)) != len(names) or not all(_SYMBOL.fullmatch(n) for n in names):
+        names = [f"{SINGLE_NAME}_{i}" for i in range(len(buckets))]
+    return names
+
+
+def parse_assignments(text: str, flag: str) -> dict[str, list[int]]:
+    """``NAME=N1,N2`` (``--dims``) or ``NAME=N,NAME=N`` (``--bucket``) as ``{name: [values]}``; raises UsageError.
+
+    For ``--dims`` the text names one variable and several values; for ``--bucket`` several variables with one
+    value each. Which one is meant is the caller's check."""
+    out: dict[str, list[int]] = {}
+    name = None
+    for part in text.split(","):
+        part = part.strip()
+        if "=" in part:
+            name, _, value = part.partition("=")
+            name = name.strip()
+            if not name.isidentifier():
+                raise UsageError(f"{flag} {text}: {name!r} is not a dimension variable name.")
+            if name in out:
+                raise UsageError(f"{flag} {text}: {name!r} is given twice.")
+            out[name] = []
+        elif name is None:
+            raise UsageError(f"{flag} {text}: expected NAME=VALUE (e.g. {flag} batch=1,8,32).")
+        else:
+            value = part
+        value = value.strip()
+        if not value.isdigit() or len(value) > 19:
+            raise UsageError(f"{flag} {text}: {value[:40]!r} is not a size (a non-negative integer).")
+        out[name].append(int(value))
+    return out

@@ -1,0 +1,170 @@
+"""Value ranges of random inputs: ``--range NAME=LO:HI`` and a manifest input's ``range``, checked against the input's
+dtype, and the arrays drawn from them. No JAX.
+
+A range is half-open, [LO, HI): a float input is uniform in it (and every value, after rounding to the input's
+dtype, lies inside it), an integer input takes the integers LO..HI-1 (``--range tok=0:32000`` gives token ids
+0..31999). A range is refused on a bool or PRNG key input, when LO >= HI, when a bound is not finite, for an integer
+input when a bound is not an integer or the range leaves the dtype (``int8`` takes at most -128:128), and for a float
+input when a bound lies beyond the dtype's largest finite value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import dtypes
+from ..errors import UsageError
+
+Range = tuple[float, float]
+Error = Callable[[str], Exception]
+
+#: The integer range of each integer dtype, as (smallest, largest).
+_INT_LIMITS = {f"{'u' if u else ''}int{b}": ((0, (1 << b) - 1) if u else (-(1 << (b - 1)), (1 << (b - 1)) - 1))
+               for u in (False, True) for b in (8, 16, 32, 64)}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e16:
+        return str(int(value))
+    return f"{value:g}" if abs(value) >= 1e16 else repr(value)
+
+
+def float_limit(dtype: str) -> float:
+    """The largest finite value of a float (or complex: its parts') dtype."""
+    import ml_dtypes
+    import numpy as np
+
+    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    target = dtypes.to_numpy(part)
+    info = np.finfo(target) if part in ("float16", "float32", "float64") else ml_dtypes.finfo(target)
+    return float(info.max)
+
+
+def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
+    """The range ``value`` (``[LO, HI]``) of the manifest input ``inp``, checked against its dtype (see the module
+    docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``."""
+    name, dtype = inp["name"], inp["dtype"]
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_number(v) for v in value):
+        raise error(f"{where}: the range of input {name!r} must be two numbers [LO, HI]; it is {value!r:.80}.")
+    lo, hi = value
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of input {name!r} is not finite; give two "
+                    f"finite numbers.")
+    if lo >= hi:
+        raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of input {name!r} is empty; LO must be less "
+                    f"than HI (the range is half-open, [LO, HI)).")
+    kind = dtypes.BY_NAME[dtype].kind
+    if kind == "bool":
+        raise error(f"{where}: input {name!r} is bool, which takes no range (random bools are fair coin flips); "
+                    f"leave out its range.")
+    if kind == "key":
+        raise error(f"{where}: input {name!r} is a PRNG key array ({dtype}), which takes no range (random keys are "
+                    f"made from the seed); leave out its range.")
+    if kind in ("int", "uint"):
+        if lo != int(lo) or hi != int(hi):
+            raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of the {dtype} input {name!r} must have "
+                        f"integer bounds (LO..HI-1 are drawn).")
+        lo, hi = int(lo), int(hi)
+        small, large = _INT_LIMITS[dtype]
+        if lo < small or hi - 1 > large:
+            raise error(f"{where}: the range {lo}:{hi} of input {name!r} leaves {dtype}, which holds "
+                        f"{small}..{large}; give a range within {small}:{large + 1}.")
+        return lo, hi
+    limit = float_limit(dtype)
+    if lo < -limit or hi > limit:
+        raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of input {name!r} leaves {dtype}, whose largest "
+                    f"finite value is {limit:g}; give a range within -{limit:g}:{limit:g}.")
+    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    if representable(float(lo), float(hi), part) is None:
+        raise error(f"{where}: no {part} value lies in the range {_shown(lo)}:{_shown(hi)} of input {name!r}; "
+                    f"widen it.")
+    return float(lo), float(hi)
+
+
+def check_ranges(fn: Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range") -> None:
+    """Refuse (``UsageError``) ranges for inputs the function ``fn`` (a manifest entry) does not have, listing its
+    inputs, and ranges that do not fit their input's dtype (see the module docstring)."""
+    by_name = {i["name"]: i for i in fn["inputs"]}
+    for name, value in (ranges or {}).items():
+        if name not in by_name:
+            close = difflib.get_close_matches(name, list(by_name), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"{where}: unknown input name {name!r}; the inputs are: "
+                             f"{', '.join(by_name) or '(none)'}.{hint}")
+        check_range(by_name[name], value, where)
+
+
+def _step(value: Any, up: bool) -> Any:
+    """The neighbour of the finite float scalar ``value`` (a numpy scalar of its dtype) above or below it."""
+    import numpy as np
+
+    width = value.dtype.itemsize * 8
+    unsigned = np.dtype(f"uint{width}")
+    bits = int(np.asarray(value).view(unsigned))
+    sign = 1 << (width - 1)
+    magnitude = bits & (sign - 1)
+    negative = bool(bits & sign) and magnitude != 0
+    if magnitude == 0:  # +0 or -0
+        bits = 1 if up else sign | 1
+    elif negative:
+        bits = bits - 1 if up else bits + 1
+    else:
+        bits = bits + 1 if up else bits - 1
+    return np.asarray(bits, dtype=unsigned).view(value.dtype)[()]
+
+
+def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | None:
+    """The smallest and the largest value of the float dtype ``dtype`` in [lo, hi); None if none is."""
+    import numpy as np
+
+    target = dtypes.to_numpy(dtype)
+    low = np.asarray(lo, dtype=np.float64).astype(target)[()]
+    if float(low) < lo:
+        low = _step(low, up=True)
+    high = np.asarray(hi, dtype=np.float64).astype(target)[()]
+    if float(high) >= hi:
+        high = _step(high, up=False)
+    if float(low) > float(high):
+        return None
+    return float(low), float(high)
+
+
+def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
+    """A random array for the manifest input ``inp`` of ``shape``: from ``bounds`` (a checked range) when given,
+    else the defaults: floats standard normal (complex: both parts), integers in [0, 8), bools fair coin flips."""
+    import numpy as np
+
+    dtype = inp["dtype"]
+    kind = dtypes.BY_NAME[dtype].kind
+    target = dtypes.to_numpy(dtype)
+    if kind == "bool":
+        return rng.random(shape) < 0.5
+    if kind in ("int", "uint"):
+        if bounds is None:
+            return rng.integers(0, 8, size=shape).astype(target)
+        return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, dtype=target)
+    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+
+    def one() -> Any:
+        if bounds is None:
+            return rng.standard_normal(shape)
+        inside = representable(float(bounds[0]), float(bounds[1]), part)
+        assert inside is not None, "check_range refuses a range that holds no value of the dtype"
+        low, high = inside
+        values = rng.uniform(float(bounds[0]), float(bounds[1]), size=shape)
+        values = values.astype(dtypes.to_numpy(part)).astype(np.float64)
+        return np.clip(values, low, high)
+
+    if kind == "complex":
+        real = one()
+        return (real + 1j * one()).astype(target)
+    return one().astype(target)

@@ -1,0 +1,495 @@
+"""Whether a program may be padded along a dimension variable: a proof that it works row by row, or a reason why not.
+
+A deployed IREE module holds one function per shape bucket; a call whose size ``n`` of a variable ``v`` lies between
+two buckets can run on the bucket of size ``B > n`` only if padding the inputs to ``B`` and slicing the outputs back
+to ``n`` gives what the program gives at ``n``. That holds when every value the program computes is *row-wise in*
+``v``: its elements at positions ``< n`` along each axis sized by ``v`` depend only on the inputs' elements at
+positions ``< n``, and not on ``v``'s value itself. A reduction or contraction over such an axis, a slice or a
+reverse of it, a gather from it, or a constant computed from ``v`` (``x / x.shape[0]``, ``x[-1]``) breaks it.
+
+The proof works on the program specialized to static shapes (what IREE compiles), which has lost which axes are
+sized by ``v``. So the program is specialized at two values of ``v`` (the other variables fixed) and the two modules
+are walked in lockstep: an axis whose size is ``s1`` in one and ``s2`` in the other is sized by ``v``; an axis whose
+size changes otherwise (``2*v``, a merge of ``v`` with another axis) is not allowed to carry data; any other
+difference (a constant, an attribute, the operations themselves) means the program uses ``v``'s value. Each
+operation then has a rule saying whether it keeps rows apart (elementwise operations, broadcasts and transposes,
+reductions and contractions over other axes, batched matrix products, gathers indexed per row, loops that carry
+rows unchanged...); an operation without a rule is assumed not to (conservative: padding is refused, never
+wrongly allowed). Padding fills with copies of the last real row (``edge``), so a padded row is a valid input row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import dimexpr
+from .._jax_internals import make_ir_context
+
+#: A value's state: the axes sized by the variable (the value is row-wise), or why it is not.
+State = frozenset[int] | str
+
+_ELEMENTWISE = frozenset(f"stablehlo.{n}" for n in (
+    "abs add and atan2 cbrt ceil clamp compare complex convert cosine count_leading_zeros divide exponential "
+    "exponential_minus_one floor imag is_finite log log_plus_one logistic maximum minimum multiply negate not or "
+    "popcnt power real reduce_precision remainder round_nearest_afz round_nearest_even rsqrt select shift_left "
+    "shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor map optimization_barrier "
+    "copy").split()) | frozenset(f"chlo.{n}" for n in (
+        "acos acosh asin asinh atan atanh bessel_i1e conj cosh sinh digamma erf erf_inv erfc is_inf is_neg_inf "
+        "is_pos_inf lgamma next_after polygamma tan zeta square").split())
+
+#: Attributes whose values may differ between the two specializations, checked by the operation's rule instead.
+_SIZED_ATTRIBUTES = {
+    "stablehlo.constant": {"value"},
+    "stablehlo.slice": {"start_indices", "limit_indices", "strides"},
+    "stablehlo.dynamic_slice": {"slice_sizes"},
+    "stablehlo.gather": {"slice_sizes"},
+}
+
+
+@dataclass
+class Verdict:
+    """Whether calls may pad a variable, and where: the input and output axes sized by it, by name."""
+
+    variable: str
+    allowed: bool
+    reason: str = ""
+    inputs: dict[str, list[int]] = field(default_factory=dict)
+    outputs: dict[str, list[int]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        if not self.allowed:
+            return {"allowed": False, "reason": self.reason}
+        return {"allowed": True, "fill": "edge", "inputs": self.inputs, "outputs": self.outputs}
+
+
+class _Mismatch(Exception):
+    """The two specializations are not the same program with other sizes."""
+
+
+def exact_axes(entries: list[dict[str, Any]], variable: str, what: str) -> tuple[dict[str, list[int]], str]:
+    """``{name: [axes]}`` of the axes declared exactly ``variable``, or a reason when an axis uses it in an
+    expression (padding ``v`` would have to pad ``2*v`` by another amount)."""
+    axes: dict[str, list[int]] = {}
+    for entry in entries:
+        for i, d in enumerate(entry["shape"]):
+            if not isinstance(d, str):
+                continue
+            if d.strip() == variable:
+                axes.setdefault(entry["name"], []).append(i)
+            elif variable in dimexpr.variables(dimexpr.parse(d)):
+                return {}, f"{what} {entry['name']!r} has axis {i} of size {d}, not {variable} itself"
+    return axes, ""
+
+
+def analyze(fn: Mapping[str, Any], variable: str, n_weights: int, env: Mapping[str, int], other: int,
+            specialize: Callable[[Mapping[str, int]], str]) -> Verdict:
+    """The verdict for ``variable`` of manifest function ``fn``. ``specialize(env)`` gives the program specialized
+    to an assignment of every variable (MLIR text: the bound tensors' ``n_weights`` arguments, then the inputs);
+    ``env`` and ``env`` with ``variable = other`` are the two specializations compared."""
+    used = [c for c in fn.get("constraints") or [] if variable in dimexpr.parse_constraint(c).variables()]
+    if used:
+        return Verdict(variable, False, f"the spec constrains {variable} ({used[0]}); a call padded to a bucket "
+                                        f"could not be checked against it")
+    inputs, why = exact_axes(fn["inputs"], variable, "input")
+    if why:
+        return Verdict(variable, False, why)
+    outputs, why = exact_axes(fn["outputs"], variable, "output")
+    if why:
+        return Verdict(variable, False, why)
+    s1, s2 = env[variable], other
+    texts = specialize(env), specialize({**env, variable: other})
+    with make_ir_context():
+        from jax.extend.mlir import ir
+
+        m1, m2 = ir.Module.parse(texts[0]), ir.Module.parse(texts[1])
+        walk = _Lockstep(m1, m2, s1, s2, variable)
+        try:
+            reason = walk.main(n_weights, fn, inputs, outputs)
+        except _Mismatch as e:
+            reason = f"the program's operations differ between {variable}={s1} and {variable}={s2} ({e})"
+    if reason:
+        return Verdict(variable, False, reason)
+    return Verdict(variable, True, "", inputs, {o["name"]: outputs.get(o["name"], []) for o in fn["outputs"]})
+
+
+def _functions(module: Any) -> dict[str, Any]:
+    from jax.extend.mlir import ir
+
+    out = {}
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            out[ir.StringAttr(op.operation.attributes["sym_name"]).value] = op.operation
+    return out
+
+
+def _ints(attr: Any) -> list[int]:
+    """An integer array attribute (``array<i64: ...>`` or ``dense<...>``) as a flat list."""
+    from jax.extend.mlir import ir
+
+    for cls in (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr):
+        try:
+            return [int(x) for x in cls(attr)]
+        except (ValueError, TypeError):
+            continue
+    elements: Any = ir.DenseIntElementsAttr(attr)
+    return [int(x) for x in elements]
+
+
+def _attributes(op: Any) -> dict[str, str]:
+    return {op.attributes[i].name: str(op.attributes[i].attr) for i in range(len(op.attributes))}
+
+
+def _shape(value: Any) -> list[int] | None:
+    from jax.extend.mlir import ir
+
+    try:
+        return list(ir.RankedTensorType(value.type).shape)
+    except ValueError:
+        return None
+
+
+class _Lockstep:
+    """Walks two specializations of one program together, giving each value of the first a :data:`State`."""
+
+    def __init__(self, m1: Any, m2: Any, s1: int, s2: int, variable: str):
+        self.f1, self.f2 = _functions(m1), _functions(m2)
+        self.s1, self.s2, self.v = s1, s2, variable
+        self.state: dict[Any, State] = {}
+        self.memo: dict[tuple[str, tuple[State, ...]], list[State]] = {}
+
+    def main(self, n_weights: int, fn: Mapping[str, Any], inputs: dict[str, list[int]],
+             outputs: dict[str, list[int]]) -> str:
+        """Why the program is not row-wise in the variable, or ""."""
+        if "main" not in self.f1 or "main" not in self.f2:
+            raise _Mismatch("no main function")
+        b1, b2 = self.f1["main"].regions[0].blocks[0], self.f2["main"].regions[0].blocks[0]
+        args: list[State] = []
+        for i, (a1, a2) in enumerate(zip(b1.arguments, b2.arguments)):
+            st = self.axes(a1, a2)
+            if i >= n_weights and i - n_weights < len(fn["inputs"]):
+                name = fn["inputs"][i - n_weights]["name"]
+                if st != frozenset(inputs.get(name, [])):
+                    return f"input {name!r}: its axes sized by {self.v} are not those its shape declares"
+            elif st != frozenset():
+                return f"argument {i} grows with {self.v}"
+            args.append(st)
+        results = self.call("main", args)
+        for o, st in zip(fn["outputs"], results):
+            if isinstance(st, str):
+                return f"output {o['name']!r} depends on {st}"
+            if st != frozenset(outputs.get(o["name"], [])):
+                return f"output {o['name']!r}: its axes sized by {self.v} are not those its shape declares"
+        return ""
+
+    def axes(self, x1: Any, x2: Any) -> State:
+        """The axes of a value sized by the variable, from its types in the two specializations."""
+        t1, t2 = _shape(x1), _shape(x2)
+        if t1 is None or t2 is None:
+            if str(x1.type) != str(x2.type):
+                raise _Mismatch(f"types {x1.type} and {x2.type}")
+            return frozenset()
+        if len(t1) != len(t2):
+            raise _Mismatch(f"types {x1.type} and {x2.type}")
+        found = set()
+        for i, (a, b) in enumerate(zip(t1, t2)):
+            if a == b:
+                continue
+            if (a, b) != (self.s1, self.s2):
+                return (f"a value whose axis {i} grows with {self.v} other than as {self.v} itself ({a} at "
+                        f"{self.v}={self.s1}, {b} at {self.v}={self.s2}): rows merged or split")
+            found.add(i)
+        return frozenset(found)
+
+    def get(self, x: Any) -> State:
+        try:
+            return self.state[x]
+        except KeyError:
+            raise _Mismatch("a value defined outside the walk") from None
+
+    def call(self, name: str, args: list[State]) -> list[State]:
+        key = (name, tuple(args))
+        if key in self.memo:
+            return self.memo[key]
+        if name not in self.f1 or name not in self.f2:
+            raise _Mismatch(f"no function {name}")
+        b1, b2 = self.f1[name].regions[0].blocks[0], self.f2[name].regions[0].blocks[0]
+        for a1, a2, st in zip(b1.arguments, b2.arguments, args):
+            own = self.axes(a1, a2)
+            self.state[a1] = st if isinstance(st, str) or st == own else f"a call of {name} that moves rows"
+        self.memo[key] = self.block(b1, b2)
+        return self.memo[key]
+
+    def region(self, r1: Any, r2: Any, args: list[State]) -> list[State]:
+        blocks1, blocks2 = list(r1.blocks), list(r2.blocks)
+        if len(blocks1) != 1 or len(blocks2) != 1:
+            raise _Mismatch("a region of several blocks")
+        for a1, st in zip(blocks1[0].arguments, args):
+            self.state[a1] = st
+        return self.block(blocks1[0], blocks2[0])
+
+    def block(self, b1: Any, b2: Any) -> list[State]:
+        ops1, ops2 = [o.operation for o in b1.operations], [o.operation for o in b2.operations]
+        if len(ops1) != len(ops2):
+            raise _Mismatch(f"{len(ops1)} and {len(ops2)} operations in a block")
+        for o1, o2 in zip(ops1, ops2):
+            if (o1.name != o2.name or len(o1.operands) != len(o2.operands) or len(o1.results) != len(o2.results)
+                    or len(o1.regions) != len(o2.regions)):
+                raise _Mismatch(f"{o1.name} against {o2.name}")
+            if o1.name in ("func.return", "stablehlo.return"):
+                return [self.get(x) for x in o1.operands]
+            for r1, st in zip(o1.results, self.operation(o1, o2)):
+                self.state[r1] = st
+        return []
+
+    def operation(self, o1: Any, o2: Any) -> list[State]:
+        name = o1.name
+        ins = [self.get(x) for x in o1.operands]
+        outs = [self.axes(r1, r2) for r1, r2 in zip(o1.results, o2.results)]
+        skip = _SIZED_ATTRIBUTES.get(name, set())
+        a1, a2 = _attributes(o1), _attributes(o2)
+        for key in sorted(set(a1) | set(a2)):
+            if key not in skip and a1.get(key) != a2.get(key):
+                return [f"an operation whose {key} changes with {self.v}: it works across {self.v} or uses its "
+                        f"value ({name})"] * len(outs)
+        if name == "func.call":
+            from jax.extend.mlir import ir
+
+            got = self.call(ir.FlatSymbolRefAttr(o1.attributes["callee"]).value, ins)
+            return [g if isinstance(g, str) or g == o else f"a call that moves rows ({name})" for g, o in
+                    zip(got, outs)]
+        if o1.regions:
+            special = self.regions(o1, o2, ins, outs)
+            if special is not None:
+                return special
+        bad = next((s for s in ins if isinstance(s, str)), None)
+        if bad is not None:
+            return [bad] * len(outs)
+        bad = next((s for s in outs if isinstance(s, str)), None)
+        if bad is not None:
+            return [bad] * len(outs)
+        axes_in = [s for s in ins if not isinstance(s, str)]
+        axes_out = [s for s in outs if not isinstance(s, str)]
+        why = _rule(o1, o2, axes_in, axes_out, self.s1, self.s2)
+        if why:
+            return [f"{why.replace('{v}', self.v)} ({name})"] * len(outs)
+        return list(outs)
+
+    def regions(self, o1: Any, o2: Any, ins: list[State], outs: list[State]) -> list[State] | None:
+        """Operations with regions: loops and branches walk theirs; others (reduction bodies, comparators) must
+        compute from their scalar arguments only. None: the operation's own rule decides next."""
+        name = o1.name
+        if name == "stablehlo.while":
+            (cond,) = self.region(o1.regions[0], o2.regions[0], ins) or [frozenset()]
+            body = self.region(o1.regions[1], o2.regions[1], ins)
+            if isinstance(cond, str):
+                return [f"a loop whose condition depends on {cond}"] * len(outs)
+            result: list[State] = []
+            for st, yielded, own in zip(ins, body, outs):
+                if isinstance(st, str):
+                    result.append(st)
+                elif isinstance(yielded, str):
+                    result.append(yielded)
+                else:
+                    result.append(st if yielded == st == own else f"a loop that moves rows ({name})")
+            return result
+        if name in ("stablehlo.if", "stablehlo.case"):
+            if isinstance(ins[0], str):
+                return [f"a branch chosen by {ins[0]}"] * len(outs)
+            branches = [self.region(r1, r2, []) for r1, r2 in zip(o1.regions, o2.regions)]
+            result = []
+            for i, own in enumerate(outs):
+                seen = [b[i] for b in branches]
+                worst = next((s for s in seen if isinstance(s, str)), None)
+                result.append(worst if worst is not None else own if all(s == own for s in seen)
+                              else f"branches that lay rows out differently ({name})")
+            return result
+        for r1, r2 in zip(o1.regions, o2.regions):
+            blocks = list(r1.blocks)
+            got = self.region(r1, r2, [frozenset()] * (len(blocks[0].arguments) if blocks else 0))
+            bad = next((s for s in got if isinstance(s, str) or s), None)
+            if bad is not None:
+                return [bad if isinstance(bad, str) else f"a {name} body that reads other values"] * len(outs)
+        return None
+
+
+def _rule(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[int]], s1: int, s2: int) -> str:
+    """Why an operation whose operands are row-wise mixes rows, or "" when it keeps them apart."""
+    name = o1.name
+    at = o1.attributes
+    if name in _ELEMENTWISE or name in ("stablehlo.iota", "stablehlo.get_tuple_element", "stablehlo.tuple"):
+        if name in ("stablehlo.tuple", "stablehlo.get_tuple_element") and any(ins + outs):
+            return "a tuple of {v}-sized values"
+        return ""
+    if name == "stablehlo.constant":
+        return _constant(o1, o2, outs[0])
+    if name == "stablehlo.broadcast_in_dim":
+        dims = _ints(at["broadcast_dimensions"])
+        return "" if all(dims[a] in outs[0] for a in ins[0]) else "a broadcast along {v}"
+    if name == "stablehlo.reshape":
+        return _reshape(o1, o2, ins[0], outs[0], s1, s2)
+    if name == "stablehlo.transpose":
+        perm = _ints(at["permutation"])
+        return "" if {j for j, p in enumerate(perm) if p in ins[0]} == outs[0] else "a transpose that moves {v}"
+    if name == "stablehlo.bitcast_convert":
+        rank = min(len(_shape(o1.operands[0]) or []), len(_shape(o1.results[0]) or []))
+        return "" if all(a < rank for a in ins[0] | outs[0]) else "a bitcast across {v}"
+    if name == "stablehlo.dot_general":
+        from jax.extend.mlir.dialects import stablehlo
+
+        d = stablehlo.DotDimensionNumbers(at["dot_dimension_numbers"])
+        if set(d.lhs_contracting_dimensions) & ins[0] or set(d.rhs_contracting_dimensions) & ins[1]:
+            return "a contraction over {v}"
+        return ""
+    if name == "stablehlo.reduce":
+        reduced = set(_ints(at["dimensions"]))
+        return "a reduction over {v}" if any(reduced & s for s in ins[:len(ins) // 2]) else ""
+    if name == "stablehlo.reduce_window":
+        return _window(o1, ins[:len(ins) // 2])
+    if name == "stablehlo.concatenate":
+        return "a concatenation along {v}" if any(_ints_or(at, "dimension") in s for s in ins) else ""
+    if name in ("stablehlo.sort", "stablehlo.reverse"):
+        along = set(_ints(at["dimensions"])) if name == "stablehlo.reverse" else {_ints_or(at, "dimension")}
+        return f"a {name.split('.')[1]} along {{v}}" if any(along & s for s in ins) else ""
+    if name == "stablehlo.slice":
+        start, limit, stride = (_ints(at[k]) for k in ("start_indices", "limit_indices", "strides"))
+        limit2 = _ints(o2.attributes["limit_indices"])
+        for a in ins[0]:
+            if start[a] != 0 or stride[a] != 1 or limit[a] != s1 or limit2[a] != s2:
+                return "a slice of {v}"
+        return _same_elsewhere(o1, o2, ("start_indices", "limit_indices", "strides"), ins[0])
+    if name == "stablehlo.dynamic_slice":
+        sizes, sizes2 = _ints(at["slice_sizes"]), _ints(o2.attributes["slice_sizes"])
+        if any(sizes[a] != s1 or sizes2[a] != s2 for a in ins[0]) or any(ins[1:]):
+            return "a slice of {v}"
+        return _same_elsewhere(o1, o2, ("slice_sizes",), ins[0])
+    if name == "stablehlo.dynamic_update_slice":
+        return "" if ins[0] == ins[1] == outs[0] and not any(ins[2:]) else "an update of part of {v}"
+    if name == "stablehlo.pad":
+        lows, highs, interior = (_ints(at[k]) for k in ("edge_padding_low", "edge_padding_high",
+                                                        "interior_padding"))
+        return "a pad of {v}" if any(lows[a] or highs[a] or interior[a] for a in ins[0]) else ""
+    if name == "stablehlo.gather":
+        return _gather(o1, o2, ins, outs, s1, s2)
+    if name == "stablehlo.convolution":
+        return _convolution(o1, ins, outs)
+    if name == "chlo.top_k":
+        rank = len(_shape(o1.operands[0]) or [])
+        return "a top-k over {v}" if rank - 1 in ins[0] else ""
+    if name in ("stablehlo.cholesky", "stablehlo.triangular_solve"):
+        return "" if all(a < len(_shape(x) or []) - 2 for x, s in zip(o1.operands, ins) for a in s) else \
+            "a matrix factorization over {v}"
+    if name == "stablehlo.fft":
+        rank, n = len(_shape(o1.operands[0]) or []), len(_ints(at["fft_length"]))
+        return "an FFT over {v}" if any(a >= rank - n for a in ins[0]) else ""
+    if name in ("stablehlo.rng_bit_generator", "stablehlo.rng"):
+        return "random numbers drawn for a shape that grows with {v}" if any(outs) else ""
+    return "an operation not known to keep rows of {v} apart" if any(ins) or any(outs) else ""
+
+
+def _ints_or(at: Any, key: str) -> int:
+    from jax.extend.mlir import ir
+
+    return int(ir.IntegerAttr(at[key]).value)
+
+
+def _constant(o1: Any, o2: Any, axes: frozenset[int]) -> str:
+    from jax.extend.mlir import ir
+
+    v1, v2 = o1.attributes["value"], o2.attributes["value"]
+    if not axes:
+        return "" if str(v1) == str(v2) else "a constant computed from {v}'s value (x.shape[0], x[-1], a mean...)"
+    try:
+        d1, d2 = ir.DenseElementsAttr(v1), ir.DenseElementsAttr(v2)
+    except ValueError:
+        return "a constant that grows with {v}"
+    if d1.is_splat and d2.is_splat and str(d1.get_splat_value()) == str(d2.get_splat_value()):
+        return ""
+    return "a constant that grows with {v}"
+
+
+def _reshape(o1: Any, o2: Any, ins: frozenset[int], outs: frozenset[int], s1: int, s2: int) -> str:
+    """A reshape keeps rows apart when each padded axis stays one axis, at the same place in the row-major order."""
+    import math
+
+    t1, r1 = _shape(o1.operands[0]) or [], _shape(o1.results[0]) or []
+    t2, r2 = _shape(o2.operands[0]) or [], _shape(o2.results[0]) or []
+    mapped = set()
+    for a in ins:
+        p1, p2 = math.prod(t1[:a]), math.prod(t2[:a])
+        found = [j for j in range(len(r1)) if math.prod(r1[:j]) == p1 and math.prod(r2[:j]) == p2
+                 and r1[j] == s1 and r2[j] == s2]
+        if not found:
+            return "a reshape that merges or splits {v}"
+        mapped.add(found[0])
+    return "" if mapped == outs else "a reshape that merges or splits {v}"
+
+
+def _window(o1: Any, ins: list[frozenset[int]]) -> str:
+    at = o1.attributes
+    rank = len(_shape(o1.operands[0]) or [])
+
+    def get(key: str, default: int) -> list[int]:
+        return _ints(at[key]) if key in at else [default] * rank
+
+    window, strides = get("window_dimensions", 1), get("window_strides", 1)
+    base, dilation = get("base_dilations", 1), get("window_dilations", 1)
+    padding = _ints(at["padding"]) if "padding" in at else [0] * (2 * rank)
+    for s in ins:
+        for a in s:
+            if (window[a], strides[a], base[a], dilation[a], padding[2 * a], padding[2 * a + 1]) != (1, 1, 1, 1, 0, 0):
+                return "a window across {v} (a cumulative sum, pooling)"
+    return ""
+
+
+def _same_elsewhere(o1: Any, o2: Any, keys: tuple[str, ...], axes: frozenset[int]) -> str:
+    for key in keys:
+        x1, x2 = _ints(o1.attributes[key]), _ints(o2.attributes[key])
+        if any(x1[i] != x2[i] for i in range(len(x1)) if i not in axes):
+            return "a slice whose bounds depend on {v}"
+    return ""
+
+
+def _gather(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[int]], s1: int, s2: int) -> str:
+    """A gather keeps rows apart when it indexes per row (the indices' padded axes become the result's) and takes
+    whole padded axes of its operand, without indexing along them (``a[:, :, 0]``)."""
+    from jax.extend.mlir.dialects import stablehlo
+
+    d = stablehlo.GatherDimensionNumbers(o1.attributes["dimension_numbers"])
+    sizes, sizes2 = _ints(o1.attributes["slice_sizes"]), _ints(o2.attributes["slice_sizes"])
+    rank_op = len(sizes)
+    rank_idx, rank_out = len(_shape(o1.operands[1]) or []), len(_shape(o1.results[0]) or [])
+    collapsed, batching = set(d.collapsed_slice_dims), set(d.operand_batching_dims)
+    indexed = set(d.start_index_map)
+    offsets = list(d.offset_dims)
+    kept = [a for a in range(rank_op) if a not in collapsed and a not in batching]
+    expected = set()
+    for a in range(rank_op):
+        if a in ins[0]:
+            if a in collapsed or a in batching or a in indexed or sizes[a] != s1 or sizes2[a] != s2:
+                return "a gather from rows of {v}"
+            expected.add(offsets[kept.index(a)])
+        elif sizes[a] != sizes2[a]:
+            return "a gather whose slices depend on {v}"
+    vector = d.index_vector_dim
+    if vector in ins[1]:
+        return "a gather indexed along {v}"
+    batch_in = [i for i in range(rank_idx) if i != vector]
+    batch_out = [i for i in range(rank_out) if i not in set(offsets)]
+    if len(batch_in) != len(batch_out) or (ins[1] and batching):
+        return "a gather across {v}"
+    expected |= {batch_out[k] for k, i in enumerate(batch_in) if i in ins[1]}
+    return "" if expected == outs[0] else "a gather across {v}"
+
+
+def _convolution(o1: Any, ins: list[frozenset[int]], outs: list[frozenset[int]]) -> str:
+    from jax.extend.mlir import ir
+    from jax.extend.mlir.dialects import stablehlo
+
+    at = o1.attributes
+    d = stablehlo.ConvDimensionNumbers(at["dimension_numbers"])
+    groups = [int(ir.IntegerAttr(at[k]).value) for k in ("feature_group_count", "batch_group_count") if k in at]
+    if ins[1] or not ins[0] <= {d.input_batch_dimension} or any(g != 1 for g in groups):
+        return "a convolution across {v}"
+    return "" if outs[0] == ({d.output_batch_dimension} if ins[0] else set()) else "a convolution across {v}"

@@ -1,0 +1,96 @@
+"""Warming up: an artifact's program checked and compiled for given shapes ahead of its first call.
+
+``jaxport warmup`` and ``Loaded.warmup`` compile a loaded function for the input shapes that given dimension values
+make (every combination of them), with JAX's persistent compilation cache on in the user's cache directory
+(``usercache.default_cache_dir``, or ``--cache-dir``), so that a later process with the same cache (a server's first
+request) fetches each executable instead of compiling it; the check of the program (``isolate``) leaves its
+verdict in the same directory, so that process starts no checking child either. Build a container image this way:
+warm up at build time, ship the cache directory.
+
+Compiled executables are native code: they stay in the user's own cache directory and never enter an artifact.
+JAX keys each one by the program, the jaxlib version, the platform, the devices' kind and topology and the compile
+options (see ``cache``), so another jaxlib, device kind or program never reuses it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import dtypes
+from ..artifact import contract
+from ..errors import UsageError
+from .backend import Compilation, ShapeKey
+
+#: The most shape signatures one warm-up compiles (every combination of the given values counts).
+MAX_SIGNATURES = 256
+
+#: What ``Loaded.warmup`` takes: dimension values (one signature, or several values per dimension: every
+#: combination), or a list of such mappings.
+Shapes = Mapping[str, int | Sequence[int]] | Sequence[Mapping[str, int]] | None
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """One input shape signature compiled ahead: the dimension values, the signature and how it was compiled."""
+
+    dims: dict[str, int]
+    key: ShapeKey
+    compilation: Compilation
+
+    def as_dict(self, input_names: Sequence[str]) -> dict[str, Any]:
+        c = self.compilation
+        return {"dims": self.dims,
+                "inputs": {n: {"shape": list(shape), "dtype": dt} for n, (shape, dt) in zip(input_names, self.key)},
+                "lower_s": c.lower_seconds, "compile_s": c.seconds, "compile_cache_hit": c.cache_hit}
+
+
+def combinations(fn: Mapping[str, Any], shapes: Shapes, where: str) -> list[dict[str, int]]:
+    """The dimension values of each signature to compile: ``{"batch": 8}`` gives one, ``{"batch": [1, 8]}`` two,
+    ``[{"batch": 1}, {"batch": 8}]`` two. Every dimension variable of the function needs a value (a server knows
+    the shapes it will serve; none is guessed)."""
+    variables = contract.dimension_variables(fn)
+    if shapes is None:
+        shapes = {}
+    if isinstance(shapes, Mapping):
+        names = list(shapes)
+        values = [[v] if isinstance(v, int) else list(v) for v in shapes.values()]
+        count = 1
+        for vs in values:
+            count *= len(vs)
+        if count > MAX_SIGNATURES:
+            raise UsageError(f"{where}: {count} shape signatures to warm up (every combination of the values "
+                             f"given); at most {MAX_SIGNATURES} are allowed. Give fewer values.")
+        combos = [dict(zip(names, chosen)) for chosen in itertools.product(*values)]
+    else:
+        combos = [dict(c) for c in shapes]
+        if len(combos) > MAX_SIGNATURES:
+            raise UsageError(f"{where}: {len(combos)} shape signatures to warm up; at most {MAX_SIGNATURES} are "
+                             f"allowed.")
+    for dims in combos:
+        for name, value in dims.items():
+            if name not in variables:
+                close = difflib.get_close_matches(name, variables, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise UsageError(f"{where}: unknown dimension variable {name!r}.{hint} The function has "
+                                 f"{', '.join(variables) or 'no dimension variables'}.")
+            if type(value) is not int:  # noqa: E721 - bools and floats are no dimension values
+                raise UsageError(f"{where}: dimension {name!r} = {value!r} is not an integer.")
+        missing = [v for v in variables if v not in dims]
+        if missing:
+            raise UsageError(f"{where}: give a value for every dimension variable to warm up ({', '.join(missing)} "
+                             f"missing): --dim NAME=V, or several values --dim NAME=V1,V2 (in Python: "
+                             f"warmup({{{missing[0]!r}: 8}})).")
+    return combos
+
+
+def signature(fn: Mapping[str, Any], dims: Mapping[str, int]) -> ShapeKey:
+    """The input shape signature that ``dims`` give, checked as a call's inputs are (bounds, constraints)."""
+    env = contract.resolve_dims(fn, dims)
+    infos = [contract.ArrayInfo(inp["name"], contract.concrete_shape(inp, env), str(dtypes.to_numpy(inp["dtype"])))
+             for inp in fn["inputs"]]
+    contract.check(fn, infos)
+    return tuple((a.shape, a.dtype) for a in infos)

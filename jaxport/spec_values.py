@@ -1,0 +1,98 @@
+"""The values a spec gives that other readers check by the same rules: platforms, artifact and function names, and
+input ranges (``range: [LO, HI]``; the manifest reader and ``--range`` use ``input_range`` too).
+
+Each check raises the error class its caller reports (``SpecError`` for names and platforms, ``ValueError`` with the
+reason for a range, which each caller words as its own error). No JAX or numpy.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Any
+
+from . import dtypes
+from .errors import SpecError
+
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` Did you mean 'X'?`` for the choice closest to ``word``, or an empty string."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _number_text(x: Any) -> str:
+    return repr(x) if not isinstance(x, int) or abs(x) < 10**30 else f"a {len(str(abs(x)))}-digit number"
+
+
+def input_range(lo: Any, hi: Any, dtype: str) -> tuple[int | float, int | float]:
+    """The half-open range ``[lo, hi)`` of values an input of canonical dtype ``dtype`` takes, checked and normalized:
+    integers for integer dtypes (``[0, 32000]`` is token ids 0..31999), floats otherwise.
+
+    Raises ValueError with the reason (no trailing period; the caller prefixes where): a boolean or key dtype, a bound
+    that is not a number or not finite, ``lo >= hi``, and for integer dtypes a non-integral bound or one outside the
+    dtype's values (``hi`` may be one past the largest). The spec (``range:``), the manifest reader and the command
+    line (``--range``) apply these same rules."""
+    kind = dtypes.BY_NAME[dtype].kind
+    if kind == "bool":
+        raise ValueError(f"a {dtype} input takes no range (its values are false and true); remove 'range'")
+    if kind == "key":
+        raise ValueError(f"a {dtype} input (a PRNG key) takes no range (random keys come from the seed); remove "
+                         f"'range'")
+    for name, x in (("LO", lo), ("HI", hi)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ValueError(f"{name} must be a number, found {x!r}; write [LO, HI] such as [0, 1]")
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ValueError(f"{name} must be a finite number, found {x!r}")
+    if kind in ("int", "uint"):
+        ints = []
+        for name, x in (("LO", lo), ("HI", hi)):
+            if isinstance(x, float) and not x.is_integer():
+                raise ValueError(f"{dtype} values are integers, but {name} is {x!r}; give whole numbers")
+            ints.append(int(x))
+        bits = dtypes.BY_NAME[dtype].itemsize * 8
+        least, most = (0, (1 << bits) - 1) if kind == "uint" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        a, b = ints
+        if a >= b:
+            raise ValueError(f"LO {_number_text(a)} is not below HI {_number_text(b)}; the range is half-open "
+                             f"[LO, HI), so give LO < HI ([0, 10] is 0..9)")
+        if a < least or b > most + 1:
+            raise ValueError(f"[{_number_text(a)}, {_number_text(b)}) does not fit {dtype}, whose values are "
+                             f"{least}..{most}; give LO >= {least} and HI <= {most + 1}")
+        return a, b
+    try:
+        a_f, b_f = float(lo), float(hi)
+    except OverflowError:
+        raise ValueError(f"LO and HI must be finite numbers, found {_number_text(lo)} and {_number_text(hi)}") \
+            from None
+    if a_f >= b_f:
+        raise ValueError(f"LO {_number_text(lo)} is not below HI {_number_text(hi)}; the range is half-open "
+                         f"[LO, HI), so give LO < HI")
+    return a_f, b_f
+
+
+def check_platform(name: Any, where: str) -> str:
+    if not isinstance(name, str) or name.lower() not in PLATFORMS:
+        raise SpecError(f"{where}: unknown platform {name!r}.{suggest(str(name).lower(), PLATFORMS)} "
+                        f"Use some of: {', '.join(PLATFORMS)}.")
+    return name.lower()
+
+
+def check_function_name(name: Any, where: str) -> str:
+    """A function's name in an artifact: an identifier (``[A-Za-z_][A-Za-z0-9_]*``, at most 256 characters), since
+    it names the program member ``functions/NAME.jaxexport`` and the manifest's ``functions`` key."""
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 256:
+        raise SpecError(f"{where}: {name!r} is not a valid function name: use letters, digits and '_', not starting "
+                        f"with a digit (at most 256 characters).")
+    return name
+
+
+def check_artifact_name(name: str, where: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", name):
+        raise SpecError(f"{where}: {name!r} is not a valid artifact name: use letters, digits, '_', '-', '.' "
+                        f"(at most 128 characters, not starting with '.' or '-').")
+    return name

@@ -1,0 +1,122 @@
+"""The user's cache directory: JAX's compiled programs (``call``, ``warmup``) and jaxport's check verdicts.
+
+Compiled executables and verdicts are facts about this machine's software, never part of an artifact: they live only
+in a directory of the user's own, ``$JAXPORT_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxport/xla``, else
+``~/.cache/jaxport/xla`` (``call --cache-dir DIR`` and ``warmup --cache-dir DIR`` choose another).
+
+A *verdict* records that a program passed the child check of ``isolate.check_payload``: the JSON file
+``jaxport-verdict-<sha256>-<key>.json`` holds its key (the program's sha256, the versions of jaxlib, whose native
+readers the check exercises, and of jaxport, and what the check does) and nothing else; no native code, no pickle.
+Trust model: the directory is the user's own, and whoever can write there can also plant compiled programs that JAX
+loads and runs, so a verdict is as trusted as the directory, and never beyond its key: a verdict file that is not a
+regular file, is larger than a verdict, does not parse, or holds any other key is ignored (the check runs again
+and replaces it). Verdicts are written atomically (``_fsio.atomic_write``); failing to write one only costs a check
+next time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from ._fsio import atomic_write
+from ._version import __version__
+from .errors import OutputError
+
+#: What a verdict file says it is.
+VERDICT_FORMAT = "jaxport-check-verdict/1"
+#: A verdict file is a few hundred bytes; one larger than this is not one.
+MAX_VERDICT_BYTES = 4096
+
+
+def default_cache_dir() -> Path:
+    """``$JAXPORT_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxport/xla``, else ``~/.cache/jaxport/xla``."""
+    if os.environ.get("JAXPORT_CACHE_DIR"):
+        return Path(os.environ["JAXPORT_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jaxport" / "xla"
+
+
+def active_cache_dir() -> Path:
+    """The cache directory this process uses: JAX's persistent compilation cache directory when it has that cache on
+    (``call``, ``warmup``: verdicts travel with the compiled programs), else :func:`default_cache_dir`."""
+    jax = sys.modules.get("jax")
+    config = getattr(jax, "config", None)
+    if config is not None:
+        directory = getattr(config, "jax_compilation_cache_dir", None)
+        if directory and getattr(config, "jax_enable_compilation_cache", False):
+            return Path(directory)
+    return default_cache_dir()
+
+
+def jaxlib_version() -> str:
+    """The installed jaxlib's version, without importing JAX (``jaxlib.version`` is a small module)."""
+    from jaxlib.version import __version__ as version
+
+    return str(version)
+
+
+def verdict_key(digest: str, check: str) -> dict[str, str]:
+    """What a verdict is about: the program's sha256, jaxlib's and jaxport's versions, and the check (``check``)."""
+    return {"format": VERDICT_FORMAT, "sha256": digest, "jaxlib": jaxlib_version(), "jaxport": __version__,
+            "check": check, "verdict": "passed"}
+
+
+def verdict_path(directory: Path, key: dict[str, str]) -> Path:
+    """The file of ``key``'s verdict in ``directory``: one per program, jaxlib, jaxport and check, so that software
+    versions sharing a cache directory do not overwrite each other's."""
+    tag = "-".join(_safe(key[k]) for k in ("jaxlib", "jaxport", "check"))
+    return directory / f"jaxport-verdict-{_safe(key['sha256'])}-{tag}.json"
+
+
+def _safe(text: str) -> str:
+    """A version string as part of a file name: letters, digits, ``.``, ``_`` and ``+`` kept, anything else ``_``."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._+") else "_" for c in text)[:64]
+
+
+def has_verdict(directory: Path, key: dict[str, str]) -> bool:
+    """Whether ``directory`` holds a passed verdict of exactly ``key`` (see the module docstring for what is
+    ignored)."""
+    data = _read_small(verdict_path(directory, key))
+    if data is None:
+        return False
+    try:
+        found = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return found == key
+
+
+def _read_small(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (never through a symbolic link, never a FIFO or device) of at
+    most ``MAX_VERDICT_BYTES``; None otherwise, or if it cannot be read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_VERDICT_BYTES:
+            return None
+        data = os.read(fd, MAX_VERDICT_BYTES + 1)
+        return data if len(data) <= MAX_VERDICT_BYTES else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def write_verdict(directory: Path, key: dict[str, str]) -> bool:
+    """Record ``key``'s passed verdict in ``directory`` (created if needed), atomically; False if it could not be
+    written (a read-only or full disk: the check runs again next time)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        data = (json.dumps(key, indent=1, sort_keys=True) + "\n").encode("ascii")
+        atomic_write(verdict_path(directory, key), lambda f: f.write(data))
+        return True
+    except (OSError, OutputError):
+        return False

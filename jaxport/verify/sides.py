@@ -1,0 +1,92 @@
+"""What ``verify`` compares an artifact's outputs with, and on which inputs.
+
+A :class:`Side` is one reference: the live function (``live``), stored reference outputs (``reference``,
+``--expect REF.npz``, named as ``call -o`` writes them), or the same artifact run by JAX (``xla``, when the artifact
+runs on IREE). :func:`given_inputs` reads the inputs ``--inputs`` names (the syntax of ``call``) and solves the
+dimension variables from their shapes, which makes the one case ``verify`` runs on them. No JAX at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..artifact import contract
+from ..errors import InputError, UsageError
+from ..run import inputs as inputs_mod
+from ..run.npyio import read_named_arrays
+from .plan import Case
+
+#: The outputs of a reference for named inputs: ``(name, array)`` pairs in the manifest's order.
+Outputs = Callable[[Mapping[str, Any]], list[tuple[str, Any]]]
+
+#: What the user is told to do when an output is NaN/Inf everywhere on both sides.
+NONFINITE_FIX = ("choose inputs where the function is finite (--range NAME=LO:HI or --inputs FILE), or accept it "
+                 "with --allow-nonfinite")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One reference the artifact's outputs are compared with."""
+
+    label: str  # "live", "reference" or "xla": how results name this side
+    shown: str  # what it is: "model.py:f", "golden/out.npz", "the JAX runtime"
+    outputs: Outputs
+
+    def failed(self, e: str) -> str:
+        """A case's error when this side raised ``e``."""
+        if self.label == "live":
+            return f"the live function raised {e}"
+        return f"{self.shown} failed: {e}"
+
+
+def reference_side(path: str | Path, f: Mapping[str, Any]) -> Side:
+    """Stored reference outputs (``--expect``), read safely now: an ``.npz`` or ``.safetensors`` keyed by output
+    name, or a ``.npy`` for a function with one output. A reference that lacks one of the function's outputs, or
+    holds an array that is none of them, is refused (``InputError``) naming them."""
+    outputs = [o["name"] for o in f["outputs"]]
+    stored = read_named_arrays(path, f"--expect {path}", single_name=outputs[0] if len(outputs) == 1 else None,
+                               declared={o["name"]: o["dtype"] for o in f["outputs"]})
+    missing = [n for n in outputs if n not in stored]
+    extra = [n for n in stored if n not in outputs]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"lacks output{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}")
+        if extra:
+            parts.append(f"has {', '.join(map(repr, extra))}, which the artifact does not return")
+        raise InputError(f"--expect {path}: the reference {' and '.join(parts)} (the artifact's outputs: "
+                         f"{', '.join(map(repr, outputs))}); write it with 'jaxport call ARTIFACT --inputs ... -o "
+                         f"FILE.npz', which names each array after its output.")
+
+    def reference(arrays: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        return [(n, stored[n]) for n in outputs]
+
+    return Side("reference", str(path), reference)
+
+
+def given_inputs(f: Mapping[str, Any], given: Sequence[str] | Mapping[str, Any]
+                 ) -> tuple[dict[str, Any], Case]:
+    """The inputs ``--inputs`` names (a list in ``call``'s syntax) or given as arrays by name, checked against the
+    function's signature, and the one case they make (its dimension values solved from their shapes)."""
+    import numpy as np
+
+    if isinstance(given, Mapping):
+        arrays = {name: np.asarray(v) for name, v in given.items()}
+        for name in arrays:
+            if name not in contract.input_names(f):
+                raise contract.unknown_input_error(name, contract.input_names(f))
+        missing = [i["name"] for i in f["inputs"] if i["name"] not in arrays]
+        if missing:
+            raise inputs_mod.missing_error(f, missing)
+        sources: dict[str, str] = {}
+    else:
+        if isinstance(given, str):
+            raise UsageError("inputs: give a list of --inputs values (or arrays by name), not one string.")
+        arrays, sources = inputs_mod.gather(f, list(given))
+    infos = [contract.ArrayInfo(i["name"], tuple(int(d) for d in arrays[i["name"]].shape),
+                                str(arrays[i["name"]].dtype), sources.get(i["name"])) for i in f["inputs"]]
+    dims = contract.check(f, infos)
+    return arrays, Case("--inputs", dict(dims))
