@@ -1,4 +1,5 @@
-"""rich rendering helpers shared by the commands.
+"""Rendering helpers shared by the commands: rich consoles, and plain-text documents (:class:`Document`) that print
+what rich would without importing it (``inspect``'s tables).
 
 Text from outside jaxport (manifest fields, file names, YAML text, module names) may hold terminal escapes or rich
 markup. A renderer shows it through :func:`escape` (inside markup) or :func:`plain` (printed with

@@ -8,10 +8,6 @@ import pytest
 from click.testing import CliRunner
 from jaxport_cli.main import _COMMANDS, cli
 
-#: inspect and warmup get their examples with S1's pending changes to those commands (cli/commands/inspect.py,
-#: cli/commands/warmup.py); checked here once they land.
-PENDING = {"inspect", "warmup"}
-
 
 def _description(name: str) -> str:
     res = CliRunner().invoke(cli, [name, "--help"], terminal_width=110)
@@ -19,7 +15,7 @@ def _description(name: str) -> str:
     return res.output.split("\nOptions:", 1)[0].rstrip()
 
 
-@pytest.mark.parametrize("name", sorted(set(_COMMANDS) - PENDING))
+@pytest.mark.parametrize("name", sorted(_COMMANDS))
 def test_help_ends_with_examples(name):
     text = _description(name)
     head, sep, block = text.rpartition("\n  Examples:\n")
@@ -36,13 +32,13 @@ def test_examples_name_existing_example_files():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for name in sorted(set(_COMMANDS) - PENDING):
+    for name in sorted(_COMMANDS):
         for path in re.findall(r"examples/[\w./-]+", _description(name)):
             assert (root / path).is_file(), f"{name}: {path}"
 
 
 #: The order the examples run in: each command's inputs are the files the examples before it wrote.
-ORDER = ["export", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind"]
+ORDER = ["export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind", "warmup"]
 #: Examples that exit non-zero on purpose: a CI gate that fails.
 EXPECTED_EXIT = {"jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply --fail-on breaking --json": 13}
 
@@ -60,7 +56,7 @@ def test_examples_run(run_cli, tmp_path, monkeypatch):
     shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
-    assert sorted(ORDER) == sorted(set(_COMMANDS) - PENDING - {"completion"})
+    assert sorted(ORDER) == sorted(set(_COMMANDS) - {"completion"})
     for name in ORDER:
         if name == "compile" and importlib.util.find_spec("iree") is None:
             continue

@@ -35,7 +35,7 @@ def test_quick_start_and_call_commands_run(tmp_path):
     # After `make demo` nothing is on PATH: the quick start names the environment's script, as a user types it.
     assert [shlex.split(line)[0] for line in quick] == [".venv/bin/jaxport"] * 3
     assert "activate the environment once per shell (`source .venv/bin/activate`)" in README.replace("\n", " ")
-    for line in quick + _block_after("## Running an artifact"):
+    for line in quick + _block_after("## Running an artifact") + _block_after("## In CI: verify, diff, check"):
         argv = shlex.split(line)
         assert argv[0] in ("jaxport", ".venv/bin/jaxport")
         res = subprocess.run([str(bindir / "jaxport"), *argv[1:]], cwd=tmp_path, env=env, capture_output=True,

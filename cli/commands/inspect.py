@@ -19,7 +19,14 @@ from ..render import plain, plain_lines
 @isolate_options
 @debug_option
 def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit, time_limit, debug):
-    """Show what an artifact holds, without importing JAX."""
+    """Show what an artifact holds, without importing JAX.
+
+    \b
+    Examples:
+      jaxport inspect mlp.jaxport
+      jaxport inspect mlp.jaxport --json
+      jaxport inspect mlp.jaxport --mlir --function predict
+    """
     if isolate:
         ctx = click.get_current_context()
         errors.run(lambda: run_isolated(ctx, str(artifact), memory_limit, time_limit), debug=debug, as_json=as_json)

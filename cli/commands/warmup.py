@@ -41,6 +41,11 @@ def command(artifact, dims, function, cache_dir, allow_platform_mismatch, allow_
     dimension (--dim batch=1,8,32) compile every combination. For a container image, warm up at build time and
     ship the cache directory; compiled programs are native code for this jaxlib and device kind, and are never
     put inside an artifact.
+
+    \b
+    Examples:
+      jaxport warmup mlp.jaxport --dim batch=1,8,32
+      jaxport warmup mlp.jaxport --dim batch=8 --cache-dir build/xla-cache
     """
 
     def body():
