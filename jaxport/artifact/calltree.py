@@ -9,7 +9,8 @@
 - ``{"bound": SOURCE}``: weights bound at export, stored in the artifact; the caller does not pass them;
 - ``{"list": [...]}`` / ``{"dict": {...}}``: containers of nodes.
 
-This module is the one place that walks a call tree: building one from a spec, listing its nodes, binding a
+This module is the one place that walks a call tree (building one from a spec is the export's, in
+``export.lower.call_tree``): listing its nodes, binding a
 caller's arguments to input names, rebuilding Python arguments from flat arrays, and finding where a program takes
 its free and bound arguments. It reads manifests that ``manifest.validate`` has checked; ``manifest.validate``
 itself uses ``kind`` and ``NODE_KINDS``. No JAX at module level.
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError, InputError
-from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, StaticLeaf
 
 NODE_KINDS = ("input", "static", "list", "dict", "bound")
 
@@ -119,28 +119,6 @@ def recorded_source(source: str) -> str:
         return source
     name = Path(path).name
     return f"{name}:{attribute}" if colon else name
-
-
-def from_spec(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],
-              record_source: Callable[[BindLeaf], str] | None = None) -> dict[str, Any]:
-    """The call tree recorded in the manifest for a spec's function: ``names`` are the positional arguments' names,
-    ``leaf_index`` maps ``id(ArrayLeaf)`` to its input index, ``record_source`` gives a bound source as recorded
-    (export's: relative to its root; default: ``recorded_source``)."""
-
-    def enc(tree: Any) -> Any:
-        if isinstance(tree, StaticLeaf):
-            v = tree.value
-            return {"static": list(v) if isinstance(v, tuple) else v}
-        if isinstance(tree, BindLeaf):
-            return {"bound": record_source(tree) if record_source is not None else recorded_source(tree.source)}
-        if isinstance(tree, ArrayLeaf):
-            return {"input": leaf_index[id(tree)]}
-        if isinstance(tree, dict):
-            return {"dict": {k: enc(v) for k, v in tree.items()}}
-        return {"list": [enc(v) for v in tree]}
-
-    return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
-            "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
 
 
 # -- rebuilding Python arguments from flat arrays -------------------------------------------------------------------

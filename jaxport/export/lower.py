@@ -302,7 +302,7 @@ def lower(
         # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
         unused = on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
                                  weight_positions)
-    return Lowered(exported, name, inputs, calltree.from_spec(fspec, arg_names, leaf_index, record_source), out_names,
+    return Lowered(exported, name, inputs, call_tree(fspec, arg_names, leaf_index, record_source), out_names,
                    out_tree, x64, scan, tensors, unused, input_positions, weight_positions)
 
 
@@ -436,3 +436,26 @@ def _refuse_key_outputs(exported: Any, names: list[str], where: str) -> None:
                               f"[{', '.join(str(d) for d in aval.shape)}]), which an artifact does not return. "
                               f"Return its key data, jax.random.key_data(key) (uint32), and rebuild the key with "
                               f"jax.random.wrap_key_data(data, impl={dtypes.KEYS[str(aval.dtype)].impl!r}).")
+
+
+def call_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],
+              record_source: Callable[[BindLeaf], str] | None = None) -> dict[str, Any]:
+    """The call tree recorded in the manifest for a spec's function: ``names`` are the positional arguments' names,
+    ``leaf_index`` maps ``id(ArrayLeaf)`` to its input index, ``record_source`` gives a bound source as recorded
+    (export's: relative to its root; default: ``calltree.recorded_source``)."""
+
+    def enc(tree: Any) -> Any:
+        if isinstance(tree, StaticLeaf):
+            v = tree.value
+            return {"static": list(v) if isinstance(v, tuple) else v}
+        if isinstance(tree, BindLeaf):
+            recorded = record_source(tree) if record_source is not None else calltree.recorded_source(tree.source)
+            return {"bound": recorded}
+        if isinstance(tree, ArrayLeaf):
+            return {"input": leaf_index[id(tree)]}
+        if isinstance(tree, dict):
+            return {"dict": {k: enc(v) for k, v in tree.items()}}
+        return {"list": [enc(v) for v in tree]}
+
+    return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
+            "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
