@@ -259,3 +259,17 @@ def test_strip_locations_keeps_the_sharding_annotations(sharded, monkeypatch):
     f = result.manifest["functions"]["predict"]
     assert [c["target"] for c in f["custom_calls"]] == ["shape_assertion"]
     assert f["inputs"][0]["partition_spec"] == ["data", None]
+
+
+def test_a_command_line_bind_keeps_the_shardings_of_the_bind_it_replaces(sharded, tmp_path, run_cli):
+    """`export --bind params=OTHER.npz` over the spec's `bind: params.npz` binds other values laid out as the spec's
+    `sharding:` says: same partition specs, same program."""
+    shutil.copy(sharded / "params.npz", tmp_path / "other.npz")
+    res = run_cli("export", sharded / "model.py:predict", "--shapes", sharded / "spec.yaml", "--bind",
+                  f"params={tmp_path / 'other.npz'}", "-o", tmp_path / "b.jaxport")
+    assert res.exit_code == 0, res.stderr
+    with jaxport.open_artifact(sharded / "predict.jaxport") as a, jaxport.open_artifact(tmp_path / "b.jaxport") as b:
+        fa, fb = a.manifest["functions"]["predict"], b.manifest["functions"]["predict"]
+        assert fb["weights_partition_specs"] == fa["weights_partition_specs"] == {
+            "params/b1": ["model"], "params/w1": [None, "model"], "params/w2": ["model", None]}
+        assert b.read(fb["payload"]) == a.read(fa["payload"])

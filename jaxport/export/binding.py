@@ -39,12 +39,12 @@ def apply_binds(fspec: FunctionSpec, fn: Callable[..., Any], bind: Mapping[str, 
     for name in sorted(bind, key=lambda n: positional.index(n) if n in positional else len(positional)):
         leaf = BindLeaf(bind[name], Where(f"--bind {name}", 0), Path.cwd())
         if name in kwargs:
-            kwargs[name] = leaf
+            kwargs[name] = _replacing(kwargs[name], leaf)
         elif name in positional:
             i = positional.index(name)
             if i < len(args) and (isinstance(args[i], BindLeaf) or _misfit(sig, [*args[:i], leaf, *args[i:]],
                                                                            kwargs) is not None):
-                args[i] = leaf
+                args[i] = _replacing(args[i], leaf)
             elif i < len(args):
                 args.insert(i, leaf)
             else:
@@ -77,12 +77,20 @@ def placed_binds(fspec: FunctionSpec, binds: Mapping[str, Any], positional: list
         leaf = BindLeaf(text, Where(f"--bind {name}", 0))
         i = positional.index(name) if name in positional and name not in kwargs else len(args)
         if i < len(args) and (isinstance(args[i], BindLeaf) or len(args) >= len(positional)):
-            args[i] = leaf
+            args[i] = _replacing(args[i], leaf)
         elif i < len(args):
             args.insert(i, leaf)
         else:
-            kwargs[name] = leaf
+            kwargs[name] = _replacing(kwargs.get(name), leaf)
     return dataclasses.replace(fspec, args=args, kwargs=kwargs)
+
+
+def _replacing(old: Any, leaf: BindLeaf) -> BindLeaf:
+    """``leaf`` in place of the spec's ``old`` entry: a ``bind:`` it replaces keeps its ``sharding:`` (the new source
+    binds other values of the same tree, laid out as the spec says)."""
+    if isinstance(old, BindLeaf) and old.sharding is not None:
+        return dataclasses.replace(leaf, sharding=old.sharding)
+    return leaf
 
 
 def _misfit(sig: inspect.Signature | None, args: list[Any], kwargs: Mapping[str, Any]) -> str | None:
