@@ -262,6 +262,7 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
     The search evaluates at most ``budget`` steps (default :data:`MAX_RESOLVE_STEPS`; share one across calls to
     bound them together): past it, FormatError, since only an artifact's constraints can make it so costly."""
     variables = dimension_variables(fn)
+    given = through_aliases(fn, given, variables)
     for name in given:
         if name not in variables:
             close = difflib.get_close_matches(name, variables, n=1)
@@ -296,6 +297,52 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
                     raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
                                      f"{_values(env)}.")
     return env
+
+
+def aliases(fn: Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
+    """Names the spec's constraints define in terms of the function's variables (``d == 64*heads``: JAX rewrites
+    ``d`` as ``64*heads``, so the program has no ``d``): name -> (expression, the constraint's text)."""
+    out: dict[str, tuple[dimexpr.Expr, str]] = {}
+    for text in fn.get("constraints") or []:
+        try:
+            c = dimexpr.parse_constraint(text)
+        except dimexpr.DimExprError:
+            continue
+        if c.op != "==":
+            continue
+        for name, expr in ((c.lhs, c.rhs), (c.rhs, c.lhs)):
+            if name.op == "var" and name.value not in variables and dimexpr.variables(expr) <= set(variables):
+                out.setdefault(str(name.value), (expr, c.text))
+    return out
+
+
+def through_aliases(fn: Mapping[str, Any], given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
+    """``given`` with a value for a name the constraints define (``--dim d=128`` with ``d == 64*heads``) turned into
+    the value of the one variable of its definition left unknown (``heads=2``); a value that no integer fits, or
+    that disagrees with the others given, is an InputError naming the constraint."""
+    defined = aliases(fn, variables)
+    out = {k: v for k, v in given.items() if k not in defined}
+    for name, value in given.items():
+        if name not in defined:
+            continue
+        expr, text = defined[name]
+        unknown = sorted(dimexpr.variables(expr) - out.keys())
+        if not unknown:
+            have = dimexpr.evaluate(expr, out)
+            if have != value:
+                raise InputError(f"dimension {name!r} = {value} (given), but {text} (spec constraint) makes it "
+                                 f"{have} with {_values({v: out[v] for v in sorted(dimexpr.variables(expr))})}.")
+            continue
+        lin = dimexpr.linear(expr, unknown[0], out) if len(unknown) == 1 else None
+        if lin is None or lin[0] == 0:
+            raise InputError(f"dimension {name!r} is defined by {text} (spec constraint): give "
+                             f"{', '.join(unknown)} with --dim instead.")
+        a, b = lin
+        if (value - b) % a:
+            raise InputError(f"dimension {name!r} = {value} (given), but {text} (spec constraint) needs a value "
+                             f"of the form {dimexpr.parse(str(expr))} with {unknown[0]} an integer.")
+        out[unknown[0]] = (value - b) // a
+    return out
 
 
 def _search(constraints: list[dimexpr.Constraint], env: dict[str, int], given: Mapping[str, int],

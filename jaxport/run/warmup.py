@@ -70,15 +70,19 @@ def combinations(fn: Mapping[str, Any], shapes: Shapes, where: str) -> list[dict
         if len(combos) > MAX_SIGNATURES:
             raise UsageError(f"{where}: {len(combos)} shape signatures to warm up; at most {MAX_SIGNATURES} are "
                              f"allowed.")
+    defined = contract.aliases(fn, variables)
     for dims in combos:
         for name, value in dims.items():
-            if name not in variables:
+            if name not in variables and name not in defined:
                 close = difflib.get_close_matches(name, variables, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 raise UsageError(f"{where}: unknown dimension variable {name!r}.{hint} The function has "
                                  f"{', '.join(variables) or 'no dimension variables'}.")
             if type(value) is not int:  # noqa: E721 - bools and floats are no dimension values
                 raise UsageError(f"{where}: dimension {name!r} = {value!r} is not an integer.")
+        dims.update(contract.through_aliases(fn, dims, variables))  # --dim d=128 with d == 64*heads: heads=2
+        for name in defined:
+            dims.pop(name, None)
         missing = [v for v in variables if v not in dims]
         if missing:
             raise UsageError(f"{where}: give a value for every dimension variable to warm up ({', '.join(missing)} "
