@@ -83,6 +83,55 @@ def parse_partition_spec(raw: Any, mesh: Mapping[str, int] | None, rank: int | N
     return tuple(out)
 
 
+#: Most assignments of a symbolic dimension's variables tried when checking that a sharding divides it.
+MAX_DIVISIBILITY_TRIALS = 4096
+
+
+def indivisible(shape: Sequence[int | str], spec: PartitionSpec, mesh: Mapping[str, int], where: str,
+                fail: Callable[[str], Exception]) -> None:
+    """Refuse a ``spec`` that splits an axis of ``shape`` into a number of parts that does not divide its size
+    (JAX refuses it at export with its own text, or, for a symbolic size, at the first call that does not fit).
+
+    A symbolic size is tried at each variable's values 1..parts (sums and products of variables are periodic in each
+    with that period, so this decides them; with ``//`` or ``%`` it is a check of those values only)."""
+    from . import dimexpr
+
+    for axis, entry in enumerate(spec):
+        if entry is None:
+            continue
+        names = list(entry) if isinstance(entry, tuple) else [entry]
+        parts = 1
+        for n in names:
+            parts *= mesh[n]
+        over = " x ".join(f"{n} ({mesh[n]})" for n in names)
+        others = [n for n, k in mesh.items() if n not in names]
+        d = shape[axis]
+        if isinstance(d, int):
+            if d % parts:
+                fits = [f"{n} ({mesh[n]})" for n in others if d % mesh[n] == 0]
+                fix = f"Shard it over {' or '.join(fits)}, replicate it" if fits else "Replicate it"
+                raise fail(f"{where}: axis {axis} has size {d}, which {parts} does not divide, but it is split over "
+                           f"{over}. {fix} (null), or change the mesh.")
+            continue
+        expr = dimexpr.parse(d)
+        variables = sorted(dimexpr.variables(expr))
+        if parts ** len(variables) > MAX_DIVISIBILITY_TRIALS:
+            continue
+        env: dict[str, int] = {}
+        for i in range(parts ** len(variables)):
+            env = {v: 1 + (i // parts ** j) % parts for j, v in enumerate(variables)}
+            try:
+                value = dimexpr.evaluate(expr, env)
+            except dimexpr.DimExprError:
+                continue
+            if value % parts:
+                example = ", ".join(f"{k}={v}" for k, v in env.items())
+                raise fail(f"{where}: axis {axis} has size {d}, which is not always a multiple of {parts} "
+                           f"(with {example} it is {value}), but it is split over {over}. Write the size as a multiple "
+                           f"of {parts} (e.g. {parts}*{variables[0]}), shard the axis over another mesh axis, or "
+                           f"replicate it (null).")
+
+
 def _yaml(raw: Any) -> str:
     if isinstance(raw, list):
         return "[" + ", ".join(_yaml(v) for v in raw) + "]"

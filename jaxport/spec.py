@@ -22,7 +22,7 @@ from typing import Any
 from . import dimexpr, dtypes, output_names
 from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
-from .sharding import parse_mesh, parse_partition_spec
+from .sharding import indivisible, parse_mesh, parse_partition_spec
 from .spec_values import check_artifact_name, check_function_name, check_platform, input_range, suggest
 
 #: Spec format versions this release reads. History:
@@ -314,6 +314,13 @@ class _Parser:
                 if "sharding" in raw:
                     array_sharding = self.partition_spec(raw["sharding"], len(shape), path,
                                                          raw.key_lines["sharding"])
+                    assert self.mesh is not None  # partition_spec refused a sharding without a mesh
+                    line_s = raw.key_lines["sharding"]
+
+                    def refuse(msg: str) -> SpecError:
+                        return self.fail(line_s, msg)
+
+                    indivisible(shape, array_sharding, self.mesh, f"{path}.sharding", refuse)
                 values = None
                 if "range" in raw:
                     values = self.value_range(raw["range"], dtype, path, raw.key_lines["range"])

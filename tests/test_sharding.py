@@ -273,3 +273,26 @@ def test_a_command_line_bind_keeps_the_shardings_of_the_bind_it_replaces(sharded
         assert fb["weights_partition_specs"] == fa["weights_partition_specs"] == {
             "params/b1": ["model"], "params/w1": [None, "model"], "params/w2": ["model", None]}
         assert b.read(fb["payload"]) == a.read(fa["payload"])
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("  - bind: m.py:PARAMS\n    sharding: {kernel: [null, model]}\n  - {shape: \"4*b, 48\", dtype: f32}\n",
+     "spec.yaml:4: the sharding of 'params/kernel': axis 1 has size 5, which 2 does not divide, but it is split over "
+     "model (2). Replicate it (null), or change the mesh."),
+    ("  - bind: m.py:PARAMS\n  - {shape: \"b, 48\", dtype: f32, sharding: [data, null]}\n",
+     "spec.yaml:5: args[1].sharding: axis 0 has size b, which is not always a multiple of 4 (with b=1 it is 1), but "
+     "it is split over data (4). Write the size as a multiple of 4 (e.g. 4*b), shard the axis over another mesh "
+     "axis, or replicate it (null)."),
+    ("  - bind: m.py:PARAMS\n  - {shape: \"4*b, 6\", dtype: f32, sharding: [null, data]}\n",
+     "spec.yaml:5: args[1].sharding: axis 1 has size 6, which 4 does not divide, but it is split over data (4). Shard "
+     "it over model (2), replicate it (null), or change the mesh."),
+])
+def test_a_sharding_that_does_not_divide_its_axis_is_a_spec_error_at_its_line(tmp_path, run_cli, monkeypatch, spec,
+                                                                               message):
+    (tmp_path / "m.py").write_text("import numpy as np\nPARAMS = {'kernel': np.ones((48, 5), np.float32)}\n"
+                                   "def f(params, x):\n    return x @ params['kernel']\n")
+    (tmp_path / "spec.yaml").write_text("jaxport: 1\nmesh: {data: 4, model: 2}\nargs:\n" + spec)
+    monkeypatch.chdir(tmp_path)
+    res = run_cli("export", "m.py:f", "--shapes", "spec.yaml", "-o", "out.jaxport")
+    assert (res.exit_code, res.stderr) == (3, f"error[spec]: {message}\n")
+    assert not (tmp_path / "out.jaxport").exists()

@@ -38,6 +38,7 @@ from ..artifact.container import strict_json
 from ..artifact.summary import array_type
 from ..artifact.tensors import Tensor, prepare
 from ..errors import EntrypointError, SpecError
+from ..sharding import indivisible
 from ..spec import BindLeaf, FunctionSpec, ShapeSpec
 from .entrypoint import load_attribute, split_entrypoint
 
@@ -412,10 +413,13 @@ def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modul
     return bound, ordered, binds
 
 
-def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor]) -> dict[str, Any]:
-    """The PartitionSpec of each bound tensor that a ``bind``'s ``sharding`` names, by tensor name."""
+def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor], mesh: Mapping[str, int]
+                           ) -> dict[str, Any]:
+    """The PartitionSpec of each bound tensor that a ``bind``'s ``sharding`` names, by tensor name (refused at the
+    ``bind:`` line when it splits an axis into parts that do not divide it)."""
     out: dict[str, Any] = {}
     ranks = {t.name: len(t.array.shape) for t in tensors}
+    tensor_shapes = {t.name: tuple(int(n) for n in t.array.shape) for t in tensors}
     for b in binds:
         for key, spec in b.leaf.sharding or ():
             name = f"{b.prefix}/{key}" if key else b.prefix
@@ -429,6 +433,8 @@ def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor]) ->
                 raise SpecError(f"{b.leaf.where}: the sharding of '{name}' has "
                                 f"{plural(len(spec), 'entry', 'entries')}, but the tensor has "
                                 f"{plural(ranks[name], 'axis', 'axes')}.")
+            indivisible(tensor_shapes[name], spec, mesh, f"{b.leaf.where}: the sharding of '{name}'",
+                        lambda msg: SpecError(msg))
             out[name] = spec
     return out
 

@@ -246,7 +246,7 @@ def lower(
 
     platforms = list(platforms) if platforms else [export.default_export_platform()]
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
-    weight_specs = weight_partition_specs(binds, tensors) if spec.mesh else {}
+    weight_specs = weight_partition_specs(binds, tensors, spec.mesh) if spec.mesh else {}
 
     def run_export(checks):
         # One user frame per op, not the whole Python stack: the stack above the function (jaxport, click, a test
