@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from . import dimexpr
 from ._jax_internals import hlo_sharding_text, named_shardings
 from ._text import plural
 from .errors import PlatformError, SpecError
@@ -94,8 +95,6 @@ def indivisible(shape: Sequence[int | str], spec: PartitionSpec, mesh: Mapping[s
 
     A symbolic size is tried at each variable's values 1..parts (sums and products of variables are periodic in each
     with that period, so this decides them; with ``//`` or ``%`` it is a check of those values only)."""
-    from . import dimexpr
-
     for axis, entry in enumerate(spec):
         if entry is None:
             continue
