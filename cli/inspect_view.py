@@ -43,7 +43,7 @@ def _printable(node):
     """The manifest with every string's control characters escaped (``\\x1b``): its text comes from the artifact,
     which may be hostile, and is shown on a terminal."""
     if isinstance(node, str):
-        return plain(node)
+        return node if node.isascii() and node.isprintable() else plain(node)  # plain keeps printable ASCII as is
     if isinstance(node, dict):
         return {_printable(k): _printable(v) for k, v in node.items()}
     if isinstance(node, list):
@@ -167,9 +167,9 @@ def _short_assertion(msg: str) -> str:
 
 def _sharding(a):
     """``P('data', None)  {devices=[4,1,2]<=[8] ...}`` for a sharded array, the HLO text alone, or ``-``."""
-    from jaxport.sharding import text
-
     if "partition_spec" in a:
+        from jaxport.sharding import text  # only for a sharded function: it imports more than inspect needs
+
         hlo = a.get("sharding")
         return text(a["partition_spec"]) + (f"  {hlo}" if hlo else "")
     return a.get("sharding") or "-"
@@ -177,10 +177,10 @@ def _sharding(a):
 
 def _render_parallel(out, f):
     """The mesh and the bound tensors' partitioning of a sharded function, and the derivatives it carries."""
-    from jaxport.sharding import mesh_devices, mesh_text, text
-
     mesh = f.get("mesh")
     if mesh:
+        from jaxport.sharding import mesh_devices, mesh_text, text
+
         out.line(f"  mesh {mesh_text(mesh)} ({mesh_devices(mesh)} devices); run it where JAX has that many devices "
                  f"(call --host-devices {mesh_devices(mesh)} on a CPU)")
         specs = f.get("weights_partition_specs") or {}

@@ -7,7 +7,10 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 _COMMANDS = {
     "export": ("jaxport_cli.commands.export", "Export a JAX function into an artifact, from a YAML shape spec."),

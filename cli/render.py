@@ -17,15 +17,17 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from jaxport._text import visible
 
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console, ConsoleOptions, RenderableType
     from rich.segment import Segment
 
-__all__ = ["Document", "Table", "escape", "plain", "plain_lines", "print_json", "stderr", "stdout"]
+__all__ = ["Document", "Table", "escape", "is_terminal", "plain", "plain_lines", "print_json", "stderr", "stdout"]
 
 _PIPE_WIDTH = 160  # when output is not a terminal, wide enough that signatures stay on one line
 
@@ -108,11 +110,13 @@ _HEAD_BAR, _RULE, _CROSS, _BAR = "┃", "━", "╇", "│"
 
 class Table:
     """A table of a document: a title, column names, and rows of cells (text, or ``(text, style)``), drawn as
-    rich draws ``Table(title=..., title_justify="left", show_edge=False)``."""
+    rich draws ``Table(title=..., title_justify="left", show_edge=False)``; ``right`` names the columns justified
+    to the right (header included), as ``add_column(..., justify="right")``."""
 
-    def __init__(self, title: str, columns: Iterable[str]):
+    def __init__(self, title: str, columns: Iterable[str], right: Iterable[str] = ()):
         self.title = title
         self.columns = list(columns)
+        self.right = frozenset(right)
         self.rows: list[list[Span]] = []
 
     def add_row(self, *cells: str | Span) -> None:
@@ -170,7 +174,7 @@ class Document:
             if isinstance(block, Table):
                 t = RichTable(title=block.title, title_justify="left", show_edge=False)
                 for col in block.columns:
-                    t.add_column(col)
+                    t.add_column(col, justify="right" if col in block.right else "left")
                 for row in block.rows:
                     t.add_row(*(Text(text, style=style) for text, style in row))
                 out.print(t)
@@ -244,6 +248,19 @@ def _plain_mode(stream: Any, environ: Mapping[str, str]) -> tuple[str | None, in
     return colour, width
 
 
+def is_terminal(stream: Any, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether rich's console for ``stream`` treats it as a terminal (spinners and progress bars are shown only
+    there), by rich's rules (``TTY_COMPATIBLE``, ``FORCE_COLOR``, else ``isatty``); True where only rich can say."""
+    environ = os.environ if environ is None else environ
+    import builtins
+
+    if sys.platform == "win32" or hasattr(builtins, "get_ipython"):
+        return True
+    compatible, force = environ.get("TTY_COMPATIBLE", ""), environ.get("FORCE_COLOR")
+    return False if compatible == "0" else True if compatible == "1" else \
+        force != "" if force is not None else _isatty(stream)
+
+
 def _isatty(stream: Any) -> bool:
     try:
         return bool(getattr(stream, "isatty", lambda: False)())
@@ -277,11 +294,18 @@ def _draw_table(table: Table, colour: str | None, width: int) -> list[str] | Non
     def pad(text: str, w: int) -> str:
         return " " * (w - _cell_len(text))
 
-    head = [_styled(" ", "bold", colour) + _styled(name + pad(name, w), "bold", colour) + _styled(" ", "bold", colour)
-            for name, w in zip(table.columns, widths)]
+    def cell(text: str, style: str, w: int, right: bool) -> str:
+        if right:
+            return " " + pad(text, w) + _styled(text, style, colour) + " "
+        return " " + _styled(text, style, colour) + pad(text, w) + " "
+
+    head = []
+    for name, w in zip(table.columns, widths):
+        shown = pad(name, w) + name if name in table.right else name + pad(name, w)
+        head.append(_styled(" ", "bold", colour) + _styled(shown, "bold", colour) + _styled(" ", "bold", colour))
     lines.append(_HEAD_BAR.join(head))
     lines.append(_CROSS.join(_RULE * (w + 2) for w in widths))
     for row in table.rows:
-        lines.append(_BAR.join(" " + _styled(text, style, colour) + pad(text, w) + " "
-                               for (text, style), w in zip(row, widths)))
+        lines.append(_BAR.join(cell(text, style, w, name in table.right)
+                               for (text, style), w, name in zip(row, widths, table.columns)))
     return lines

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 # The ``export`` subpackage is imported first so that the ``export`` function defined below, not the subpackage,
 # is what ``jaxport.export`` names (a submodule import binds its name in the parent package only when it first
@@ -34,7 +33,10 @@ from .errors import (
     VerificationError,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .artifact.diff import compare_manifests
     from .artifact.diff import diff as diff_artifacts
     from .artifact.policy import check, load_policy

@@ -19,15 +19,17 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
 
 from .errors import OutputError
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 #: How a path that is not a regular file is named in messages, by the type bits of its mode.
 _NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -306,6 +308,8 @@ def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterat
     path = Path(path)
     remove_stale_temporaries(path)
     try:
+        import tempfile  # here: `inspect`, which writes nothing, does not import it (nor `random`)
+
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=f"{_temporary_prefix(path)}{os.getpid()}-", suffix=".tmp")
     except OSError as e:
         raise write_failure(path, e, creating=True) from None
@@ -377,6 +381,8 @@ def scratch_file(beside: str | Path) -> BinaryIO:
     nothing is left behind, whatever happens."""
     path = Path(beside)
     parent = path.parent if str(path.parent) else Path(".")
+    import tempfile
+
     try:
         return tempfile.TemporaryFile(dir=parent, buffering=0)  # unbuffered: a failed write fails at once
     except OSError as e:

@@ -18,10 +18,12 @@ wildcard). Everything else jaxport calls works the same from jax 0.9.1 on; ``mak
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import re
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -83,6 +85,34 @@ def reviewed_stable_targets(jax_version: str) -> frozenset[str]:
     have = _version_tuple(jax_version)
     return REVIEWED_STABLE_TARGETS.difference(*(targets for added_in, targets in STABLE_TARGETS_ADDED_IN.items()
                                                 if have < _version_tuple(added_in)))
+
+
+def mlir_ir() -> Any:
+    """JAX's MLIR Python bindings, ``jax.extend.mlir.ir``, without importing ``jax.extend`` (see
+    :func:`_jaxlib_mlir`)."""
+    from jaxlib.mlir import ir  # what jax.extend.mlir.ir re-exports
+
+    return ir
+
+
+def stablehlo_dialect() -> Any:
+    """``jax.extend.mlir.dialects.stablehlo``, imported without ``jax.extend`` (see :func:`_jaxlib_mlir`)."""
+    from jaxlib.mlir.dialects import stablehlo  # what jax.extend.mlir.dialects.stablehlo re-exports
+
+    return stablehlo
+
+
+def _jaxlib_mlir() -> Any:
+    """jaxlib's MLIR helpers that ``jax.extend.mlir`` re-exports (``deserialize_portable_artifact`` and
+    ``serialize_portable_artifact``).
+
+    ``import jax.extend.mlir`` first runs ``jax/extend/__init__.py``, which imports every ``jax.extend`` module, Pallas
+    included: 40-70 ms of every ``jaxport call`` process that reads a program (BENCHMARKS.md, issue 16), where a
+    native script imports none of it. These are the same objects (``tests/test_checks.py`` compares them).
+    """
+    from jax._src.lib import _jax  # no public API: see the docstring
+
+    return _jax.mlir
 
 
 def make_ir_context() -> Any:
@@ -187,6 +217,57 @@ def backends_initialized() -> bool:
     return bool(xla_bridge.backends_are_initialized())
 
 
+def lapack_targets() -> frozenset[str]:
+    """The custom-call targets of jaxlib's CPU LAPACK kernels: the kernels that need LAPACK initialized.
+
+    No public API lists them; they are jaxlib's registrations for the CPU platform.
+    """
+    try:
+        from jax._src.lib import lapack  # no public API
+    except ImportError:
+        return frozenset()
+    return frozenset(name for name, *_ in lapack.registrations().get("cpu", []))
+
+
+#: Per thread: how many :func:`lapack_left_alone` blocks are open.
+_lapack_skips = threading.local()
+
+
+@contextlib.contextmanager
+def lapack_left_alone() -> Iterator[None]:
+    """Within the block, lowering ``Exported.call`` in this thread does not initialize the CPU LAPACK kernels.
+
+    JAX's lowering of a call to an exported program initializes them for every program exported for CPU (jax 0.10:
+    ``_export._ensure_backends_initialized``), which imports ``scipy.linalg``: 0.09 s of every process's first call
+    (BENCHMARKS.md, issue 16), whether the program calls LAPACK or not. The caller opens this block only for a
+    program whose custom calls, as the allowlist check read them, include none of :func:`lapack_targets`; a program
+    that does call one initializes LAPACK as JAX does. Lowering outside the block (another thread, a user's own
+    ``jax.jit`` around a loaded function) is unchanged. No public API controls this; a JAX without the hook (jax 0.9)
+    is left as it is.
+    """
+    try:
+        from jax._src.lax import linalg  # no public API
+    except ImportError:
+        yield
+        return
+    original = getattr(linalg, "initialize_lapack", None)
+    if original is None:
+        yield
+        return
+    if not getattr(original, "_jaxport_gate", False):
+        def gate() -> None:
+            if not getattr(_lapack_skips, "depth", 0):
+                original()
+
+        gate._jaxport_gate = True  # type: ignore[attr-defined]
+        linalg.initialize_lapack = gate
+    _lapack_skips.depth = getattr(_lapack_skips, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _lapack_skips.depth -= 1
+
+
 # --- the older JAX releases jaxport supports (measured with jax 0.9.1, 0.9.2, 0.10.0, 0.10.1 and 0.10.2) -----------
 
 
@@ -209,10 +290,8 @@ def deserialize_portable_artifact(data: bytes) -> Any:
     locations) in jaxlib 0.9.x: that text is parsed here, in the current context with JAX's dialects loaded (the
     newer reader loads them itself).
     """
-    from jax.extend import mlir as jmlir
-    from jax.extend.mlir import ir
-
-    result = jmlir.deserialize_portable_artifact(data)
+    ir = mlir_ir()
+    result = _jaxlib_mlir().deserialize_portable_artifact(data)
     if isinstance(result, str):  # jaxlib 0.9.x
         _load_jax_dialects(ir.Context.current)
         return ir.Module.parse(result)
@@ -226,8 +305,7 @@ def serialize_portable_artifact(module: Any, target: str, use_mixed_serializatio
     or text in jaxlib 0.9.x and 0.10.0, which refuse the module with a TypeError before reading anything: they are
     given the module's bytecode (which keeps its locations; the same bytes as from the module, measured with 0.9.x).
     """
-    from jax.extend import mlir as jmlir
-
+    jmlir = _jaxlib_mlir()
     try:
         return bytes(jmlir.serialize_portable_artifact(module, target, use_mixed_serialization))
     except TypeError:  # jaxlib 0.9.x and 0.10.0: "incompatible function arguments"

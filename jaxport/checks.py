@@ -171,6 +171,7 @@ def check_module(where: str, module: bytes, allowed: frozenset[str]) -> None:
     refused = _refused_error(where, scan)
     if refused is not None:
         raise refused
+    _remember(module, frozenset(c.target for c in scan.custom_calls))
     stable = guaranteed_stable_custom_calls()
     bad = _uses(scan, lambda t: t not in stable and t not in allowed)
     if bad:
@@ -182,6 +183,25 @@ def check_module(where: str, module: bytes, allowed: frozenset[str]) -> None:
             + f"\nThe artifact's own list of allowed targets grants nothing: whoever runs it decides. If you trust "
               f"the artifact and this process provides the kernels, allow them with {flags} "
               f"(allow_custom_calls=[{listed}] in Python).")
+
+
+#: The custom-call targets of the programs :func:`check_module` read in this process, by the identity of their
+#: serialized bytes (each entry holds the bytes, so an identity is never reused while it is remembered).
+_CHECKED: dict[int, tuple[bytes, frozenset[str]]] = {}
+_CHECKED_KEPT = 32
+
+
+def _remember(module: bytes, targets: frozenset[str]) -> None:
+    if len(_CHECKED) >= _CHECKED_KEPT:
+        _CHECKED.pop(next(iter(_CHECKED)))
+    _CHECKED[id(module)] = (module, targets)
+
+
+def checked_targets(module: bytes) -> frozenset[str] | None:
+    """The custom-call targets :func:`check_module` found in this very ``module`` object (the serialized program a
+    check read), or None when no check in this process read it (then nothing is known)."""
+    entry = _CHECKED.get(id(module))
+    return entry[1] if entry is not None and entry[0] is module else None
 
 
 #: Stored derivatives checked when a program is loaded; deeper ones are checked when JAX first asks for them.

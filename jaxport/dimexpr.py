@@ -27,7 +27,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from ._record import dataclass
 
 _FUNCTIONS = {"max": 2, "min": 2, "floordiv": 2, "mod": 2, "non_negative": 1}
 _TOKEN = re.compile(r"\s*(?:([0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(//|>=|<=|==|[-+*%(),^]))")  # ASCII digits only

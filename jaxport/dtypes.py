@@ -12,7 +12,8 @@ appended to the array's shape.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+
+from ._record import dataclass
 
 
 @dataclass(frozen=True)

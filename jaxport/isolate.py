@@ -33,7 +33,13 @@ import threading
 from pathlib import Path
 
 from . import usercache
-from ._jax_internals import backends_initialized, deserialize_portable_artifact, make_ir_context
+from ._jax_internals import (
+    backends_initialized,
+    deserialize_portable_artifact,
+    make_ir_context,
+    mlir_ir,
+    stablehlo_dialect,
+)
 from .errors import CrashError, FormatError
 from .module_scan import (
     CALL_LEVELS,
@@ -94,7 +100,7 @@ def _read_program_bytes(payload: bytes) -> None:
     stage = _EXCEPTION
     try:
         from jax import export
-        from jax.extend import mlir  # noqa: F401 - loaded before the memory limit, as JAX itself
+        mlir_ir()  # loaded before the memory limit, as JAX itself
 
         limit_memory_now()
         exported = export.deserialize(bytearray(payload))
@@ -125,8 +131,7 @@ def _has_main(module: bytes) -> None:
     ``extract --mlir`` and ``diff`` will) and check the printed text against the program limits
     (``module_scan.check_program_text``: nesting through regions, attributes, types, aliases and calls), which
     bound what JAX's lowering and XLA's compiler recurse on when ``call`` runs it."""
-    from jax.extend.mlir import ir
-    from jax.extend.mlir.dialects import stablehlo
+    ir, stablehlo = mlir_ir(), stablehlo_dialect()
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
@@ -246,8 +251,8 @@ def _can_fork() -> bool:
         if backends_initialized():
             return False
         from jax import export  # noqa: F401 - loaded before the fork, as the check reads with them
-        from jax.extend import mlir  # noqa: F401
-        from jax.extend.mlir.dialects import stablehlo  # noqa: F401
+        mlir_ir()
+        stablehlo_dialect()
     except Exception:  # noqa: BLE001 - an unusual JAX: start a fresh interpreter, as always
         return False
     return True
@@ -303,8 +308,7 @@ def _read_module() -> None:
     """Child target of :func:`check_module_bytes`: read bytecode from stdin as ``importer.mlir.read_module`` does."""
     data = sys.stdin.buffer.read()
     try:
-        from jax.extend.mlir import ir
-
+        ir = mlir_ir()
         limit_memory_now()
         ctx = make_ir_context()
         with ctx, ir.Location.unknown():

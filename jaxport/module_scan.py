@@ -1,6 +1,7 @@
 """Reading a lowered StableHLO module: custom calls, large constants, shape assertions, locations.
 
-The module is walked with the MLIR Python bindings that JAX ships (``jax.extend.mlir``), never printed whole, so a
+The module is walked with the MLIR Python bindings that JAX ships (``jax.extend.mlir``'s, imported without the rest
+of ``jax.extend``: ``_jax_internals.mlir_ir``), never printed whole, so a
 module with hundreds of megabytes of constants is scanned without building its text.
 """
 
@@ -10,7 +11,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ._jax_internals import deserialize_portable_artifact, serialize_portable_artifact, serialize_with_sdy
+from ._jax_internals import (
+    deserialize_portable_artifact,
+    mlir_ir,
+    serialize_portable_artifact,
+    serialize_with_sdy,
+    stablehlo_dialect,
+)
 
 _DTYPE_BITS = re.compile(r"^(?:[fiu]|bf|ui|si)(\d+)$")
 _LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -78,8 +85,7 @@ def _tensor_nbytes(type_str: str) -> int:
 
 def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
     """Walk a serialized (portable artifact) StableHLO module."""
-    from jax.extend.mlir import ir
-    from jax.extend.mlir.dialects import stablehlo
+    ir, stablehlo = mlir_ir(), stablehlo_dialect()
 
     scan = ModuleScan()
     ctx = ir.Context()
@@ -109,8 +115,7 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
 
 def module_text(mlir_module_serialized: bytes, debug_info: bool = False) -> str:
     """The StableHLO text of a serialized module."""
-    from jax.extend.mlir import ir
-    from jax.extend.mlir.dialects import stablehlo
+    ir, stablehlo = mlir_ir(), stablehlo_dialect()
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
@@ -127,8 +132,7 @@ def stablehlo_version(mlir_module_serialized: bytes) -> str | None:
 
 def strip_locations(mlir_module_serialized: bytes) -> bytes:
     """The same module with every source location replaced by ``unknown``, for the same StableHLO version."""
-    from jax.extend.mlir import ir
-    from jax.extend.mlir.dialects import stablehlo
+    ir, stablehlo = mlir_ir(), stablehlo_dialect()
 
     version = stablehlo_version(mlir_module_serialized)
     ctx = ir.Context()

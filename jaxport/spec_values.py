@@ -7,13 +7,15 @@ reason for a range, which each caller words as its own error). No JAX or numpy.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
-from typing import Any
 
 from . import dtypes
 from .errors import SpecError
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -21,6 +23,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
     """`` Did you mean 'X'?`` for the choice closest to ``word``, or an empty string."""
+    import difflib  # only for messages: not imported when a manifest is read
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
 

@@ -15,13 +15,13 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from jaxport import _fsio
 from jaxport._fsio import atomic_output, atomic_write, check_output, command_inputs, note_input
 from jaxport._text import visible
 from jaxport.errors import OutputError
@@ -314,14 +314,14 @@ def test_a_failed_write_leaves_no_temporary_and_the_old_file(tmp_path, failure):
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_full_disk_at_flush_and_close_leaves_no_temporary(tmp_path, monkeypatch):
     """The buffered data fails to flush with ENOSPC, and fails again when the file is closed."""
-    real = _fsio.tempfile.mkstemp
+    real = tempfile.mkstemp
 
     def full(*args, **kwargs):
         fd, name = real(*args, **kwargs)
         os.dup2(os.open("/dev/full", os.O_WRONLY), fd)
         return fd, name
 
-    monkeypatch.setattr(_fsio.tempfile, "mkstemp", full)
+    monkeypatch.setattr(tempfile, "mkstemp", full)
     target = tmp_path / "out.bin"
     with pytest.raises(OutputError, match=f"^{target}: cannot write: No space left on device. Free space"):
         atomic_write(target, lambda f: f.write(b"x" * 100))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
+import sys
 
 import click
 
@@ -151,19 +153,23 @@ def command(artifact, items, use_random, dims, seed, function, ranges, cast, sav
         from jaxport.run.iree import iree_cache_dir
         from jaxport.run.load import load
 
-        con = render.stderr()
-
         def busy(text):
-            return con.status(text, spinner="dots") if not as_json else contextlib.nullcontext()
+            """A spinner showing ``text()`` (called only where a spinner shows: rich is not imported otherwise)."""
+            if as_json or not render.is_terminal(sys.stderr):  # rich shows no spinner there
+                return contextlib.nullcontext()
+            return render.stderr().status(text(), spinner="dots")
 
         directory = None if no_cache else (cache_dir or default_cache_dir())
         with compilation_cache(directory) as cache:
+            # JAX is imported now: what exists lives as long as the process, so later full collections of the
+            # garbage collector need not walk it again (one took 40-50 ms of a first call's lowering).
+            gc.freeze()
             if cache.problem and not as_json:
-                con.print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
-            with busy(f"Loading {escape(str(artifact))}..."):
+                render.stderr().print(f"[yellow]warning:[/] {escape(cache.problem)}", soft_wrap=True)
+            with busy(lambda: f"Loading {escape(str(artifact))}..."):
                 loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
                               verify=not no_verify, runtime=runtime_name, cache_dir=iree_cache_dir(cache.directory),
-                              allow_custom_calls=allow_custom_calls)
+                              allow_custom_calls=allow_custom_calls, defer_verify=True)
             f = loaded.function_manifest
             if batch_size:
                 keyed = [i["name"] for i in f["inputs"] if dtypes.is_key(i["dtype"])]
@@ -182,7 +188,7 @@ def command(artifact, items, use_random, dims, seed, function, ranges, cast, sav
                 inputs.check_ranges(f, ranges)
             refs = expectation.read_reference(expect, loaded.output_names, [o["dtype"] for o in f["outputs"]]) \
                 if expect else None
-            with busy("Generating inputs..." if use_random else "Reading inputs..."):
+            with busy(lambda: "Generating inputs..." if use_random else "Reading inputs..."):
                 if use_random:
                     env = contract.resolve_dims(f, dims)
                     arrays = inputs.random_inputs(f, env, 0 if seed is None else seed, ranges=ranges)
@@ -195,14 +201,15 @@ def command(artifact, items, use_random, dims, seed, function, ranges, cast, sav
                 loaded.check(arrays)  # the saved inputs are ones the function accepts
                 outputs.save_arrays(save_inputs, arrays)
             if vjp:
-                with busy(f"Running {escape(loaded.function)} and its derivative on {escape(loaded.platform)}..."):
+                with busy(lambda: f"Running {escape(loaded.function)} and its derivative on "
+                                f"{escape(loaded.platform)}..."):
                     _derivative(artifact, loaded, arrays, sources, cotangents, output, cache, as_json)
                 return
-            with busy(f"Compiling and running {escape(loaded.function)} on {escape(loaded.platform)}..."):
+            with busy(lambda: f"Compiling and running {escape(loaded.function)} on {escape(loaded.platform)}..."):
                 result = loaded.run(arrays, sources)
             bench = None
             if benchmark:
-                with busy(f"Benchmarking {benchmark} calls..."):
+                with busy(lambda: f"Benchmarking {benchmark} calls..."):
                     bench = loaded.benchmark(arrays, benchmark)
         if output_dtype:
             result = dataclasses.replace(result, leaves=outputs.cast_outputs(result.leaves, "float32"))
@@ -226,7 +233,7 @@ def command(artifact, items, use_random, dims, seed, function, ranges, cast, sav
             render.print_json(report.as_dict())
         else:
             for w in warnings:
-                con.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+                render.stderr().print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
             _render(report, result, print_values)
             if save_inputs:
                 render.stdout().print(f"[green]Wrote[/] {escape(str(save_inputs))} ({len(arrays)} input"
@@ -255,7 +262,52 @@ def _number(v) -> str:
     return f"{v:.6g}"
 
 
+def _timing_line(report):
+    """The first line of a call's report, as spans: ``NAME on PLATFORM[ with IREE]  DIMS  load ..., run ...``."""
+    dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
+    t = report.timings
+    hit = t["compile_cache_hit"]
+    cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
+    via = " with IREE" if report.runtime == "iree" else ""
+    spans = [(report.function, "bold cyan"), f" on {report.platform}{via}"]
+    if dims:
+        spans += ["  ", (dims, "dim")]
+    spans.append(f"  load {_seconds(t['load_s'])}, lower {_seconds(t['lower_s'])}, compile {_seconds(t['compile_s'])}"
+                 f"{cached}, run {_seconds(t['run_s'])}")
+    return spans
+
+
+def _plain_report(report, result):
+    """The report of a call as a ``render.Document`` (printed without importing rich), or None where it holds what
+    only the rich renderer draws (a row in red: NaN or Inf)."""
+    if any(s["nan"] or s["inf"] for s in report.outputs):
+        return None
+    doc = render.Document()
+    doc.line(*_timing_line(report))
+    if report.devices:
+        doc.line(_devices_text(report.devices))
+    doc.table(_plain_stats("outputs", report.outputs))
+    if report.output_file:
+        n = len(result.leaves)
+        doc.line(("Wrote", "green"), f" {report.output_file} ({n} array{'s' if n != 1 else ''})")
+    return doc
+
+
+def _plain_stats(title, stats):
+    table = render.Table(title, ("name", "shape", "dtype", "min", "max", "mean", "NaN", "Inf"),
+                         right=("min", "max", "mean", "NaN", "Inf"))
+    for s in stats:
+        table.add_row(s["name"], str(tuple(s["shape"])), s["dtype"], _number(s["min"]), _number(s["max"]),
+                      _number(s["mean"]), str(s["nan"]), str(s["inf"]))
+    return table
+
+
 def _render(report, result, print_values):
+    if not print_values and not report.benchmark:
+        doc = _plain_report(report, result)
+        if doc is not None:
+            doc.print()
+            return
     import numpy as np
     from rich.table import Table
 
@@ -293,12 +345,16 @@ def _render(report, result, print_values):
                   f"{'s' if len(result.leaves) != 1 else ''})")
 
 
+def _devices_text(placement):
+    return (f"sharded over {placement['devices']} devices ({plain(placement['mesh'])})"
+            + (f", process {placement['process_index']} of {placement['process_count']}"
+               if placement["process_count"] > 1 else ""))
+
+
 def _devices(out, placement):
     """Where a sharded function ran (nothing for an unsharded one)."""
     if placement:
-        out.print(f"sharded over {placement['devices']} devices ({plain(placement['mesh'])})"
-                  + (f", process {placement['process_index']} of {placement['process_count']}"
-                     if placement["process_count"] > 1 else ""), markup=False)
+        out.print(_devices_text(placement), markup=False)
 
 
 # --- --vjp, --batch-size and several processes --------------------------------------------------------------------

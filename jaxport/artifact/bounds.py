@@ -8,8 +8,12 @@ as written; a missing ``min`` is 1, since JAX's dimension variables are positive
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+
+from .._record import dataclass
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_MIN = 1
 

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from .._record import dataclass
 from ..errors import FormatError, InputError
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 NODE_KINDS = ("input", "static", "list", "dict", "bound")
 

@@ -19,13 +19,13 @@ else as unreadable. ``$JAXPORT_TODAY`` (YYYY-MM-DD) sets the date taken as today
 
 from __future__ import annotations
 
-import calendar
 import datetime as _dt
+import functools
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from .._record import dataclass
 from .._text import plural
 from .._version import __version__
 from ..errors import UsageError
@@ -59,7 +59,8 @@ def add_months(day: _dt.date, months: int) -> _dt.date:
     """``day`` plus calendar months, clamped to the end of a shorter month (2026-08-31 + 6 months = 2027-02-28)."""
     index = day.year * 12 + day.month - 1 + months
     year, month = divmod(index, 12)
-    return _dt.date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+    last = (_dt.date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1) - _dt.timedelta(days=1)).day  # of month
+    return _dt.date(year, month + 1, min(day.day, last))
 
 
 def n_days(n: int) -> str:
@@ -72,6 +73,7 @@ def window_end(released: _dt.date) -> _dt.date:
     return add_months(released, BACKWARD_MONTHS)
 
 
+@functools.lru_cache(maxsize=1024)  # the table's versions are keyed again and again at import
 def version_key(version: str) -> tuple[int, ...]:
     """The numeric release segment of a version (``0.9.0.1`` -> (0, 9, 0, 1)); () when it is not a version."""
     m = _PEP440.match(version)

@@ -22,21 +22,27 @@ which is why the program is then read in a child process first (``isolate.check_
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-import mmap
 import os
+import re
 import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .._fsio import atomic_write, open_regular
+from .._record import dataclass
 from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
+from . import zipwrite
 from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    import mmap
+    from typing import Any
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
@@ -60,39 +66,37 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 # --- writing ----------------------------------------------------------------------------------------------------
-
-
-def _zipinfo(name: str) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
-    info.compress_type = zipfile.ZIP_STORED
-    info.create_system = 3
-    info.external_attr = 0o644 << 16
-    return info
+# The zip records themselves are written by ``zipwrite`` (the same bytes as Python's zipfile writes).
 
 
 def _size(data: Any) -> int:
     return data.size if hasattr(data, "chunks") else len(data)
 
 
-def _write_members(fp: Any, members: list[tuple[str, Any]]) -> None:
-    """Write members (bytes, or objects with ``size`` and ``chunks()`` that stream large data) as stored entries."""
-    with zipfile.ZipFile(fp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, data in members:
-            info, size = _zipinfo(name), _size(data)
-            info.file_size = size
-            zip64 = size * 1.05 > zipfile.ZIP64_LIMIT
-            start = fp.tell() + 30 + len(name.encode("utf-8")) + (20 if zip64 else 0)  # where the data begins
-            pad = (-start) % ALIGNMENT
-            if pad:
-                if pad < 4:
-                    pad += ALIGNMENT
-                info.extra = struct.pack("<HH", _PAD_ID, pad - 4) + b"\0" * (pad - 4)
-            if hasattr(data, "chunks"):
-                with zf.open(info, mode="w", force_zip64=zip64) as out:
-                    for chunk in data.chunks():
-                        out.write(chunk)
-            else:
-                zf.writestr(info, data)
+def _padding(name: str, size: int, offset: int) -> bytes:
+    """The extra field that puts the data of the member whose local header is at ``offset`` at a multiple of
+    ``ALIGNMENT`` (the padding counts the name's UTF-8 bytes, as it always has)."""
+    start = offset + 30 + len(name.encode("utf-8")) + (20 if zipwrite.local_zip64(size) else 0)  # the data's
+    pad = (-start) % ALIGNMENT
+    if pad and pad < 4:
+        pad += ALIGNMENT
+    return struct.pack("<HH", _PAD_ID, pad - 4) + b"\0" * (pad - 4) if pad else b""
+
+
+def _write_members(fp: Any, members: list[tuple[str, Any]], direct: bool = False,
+                   written: tuple[str, ...] = ()) -> None:
+    """Write members (bytes, or streamed: objects with ``size``, ``crc32`` and ``chunks()``) as stored entries,
+    each member's data aligned to ``ALIGNMENT``; ``direct``: large streamed members with direct I/O where the file
+    allows it (``bulkwrite``); ``written``: streamed members whose data is in the file already (``data_offset``)."""
+    zipwrite.write_stored(fp, members, _padding, direct=direct, written=written)
+
+
+def data_offset(manifest_size: int, members: dict[str, Any], name: str) -> int:
+    """Where ``write_members`` puts the data of member ``name`` in a file it writes from offset 0, given the
+    manifest's size in bytes (so a large member can be written before the manifest is final: its digests do not
+    change its size)."""
+    sizes = [(MANIFEST_NAME, manifest_size), *((n, _size(d)) for n, d in members.items())]
+    return zipwrite.data_offsets(sizes, _padding)[1 + list(members).index(name)]
 
 
 def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
@@ -103,10 +107,13 @@ def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
     return manifest_bytes(manifest)
 
 
-def write_members(fp: Any, manifest_raw: bytes, members: dict[str, Any]) -> None:
+def write_members(fp: Any, manifest_raw: bytes, members: dict[str, Any], *, direct: bool = False,
+                  written: tuple[str, ...] = ()) -> None:
     """Write an artifact into the seekable binary file ``fp`` (a file or memory: the same bytes): the manifest's
-    bytes (``fill_members``), then ``members`` in order."""
-    _write_members(fp, [(MANIFEST_NAME, manifest_raw), *members.items()])
+    bytes (``fill_members``), then ``members`` in order. ``direct``: write the bound weights to the
+    disk directly, bypassing the page cache (``bulkwrite``), for a file that is not read back at once. ``written``:
+    the streamed members whose data the caller has already written at ``data_offset``."""
+    _write_members(fp, [(MANIFEST_NAME, manifest_raw), *members.items()], direct, written)
 
 
 def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
@@ -124,6 +131,13 @@ class Member:
     name: str
     offset: int  # of the data, from the start of the file
     size: int
+
+
+#: A JSON string, to its closing quote or, unterminated, to the end (a dangling backslash included); what is left
+#: once strings are removed, but brackets; and how each bracket changes the nesting depth.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.S)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def strict_json(data: bytes) -> Any:
@@ -152,25 +166,10 @@ def strict_json(data: bytes) -> Any:
         return int(text)
 
     text = data.decode("utf-8")
-    depth = max_depth = 0
-    in_string = escape = False
-    for ch in text:  # the json module recurses per nesting level: bound it before parsing
-        if in_string:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            max_depth = max(max_depth, depth)
-            if max_depth > 64:
-                raise ValueError("nesting deeper than 64 levels")
-        elif ch in "]}":
-            depth -= 1
+    # The json module recurses per nesting level: bound it before parsing, counting the brackets outside strings.
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
+    if max(itertools.accumulate(map(_NESTING.__getitem__, brackets)), default=0) > 64:
+        raise ValueError("nesting deeper than 64 levels")
     return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constant, parse_float=finite,
                       parse_int=bounded_int)
 
@@ -190,12 +189,9 @@ class Artifact:
 
     def __init__(self, path: Path, file: _FileBytes, manifest: dict[str, Any], members: dict[str, Member],
                  manifest_raw: bytes):
-        self.path = path
-        self._file = file
-        self._map: mmap.mmap | None = None
-        self.manifest = manifest
-        self.members = members
+        self.path, self._file, self.manifest, self.members = path, file, manifest, members
         self.manifest_bytes = manifest_raw
+        self._map: mmap.mmap | None = None
         self._verified: set[str] = set()
 
     @property
@@ -206,6 +202,7 @@ class Artifact:
         """A member's bytes as a read-only view of the file's memory map (no copy, no digest check)."""
         m = self.members[name]
         if self._map is None:
+            import mmap  # only bound weights are mapped: inspect does not import it
             self._file.check_size(f"member {name!r}")
             self._map = mmap.mmap(self._file.fileno(), len(self._file), access=mmap.ACCESS_READ)
         return memoryview(self._map)[m.offset:m.offset + m.size]
@@ -278,8 +275,7 @@ class _FileBytes:
     size it had when opened. A read that comes back short (the file was truncated meanwhile) or fails raises
     ``IntegrityError`` naming the file: never SIGBUS, never a partial result."""
 
-    #: Bytes read at a time when hashing and searching.
-    CHUNK = 4 << 20
+    CHUNK = 4 << 20  # bytes read at a time when hashing and searching
 
     def __init__(self, fd: int, where: str):
         self._fd, self._where = fd, where

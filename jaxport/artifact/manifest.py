@@ -7,9 +7,7 @@ looks functions up in a validated one. The layout is documented in ``specs/FORMA
 
 from __future__ import annotations
 
-import difflib
 import re
-from typing import Any
 
 from .. import dimexpr, dtypes
 from .._text import plural
@@ -18,6 +16,10 @@ from ..errors import FormatError, UsageError
 from ..spec_values import input_range
 from . import calltree
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The artifact format version, "MAJOR.MINOR". A reader accepts any minor of its major and refuses a newer major.
 #: History:
@@ -39,6 +41,8 @@ def function_names(m: dict[str, Any], function: str | None = None) -> list[str]:
     if function is None:
         return names
     if function not in m["functions"]:
+        import difflib  # only for this message: not imported when a manifest is read
+
         close = difflib.get_close_matches(function, names, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise UsageError(f"the artifact has no function {function!r}.{hint} Functions: {', '.join(names)}.")

@@ -13,16 +13,15 @@ wrote.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 
-class Release(NamedTuple):
-    """One JAX release: its PyPI upload date (YYYY-MM-DD, UTC), the oldest Python it installs on, whether PyPI marks
-    it yanked (it is then dated, but never suggested)."""
+class Release(namedtuple("Release", ("date", "python", "yanked"), defaults=(False,))):
+    """One JAX release: its PyPI upload date (``date``, YYYY-MM-DD, UTC), the oldest Python it installs on
+    (``python``), whether PyPI marks it yanked (``yanked``: it is then dated, but never suggested). A
+    ``collections.namedtuple``: ``typing.NamedTuple`` would import typing, which reading an artifact does not."""
 
-    date: str
-    python: str
-    yanked: bool = False
+    __slots__ = ()
 
 
 #: The JAX versions this jaxport supports, as a pip version specifier: it MUST match the ``jax>=...,<...`` dependency

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import dtypes
 from .bounds import Bounds
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def array_type(a: dict[str, Any]) -> str:

@@ -8,9 +8,11 @@ and sha256 (specs/FORMAT.md, "Weights"). numpy is imported inside the functions 
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
+import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dtypes
@@ -28,14 +30,53 @@ class Tensor:
         return int(self.array.nbytes)
 
 
+#: The digest a :class:`PackedWeights` shows while its digests are still being computed (as long as a real one).
+PENDING_SHA256 = "0" * 64
+
+
 @dataclass
 class PackedWeights:
-    """The weights member to write: its index for the manifest, its size and digest, and how to write it."""
+    """The weights member to write: its index for the manifest, its size and digest, and how to write it.
+
+    From ``pack(..., wait=False)`` the digests may still be computing (``pending``): ``sha256`` and the index's
+    ``sha256`` fields hold ``PENDING_SHA256`` until ``complete()`` waits for them and fills them in; the layout
+    (every offset and size) is final from the start, so the member's bytes can be written meanwhile. ``crc32`` (for
+    the zip headers) is computed when first asked for, unless the writer that wrote the bytes set it."""
 
     index: dict[str, dict[str, Any]]
     size: int
     sha256: str
     tensors: list[Tensor]
+    _digests: _Digests | None = field(default=None, repr=False, compare=False)
+    _crc32: int | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def pending(self) -> bool:
+        """Whether the digests are still to be filled in (``complete``)."""
+        return self._digests is not None
+
+    def complete(self) -> None:
+        """Wait for the digests, and fill them in."""
+        if self._digests is None:
+            return
+        per_tensor, whole = self._digests.result()
+        for t, digest in zip(self.tensors, per_tensor):
+            self.index[t.name]["sha256"] = digest
+        self.sha256, self._digests = whole, None
+
+    @property
+    def crc32(self) -> int:
+        """The member's CRC-32."""
+        if self._crc32 is None:
+            crc = 0
+            for chunk in self.chunks():
+                crc = zlib.crc32(chunk, crc)
+            self._crc32 = crc
+        return self._crc32
+
+    @crc32.setter
+    def crc32(self, value: int) -> None:
+        self._crc32 = value
 
     def chunks(self) -> Iterator[bytes | memoryview]:
         pos = 0
@@ -54,11 +95,6 @@ def _bytes(t: Tensor) -> memoryview:
     import numpy as np
 
     return memoryview(t.array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-
-
-#: Bytes hashed per step: small enough to stay in the CPU's cache for the second digest, large enough that hashlib
-#: releases the GIL for nearly all the work.
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -94,38 +130,70 @@ def _layout(tensors: list[Tensor]) -> _Layout:
     return _Layout(ordered, offsets, pos)
 
 
-class _Digests:
-    """The sha256 of every tensor and of the whole member, each tensor's bytes read once per digest, in threads
-    (hashlib releases the GIL): started ahead by :func:`prepare`, one thread computes both while the exporter traces
-    the program on the other core; computed by :func:`pack` itself, two threads (one per digest) while it waits."""
+#: While the digests of :func:`prepare` run, the interpreter's switch interval (seconds) is at most this.
+_SWITCH_INTERVAL = 1e-4
+_switch_lock = threading.Lock()
+_switch_saved: list[tuple[float, float]] = []  # (found, set) by each digest thread still running
 
-    def __init__(self, layout: _Layout, threads: int):
+
+class _Digests:
+    """The sha256 of every tensor and of the whole member, computed in threads (hashlib releases the GIL for all but
+    the smallest buffers), a whole tensor per call.
+
+    :func:`prepare` starts one thread that reads each tensor once for both while the exporter traces the program on
+    the other core. A thread that returns from a call waits for the GIL until the tracing thread gives it up, which
+    it does only when the interpreter's switch interval (5 ms by default) runs out: at hundreds of calls that
+    stalled the digests for most of the tracing. So while that thread runs, the switch interval is lowered to
+    ``_SWITCH_INTERVAL`` (and restored when it ends). :func:`pack` without prepared digests has nothing else to do:
+    it runs one thread per digest."""
+
+    def __init__(self, layout: _Layout, background: bool):
         self.layout = layout
         self._whole = hashlib.sha256()
         self._tensors: list[Any] = [hashlib.sha256() for _ in layout.ordered]
         self._errors: list[BaseException] = []
-        work = [(True, True)] if threads == 1 else [(True, False), (False, True)]
-        self._threads = [threading.Thread(target=self._run, args=w, daemon=True, name="jaxport-weights-sha256")
-                         for w in work]
+        work = [self._both] if background else [self._per_tensor, self._member]
+        if background:
+            _lower_switch_interval()
+        self._threads = [threading.Thread(target=self._run, args=(w, background), daemon=True,
+                                          name="jaxport-weights-digests") for w in work]
         for thread in self._threads:
             thread.start()
 
-    def _run(self, whole: bool, tensors: bool) -> None:
+    def _run(self, work: Any, background: bool) -> None:
         try:
-            pos = 0
-            for t, offset, h in zip(self.layout.ordered, self.layout.offsets, self._tensors):
-                if whole and offset > pos:
-                    self._whole.update(b"\0" * (offset - pos))
-                data = _bytes(t)
-                for start in range(0, len(data), _CHUNK):
-                    chunk = data[start:start + _CHUNK]
-                    if whole:
-                        self._whole.update(chunk)
-                    if tensors:
-                        h.update(chunk)
-                pos = offset + t.nbytes
+            work()
         except BaseException as e:  # noqa: BLE001 - raised again by result()
             self._errors.append(e)
+        finally:
+            if background:
+                _restore_switch_interval()
+
+    def _pieces(self) -> Iterator[tuple[Any, bytes | memoryview]]:
+        """The member's bytes in order: (each tensor's digest, its bytes), with (None, padding) between them."""
+        pos = 0
+        for t, offset, h in zip(self.layout.ordered, self.layout.offsets, self._tensors):
+            if offset > pos:
+                yield None, bytes(offset - pos)
+            yield h, _bytes(t)
+            pos = offset + t.nbytes
+
+    def _both(self) -> None:
+        whole = self._whole.update
+        for h, data in self._pieces():
+            if h is not None:
+                h.update(data)
+            whole(data)
+
+    def _per_tensor(self) -> None:
+        for h, data in self._pieces():
+            if h is not None:
+                h.update(data)
+
+    def _member(self) -> None:
+        whole = self._whole.update
+        for _, data in self._pieces():
+            whole(data)
 
     def result(self) -> tuple[list[str], str]:
         """Wait for the threads: the tensors' sha256 in order, and the member's."""
@@ -134,6 +202,22 @@ class _Digests:
         if self._errors:
             raise self._errors[0]
         return [h.hexdigest() for h in self._tensors], self._whole.hexdigest()
+
+
+def _lower_switch_interval() -> None:
+    with _switch_lock:
+        now = sys.getswitchinterval()
+        if not _switch_saved and now > _SWITCH_INTERVAL:
+            sys.setswitchinterval(_SWITCH_INTERVAL)
+        _switch_saved.append((now, sys.getswitchinterval()))
+
+
+def _restore_switch_interval() -> None:
+    """Put back the interval the first digest thread found, once the last one ends (unless it was changed since)."""
+    with _switch_lock:
+        found, lowered = _switch_saved.pop()  # the last one left is the first one pushed
+        if not _switch_saved and sys.getswitchinterval() == lowered:
+            sys.setswitchinterval(found)
 
 
 #: Digests started by :func:`prepare`, by the layout they are of.
@@ -150,22 +234,25 @@ def prepare(tensors: list[Tensor]) -> None:
         return
     if layout.ordered and layout.key not in _PREPARED:
         _PREPARED.clear()  # one export at a time: an export that failed before packing leaves nothing held
-        _PREPARED[layout.key] = _Digests(layout, threads=1)
+        _PREPARED[layout.key] = _Digests(layout, background=True)
 
 
-def pack(tensors: list[Tensor]) -> PackedWeights:
+def pack(tensors: list[Tensor], wait: bool = True) -> PackedWeights:
     """Lay out tensors (deduplicated by name) and compute every digest (or take those :func:`prepare` started for
-    the same tensors)."""
+    the same tensors). Without ``wait``, the digests may still be computing when it returns (``PackedWeights``'s
+    ``pending`` and ``complete``)."""
     layout = _layout(tensors)
-    digests = _PREPARED.pop(layout.key, None) or _Digests(layout, threads=2)
-    per_tensor, whole = digests.result()
+    digests = _PREPARED.pop(layout.key, None) or _Digests(layout, background=False)
     index: dict[str, dict[str, Any]] = {}
-    for t, offset, digest in zip(layout.ordered, layout.offsets, per_tensor):
+    for t, offset in zip(layout.ordered, layout.offsets):
         d = dtypes.from_numpy(t.array.dtype)
         assert d is not None
         index[t.name] = {"dtype": d.name, "shape": list(t.array.shape), "offset": offset, "nbytes": t.nbytes,
-                         "sha256": digest}
-    return PackedWeights(index, layout.size, whole, layout.ordered)
+                         "sha256": PENDING_SHA256}
+    packed = PackedWeights(index, layout.size, PENDING_SHA256, layout.ordered, digests)
+    if wait:
+        packed.complete()
+    return packed
 
 
 def tensor_views(buffer: memoryview, index: dict[str, dict[str, Any]], where: str) -> dict[str, Any]:

@@ -248,12 +248,17 @@ def lower(
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
     weight_specs = weight_partition_specs(binds, tensors, spec.mesh) if spec.mesh else {}
 
-    def run_export(checks):
+    def export_config() -> Any:
         # One user frame per op, not the whole Python stack: the stack above the function (jaxport, click, a test
         # runner) is not the model's and would make the bytes depend on who called export.
-        with jax_config(jax_enable_x64=x64 or x64_enabled(),
-                     jax_include_full_tracebacks_in_locations=False,
-                     jax_hlo_source_file_canonicalization_regex=location_regex(entry.root)):
+        return jax_config(jax_enable_x64=x64 or x64_enabled(),
+                          jax_include_full_tracebacks_in_locations=False,
+                          jax_hlo_source_file_canonicalization_regex=location_regex(entry.root))
+
+    traced_as: list[Any] = []  # the jitted program and the arguments it was exported with
+
+    def run_export(checks):
+        with export_config():
             structs = _shape_dtype_structs(inputs, spec)
             tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
             kwargs = dict(tree[1])
@@ -262,8 +267,18 @@ def lower(
             if spec.mesh:
                 jitted, call_args = _jit_sharded(program, tree, kwargs, dyn_args, dyn_kwargs, inputs, weight_specs,
                                                  spec, fspec)
+                traced_as[:] = [jitted, tuple(call_args), {}]
                 return export.export(jitted, platforms=platforms, disabled_checks=checks)(*call_args)
-            return export.export(jax.jit(program), platforms=platforms, disabled_checks=checks)(*tree[0], **kwargs)
+            jitted = jax.jit(program)
+            traced_as[:] = [jitted, tuple(tree[0]), kwargs]
+            return export.export(jitted, platforms=platforms, disabled_checks=checks)(*tree[0], **kwargs)
+
+    def traced_jaxpr() -> Any:
+        """The jaxpr ``export`` traced: the same jitted program, arguments and configuration, so JAX's tracing
+        cache answers without tracing the program again."""
+        jitted, args, kwargs = traced_as
+        with export_config():
+            return jitted.trace(*args, **kwargs).jaxpr
 
     try:
         exported = on_fresh_stack(run_export, disabled)
@@ -300,8 +315,7 @@ def lower(
     unused = [t.name for t, pos in zip(tensors, weight_positions) if pos not in kept]
     if tensors and not unused:
         # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
-        unused = on_fresh_stack(_unread_weights, program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors,
-                                 weight_positions)
+        unused = on_fresh_stack(_unread_weights, traced_jaxpr, tensors, weight_positions)
     return Lowered(exported, name, inputs, call_tree(fspec, arg_names, leaf_index, record_source), out_names,
                    out_tree, x64, scan, tensors, unused, input_positions, weight_positions)
 
@@ -352,12 +366,12 @@ def _trace(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: 
         return jax.make_jaxpr(program)(*tree[0], **kwargs)
 
 
-def _unread_weights(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
-                    spec: ShapeSpec, x64: bool, tensors: list[Any], weight_positions: list[int]) -> list[str]:
+def _unread_weights(traced_jaxpr: Callable[[], Any], tensors: list[Any], weight_positions: list[int]) -> list[str]:
     """Names of the bound tensors that no operation of the traced program takes (an operation whose result is
-    unused still counts as reading them). Empty when tracing fails: the warning is a courtesy."""
+    unused still counts as reading them), from the closed jaxpr ``traced_jaxpr()`` gives (the one ``export``
+    traced, from JAX's cache). Empty when tracing fails: the warning is a courtesy."""
     try:
-        jaxpr = _trace(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors).jaxpr
+        jaxpr = traced_jaxpr().jaxpr
     except Exception:  # noqa: BLE001 - the export itself succeeded; nothing to report
         return []
     read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}

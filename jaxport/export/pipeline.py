@@ -157,7 +157,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
                 f"as arguments instead.")
 
     result = build_result(meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
-                          warnings=paths.warnings() + warnings, source=source)
+                          warnings=paths.warnings() + warnings, source=source, wait=output is None)
     if output is not None:
         progress("writing the artifact")
         result.save(output)

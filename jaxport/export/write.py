@@ -8,15 +8,17 @@ as ``to_bytes``) or loaded in this process (``load``); ``write_artifact`` builds
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .._fsio import atomic_write, check_output
-from ..artifact import container, manifest, tensors
+from ..artifact import bulkwrite, container, manifest, tensors
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
 from ..isolate import trust
@@ -36,8 +38,7 @@ class ExportResult:
 
     def __init__(self, manifest: dict[str, Any], members: dict[str, Any], *, warnings: list[str] | None = None,
                  read: list[str] | None = None, write_manifest: bool = True):
-        #: The artifact's manifest (its ``members`` filled in: the members' sizes and sha256).
-        self.manifest = manifest
+        self._manifest = manifest
         self.warnings = list(warnings or [])
         #: The artifact's path once saved, and its sidecar manifest's (None without one).
         self.path: Path | None = None
@@ -45,33 +46,48 @@ class ExportResult:
         self._members = members
         self._read = list(read or [])  # files the export read: never overwritten by ``save``
         self._write_manifest = write_manifest
-        self._manifest_bytes = container.fill_members(manifest, members)
+        self._raw: bytes | None = None  # the manifest's bytes, once the weights' digests are in
         self._size: int | None = None
         #: Opens an artifact as ``jaxport.load`` (``run.load.load``'s signature) for ``load``; None: not given.
         self.loader: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:
         where = f"saved as {str(self.path)!r}" if self.path is not None else "not saved"
-        return f"<jaxport.ExportResult {self.name!r} ({', '.join(self.manifest['functions'])}), {where}>"
+        return f"<jaxport.ExportResult {self.name!r} ({', '.join(self._manifest['functions'])}), {where}>"
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The artifact's manifest (its ``members`` filled in: the members' sizes and sha256)."""
+        self._manifest_bytes()
+        return self._manifest
+
+    def _manifest_bytes(self) -> bytes:
+        """The manifest's bytes: the weights' digests waited for (``build_result(wait=False)``) and filled in."""
+        if self._raw is None:
+            for data in self._members.values():
+                if getattr(data, "pending", False):
+                    data.complete()
+            self._raw = container.fill_members(self._manifest, self._members)
+        return self._raw
 
     @property
     def name(self) -> str:
         """The artifact's name (``metadata.name``): ``save`` to a directory writes ``<name>.jaxport`` there."""
-        return str(self.manifest["metadata"]["name"])
+        return str(self._manifest["metadata"]["name"])
 
     @property
     def size(self) -> int:
         """The artifact file's size in bytes."""
         if self._size is None:
             sink = _Sink()
-            container.write_members(sink, self._manifest_bytes, self._members)
+            container.write_members(sink, self._manifest_bytes(), self._members)
             self._size = sink.end
         return self._size
 
     def to_bytes(self) -> bytes:
         """The artifact file's bytes (those ``save`` writes)."""
         buffer = io.BytesIO()
-        container.write_members(buffer, self._manifest_bytes, self._members)
+        container.write_members(buffer, self._manifest_bytes(), self._members)
         return buffer.getvalue()
 
     def save(self, path: str | Path, *, write_manifest: bool | None = None) -> Path:
@@ -87,12 +103,36 @@ class ExportResult:
         for target in (out, sidecar):
             if target is not None:
                 check_output(target, self._read)
-        atomic_write(out, lambda f: container.write_members(f, self._manifest_bytes, self._members),
-                     inputs=self._read)
+        atomic_write(out, self._write, inputs=self._read)
         if sidecar is not None:
-            atomic_write(sidecar, lambda f: f.write(self._manifest_bytes), inputs=self._read)
+            atomic_write(sidecar, lambda f: f.write(self._manifest_bytes()), inputs=self._read)
         self.path, self.manifest_path, self._size = out, sidecar, out.stat().st_size
         return out
+
+    def _write(self, f: Any) -> None:
+        """Write the artifact into the new file ``f``. Large bound weights (``bulkwrite.DIRECT_MIN``) go first, at
+        the offset they will have, written by a thread with direct I/O (their CRC-32 computed as they are written)
+        while this one waits for their digests, which change the manifest's bytes but not its size; the headers
+        and the other members follow."""
+        weights: Any = self._members.get(manifest.WEIGHTS_MEMBER)
+        if not hasattr(weights, "chunks") or weights.size < bulkwrite.DIRECT_MIN:
+            container.write_members(f, self._manifest_bytes(), self._members, direct=True)
+            return
+        size = len(self._raw if self._raw is not None else  # while digests are pending, they are fixed-width
+                   container.fill_members(copy.deepcopy(self._manifest), self._members))
+        writer = _Writer(f, container.data_offset(size, self._members, manifest.WEIGHTS_MEMBER), weights)
+        try:
+            raw = self._manifest_bytes()
+        except BaseException:
+            writer.stop()  # and wait for it: the file is closed and removed next, never under the thread
+            raise
+        weights.crc32 = writer.join()
+        f.seek(0)
+        if len(raw) != size:  # cannot happen (a digest of another width): write everything in order instead
+            f.truncate()
+            container.write_members(f, raw, self._members, direct=True)
+        else:
+            container.write_members(f, raw, self._members, written=(manifest.WEIGHTS_MEMBER,))
 
     def load(self, function: str | None = None, **options: Any) -> Any:
         """The artifact's function (``function`` when it holds several), ready to call in this process: what
@@ -108,12 +148,69 @@ class ExportResult:
         fd, temporary = tempfile.mkstemp(suffix=".jaxport", prefix=f"{self.name}-")
         try:
             with os.fdopen(fd, "wb") as f:
-                container.write_members(f, self._manifest_bytes, self._members)
+                container.write_members(f, self._manifest_bytes(), self._members)
             art = container.open_artifact(temporary)
         finally:
             os.unlink(temporary)
         art.path = Path(f"<{self.name}.jaxport, not saved>")  # how messages name it
         return load(art, function, **options)
+
+
+class _Writer:
+    """A thread writing a streamed member's data into ``f`` at ``start`` (``bulkwrite.write_data``, direct) while
+    the caller waits for its digests; ``join`` waits for it and gives its CRC-32 or raises what it raised. Nothing
+    else may touch ``f`` until then."""
+
+    def __init__(self, f: Any, start: int, data: Any):
+        self._f, self._start, self._data = f, start, data
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._crc = 0
+        self._thread = threading.Thread(target=self._run, name="jaxport-weights-write", daemon=True)
+        self._thread.start()
+
+    def _chunks(self) -> Any:
+        for chunk in self._data.chunks():
+            if self._stop.is_set():
+                raise _Stopped
+            yield chunk
+
+    def _run(self) -> None:
+        try:
+            self._f.seek(self._start)
+            written, self._crc = bulkwrite.write_data(self._f, self._chunks(), self._data.size, direct=True,
+                                                      crc=True)
+            if written != self._data.size:
+                raise ValueError(f"{written} bytes of weights written, {self._data.size} declared")
+        except BaseException as e:  # noqa: BLE001 - raised again by join()
+            self._error = e
+
+    def stop(self) -> None:
+        """Ask the thread to stop, and wait for it (its error, if any, is dropped: the caller has its own)."""
+        self._stop.set()
+        self._wait()
+
+    def join(self) -> int:
+        """Wait for the thread to write everything, and raise what it raised; returns the data's CRC-32."""
+        self._wait()
+        if self._error is not None:
+            raise self._error
+        return self._crc
+
+    def _wait(self) -> None:
+        interrupted: BaseException | None = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as e:  # the file must not be closed under the thread: stop it, then leave
+                self._stop.set()
+                interrupted = e
+        if interrupted is not None:
+            raise interrupted
+
+
+class _Stopped(Exception):
+    """The writer thread was asked to stop."""
 
 
 class _Sink:
@@ -169,13 +266,16 @@ def artifact_metadata(spec_metadata: Mapping[str, Any], name: str | None, versio
 
 def build_result(metadata: dict[str, Any], spec_file: str | None, functions: dict[str, Any],
                  payloads: dict[str, bytes], bound: list[Tensor], *, write_manifest: bool = True,
-                 warnings: list[str] | None = None, source: dict[str, Any] | None = None) -> ExportResult:
+                 warnings: list[str] | None = None, source: dict[str, Any] | None = None,
+                 wait: bool = True) -> ExportResult:
     """The artifact of ``functions`` (manifest entries by name) and their ``payloads`` (member name -> serialized
     ``Exported``, produced by this process) with the ``bound`` tensors packed into the weights member, in memory.
 
     ``source`` is the manifest's ``source`` (export's, with paths relative to its root); without it, ``spec_file``
     is recorded relative to the current directory, unless it is a placeholder such as ``<no spec>``.
-    ``write_manifest`` is ``save``'s default for writing the sidecar manifest.
+    ``write_manifest`` is ``save``'s default for writing the sidecar manifest. Without ``wait``, the weights'
+    digests may still be computing when it returns: the result waits for them when first asked for its manifest or
+    bytes, and a ``save`` meanwhile writes the weights while they finish.
     """
     for payload in payloads.values():
         trust(payload)  # serialized by JAX in this process: no child check when it is loaded here
@@ -191,7 +291,7 @@ def build_result(metadata: dict[str, Any], spec_file: str | None, functions: dic
     }
     members: dict[str, Any] = dict(payloads)
     if bound:
-        packed = tensors.pack(bound)
+        packed = tensors.pack(bound, wait=wait)
         m["weights"] = {"member": manifest.WEIGHTS_MEMBER, "tensors": packed.index}
         members[manifest.WEIGHTS_MEMBER] = packed
     read = [spec_file] if spec_file and not spec_file.startswith("<") else []

@@ -9,13 +9,16 @@ and are passed as arguments on every call (not baked in as constants).
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from .. import dtypes
+from .._jax_internals import lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
+from ..checks import checked_targets
 from ..errors import FormatError, InputError, PlatformError
 from ..sharding import mesh_text, named, place, runtime_mesh
 from .backend import Compilation, ShapeKey, is_tracer
@@ -28,9 +31,10 @@ class JaxBackend:
     name = "jax"
 
     def __init__(self, exported: Any, weights: list[Any], function: Mapping[str, Any], *, where: str, fname: str,
-                 platform: str, platform_mismatch: bool):
+                 platform: str, platform_mismatch: bool, weights_check: Callable[[], None] | None = None):
         """``weights`` are the bound tensors in the manifest's order; ``function`` is the manifest entry;
-        ``where`` (``FILE: function 'NAME'``) starts every message."""
+        ``where`` (``FILE: function 'NAME'``) starts every message. ``weights_check``, when given, is the weights'
+        digest check still running (``load``'s ``defer_verify``): nothing runs on the weights before it passes."""
         import jax
 
         self.exported = exported
@@ -40,6 +44,10 @@ class JaxBackend:
         self._platforms = list(function["platforms"])
         self._mesh_info = function.get("mesh")
         self._needs_x64 = bool(function.get("x64"))
+        # Whether the program is known to call no LAPACK kernel (from the allowlist check's reading of it), so that
+        # lowering it need not initialize LAPACK (``_jax_internals.lapack_left_alone``).
+        targets = checked_targets(exported.mlir_module_serialized)
+        self._lapack_free = targets is not None and not targets & lapack_targets()
         free, weight_positions = argument_positions(exported)
         n = len(exported.in_avals)
 
@@ -69,6 +77,13 @@ class JaxBackend:
                 self.weights = [place(w, s) for w, s in zip(weights, weight_shardings)]
         #: Compiled executables by input shape signature.
         self._executables: dict[ShapeKey, Any] = {}
+        self._weights_check = weights_check
+
+    def _weights_checked(self) -> None:
+        """Wait for the weights' digest check, if one is running; it raises (each time) if it failed."""
+        if self._weights_check is not None:
+            self._weights_check()
+            self._weights_check = None
 
     def _shardings(self, mesh_info: Mapping[str, Any], free: list[int],
                    weight_positions: list[int]) -> tuple[Any, list[Any], list[Any]]:
@@ -96,7 +111,7 @@ class JaxBackend:
                    for (shape, dt), s in zip(key, shardings)]
         watch = CacheWatch.start()
         start = time.perf_counter()
-        with self.x64():
+        with self.x64(), (lapack_left_alone() if self._lapack_free else contextlib.nullcontext()):
             try:
                 lowered = self._jit.lower(self.weights, *structs)
             except ValueError as e:
@@ -110,6 +125,7 @@ class JaxBackend:
                                     PlatformError) from None
         seconds = time.perf_counter() - start
         self._executables[key] = compiled
+        self._weights_checked()  # the digest check ran while XLA compiled: it ends before anything runs
         return Compilation(lower_seconds, seconds, watch.hit())
 
     def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
@@ -125,6 +141,7 @@ class JaxBackend:
     def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
         import jax
 
+        self._weights_checked()
         with self.x64():
             try:
                 return self._executables[key](self.weights, *flat)
@@ -136,7 +153,17 @@ class JaxBackend:
                                         PlatformError) from None
                 raise
 
+    def direct(self, key: ShapeKey) -> Callable[..., Any] | None:
+        """The program compiled for ``key`` as a plain call on unplaced inputs, when a call needs nothing else (no
+        64-bit mode to enter, no mesh to place inputs on, the weights' check passed); else None. Its failures are
+        raw: the caller reports them through :meth:`execute`."""
+        if self._needs_x64 or self._in_shardings is not None or self._weights_check is not None or \
+                key not in self._executables:
+            return None
+        return functools.partial(self._executables[key], self.weights)
+
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
+        self._weights_checked()
         with self.x64():
             return self._jit(self.weights if weights is None else weights, *flat)
 

@@ -13,6 +13,7 @@ memory-mapped from the artifact, their digest checked.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -83,19 +84,49 @@ def check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
                   f"manifest")
 
 
-def map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], verify: bool) -> list[Any]:
+class WeightsCheck:
+    """The sha256 check of the weights member, running in a thread (``hashlib`` and ``os.pread`` release the GIL, so
+    it proceeds while XLA compiles); :meth:`wait` joins it and raises what it found (``IntegrityError``), each time
+    it is called."""
+
+    def __init__(self, art: Artifact, member: str):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(art, member), daemon=True,
+                                        name="jaxport-weights-sha256")
+        self._thread.start()
+
+    def _run(self, art: Artifact, member: str) -> None:
+        try:
+            art.verify(member)
+        except BaseException as e:  # noqa: BLE001 - raised again by wait(), in the caller's thread
+            self._error = e
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], verify: bool,
+                defer: bool = False) -> tuple[list[Any], WeightsCheck | None]:
     """The function's bound tensors as numpy views of the artifact's memory map (no copy), digest checked unless
-    ``verify`` is false."""
+    ``verify`` is false: before returning, or, with ``defer``, in a thread (the returned ``WeightsCheck``)."""
     w = manifest.get("weights")
     if not isinstance(w, dict) or w.get("member") not in art.members:
         raise FormatError(f"{art.path}: the manifest lists bound tensors but no weights member.")
-    if verify:
+    pending = None
+    if verify and defer:
+        pending = WeightsCheck(art, w["member"])
+    elif verify:
         art.verify(w["member"])
     views = tensor_views(art.view(w["member"]), w.get("tensors") or {}, str(art.path))
     missing = [n for n in f["weights"] if n not in views]
     if missing:
         raise FormatError(f"{art.path}: bound tensor(s) {', '.join(missing)} are not in the weights member.")
-    return [views[n] for n in f["weights"]]
+    return [views[n] for n in f["weights"]], pending
 
 
 def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str] | None = None,
@@ -117,7 +148,7 @@ def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str
 
 def load(path: str | Path | Artifact, function: str | None = None, *, allow_platform_mismatch: bool = False,
          verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None,
-         allow_custom_calls: Iterable[str] | None = None) -> Loaded:
+         allow_custom_calls: Iterable[str] | None = None, defer_verify: bool = False) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
@@ -129,6 +160,9 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     ``iree``), caching compiled modules in ``cache_dir`` when given. ``allow_custom_calls`` names the custom-call
     targets beyond JAX's guaranteed-stable ones that the program may call (kernels this process provides); the
     artifact's own ``allowed_custom_calls`` grants nothing, and host callbacks are refused whatever is allowed.
+    With ``defer_verify`` (what ``jaxport call`` does), the weights' sha256 check runs in a thread while the program
+    compiles, and the first run waits for it: a damaged weights member is then refused (``IntegrityError``) by the
+    first call rather than by ``load``, and nothing runs on it either way.
     """
     if runtime not in ("jax", "iree"):
         raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
@@ -140,12 +174,14 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     art = path if isinstance(path, Artifact) else open_artifact(path)
     path = art.path if isinstance(path, Artifact) else path
     where = str(path)
+    pending: WeightsCheck | None = None
     try:
         manifest = art.manifest
         fname = select_function(manifest, function, where)
         f = manifest["functions"][fname]
         exported = runnable_program(art, fname, allow_custom_calls, where)
-        weights = map_weights(art, manifest, f, verify) if f.get("weights") else []
+        weights, pending = map_weights(art, manifest, f, verify, defer=defer_verify and runtime == "jax") \
+            if f.get("weights") else ([], None)
         local = export.default_export_platform()
         mismatch = local not in exported.platforms
         if mismatch:
@@ -162,9 +198,12 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
                                                      jax.device_count(), f.get("mesh")))
         exported = explain_missing(exported, where, fname)
         jax_backend = JaxBackend(exported, weights, f, where=f"{Path(path)}: function {fname!r}", fname=fname,
-                                 platform=local, platform_mismatch=mismatch)
+                                 platform=local, platform_mismatch=mismatch,
+                                 weights_check=pending.wait if pending is not None else None)
         backend: Backend = IreeBackend(jax_backend, f, cache_dir) if runtime == "iree" else jax_backend
     except BaseException:
+        if pending is not None:
+            pending.join()  # its thread reads the file: never close it under that thread
         if not borrowed:
             art.close()
         raise
