@@ -229,6 +229,22 @@ def lapack_targets() -> frozenset[str]:
     return frozenset(name for name, *_ in lapack.registrations().get("cpu", []))
 
 
+def initialize_lapack() -> None:
+    """Make jaxlib's CPU LAPACK kernels callable (idempotent; it imports ``scipy.linalg``).
+
+    jax 0.10 does it itself when it lowers a call of an exported program for CPU; jax 0.9.x does not, and a process
+    that runs an exported program calling a LAPACK kernel before anything else initialized them dies of SIGSEGV
+    (measured with jax 0.9.1: ``jnp.linalg.solve`` exported, then called in a fresh process). No public API does it.
+    """
+    try:
+        from jax._src.lib import lapack  # no public API: see the docstring
+
+        start = lapack._lapack.initialize
+    except (ImportError, AttributeError):
+        return
+    start()
+
+
 #: Per thread: how many :func:`lapack_left_alone` blocks are open.
 _lapack_skips = threading.local()
 

@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in CORPUS_FILES:
             item.add_marker(pytest.mark.corpus)
-    if os.environ.get("JAXPORT_FAST"):
+    if os.environ.get("JAXPORT_FAST", "") not in ("", "0"):  # JAXPORT_FAST=0 runs everything, as unset does
         skip = pytest.mark.skip(reason="JAXPORT_FAST set: the fast tier skips slow tests and corpora")
         for item in items:
             if "slow" in item.keywords or "corpus" in item.keywords:

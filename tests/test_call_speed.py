@@ -60,6 +60,8 @@ def test_a_program_without_lapack_runs_without_starting_lapack_or_jax_extend(tmp
 
 
 def test_a_program_that_calls_lapack_still_starts_it(make_artifact, tmp_path):
+    """And in a fresh process: under jax 0.9.x, which does not start LAPACK for an exported call, the call crashed
+    the process (SIGSEGV) before jaxport started it itself."""
     artifact = make_artifact(
         "import jax.numpy as jnp\n\ndef f(a, b):\n    return jnp.linalg.solve(a, b), jnp.linalg.inv(a)\n",
         "jaxport: 1\ndims:\n  n: {min: 1, max: 8}\nargs:\n  - 'f32[n, n]'\n  - 'f32[n]'\n")
@@ -107,6 +109,8 @@ def test_checked_targets_come_only_from_a_check_of_that_very_module(tmp_path):
 def test_the_lapack_gate_only_acts_inside_its_block(depth, monkeypatch):
     from jax._src.lax import linalg
 
+    if not hasattr(linalg, "initialize_lapack"):
+        pytest.skip("this JAX (before 0.10) does not initialize LAPACK when it lowers an exported call")
     calls = []
     monkeypatch.setattr(linalg, "initialize_lapack", lambda: calls.append(1))
     if depth:

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from .. import dtypes
-from .._jax_internals import lapack_left_alone, lapack_targets
+from .._jax_internals import initialize_lapack, lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
 from ..checks import checked_targets
 from ..errors import FormatError, InputError, PlatformError
@@ -44,8 +44,9 @@ class JaxBackend:
         self._platforms = list(function["platforms"])
         self._mesh_info = function.get("mesh")
         self._needs_x64 = bool(function.get("x64"))
-        # Whether the program is known to call no LAPACK kernel (from the allowlist check's reading of it), so that
-        # lowering it need not initialize LAPACK (``_jax_internals.lapack_left_alone``).
+        # Whether the program is known to call no LAPACK kernel (from the allowlist check's reading of it): lowering
+        # it then need not initialize LAPACK (``_jax_internals.lapack_left_alone``); any other program has LAPACK
+        # initialized before it is lowered (JAX before 0.10 does not do it, and the call would crash).
         targets = checked_targets(exported.mlir_module_serialized)
         self._lapack_free = targets is not None and not targets & lapack_targets()
         free, weight_positions = argument_positions(exported)
@@ -109,6 +110,8 @@ class JaxBackend:
         shardings = self._in_shardings or [None] * len(key)
         structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt), sharding=s)
                    for (shape, dt), s in zip(key, shardings)]
+        if not self._lapack_free:
+            initialize_lapack()
         watch = CacheWatch.start()
         start = time.perf_counter()
         with self.x64(), (lapack_left_alone() if self._lapack_free else contextlib.nullcontext()):
@@ -164,6 +167,8 @@ class JaxBackend:
 
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
         self._weights_checked()
+        if not self._lapack_free:
+            initialize_lapack()  # the caller's own jax.jit lowers and runs it
         with self.x64():
             return self._jit(self.weights if weights is None else weights, *flat)
 
