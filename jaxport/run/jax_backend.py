@@ -167,8 +167,9 @@ class JaxBackend:
 
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
         self._weights_checked()
-        if not self._lapack_free:
-            initialize_lapack()  # the caller's own jax.jit lowers and runs it
+        # The caller's own transformation lowers and runs it, with the VJP programs JAX asks for: a JAX of 0.10 or
+        # later starts LAPACK there anyway; an older one never does, and a (VJP) program calling LAPACK would crash.
+        initialize_lapack()
         with self.x64():
             return self._jit(self.weights if weights is None else weights, *flat)
 
