@@ -118,9 +118,12 @@ class Table:
         self.columns = list(columns)
         self.right = frozenset(right)
         self.rows: list[list[Span]] = []
+        self.row_styles: list[str] = []
 
-    def add_row(self, *cells: str | Span) -> None:
+    def add_row(self, *cells: str | Span, style: str = "") -> None:
+        """A row; ``style`` applies to the whole row, as rich's ``add_row(..., style=...)`` (drawn by rich only)."""
         self.rows.append([(c, "") if isinstance(c, str) else c for c in cells])
+        self.row_styles.append(style)
 
 
 class Document:
@@ -175,8 +178,8 @@ class Document:
                 t = RichTable(title=block.title, title_justify="left", show_edge=False)
                 for col in block.columns:
                     t.add_column(col, justify="right" if col in block.right else "left")
-                for row in block.rows:
-                    t.add_row(*(Text(text, style=style) for text, style in row))
+                for row, row_style in zip(block.rows, block.row_styles):
+                    t.add_row(*(Text(text, style=style) for text, style in row), style=row_style or None)
                 out.print(t)
             else:
                 out.print(Text.assemble(*block))
@@ -220,9 +223,7 @@ def _plain_mode(stream: Any, environ: Mapping[str, str]) -> tuple[str | None, in
     if not (getattr(stream, "encoding", None) or "utf-8").lower().startswith("utf"):
         return None  # rich draws its tables with ASCII boxes then
     isatty = _isatty(stream)
-    compatible, force = environ.get("TTY_COMPATIBLE", ""), environ.get("FORCE_COLOR")
-    terminal = False if compatible == "0" else True if compatible == "1" else \
-        force != "" if force is not None else isatty
+    terminal = _terminal(stream, environ)
     dumb = terminal and environ.get("TERM", "").lower() in ("dumb", "unknown")
     colour = None if not terminal or dumb else "no-colour" if environ.get("NO_COLOR", "") != "" else "colour"
     # the width, as Console.size computes it for _console's width (160 on a pipe, else the terminal's)
@@ -251,11 +252,15 @@ def _plain_mode(stream: Any, environ: Mapping[str, str]) -> tuple[str | None, in
 def is_terminal(stream: Any, environ: Mapping[str, str] | None = None) -> bool:
     """Whether rich's console for ``stream`` treats it as a terminal (spinners and progress bars are shown only
     there), by rich's rules (``TTY_COMPATIBLE``, ``FORCE_COLOR``, else ``isatty``); True where only rich can say."""
-    environ = os.environ if environ is None else environ
     import builtins
 
     if sys.platform == "win32" or hasattr(builtins, "get_ipython"):
         return True
+    return _terminal(stream, os.environ if environ is None else environ)
+
+
+def _terminal(stream: Any, environ: Mapping[str, str]) -> bool:
+    """rich's ``Console.is_terminal`` on Linux and macOS: ``TTY_COMPATIBLE``, then ``FORCE_COLOR``, then ``isatty``."""
     compatible, force = environ.get("TTY_COMPATIBLE", ""), environ.get("FORCE_COLOR")
     return False if compatible == "0" else True if compatible == "1" else \
         force != "" if force is not None else _isatty(stream)
@@ -280,9 +285,10 @@ def _cell_len(text: str) -> int:
 
 def _draw_table(table: Table, colour: str | None, width: int) -> list[str] | None:
     """The lines rich draws for ``table`` on a console ``width`` columns wide; None when the table does not fit
-    (rich would then wrap its cells) or holds text that is not printable (rich would break or escape it)."""
+    (rich would then wrap its cells), holds text that is not printable (rich would break or escape it) or a styled
+    row."""
     texts = [table.title, *table.columns, *(text for row in table.rows for text, _ in row)]
-    if not all(visible(t) == t for t in texts):
+    if any(table.row_styles) or not all(visible(t) == t for t in texts):
         return None
     widths = []
     for i, name in enumerate(table.columns):

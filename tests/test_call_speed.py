@@ -202,33 +202,13 @@ def test_no_direct_call_where_a_call_needs_more(make_artifact):
     assert f._direct == {}  # 64-bit mode is entered on every call
 
 
-def _rich_report(report, result, kind, env):
-    """What the rich renderer of `call`'s report printed, for one console (`test_inspect._CONSOLES`)."""
+def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
+    """`call` prints its report without importing rich, exactly as rich prints it (the comparison of test_inspect:
+    pipes, colour and plain terminals, NO_COLOR, TERM=dumb), values (--print) included; a row with NaN is red, which
+    is left to rich."""
     import io
 
     from jaxport_cli import render
-    from jaxport_cli.commands import call
-
-    from .test_inspect import _Terminal
-
-    stream = _Terminal() if kind == "terminal" else io.StringIO()
-    console = render._console(False, stream=stream, environ=env)
-    original = render.stdout
-    render.stdout = lambda: console
-    try:
-        call._render(report, result, print_values=True)  # --print: the rich path, values included
-    finally:
-        render.stdout = original
-    text = stream.getvalue()
-    values, wrote = text.index("output ="), text.rindex("\n", 0, text.index("Wrote")) + 1  # drop the values
-    return text[:values] + text[wrote:]
-
-
-def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
-    """`call` prints its report without importing rich, exactly as rich printed it (the comparison of
-    test_inspect: pipes, colour and plain terminals, NO_COLOR, TERM=dumb); a row with NaN is left to rich."""
-    import io
-
     from jaxport_cli.commands import call
 
     from jaxport.run import outputs
@@ -242,17 +222,19 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
         result = f.run({"x": xs})
         report = outputs.CallReport.of_run(mlp, f, {"x": xs}, {"x": "x.npy"}, result, None,
                                            output=str(tmp_path / "y.npy"))
-        doc = call._plain_report(report, result)
-        for kind, env in _CONSOLES:
-            stream = _Terminal() if kind == "terminal" else io.StringIO()
-            plain = doc.render_plain(stream, env)
-            if env.get("COLUMNS") == "40":
-                continue
-            assert plain == _rich_report(report, result, kind, env), (kind, env)
-            compared += 1
+        for print_values in (False, True):
+            doc = call._report(report, result, print_values)
+            for kind, env in _CONSOLES:
+                if env.get("COLUMNS") == "40":
+                    continue
+                plain = doc.render_plain(_Terminal() if kind == "terminal" else io.StringIO(), env)
+                rich = _Terminal() if kind == "terminal" else io.StringIO()
+                doc.render_rich(console=render._console(False, stream=rich, environ=env))
+                assert plain == rich.getvalue(), (kind, env)
+                compared += 1
         report.outputs[0]["nan"] = 1
-        assert call._plain_report(report, result) is None
-    assert compared == 2 * 6
+        assert call._report(report, result, False).render_plain(io.StringIO(), {}) is None
+    assert compared == 2 * 2 * 6
 
 
 def test_a_plain_call_on_a_pipe_imports_no_rich(mlp, tmp_path):

@@ -277,72 +277,47 @@ def _timing_line(report):
     return spans
 
 
-def _plain_report(report, result):
-    """The report of a call as a ``render.Document`` (printed without importing rich), or None where it holds what
-    only the rich renderer draws (a row in red: NaN or Inf)."""
-    if any(s["nan"] or s["inf"] for s in report.outputs):
-        return None
+def _report(report, result, print_values):
+    """A call's report as a ``render.Document``: plain text where that is what rich would print (the common case:
+    rich is not imported), else drawn by rich (a row in red for NaN or Inf, a table wider than the terminal)."""
     doc = render.Document()
     doc.line(*_timing_line(report))
     if report.devices:
         doc.line(_devices_text(report.devices))
-    doc.table(_plain_stats("outputs", report.outputs))
+    doc.table(_stats("outputs", report.outputs))
+    if print_values:
+        import numpy as np
+
+        for s, (name, value) in zip(report.outputs, result.leaves):
+            if s["size"] <= PRINT_LIMIT:
+                doc.line(f"{name} =")
+                doc.line(np.array2string(np.asarray(value), threshold=PRINT_LIMIT, max_line_width=120))
+            else:
+                doc.line(f"{name}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them with -o.")
+    if report.benchmark:
+        b = report.benchmark
+        columns = ("load", "lower", "compile", "p50", "p90", "min")
+        table = render.Table(f"benchmark ({b['n']} calls after {b['warmup']} warm-up)", columns, right=columns)
+        table.add_row(*(_seconds(b[k]) for k in ("load_s", "lower_s", "compile_s", "p50_s", "p90_s", "min_s")))
+        doc.table(table)
     if report.output_file:
         n = len(result.leaves)
         doc.line(("Wrote", "green"), f" {report.output_file} ({n} array{'s' if n != 1 else ''})")
     return doc
 
 
-def _plain_stats(title, stats):
-    table = render.Table(title, ("name", "shape", "dtype", "min", "max", "mean", "NaN", "Inf"),
-                         right=("min", "max", "mean", "NaN", "Inf"))
+def _stats(title, stats):
+    """The statistics of arrays (outputs, cotangents) as a table; a row with NaN or Inf is red."""
+    right = ("min", "max", "mean", "NaN", "Inf")
+    table = render.Table(title, ("name", "shape", "dtype", *right), right=right)
     for s in stats:
         table.add_row(s["name"], str(tuple(s["shape"])), s["dtype"], _number(s["min"]), _number(s["max"]),
-                      _number(s["mean"]), str(s["nan"]), str(s["inf"]))
+                      _number(s["mean"]), str(s["nan"]), str(s["inf"]), style="red" if s["nan"] or s["inf"] else "")
     return table
 
 
 def _render(report, result, print_values):
-    if not print_values and not report.benchmark:
-        doc = _plain_report(report, result)
-        if doc is not None:
-            doc.print()
-            return
-    import numpy as np
-    from rich.table import Table
-
-    out = render.stdout()
-    dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
-    t = report.timings
-    hit = t["compile_cache_hit"]
-    cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
-    via = " with IREE" if report.runtime == "iree" else ""
-    out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)}{via}"
-              + (f"  [dim]{escape(dims)}[/]" if dims else "")
-              + f"  load {_seconds(t['load_s'])}, lower {_seconds(t['lower_s'])}, "
-                f"compile {_seconds(t['compile_s'])}{cached}, run {_seconds(t['run_s'])}")
-    _devices(out, report.devices)
-    _stats_table(out, "outputs", report.outputs)
-    if print_values:
-        for s, (name, value) in zip(report.outputs, result.leaves):
-            if s["size"] <= PRINT_LIMIT:
-                out.print(f"{plain(name)} =", markup=False)
-                out.print(np.array2string(np.asarray(value), threshold=PRINT_LIMIT, max_line_width=120),
-                          markup=False, highlight=False)
-            else:
-                out.print(f"{plain(name)}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them "
-                          f"with -o.", markup=False)
-    if report.benchmark:
-        b = report.benchmark
-        t = Table(title=f"benchmark ({b['n']} calls after {b['warmup']} warm-up)", title_justify="left",
-                  show_edge=False)
-        for col in ("load", "lower", "compile", "p50", "p90", "min"):
-            t.add_column(col, justify="right")
-        t.add_row(*(_seconds(b[k]) for k in ("load_s", "lower_s", "compile_s", "p50_s", "p90_s", "min_s")))
-        out.print(t)
-    if report.output_file:
-        out.print(f"[green]Wrote[/] {escape(report.output_file)} ({len(result.leaves)} array"
-                  f"{'s' if len(result.leaves) != 1 else ''})")
+    _report(report, result, print_values).print()
 
 
 def _devices_text(placement):
@@ -448,13 +423,6 @@ def _stream(artifact, loaded, items, use_random, dims, seed, ranges, batch_size,
 
 
 def _stats_table(out, title, stats):
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left", show_edge=False)
-    for col in ("name", "shape", "dtype", "min", "max", "mean", "NaN", "Inf"):
-        t.add_column(col, justify="right" if col in ("min", "max", "mean", "NaN", "Inf") else "left")
-    for s in stats:
-        bad = "red" if s["nan"] or s["inf"] else None
-        t.add_row(escape(s["name"]), escape(str(tuple(s["shape"]))), escape(s["dtype"]), _number(s["min"]),
-                  _number(s["max"]), _number(s["mean"]), str(s["nan"]), str(s["inf"]), style=bad)
-    out.print(t)
+    doc = render.Document()
+    doc.table(_stats(title, stats))
+    doc.render_rich(console=out)

@@ -12,7 +12,7 @@ constants. Use :func:`jaxport.run.load.load`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -114,7 +114,8 @@ class Loaded:
         #: The number of inputs when a call ``f(a, b, ...)`` passes exactly the inputs in order (each positional
         #: argument is one input array and nothing else is free): such a call skips ``bind``. Else -1.
         self._positional = _positional_inputs(calltree.of_function(f))
-        #: Such calls' input signatures (as ``_seen``) -> the backend's direct call of the compiled program.
+        self._input_names = tuple(i["name"] for i in f["inputs"])
+        #: Input signatures (as ``_seen``) -> the backend's direct call of the program compiled for them.
         self._direct: dict[tuple[Any, ...], Any] = {}
 
     def __repr__(self) -> str:
@@ -227,42 +228,53 @@ class Loaded:
         are tracers: the program is then traced through ``Exported.call``, which JAX differentiates with the VJPs
         stored at export (``vjp_order``), instead of running a compiled executable.
         """
-        try:  # the steady state: arrays of a shape signature already checked and compiled, taken as they are
-            flat = [arrays[n] for n in self.input_names]
-            key = self._seen.get(tuple((v.shape, v.dtype, type(v)) for v in flat)) if len(arrays) == len(flat) \
-                else None
-        except (KeyError, AttributeError, TypeError):
-            key = None
-        if key is None:
-            given = [arrays.get(n) for n in self.input_names]
-            flat, key, _ = self.prepare(arrays)
-            if any(is_tracer(v) for v in flat):
-                return self.backend.trace(flat)
-            self._compile(key)
-            if all(a is b for a, b in zip(flat, given)):
-                self._seen[tuple((v.shape, v.dtype, type(v)) for v in flat)] = key
+        names = self._input_names
+        if len(arrays) == len(names):
+            try:
+                out = self._steady([arrays[n] for n in names])
+            except KeyError:
+                out = _MISS
+            if out is not _MISS:
+                return out
+        given = [arrays.get(n) for n in names]
+        flat, key, _ = self.prepare(arrays)
+        if any(is_tracer(v) for v in flat):
+            return self.backend.trace(flat)
+        self._compile(key)
+        if all(a is b for a, b in zip(flat, given)):
+            self._seen[tuple((v.shape, v.dtype, type(v)) for v in flat)] = key
         return self.backend.execute(key, self.backend.place(flat))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == self._positional and not kwargs:  # the steady state of f(x, ...): call_named's, unbound
-            seen: tuple[Any, ...] | None
-            try:
-                seen = tuple((v.shape, v.dtype, type(v)) for v in args)
-                run = self._direct.get(seen)
-            except (AttributeError, TypeError):
-                seen = run = None
-            if run is not None:
-                try:
-                    return run(*args)
-                except Exception:  # noqa: BLE001 - the checked path below runs it again and reports the failure
-                    pass
-            elif seen is not None and (key := self._seen.get(seen)) is not None:
-                direct = getattr(self.backend, "direct", None)
-                run = direct(key) if direct is not None else None
-                if run is not None:
-                    self._direct[seen] = run
-                return self.backend.execute(key, self.backend.place(list(args)))
+        if len(args) == self._positional and not kwargs:  # f(x, ...) passes the inputs as they are: no binding
+            out = self._steady(args)
+            if out is not _MISS:
+                return out
         return self.call_named(self.bind(*args, **kwargs))
+
+    def _steady(self, flat: Sequence[Any]) -> Any:
+        """The steady state: inputs (in the inputs' order) of a signature already checked and compiled, taken as
+        they are, straight to the compiled program where the backend offers that (``direct``: no 64-bit mode, mesh
+        or weights check to go through), else through ``execute``; ``_MISS`` for inputs of any other signature."""
+        try:
+            seen = tuple([(v.shape, v.dtype, type(v)) for v in flat])
+            run = self._direct.get(seen)
+        except (AttributeError, TypeError):
+            return _MISS
+        if run is not None:
+            try:
+                return run(*flat)
+            except Exception:  # noqa: BLE001 - execute runs it again below, and reports the failure
+                pass
+        key = self._seen.get(seen)
+        if key is None:
+            return _MISS
+        if run is None:
+            direct = getattr(self.backend, "direct", None)
+            run = direct(key) if direct is not None else None
+            if run is not None:
+                self._direct[seen] = run
+        return self.backend.execute(key, self.backend.place(list(flat)))
 
     def leaves(self, outputs: Any) -> list[tuple[str, Any]]:
         """The output pytree's arrays as ``(output name, numpy array)``, in the manifest's order."""
@@ -322,6 +334,10 @@ class Loaded:
             jax.block_until_ready(self.backend.execute(key, flat))
             bench.calls.append(time.perf_counter() - start)
         return bench
+
+
+#: What ``Loaded._steady`` returns for inputs it does not know (None is a valid output pytree).
+_MISS = object()
 
 
 def _positional_inputs(sig: Mapping[str, Any]) -> int:
