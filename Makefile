@@ -1,20 +1,32 @@
 # The habits of this project as targets. `make demo` and `make test` work on a fresh machine.
-PYTHON ?= python3
+# PYTHON: the newest Python >= 3.12 on PATH, then in pyenv's versions directory (scripts/pick_python.sh says which),
+# so that .venv gets the newest supported JAX; python3 (jax 0.10.x) when there is none. `make test PYTHON=...` overrides.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell scripts/pick_python.sh)
+endif
+PYVER  := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   := build/demo
 
-.PHONY: install install-test demo test test-fast test-compat lint bench clean
+.PHONY: install install-test demo test test-fast test-compat test-cross lint bench clean
 
 # `install`: what running jaxport needs, nothing more (extras stay opt-in: `pip install -e '.[iree]'`).
 # `install-test`: the test, lint and optional-runtime tools on top (IREE, flax, equinox, pytest, ruff, mypy).
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-$(VENV)/.installed: pyproject.toml
+# A .venv of another Python (an older checkout's, or PYTHON changed) is rebuilt.
+$(VENV)/.installed: pyproject.toml $(VENV)/.python-$(PYVER)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.python-$(PYVER):
+	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$(PYVER)" ]; then \
+		echo "jaxport: $(VENV) has another Python; rebuilding it with Python $(PYVER)"; rm -rf $(VENV); fi
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
@@ -33,22 +45,37 @@ test: install-test
 test-fast: install-test
 	JAXPORT_FAST=1 $(BIN)/python -m pytest -q
 
-# `test-compat`: the oldest JAX jaxport supports (pyproject.toml: jax>=0.9.1,<0.11) in a second environment, $(COMPAT),
-# with jaxport and the tests' tools but no IREE (its tests skip): the fast tier there, then tests/test_cross_version.py
-# (each JAX calls the artifacts the other exported). The newest JAX is $(VENV)'s.
-COMPAT      ?= .venv-compat
-COMPAT_JAX  ?= 0.9.1
-COMPAT_DEPS := 'pytest>=8' 'jsonschema>=4' 'hypothesis>=6' 'flax>=0.10' 'equinox>=0.11'
+# `test-compat`: the oldest JAX jaxport supports (pyproject.toml: jax>=0.9.1,<0.13) on Python 3.11, in a second
+# environment, $(COMPAT), with jaxport and the tests' tools but no IREE (its tests skip): the fast tier there. Then the
+# cross-version matrix (tests/test_cross_version.py): $(VENV)'s JAX (the newest), $(COMPAT)'s and the newest 0.10.x
+# ($(COMPAT_MID), Python 3.11) each export the examples and call the artifacts every other one exported.
+COMPAT_PYTHON ?= python3
+COMPAT        ?= .venv-compat
+COMPAT_JAX    ?= 0.9.1
+COMPAT_MID    ?= .venv-compat-mid
+MID_JAX       ?= 0.10.2
+COMPAT_DEPS   := 'pytest>=8' 'jsonschema>=4' 'hypothesis>=6' 'flax>=0.10' 'equinox>=0.11'
 
 $(COMPAT)/.installed-$(COMPAT_JAX): pyproject.toml
-	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	test -x $(COMPAT)/bin/python || $(COMPAT_PYTHON) -m venv $(COMPAT)
 	$(COMPAT)/bin/python -m pip install --quiet --upgrade pip
 	$(COMPAT)/bin/python -m pip install --quiet -e . jax==$(COMPAT_JAX) jaxlib==$(COMPAT_JAX) $(COMPAT_DEPS)
 	touch $@
 
+$(COMPAT_MID)/.installed-$(MID_JAX): pyproject.toml
+	test -x $(COMPAT_MID)/bin/python || $(COMPAT_PYTHON) -m venv $(COMPAT_MID)
+	$(COMPAT_MID)/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT_MID)/bin/python -m pip install --quiet -e . jax==$(MID_JAX) jaxlib==$(MID_JAX) 'pytest>=8'
+	touch $@
+
 test-compat: install-test $(COMPAT)/.installed-$(COMPAT_JAX)
 	JAXPORT_FAST=1 $(COMPAT)/bin/python -m pytest -q
-	JAXPORT_COMPAT_PYTHON=$(abspath $(COMPAT))/bin/python $(BIN)/python -m pytest -q tests/test_cross_version.py
+	$(MAKE) test-cross
+
+# `test-cross`: only the cross-version matrix (three JAX releases, each calling the others' artifacts).
+test-cross: install-test $(COMPAT)/.installed-$(COMPAT_JAX) $(COMPAT_MID)/.installed-$(MID_JAX)
+	JAXPORT_COMPAT_PYTHON=$(abspath $(COMPAT))/bin/python:$(abspath $(COMPAT_MID))/bin/python \
+		$(BIN)/python -m pytest -q tests/test_cross_version.py
 
 # ruff, mypy, and the import-layer contract (scripts/check_layers.py: layers, no cycles, no lazy or private imports).
 lint: install-test
@@ -60,4 +87,4 @@ bench: install-test
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf build $(VENV) $(COMPAT) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf build $(VENV) $(COMPAT) $(COMPAT_MID) .pytest_cache .ruff_cache .mypy_cache

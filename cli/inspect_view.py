@@ -53,7 +53,7 @@ def _printable(node):
 
 def _render(art, names) -> render.Document:
     from jaxport.artifact.bounds import Bounds
-    from jaxport.artifact.compat import window
+    from jaxport.artifact.compat import serializer_version, window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
     m = _printable(art.manifest)
@@ -71,7 +71,7 @@ def _render(art, names) -> render.Document:
         out.line("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()))
     out.line(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
              f"jaxlib {prod['jaxlib']}")
-    out.line(f"  compatibility: {window(prod['jax']).sentence()}")
+    out.line(f"  compatibility: {window(serializer_version(prod)).sentence()}")
     for fname in names:
         f = m["functions"][fname]
         out.line()

@@ -10,7 +10,7 @@ an ``Exported`` built around a module that JAX did not lower (see ``make_ir_cont
 The other readers and writers of JAX's private state (an ``Exported``'s VJP function and named shardings, whether
 the backends started) are here for the same reason: each says which public API is missing.
 
-The shims for the older JAX releases jaxport supports (pyproject.toml: ``jax>=0.9.1,<0.11``) are here too, each
+The shims for the older JAX releases jaxport supports (pyproject.toml: ``jax>=0.9.1,<0.13``) are here too, each
 naming the JAX it is for: a public function whose signature changed (``deserialize_portable_artifact`` and
 ``serialize_portable_artifact`` of ``jax.extend.mlir``) or a feature an older release lacks (the custom-call
 wildcard). Everything else jaxport calls works the same from jax 0.9.1 on; ``make test-compat`` runs the tests there.
@@ -34,8 +34,9 @@ def guaranteed_stable_custom_calls() -> frozenset[str]:
     return frozenset(_export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE)
 
 
-#: The set as reviewed for jax 0.10.2 (update it, after reading the JAX change, when the test says it differs).
-REVIEWED_JAX_VERSION = "0.10.2"
+#: The set as reviewed for jax 0.10.2, unchanged through 0.11.x and 0.12.0.1 (update it, after reading the JAX change,
+#: when the test says it differs).
+REVIEWED_JAX_VERSION = "0.12.0.1"
 REVIEWED_STABLE_TARGETS = frozenset({
     "AllocateBuffer", "ApproxTopK", "Eigh", "LuDecomposition", "ProductOfElementaryHouseholderReflectors", "Qr",
     "SPMDFullToShardShape", "SPMDShardToFullShape", "Sharding", "annotate_device_placement",
@@ -85,6 +86,24 @@ def reviewed_stable_targets(jax_version: str) -> frozenset[str]:
     have = _version_tuple(jax_version)
     return REVIEWED_STABLE_TARGETS.difference(*(targets for added_in, targets in STABLE_TARGETS_ADDED_IN.items()
                                                 if have < _version_tuple(added_in)))
+
+
+def registered_host_callbacks() -> frozenset[str]:
+    """The host-callback custom-call targets the installed jaxlib registers (for every platform it knows): each
+    registered target whose name says it calls back into Python. ``checks.HOST_CALLBACK_TARGETS`` is the reviewed
+    floor; these are added to it, so a callback a new JAX registers under a new name is never runnable either.
+
+    No public API lists registered targets: ``xla_client.custom_call_targets`` is jaxlib's."""
+    from jax._src.lib import xla_client  # no public API: see the docstring
+
+    found: set[str] = set()
+    for platform in ("cpu", "cuda", "rocm", "tpu"):
+        try:
+            names = xla_client.custom_call_targets(platform)
+        except Exception:  # noqa: BLE001 - a platform jaxlib was not built for
+            continue
+        found.update(n for n in names if isinstance(n, str) and ("python" in n.lower() or "callback" in n.lower()))
+    return frozenset(found)
 
 
 def mlir_ir() -> Any:
@@ -141,13 +160,16 @@ def make_exported(*, fun_name: str, in_tree: Any, in_avals: Sequence[Any], out_t
     from jax._src import core  # ShapedArray: the aval type Exported holds
 
     n_in, n_out = len(in_avals), len(out_avals)
+    # jax 0.9.1 - 0.11.0 take ``_has_named_shardings`` (True: the named shardings below are meant); 0.11.1 dropped the
+    # field, every Exported having named shardings from then on.
+    legacy = {"_has_named_shardings": True} if _has_field(export.Exported, "_has_named_shardings") else {}
     return export.Exported(
+        **legacy,
         fun_name=fun_name,
         in_tree=in_tree,
         in_avals=tuple(core.ShapedArray(a.shape, a.dtype) for a in in_avals),
         out_tree=out_tree,
         out_avals=tuple(core.ShapedArray(a.shape, a.dtype) for a in out_avals),
-        _has_named_shardings=True,
         _in_named_shardings=(None,) * n_in,
         _out_named_shardings=(None,) * n_out,
         in_shardings_hlo=(None,) * n_in,
@@ -163,6 +185,10 @@ def make_exported(*, fun_name: str, in_tree: Any, in_avals: Sequence[Any], out_t
         uses_global_constants=uses_global_constants,
         _get_vjp=None,
     )
+
+
+def _has_field(cls: Any, name: str) -> bool:
+    return any(f.name == name for f in dataclasses.fields(cls))
 
 
 def serialize_with_sdy() -> bool:

@@ -25,11 +25,14 @@ is registered under and which native code may read differently from the check.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._jax_internals import guaranteed_stable_custom_calls, vjp_getter, with_vjp_getter
+from ._jax_internals import guaranteed_stable_custom_calls, registered_host_callbacks, vjp_getter, with_vjp_getter
 from .errors import ExportError, FormatError, JaxportError, PolicyError, UsageError
 from .module_scan import ModuleScan, scan_module, short_location
 
@@ -49,12 +52,24 @@ _PLAIN_TARGET = re.compile(r"[!-~]{1,256}")
 _LISTED = 20
 
 
+@functools.cache
+def host_callback_targets() -> frozenset[str]:
+    """The reviewed :data:`HOST_CALLBACK_TARGETS` (the floor) and the installed jaxlib's registered host callbacks
+    (``_jax_internals.registered_host_callbacks``), casefolded. Read once per process, from a JAX already imported
+    (reading an artifact's manifest imports none: then the floor alone)."""
+    names = set(HOST_CALLBACK_TARGETS)
+    if "jax" in sys.modules:
+        with contextlib.suppress(Exception):  # a jaxlib whose registry cannot be read keeps the floor
+            names |= registered_host_callbacks()
+    return frozenset(t.casefold() for t in names)
+
+
 def is_host_callback(target: str) -> bool:
     """Whether a target is (or names, in another case or spelling) a host callback: one of
-    :data:`HOST_CALLBACK_TARGETS`, or any name mentioning ``python`` or ending in ``callback`` (JAX's own test for
+    :func:`host_callback_targets`, or any name mentioning ``python`` or ending in ``callback`` (JAX's own test for
     callbacks), compared without case, surrounding spaces or anything after a NUL."""
     name = target.split("\0", 1)[0].strip().casefold()
-    return (name in {t.casefold() for t in HOST_CALLBACK_TARGETS} or "python" in name or name.endswith("callback")
+    return (name in host_callback_targets() or "python" in name or name.endswith("callback")
             or "spmdpartitioning" in name)
 
 

@@ -180,10 +180,23 @@ def mesh_devices(mesh: Mapping[str, Any]) -> int:
 # --- export -------------------------------------------------------------------------------------------------------
 
 
+def auto_axes(n: int) -> tuple[Any, ...]:
+    """``Auto`` axis types for a mesh of ``n`` axes.
+
+    jax 0.9.1 - 0.11.0 default a mesh's axes to Auto, 0.11.1 and later to Explicit, under which JAX's own export of a
+    sharded function's VJP fails (``ShardingTypeError``) and a payload's Auto mesh no longer matches a default one.
+    jaxport names the types on every mesh it builds, at export and at call, so that a sharded artifact and its VJP
+    mean the same on every supported JAX.
+    """
+    from jax.sharding import AxisType
+
+    return (AxisType.Auto,) * n
+
+
 def abstract_mesh(mesh: Mapping[str, int]) -> Any:
     from jax.sharding import AbstractMesh
 
-    return AbstractMesh(tuple(mesh.values()), tuple(mesh))
+    return AbstractMesh(tuple(mesh.values()), tuple(mesh), axis_types=auto_axes(len(mesh)))
 
 
 def named(mesh: Any, spec: PartitionSpec | None) -> Any:
@@ -287,7 +300,8 @@ def runtime_mesh(mesh: Mapping[str, Any], where: str) -> Any:
     devices = jax.devices()
     if len(devices) < needed:
         raise PlatformError(device_count_message(where, needed, len(devices), mesh))
-    return Mesh(np.array(devices[:needed]).reshape(tuple(mesh["axis_sizes"])), tuple(mesh["axis_names"]))
+    return Mesh(np.array(devices[:needed]).reshape(tuple(mesh["axis_sizes"])), tuple(mesh["axis_names"]),
+                axis_types=auto_axes(len(mesh["axis_names"])))
 
 
 def device_count_message(where: str, needed: int, have: int, mesh: Mapping[str, Any] | None) -> str:

@@ -1,7 +1,8 @@
 """Export every bundled example and print the sha256 of each artifact (``path entry digest`` per line).
 
 Used to prove that a refactor leaves artifacts byte-identical: run it before and after and compare, or run
-``tests/test_example_digests.py``, which compares against ``tests/golden/example-digests.txt``.
+``tests/test_example_digests.py``, which compares against ``tests/golden/example-digests/jax-<version>.txt``
+(one file per JAX release).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def digests() -> list[tuple[str, str]]:
 
 
 if __name__ == "__main__":
+    import jax
+    import jaxlib
+
+    print(f"# sha256 of every bundled example's artifact, exported by scripts/example_digests.py with jax "
+          f"{jax.__version__} / jaxlib {jaxlib.__version__}.")
+    print("# Regenerate (only when a change is meant to alter artifacts, with a CHANGELOG line): "
+          "scripts/example_digests.py > tests/golden/example-digests/jax-VERSION.txt under that JAX")
     for name, digest in digests():
         print(f"{name} {digest}")
     sys.stdout.flush()

@@ -130,3 +130,19 @@ def test_pallas_kernel_is_allowed_by_jax_guarantee(tmp_path):
                        output=tmp_path / "p.jaxport")
     assert r.manifest["functions"]["add"]["custom_calls"] == [
         {"target": "tpu_custom_call", "count": 1, "stability": "guaranteed"}]
+
+
+def test_the_installed_jaxlibs_host_callbacks_are_refused():
+    """Tripwire per JAX version: every host callback the installed jaxlib registers is refused, and the reviewed
+    floor holds the ones this JAX registers on the CPU."""
+    import jax  # noqa: F401 - the registry is read from an imported JAX
+
+    from jaxport._jax_internals import registered_host_callbacks
+    from jaxport.checks import HOST_CALLBACK_TARGETS, host_callback_targets, refused_target
+
+    installed = registered_host_callbacks()
+    assert "xla_ffi_python_cpu_callback" in installed
+    new = sorted(installed - HOST_CALLBACK_TARGETS)
+    assert not new, f"review the new host callbacks {new}, then add them to HOST_CALLBACK_TARGETS"
+    for name in installed:
+        assert name.casefold() in host_callback_targets() and refused_target(name) == "host callback"

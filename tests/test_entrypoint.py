@@ -206,7 +206,10 @@ def test_errors(project: Path, text, message):
 
 def test_an_exception_while_importing_shows_the_users_frames(project: Path):
     path = project / "models" / "broken.py"
-    assert load_error("models/broken.py:fail") == (
+    # Python 3.13 marks the failing call with a caret line (``    ~~~~^^``); 3.11 and 3.12 do not
+    shown = "\n".join(line for line in load_error("models/broken.py:fail").splitlines()
+                      if line.strip(" ~^") or not line.strip())
+    assert shown == (
         "entry point 'models/broken.py:fail': importing models/broken.py raised an exception:\n"
         f'  File "{path}", line 8, in <module>\n'
         "    fail()\n"

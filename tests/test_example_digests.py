@@ -1,7 +1,10 @@
 """Artifacts are byte-identical across refactors: every bundled example exports to the recorded sha256.
 
-The digests depend on the JAX that lowers the programs, so they are recorded with it; under another JAX the test is
-skipped, saying so (regenerate with ``scripts/example_digests.py`` in a change that means to alter artifacts).
+The digests depend on the JAX that lowers the programs, so they are pinned per JAX release, one file each in
+``tests/golden/example-digests/jax-<version>.txt``, for every JAX that ``make test`` and ``make test-compat`` run
+(the newest and the oldest supported) and jax 0.10.2 (the newest for Python 3.11). Regenerate a file with
+``scripts/example_digests.py > tests/golden/example-digests/jax-$(python -c 'import jax; print(jax.__version__)').txt``
+under that JAX, in a change that means to alter artifacts.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import jaxlib
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDED = REPO / "tests" / "golden" / "example-digests.txt"
+DIGESTS = REPO / "tests" / "golden" / "example-digests"
+#: The JAX releases CI runs (make test: the newest; make test-compat: the oldest), and the newest for Python 3.11.
+PINNED = ("0.9.1", "0.10.2", "0.12.0.1")
 
 
-def _recorded() -> tuple[str, str, dict[str, str]]:
-    text = RECORDED.read_text()
+def _recorded(path: Path) -> tuple[str, str, dict[str, str]]:
+    text = path.read_text()
     m = re.search(r"with jax (\S+) / jaxlib (\S+)\.", text)
     assert m, "the digest file names the JAX it was made with"
     rows = {}
@@ -45,10 +50,23 @@ def test_every_example_spec_is_covered():
     assert specs == {f"{example}/{spec}" for example, spec, _ in _script().EXAMPLES}
 
 
+def test_digests_are_pinned_for_every_jax_ci_runs():
+    for version in PINNED:
+        path = DIGESTS / f"jax-{version}.txt"
+        assert path.is_file(), path
+        jax_version, jaxlib_version, rows = _recorded(path)
+        assert (jax_version, jaxlib_version) == (version, version)
+        assert set(rows) == {f"{example}/{spec} {entry}" for example, spec, entry in _script().EXAMPLES}
+
+
 @pytest.mark.slow
 def test_examples_export_to_the_recorded_bytes():
-    jax_version, jaxlib_version, recorded = _recorded()
-    if (jax.__version__, jaxlib.__version__) != (jax_version, jaxlib_version):
-        pytest.skip(f"digests were recorded with jax {jax_version} / jaxlib {jaxlib_version}; this is jax "
-                    f"{jax.__version__} / jaxlib {jaxlib.__version__}")
+    path = DIGESTS / f"jax-{jax.__version__}.txt"
+    if not path.is_file():
+        pytest.skip(f"no digests are pinned for jax {jax.__version__} (pinned: "
+                    f"{', '.join(sorted(p.stem for p in DIGESTS.glob('jax-*.txt')))}); see this file's docstring")
+    jax_version, jaxlib_version, recorded = _recorded(path)
+    if jaxlib.__version__ != jaxlib_version:
+        pytest.skip(f"digests for jax {jax_version} were recorded with jaxlib {jaxlib_version}; this is jaxlib "
+                    f"{jaxlib.__version__}")
     assert dict(_script().digests()) == recorded

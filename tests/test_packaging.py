@@ -22,7 +22,7 @@ SUBPACKAGES = ["jaxport", "jaxport/artifact", "jaxport/export", "jaxport/importe
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     build = tmp_path_factory.mktemp("build")
-    shutil.copytree(REPO, build / "src", ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info",
+    shutil.copytree(REPO, build / "src", ignore=shutil.ignore_patterns(".venv*", ".git", "build", "*.egg-info",
                                                                          "__pycache__", ".pytest_cache"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
                     str(out), str(build / "src")], check=True, capture_output=True, text=True)

@@ -133,7 +133,10 @@ def _flat(tree: Any) -> dict[str, np.ndarray]:
     ("equinox", "PARAMS", "params", lambda name: name),
 ], ids=["mlp", "flax_linen", "flax_nnx", "equinox"])
 def test_bundled_parameter_files_hold_the_models_parameters(example_models, example, attribute, prefix, key_of):
-    """The .npz and .safetensors files of an example are its model.py's parameters (else run make_inputs.py)."""
+    """The .npz and .safetensors files of an example are its model.py's parameters (else run make_inputs.py).
+
+    The files were written under jax 0.10.2; flax nnx's initialisers under jax 0.12 round some values one step
+    (units in the last place) the other way, so floats are compared to 2 ulp (measured), everything else exactly."""
     from safetensors.numpy import load_file
 
     expected = {key_of(k): v for k, v in _flat(getattr(example_models[example], attribute)).items()}
@@ -143,7 +146,10 @@ def test_bundled_parameter_files_hold_the_models_parameters(example_models, exam
         assert sorted(found) == sorted(expected)
         for k, v in expected.items():
             assert found[k].dtype == v.dtype and found[k].shape == v.shape
-            np.testing.assert_array_equal(found[k], v)
+            if np.issubdtype(v.dtype, np.floating):
+                np.testing.assert_array_max_ulp(found[k], np.asarray(v), maxulp=2)
+            else:
+                np.testing.assert_array_equal(found[k], v)
 
 
 EXAMPLE_SOURCES = {("flax_linen", "spec.yaml"): "model.py:VARIABLES", ("flax_nnx", "spec.yaml"): "model.py:STATE",

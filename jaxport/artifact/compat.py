@@ -319,6 +319,24 @@ class Window:
         return f"the JAX that wrote it is unknown ({d.text}), and so is JAX's compatibility window for it"
 
 
+def serializer_version(producer: object) -> object:
+    """The version that dates an artifact's window: the jaxlib that serialized it (``producer.jaxlib``), as JAX
+    itself dates the window by the jaxlib build, else ``producer.jax``.
+
+    jax and jaxlib releases share version numbers and dates; in a mixed install (jax 0.12.0.1 over jaxlib 0.11.2) the
+    payload's StableHLO and serializer are the jaxlib's, so dating by the jax version would promise a window one to
+    two months too late. Only when both versions are dated and the jaxlib is the older: anything else is judged by
+``producer.jax``, so that a version the table cannot date is still reported as such.
+    """
+    if not isinstance(producer, dict):
+        return None
+    jaxlib, jax = producer.get("jaxlib"), producer.get("jax")
+    if (isinstance(jaxlib, str) and isinstance(jax, str) and dating(jaxlib).released is not None
+            and dating(jax).released is not None and version_key(jaxlib) < version_key(jax)):
+        return jaxlib
+    return jax
+
+
 def window(jax_version: object) -> Window:
     """The compatibility window of an artifact written with ``jax_version`` (its ``producer.jax``)."""
     d = dating(jax_version)

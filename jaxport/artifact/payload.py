@@ -2,32 +2,67 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+from .._jax_internals import stablehlo_dialect
 from ..errors import FormatError
 from ..isolate import check_payload
 from .compat import window
 
+#: How a StableHLO portable artifact names the StableHLO version it was written as (its bytecode producer string).
+_STABLEHLO_VERSION = re.compile(rb"StableHLO_v(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
 
-def check_calling_convention(version: int, writer_jax: str, where: Path | str, fname: str) -> None:
-    """Refuse, before parsing, a program whose calling convention the installed JAX cannot call, and say which
-    JAX to use instead."""
+
+def stablehlo_version(payload: bytes) -> tuple[int, int, int] | None:
+    """The StableHLO version a payload's module was serialized as (``(1, 18, 0)``), or None when none is named."""
+    m = _STABLEHLO_VERSION.search(payload)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _readable_stablehlo() -> tuple[int, int, int]:
+    """The newest StableHLO version the installed jaxlib reads."""
+    parts = [int(p) for p in str(stablehlo_dialect().get_current_version()).split(".")[:3]]
+    return (parts + [0, 0, 0])[0], (parts + [0, 0, 0])[1], (parts + [0, 0, 0])[2]
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in version)
+
+
+def check_readable(payload: bytes, calling_convention: int, writer_jax: str, where: Path | str, fname: str,
+                   failed: bool = False) -> None:
+    """Refuse one program the installed JAX cannot read, before it is compiled: a calling convention outside its
+    range (checked before parsing), or, once its reader failed (``failed``), StableHLO newer than its jaxlib reads
+    (an artifact from a newer JAX, outside JAX's 3-week forward promise; a newer version alone is no refusal, as an
+    older reader often reads it: jax 0.9.1, StableHLO 1.13, reads jax 0.10.2's 1.15). The one-line message names both
+    JAX versions, both sides' StableHLO and calling-convention versions, the writer's window and the JAX to install.
+    """
     import jax
     from jax import export
 
     lo, hi = export.minimum_supported_calling_convention_version, export.maximum_supported_calling_convention_version
-    if lo <= version <= hi:
+    written, readable = stablehlo_version(payload), _readable_stablehlo()
+    if lo <= calling_convention <= hi and not (failed and written is not None and written > readable):
         return
     w = window(writer_jax)
     advice = f"install jax=={writer_jax}" + (f" (or a release from jax {w.oldest_jax} to {w.newest_jax})"
-                                             if w.oldest_jax and w.newest_jax else "")
-    raise FormatError(f"{where}: function {fname!r} uses calling convention {version}, but jax {jax.__version__} "
-                      f"supports {lo}..{hi}. It was written with jax {writer_jax}: {advice}, or re-export it with "
-                      f"this JAX.")
+                                             if w.oldest_jax and w.newest_jax and w.oldest_jax != w.newest_jax
+                                             else "")
+    as_written = f"StableHLO {_dotted(written)}, " if written else ""
+    reason = (f"calling convention {calling_convention} is outside {lo}..{hi}" if not lo <= calling_convention <= hi
+              else f"StableHLO {_dotted(written or ())} is newer than the {_dotted(readable)} it reads")
+    span = (f"JAX guarantees loading by releases from {w.loadable_from} to {w.loadable_until}"
+            if w.loadable_from and w.loadable_until else "JAX's compatibility window for it is unknown")
+    raise FormatError(f"{where}: function {fname!r} was written with jax {writer_jax} ({as_written}calling "
+                      f"convention {calling_convention}); this jax {jax.__version__} (StableHLO up to "
+                      f"{_dotted(readable)}, calling conventions {lo}..{hi}) cannot read it: {reason}. {span}; "
+                      f"{advice}, or re-export it with jax {jax.__version__} for consumers on it.")
 
 
-def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str | None = None) -> Any:
+def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str | None = None,
+                calling_convention: int | None = None) -> Any:
     """``jax.export.deserialize`` with its failures reported as a damaged artifact.
 
     The bytes must already have passed the artifact's digest check (``Artifact.read``), so what reaches JAX's
@@ -37,11 +72,19 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
     """
     from jax import export
 
-    check_payload(payload, str(where), fname)
+    try:
+        check_payload(payload, str(where), fname)
+    except FormatError as e:  # the child could not read the module: from a newer JAX? then say which to install
+        if writer_jax and calling_convention is not None and "cannot be read by this JAX" in str(e):
+            check_readable(payload, calling_convention, writer_jax, where, fname, failed=True)
+        raise
     try:
         return export.deserialize(bytearray(payload))
     except Exception as e:  # noqa: BLE001 - flatbuffer and MLIR readers raise many kinds
         import jax
+
+        if writer_jax and calling_convention is not None:
+            check_readable(payload, calling_convention, writer_jax, where, fname, failed=True)
 
         hint = f" It was written with jax {writer_jax}; if this JAX ({jax.__version__}) is too old or too new for " \
                f"it, install jax=={writer_jax}." if writer_jax and writer_jax != jax.__version__ else ""

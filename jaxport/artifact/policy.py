@@ -23,7 +23,7 @@ from typing import Any
 from .._text import plural
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
-from . import age
+from . import age, compat
 from .container import open_artifact
 from .summary import human_bytes
 
@@ -500,7 +500,7 @@ def assess(policy: Policy, manifest: Mapping[str, Any], size: int,
     notes = list(policy.notes)
     if policy.max_producer_age_days is not None or policy.min_days_left is not None:
         producer = manifest.get("producer")
-        jax_version = producer.get("jax") if isinstance(producer, Mapping) else None
+        jax_version = compat.serializer_version(dict(producer)) if isinstance(producer, Mapping) else None
         bad, said = age.evaluate(jax_version, policy.max_producer_age_days, policy.min_days_left, today)
         out += [Violation(rule, None, message) for rule, message in bad]
         notes += said

@@ -28,7 +28,7 @@ class Release(namedtuple("Release", ("date", "python", "yanked"), defaults=(Fals
 #: in pyproject.toml (``tests/test_policy_age.py`` checks that they agree). Producer ages count from the newest table
 #: row inside it, and every ``jax>=X`` the age rules advise names a release inside it: a newer JAX needs another
 #: jaxport. Change both together (the only place the age rules read the range from).
-SUPPORTED_JAX = ">=0.9.1,<0.11"
+SUPPORTED_JAX = ">=0.9.1,<0.13"
 
 #: The day this table was last checked against PyPI: every JAX release published up to this day, from the first row
 #: on, is a row.

@@ -23,7 +23,7 @@ from ..artifact import summary
 from ..artifact.calltree import argument_positions
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
-from ..artifact.payload import check_calling_convention, deserialize
+from ..artifact.payload import check_readable, deserialize
 from ..artifact.tensors import tensor_views
 from ..checks import check_runnable
 from ..errors import FormatError, PlatformError, UsageError
@@ -140,8 +140,8 @@ def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str
     f = manifest["functions"][fname]
     payload = art.read(f["payload"])
     writer = str(manifest["producer"].get("jax"))
-    check_calling_convention(f["calling_convention_version"], writer, where, fname)
-    exported = deserialize(payload, where, fname, writer)
+    check_readable(payload, f["calling_convention_version"], writer, where, fname)
+    exported = deserialize(payload, where, fname, writer, f["calling_convention_version"])
     check_payload(exported, f, where, fname, manifest.get("weights"))
     return check_runnable(exported, f"{where}: function {fname!r}", allow_custom_calls)
 

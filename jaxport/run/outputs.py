@@ -36,10 +36,10 @@ def stats(name: str, value: Any) -> dict[str, Any]:
         if kind == "float":
             finite = wide[np.isfinite(wide)]
             if finite.size:
-                out.update(min=float(finite.min()), max=float(finite.max()), mean=float(finite.mean()))
+                out.update(min=float(np.min(finite)), max=float(np.max(finite)), mean=float(finite.mean()))
     elif a.size:
         wide = a.astype(np.int64 if kind != "uint" else np.uint64)
-        out.update(min=int(wide.min()), max=int(wide.max()), mean=float(wide.mean()))
+        out.update(min=int(np.min(wide)), max=int(np.max(wide)), mean=float(wide.mean()))
     return out
 
 

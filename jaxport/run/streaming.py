@@ -222,10 +222,10 @@ class _Stats:
             if self.kind == "float":
                 finite = wide[np.isfinite(wide)]
                 if finite.size:
-                    self._extend(float(finite.min()), float(finite.max()), float(finite.sum()), int(finite.size))
+                    self._extend(float(np.min(finite)), float(np.max(finite)), float(finite.sum()), int(finite.size))
         elif a.size:
             wide = a.astype(np.int64 if self.kind != "uint" else np.uint64)
-            self._extend(int(wide.min()), int(wide.max()), float(wide.sum()), int(a.size))
+            self._extend(int(np.min(wide)), int(np.max(wide)), float(wide.sum()), int(a.size))
 
     def _extend(self, lo: Any, hi: Any, total: float, count: int) -> None:
         self.lo = lo if self.lo is None else min(self.lo, lo)

@@ -201,7 +201,7 @@ def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: flo
         excess = np.where(exact, diff - (at + rt * ref), -np.inf)
     result.max_abs_error = float(diff.max())
     nonzero = ref > 0
-    result.max_rel_error = float((diff[nonzero] / ref[nonzero]).max()) if nonzero.any() else (
+    result.max_rel_error = float(np.max(diff[nonzero] / ref[nonzero])) if nonzero.any() else (
         0.0 if result.max_abs_error == 0 else None)
     _worst(result, e, a, bad, excess)
 
