@@ -339,7 +339,7 @@ def test_producer_age_and_window_from_the_command_line(run_cli, tmp_path, monkey
     golden = Path(__file__).parent / "golden" / "1.0" / "mlp.jaxport"
     with open_artifact(golden) as art:
         manifest, members = art.manifest, {n: art.read(n) for n in art.members if n != "manifest.json"}
-    manifest["producer"]["jax"] = CURRENT.version
+    manifest["producer"]["jax"] = manifest["producer"]["jaxlib"] = CURRENT.version
     fresh = tmp_path / "fresh.jaxport"
     write_artifact(fresh, manifest, members)
     res = run_cli("check", fresh, "--max-producer-age", "30", "--min-days-left", "30", "--json")
@@ -347,15 +347,15 @@ def test_producer_age_and_window_from_the_command_line(run_cli, tmp_path, monkey
     assert json.loads(res.stdout)["passed"] is True
     monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
 
-    manifest["producer"]["jax"] = "0.4.30"
+    manifest["producer"]["jax"] = manifest["producer"]["jaxlib"] = "0.4.30"
     old = tmp_path / "old.jaxport"
     write_artifact(old, manifest, members)
     res = run_cli("check", old, "--max-producer-age", "180")
     assert res.exit_code == 14
-    assert (f"max_producer_age_days: the artifact was exported with jax 0.4.30 (released 2024-06-18), 729 days "
-            f"behind jax 0.10.2 (released 2026-06-17), the newest JAX release jaxport {jaxport.__version__} supports; "
-            f"the policy allows at most 180 days. Re-export it with jax>=0.9.1,<0.11 (jax 0.9.1 needs Python >= "
-            f"3.11). JAX's guarantee that later releases load it ended on 2024-12-18 (713 days before today, "
+    assert (f"max_producer_age_days: the artifact was exported with jax 0.4.30 (released 2024-06-18), 855 days "
+            f"behind jax 0.12.0.1 (released 2026-10-21), the newest JAX release jaxport {jaxport.__version__} "
+            f"supports; the policy allows at most 180 days. Re-export it with jax>=0.10.1,<0.13 (jax 0.10.1 needs "
+            f"Python >= 3.11). JAX's guarantee that later releases load it ended on 2024-12-18 (713 days before today, "
             f"2026-12-01).") in " ".join(res.stdout.split())
     res = run_cli("check", old, "--min-days-left", "30")
     assert res.exit_code == 14

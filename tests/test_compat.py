@@ -44,20 +44,21 @@ def test_versions_outside_the_table_are_not_placed_by_guess():
 
 def test_advice_names_a_supported_version_every_later_supported_release_satisfies():
     recent = first_release(lambda k: (CURRENT.released - k.released).days <= 30)
-    assert recent is not None and recent.version == "0.10.1" and requirement(recent) == "jax>=0.10.1,<0.11"
+    assert recent is not None and recent.version == "0.12.0" and requirement(recent) == "jax>=0.12.0,<0.13"
     assert all((CURRENT.released - k.released).days <= 30 for k in ADVISABLE
                if version_key(k.version) >= version_key(recent.version))
     assert first_release(lambda k: False) is None
-    # only releases this jaxport supports (jax>=0.9.1,<0.11), however many older or newer ones pass
+    # only releases this jaxport supports (jax>=0.9.1,<0.13), however many older or newer ones pass
     assert first_release(lambda k: True).version == "0.9.1"  # type: ignore[union-attr]
     assert first_release(lambda k: k.version.startswith("0.8") or k.version.startswith("0.9.0")) is None
-    assert first_release(lambda k: k.version.startswith("0.12")) is None
+    assert first_release(lambda k: k.version.startswith("0.13")) is None
+    assert first_release(lambda k: k.version.startswith("0.12")).version == "0.12.0"  # type: ignore[union-attr]
     # not below the producer's own release when that one would do; the highest supported one above it
     assert first_release(lambda k: True, "0.10.1rc1").version == "0.10.1"  # type: ignore[union-attr]
-    assert first_release(lambda k: True, "0.13.0").version == "0.10.2"  # type: ignore[union-attr]
+    assert first_release(lambda k: True, "0.13.0").version == "0.12.0.1"  # type: ignore[union-attr]
     # over every known release (for "upgrade jaxport to a version that supports ..."), outside the pin
     anywhere = first_release(lambda k: True, "0.11.0rc1", supported_only=False)
-    assert anywhere is not None and anywhere.version == "0.11.0" and requirement(anywhere) == "jax>=0.11.0"
+    assert anywhere is not None and anywhere.version == "0.11.0" and requirement(anywhere) == "jax>=0.11.0,<0.13"
     assert first_release(lambda k: True, "0.13.0", supported_only=False).version == "0.12.0.1"  # type: ignore[union-attr]
     # a yanked release is never the advice
     assert first_release(lambda k: True, "0.4.32", supported_only=False).version == "0.4.33"  # type: ignore[union-attr]
