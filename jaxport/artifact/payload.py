@@ -23,8 +23,8 @@ def stablehlo_version(payload: bytes) -> tuple[int, int, int] | None:
 
 def _readable_stablehlo() -> tuple[int, int, int]:
     """The newest StableHLO version the installed jaxlib reads."""
-    parts = [int(p) for p in str(stablehlo_dialect().get_current_version()).split(".")[:3]]
-    return (parts + [0, 0, 0])[0], (parts + [0, 0, 0])[1], (parts + [0, 0, 0])[2]
+    major, minor, patch, *_ = [int(p) for p in str(stablehlo_dialect().get_current_version()).split(".")] + [0, 0, 0]
+    return major, minor, patch
 
 
 def _dotted(version: tuple[int, ...]) -> str:
