@@ -1,5 +1,5 @@
 """The policy rules on the producer's JAX: ``max_producer_age_days`` (how far it lags behind the newest JAX release
-this jaxport supports, jax 0.10.2 for ``jax>=0.9.1,<0.11``) and ``min_days_left`` (of JAX's 6-month
+this jaxport supports, jax 0.12.0.1 for ``jax>=0.9.1,<0.13``) and ``min_days_left`` (of JAX's 6-month
 backward-compatibility window), with every kind of ``producer.jax``: a listed release, a nightly build, one newer
 than the table or missing from it, one older than it, a pre-release, none. Today is fixed with ``$JAXPORT_TODAY``."""
 
@@ -161,7 +161,7 @@ def test_old_producer_fails_with_the_exact_messages(run_cli, tmp_path):
 
 def test_producer_age_is_the_lag_behind_the_newest_supported_release(run_cli, tmp_path):
     """jax 0.10.0 lags 188 days behind jax 0.12.0.1, the newest release of jax>=0.9.1,<0.13: the rule counts that,
-    from the table, whatever today is; the advice names the oldest release within the limit (jax 0.11.2, 34 days)."""
+    from the table, whatever today is; the advice names the oldest release within the limit (jax 0.10.1, 154 days)."""
     art = _with_producer(tmp_path, "0.10.0")
     lag = (compat.CURRENT.released - datetime.date.fromisoformat(RELEASES["0.10.0"].date)).days
     assert lag == 188 == compat.dating("0.10.0").producer_age()
