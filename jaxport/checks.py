@@ -25,8 +25,6 @@ is registered under and which native code may read differently from the check.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -52,16 +50,22 @@ _PLAIN_TARGET = re.compile(r"[!-~]{1,256}")
 _LISTED = 20
 
 
-@functools.cache
+#: The reviewed floor, casefolded; and, once read from an imported JAX, the floor with the installed jaxlib's callbacks.
+_FLOOR = frozenset(t.casefold() for t in HOST_CALLBACK_TARGETS)
+_with_installed: frozenset[str] | None = None
+
+
 def host_callback_targets() -> frozenset[str]:
     """The reviewed :data:`HOST_CALLBACK_TARGETS` (the floor) and the installed jaxlib's registered host callbacks
-    (``_jax_internals.registered_host_callbacks``), casefolded. Read once per process, from a JAX already imported
-    (reading an artifact's manifest imports none: then the floor alone)."""
-    names = set(HOST_CALLBACK_TARGETS)
-    if "jax" in sys.modules:
-        with contextlib.suppress(Exception):  # a jaxlib whose registry cannot be read keeps the floor
-            names |= registered_host_callbacks()
-    return frozenset(t.casefold() for t in names)
+    (``_jax_internals.registered_host_callbacks``), casefolded. The registry is read once per process, from a JAX
+    already imported; until then (reading an artifact's manifest imports none) the floor alone, not remembered."""
+    global _with_installed
+    if _with_installed is None and "jax" in sys.modules:
+        try:
+            _with_installed = _FLOOR | {t.casefold() for t in registered_host_callbacks()}
+        except Exception:  # noqa: BLE001 - a jaxlib whose registry cannot be read keeps the floor
+            _with_installed = _FLOOR
+    return _FLOOR if _with_installed is None else _with_installed
 
 
 def is_host_callback(target: str) -> bool:

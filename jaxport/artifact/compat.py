@@ -326,7 +326,7 @@ def serializer_version(producer: object) -> object:
     jax and jaxlib releases share version numbers and dates; in a mixed install (jax 0.12.0.1 over jaxlib 0.11.2) the
     payload's StableHLO and serializer are the jaxlib's, so dating by the jax version would promise a window one to
     two months too late. Only when both versions are dated and the jaxlib is the older: anything else is judged by
-``producer.jax``, so that a version the table cannot date is still reported as such.
+    ``producer.jax``, so that a version the table cannot date is still reported as such.
     """
     if not isinstance(producer, dict):
         return None

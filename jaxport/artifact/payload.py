@@ -43,15 +43,18 @@ def check_readable(payload: bytes, calling_convention: int, writer_jax: str, whe
     from jax import export
 
     lo, hi = export.minimum_supported_calling_convention_version, export.maximum_supported_calling_convention_version
+    convention_ok = lo <= calling_convention <= hi
+    if convention_ok and not failed:  # the common case: nothing more to read
+        return
     written, readable = stablehlo_version(payload), _readable_stablehlo()
-    if lo <= calling_convention <= hi and not (failed and written is not None and written > readable):
+    if convention_ok and not (written is not None and written > readable):
         return
     w = window(writer_jax)
     advice = f"install jax=={writer_jax}" + (f" (or a release from jax {w.oldest_jax} to {w.newest_jax})"
                                              if w.oldest_jax and w.newest_jax and w.oldest_jax != w.newest_jax
                                              else "")
     as_written = f"StableHLO {_dotted(written)}, " if written else ""
-    reason = (f"calling convention {calling_convention} is outside {lo}..{hi}" if not lo <= calling_convention <= hi
+    reason = (f"calling convention {calling_convention} is outside {lo}..{hi}" if not convention_ok
               else f"StableHLO {_dotted(written or ())} is newer than the {_dotted(readable)} it reads")
     span = (f"JAX guarantees loading by releases from {w.loadable_from} to {w.loadable_until}"
             if w.loadable_from and w.loadable_until else "JAX's compatibility window for it is unknown")
@@ -72,19 +75,22 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
     """
     from jax import export
 
+    def newer_than_this_jax() -> None:  # a reader failed: from a newer JAX? then say which to install
+        if writer_jax and calling_convention is not None:
+            check_readable(payload, calling_convention, writer_jax, where, fname, failed=True)
+
     try:
         check_payload(payload, str(where), fname)
-    except FormatError as e:  # the child could not read the module: from a newer JAX? then say which to install
-        if writer_jax and calling_convention is not None and "cannot be read by this JAX" in str(e):
-            check_readable(payload, calling_convention, writer_jax, where, fname, failed=True)
+    except FormatError as e:
+        if "cannot be read by this JAX" in str(e):  # not a crash or limit of the checking child
+            newer_than_this_jax()
         raise
     try:
         return export.deserialize(bytearray(payload))
     except Exception as e:  # noqa: BLE001 - flatbuffer and MLIR readers raise many kinds
         import jax
 
-        if writer_jax and calling_convention is not None:
-            check_readable(payload, calling_convention, writer_jax, where, fname, failed=True)
+        newer_than_this_jax()
 
         hint = f" It was written with jax {writer_jax}; if this JAX ({jax.__version__}) is too old or too new for " \
                f"it, install jax=={writer_jax}." if writer_jax and writer_jax != jax.__version__ else ""
