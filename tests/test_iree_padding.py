@@ -141,7 +141,7 @@ def test_proposed_buckets_are_powers_of_two_inside_the_bounds():
     assert [b["b"] for b in buckets.plan(_fn({"b": {"min": 3, "max": 100}})).buckets] == [4, 8, 16, 32, 64, 100]
     two = buckets.plan(_fn({"b": {"min": 1, "max": 256}, "t": {"min": 1, "max": 2048}}, shape=("b", "t")))
     assert two.buckets == [{"b": 8, "t": 32}, {"b": 8, "t": 2048}, {"b": 256, "t": 32}, {"b": 256, "t": 2048}]
-    assert two.notes == ["no --dims or --bucket given: buckets proposed from the spec's bounds (powers of two inside "
+    assert two.notes == ["no --dim or --bucket given: buckets proposed from the spec's bounds (powers of two inside "
                          "them and the upper bound, at most 8 functions): b in 8, 256; t in 32, 2048"]
 
 
@@ -149,7 +149,7 @@ def test_proposals_need_an_upper_bound():
     with pytest.raises(UsageError) as e:
         buckets.plan(_fn({"b": {"min": 1}}))
     assert str(e.value) == ("dimension 'b' has no upper bound in the spec, so no buckets can be proposed for it; give "
-                            "the sizes to build with --dims b=N1,N2,... (or one with --dim b=N).")
+                            "the sizes to build with --dim b=N1,N2,... (or one with --dim b=N).")
 
 
 def test_grid_points_that_break_a_constraint_are_left_out():
@@ -167,8 +167,7 @@ def test_grid_and_fixed_and_explicit_buckets():
     assert buckets.plan(fn, fixed={"b": 3}).buckets == [{"b": 3, "t": 1}]
     with pytest.raises(UsageError) as e:
         buckets.plan(fn, grid={"b": [1, 2]})
-    assert str(e.value) == ("--dims: give every dimension variable a list of sizes (t has none), or fix it with --dim "
-                            "t=N.")
+    assert str(e.value) == "--dim: give every dimension variable its sizes (t has none), or fix it with --dim t=N."
     with pytest.raises(UsageError) as e:
         buckets.plan(fn, explicit=[{"b": 4}])
     assert str(e.value) == "--bucket b=4: give every dimension variable (t missing), or fix it with --dim t=N."

@@ -6,21 +6,14 @@ import click
 
 from .. import errors, render
 from ..devices import apply, device_options
-from ..options import allow_custom_call_option, debug_option, dim_values_option, function_option, json_option
+from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option
 from ..render import plain
-
-
-def _dims_option(f):
-    """``--dim NAME=V1,V2,...`` as ``verify`` parses it, with warmup's own help."""
-    f = dim_values_option(f)
-    f.__click_params__[-1].help = ("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for "
-                                   "each variable. Several values: every combination.")
-    return f
 
 
 @click.command("warmup")
 @click.argument("artifact", type=click.Path())
-@_dims_option
+@dim_option("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for each variable. "
+            "Several values: every combination.")
 @function_option
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "

@@ -186,7 +186,7 @@ class Deployed:
         if exact:
             how.append(f"{', '.join(exact)} must equal a bucket's value")
         return (f"no function of {os.path.basename(self.module_path)} fits inputs {have}: its buckets are {buckets}"
-                + (f" ({'; '.join(how)})" if how else "") + "; compile one that fits with jaxport compile --dims or "
+                + (f" ({'; '.join(how)})" if how else "") + "; compile one that fits with jaxport compile --dim or "
                                                            "--bucket.")
 
     # --- running ----------------------------------------------------------------------------------------------
