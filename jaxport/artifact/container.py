@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     import mmap
     from typing import Any
 
+    from .model import Manifest
+
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
@@ -60,8 +62,10 @@ def sha256(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """The canonical JSON encoding of a manifest (also the sidecar file's content)."""
+def manifest_bytes(manifest: dict[str, Any] | Manifest) -> bytes:
+    """The canonical JSON encoding of a manifest, its records or its JSON (also the sidecar file's content)."""
+    if not isinstance(manifest, dict):
+        manifest = manifest.to_json()
     return (json.dumps(manifest, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
 
 
@@ -187,10 +191,15 @@ class Artifact:
     truncated after that does.
     """
 
-    def __init__(self, path: Path, file: _FileBytes, manifest: dict[str, Any], members: dict[str, Member],
-                 manifest_raw: bytes):
-        self.path, self._file, self.manifest, self.members = path, file, manifest, members
+    def __init__(self, path: Path, file: _FileBytes, model: Manifest, members: dict[str, Member],
+                 manifest_raw: bytes, manifest: dict[str, Any]):
+        #: ``model``: the validated manifest as records (``artifact.model``), what readers read;
+        #: ``manifest_bytes``: the ``manifest.json`` member's bytes, as stored; ``members``: where each member's
+        #: data lies in the file.
+        self.path, self._file, self.model, self.members = path, file, model, members
         self.manifest_bytes = manifest_raw
+        #: The manifest as parsed JSON (transitional: for readers not yet on the records).
+        self.manifest = manifest
         self._map: mmap.mmap | None = None
         self._verified: set[str] = set()
 
@@ -228,7 +237,7 @@ class Artifact:
         self._check_digest(name, digest.hexdigest())
 
     def _check_digest(self, name: str, actual: str) -> None:
-        expected = self.manifest["members"][name]["sha256"]
+        expected = self.model.members[name].sha256
         if actual != expected:
             raise IntegrityError(f"{self.path}: member {name!r} is damaged: its sha256 is {actual[:16]}..., the "
                                  f"manifest says {expected[:16]}.... Re-download or re-export the artifact.")
@@ -461,26 +470,26 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     except (ValueError, RecursionError) as e:
         raise bad(f"manifest.json is not valid JSON: {e}.") from None
     try:
-        manifest_mod.validate(manifest)
+        typed = manifest_mod.validate(manifest)
     except FormatError as e:
         raise FormatError(f"{where}: {e}") from None
     except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as e:
         # a gap in validate: still a refusal of the file, never a crash of the reader (and a bug to report)
         raise bad(f"manifest.json is malformed in a way the validator does not name ({type(e).__name__}: {e}). "
                   f"Re-export the artifact, and report this message.") from None
-    listed = manifest["members"]
+    listed = typed.members
     for name, member in members.items():
         if name == MANIFEST_NAME:
             continue
         if name not in listed:
             raise bad(f"member {name!r} is not listed in the manifest.")
-        if listed[name]["size"] != member.size:
+        if listed[name].size != member.size:
             raise IntegrityError(f"{where}: member {name!r} is {member.size} bytes, the manifest says "
-                                 f"{listed[name]['size']}.")
+                                 f"{listed[name].size}.")
     for name in listed:
         if name not in members:
             raise bad(f"member {name!r} is listed in the manifest but missing from the archive.")
-    return Artifact(path, data, manifest, members, raw)
+    return Artifact(path, data, typed, members, raw, manifest)
 
 
 def _plural(n: int, noun: str) -> str:
