@@ -11,8 +11,7 @@ from typing import Any, NoReturn
 import click
 
 from jaxport import errors
-from jaxport._fsio import command_inputs
-from jaxport._text import visible
+from jaxport.frontend import command_inputs, visible
 from jaxport.isolate import exit_if_out_of_memory
 
 #: Exit codes, documented in README.md ("Exit codes"). Subclasses come before their bases.

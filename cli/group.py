@@ -1,4 +1,4 @@
-"""The click group of the ``jaxport`` command line (``main.cli``): commands load lazily, from ``main._COMMANDS``."""
+"""The click group of the ``jaxport`` command line (``main.cli``): commands load lazily, from ``commands.COMMANDS``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from jaxport._version import __version__
+from jaxport import __version__
 
-from .main import _COMMANDS
+from .commands import COMMANDS
 
 
 class LazyGroup(click.Group):
@@ -36,16 +36,16 @@ class LazyGroup(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_COMMANDS)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in _COMMANDS:
+        if name not in COMMANDS:
             return None
-        module = importlib.import_module(_COMMANDS[name][0])
+        module = importlib.import_module(COMMANDS[name][0])
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: Any) -> None:
-        rows = [(name, help_) for name, (_, help_) in sorted(_COMMANDS.items())]
+        rows = [(name, help_) for name, (_, help_) in sorted(COMMANDS.items())]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

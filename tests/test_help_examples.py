@@ -6,7 +6,8 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from jaxport_cli.main import _COMMANDS, cli
+from jaxport_cli.commands import COMMANDS
+from jaxport_cli.main import cli
 
 
 def _description(name: str) -> str:
@@ -15,7 +16,7 @@ def _description(name: str) -> str:
     return res.output.split("\nOptions:", 1)[0].rstrip()
 
 
-@pytest.mark.parametrize("name", sorted(_COMMANDS))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_ends_with_examples(name):
     text = _description(name)
     head, sep, block = text.rpartition("\n  Examples:\n")
@@ -32,7 +33,7 @@ def test_examples_name_existing_example_files():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for name in sorted(_COMMANDS):
+    for name in sorted(COMMANDS):
         for path in re.findall(r"examples/[\w./-]+", _description(name)):
             assert (root / path).is_file(), f"{name}: {path}"
 
@@ -56,7 +57,7 @@ def test_examples_run(run_cli, tmp_path, monkeypatch):
     shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
-    assert sorted(ORDER) == sorted(set(_COMMANDS) - {"completion"})
+    assert sorted(ORDER) == sorted(set(COMMANDS) - {"completion"})
     for name in ORDER:
         if name == "compile" and importlib.util.find_spec("iree") is None:
             continue

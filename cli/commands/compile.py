@@ -6,7 +6,7 @@ import contextlib
 
 import click
 
-from jaxport._text import plural
+from jaxport.frontend import plural
 
 from .. import errors, render
 from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from jaxport._text import plural
+from jaxport.frontend import plural
 
 from .. import errors, render
 from ..devices import apply, device_options
