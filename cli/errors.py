@@ -34,7 +34,6 @@ EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
 ]
 EXIT_OK = 0
 EXIT_INTERNAL = 1
-EXIT_USAGE = 2
 
 
 def exit_code(exc: errors.JaxportError) -> int:

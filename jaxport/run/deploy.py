@@ -121,7 +121,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
 
     start = time.perf_counter()
     stage(f"specializing {loaded.function} for {plural(len(chosen.buckets), 'bucket')}")
-    specialized = _specializer(backend, f)
+    specialized = specializer(backend, f)
     programs = [Specialized(n, specialized(b)) for n, b in zip(names, chosen.buckets)]
     seconds["specialize"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -174,7 +174,7 @@ def _structs(f: Mapping[str, Any], env: Mapping[str, int]) -> list[Any]:
     return [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i["dtype"])) for i in f["inputs"]]
 
 
-def _specializer(backend: JaxBackend, f: Mapping[str, Any]) -> Callable[[Mapping[str, int]], str]:
+def specializer(backend: JaxBackend, f: Mapping[str, Any]) -> Callable[[Mapping[str, int]], str]:
     """``specialize`` for an assignment of the variables, each assignment specialized once."""
     cache: dict[tuple[tuple[str, int], ...], str] = {}
 
@@ -185,17 +185,6 @@ def _specializer(backend: JaxBackend, f: Mapping[str, Any]) -> Callable[[Mapping
         return cache[key]
 
     return specialized
-
-
-def padding_of(path: str | Path, function: str | None = None, *,
-               allow_custom_calls: Iterable[str] | None = None) -> dict[str, rowwise.Verdict]:
-    """Whether calls of a deployed module of this artifact's function may pad each dimension variable, and why not
-    (what ``compile_artifact`` records in the run description), without compiling anything."""
-    loaded = load(path, function, allow_custom_calls=allow_custom_calls)
-    backend = loaded.backend
-    assert isinstance(backend, JaxBackend)
-    f = loaded.function_manifest
-    return padding_verdicts(f, len(f.get("weights") or []), _specializer(backend, f))
 
 
 def padding_verdicts(f: Mapping[str, Any], n_weights: int,
