@@ -73,20 +73,6 @@ def payload_limits(size: int) -> Limits:
     return Limits(memory, 120, 180.0, memory_after_imports=True)
 
 
-def accelerator_plugin_installed() -> bool:
-    """Whether a JAX GPU or TPU plugin is installed (found without importing JAX)."""
-    import importlib.metadata
-    import importlib.util
-
-    try:
-        if importlib.metadata.entry_points(group="jax_plugins"):
-            return True
-    except Exception:  # noqa: BLE001 - broken metadata: look for the modules instead
-        pass
-    return any(importlib.util.find_spec(m) is not None for m in
-               ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu"))
-
-
 def command_limits(memory_bytes: int | None, wall_seconds: float) -> Limits:
     """Limits for a whole command (``--isolate``): memory (default: physical memory), wall time, and CPU time for
     every core over that wall time.
@@ -439,11 +425,6 @@ def _child() -> None:
         exit_if_out_of_memory(e)
         raise
     target()
-
-
-def child_limits() -> Limits | None:
-    """The limits this process runs under, when it is a child started by :func:`run`; else None."""
-    return _LIMITS
 
 
 def limit_memory_now() -> None:

@@ -137,19 +137,6 @@ def _yaml(raw: Any) -> str:
     return "null" if raw is None else str(raw)
 
 
-def to_json(spec: PartitionSpec | None) -> list[Any] | None:
-    """A PartitionSpec as the manifest records it: a list of null, a name, or a list of names."""
-    if spec is None:
-        return None
-    return [list(e) if isinstance(e, tuple) else e for e in spec]
-
-
-def from_json(value: Any) -> PartitionSpec | None:
-    if value is None:
-        return None
-    return tuple(tuple(e) if isinstance(e, list) else e for e in value)
-
-
 def text(spec: Any) -> str:
     """``P('data', None)`` for a recorded PartitionSpec (JSON list), ``P()`` for replicated, ``-`` for none."""
     if spec is None:
