@@ -123,7 +123,7 @@ def report_usage_error(e: click.ClickException, as_json: bool) -> NoReturn:
     ctx = getattr(e, "ctx", None)
     if ctx is not None:
         command = " ".join(["jaxport", *ctx.command_path.split()[1:]])
-        message = f"{message.rstrip('.')}. See '{command} --help'."
+        message = f"{message.rstrip('.')}{'' if message.endswith('?') else '.'} See '{command} --help'."
     _report("usage", message, e.exit_code, as_json)
     sys.exit(e.exit_code)
 

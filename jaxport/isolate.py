@@ -193,6 +193,12 @@ def remember(digest: str, cache_dir: str | Path) -> bool:
     return usercache.has_verdict(Path(cache_dir), key) or usercache.write_verdict(Path(cache_dir), key)
 
 
+def has_verdict(digest: str, cache_dir: str | Path) -> bool:
+    """Whether ``cache_dir`` holds the passed verdict of the program of sha256 ``digest`` for this jaxlib, jaxport and
+    check: a process that loads the program with that cache starts no check (``warmup`` reports it)."""
+    return usercache.has_verdict(Path(cache_dir), _verdict_key(digest))
+
+
 class _Refused(Exception):
     """A payload the child did not survive; the message is completed with the file and function by the caller."""
 
