@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from ._machine import physical_memory
 from .errors import InputError
 
 MAX_HEADER_BYTES = 10_000  # numpy's own default cap for untrusted headers
@@ -131,14 +132,6 @@ def read_header(fp: IO[bytes], where: str, error: Error = InputError, *, numeric
 def size_text(header: Header) -> str:
     """The declared size of an array, for messages: ``shape (2, 3) of float32 = 24 bytes``."""
     return f"shape {header.shape} of {header.dtype} = {header.nbytes} bytes"
-
-
-def physical_memory() -> int | None:
-    """This machine's memory in bytes, or None where it cannot be known."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def check_memory(header: Header, where: str, error: Error = InputError) -> None:

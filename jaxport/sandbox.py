@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from ._machine import physical_memory
 from .errors import CrashError, UsageError
 
 #: Set in an isolated child: the whole process is the sacrifice, so payload checks inside it are skipped.
@@ -55,13 +56,6 @@ class Limits:
         if self.wall_seconds:
             parts.append(f"{self.wall_seconds:g} s")
         return " and ".join(parts) or "no limits"
-
-
-def physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def payload_limits(size: int) -> Limits:

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport import _safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
-from jaxport.run import inputs, npyio, outputs, tensorfile
+from jaxport.run import inputs, npyio, outputs
 
 from .conftest import EXAMPLES, REPO
 
@@ -536,7 +537,7 @@ def test_read_named_arrays_formats(tmp_path):
     arrays = {"a/b": np.arange(6, dtype=np.float32).reshape(2, 3), "h": np.array([1.5, -2], ml_dtypes.bfloat16),
               "s": np.array(3, np.int64)}
     with open(tmp_path / "t.safetensors", "wb") as f:
-        tensorfile.write(f, arrays)
+        safetensors_io.write(f, arrays)
     got = npyio.read_named_arrays(tmp_path / "t.safetensors")
     assert list(got) == ["a/b", "h", "s"]
     for name, value in arrays.items():
@@ -555,13 +556,15 @@ def test_read_named_arrays_formats(tmp_path):
     ("a.npy", None, "a.npy: a .npy file holds one unnamed array; give an .npz or .safetensors file keyed by name."),
     ("s.safetensors", struct.pack("<Q", 1 << 40) + b"{}", "s.safetensors: the header claims 1099511627776 bytes, more "
                                                          "than the file holds"),
-    ("s.safetensors", struct.pack("<Q", 2) + b"[]", "s.safetensors: not a .safetensors file (its header does not "
-                                                     "start with '{')."),
+    ("s.safetensors", struct.pack("<Q", 2) + b"[]", "s.safetensors: the header must start with '{' (safetensors' "
+                                                     "rule); it starts with b'['."),
     ("s.safetensors", struct.pack("<Q", 60) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'.ljust(60)
-     + b"\0" * 12, "s.safetensors: bytes 8..12 of the data section belong to no tensor; the file is damaged."),
+     + b"\0" * 12, "s.safetensors: bytes 8..12 at the end of the data section belong to no tensor: the data "
+                  "section must be covered exactly, with no trailing bytes."),
     ("s.safetensors", struct.pack("<Q", 112) + (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
                                                 b'"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}').ljust(112)
-     + b"\0" * 8, "s.safetensors: tensor 'b' starts at byte 4 of the data section, not at 8"),
+     + b"\0" * 8, "s.safetensors: tensor 'b' (bytes 4..8) overlaps tensor 'a', which ends at byte 8: each byte "
+                  "of the data section belongs to one tensor."),
     ("s.safetensors", struct.pack("<Q", 56) + b'{"a":{"dtype":"O","shape":[1],"data_offsets":[0,8]}}'.ljust(56)
      + b"\0" * 8, "s.safetensors: tensor 'a': dtype O is not one jaxport reads"),
     ("v.npz", "void", "v.npz: member 'h.npy': the array has the raw void dtype '|V2' (how numpy stores bfloat16 and "

@@ -37,7 +37,8 @@ def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], cont
 def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str:
     """How to give input ``name`` as ``dtype``: ``call --cast`` when the conversion keeps every value, and how to
     convert it into a new file (never over the user's own file)."""
-    target = f"ml_dtypes.{dtype}" if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else f"np.{dtype}"
+    known = dtypes.BY_NAME.get(dtype)
+    target = f"ml_dtypes.{dtype}" if known is not None and known.ml_dtypes else f"np.{dtype}"
     imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
     cast = (" Or let 'jaxport call --cast' convert it on reading (every value is kept)."
             if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype) else "")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _safetensors, dtypes
 from .._fsio import atomic_write, check_output
 from ..errors import UsageError
 from ..module_scan import module_text
@@ -20,13 +21,6 @@ from .container import Artifact
 from .manifest import function_names
 from .payload import module_bytes
 from .tensors import tensor_views
-
-#: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
-_NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-#: Dtypes jaxport stores that the safetensors format has no name for.
-_NOT_IN_SAFETENSORS = ("complex128",)
-#: The key of a safetensors header that holds its metadata, not a tensor: a tensor of that name cannot be read back.
-_SAFETENSORS_METADATA = "__metadata__"
 
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
@@ -125,7 +119,7 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
                          f"--bind {chosen}=FILE.npy reads), or with --full-names.")
     if suffix in (".npz", ".npy"):
         # .npy records a dtype by numpy's own names only: ml_dtypes' types would be written as raw void bytes.
-        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in _NOT_IN_NPY]
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in dtypes.NOT_IN_NPY]
         if odd:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: {suffix} cannot record the dtype of {len(odd)} tensor(s): {shown}; numpy "
@@ -135,17 +129,15 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
         else:
             atomic_write(output, lambda f: _write_npy(f, next(iter(arrays.values()))), inputs=[art.path])
     else:
-        from safetensors.numpy import save
-
-        if _SAFETENSORS_METADATA in arrays:
-            raise UsageError(f"{output}: a tensor is named {_SAFETENSORS_METADATA!r}, the key a .safetensors header "
+        if _safetensors.METADATA in arrays:
+            raise UsageError(f"{output}: a tensor is named {_safetensors.METADATA!r}, the key a .safetensors header "
                              f"reserves for its metadata; the file could not be read back. Write .npz instead.")
-        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in _NOT_IN_SAFETENSORS]
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if _safetensors.tag_of(str(a.dtype)) is None]
         if odd:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: .safetensors cannot record the dtype of {len(odd)} tensor(s): {shown}. "
                              f"Write .npz instead.")
-        atomic_write(output, lambda f: f.write(save(arrays)), inputs=[art.path])
+        atomic_write(output, lambda f: _safetensors.write(f, arrays), inputs=[art.path])
     return WeightsWritten(output.stat().st_size, len(arrays), chosen)
 
 

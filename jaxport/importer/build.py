@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import dimexpr, dtypes
 from .._jax_internals import make_exported
+from ..artifact.bounds import Bounds
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..checks import check_custom_calls
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
@@ -195,8 +196,8 @@ def _smoke_test(exported: Any, inputs: list[InputLeaf], spec: ShapeSpec, constra
     if local not in platforms:
         return
     fn = pseudo_function(inputs, spec, constraints)
-    try:
-        env = resolve_dims(fn, {})
+    try:  # JAX calls a dimension variable only from 1 up, whatever lower bound the manifest states
+        env = resolve_dims(fn, {v: 1 for v, d in fn["dims"].items() if Bounds.of(d).lo < 1})
     except InputError:
         return
     structs = [jax.ShapeDtypeStruct(concrete_shape({"shape": list(i.leaf.shape)}, env), dtypes.to_numpy(i.leaf.dtype))

@@ -43,9 +43,9 @@ def float_limit(dtype: str) -> float:
     import ml_dtypes
     import numpy as np
 
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
     target = dtypes.to_numpy(part)
-    info = np.finfo(target) if part in ("float16", "float32", "float64") else ml_dtypes.finfo(target)
+    info = ml_dtypes.finfo(target) if dtypes.BY_NAME[part].ml_dtypes else np.finfo(target)
     return float(info.max)
 
 
@@ -83,7 +83,7 @@ def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = U
     if lo < -limit or hi > limit:
         raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of input {name!r} leaves {dtype}, whose largest "
                     f"finite value is {limit:g}; give a range within -{limit:g}:{limit:g}.")
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
     if representable(float(lo), float(hi), part) is None:
         raise error(f"{where}: no {part} value lies in the range {_shown(lo)}:{_shown(hi)} of input {name!r}; "
                     f"widen it.")
@@ -152,7 +152,7 @@ def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range
         if bounds is None:
             return rng.integers(0, 8, size=shape).astype(target)
         return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, dtype=target)
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
 
     def one() -> Any:
         if bounds is None:
