@@ -71,8 +71,8 @@ class Benchmark:
         return {"load_s": self.load_seconds, "lower_s": self.compilation.lower_seconds,
                 "compile_s": self.compilation.seconds,
                 "compile_cache_hit": self.compilation.cache_hit, "warmup": self.warmup, "n": len(self.calls),
-                "p50_s": self.percentile(50), "p90_s": self.percentile(90), "min_s": min(self.calls),
-                "mean_s": sum(self.calls) / len(self.calls)}
+                "p50_s": self.percentile(50), "p90_s": self.percentile(90), "p99_s": self.percentile(99),
+                "min_s": min(self.calls), "max_s": max(self.calls), "mean_s": sum(self.calls) / len(self.calls)}
 
 
 class Prepared(NamedTuple):

@@ -195,6 +195,8 @@ class CallReport:
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Warnings beyond the compilation cache's (outputs stored as raw bytes).
     warnings: list[str] = field(default_factory=list)
+    #: The outputs as written and compared, ``(name, array)`` (not in :meth:`as_dict`: ``call --print`` shows them).
+    leaves: list[tuple[str, Any]] = field(default_factory=list, repr=False)
 
     @classmethod
     def of_run(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
