@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from jaxport.frontend import plural
+
 from .. import errors, render
 from ..options import debug_option, json_option
 from ..render import escape, plain
@@ -71,14 +73,13 @@ def _render(report):
     from rich.table import Table
 
     out = render.stdout()
-    data = report.as_dict()
-    if data["rules"]:
+    if report.rules:
         t = Table(show_edge=False)
         for col in ("rule", "result"):
             t.add_column(col)
-        for r in data["rules"]:
-            t.add_row(escape(r["rule"]), "[green]ok[/]" if r["passed"] else f"[red]{r['violations']} violation"
-                                                                   f"{'s' if r['violations'] != 1 else ''}[/]")
+        for rule in report.rules:
+            n = sum(1 for v in report.violations if v.rule == rule)
+            t.add_row(escape(rule), f"[red]{plural(n, 'violation')}[/]" if n else "[green]ok[/]")
         out.print(t)
     for v in report.violations:
         where = f" ({v.function})" if v.function else ""
