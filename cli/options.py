@@ -60,6 +60,39 @@ def _sentence(prefix: str, text: str) -> str:
     return prefix + text if prefix else text[:1].upper() + text[1:]
 
 
+# --- the spec, the runtime, the compilation cache, reference outputs ------------------------------------------------
+
+def shapes_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--shapes``/``-s FILE`` (as ``spec_path``): a YAML shape spec."""
+    return click.option("--shapes", "-s", "spec_path", required=required, type=click.Path(), help=help)
+
+
+def runtime_option(help: str) -> Callable[[F], F]:
+    """``--runtime jax|iree`` (as ``runtime_name``, default ``jax``)."""
+    return click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax",
+                        show_default=True, help=help)
+
+
+#: Where the compilation cache is when ``--cache-dir`` is not given, as every command that uses it says it.
+DEFAULT_CACHE = "$JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or ~/.cache/jaxport/xla"
+
+
+def cache_dir_option(help: str = f"XLA compilation cache (default: {DEFAULT_CACHE}).") -> Callable[[F], F]:
+    """``--cache-dir DIR`` (as ``cache_dir``): JAX's persistent compilation cache and jaxport's check verdicts."""
+    return click.option("--cache-dir", type=click.Path(file_okay=False), help=help)
+
+
+def allow_platform_mismatch_option(verb: str = "run") -> Callable[[F], F]:
+    """``--allow-platform-mismatch`` (as ``allow_platform_mismatch``)."""
+    return click.option("--allow-platform-mismatch", is_flag=True,
+                        help=f"Try to {verb} a function exported for other platforms than the local one.")
+
+
+def expect_option(help: str) -> Callable[[F], F]:
+    """``--expect REF`` (as ``expect``): reference outputs to compare with."""
+    return click.option("--expect", type=click.Path(), metavar="REF", help=help)
+
+
 # --- custom calls ---------------------------------------------------------------------------------------------------
 
 def custom_call_option(help: str) -> Callable[[F], F]:

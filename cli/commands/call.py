@@ -17,14 +17,18 @@ from ..devices import apply, device_options
 from ..options import (
     IsolatableCommand,
     allow_custom_call_option,
+    allow_platform_mismatch_option,
     at_most,
+    cache_dir_option,
     debug_option,
+    expect_option,
     function_option,
     input_selection_options,
     isolate_options,
     json_option,
     range_option,
     run_isolated,
+    runtime_option,
     tolerance_options,
 )
 from .call_iree import call_deployed, is_deployed
@@ -47,24 +51,19 @@ from .call_iree import call_deployed, is_deployed
                    "float8, which .npz stores as raw bytes), or .npy for a single output.")
 @click.option("--output-dtype", type=click.Choice(["f32"]),
               help="Convert floating-point outputs to float32 before writing, printing and comparing them.")
-@click.option("--expect", type=click.Path(), metavar="REF",
-              help="Compare the outputs with reference outputs (.npz or .safetensors keyed by output name, as -o "
-                   "writes them; .npy for a single output); exit 12 if one differs.")
+@expect_option("Compare the outputs with reference outputs (.npz or .safetensors keyed by output name, as -o writes "
+               "them; .npy for a single output); exit 12 if one differs.")
 @tolerance_options("With --expect: ")
 @click.option("--print", "print_values", is_flag=True, help=f"Print the values of outputs of at most {PRINT_LIMIT} "
                                                              f"elements.")
 @click.option("--benchmark", type=click.IntRange(min=1), callback=at_most(1_000_000), metavar="N",
               help="Time N calls (at most 1000000) after a warm-up call; report load, compile and per-call latency "
                    "(p50, p90, p99, min, max).")
-@click.option("--allow-platform-mismatch", is_flag=True,
-              help="Try to run a function exported for other platforms than the local one.")
+@allow_platform_mismatch_option("run")
 @allow_custom_call_option
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="XLA compilation cache (default: $JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or "
-                   "~/.cache/jaxport/xla).")
+@cache_dir_option()
 @click.option("--no-cache", is_flag=True, help="Do not use the persistent compilation cache.")
-@click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
-              help="Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree]).")
+@runtime_option("Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree]).")
 @click.option("--no-verify", is_flag=True,
               help="Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact.")
 @click.option("--vjp", is_flag=True,

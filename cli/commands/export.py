@@ -14,6 +14,7 @@ from ..options import (
     json_option,
     lowering_custom_call_option,
     platform_option,
+    shapes_option,
 )
 from ..progress import Stages
 from ..progress import enabled as progress_lines
@@ -21,8 +22,7 @@ from ..progress import enabled as progress_lines
 
 @click.command("export")
 @click.argument("entrypoint", required=False, metavar="ENTRYPOINT")
-@click.option("--shapes", "-s", "spec_path", required=True, type=click.Path(),
-              help="YAML shape spec (see specs/SPEC.md).")
+@shapes_option("YAML shape spec (see specs/SPEC.md).", required=True)
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
 @platform_option
 @lowering_custom_call_option

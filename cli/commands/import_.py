@@ -7,13 +7,19 @@ import contextlib
 import click
 
 from .. import errors, render
-from ..options import artifact_write_options, debug_option, json_option, lowering_custom_call_option, platform_option
+from ..options import (
+    artifact_write_options,
+    debug_option,
+    json_option,
+    lowering_custom_call_option,
+    platform_option,
+    shapes_option,
+)
 
 
 @click.command("import")
 @click.argument("module", metavar="MODULE")
-@click.option("--shapes", "-s", "spec_path", type=click.Path(),
-              help="YAML shape spec naming and shaping main's arguments (default: main's own static types).")
+@shapes_option("YAML shape spec naming and shaping main's arguments (default: main's own static types).")
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
 @click.option("--calling-convention", "calling_convention", type=int, metavar="N",
               help="JAX calling-convention version to record (default: the one this JAX's export writes).")

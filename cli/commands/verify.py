@@ -15,12 +15,15 @@ from ..options import (
     bind_root_options,
     debug_option,
     dim_option,
+    expect_option,
     function_option,
     inputs_option,
     json_option,
     platform_option,
     range_option,
+    runtime_option,
     seed_option,
+    shapes_option,
     tolerance_options,
 )
 from ..progress import Stages
@@ -32,9 +35,8 @@ from ..render import escape, plain
 @click.argument("artifact", type=click.Path())
 @click.option("--against", metavar="FILE.py:NAME",
               help="The live function (default: the entry point the artifact records, a file under --root).")
-@click.option("--shapes", "-s", "spec_path", type=click.Path(),
-              help="A spec that must describe the artifact's signature (default: the spec the artifact records, "
-                   "when it is found under --root).")
+@shapes_option("A spec that must describe the artifact's signature (default: the spec the artifact records, when it "
+               "is found under --root).")
 @bind_root_options(
     bind_help="Load bound argument NAME of the live function from SOURCE (.npz, .safetensors, .npy or model.py:ATTR) "
               "instead of the source the artifact records; repeatable.",
@@ -43,19 +45,17 @@ from ..render import escape, plain
 @function_option
 @inputs_option(f"Verify on these inputs (one case) instead of random ones, as 'call' takes them: {INPUT_FILES} "
                f"(e.g. from 'call --save-inputs'). Repeatable.")
-@click.option("--expect", type=click.Path(), metavar="REF",
-              help="Compare the outputs for --inputs with reference outputs: an .npz or .safetensors keyed by output "
-                   "name, as 'call -o' writes them (or an .npy for a single output). No live function is needed; "
-                   "with --against, both are compared.")
+@expect_option("Compare the outputs for --inputs with reference outputs: an .npz or .safetensors keyed by output "
+               "name, as 'call -o' writes them (or an .npy for a single output). No live function is needed; with "
+               "--against, both are compared.")
 @dim_option("Values of a dimension variable to verify at (e.g. batch=1,7,128); repeatable. Several "
             "variables: every combination.")
 @range_option
 @platform_option
 @tolerance_options()
 @seed_option(0, "Seed of the random inputs.")
-@click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
-              help="iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the "
-                   "tolerances for two compilers (no live function).")
+@runtime_option("iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the tolerances "
+                "for two compilers (no live function).")
 @allow_custom_call_option
 @device_options
 @json_option

@@ -6,7 +6,16 @@ import click
 
 from .. import errors, render
 from ..devices import apply, device_options
-from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option
+from ..options import (
+    DEFAULT_CACHE,
+    allow_custom_call_option,
+    allow_platform_mismatch_option,
+    cache_dir_option,
+    debug_option,
+    dim_option,
+    function_option,
+    json_option,
+)
 from ..render import plain
 
 
@@ -15,12 +24,10 @@ from ..render import plain
 @dim_option("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for each variable. "
             "Several values: every combination.")
 @function_option
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "
-                   "$JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or ~/.cache/jaxport/xla). Give the same "
-                   "directory to 'jaxport call --cache-dir' (or ship it as the default) where the artifact runs.")
-@click.option("--allow-platform-mismatch", is_flag=True,
-              help="Try to compile a function exported for other platforms than the local one.")
+@cache_dir_option(f"The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "
+                  f"{DEFAULT_CACHE}). Give the same directory to 'jaxport call --cache-dir' (or ship it as the "
+                  f"default) where the artifact runs.")
+@allow_platform_mismatch_option("compile")
 @allow_custom_call_option
 @device_options
 @json_option
