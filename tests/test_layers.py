@@ -151,3 +151,25 @@ def test_the_command_line_uses_no_private_library_name(tmp_path):
         "cli/group.py:3: jaxport_cli.group imports the private name _TABLE from jaxport_cli.main",
         "cli/group.py:2: jaxport_cli.group reads the private name _hidden of jaxport.artifact.a",
         "cli/render.py:2: jaxport_cli.render imports the private name _hidden from jaxport.artifact.a"]
+
+
+#: Options that two commands spell alike for different things: the file each command writes, and inspect's flag
+#: (print the StableHLO) beside extract's FUNCTION (write it).
+SAME_NAME_OTHER_MEANING = {"--output", "--mlir"}
+
+
+def test_an_option_of_several_commands_is_declared_once_in_cli_options():
+    """A flag declared by more than one command module is one meaning spelled twice: it belongs in cli/options.py,
+    which every command then uses (issue 23: --dim, tolerances, --bind/--root, ... were declared per command)."""
+    import ast
+
+    declared: dict[str, set[str]] = {}
+    for path in sorted((REPO / "cli" / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "option":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
+                        declared.setdefault(arg.value, set()).add(path.name)
+    assert "--allow-custom-call" not in declared and "--dim" not in declared  # both from cli/options.py
+    twice = {flag: sorted(files) for flag, files in declared.items() if len(files) > 1}
+    assert set(twice) <= SAME_NAME_OTHER_MEANING, twice
