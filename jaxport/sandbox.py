@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ._machine import physical_memory
+from ._text import human_bytes
 from .errors import CrashError, UsageError
 
 #: Set in an isolated child: the whole process is the sacrifice, so payload checks inside it are skipped.
@@ -52,7 +53,7 @@ class Limits:
     def describe(self) -> str:
         parts = []
         if self.memory_bytes:
-            parts.append(f"{gib_text(self.memory_bytes)} of memory")
+            parts.append(f"{human_bytes(self.memory_bytes, binary=True)} of memory")
         if self.wall_seconds:
             parts.append(f"{self.wall_seconds:g} s")
         return " and ".join(parts) or "no limits"
@@ -118,7 +119,7 @@ class Outcome:
         if self.signal in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) and limits.memory_bytes:
             above = " above what JAX itself uses" if limits.memory_after_imports else ""
             return (f"crashed with {name} (in native code, or on reaching its memory limit of "
-                    f"{gib_text(limits.memory_bytes)}{above})")
+                    f"{human_bytes(limits.memory_bytes, binary=True)}{above})")
         return f"was killed by {name}"
 
 
@@ -129,9 +130,6 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def gib_text(n: int) -> str:
-    """A memory size in GiB, for messages: ``2 GiB``."""
-    return f"{n / (1 << 30):.3g} GiB"
 
 
 def run(target: str, args: list[str], limits: Limits, *, stdin: bytes = b"", env: dict[str, str] | None = None,

@@ -360,7 +360,7 @@ def test_plan_scales_large_cases_to_the_budget():
     assert plan.case_bytes(f, upper.dims) <= 1 << 20
     assert upper.dims["n"] > 64  # scaled by 3/4 steps, not to the minimum
     assert upper.note == (f"n=100000 scaled down to {upper.dims['n']}: its inputs and outputs would take more than "
-                          f"1.0 MB")
+                          f"1 MiB")
 
 
 def test_plan_with_chosen_values_is_their_product():

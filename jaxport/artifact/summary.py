@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import dtypes
+from .._text import human_bytes as human_bytes  # sizes in inspect and policy messages
 from .bounds import Bounds
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -106,9 +107,3 @@ def derivation_text(var: str, d: dict[str, Any]) -> str:
     return f"solved from {src['input']}.shape[{src['axis']}] == {src['expression']}"
 
 
-def human_bytes(n: int) -> str:
-    """A size as people read it: ``1.5 MB`` (decimal units, one decimal), ``512 B`` below a kilobyte."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._text import human_bytes
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
 from ..spec import ShapeSpec, check_platform
@@ -152,9 +153,9 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
             largest = functions[fname]["embedded_constants"]["largest"][0]
             at = "" if largest["location"] == "unknown location" else f", at {largest['location']}"
             warnings.append(
-                f"function {fname!r} embeds {_mb(total)} of constants in its program (largest: {largest['type']}, "
-                f"{_mb(largest['bytes'])}{at}). Closed-over arrays bloat the artifact and slow export: pass them "
-                f"as arguments instead.")
+                f"function {fname!r} embeds {human_bytes(total)} of constants in its program (largest: "
+                f"{largest['type']}, {human_bytes(largest['bytes'])}{at}). Closed-over arrays bloat the artifact and "
+                f"slow export: pass them as arguments instead.")
 
     result = build_result(meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
                           warnings=paths.warnings() + warnings, source=source, wait=output is None)
@@ -209,6 +210,3 @@ def _bind_sources(bind: dict[str, Any] | None) -> tuple[dict[str, str], dict[str
     return sources, values
 
 
-def _mb(n: int) -> str:
-    """A byte count in kB or MB, for warnings."""
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import dimexpr, dtypes
+from .._text import human_bytes
 from ..artifact import contract
 from ..artifact.bounds import Bounds
 from ..errors import InputError, UsageError
@@ -56,9 +57,6 @@ def case_bytes(f: Mapping[str, Any], env: Mapping[str, int]) -> int:
     return total
 
 
-def _mb(n: int) -> str:
-    # Binary megabytes, as the budget is given (64 MB = 64 << 20); summary.human_bytes counts decimal ones.
-    return f"{n / (1 << 20):.1f} MB"
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -82,7 +80,7 @@ def _fit(f: Mapping[str, Any], var: str, value: int, lowest: int, why: str, budg
             note = None
             if value != wanted:
                 note = (f"{var}={wanted} scaled down to {value}: its inputs and outputs would take more than "
-                        f"{_mb(budget)}")
+                        f"{human_bytes(budget, binary=True)}")
             return Case(f"{var}: {why}", env, note)
         if value <= lowest:
             return None
@@ -120,7 +118,7 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
     base = contract.resolve_dims(f, {}, steps)
     meta = f.get("dims") or {}
     planned = [Case("smallest valid", base, None if case_bytes(f, base) <= budget else
-                    f"the smallest shapes already take {_mb(case_bytes(f, base))}")]
+                    f"the smallest shapes already take {human_bytes(case_bytes(f, base), binary=True)}")]
     uppers: dict[str, int] = {}
     for v in variables:
         lo, hi = base[v], Bounds.of(meta.get(v)).hi
