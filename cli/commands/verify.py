@@ -156,7 +156,7 @@ def _render(report):
     from rich.table import Table
 
     from jaxport.verify.compare import NONFINITE
-    from jaxport.verify.report import differing
+    from jaxport.verify.report import failing
 
     out = render.stdout()
     for note in report.notes:
@@ -209,4 +209,4 @@ def _render(report):
         n = len(report.cases)
         out.print(f"[green]OK[/]: {plural(n, 'case')} match{'es' if n == 1 else ''}.")
     elif failed:
-        out.print(f"[red]FAILED[/]: {differing(len(failed), len(report.cases))}.")
+        out.print(f"[red]FAILED[/]: {failing(failed, len(report.cases))}.")

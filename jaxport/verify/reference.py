@@ -104,8 +104,8 @@ class Expectation:
                 "outputs": [o.as_dict() for o in self.outputs]}
 
     def verdict(self) -> str:
-        """``1 output matches the reference``, ``2 of 3 outputs differ from the reference``, ``1 of 2 outputs is
-        inconclusive``: the count, in agreement, with what the failed outputs did."""
+        """``1 output matches the reference``, ``2 of 3 outputs differ from the reference``, ``1 of 1 output is
+        inconclusive``: the count, in agreement (as ``verify`` counts cases), with what the failed outputs did."""
         return verdict(self.as_dict())
 
     def error(self, report: CallReport | None = None) -> ReferenceMismatch:
@@ -129,9 +129,9 @@ def verdict(expect: dict[str, Any]) -> str:
     unsure = [o for o in failed if _inconclusive(o)]
     differ = len(failed) - len(unsure)
     if not differ:
-        return f"{len(unsure)} of {plural(total, 'output')} {'is' if len(unsure) == 1 else 'are'} inconclusive"
-    text = f"{differ} of {plural(total, 'output')} differ{'s' if differ == 1 else ''} from the reference"
-    return text + (f" ({len(unsure)} more {'is' if len(unsure) == 1 else 'are'} inconclusive)" if unsure else "")
+        return f"{len(unsure)} of {plural(total, 'output')} {'is' if total == 1 else 'are'} inconclusive"
+    text = f"{differ} of {plural(total, 'output')} differ{'s' if total == 1 else ''} from the reference"
+    return text + (f" and {len(unsure)} {'is' if len(unsure) == 1 else 'are'} inconclusive" if unsure else "")
 
 
 def _inconclusive(output: dict[str, Any]) -> bool:
