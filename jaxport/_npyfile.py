@@ -34,6 +34,9 @@ MAX_NPZ_BYTES = 16 << 30
 _MAGIC = b"\x93NUMPY"
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
 _EOCD = struct.Struct("<4s4H2LH")
+#: A one-byte float, which numpy has not: how numpy saves an ml_dtypes type of kind 'f' (``float8_e5m2`` is
+#: ``'<f1'`` under ml_dtypes 0.7). Read as the raw void bytes it is, like the ``'<V1'`` of the others.
+_RAW_FLOAT = re.compile(r"^[<>|=]?f(1)$")
 #: Deflate's largest expansion (about 1032:1): a member declaring more than this is damaged or lying.
 _DEFLATE_RATIO = 1032
 #: The expansion allowed to a member larger than ``BOMB_FLOOR`` when a caller sets ``max_ratio``.
@@ -109,7 +112,7 @@ def read_header(fp: IO[bytes], where: str, error: Error = InputError, *, numeric
         raise error(f"{where}: the array has a structured dtype ({str(descr)[:80]}); jaxport reads plain "
                     f"numeric arrays only.")
     try:
-        dtype = np.dtype(descr)
+        dtype = np.dtype(_RAW_FLOAT.sub(r"V\1", descr))
     except (TypeError, ValueError, SyntaxError):
         raise error(f"{where}: the .npy header's dtype {descr[:40]!r} is not a numpy dtype.") from None
     if dtype.hasobject:

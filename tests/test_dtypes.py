@@ -97,3 +97,16 @@ def test_no_module_but_dtypes_spells_a_table_of_dtypes():
             if len(hits) >= 3:
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(hits)}")
     assert found == []
+
+
+@pytest.mark.parametrize("name", dtypes.NOT_IN_NPY)
+@pytest.mark.parametrize("suffix", [".npy", ".npz"])
+def test_types_without_a_npy_name_round_trip_through_call_files(tmp_path, name, suffix):
+    """``call -o`` writes them as numpy does (raw void bytes, or under ml_dtypes 0.7 ``'<f1'`` for float8_e5m2), and
+    ``--expect``/``--inputs`` read them back as the type the artifact declares."""
+    want = np.arange(-2, 2).astype(dtypes.to_numpy(name))
+    path = tmp_path / f"o{suffix}"
+    outputs.save_outputs(path, [("y", want)])
+    got = npyio.read_named_arrays(path, single_name="y", declared={"y": name})["y"]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
