@@ -225,7 +225,8 @@ def test_the_command_refuses_a_wrong_shape_before_importing_jax(mlp, tmp_path):
     np.save(tmp_path / "wide.npy", np.zeros((2, 783), np.float32))
     record = tmp_path / "jax-imported"
     code = ("import atexit, sys\n"
-            "atexit.register(lambda: open(sys.argv[1], 'w').write(str('jax' in sys.modules)))\n"
+            "record = sys.argv[1]\n"
+            "atexit.register(lambda: open(record, 'w').write(str('jax' in sys.modules)))\n"
             "from jaxport_cli.main import main\n"
             "sys.argv = ['jaxport', *sys.argv[2:]]\n"
             "main()\n")

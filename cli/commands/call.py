@@ -100,20 +100,19 @@ def command(artifact, print_values, devices, isolate, memory_limit, time_limit, 
         errors.run(lambda: _call(request, devices, print_values, as_json), debug=debug, as_json=as_json)
 
 
-def _request(artifact, values, o):
+#: The options whose parameter is named otherwise in the request, and those that say the opposite of its field.
+RENAMED = {"items": "inputs", "use_random": "random", "runtime_name": "runtime"}
+NEGATED = {"no_cache": "cache", "no_verify": "verify_weights"}
+
+
+def _request(artifact, values, options):
     """The request of the parsed options; a combination it refuses is a command-line usage error (exit 2)."""
     from jaxport.run.calling import CallRequest
 
+    fields = {NEGATED[k]: not v for k, v in options.items() if k in NEGATED}
+    fields.update((RENAMED.get(k, k), v) for k, v in options.items() if k not in NEGATED)
     try:
-        return CallRequest(
-            artifact, inputs=o["items"], random=o["use_random"], dims=o["dims"], seed=o["seed"], ranges=o["ranges"],
-            function=o["function"], cast=o["cast"], save_inputs=o["save_inputs"], output=o["output"],
-            output_dtype=o["output_dtype"], expect=o["expect"], atol=o["atol"], rtol=o["rtol"],
-            allow_nonfinite=o["allow_nonfinite"], values=values, benchmark=o["benchmark"],
-            allow_platform_mismatch=o["allow_platform_mismatch"], allow_custom_calls=o["allow_custom_calls"],
-            cache_dir=o["cache_dir"], cache=not o["no_cache"], runtime=o["runtime_name"],
-            verify_weights=not o["no_verify"], vjp=o["vjp"], cotangents=o["cotangents"],
-            batch_size=o["batch_size"])
+        return CallRequest(artifact, values=values, **fields)
     except UsageError as e:
         raise click.UsageError(str(e)) from None
 

@@ -29,6 +29,7 @@ from .. import dtypes
 from .._fsio import check_output
 from ..artifact import contract
 from ..artifact.container import open_artifact
+from ..artifact.model import Function
 from ..errors import JaxportError, UsageError
 from . import gradients, inputs, outputs, streaming
 from .cache import compilation_cache, default_cache_dir
@@ -205,7 +206,6 @@ class _Checked:
     """What the checks before JAX produced: the function, the references, the random inputs' dimensions."""
 
     fname: str
-    f: Any
     references: References | None = None
     dims: dict[str, int] | None = None
     stream_inputs: tuple[dict[str, Any], dict[str, str]] | None = None
@@ -216,14 +216,14 @@ def _check_before_jax(request: CallRequest, read_references: ReadReferences | No
     r = request
     where = str(r.artifact)
     with open_artifact(r.artifact) as art:
-        manifest = art.manifest
-    fname = select_function(manifest, r.function, where)
-    f = manifest["functions"][fname]
-    checked = _Checked(fname, f)
-    names = [o["name"] for o in f["outputs"]]
-    native = [o["dtype"] for o in f["outputs"]]
+        fname = select_function(art.model, r.function, where)
+        record = art.model.functions[fname]
+        f = art.manifest["functions"][fname]  # the JSON, for the readers not yet on the records
+    checked = _Checked(fname)
+    names = record.output_names
+    native = [o.dtype for o in record.outputs]
     if r.batch_size:
-        keyed = [i["name"] for i in f["inputs"] if dtypes.is_key(i["dtype"])]
+        keyed = [i.name for i in record.inputs if dtypes.is_key(i.dtype)]
         if keyed:
             raise UsageError(f"--batch-size streams plain arrays, but input {keyed[0]!r} is a PRNG key array; call "
                              f"without --batch-size.")
@@ -311,7 +311,7 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
     if r.save_inputs:
         report.sections["saved_inputs"] = {"file": str(r.save_inputs)}
     if checked.references is not None:
-        native = [o["dtype"] for o in f["outputs"]]
+        native = [o.dtype for o in _record(loaded).outputs]
         comparison = checked.references.compare(leaves, native, atol=r.atol, rtol=r.rtol,
                                                 allow_nonfinite=r.allow_nonfinite)
         report.sections["expect"] = comparison.as_dict()
@@ -325,9 +325,8 @@ def _derivative(r: CallRequest, loaded: Any, arrays: Mapping[str, Any], sources:
     """``vjp``: the outputs and the input cotangents, written to ``output``."""
     f = loaded.function_manifest
     if r.output:
-        grads = [i for i in f["inputs"] if gradients.differentiable(i["dtype"])]
-        outputs.check_output_path(r.output, [i["name"] for i in grads], [i["dtype"] for i in grads],
-                                  safetensors=True)
+        grads = [i for i in _record(loaded).inputs if gradients.differentiable(i.dtype)]
+        outputs.check_output_path(r.output, [i.name for i in grads], [i.dtype for i in grads], safetensors=True)
     cts = gradients.read_cotangents(f, r.cotangents) if r.cotangents else None
     start = time.perf_counter()
     res = gradients.vjp(loaded, arrays, cts)
@@ -351,7 +350,14 @@ def _stream(r: CallRequest, loaded: Any, checked: _Checked, cache: Any,
         arrays, sources = checked.stream_inputs
     result = streaming.call(loaded, arrays, r.batch_size, r.output or None, progress=rows)
     report = CallReport.of_stream(r.artifact, loaded, arrays, sources, result, cache)
-    raw = [(o["name"], o["dtype"]) for o in f["outputs"] if o["dtype"] in outputs.NOT_IN_NPY]
+    raw = [(o.name, o.dtype) for o in _record(loaded).outputs if o.dtype in outputs.NOT_IN_NPY]
     if r.output and raw:
         report.warnings.append(outputs.raw_warning(r.output, raw, streamed=True))
     return report
+
+
+def _record(loaded: Any) -> Function:
+    """The loaded function's record (``load`` gives every ``Loaded`` one)."""
+    record = loaded.function_record
+    assert record is not None
+    return record

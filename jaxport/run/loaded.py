@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from .. import dtypes, isolate, usercache
 from ..artifact import calltree, contract, summary
+from ..artifact.model import Function
 from ..errors import InputError, OutputError
 from ..sharding import gather
 from . import gradients, inputs
@@ -92,10 +93,13 @@ class Loaded:
     """
 
     def __init__(self, path: Path, function: str, manifest: dict[str, Any], backend: Backend, platform: str,
-                 platform_mismatch: bool, load_seconds: float, artifact: Any = None):
+                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, record: Function | None = None):
         self.path = path
         self.function = function
         self.manifest = manifest
+        #: The function's manifest entry as its record (``artifact.model.Function``), what readers read; None only
+        #: for a Loaded built by hand. ``function_manifest`` is its JSON, for readers not yet on the records.
+        self.function_record = record
         #: What compiles and runs the program (``backend.Backend``).
         self.backend = backend
         self.platform = platform
