@@ -1,4 +1,10 @@
-"""Options shared by several commands, defined once."""
+"""Options shared by several commands, defined once: the command line's one vocabulary.
+
+Every option that more than one command takes is declared here, with its spelling, metavar, parsing and the keyword
+its command receives (``tests/test_layers.py`` fails on one declared in two command modules); a command passes its
+own help text where the option's role in it differs in detail. ``--dim NAME=V[,V...]`` is one spelling for every
+command (``{name: [values]}``; ``one_value`` for a command that runs one shape); old spellings stay as deprecated
+aliases that say so on stderr (``compile --dims``)."""
 
 from __future__ import annotations
 
