@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport.artifact import model
+from jaxport.artifact.bounds import Bounds
 from jaxport.errors import UsageError
 from jaxport.run import buckets
 from jaxport.run.deploy import padding_verdicts, specializer
@@ -83,8 +85,8 @@ def models(tmp_path_factory):
 def _verdicts(art) -> dict:
     """The padding verdicts 'compile' records in the run description, found as it finds them but compiling nothing."""
     loaded = jaxport.load(art)
-    f = loaded.function_manifest
-    return padding_verdicts(f, len(f.get("weights") or []), specializer(loaded.backend, f))
+    f = loaded.function_record
+    return padding_verdicts(f, len(f.weights), specializer(loaded.backend, f))
 
 
 def _export(models, name: str, shape: str):
@@ -136,9 +138,10 @@ def test_a_constrained_variable_is_not_padded(models):
 # --- buckets ----------------------------------------------------------------------------------------------------
 
 
-def _fn(dims: dict, constraints=(), shape=("b", 4)) -> dict:
-    return {"inputs": [{"name": "x", "shape": list(shape), "dtype": "float32"}], "dims": dims,
-            "constraints": list(constraints)}
+def _fn(dims: dict, constraints=(), shape=("b", 4)) -> model.Function:
+    return model.Function("main.bin", 9, ("cpu",), (model.Input("x", tuple(shape), "float32"),), (),
+                          model.Signature(), dims={v: model.DimVar(Bounds.of(d)) for v, d in dims.items()},
+                          constraints=tuple(constraints))
 
 
 def test_proposed_buckets_are_powers_of_two_inside_the_bounds():

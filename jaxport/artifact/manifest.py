@@ -8,6 +8,7 @@ looks functions up in a validated one. The layout is documented in ``specs/FORMA
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from .. import dimexpr, dtypes
 from .._text import plural
@@ -160,7 +161,7 @@ def _check_signature(v: _V, sig: Any, n_inputs: int, path: str) -> None:
         v.obj(node, here)
         kind = calltree.kind(node)
         if kind is None:
-            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(calltree.NODE_KINDS)}; found "
+            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(model.NODE_KINDS)}; found "
                                f"{', '.join(map(repr, sorted(node)[:4])) or 'none'}")
         if top:
             v.string(v.key(node, "name", here), f"{here}.name")
@@ -495,7 +496,7 @@ def _manifest(m: dict[str, Any]) -> model.Manifest:
         format_version=m["format_version"],
         producer=model.Producer(p["jaxport"], p["jax"], p["jaxlib"], None if rng is None else (rng[0], rng[1])),
         members={n: model.MemberInfo(i["size"], i["sha256"]) for n, i in m["members"].items()},
-        functions={n: _function(f) for n, f in m["functions"].items()},
+        functions={n: function_record(f) for n, f in m["functions"].items()},
         metadata=model.Metadata(meta.get("name"), meta.get("version"), meta.get("description"),
                                 meta.get("labels") or model.EMPTY,
                                 tuple(k for k in meta if k in model.METADATA_KEYS)),
@@ -508,7 +509,7 @@ def _partition_spec(spec: Any) -> tuple[Any, ...] | None:
     return None if spec is None else tuple(tuple(e) if isinstance(e, list) else e for e in spec)
 
 
-def _call_node(node: dict[str, Any]) -> model.CallNode:
+def _call_node(node: Mapping[str, Any]) -> model.CallNode:
     kind = calltree.kind(node)
     assert kind is not None  # validate checked it
     value = node[kind]
@@ -519,7 +520,7 @@ def _call_node(node: dict[str, Any]) -> model.CallNode:
     return model.CallNode(kind, value, node.get("name"))
 
 
-def _output_node(node: dict[str, Any]) -> model.OutputNode:
+def _output_node(node: Mapping[str, Any]) -> model.OutputNode:
     if "output" in node:
         return model.OutputNode("output", node["output"])
     if "dict" in node:
@@ -532,11 +533,27 @@ def _output_node(node: dict[str, Any]) -> model.OutputNode:
     return model.OutputNode("none")
 
 
-def _function(f: dict[str, Any]) -> model.Function:
-    inputs = tuple(model.Input(a["name"], tuple(a["shape"]), a["dtype"], a.get("spec_path"), a.get("sharding"),
-                               _partition_spec(a.get("partition_spec")),
-                               None if a.get("range") is None else (a["range"][0], a["range"][1]))
-                   for a in f["inputs"])
+def as_function(f: model.Function | Mapping[str, Any]) -> model.Function:
+    """A function as its record, whether given the record or (transitional) its JSON."""
+    return f if isinstance(f, model.Function) else function_record(f)
+
+
+def as_input(a: model.Input | Mapping[str, Any]) -> model.Input:
+    """An input as its record, whether given the record or (transitional) its JSON."""
+    return a if isinstance(a, model.Input) else input_record(a)
+
+
+def input_record(a: Mapping[str, Any]) -> model.Input:
+    """The record of one input entry of a manifest ``validate`` has checked (transitional, as ``function_record``)."""
+    return model.Input(a["name"], tuple(a["shape"]), a["dtype"], a.get("spec_path"), a.get("sharding"),
+                       _partition_spec(a.get("partition_spec")),
+                       None if a.get("range") is None else (a["range"][0], a["range"][1]))
+
+
+def function_record(f: Mapping[str, Any]) -> model.Function:
+    """The record of one function entry of a manifest ``validate`` has checked (transitional: for the readers that
+    are still given a function's JSON; the others get it from ``validate``)."""
+    inputs = tuple(input_record(a) for a in f["inputs"])
     outputs = tuple(model.Output(a["name"], tuple(a["shape"]), a["dtype"], a.get("sharding"),
                                  _partition_spec(a.get("partition_spec"))) for a in f["outputs"])
     sig = f.get("signature")

@@ -407,6 +407,11 @@ class Function:
         """Each dimension variable's bounds."""
         return {v: d.bounds for v, d in self.dims.items()}
 
+    def bounds_of(self, variable: str) -> Bounds:
+        """One dimension variable's bounds: the default rule (``Bounds()``) for one ``dims`` does not declare."""
+        d = self.dims.get(variable)
+        return Bounds() if d is None else d.bounds
+
     @property
     def input_names(self) -> list[str]:
         return [i.name for i in self.inputs]

@@ -23,10 +23,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..artifact import contract
-from ..artifact.bounds import Bounds
+from ..artifact.model import Function
 from ..errors import InputError, UsageError
 
 #: Most functions proposed from the spec's bounds when no buckets are given.
@@ -59,7 +58,7 @@ def _check_names(variables: list[str], names: Sequence[str], flag: str) -> None:
             raise UsageError(f"{flag} {name}: the function has no dimension variable {name!r}; it has {have}.")
 
 
-def _resolved(fn: Mapping[str, Any], bucket: Mapping[str, int], flag: str) -> dict[str, int]:
+def _resolved(fn: Function, bucket: Mapping[str, int], flag: str) -> dict[str, int]:
     """Every variable's value for a bucket that names all of them, checked against bounds and constraints."""
     try:
         return contract.resolve_dims(fn, bucket)
@@ -67,7 +66,7 @@ def _resolved(fn: Mapping[str, Any], bucket: Mapping[str, int], flag: str) -> di
         raise UsageError(f"{flag} {_shown(bucket)}: {e}") from None
 
 
-def _satisfies(fn: Mapping[str, Any], bucket: Mapping[str, int]) -> bool:
+def _satisfies(fn: Function, bucket: Mapping[str, int]) -> bool:
     try:
         contract.resolve_dims(fn, bucket)
     except InputError:
@@ -75,7 +74,7 @@ def _satisfies(fn: Mapping[str, Any], bucket: Mapping[str, int]) -> bool:
     return True
 
 
-def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
+def plan(fn: Function, *, fixed: Mapping[str, int] | None = None,
          grid: Mapping[str, Sequence[int]] | None = None,
          explicit: Sequence[Mapping[str, int]] | None = None) -> Plan:
     """The buckets of a manifest function (see the module docstring); raises UsageError for a bad request."""
@@ -109,7 +108,7 @@ def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
         if missing:
             raise UsageError(f"--dim: give every dimension variable its sizes ({', '.join(missing)} has none), or "
                              f"fix {'them' if len(missing) > 1 else 'it'} with --dim {missing[0]}=N.")
-        bounds = {v: Bounds.of((fn.get("dims") or {}).get(v)) for v in variables}
+        bounds = {v: fn.bounds_of(v) for v in variables}
         for v, values in grid.items():
             for value in values:
                 if not bounds[v].holds(value):
@@ -122,12 +121,12 @@ def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
     return propose(fn)
 
 
-def propose(fn: Mapping[str, Any]) -> Plan:
+def propose(fn: Function) -> Plan:
     """Buckets from the spec's bounds (see the module docstring)."""
     variables = contract.dimension_variables(fn)
     lists: dict[str, list[int]] = {}
     for v in variables:
-        b = Bounds.of((fn.get("dims") or {}).get(v))
+        b = fn.bounds_of(v)
         if b.hi is None:
             raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
                              f"give the sizes to build with --dim {v}=N1,N2,... (or one with --dim {v}=N).")
@@ -148,7 +147,7 @@ def propose(fn: Mapping[str, Any]) -> Plan:
     return result
 
 
-def _combined(fn: Mapping[str, Any], variables: list[str], lists: Mapping[str, list[int]], source: str,
+def _combined(fn: Function, variables: list[str], lists: Mapping[str, list[int]], source: str,
               what: str) -> Plan:
     total = math.prod(len(lists[v]) for v in variables)
     if total > MAX_BUCKETS:
@@ -161,7 +160,7 @@ def _combined(fn: Mapping[str, Any], variables: list[str], lists: Mapping[str, l
         (buckets if _satisfies(fn, bucket) else dropped).append(bucket)
     if not buckets:
         raise UsageError(f"{source}: no {what} satisfies the spec's constraints "
-                         f"({'; '.join(fn.get('constraints') or []) or 'bounds'}); give buckets that do with "
+                         f"({'; '.join(fn.constraints) or 'bounds'}); give buckets that do with "
                          f"--bucket.")
     notes = []
     if dropped:

@@ -200,10 +200,10 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
             raise PlatformError(device_count_message(f"{where}: function {fname!r}", exported.nr_devices,
                                                      jax.device_count(), f.get("mesh")))  # the JSON mesh
         exported = explain_missing(exported, where, fname)
-        jax_backend = JaxBackend(exported, weights, f, where=f"{Path(path)}: function {fname!r}", fname=fname,
+        jax_backend = JaxBackend(exported, weights, record, where=f"{Path(path)}: function {fname!r}", fname=fname,
                                  platform=local, platform_mismatch=mismatch,
                                  weights_check=pending.wait if pending is not None else None)
-        backend: Backend = IreeBackend(jax_backend, f, cache_dir) if runtime == "iree" else jax_backend
+        backend: Backend = IreeBackend(jax_backend, record, cache_dir) if runtime == "iree" else jax_backend
     except BaseException:
         if pending is not None:
             pending.join()  # its thread reads the file: never close it under that thread

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import dtypes
+from ..artifact.manifest import as_input
+from ..artifact.model import Function, Input
 from ..errors import UsageError
 
 Range = tuple[float, float]
@@ -49,10 +51,11 @@ def float_limit(dtype: str) -> float:
     return float(info.max)
 
 
-def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
+def check_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
     """The range ``value`` (``[LO, HI]``) of the manifest input ``inp``, checked against its dtype (see the module
     docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``."""
-    name, dtype = inp["name"], inp["dtype"]
+    inp = as_input(inp)
+    name, dtype = inp.name, inp.dtype
     if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_number(v) for v in value):
         raise error(f"{where}: the range of input {name!r} must be two numbers [LO, HI]; it is {value!r:.80}.")
     lo, hi = value
@@ -90,10 +93,13 @@ def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = U
     return float(lo), float(hi)
 
 
-def check_ranges(fn: Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range") -> None:
+def check_ranges(fn: Function | Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range"
+                 ) -> None:
     """Refuse (``UsageError``) ranges for inputs the function ``fn`` (a manifest entry) does not have, listing its
     inputs, and ranges that do not fit their input's dtype (see the module docstring)."""
-    by_name = {i["name"]: i for i in fn["inputs"]}
+    # a run description's signature (``call MODEL.run.json``) is a function's JSON without the rest of its fields
+    inputs = fn.inputs if isinstance(fn, Function) else tuple(map(as_input, fn["inputs"]))
+    by_name = {i.name: i for i in inputs}
     for name, value in (ranges or {}).items():
         if name not in by_name:
             close = difflib.get_close_matches(name, list(by_name), n=1)
@@ -138,12 +144,12 @@ def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | Non
     return float(low), float(high)
 
 
-def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
+def draw(rng: Any, inp: Input | Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
     """A random array for the manifest input ``inp`` of ``shape``: from ``bounds`` (a checked range) when given,
     else the defaults: floats standard normal (complex: both parts), integers in [0, 8), bools fair coin flips."""
     import numpy as np
 
-    dtype = inp["dtype"]
+    dtype = as_input(inp).dtype
     kind = dtypes.BY_NAME[dtype].kind
     target = dtypes.to_numpy(dtype)
     if kind == "bool":
