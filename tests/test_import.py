@@ -524,8 +524,11 @@ def test_a_zero_minimum_is_honoured_as_written(work):
     ``verify`` takes for an imported artifact (``artifact.bounds``): the sizes probed to fit an output expression go
     down to 0, so the first output is fitted as ``2*n``. Read as 1, as it once was, the only size probed would be 1
     and that output would be recorded as the constant 2 rows. JAX itself calls a dimension variable from 1 up."""
-    f = {"inputs": [{"name": "arg0", "shape": ["n", 2], "dtype": "float32"}], "dims": {"n": {"min": 0, "max": 1}},
-         "constraints": []}
+    f = {"payload": "functions/stack_twice.jaxexport", "calling_convention_version": 9, "platforms": ["cpu"],
+         "inputs": [{"name": "arg0", "shape": ["n", 2], "dtype": "float32"}],
+         "outputs": [{"name": "0", "shape": ["2*n", 2], "dtype": "float32"}, {"name": "1", "shape": [2],
+                                                                              "dtype": "float32"}],
+         "dims": {"n": {"min": 0, "max": 1}}, "constraints": []}
     spec, inputs = signature.spec_from_manifest(f, "stack_twice.mlir")
     assert {v: (d.min, d.max) for v, d in spec.dims.items()} == {"n": (0, 1)}
     assert signature.pseudo_function(inputs, spec, [])["dims"] == {"n": {"min": 0, "max": 1}}

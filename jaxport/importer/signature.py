@@ -9,8 +9,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import dtypes
-from ..artifact.bounds import Bounds, of_function
+from ..artifact.bounds import Bounds
 from ..artifact.contract import resolve_dims
+from ..artifact.manifest import as_function
+from ..artifact.model import Function
 from ..errors import ExportError, InputError, SpecError
 from ..export.lower import InputLeaf, used_variables
 from ..spec import ArrayLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, Where
@@ -121,13 +123,15 @@ def check_against_main(inputs: list[InputLeaf], sig: MainSignature, spec_file: s
     return shapes
 
 
-def spec_from_manifest(f: Mapping[str, Any], where: str) -> tuple[ShapeSpec, list[InputLeaf]]:
-    """A spec and inputs equivalent to a manifest function's signature (to re-import its module)."""
+def spec_from_manifest(f: Function | Mapping[str, Any], where: str) -> tuple[ShapeSpec, list[InputLeaf]]:
+    """A spec and inputs equivalent to a manifest function's signature (to re-import its module); ``f`` is the
+    function's record (or, transitional, its JSON)."""
+    fn = as_function(f)
     w = Where(where, 0)
-    dims = {v: DimVar(v, b.lo, b.hi, w) for v, b in of_function(f).items()}
-    constraints = [ConstraintSpec(c, w) for c in f.get("constraints") or []]
-    inputs = [InputLeaf(i["name"], i.get("spec_path") or f"args[{k}]",
-                        ArrayLeaf(tuple(i["shape"]), i["dtype"], w)) for k, i in enumerate(f["inputs"])]
+    dims = {v: DimVar(v, b.lo, b.hi, w) for v, b in fn.bounds.items()}
+    constraints = [ConstraintSpec(c, w) for c in fn.constraints]
+    inputs = [InputLeaf(i.name, i.spec_path or f"args[{k}]", ArrayLeaf(tuple(i.shape), i.dtype, w))
+              for k, i in enumerate(fn.inputs)]
     fspec = FunctionSpec(None, None, [], {}, w)
     return ShapeSpec(where, 1, dims, constraints, {None: fspec}), inputs
 
