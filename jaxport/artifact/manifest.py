@@ -539,12 +539,9 @@ def as_function(f: model.Function | Mapping[str, Any]) -> model.Function:
 
 
 def as_input(a: model.Input | Mapping[str, Any]) -> model.Input:
-    """An input as its record, whether given the record or (transitional) its JSON."""
-    return a if isinstance(a, model.Input) else input_record(a)
-
-
-def input_record(a: Mapping[str, Any]) -> model.Input:
-    """The record of one input entry of a manifest ``validate`` has checked (transitional, as ``function_record``)."""
+    """An input as its record, whether given the record or (transitional) its entry in a validated manifest."""
+    if isinstance(a, model.Input):
+        return a
     return model.Input(a["name"], tuple(a["shape"]), a["dtype"], a.get("spec_path"), a.get("sharding"),
                        _partition_spec(a.get("partition_spec")),
                        None if a.get("range") is None else (a["range"][0], a["range"][1]))
@@ -553,7 +550,7 @@ def input_record(a: Mapping[str, Any]) -> model.Input:
 def function_record(f: Mapping[str, Any]) -> model.Function:
     """The record of one function entry of a manifest ``validate`` has checked (transitional: for the readers that
     are still given a function's JSON; the others get it from ``validate``)."""
-    inputs = tuple(input_record(a) for a in f["inputs"])
+    inputs = tuple(as_input(a) for a in f["inputs"])
     outputs = tuple(model.Output(a["name"], tuple(a["shape"]), a["dtype"], a.get("sharding"),
                                  _partition_spec(a.get("partition_spec"))) for a in f["outputs"])
     sig = f.get("signature")
