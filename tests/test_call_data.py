@@ -534,6 +534,10 @@ def test_cast_of_integers_checks_each_value(call, make_artifact, tmp_path):
     assert res.exit_code == 0, res.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"),
                                   np.array([0, 7, 2**31 - 1, -(2**31)], np.int32) * np.int32(2))
+    res = call(path, "--inputs", tmp_path / "ids.npy")
+    assert res.exit_code == 9
+    assert res.stderr.endswith("Or let 'jaxport call --cast' convert it on reading: it does when every value is kept "
+                               "as int32.\n")
     np.save(tmp_path / "big.npy", np.array([0, 7, 2**31, 1], np.int64))
     res = call(path, "--inputs", tmp_path / "big.npy", "--cast")
     assert res.exit_code == 9

@@ -35,13 +35,18 @@ def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], cont
 
 
 def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str:
-    """How to give input ``name`` as ``dtype``: ``call --cast`` when the conversion keeps every value, and how to
-    convert it into a new file (never over the user's own file)."""
+    """How to give input ``name`` as ``dtype``: ``call --cast`` where it applies (it converts when every value is
+    kept: always for a pair ``dtypes.safe_cast`` allows, and is named for other pairs of integers, such as numpy's
+    default int64 ids for an int32 input, whose values it judges one by one), and how to convert it into a new file
+    (never over the user's own file)."""
     known = dtypes.BY_NAME.get(dtype)
     target = f"ml_dtypes.{dtype}" if known is not None and known.ml_dtypes else f"np.{dtype}"
     imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
-    cast = (" Or let 'jaxport call --cast' convert it on reading (every value is kept)."
-            if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype) else "")
+    cast = ""
+    if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype):
+        cast = " Or let 'jaxport call --cast' convert it on reading (every value is kept)."
+    elif actual in dtypes.BY_NAME and {dtypes.BY_NAME[actual].kind, known and known.kind} <= {"int", "uint"}:
+        cast = f" Or let 'jaxport call --cast' convert it on reading: it does when every value is kept as {dtype}."
     if source and source.endswith(".npy") and "'" not in source:
         new = f"{source[:-len('.npy')]}.{dtype}.npy"
         return (f"Convert it into a new file with: python -c \"{imports}; np.save('{new}', np.load('{source}')"
