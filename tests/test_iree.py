@@ -219,3 +219,43 @@ def test_compile_a_pytree_function_with_several_outputs(artifacts, tmp_path, run
         got = np.load(tmp_path / file)
         np.testing.assert_allclose(got.astype(np.float32), np.asarray(want[o["name"]]).astype(np.float32),
                                    rtol=1e-4, atol=1e-5, err_msg=o["name"])
+
+
+def _run_description() -> dict:
+    """A run description as ``compile`` writes it, with only what the loader reads (no module is run)."""
+    from jaxport.run import iree_loader
+
+    arrays = [{"name": "x", "shape": [4], "dtype": "float32"}]
+    return {"format": iree_loader.FORMAT, "module": "m.vmfb", "parameters": None, "device": "local-task",
+            "signature": {"inputs": [{"name": "x", "shape": ["b"], "dtype": "float32"}],
+                          "outputs": [{"name": "y", "shape": ["b"], "dtype": "float32"}],
+                          "dims": {"b": {"min": 1, "max": 8}}},
+            "padding": {"variables": {"b": {"allowed": True, "fill": "edge", "inputs": {"x": [0]},
+                                            "outputs": {"y": [0]}}}},
+            "functions": [{"name": "main", "dims": {"b": 4}, "inputs": arrays, "outputs": arrays}]}
+
+
+def test_the_loader_reads_a_run_description_once_and_refuses_an_incomplete_one(tmp_path):
+    from jaxport.run import iree_loader
+
+    path = tmp_path / "m.run.json"
+    path.write_text(json.dumps(_run_description()))
+    module = iree_loader.load(path)
+    assert module.choose({"x": (3,)}) == iree_loader.Choice("main", {"b": 4}, {"b": 3}, {"b": 1})
+    with pytest.raises(iree_loader.CallError) as e:
+        module.choose({"x": (0,)})
+    assert str(e.value) == "dimension 'b' = 0, but it must satisfy 1 <= b <= 8 (spec bound)."
+    for drop in ("outputs", "inputs"):  # a verdict's axes were read only by the first padded call
+        broken = _run_description()
+        del broken["padding"]["variables"]["b"][drop]
+        path.write_text(json.dumps(broken))
+        with pytest.raises(iree_loader.DescriptionError) as e:
+            iree_loader.load(path)
+        assert str(e.value) == (f"{path}: the run description lacks '{drop}'; give the .run.json that jaxport "
+                                f"compile wrote.")
+    broken = _run_description()
+    broken["functions"][0]["inputs"] = [{"name": "x", "shape": ["b"], "dtype": "float32"}]
+    path.write_text(json.dumps(broken))
+    with pytest.raises(iree_loader.DescriptionError) as e:
+        iree_loader.load(path)
+    assert str(e.value) == f"{path}: function 'main' has a non-static shape."
