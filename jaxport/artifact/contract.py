@@ -17,10 +17,18 @@ from typing import Any
 from .. import dimexpr, dtypes
 from ..errors import FormatError, InputError
 from .bounds import Bounds
+from .model import Function, Input, Output
 from .summary import array_type
 
 
-def input_names(fn: Mapping[str, Any]) -> list[str]:
+def _json(entry: Any) -> Mapping[str, Any]:
+    """A function, input or output of ``artifact.model`` as its manifest JSON (transitional: this module still reads
+    the JSON, and its callers pass either)."""
+    return entry.to_json() if hasattr(entry, "to_json") else entry
+
+
+def input_names(fn: Function | Mapping[str, Any]) -> list[str]:
+    fn = _json(fn)
     return [i["name"] for i in fn["inputs"]]
 
 
@@ -54,9 +62,10 @@ def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str
     return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports}).{cast}"
 
 
-def key_mismatch(inp: Mapping[str, Any], a: ArrayInfo) -> str:
+def key_mismatch(inp: Input | Mapping[str, Any], a: ArrayInfo) -> str:
     """Why an array of another dtype cannot be the PRNG key input ``inp`` (or a key the array input ``inp``), and what
     to pass instead."""
+    inp = _json(inp)
     given = f"{a.dtype}{list(a.shape)}"
     if not dtypes.is_key(inp["dtype"]):
         return (f"input {inp['name']!r} is {array_type(dict(inp))}, but a PRNG key array ({given}) was given; pass "
@@ -69,22 +78,27 @@ def key_mismatch(inp: Mapping[str, Any], a: ArrayInfo) -> str:
             f"jax.random.key(seed, impl={impl!r}){raw}.")
 
 
-def parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
+def parsed_shape(inp: Input | Mapping[str, Any]) -> list[dimexpr.Expr | int]:
+    inp = _json(inp)
     return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp["shape"]]
 
 
-def rank_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+def rank_mismatch(inp: Input | Mapping[str, Any], dims: list[dimexpr.Expr | int],
+                  shape: Sequence[int]) -> str | None:
     """Why an array of ``shape`` cannot be input ``inp`` (whose parsed shape is ``dims``) by its rank; None if it
     can."""
+    inp = _json(inp)
     if len(shape) == len(dims):
         return None
     return (f"input {inp['name']!r} has rank {len(shape)} (shape {tuple(shape)}), but the artifact expects rank "
             f"{len(dims)}: {array_type(dict(inp))}.")
 
 
-def constant_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+def constant_mismatch(inp: Input | Mapping[str, Any], dims: list[dimexpr.Expr | int],
+                      shape: Sequence[int]) -> str | None:
     """Why an array of ``shape`` (of the right rank) cannot be input ``inp`` by a constant dimension; None if it
     can."""
+    inp = _json(inp)
     for axis, (d, n) in enumerate(zip(dims, shape)):
         if isinstance(d, int) and d != n:
             return (f"input {inp['name']!r}: shape[{axis}] = {n}, but the artifact expects {d} "
@@ -118,12 +132,13 @@ class ArrayInfo:
     source: str | None = None
 
 
-def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
+def check(fn: Function | Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
     """Check arrays (one per manifest input, in order) against a function's manifest entry.
 
     Returns the dimension variables solved from the shapes. Raises InputError naming the input, the axis, the
     dimension variable, the relation and the actual value of the first problem found.
     """
+    fn = _json(fn)
     inputs = fn["inputs"]
     if [a.name for a in arrays] != [i["name"] for i in inputs]:
         raise InputError(f"expected the inputs {', '.join(i['name'] for i in inputs) or '(none)'}, in that order; got "
@@ -214,8 +229,9 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
 # --- dimension values ------------------------------------------------------------------------------------------
 
 
-def dimension_variables(fn: Mapping[str, Any]) -> list[str]:
+def dimension_variables(fn: Function | Mapping[str, Any]) -> list[str]:
     """Every dimension variable of a function's inputs, in the manifest's ``dims`` order first."""
+    fn = _json(fn)
     found: list[str] = list(fn.get("dims") or {})
     for inp in fn["inputs"]:
         for d in inp["shape"]:
@@ -260,13 +276,14 @@ def _values(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in env.items())
 
 
-def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
+def resolve_dims(fn: Function | Mapping[str, Any], given: Mapping[str, int],
                  budget: dimexpr.Budget | None = None) -> dict[str, int]:
     """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
     bounds and constraints (raises InputError if a given value violates them or none can be found).
 
     The search evaluates at most ``budget`` steps (default :data:`MAX_RESOLVE_STEPS`; share one across calls to
     bound them together): past it, FormatError, since only an artifact's constraints can make it so costly."""
+    fn = _json(fn)
     variables = dimension_variables(fn)
     given = through_aliases(fn, given, variables)
     for name in given:
@@ -305,9 +322,10 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
     return env
 
 
-def aliases(fn: Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
+def aliases(fn: Function | Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
     """Names the spec's constraints define in terms of the function's variables (``d == 64*heads``: JAX rewrites
     ``d`` as ``64*heads``, so the program has no ``d``): name -> (expression, the constraint's text)."""
+    fn = _json(fn)
     out: dict[str, tuple[dimexpr.Expr, str]] = {}
     for text in fn.get("constraints") or []:
         try:
@@ -322,10 +340,11 @@ def aliases(fn: Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dime
     return out
 
 
-def through_aliases(fn: Mapping[str, Any], given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
+def through_aliases(fn: Function | Mapping[str, Any], given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
     """``given`` with a value for a name the constraints define (``--dim d=128`` with ``d == 64*heads``) turned into
     the value of the one variable of its definition left unknown (``heads=2``); a value that no integer fits, or
     that disagrees with the others given, is an InputError naming the constraint."""
+    fn = _json(fn)
     defined = aliases(fn, variables)
     out = {k: v for k, v in given.items() if k not in defined}
     for name, value in given.items():
@@ -399,6 +418,7 @@ def _search(constraints: list[dimexpr.Constraint], env: dict[str, int], given: M
     raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
 
 
-def concrete_shape(inp: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
+def concrete_shape(inp: Input | Output | Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
     """An input's shape at the given dimension values."""
+    inp = _json(inp)
     return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in inp["shape"])
