@@ -175,6 +175,8 @@ def test_every_violation_is_listed_and_exit_code_is_14(artifacts, run_cli, tmp_p
     assert res.stdout.count("✗") == 3
     assert res.stderr.startswith(f"error[violation]: {artifacts['ffi']} breaks the policy {p}: 3 violations: "
                                  f"[platforms.required] function 'f' is not exported for tpu")
+    # the table lists every violation; the error line after it names the first and counts the others
+    assert res.stderr.count("[") == 2 and res.stderr.endswith("; and 2 more, listed in the table above.\n")
     assert "Traceback" not in res.stderr
     res = run_cli("check", artifacts["ffi"], "--policy", p, "--json")
     assert res.exit_code == 14
@@ -182,6 +184,7 @@ def test_every_violation_is_listed_and_exit_code_is_14(artifacts, run_cli, tmp_p
     assert [v["rule"] for v in out["violations"]] == ["platforms.required", "max_artifact_size",
                                                       "forbid_disabled_safety_checks"]
     assert "error" not in out
+    assert res.stderr.endswith("; and 2 more, listed in the JSON document on stdout.\n")
 
 
 def test_compliant_artifact_exits_0(artifacts, run_cli, tmp_path):

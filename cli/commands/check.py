@@ -64,9 +64,22 @@ def command(artifact, policy_path, max_producer_age, min_days_left, max_age, as_
         else:
             _render(report)
         if not report.passed:
-            errors.fail_after_result(PolicyViolation(report.summary()))
+            errors.fail_after_result(PolicyViolation(_failure(report, as_json)))
 
     errors.run(body, debug=debug, as_json=as_json)
+
+
+def _failure(report, as_json):
+    """The error line after the violations were listed (table or JSON): the count and the first, not the list again."""
+    text = report.summary()
+    if len(report.violations) == 1:
+        return text
+    count = f": {plural(len(report.violations), 'violation')}: "
+    head = text[:text.index(count)]
+    first = report.violations[0]
+    where = "the JSON document on stdout" if as_json else "the table above"
+    return (f"{head}{count}[{first.rule}] {first.message.rstrip('.')}; and {len(report.violations) - 1} more, "
+            f"listed in {where}.")
 
 
 def _render(report):
