@@ -29,7 +29,6 @@ from .. import dtypes
 from .._fsio import check_output
 from ..artifact import contract
 from ..artifact.container import open_artifact
-from ..artifact.model import Function
 from ..errors import JaxportError, UsageError
 from . import gradients, inputs, outputs, streaming
 from .cache import compilation_cache, default_cache_dir
@@ -217,13 +216,12 @@ def _check_before_jax(request: CallRequest, read_references: ReadReferences | No
     where = str(r.artifact)
     with open_artifact(r.artifact) as art:
         fname = select_function(art.model, r.function, where)
-        record = art.model.functions[fname]
-        f = art.manifest["functions"][fname]  # the JSON, for the readers not yet on the records
+        f = art.model.functions[fname]
     checked = _Checked(fname)
-    names = record.output_names
-    native = [o.dtype for o in record.outputs]
+    names = f.output_names
+    native = [o.dtype for o in f.outputs]
     if r.batch_size:
-        keyed = [i.name for i in record.inputs if dtypes.is_key(i.dtype)]
+        keyed = [i.name for i in f.inputs if dtypes.is_key(i.dtype)]
         if keyed:
             raise UsageError(f"--batch-size streams plain arrays, but input {keyed[0]!r} is a PRNG key array; call "
                              f"without --batch-size.")
@@ -275,7 +273,7 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
         loaded = load(r.artifact, checked.fname, allow_platform_mismatch=r.allow_platform_mismatch,
                       verify=r.verify_weights, runtime=r.runtime, cache_dir=iree_cache_dir(cache.directory),
                       allow_custom_calls=r.allow_custom_calls, defer_verify=True)
-        f = loaded.function_manifest
+        f = loaded.function_record
         if r.batch_size:
             return _stream(r, loaded, checked, cache, rows)
         say("Generating inputs..." if r.random else "Reading inputs...")
@@ -311,7 +309,7 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
     if r.save_inputs:
         report.sections["saved_inputs"] = {"file": str(r.save_inputs)}
     if checked.references is not None:
-        native = [o.dtype for o in _record(loaded).outputs]
+        native = [o.dtype for o in loaded.function_record.outputs]
         comparison = checked.references.compare(leaves, native, atol=r.atol, rtol=r.rtol,
                                                 allow_nonfinite=r.allow_nonfinite)
         report.sections["expect"] = comparison.as_dict()
@@ -323,9 +321,9 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
 def _derivative(r: CallRequest, loaded: Any, arrays: Mapping[str, Any], sources: Mapping[str, str],
                 cache: Any) -> CallReport:
     """``vjp``: the outputs and the input cotangents, written to ``output``."""
-    f = loaded.function_manifest
+    f = loaded.function_record
     if r.output:
-        grads = [i for i in _record(loaded).inputs if gradients.differentiable(i.dtype)]
+        grads = [i for i in loaded.function_record.inputs if gradients.differentiable(i.dtype)]
         outputs.check_output_path(r.output, [i.name for i in grads], [i.dtype for i in grads], safetensors=True)
     cts = gradients.read_cotangents(f, r.cotangents) if r.cotangents else None
     start = time.perf_counter()
@@ -340,7 +338,7 @@ def _derivative(r: CallRequest, loaded: Any, arrays: Mapping[str, Any], sources:
 def _stream(r: CallRequest, loaded: Any, checked: _Checked, cache: Any,
             rows: Callable[[int, int | None], None] | None) -> CallReport:
     """``batch_size``: chunks of axis 0 through the artifact."""
-    f = loaded.function_manifest
+    f = loaded.function_record
     assert r.batch_size is not None
     if checked.dims is not None:
         arrays = inputs.random_inputs(f, checked.dims, r.seed or 0, ranges=r.ranges)
@@ -350,14 +348,7 @@ def _stream(r: CallRequest, loaded: Any, checked: _Checked, cache: Any,
         arrays, sources = checked.stream_inputs
     result = streaming.call(loaded, arrays, r.batch_size, r.output or None, progress=rows)
     report = CallReport.of_stream(r.artifact, loaded, arrays, sources, result, cache)
-    raw = [(o.name, o.dtype) for o in _record(loaded).outputs if o.dtype in outputs.NOT_IN_NPY]
+    raw = [(o.name, o.dtype) for o in loaded.function_record.outputs if o.dtype in outputs.NOT_IN_NPY]
     if r.output and raw:
         report.warnings.append(outputs.raw_warning(r.output, raw, streamed=True))
     return report
-
-
-def _record(loaded: Any) -> Function:
-    """The loaded function's record (``load`` gives every ``Loaded`` one)."""
-    record = loaded.function_record
-    assert record is not None
-    return record
