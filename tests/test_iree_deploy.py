@@ -280,6 +280,12 @@ def test_compile_and_call_the_module_from_the_command_line(mlp, run_cli, tmp_pat
         report = json.loads(res.stdout)
         assert (report["function"], report["runtime"], report["dims"]) == ("main_batch16", "iree", {"batch": 5})
         assert_close(np.load(tmp_path / "y.npy"), np.asarray(jaxport.load(art)(x)))
+    res = run_cli("call", tmp_path / "m.run.json", "--inputs", tmp_path / "x.npy", "-o", tmp_path / "z.npy",
+                  "--benchmark", "2")
+    assert res.exit_code == 0, res.stderr
+    assert f"Wrote {tmp_path / 'z.npy'} (1 array)" in res.stdout and "benchmark (2 calls): p50 " in res.stdout
+    assert ", p99 " in res.stdout and ", max " in res.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), np.load(tmp_path / "y.npy"))
     res = run_cli("call", tmp_path / "m.run.json", "--random", "--dim", "batch=17")
     assert res.exit_code == 9
     assert res.stderr == (f"error[input]: {tmp_path / 'm.run.json'}: no function of m.vmfb fits inputs x (17, 784): "

@@ -114,7 +114,7 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
         shown_times = ", ".join(f"{k} {bench[f'{k}_s'] * 1e3:.3f} ms" for k in ("p50", "p90", "p99", "min", "max"))
         out.print(f"  benchmark ({bench['n']} call{'s' if bench['n'] != 1 else ''}): {shown_times}", markup=False)
     if p.output:
-        out.print(f"[green]Wrote[/] {escape(str(p['output']))} ({len(leaves)} array{'s' if len(leaves) != 1 else ''})")
+        out.print(f"[green]Wrote[/] {escape(str(p.output))} ({len(leaves)} array{'s' if len(leaves) != 1 else ''})")
 
 
 def _number(v) -> str:
