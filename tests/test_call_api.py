@@ -91,6 +91,12 @@ def test_request_is_frozen_and_takes_one_file_as_inputs():
     assert r.inputs == ("x.npy",) and r.allow_custom_calls == ("my_kernel",)
     with pytest.raises(AttributeError):
         r.seed = 3  # type: ignore[misc]
+    given = {"batch": 2}
+    made = CallRequest("mlp.jaxport", random=True, dims=given)
+    given["batch"] = 3  # the request keeps its own copy, which cannot be changed either
+    assert made.dims == {"batch": 2}
+    with pytest.raises(TypeError):
+        made.dims["batch"] = 4  # type: ignore[index]
 
 
 # --- running it -----------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from .. import dtypes
@@ -135,8 +136,8 @@ class CallRequest:
         set_(self, "inputs", _paths(self.inputs))
         set_(self, "allow_custom_calls", (self.allow_custom_calls,) if isinstance(self.allow_custom_calls, str)
              else tuple(self.allow_custom_calls))
-        set_(self, "dims", dict(self.dims))
-        set_(self, "ranges", dict(self.ranges))
+        set_(self, "dims", MappingProxyType(dict(self.dims)))  # read-only, as the rest of a frozen request
+        set_(self, "ranges", MappingProxyType(dict(self.ranges)))
         self._check_values()
         for problem in self._combination_problems():
             raise UsageError(problem)
