@@ -9,7 +9,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
+if TYPE_CHECKING:
+    from typing import Any
 
 #: A JSON string, to its closing quote or, unterminated, to the end (a dangling backslash included); what is left
 #: once strings are removed, but brackets; and how each bracket changes the nesting depth.

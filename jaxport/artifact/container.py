@@ -37,13 +37,12 @@ from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
 from . import zipwrite
 from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
+from .model import Manifest, MemberInfo, replace
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     import mmap
     from typing import Any
-
-    from .model import Manifest
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
@@ -63,7 +62,7 @@ def sha256(data: bytes | memoryview) -> str:
 
 def manifest_bytes(manifest: dict[str, Any] | Manifest) -> bytes:
     """The canonical JSON encoding of a manifest, its records or its JSON (also the sidecar file's content)."""
-    if not isinstance(manifest, dict):
+    if isinstance(manifest, Manifest):
         manifest = manifest.to_json()
     return (json.dumps(manifest, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
 
@@ -102,11 +101,20 @@ def data_offset(manifest_size: int, members: dict[str, Any], name: str) -> int:
     return zipwrite.data_offsets(sizes, _padding)[1 + list(members).index(name)]
 
 
+def listing(members: dict[str, Any]) -> dict[str, MemberInfo]:
+    """What the manifest lists of each member: its size and sha256 (a member is bytes, or streamed weights with
+    ``size``, ``sha256`` and ``chunks()``)."""
+    return {name: MemberInfo(_size(d), d.sha256 if hasattr(d, "chunks") else sha256(d)) for name, d in members.items()}
+
+
+def with_members(manifest: Manifest, members: dict[str, Any]) -> Manifest:
+    """The manifest with ``members`` listed (``listing``)."""
+    return replace(manifest, members=listing(members))
+
+
 def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
-    """Fill in ``manifest["members"]`` (each member's size and sha256: a member is bytes, or streamed weights with
-    ``size``, ``sha256`` and ``chunks()``); returns the manifest's bytes."""
-    manifest["members"] = {name: {"size": _size(d), "sha256": d.sha256 if hasattr(d, "chunks") else sha256(d)}
-                           for name, d in members.items()}
+    """Fill in ``manifest["members"]`` of a manifest's JSON (``listing``); returns the manifest's bytes."""
+    manifest["members"] = {name: info.to_json() for name, info in listing(members).items()}
     return manifest_bytes(manifest)
 
 
@@ -119,9 +127,11 @@ def write_members(fp: Any, manifest_raw: bytes, members: dict[str, Any], *, dire
     _write_members(fp, [(MANIFEST_NAME, manifest_raw), *members.items()], direct, written)
 
 
-def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
-    """Write the artifact file ``path`` atomically (``fill_members``, ``write_members``); returns its manifest."""
-    mbytes = fill_members(manifest, members)
+def write_artifact(path: str | Path, manifest: Manifest | dict[str, Any], members: dict[str, Any]) -> bytes:
+    """Write the artifact file ``path`` atomically with ``members`` listed in ``manifest`` (its records, or its JSON,
+    which is filled in: ``fill_members``); returns the manifest's bytes."""
+    mbytes = manifest_bytes(with_members(manifest, members)) if isinstance(manifest, Manifest) else \
+        fill_members(manifest, members)
     atomic_write(path, lambda f: write_members(f, mbytes, members))
     return mbytes
 
