@@ -7,7 +7,6 @@ Weights are written with names relative to their bound argument (``w1`` for the 
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,26 +18,27 @@ from ..module_scan import module_text
 from .calltree import walk
 from .container import Artifact
 from .manifest import function_names
+from .model import Manifest
 from .payload import module_bytes
 from .tensors import tensor_views
 
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
     """Every bound tensor as a read-only numpy view of the artifact (name -> array)."""
-    w = art.manifest.get("weights")
-    if not w:
+    w = art.model.weights
+    if w is None or not w.tensors:
         return {}
     if verify:
-        art.verify(w["member"])
-    return tensor_views(art.view(w["member"]), w["tensors"], str(art.path))
+        art.verify(w.member)
+    return tensor_views(art.view(w.member), w.tensors, str(art.path))
 
 
-def bound_arguments(manifest: Mapping[str, Any]) -> list[str]:
+def bound_arguments(manifest: Manifest | None) -> list[str]:
     """The names of the arguments bound to weights, over every function (``params``, or ``state/0`` for a bind
     inside an argument): a bound tensor is named ``ARGUMENT/path/in/its/tree``."""
     found: dict[str, None] = {}
-    for f in (manifest.get("functions") or {}).values():
-        for site in walk(f.get("signature")):
+    for f in manifest.functions.values() if manifest is not None else ():
+        for site in walk(f.signature):
             if site.kind == "bound":
                 found.setdefault(site.name, None)
     return list(found)
@@ -64,8 +64,7 @@ def weights_to_write(art: Artifact, argument: str | None = None, full_names: boo
     With one bound argument it is chosen; with several, ``argument`` names one (UsageError otherwise). A tensor
     outside every bound argument keeps its full name. ``full_names`` writes the artifact's names (``params/w1``), as
     the program's weights argument and ``compile``'s description name them."""
-    manifest = getattr(art, "manifest", None) or {}
-    arguments = bound_arguments(manifest)
+    arguments = bound_arguments(getattr(art, "model", None))
     if argument is not None and argument not in arguments:
         shown = ", ".join(arguments) if arguments else "none"
         raise UsageError(f"{art.path}: --arg {argument}: no argument of that name is bound to weights (bound "
@@ -160,10 +159,10 @@ def _write_npz(f: Any, arrays: dict[str, Any]) -> None:
 
 
 def _payload(art: Artifact, function: str | None) -> tuple[str, bytes]:
-    names = function_names(art.manifest, function)
+    names = function_names(art.model, function)
     if len(names) > 1:
         raise UsageError(f"{art.path}: the artifact holds {len(names)} functions ({', '.join(names)}); name one.")
-    return names[0], art.read(art.manifest["functions"][names[0]]["payload"])
+    return names[0], art.read(art.model.functions[names[0]].payload)
 
 
 def extract_payload(art: Artifact, function: str | None, output: str | Path) -> int:
