@@ -27,11 +27,16 @@ GOAL = 1.10
 RATIO = "after / before"
 ARTIFACTS = ["encoder", "mlp-bound"]
 
-# Runs the command-line ``main`` of the tree first on ``sys.path`` (the editable install's finder comes after it).
-CLI = "import sys; from jaxport_cli.main import main; sys.argv[0] = 'jaxport'; main()"
+# Drops the editable install's finder (which would map ``jaxport`` to this checkout), so that the tree first on
+# ``sys.path`` is the one imported; the processes run in a scratch directory, so that ``python -c`` does not put
+# the checkout itself first.
+OWN_TREE = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+            "if not type(f).__module__.startswith('__editable__')]\n")
+# Runs the command-line ``main`` of that tree.
+CLI = OWN_TREE + "from jaxport_cli.main import main; sys.argv[0] = 'jaxport'; main()"
 
 # Times ``validate`` on a manifest of many functions: the golden encoder's function, 200 times over.
-VALIDATE = """
+VALIDATE = OWN_TREE + """
 import json, sys, time, zipfile
 from jaxport.artifact import manifest
 raw = json.loads(zipfile.ZipFile(sys.argv[1]).read("manifest.json"))
@@ -101,7 +106,8 @@ def main() -> None:
                 for _ in range(1 + repeats):  # one untimed round first, as common.interleave does
                     for side in sides:
                         start = time.perf_counter()
-                        subprocess.run(side.argv, env=env[side.label], check=True, stdout=subprocess.DEVNULL)
+                        subprocess.run(side.argv, env=env[side.label], cwd=tmp, check=True,
+                                       stdout=subprocess.DEVNULL)
                         side.times.append(time.perf_counter() - start)
                 for side in sides:
                     del side.times[0]
@@ -111,7 +117,7 @@ def main() -> None:
         golden = common.REPO / "tests" / "golden" / "1.0" / "encoder.jaxport"
         for label in trees:
             out = subprocess.run([sys.executable, "-c", VALIDATE, str(golden), str(max(5, repeats * 5))],
-                                 env=env[label], check=True, capture_output=True, text=True).stdout
+                                 env=env[label], cwd=tmp, check=True, capture_output=True, text=True).stdout
             validate_rows.append(float(out))
     common.print_machine()
     print(f"before: {before_rev}; after: {args.after or 'the working tree'}\n")
