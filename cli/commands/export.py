@@ -72,9 +72,9 @@ def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, 
             con.print(f"[yellow]warning:[/] {render.escape(w)}")
         out = render.stdout()
         out.print(f"[green]Exported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
-        for fname, f in result.manifest["functions"].items():
+        for fname, f in result.model.functions.items():
             out.print(f"  {render.plain(signature(fname, f))}", markup=False)
-            out.print(f"  platforms: {render.plain(', '.join(f['platforms']))}", markup=False)
+            out.print(f"  platforms: {render.plain(', '.join(f.platforms))}", markup=False)
         if result.manifest_path:
             out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 

@@ -63,10 +63,10 @@ def command(module, spec_path, output, calling_convention, platforms, allow_cust
             con.print(f"[yellow]warning:[/] {render.escape(w)}")
         out = render.stdout()
         out.print(f"[green]Imported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
-        for fname, f in result.manifest["functions"].items():
+        for fname, f in result.model.functions.items():
             out.print(f"  {render.plain(signature(fname, f))}", markup=False)
-            out.print(f"  platforms: {render.plain(', '.join(f['platforms']))}; calling convention "
-                      f"{f['calling_convention_version']}", markup=False)
+            out.print(f"  platforms: {render.plain(', '.join(f.platforms))}; calling convention "
+                      f"{f.calling_convention_version}", markup=False)
         if result.manifest_path:
             out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 
