@@ -150,6 +150,22 @@ def test_the_run_layer_alone_asks_for_the_comparison(mlp, tmp_path):
         call(CallRequest(mlp, random=True, expect=tmp_path / "ref.npz", cache=False))
 
 
+def test_jaxport_run_call_is_the_run_layers_call(mlp, tmp_path):
+    import jaxport.run
+    from jaxport.run import calling
+
+    assert jaxport.run.call is calling.call and jaxport.run.CallRequest is CallRequest
+    assert jaxport.run.CallReport is jaxport.CallReport
+    report = jaxport.run.call(jaxport.run.CallRequest(mlp, random=True, dims={"batch": 2}, seed=1, cache=False,
+                                                      save_inputs=tmp_path / "in.npz"))
+    assert isinstance(report, jaxport.run.CallReport)
+    with np.load(tmp_path / "in.npz") as z:
+        x = z["x"]
+    np.testing.assert_allclose(report.leaves[0][1], np.asarray(jax.jit(_predict())(x)), rtol=1e-6, atol=1e-6)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        jaxport.run.nothing  # noqa: B018
+
+
 def test_progress_names_each_stage(mlp):
     said = []
     jaxport.call(CallRequest(mlp, random=True, cache=False), progress=said.append)
