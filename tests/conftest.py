@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples"
+from tests.support import EXAMPLES
 
 
 # Strictness: warnings are errors (pyproject's filterwarnings). JAX's rank-promotion check is left at its default:

@@ -23,7 +23,7 @@ import jaxport
 from jaxport._fsio import atomic_write, remove_stale_temporaries
 from jaxport.errors import OutputError
 
-from .conftest import EXAMPLES
+from tests.support import EXAMPLES
 from .hostile import faults
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from jaxport._fsio import atomic_output, atomic_write, check_output, command_inp
 from jaxport._text import visible
 from jaxport.errors import OutputError
 
-from .conftest import EXAMPLES
+from tests.support import EXAMPLES
 from .hostile.corpus import artifact as build_artifact
 
 # The characters that drive or fool a terminal: ESC (CSI and OSC sequences), BEL, C1 CSI, DEL, CR, backspace,
