@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +72,8 @@ def make_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 #: Test files that are corpora rather than one path per behaviour: the hostile-input corpus, the fuzzers, fault
-#: injection and the IREE deployment suite. `make test` runs them; `make test-fast` (JAXPORT_FAST=1) does not.
+#: injection and the IREE deployment suite, marked ``corpus``. `make test` runs them; `make test-fast`
+#: (``pytest -m "not slow and not corpus"``) does not.
 CORPUS_FILES = frozenset({"test_hostile.py", "test_fuzz.py", "test_faults.py", "test_iree_deploy.py",
                           "test_iree_padding.py"})
 
@@ -82,8 +82,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in CORPUS_FILES:
             item.add_marker(pytest.mark.corpus)
-    if os.environ.get("JAXPORT_FAST", "") not in ("", "0"):  # JAXPORT_FAST=0 runs everything, as unset does
-        skip = pytest.mark.skip(reason="JAXPORT_FAST set: the fast tier skips slow tests and corpora")
-        for item in items:
-            if "slow" in item.keywords or "corpus" in item.keywords:
-                item.add_marker(skip)
