@@ -1,4 +1,4 @@
-"""Shared fixtures: a strict JAX, the CLI driver and an artifact factory."""
+"""Shared fixtures: the CLI driver, an artifact factory and the bundled examples exported once per run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support import EXAMPLES
-
 
 # Strictness: warnings are errors (pyproject's filterwarnings). JAX's rank-promotion check is left at its default:
 # jaxport exports users' functions, which rely on broadcasting, and must see them as users run them.
@@ -69,6 +68,24 @@ def make_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return jaxport.export(entry, "spec.yaml", output=d / "out.jaxport", **options).path
 
     return make
+
+
+@pytest.fixture(scope="session")
+def mlp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/mlp exported once for the whole run. Shared: read it, call it, copy it, never change it in place."""
+    import jaxport
+
+    out = tmp_path_factory.mktemp("mlp") / "mlp.jaxport"
+    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
+
+
+@pytest.fixture(scope="session")
+def pytree_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/pytree exported once for the whole run (shared like ``mlp_path``)."""
+    import jaxport
+
+    out = tmp_path_factory.mktemp("pytree") / "enc.jaxport"
+    return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out).path
 
 
 #: Test files that are corpora rather than one path per behaviour: the hostile-input corpus, the fuzzers, fault

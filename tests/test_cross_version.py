@@ -30,7 +30,6 @@ import numpy as np
 import pytest
 
 from jaxport.artifact.compat import window
-
 from tests.support import EXAMPLES
 
 OTHERS = [p for p in os.environ.get("JAXPORT_COMPAT_PYTHON", "").split(os.pathsep) if p]

@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 import jaxport
-
 from tests.support import EXAMPLES, REPO
 
 SCHEMAS = REPO / "specs" / "schemas"

@@ -15,7 +15,6 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from jaxport.artifact import releases
-
 from tests.support import EXAMPLES, REPO
 
 PICK = REPO / "scripts" / "pick_python.sh"

@@ -13,7 +13,6 @@ import pytest
 
 import jaxport
 from jaxport.artifact import compat
-
 from tests.support import EXAMPLES, REPO
 
 JAX = importlib.metadata.version("jax")

@@ -17,7 +17,6 @@ import pytest
 import jaxport
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import SpecError
-
 from tests.support import EXAMPLES
 
 MLP_PARAMS = EXAMPLES / "mlp" / "params.npz"
@@ -62,10 +61,9 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, np.
 
 
 @pytest.fixture(scope="module")
-def unbound(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def unbound(mlp_path: Path) -> Path:
     """The MLP with its parameters closed over: no weights member."""
-    out = tmp_path_factory.mktemp("plain") / "plain.jaxport"
-    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
+    return mlp_path
 
 
 @pytest.fixture

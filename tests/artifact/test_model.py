@@ -11,7 +11,6 @@ import pytest
 
 from jaxport.artifact import container, manifest, model
 from jaxport.artifact.bounds import Bounds
-
 from tests.support import REPO
 
 GOLDEN = sorted((REPO / "tests" / "golden").glob("*/*.jaxport"))

@@ -19,7 +19,6 @@ from jaxport.artifact import age, compat, policy
 from jaxport.artifact.container import open_artifact, write_artifact
 from jaxport.artifact.releases import RELEASES, REVIEWED, SUPPORTED_JAX
 from jaxport.errors import PolicyFileError, UsageError
-
 from tests.support import REPO
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport"

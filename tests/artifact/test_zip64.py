@@ -10,8 +10,7 @@ import pytest
 
 import jaxport
 from jaxport.artifact.container import ALIGNMENT, open_artifact
-
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, example
 
 
 @pytest.fixture
@@ -32,9 +31,5 @@ def test_zip64_artifact_round_trip(tmp_path, small_zip64_limit):
                 assert member.offset % ALIGNMENT == 0, name
     x = np.load(EXAMPLES / "mlp" / "x.npy")
     params = dict(np.load(EXAMPLES / "mlp" / "params.npz"))
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mlp_model_zip64", EXAMPLES / "mlp" / "model.py")
-    model = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(model)
+    model = example("mlp")
     np.testing.assert_allclose(jaxport.load(out)(x), model.apply(params, x), rtol=1e-6, atol=1e-6)

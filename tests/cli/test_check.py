@@ -17,7 +17,6 @@ import jaxport
 from jaxport.artifact import compat, policy
 from jaxport.artifact.summary import human_bytes
 from jaxport.errors import PolicyFileError
-
 from tests.support import EXAMPLES, REPO
 
 JAX = jax.__version__
@@ -334,7 +333,7 @@ def test_a_fresh_export_passes_the_producer_age(run_cli, artifacts, monkeypatch)
 
 def test_producer_age_and_window_from_the_command_line(run_cli, tmp_path, monkeypatch):
     """An artifact whose recorded JAX is old fails --max-producer-age and --min-days-left; the same artifact recorded
-    with the newest JAX this jaxport supports passes (more cases: tests/test_policy_age.py)."""
+    with the newest JAX this jaxport supports passes (more cases: tests/artifact/test_policy_age.py)."""
     from jaxport.artifact.compat import CURRENT
     from jaxport.artifact.container import open_artifact, write_artifact
 

@@ -12,14 +12,12 @@ import pytest
 
 import jaxport
 from jaxport.artifact.container import MANIFEST_NAME, open_artifact, write_artifact
-
 from tests.support import EXAMPLES
 
 
 @pytest.fixture(scope="module")
-def pytree_artifact(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pytree") / "enc.jaxport"
-    return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out).path
+def pytree_artifact(pytree_path):
+    return pytree_path
 
 
 def test_signature_line_as_a_user_would_write_it(tmp_path, run_cli):

@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from jaxport._record import dataclass as light_dataclass
-
 from tests.support import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "1.0"

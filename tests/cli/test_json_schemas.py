@@ -16,7 +16,6 @@ from referencing import Registry, Resource
 
 import jaxport
 from jaxport.artifact import compat
-
 from tests.support import EXAMPLES, REPO
 
 JAX = importlib.metadata.version("jax")

@@ -4,7 +4,6 @@ run as the model does; clear errors for what cannot be bound; the inspect view; 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import re
@@ -24,8 +23,7 @@ import jaxport
 from jaxport.artifact import container
 from jaxport.artifact.container import ALIGNMENT, MANIFEST_NAME, open_artifact
 from jaxport.errors import EntrypointError, ExportError, FormatError, InputError, IntegrityError, SpecError
-
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, load_module
 
 # --- the bundled examples, bound three ways ---------------------------------------------------------------------
 
@@ -48,17 +46,10 @@ EXAMPLE_SPECS = [
 CASE_IDS = [f"{e}/{s}" for e, s, _ in EXAMPLE_SPECS]
 
 
-def _import(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def example_models() -> dict[str, Any]:
     """Each example's model.py, imported on its own (not through jaxport)."""
-    return {name: _import(EXAMPLES / name / "model.py", f"weights_example_{name}")
+    return {name: load_module(EXAMPLES / name / "model.py", f"weights_example_{name}")
             for name in ("mlp", "flax_linen", "flax_nnx", "equinox")}
 
 
@@ -315,7 +306,7 @@ def g(model, x):
 def test_nnx_model_with_dropout_rngs_and_batch_stats(workdir, entry, source):
     """An nnx model holding an Rngs stream (a typed PRNG key) binds as its state or as the module itself."""
     result = jaxport.export(entry, _write(workdir, NNX_DROPOUT_MODEL, _spec(source)), output="out.jaxport")
-    ns = _import(workdir / "model.py", "weights_nnx_dropout")
+    ns = load_module(workdir / "model.py", "weights_nnx_dropout")
     direct = jax.jit(ns.f)(ns.STATE, X4)
     np.testing.assert_allclose(jaxport.load(result.path)(X4), direct, rtol=1e-6, atol=1e-6)
     prefix = "state" if source.endswith("STATE") else "model"
@@ -396,7 +387,7 @@ def test_attribute_of_the_entry_points_file_is_read_from_the_same_module(workdir
 
     path = _export(workdir, COUNTING_MODEL, _spec("model.py:PARAMS"))
     assert (workdir / "imports.log").read_text() == "imported\n"
-    ns = _import(workdir / "model.py", "weights_counting")
+    ns = load_module(workdir / "model.py", "weights_counting")
     np.testing.assert_allclose(jaxport.load(path)(X4), eqx.filter_jit(ns.f)(ns.PARAMS, X4), rtol=1e-6, atol=1e-6)
 
 
@@ -714,7 +705,7 @@ def dtypes_artifact(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(d)
         path = jaxport.export("model.py:f", "spec.yaml", output=d / "dtypes.jaxport").path
-    return path, _import(d / "model.py", "weights_dtypes_model").PARAMS
+    return path, load_module(d / "model.py", "weights_dtypes_model").PARAMS
 
 
 def test_inspect_shows_counts_bytes_per_dtype_and_the_largest(dtypes_artifact, run_cli):
@@ -789,7 +780,7 @@ def test_safetensors_with_bfloat16_binds(workdir):
             "    return (x.astype(jnp.bfloat16) @ params['w']).astype(jnp.float32) + params['b']\n"
     path = _export(workdir, model, _spec("p.safetensors"))
     assert _manifest(path)["weights"]["tensors"]["params/w"]["dtype"] == "bfloat16"
-    ns = _import(workdir / "model.py", "weights_bf16_safetensors")
+    ns = load_module(workdir / "model.py", "weights_bf16_safetensors")
     expected = jax.jit(ns.f)({"w": jnp.asarray(w), "b": jnp.ones(2, jnp.float32)}, X4)
     np.testing.assert_array_equal(jaxport.load(path)(X4), np.asarray(expected))
 

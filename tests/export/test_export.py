@@ -15,8 +15,7 @@ import pytest
 
 import jaxport
 from jaxport.artifact.container import open_artifact
-
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, example
 
 
 def _deserialize(path: Path, fname: str):
@@ -36,18 +35,9 @@ def pytree_artifact(tmp_path_factory):
     return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out)
 
 
-def _load_example(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / name / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("batch", [1, 7, 128, 4096])
 def test_mlp_payload_matches_function(mlp_artifact, batch):
-    model = _load_example("mlp")
+    model = example("mlp")
     exp = _deserialize(mlp_artifact.path, "predict")
     x = np.random.default_rng(batch).standard_normal((batch, 784)).astype(np.float32)
     np.testing.assert_allclose(exp.call(x), jax.jit(model.predict)(x), rtol=1e-6, atol=1e-6)
@@ -71,7 +61,7 @@ def test_mlp_manifest_describes_signature(mlp_artifact):
 
 @pytest.mark.parametrize("batch,h", [(1, 2), (5, 3), (16, 2), (64, 8)])
 def test_pytree_payload_matches_function(pytree_artifact, batch, h):
-    model = _load_example("pytree")
+    model = example("pytree")
     exp = _deserialize(pytree_artifact.path, "encode")
     rng = np.random.default_rng(batch * 100 + h)
     x = rng.standard_normal((batch, 2 * h)).astype(np.float32)
@@ -102,7 +92,7 @@ def test_multiplatform_export_on_cpu(tmp_path):
     exp = _deserialize(r.path, "predict")
     assert exp.platforms == ("cpu", "cuda", "tpu")
     x = np.ones((3, 784), np.float32)
-    np.testing.assert_allclose(exp.call(x), jax.jit(_load_example("mlp").predict)(x), rtol=1e-6)
+    np.testing.assert_allclose(exp.call(x), jax.jit(example("mlp").predict)(x), rtol=1e-6)
 
 
 def test_platform_option_overrides_spec(tmp_path):

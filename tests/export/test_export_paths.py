@@ -18,8 +18,7 @@ from jaxport.artifact import model
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import UsageError
 from jaxport.verify import recorded
-
-from tests.support import EXAMPLES, REPO
+from tests.support import EXAMPLES, REPO, load_module
 
 MLP = EXAMPLES / "mlp"
 
@@ -216,11 +215,7 @@ def test_export_bind_then_verify_passes(tmp_path, run_cli, monkeypatch):
     assert report["passed"] and report["spec"]["checked"] and report["spec"]["differences"] == []
     assert len(report["cases"]) == 3
     # the artifact computes what the function does with those weights
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mlp_for_bind_test", work / "model.py")
-    model = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(model)
+    model = load_module(work / "model.py", "mlp_for_bind_test")
     x = np.random.default_rng(0).standard_normal((5, 784)).astype(np.float32)
     params = dict(np.load(work / "params.npz"))
     np.testing.assert_allclose(jaxport.load("a.jaxport")(x=x), model.apply(params, x), rtol=1e-5, atol=1e-6)

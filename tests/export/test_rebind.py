@@ -4,7 +4,6 @@ is the artifact a fresh export with the new weights writes, and any change of th
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -23,17 +22,9 @@ from referencing import Registry, Resource
 import jaxport
 from jaxport.artifact.container import open_artifact
 from jaxport.export.paths import RootPaths
-
-from tests.support import EXAMPLES, REPO
+from tests.support import EXAMPLES, REPO, load_module
 
 PAYLOAD = "functions/apply.jaxexport"
-
-
-def _import(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _sha(path: str | Path) -> str:
@@ -70,7 +61,7 @@ def mlp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("model.py", "spec-npz.yaml", "spec.yaml", "params.npz", "x.npy"):
         shutil.copy(EXAMPLES / "mlp" / name, d / name)
     monkeypatch.chdir(d)
-    model = _import(d / "model.py", "rebind_mlp_model")
+    model = load_module(d / "model.py", "rebind_mlp_model")
     np.savez(d / "w2.npz", **model.init_params(1))
     jaxport.export("model.py:apply", "spec-npz.yaml", output="a.jaxport")
     return d
@@ -82,7 +73,7 @@ def _w(d: Path, name: str = "w2.npz") -> dict[str, np.ndarray]:
 
 
 def _run_model(d: Path, params: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    return np.asarray(jax.jit(_import(d / "model.py", "rebind_mlp_reference").apply)(params, x))
+    return np.asarray(jax.jit(load_module(d / "model.py", "rebind_mlp_reference").apply)(params, x))
 
 
 # --- the result is a fresh export with the new weights -------------------------------------------------------------
@@ -175,7 +166,7 @@ def test_framework_models_rebound_from_files_equal_a_fresh_export(tmp_path, monk
     payload = f"functions/{fn}.jaxexport"
     assert _member("b.jaxport", payload) == _member("a.jaxport", payload)
     x = np.load("x.npy")
-    model = _import(d / "model.py", f"rebind_{example}_model")
+    model = load_module(d / "model.py", f"rebind_{example}_model")
     want = np.asarray(jax.jit(getattr(model, fn))(_nest(new), x))
     np.testing.assert_allclose(np.asarray(jaxport.load("b.jaxport")(x)), want, rtol=1e-5, atol=1e-5)
 
@@ -188,7 +179,7 @@ def test_live_framework_objects_rebind_from_memory(tmp_path, monkeypatch, exampl
     shutil.copytree(EXAMPLES / example, d)
     monkeypatch.chdir(d)
     jaxport.export("model.py:apply", "spec.yaml", output="a.jaxport")
-    model = _import(d / "model.py", f"rebind_live_{example}")
+    model = load_module(d / "model.py", f"rebind_live_{example}")
     if example == "flax_linen":
         value = model.init_variables(7)
     elif example == "flax_nnx":
@@ -211,7 +202,7 @@ def test_live_framework_objects_rebind_from_memory(tmp_path, monkeypatch, exampl
 
 
 def test_in_memory_dict_of_jax_arrays(mlp):
-    model = _import(mlp / "model.py", "rebind_mlp_memory")
+    model = load_module(mlp / "model.py", "rebind_mlp_memory")
     w3 = {k: jax.numpy.asarray(v) * 2 for k, v in model.init_params(3).items()}
     result = jaxport.rebind("a.jaxport", {"params": w3}, "b.jaxport")
     assert result.manifest["functions"]["apply"]["signature"]["args"][0] == {"bound": "<in-memory>",
@@ -500,7 +491,7 @@ def sharded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("model.py", "spec.yaml", "params.npz", "x.npy"):
         shutil.copy(EXAMPLES / "sharded" / name, d / name)
     monkeypatch.chdir(d)
-    np.savez("p2.npz", **_import(d / "model.py", "rebind_sharded_model").init_params(3))
+    np.savez("p2.npz", **load_module(d / "model.py", "rebind_sharded_model").init_params(3))
     jaxport.export("model.py:predict", "spec.yaml", output="predict.jaxport")
     return d
 

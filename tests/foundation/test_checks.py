@@ -19,7 +19,6 @@ from jaxport._jax_internals import (
 from jaxport.artifact.container import open_artifact
 from jaxport.checks import check_custom_calls, unstable_targets
 from jaxport.module_scan import CustomCall, ModuleScan
-
 from tests.support import EXAMPLES
 
 

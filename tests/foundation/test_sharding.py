@@ -17,7 +17,6 @@ import pytest
 
 import jaxport
 from jaxport.artifact.container import open_artifact
-
 from tests.support import EXAMPLES, REPO
 
 

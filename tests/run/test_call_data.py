@@ -4,7 +4,6 @@ Values are compared with the function run directly."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -20,8 +19,7 @@ import jaxport
 from jaxport import _safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
 from jaxport.run import inputs, npyio, outputs
-
-from tests.support import EXAMPLES, REPO
+from tests.support import EXAMPLES, REPO, example, load_module
 
 EMBED = '''
 import jax.numpy as jnp
@@ -63,13 +61,6 @@ args:
 '''
 
 
-def _module(path):
-    spec = importlib.util.spec_from_file_location(f"call_data_{path.parent.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """The artifacts of this file, exported once: embed with a spec declaring ranges and without, the MLP of
@@ -87,7 +78,7 @@ def models(tmp_path_factory):
         "poison": jaxport.export(f"{d}/model.py:poison", d / "x.yaml", output=d / "poison.jaxport").path,
         "f32": jaxport.export(f"{d}/model.py:f16_in", d / "x.yaml", output=d / "f32.jaxport").path,
     }
-    return paths, _module(d / "model.py")
+    return paths, load_module(d / "model.py")
 
 
 @pytest.fixture
@@ -284,7 +275,7 @@ def test_save_inputs_round_trips_bytes_and_values(call, models, tmp_path):
     assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
     x = _npz(tmp_path / "a.npz")["x"]
     assert x.shape == (3, 784) and x.dtype == np.float32
-    mlp = _module(EXAMPLES / "mlp" / "model.py")
+    mlp = example("mlp")
     want = np.asarray(jax.jit(mlp.predict)(x))
     for out in ("o1.npz", "o2.npz"):
         np.testing.assert_allclose(_npz(tmp_path / out)["output"], want, rtol=1e-5, atol=1e-6)

@@ -16,18 +16,7 @@ from jaxport_cli.errors import exit_code
 
 import jaxport
 from jaxport import CallRequest, InputError, ReferenceMismatch, UsageError, VerificationError
-
-from tests.support import EXAMPLES, REPO
-
-
-def _predict():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("example_mlp_call_api", EXAMPLES / "mlp" / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.predict
-
+from tests.support import REPO, example
 
 PAIR = "def f(x, y):\n    return x.sum(axis=1) + y.sum(axis=1)\n"
 PAIR_SPEC = ("jaxport: 1\ndims:\n  b: {min: 1, max: 8}\n  h: {min: 1, max: 64}\nconstraints: [\"h <= 4*b\"]\n"
@@ -35,9 +24,8 @@ PAIR_SPEC = ("jaxport: 1\ndims:\n  b: {min: 1, max: 8}\n  h: {min: 1, max: 64}\n
 
 
 @pytest.fixture(scope="module")
-def mlp(tmp_path_factory):
-    out = tmp_path_factory.mktemp("api") / "mlp.jaxport"
-    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
+def mlp(mlp_path):
+    return mlp_path
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +97,7 @@ def test_call_returns_the_functions_outputs(mlp, tmp_path):
     np.save(tmp_path / "x.npy", x)
     report = jaxport.call(CallRequest(mlp, inputs=[tmp_path / "x.npy"], output=tmp_path / "out.npz", benchmark=4,
                                       cache=False))
-    want = np.asarray(jax.jit(_predict())(x))
+    want = np.asarray(jax.jit(example("mlp").predict)(x))
     ((name, got),) = report.leaves
     assert name == "output"
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

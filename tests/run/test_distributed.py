@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import jaxport
-
 from tests.support import EXAMPLES
 
 

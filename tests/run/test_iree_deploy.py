@@ -17,8 +17,7 @@ import pytest
 import jaxport
 from jaxport.run import iree_loader
 from jaxport.run.deploy import compile_artifact
-
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, example
 
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
@@ -156,7 +155,6 @@ def test_mlp_module_has_a_function_per_bucket_and_a_run_description(mlp):
 
 
 def test_the_parameter_archive_holds_the_bound_tensors_by_name(mlp):
-    import importlib.util
 
     import iree.runtime as rt
 
@@ -165,9 +163,7 @@ def test_the_parameter_archive_holds_the_bound_tensors_by_name(mlp):
     index.load(str(compiled.parameters))
     entries = dict(index.items())
     assert list(entries) == ["params/b1", "params/b2", "params/w1", "params/w2"]
-    spec = importlib.util.spec_from_file_location("mlp_model", EXAMPLES / "mlp" / "model.py")
-    model = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(model)
+    model = example("mlp")
     for name, entry in entries.items():
         stored = rt.parameter_index_entry_as_numpy_flat_ndarray(entry).view(np.float32)
         np.testing.assert_array_equal(stored, model.PARAMS[name.split("/")[1]].reshape(-1))

@@ -21,7 +21,6 @@ from jaxport.errors import InputError, UsageError
 from jaxport.run.inputs import random_inputs
 from jaxport.verify import compare, plan, spec_check
 from jaxport.verify.runner import verify
-
 from tests.support import EXAMPLES
 
 MODEL = '''

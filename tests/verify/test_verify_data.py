@@ -22,7 +22,6 @@ import jaxport
 from jaxport.run.inputs import random_inputs
 from jaxport.verify import compare, runner
 from jaxport.verify.runner import verify
-
 from tests.support import EXAMPLES, REPO
 
 MODEL = '''
