@@ -22,7 +22,6 @@ from jaxport.artifact.bounds import Bounds
 from jaxport.artifact.container import open_artifact
 from jaxport.artifact.implication import IMPLIED, REFUTED, UNDECIDED, System, implies
 from jaxport.artifact.linear_integer import GaveUp, row, solve
-
 from tests.support import EXAMPLES
 
 STEPS = 2_000_000
@@ -370,6 +369,7 @@ def nnx_dir(tmp_path, monkeypatch):
     return d
 
 
+@pytest.mark.slow
 def test_extracted_weights_bind_again_and_diff_finds_no_breaking_change(nnx_dir, run_cli):
     """The issue's case: state bound from params.npz, extracted, bound again: no 'state/state/...' and no breaking
     lines for an identical program."""

@@ -3,7 +3,6 @@ message and exit code, outputs on disk, JSON, benchmark and the compilation cach
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -16,29 +15,9 @@ import pytest
 
 import jaxport
 from jaxport.run import inputs
-
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, example, load_module
 
 LOCAL = jax.export.default_export_platform()  # "cpu" on a CPU-only machine
-
-
-def _example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}_call", EXAMPLES / name / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def mlp_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("mlp") / "mlp.jaxport"
-    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
-
-
-@pytest.fixture(scope="module")
-def pytree_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pytree") / "enc.jaxport"
-    return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out).path
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +44,11 @@ def _outputs(path):
 
 
 def _mlp_ref(x):
-    return np.asarray(jax.jit(_example("mlp").predict)(x))
+    return np.asarray(jax.jit(example("mlp").predict)(x))
 
 
 def _encode_ref(arrays):
-    model = _example("pytree")
+    model = example("pytree")
     params = {"w": arrays["params/w"], "b": arrays["params/b"]}
     out = jax.jit(model.encode, static_argnums=2)(arrays["x"], arrays["mask"], 3, params=params)
     return {k: np.asarray(v) for k, v in out.items()}
@@ -152,9 +131,7 @@ def test_pytree_random(call, pytree_path, dims, expected):
 
 
 def test_bundled_demo_input(call, mlp_path):
-    spec = importlib.util.spec_from_file_location("make_inputs", EXAMPLES / "mlp" / "make_inputs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(EXAMPLES / "mlp" / "make_inputs.py", "make_inputs")
     x = np.load(EXAMPLES / "mlp" / "x.npy", allow_pickle=False)
     np.testing.assert_array_equal(x, module.make_x())
     assert x.shape == (4, 784) and x.dtype == np.float32

@@ -33,8 +33,9 @@ def _stages(stderr: str) -> list[str]:
     return [LINE.fullmatch(line).group(1) for line in lines]  # type: ignore[union-attr]
 
 
-@pytest.fixture
-def mlp(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("progress")
     res = _jaxport(tmp_path, "export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes",
                    str(EXAMPLES / "mlp" / "spec.yaml"), "-o", "mlp.jaxport")
     assert res.returncode == 0, res.stderr

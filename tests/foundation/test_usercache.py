@@ -12,7 +12,6 @@ import pytest
 import jaxport
 from jaxport import isolate, usercache
 from jaxport.errors import FormatError
-
 from tests.support import EXAMPLES, REPO
 
 
@@ -76,6 +75,7 @@ def test_a_pass_is_remembered_in_the_cache_and_used_by_the_next_process(payloads
     assert len(children) == 1
 
 
+@pytest.mark.slow
 def test_another_program_is_checked_again(payloads, children, monkeypatch, tmp_path):
     isolate.check_payload(payloads["mlp"], "mlp.jaxport", "predict")
     _forget(monkeypatch)
@@ -83,6 +83,7 @@ def test_another_program_is_checked_again(payloads, children, monkeypatch, tmp_p
     assert len(children) == 2 and len(_verdicts(tmp_path)) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "other program", "other jaxlib", "older check", "link",
                                     "too large", "directory"])
 def test_a_damaged_or_foreign_verdict_is_ignored_and_replaced(payloads, children, monkeypatch, tmp_path, damage):
@@ -160,6 +161,7 @@ print(json.dumps({"forks": len(forks), "result": result}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["good", "crash", "hang", "backends", "thread", "no-fork"])
 def test_the_check_forks_where_it_is_safe(payloads, tmp_path, case):
     """With JAX imported and nothing running, the child is a fork of the caller (no second JAX import); its crash or

@@ -24,7 +24,6 @@ from jaxport.artifact.container import open_artifact
 from jaxport.importer import build as importer
 from jaxport.importer import signature
 from jaxport.module_scan import module_text
-
 from tests.support import REPO
 
 FOREIGN = Path(__file__).resolve().parents[1] / "foreign"
@@ -74,6 +73,7 @@ def imported(tmp_path_factory) -> dict[str, Path]:
 # --- the corpus ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_corpus_through_the_command_line(case, work, run_cli):
     spec = ["--shapes", case["spec"]] if case["spec"] else []
@@ -101,6 +101,7 @@ def test_corpus_through_python(case, imported):
     _assert_outputs({n: np.asarray(v) for n, v in zip(case["outputs"], leaves)}, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_corpus_through_iree(case, imported):
     pytest.importorskip("iree.runtime")

@@ -16,7 +16,6 @@ import pytest
 import jaxport
 from jaxport import _jax_internals, checks
 from jaxport.errors import InputError, IntegrityError
-
 from tests.support import EXAMPLES
 
 #: A fresh process that loads an artifact, calls it on ARGS (.npy files) and prints what it imported and the result.
@@ -44,6 +43,7 @@ def _call_fresh(artifact: Path, tmp_path: Path, *inputs: np.ndarray) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_program_without_lapack_runs_without_starting_lapack_or_jax_extend(tmp_path):
     artifact = jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp/spec.yaml",
                               output=tmp_path / "mlp.jaxport").path
@@ -59,6 +59,7 @@ def test_a_program_without_lapack_runs_without_starting_lapack_or_jax_extend(tmp
     np.testing.assert_allclose(np.asarray(got["y"], np.float32), np.asarray(predict(x)), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_program_that_calls_lapack_still_starts_it(make_artifact, tmp_path):
     """And in a fresh process: under jax 0.9.x, which does not start LAPACK for an exported call, the call crashed
     the process (SIGSEGV) before jaxport started it itself."""
@@ -212,7 +213,6 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
     from jaxport_cli.commands import call
 
     from jaxport.run import outputs
-
     from tests.cli.test_inspect import _CONSOLES, _Terminal
 
     f = jaxport.load(mlp)
@@ -237,6 +237,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
     assert compared == 2 * 2 * 6
 
 
+@pytest.mark.slow
 def test_a_plain_call_on_a_pipe_imports_no_rich(mlp, tmp_path):
     probe = ("import sys\nfrom jaxport_cli.main import main\nsys.argv = ['jaxport', *sys.argv[1:]]\ntry:\n    main()\n"
              "finally:\n    sys.stderr.write('rich loaded: %s\\n' % any(m == 'rich' or m.startswith('rich.')"

@@ -524,6 +524,7 @@ def _damage(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> bytes
     return bytes(out[:cut] if cut is not None else out)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=4),
        cut=st.one_of(st.none(), st.integers(0, 400)))

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import jaxport
-
 from tests.support import EXAMPLES
 
 pytest.importorskip("iree.compiler")
@@ -30,6 +29,7 @@ def artifacts(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,dims", [("mlp", {"batch": 1}), ("mlp", {"batch": 7}), ("mlp", {"batch": 4096}),
                                        ("bound", {"batch": 3}), ("multi", {"batch": 5}),
                                        ("pytree", {"batch": 4, "h": 3}), ("pytree", {"batch": 16, "h": 2})])
@@ -120,6 +120,7 @@ def f(x):
 """
 
 
+@pytest.mark.slow
 def test_cumulative_operations_over_a_polymorphic_axis_run_on_iree(make_artifact, run_cli, tmp_path):
     """JAX lowers them to stablehlo.dynamic_reduce_window custom calls, which specialization removes."""
     path = make_artifact(CUMULATIVE, "jaxport: 1\ndims: {b: {max: 64}}\nargs: ['f32[b, 3]']\n")
@@ -157,6 +158,7 @@ open("top_k.mlirbc", "wb").write(exported.mlir_module_serialized)
 """
 
 
+@pytest.mark.slow
 def test_an_imported_dynamic_top_k_module_runs_on_iree(tmp_path, run_cli, monkeypatch):
     """A module JAX wrote with a stablehlo.dynamic_top_k custom call (k depends on the input's size), imported."""
     monkeypatch.chdir(tmp_path)

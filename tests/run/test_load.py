@@ -3,7 +3,6 @@ before compiling (platform, custom calls, payload against manifest), the compila
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import zipfile
@@ -19,29 +18,9 @@ from jaxport.artifact import container
 from jaxport.errors import FormatError, InputError, IntegrityError, OutputError, PlatformError, PolicyError, UsageError
 from jaxport.run import inputs, npyio, outputs
 from jaxport.run.cache import compilation_cache, default_cache_dir
-
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, example
 
 LOCAL = jax.export.default_export_platform()  # "cpu" on a CPU-only machine
-
-
-def _example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}_runtime", EXAMPLES / name / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def mlp_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("mlp") / "mlp.jaxport"
-    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
-
-
-@pytest.fixture(scope="module")
-def pytree_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pytree") / "enc.jaxport"
-    return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out).path
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +43,7 @@ def _encode_args(batch, h, seed=0):
 
 @pytest.mark.parametrize("batch", [1, 7, 256, 4096])
 def test_mlp_matches_the_function(mlp, batch):
-    model = _example("mlp")
+    model = example("mlp")
     x = np.random.default_rng(batch).standard_normal((batch, 784)).astype(np.float32)
     got = mlp(x)
     assert isinstance(got, jax.Array) and got.shape == (batch, 10) and got.dtype == jnp.float32
@@ -73,7 +52,7 @@ def test_mlp_matches_the_function(mlp, batch):
 
 @pytest.mark.parametrize("batch,h", [(1, 2), (16, 2), (5, 3), (64, 8), (4096, 512)])
 def test_pytree_matches_the_function(encode, batch, h):
-    model = _example("pytree")
+    model = example("pytree")
     x, mask, params = _encode_args(batch, h, seed=batch + h)
     got = encode(x, mask, params=params)
     want = jax.jit(model.encode, static_argnums=2)(x, mask, 3, params=params)
@@ -188,7 +167,7 @@ def test_wrong_platform(tmp_path):
     # This program has nothing TPU-specific, so with the check disabled it runs.
     loaded = jaxport.load(path, allow_platform_mismatch=True)
     x = np.ones((2, 784), np.float32)
-    np.testing.assert_allclose(loaded(x), jax.jit(_example("mlp").predict)(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loaded(x), jax.jit(example("mlp").predict)(x), rtol=1e-6, atol=1e-6)
 
 
 def test_platform_mismatch_that_cannot_compile_is_a_platform_error(tmp_path):
@@ -206,7 +185,7 @@ def test_multi_platform_artifact_runs_on_cpu(tmp_path):
     path = jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec-multiplatform.yaml",
                           output=tmp_path / "multi.jaxport").path
     x = np.random.default_rng(0).standard_normal((3, 784)).astype(np.float32)
-    np.testing.assert_allclose(jaxport.load(path)(x), jax.jit(_example("mlp").predict)(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jaxport.load(path)(x), jax.jit(example("mlp").predict)(x), rtol=1e-6, atol=1e-6)
 
 
 def _rewrite(src, dst, edit):

@@ -105,6 +105,7 @@ def test_streaming_needs_axis_0_shared_by_every_input_and_output(arts, run_cli, 
         streaming.call(arts["rows"], {"x": np.ones((4, 64), np.float32), "y": np.ones(5, np.float32)}, 2)
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_by_the_chunks(arts, tmp_path):
     """A 32 MB input streamed in 1 MB chunks: Python-side allocations stay a few chunks, not the input."""
     n = 1 << 17

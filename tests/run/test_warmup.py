@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import jaxport
-
 from tests.support import EXAMPLES, REPO
 
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
@@ -27,9 +26,8 @@ if "jaxport.isolate:_read_program" in sys.argv:
 
 
 @pytest.fixture(scope="module")
-def mlp(tmp_path_factory):
-    out = tmp_path_factory.mktemp("warm") / "mlp.jaxport"
-    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
+def mlp(mlp_path):
+    return mlp_path
 
 
 def _run(*args, env=None, cwd=None):
@@ -52,6 +50,7 @@ def _predict(x):
     return np.asarray(predict(x))
 
 
+@pytest.mark.slow
 def test_warmup_then_call_compiles_nothing_and_checks_nothing(mlp, tmp_path):
     """A call in a fresh process after `warmup` fetches the executable from the cache (JAX's cache-hit event),
     writes nothing to the cache, starts no checking child (a tripwire kills any), and gives the model's numbers;
@@ -107,6 +106,7 @@ def _check_version() -> str:
     return isolate._CHECK_VERSION
 
 
+@pytest.mark.slow
 def test_warmup_prints_the_checks_verdict(mlp, tmp_path):
     """The first warm-up into a cache checks the program and records the verdict; the next one finds it there."""
     cache = tmp_path / "cache"
