@@ -19,7 +19,7 @@ is raw little-endian numbers.
 The writer lays the data out by decreasing item size (so every tensor is aligned to its item size, as the
 safetensors library lays it out) and keeps the caller's order in the header, which the reader returns; the header is
 compact JSON padded with spaces to a multiple of 8 bytes. Files it writes are read by ``safetensors.numpy.load``,
-and files that library writes are read here (``tests/test_safetensors.py``).
+and files that library writes are read here (``tests/foundation/test_safetensors.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Pure data: reading a manifest must not import numpy or JAX. The canonical name o
 Every fact about a dtype is a field of its :class:`DType` entry in :data:`TABLE` (its safetensors tag, MLIR element
 type, whether ml_dtypes defines it, precision, default tolerances, ...): the lookup tables other modules use
 (:data:`BY_SAFETENSORS`, :data:`BY_MLIR`, :data:`NOT_IN_NPY`, ``verify.compare.TOLERANCES``, ...) are derived from
-it, so a new dtype is one entry (``tests/test_dtypes.py`` checks that no module spells such a table itself).
+it, so a new dtype is one entry (``tests/foundation/test_dtypes.py`` checks that no module spells such a table itself).
 
 Typed PRNG keys (``jax.random.key`` arrays) are element types too, of kind ``key``: their canonical name is JAX's
 (``key<fry>`` for threefry2x32, ``key<rbg>``, ``key<urbg>`` for unsafe_rbg), which is also their short name. A key

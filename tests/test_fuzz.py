@@ -33,8 +33,7 @@ from jaxport.artifact import container, manifest
 from jaxport.errors import FormatError, InputError, SpecError
 from jaxport.run import npyio
 from jaxport.spec import parse_spec
-
-from .hostile import zipmodel
+from tests.hostile import zipmodel
 
 EXAMPLES = int(os.environ.get("JAXPORT_FUZZ_EXAMPLES", "0")) or None
 RANDOM = bool(os.environ.get("JAXPORT_FUZZ_RANDOM"))

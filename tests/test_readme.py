@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.support import REPO
 
 README = (REPO / "README.md").read_text()
 
@@ -37,6 +37,7 @@ def _producer_age() -> int:
     return compat.dating(jax.__version__).producer_age() or 0
 
 
+@pytest.mark.slow
 def test_quick_start_and_call_commands_run(tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     bindir = Path(sys.executable).parent
@@ -77,6 +78,7 @@ def _python_blocks(heading: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
+@pytest.mark.slow
 def test_from_python_examples_run(tmp_path):
     """The "From Python" section's code blocks, run in order as one script (a later block uses the names an earlier
     one defined) in a fresh process, in a directory holding a copy of the examples."""
@@ -117,6 +119,7 @@ def _cache_files(directory: Path) -> set[str]:
     return {p.name for p in directory.iterdir()}
 
 
+@pytest.mark.slow
 def test_warm_up_commands_run(tmp_path):
     """The Warm-up block runs as written after the quick start's export: warmup prints the check's verdict, and the
     call after it fetches its program from the cache (it adds nothing there)."""

@@ -210,6 +210,7 @@ def _cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "code", "line"), [
     (["inspect", "{fifo}"], 7, "error[format]: {fifo}: is a FIFO (named pipe), not an artifact: " + ONLY_REGULAR),
     (["inspect", "{zero}"], 7, "error[format]: {zero}: is a character device, not an artifact: " + ONLY_REGULAR),

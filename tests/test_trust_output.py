@@ -25,9 +25,8 @@ import pytest
 from jaxport._fsio import atomic_output, atomic_write, check_output, command_inputs, note_input
 from jaxport._text import visible
 from jaxport.errors import OutputError
-
-from .conftest import EXAMPLES
-from .hostile.corpus import artifact as build_artifact
+from tests.hostile.corpus import artifact as build_artifact
+from tests.support import EXAMPLES
 
 # The characters that drive or fool a terminal: ESC (CSI and OSC sequences), BEL, C1 CSI, DEL, CR, backspace,
 # bidirectional overrides and isolates, zero-width and invisible characters, a lone surrogate.
