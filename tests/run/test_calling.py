@@ -149,7 +149,8 @@ def test_jaxport_run_call_is_the_run_layers_call(mlp, tmp_path):
     assert isinstance(report, jaxport.run.CallReport)
     with np.load(tmp_path / "in.npz") as z:
         x = z["x"]
-    np.testing.assert_allclose(report.leaves[0][1], np.asarray(jax.jit(example("mlp").predict)(x)), rtol=1e-6, atol=1e-6)
+    want = np.asarray(jax.jit(example("mlp").predict)(x))
+    np.testing.assert_allclose(report.leaves[0][1], want, rtol=1e-6, atol=1e-6)
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         jaxport.run.nothing  # noqa: B018
 
