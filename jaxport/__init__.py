@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .run.load import load
     from .run.loaded import Loaded
     from .spec import ShapeSpec, load_spec, parse_spec
-    from .specbuild import Spec
+    from .specbuild import Like, Spec, like
     from .verify.runner import verify as verify_artifact
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "JaxportError",
+    "Like",
     "Loaded",
     "OutputError",
     "PlatformError",
@@ -79,6 +80,7 @@ __all__ = [
     "diff_artifacts",
     "export",
     "import_stablehlo",
+    "like",
     "load",
     "load_policy",
     "load_spec",
@@ -94,6 +96,8 @@ _LAZY = {
     "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
     "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
     "Spec": ("jaxport.specbuild", "Spec"),
+    "Like": ("jaxport.specbuild", "Like"),
+    "like": ("jaxport.specbuild", "like"),
     "load_spec": ("jaxport.spec", "load_spec"),
     "parse_spec": ("jaxport.spec", "parse_spec"),
     "load": ("jaxport.run.load", "load"),

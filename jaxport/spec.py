@@ -23,6 +23,7 @@ from . import dimexpr, dtypes, output_names
 from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
 from .sharding import indivisible, parse_mesh, parse_partition_spec
+from .spec_like import LIKE_KEYS, parse_like
 from .spec_values import check_artifact_name, check_function_name, check_platform, input_range, suggest
 
 #: Spec format versions this release reads. History:
@@ -304,6 +305,10 @@ class _Parser:
                                                            f"or a Python attribute 'model.py:NAME', found {source!r}.")
                 bound_sharding = self.bind_sharding(raw, path) if "sharding" in raw else None
                 return BindLeaf(source.strip(), self.where(raw.key_lines["bind"]), sharding=bound_sharding)
+            if "like" in raw:
+                _check_keys(raw, LIKE_KEYS, self.file, f"the 'like' argument {path}")
+                return parse_like(raw, path, self.where, lambda sub, here, at: self.leaf_or_tree(sub, here, at),
+                                  lambda dim, here, at: self.dims([dim], here, at)[0], ArrayLeaf)
             if "shape" in raw:
                 _check_keys(raw, _LONG_LEAF_KEYS, self.file, f"the array spec {path}")
                 if "dtype" not in raw:

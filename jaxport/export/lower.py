@@ -27,6 +27,7 @@ from ..sharding import jit_sharded, spec_leaf
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
 from .bind import bound_note, entry_modules, load_binds, missing_bound_key, missing_key_error, weight_partition_specs
 from .entrypoint import Entrypoint
+from .like import LikeTree, expand_likes, like_types, plain_outputs
 from .tracing import exclude_own_frames, jax_config, location_regex, on_fresh_stack, user_frames, x64_enabled
 
 _JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
@@ -112,6 +113,8 @@ def _spec_tree_dynamic(tree: Any) -> Any:
     """The spec pytree with static and bound leaves replaced by None (JAX treats None as an empty subtree)."""
     if isinstance(tree, (StaticLeaf, BindLeaf)):
         return None
+    if isinstance(tree, LikeTree):
+        return tree.mirror
     if isinstance(tree, dict):
         return {k: _spec_tree_dynamic(v) for k, v in tree.items()}
     if isinstance(tree, list):
@@ -125,6 +128,8 @@ def _fill(spec_tree: Any, value: Any, bound: dict[int, Any], weights: dict[str, 
         return spec_tree.value
     if isinstance(spec_tree, BindLeaf):
         return bound[id(spec_tree)].rebuild(weights)
+    if isinstance(spec_tree, LikeTree):
+        return spec_tree.rebuild(value)
     if isinstance(spec_tree, dict):
         return {k: _fill(v, value[k], bound, weights) for k, v in spec_tree.items()}
     if isinstance(spec_tree, list):
@@ -194,6 +199,7 @@ def lower(
 
     exclude_own_frames()
     fn = entry.function
+    fspec = expand_likes(fspec, spec, entry_modules(fn))
     check_function_accepts_spec(fn, fspec, entry.attribute)
     arg_names = param_names(fn, len(fspec.args))
 
@@ -232,6 +238,7 @@ def lower(
         any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
     spec_args = fspec.args
     spec_kwargs = fspec.kwargs
+    output_types = like_types(fspec)  # outputs of the like: arguments' node types are recorded by path
 
     def program(*args, **kwargs):
         weights = kwargs.pop(WEIGHTS_KWARG, {})
@@ -239,7 +246,7 @@ def lower(
         full_args = [_fill(a, None if isinstance(a, (StaticLeaf, BindLeaf)) else next(it), bound, weights)
                      for a in spec_args]
         full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
-        return fn(*full_args, **full_kwargs)
+        return plain_outputs(fn(*full_args, **full_kwargs), output_types)
 
     program.__name__ = name
     program.__qualname__ = name
@@ -467,6 +474,8 @@ def call_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],
             return {"bound": recorded}
         if isinstance(tree, ArrayLeaf):
             return {"input": leaf_index[id(tree)]}
+        if isinstance(tree, LikeTree):
+            return enc(tree.mirror)
         if isinstance(tree, dict):
             return {"dict": {k: enc(v) for k, v in tree.items()}}
         return {"list": [enc(v) for v in tree]}

@@ -14,7 +14,7 @@ from typing import Any
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
 from ..spec import ShapeSpec, check_platform
-from ..specbuild import as_shape_spec
+from ..specbuild import as_shape_spec, like_values
 from . import gradients, lower
 from .binding import apply_binds
 from .entrypoint import in_memory_values, load_entrypoint
@@ -66,13 +66,14 @@ def export(
     Returns an ``ExportResult``: without ``output`` nothing is written, and ``save``, ``to_bytes`` and ``load`` give
     the artifact.
     """
+    likes = like_values(spec)  # the values of jaxport.like(...) arguments, by their in-memory names
     spec = as_shape_spec(spec)
     spec_dir = spec.base_dir or Path.cwd()
     paths = RootPaths(_export_root(root, spec_dir))
     plats = [check_platform(p, "--platform") for p in platforms] if platforms else spec.platforms
     allowed = sorted(set(spec.allow_custom_calls) | set(allow_custom_calls))
     sources, in_memory = _bind_sources(bind)
-    with in_memory_values(in_memory):
+    with in_memory_values({**likes, **in_memory}):
         return _export(fn, spec, output, spec_dir, paths, plats, allowed, name, version, strip_locations,
                        write_manifest, sources, vjp_order, progress or (lambda text: None))
 
