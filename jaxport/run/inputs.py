@@ -15,7 +15,7 @@ from ..artifact.summary import array_type
 from ..errors import FormatError, InputError
 from . import keys
 from .npyio import physical_memory, read_npy, read_npz
-from .ranges import check_range, check_ranges, draw
+from .ranges import check_range, check_ranges, draw, resolved
 
 __all__ = ["cast_inputs", "check_ranges", "classify", "gather", "missing_error", "random_inputs"]
 
@@ -190,10 +190,11 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0,
         if any(n < 0 for n in shape) or (total and count * 16 > total):  # generated as 64-bit, then converted
             raise InputError(f"a random input {inp['name']!r} of shape {shape} would not fit in this machine's "
                              f"memory; choose smaller dimensions with --dim NAME=VALUE.")
+        # a bound may be a dimension expression ([0, nodes]): its value at these dimensions
         if ranges and inp["name"] in ranges:
-            bounds = check_range(inp, ranges[inp["name"]], "--range")
+            bounds = check_range(inp, resolved(ranges[inp["name"]], dims), "--range")
         elif inp.get("range") is not None:
-            bounds = check_range(inp, inp["range"], "the artifact's manifest", FormatError)
+            bounds = check_range(inp, resolved(inp["range"], dims), "the artifact's manifest", FormatError)
         else:
             bounds = None
         try:
