@@ -301,13 +301,20 @@ def lower(
             raise missing_key_error(missing, binds) from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
         callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
+        if callbacks and all(c.endswith(_FROM_EQUINOX) for c in callbacks):
+            raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which call "
+                              f"back into Python and cannot be serialized. They are equinox's runtime checks "
+                              f"(eqx.error_if, used by diffrax, optimistix and lineax), which call back to raise "
+                              f"their error: set the environment variable EQX_ON_ERROR=nan before equinox is "
+                              f"imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN "
+                              f"instead.") from None
         if callbacks:
             raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which "
                               f"call back into Python and cannot be serialized. Remove jax.debug.print, "
                               f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
                               f"print outside it, or return the value as an extra output.") from None
         raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
-                          f"{type(e).__name__}: {e}{bound_note(binds)}{user_frames(e)}") from None
+                          f"{type(e).__name__}: {e}{_library_hint(e)}{bound_note(binds)}{user_frames(e)}") from None
 
     if strip_locations:
         exported = dataclasses.replace(
@@ -385,12 +392,29 @@ def _unread_weights(traced_jaxpr: Callable[[], Any], tensors: list[Any], weight_
     return [t.name for t, pos in zip(tensors, weight_positions) if id(jaxpr.invars[pos]) not in read]
 
 
+#: What a Pallas kernel's cost estimate says when a symbolic dimension reaches it (``pl.CostEstimate``).
+_PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."
+
+
+def _library_hint(e: BaseException) -> str:
+    """What to do about a failure a library raises for a reason jaxport knows (a sentence to append), else ""."""
+    if _PALLAS_STATIC_ONLY in str(e) and "_DimExpr" in str(e):
+        return (("" if str(e).rstrip().endswith(".") else ".") + " Pallas kernels need static shapes: a pallas_call's grid, block shapes and cost estimate are Python "
+                "integers, so a symbolic dimension cannot reach the kernel. Keep the batch symbolic outside it: run "
+                "the kernel on fixed-size blocks with jax.lax.map over the batch (a scan, whose length may be "
+                "symbolic), or give the dimension a fixed size in the spec.")
+    return ""
+
+
 _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")
+#: How ``_host_callbacks`` marks a callback that equinox's runtime checks (``eqx.error_if``) made.
+_FROM_EQUINOX = " from equinox.error_if"
 
 
 def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
                     spec: ShapeSpec, x64: bool, tensors: list[Any]) -> list[str]:
-    """Names of the host-callback primitives in the traced program (empty when tracing itself fails)."""
+    """Names of the host-callback primitives in the traced program (empty when tracing itself fails), each marked
+    ``_FROM_EQUINOX`` when equinox's runtime checks made it."""
     try:
         closed = _trace(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
     except Exception:  # noqa: BLE001 - the caller reports the original error
@@ -400,7 +424,9 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     def walk(jaxpr: Any) -> None:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name in _CALLBACK_PRIMITIVES:
-                found.add(eqn.primitive.name)
+                callback = eqn.params.get("callback")
+                module = getattr(getattr(callback, "callback_func", callback), "__module__", None) or ""
+                found.add(eqn.primitive.name + (_FROM_EQUINOX if module.split(".")[0] == "equinox" else ""))
             for param in eqn.params.values():
                 for sub in param if isinstance(param, (list, tuple)) else [param]:
                     inner = getattr(sub, "jaxpr", None)
