@@ -399,10 +399,11 @@ _PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."
 def _library_hint(e: BaseException) -> str:
     """What to do about a failure a library raises for a reason jaxport knows (a sentence to append), else ""."""
     if _PALLAS_STATIC_ONLY in str(e) and "_DimExpr" in str(e):
-        return (("" if str(e).rstrip().endswith(".") else ".") + " Pallas kernels need static shapes: a pallas_call's grid, block shapes and cost estimate are Python "
-                "integers, so a symbolic dimension cannot reach the kernel. Keep the batch symbolic outside it: run "
-                "the kernel on fixed-size blocks with jax.lax.map over the batch (a scan, whose length may be "
-                "symbolic), or give the dimension a fixed size in the spec.")
+        end = "" if str(e).rstrip().endswith(".") else "."
+        return (f"{end} Pallas kernels need static shapes: a pallas_call's grid, block shapes and cost estimate "
+                f"are Python integers, so a symbolic dimension cannot reach the kernel. Keep the batch symbolic "
+                f"outside it: run the kernel on fixed-size blocks with jax.lax.map over the batch (a scan, whose "
+                f"length may be symbolic), or give the dimension a fixed size in the spec.")
     return ""
 
 
