@@ -144,9 +144,15 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
             warnings.append(f"function {fname!r} binds 64-bit float tensors ({shown}), so its program runs with "
                             f"jax_enable_x64 and may compute and return float64 where the model gives float32 "
                             f"under plain JAX. Convert them (e.g. astype(np.float32)) unless that is intended.")
-        if low.unused_weights:
-            shown = ", ".join(low.unused_weights[:10]) + (", ..." if len(low.unused_weights) > 10 else "")
-            warnings.append(f"function {fname!r} never reads {len(low.unused_weights)} bound tensor(s): {shown}. "
+        seeds = [n for n in low.unused_weights if n.endswith(_KERAS_SEED_STATE)]
+        if seeds:  # every Keras model with dropout has them: one short line, whatever their number
+            warnings.append(f"function {fname!r} never reads the {len(seeds)} Keras seed-generator state tensor(s) "
+                            f"bound with it (dropout's random state, read only in training, e.g. {seeds[0]}); they "
+                            f"are stored anyway (a few bytes each).")
+        unused = [n for n in low.unused_weights if not n.endswith(_KERAS_SEED_STATE)]
+        if unused:
+            shown = ", ".join(unused[:10]) + (", ..." if len(unused) > 10 else "")
+            warnings.append(f"function {fname!r} never reads {len(unused)} bound tensor(s): {shown}. "
                             f"They are stored anyway; remove them from the bound value to save space.")
         total = low.scan.constant_bytes()
         if total > LARGE_CONSTANTS_BYTES:
@@ -208,6 +214,10 @@ def _bind_sources(bind: dict[str, Any] | None) -> tuple[dict[str, str], dict[str
         else:
             sources[key], values[key] = f"{IN_MEMORY}:{key}", value
     return sources, values
+
+
+#: How the state of a Keras ``SeedGenerator`` is named (its variable path's last part).
+_KERAS_SEED_STATE = "/seed_generator_state"
 
 
 def _mb(n: int) -> str:
