@@ -171,7 +171,8 @@ def verify(
 
     ``against`` (``model.py:NAME``) and ``spec`` default to the entry point and spec the manifest records, relative
     to ``root`` (default: the current directory) and refused when they are not files under it (see ``recorded``);
-    a recorded spec that is not found is skipped with a note. ``binds`` maps bound arguments to sources the user
+    a recorded spec that is not found is skipped with a note; from Python, ``spec`` may also be a ``jaxport.Spec`` or
+    a spec dict (its ``jaxport.like`` values are read from it). ``binds`` maps bound arguments to sources the user
     names (``--bind NAME=SOURCE``), replacing the recorded ones. ``allow_custom_calls``: the custom-call targets
     beyond JAX's guaranteed-stable ones the artifact (and an imported artifact's module) may use, as for ``load``.
     ``dims`` maps dimension variables to the values to try; ``ranges`` (input name -> ``(LO, HI)``) the values of
