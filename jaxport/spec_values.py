@@ -39,7 +39,7 @@ def parse_range(raw: Any, dtype: str) -> tuple[tuple[Any, Any], list[str]]:
     ValueError with the reason (no trailing period)."""
     if not isinstance(raw, list) or len(raw) != 2:
         raise ValueError(f"must be a list of two numbers [LO, HI], such as [0, 32000], found {raw!r}")
-    if any(isinstance(v, str) for v in raw):
+    if any(isinstance(v, str) for v in raw) and dtypes.BY_NAME[dtype].kind in ("int", "uint"):
         return dimension_range(raw[0], raw[1], dtype)
     return input_range(raw[0], raw[1], dtype), []
 
@@ -59,6 +59,8 @@ def dimension_range(lo: Any, hi: Any, dtype: str) -> tuple[tuple[int | str, int 
                 expr = dimexpr.parse(x)
             except dimexpr.DimExprError as e:
                 raise ValueError(f"{name} {x!r} is not a number nor a dimension expression: {e}") from None
+            if not dimexpr.variables(expr):
+                raise ValueError(f"{name} {x!r} names no dimension; write a number without quotes")
             names += sorted(dimexpr.variables(expr))
             out.append(str(expr))
         elif isinstance(x, int) and not isinstance(x, bool) or isinstance(x, float) and x.is_integer():

@@ -3,6 +3,7 @@ failures: equinox's ``error_if`` callbacks and Pallas kernels given a symbolic d
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -48,8 +49,7 @@ def test_a_range_that_depends_on_a_dimension(tmp_path, monkeypatch, run_cli):
 
 @pytest.mark.parametrize(("leaf", "message"), [
     ("{shape: [k], dtype: f32, range: [0, nodes]}",
-     "spec.yaml:5: args[1].range: only an integer input's range may name a dimension (its values index an axis); "
-     "this input is float32: give numbers."),
+     "spec.yaml:5: args[1].range: HI must be a number, found 'nodes'; write [LO, HI] such as [0, 1]."),
     ("{shape: [k], dtype: i32, range: [0, rows]}",
      "spec.yaml:5: args[1].range: 'rows' is not a dimension of any argument's shape; a range may name only those."),
     ("{shape: [k], dtype: i32, range: [0, 'nodes +']}",
@@ -87,9 +87,10 @@ def test_equinox_error_if_names_its_switch(make_artifact):
     assert str(e.value) == (
         "model.py:f: the function uses host callbacks (pure_callback from equinox.error_if), which call back into "
         "Python and cannot be serialized. They are equinox's runtime checks (eqx.error_if, used by diffrax, "
-        "optimistix and lineax), which call back to raise their error: set the environment variable "
-        "EQX_ON_ERROR=nan before equinox is imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check "
-        "gives NaN instead.")
+        "optimistix and lineax), which call back to raise their error: for diffrax, pass diffeqsolve(..., "
+        "throw=False) and read sol.result instead; else set the environment variable EQX_ON_ERROR=nan before "
+        "equinox is imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN instead (with "
+        "static shapes only: equinox makes the NaNs with numpy, at the shape's size).")
 
 
 def test_equinox_error_if_exports_with_the_switch_set(tmp_path):
@@ -104,6 +105,61 @@ def test_equinox_error_if_exports_with_the_switch_set(tmp_path):
     loaded = jaxport.load(tmp_path / "m.jaxport")
     np.testing.assert_array_equal(np.asarray(loaded(np.array([1.0, 2.0, 3.0], np.float32))), [2.0, 4.0, 6.0])
     assert np.isnan(np.asarray(loaded(np.array([1.0, -1e10, 3.0], np.float32)))).all()
+
+
+ODE = '''import diffrax, jax.numpy as jnp, numpy as np
+
+W = np.random.default_rng(0).normal(size=(3, 3)).astype(np.float32) * 0.3
+
+
+def solve(y0, throw=True):
+    term = diffrax.ODETerm(lambda t, y, args: jnp.tanh(y @ W))
+    sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), t0=0.0, t1=1.0, dt0=0.1, y0=y0, saveat=diffrax.SaveAt(t1=True),
+                              throw=throw)
+    return sol.ys[0]
+
+
+def solve_quietly(y0):
+    return solve(y0, throw=False)
+'''
+ODE_SPEC = "jaxport: 1\ndims: {b: {max: 32}}\nargs: ['f32[b, 3]']\n"
+
+
+def test_a_diffrax_neural_ode_with_a_symbolic_batch(tmp_path, monkeypatch, run_cli):
+    """diffrax's error check is a callback (the hint names throw=False); without it the ODE exports and verifies."""
+    pytest.importorskip("diffrax")
+    monkeypatch.chdir(tmp_path)
+    Path("ode.py").write_text(ODE)
+    Path("spec.yaml").write_text(ODE_SPEC)
+    res = run_cli("export", "ode.py:solve", "-s", "spec.yaml", "-o", "o.jaxport")
+    assert res.exit_code == 5 and "pass diffeqsolve(..., throw=False)" in res.stderr, res.stderr
+    res = run_cli("export", "ode.py:solve_quietly", "-s", "spec.yaml", "-o", "o.jaxport")
+    assert res.exit_code == 0, res.stderr
+    spec = importlib.util.spec_from_file_location("ecosystem_diffrax_ode", tmp_path / "ode.py")
+    live = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(live)
+    loaded = jaxport.load("o.jaxport")
+    for b in (1, 12):
+        y0 = np.random.default_rng(b).normal(size=(b, 3)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(loaded(y0)), np.asarray(live.solve(y0)), rtol=1e-5, atol=1e-6)
+    assert run_cli("verify", "o.jaxport").exit_code == 0
+
+
+def test_equinox_nan_mode_with_a_symbolic_dimension_says_what_to_do_instead(tmp_path):
+    pytest.importorskip("diffrax")
+    (tmp_path / "ode.py").write_text(ODE)
+    (tmp_path / "spec.yaml").write_text(ODE_SPEC)
+    command = [sys.executable, "-c", "from jaxport_cli.main import main; main()", "export", "ode.py:solve", "-s",
+               "spec.yaml", "-o", "o.jaxport"]
+    done = subprocess.run(command, cwd=tmp_path, env={**os.environ, "EQX_ON_ERROR": "nan"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 5
+    error = next(line for line in done.stderr.splitlines() if line.startswith("error["))
+    assert error.startswith(
+        "error[export]: ode.py:solve: exporting with the spec's shapes failed: TypeError: '_DimExpr' object cannot be "
+        "interpreted as an integer. This is equinox's EQX_ON_ERROR=nan mode, which works (with static shapes only: "
+        "equinox makes the NaNs with numpy, at the shape's size). With a symbolic dimension, leave EQX_ON_ERROR "
+        "unset and avoid the check: for diffrax, pass diffeqsolve(..., throw=False) and read sol.result.")
 
 
 PALLAS = '''import jax

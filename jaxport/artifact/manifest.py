@@ -142,7 +142,7 @@ def _check_ranges(v: _V, inputs: list[Any], path: str) -> None:
         if len(bounds) != 2:
             raise v.fail(here, f"expected [LO, HI], found {plural(len(bounds), 'entry', 'entries')}")
         kind = dtypes.BY_NAME[a["dtype"]].kind
-        if any(isinstance(b, str) for b in bounds):  # [0, "nodes"]: an integer input's dimension-dependent range
+        if any(isinstance(b, str) and any(c.isalpha() or c == "_" for c in b) for b in bounds):  # [0, "nodes"]
             try:
                 dimension_range(bounds[0], bounds[1], a["dtype"])
             except ValueError as e:

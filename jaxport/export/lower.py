@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -305,9 +306,10 @@ def lower(
             raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which call "
                               f"back into Python and cannot be serialized. They are equinox's runtime checks "
                               f"(eqx.error_if, used by diffrax, optimistix and lineax), which call back to raise "
-                              f"their error: set the environment variable EQX_ON_ERROR=nan before equinox is "
+                              f"their error: for diffrax, pass diffeqsolve(..., throw=False) and read sol.result "
+                              f"instead; else set the environment variable EQX_ON_ERROR=nan before equinox is "
                               f"imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN "
-                              f"instead.") from None
+                              f"instead{_EQX_NAN_STATIC}.") from None
         if callbacks:
             raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which "
                               f"call back into Python and cannot be serialized. Remove jax.debug.print, "
@@ -396,8 +398,20 @@ def _unread_weights(traced_jaxpr: Callable[[], Any], tensors: list[Any], weight_
 _PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."
 
 
+#: Why ``EQX_ON_ERROR=nan`` fails with symbolic shapes.
+_EQX_NAN_STATIC = " (with static shapes only: equinox makes the NaNs with numpy, at the shape's size)"
+
+
 def _library_hint(e: BaseException) -> str:
     """What to do about a failure a library raises for a reason jaxport knows (a sentence to append), else ""."""
+    import traceback
+
+    files = [frame.filename.replace("\\", "/") for frame in traceback.extract_tb(e.__traceback__)]
+    if os.environ.get("EQX_ON_ERROR") == "nan" and "_DimExpr" in str(e) and any("/equinox/" in f for f in files):
+        end = "" if str(e).rstrip().endswith(".") else "."
+        return (f"{end} This is equinox's EQX_ON_ERROR=nan mode, which works{_EQX_NAN_STATIC}. With a symbolic "
+                f"dimension, leave EQX_ON_ERROR unset and avoid the check: for diffrax, pass "
+                f"diffeqsolve(..., throw=False) and read sol.result.")
     if _PALLAS_STATIC_ONLY in str(e) and "_DimExpr" in str(e):
         end = "" if str(e).rstrip().endswith(".") else "."
         return (f"{end} Pallas kernels need static shapes: a pallas_call's grid, block shapes and cost estimate "
