@@ -118,9 +118,11 @@ def _range_bound(text: str) -> float | str:
     """One bound of ``--range``: an integer (kept exact, for 64-bit integer inputs), a finite float, or a dimension
     expression (``nodes``, ``seq - 1``: an integer input's bound at each call's dimension values)."""
     t = text.strip()
-    if re.fullmatch(r"[-+*()0-9\s]*[A-Za-z_][A-Za-z0-9_+\-*/()\s,]*", t) and t.lower() not in ("inf", "nan", "-inf",
-                                                                                            "+inf", "infinity"):
-        return t
+    try:
+        float(t)
+    except ValueError:
+        if re.fullmatch(r"[-+*()0-9\s]*[A-Za-z_][A-Za-z0-9_+\-*/()\s,]*", t):
+            return t  # a dimension expression: the range's check and each call's dimensions take it from here
     digits = t.lstrip("+-")
     if digits.isdigit() and t[:1] in "+-0123456789":
         if len(digits) > 40:  # beyond any dtype; int() refuses thousands of digits with a message about Python

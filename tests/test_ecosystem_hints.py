@@ -69,8 +69,8 @@ def test_a_float_range_on_the_command_line_cannot_name_a_dimension(tmp_path, mon
     assert run_cli("export", "model.py:f", "-s", "spec.yaml", "-o", "g.jaxport").exit_code == 0
     res = run_cli("call", "g.jaxport", "--random", "--range", "table=0:nodes")
     assert (res.exit_code, res.stderr) == (2, (
-        "error[usage]: --range: the range of the float32 input 'table' names a dimension (0:nodes); only an "
-        "integer input's range may (its values index an axis). Give numbers.\n"))
+        "error[usage]: --range: 'table=0:nodes': LO and HI must be finite numbers (only an integer input's bound "
+        "may be a dimension; 'table' is float32).\n"))
     res = run_cli("call", "g.jaxport", "--random", "--range", "idx=0:rows")
     assert (res.exit_code, res.stderr) == (2, (
         "error[usage]: --range: the range bound 'rows' of input 'idx' names 'rows', which is not a dimension "

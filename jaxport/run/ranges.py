@@ -102,8 +102,8 @@ def check_expression_range(inp: Mapping[str, Any], value: Any, where: str, error
     known: an integer input's, each bound a number or an expression that parses (over ``variables`` when given)."""
     name, dtype = inp["name"], inp["dtype"]
     if dtypes.BY_NAME[dtype].kind not in ("int", "uint"):
-        raise error(f"{where}: the range of the {dtype} input {name!r} names a dimension ({value[0]}:{value[1]}); "
-                    f"only an integer input's range may (its values index an axis). Give numbers.")
+        raise error(f"{where}: '{name}={value[0]}:{value[1]}': LO and HI must be finite numbers (only an integer "
+                    f"input's bound may be a dimension; {name!r} is {dtype}).")
     for bound in value:
         if isinstance(bound, str):
             try:
