@@ -43,16 +43,22 @@ if TYPE_CHECKING:
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
     from .importer.build import import_stablehlo
+    from .run.calling import CallRequest
     from .run.deploy import compile_artifact
     from .run.load import load
     from .run.loaded import Loaded
+    from .run.outputs import CallReport
     from .spec import ShapeSpec, load_spec, parse_spec
     from .specbuild import Like, Spec, like
+    from .verify.reference import ReferenceMismatch
+    from .verify.reference import call as call
     from .verify.runner import verify as verify_artifact
 
 __all__ = [
     "FORMAT_VERSION",
     "Artifact",
+    "CallReport",
+    "CallRequest",
     "DiffError",
     "EntrypointError",
     "ExportError",
@@ -68,12 +74,14 @@ __all__ = [
     "PolicyError",
     "PolicyFileError",
     "PolicyViolation",
+    "ReferenceMismatch",
     "ShapeSpec",
     "Spec",
     "SpecError",
     "UsageError",
     "VerificationError",
     "__version__",
+    "call",
     "check",
     "compare_manifests",
     "compile_artifact",
@@ -102,6 +110,10 @@ _LAZY = {
     "parse_spec": ("jaxport.spec", "parse_spec"),
     "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
+    "call": ("jaxport.verify.reference", "call"),
+    "CallRequest": ("jaxport.run.calling", "CallRequest"),
+    "CallReport": ("jaxport.run.outputs", "CallReport"),
+    "ReferenceMismatch": ("jaxport.verify.reference", "ReferenceMismatch"),
     "verify_artifact": ("jaxport.verify.runner", "verify"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),
     "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),

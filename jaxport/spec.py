@@ -151,17 +151,6 @@ class ShapeSpec:
     #: A single-function spec's top-level ``name:``: the function's name in the artifact (None: the Python name).
     name: str | None = None
 
-    def jax_constraints(self) -> list[str]:
-        """Bounds and constraints in the form ``jax.export.SymbolicScope`` takes."""
-        out = []
-        for d in self.dims.values():
-            if d.min is not None and d.min > 1:
-                out.append(f"{d.name} >= {d.min}")
-            if d.max is not None:
-                out.append(f"{d.name} <= {d.max}")
-        out.extend(c.text for c in self.constraints)
-        return out
-
 
 #: How a spec's YAML is read (see ``_yaml``): its caps and how its refusals read.
 SPEC_DOCUMENT = Document(

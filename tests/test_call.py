@@ -208,11 +208,25 @@ def test_benchmark(call, mlp_path):
     res = call(mlp_path, "--random", "--benchmark", "7")
     assert res.exit_code == 0, res.stderr
     assert "benchmark (7 calls after 1 warm-up)" in res.stdout
-    assert re.search(r"load ┃\s+lower ┃\s+compile ┃\s+p50 ┃\s+p90 ┃\s+min", res.stdout)
+    assert re.search(r"load ┃\s+lower ┃\s+compile ┃\s+p50 ┃\s+p90 ┃\s+p99 ┃\s+min ┃\s+max", res.stdout)
     res = call(mlp_path, "--random", "--benchmark", "3", "--json")
     bench = json.loads(res.stdout)["benchmark"]
-    assert bench["n"] == 3 and 0 < bench["min_s"] <= bench["p50_s"] <= bench["p90_s"]
+    assert bench["n"] == 3 and 0 < bench["min_s"] <= bench["p50_s"] <= bench["p90_s"] <= bench["p99_s"]
+    assert bench["p99_s"] <= bench["max_s"] and bench["min_s"] <= bench["mean_s"] <= bench["max_s"]
     assert bench["load_s"] > 0 and bench["lower_s"] > 0 and bench["compile_s"] > 0
+    one = call(mlp_path, "--random", "--benchmark", "1")
+    assert "benchmark (1 call after 1 warm-up)" in one.stdout
+
+
+def test_benchmark_percentiles_are_those_of_the_timed_calls():
+    from jaxport.run.backend import Compilation
+    from jaxport.run.loaded import Benchmark
+
+    bench = Benchmark(0.5, Compilation(0.1, 0.2, None), 1, [float(i) for i in range(1, 101)])
+    d = bench.as_dict()
+    assert (d["p50_s"], d["p90_s"], d["p99_s"], d["min_s"], d["max_s"], d["mean_s"]) == (
+        float(np.percentile(bench.calls, 50)), float(np.percentile(bench.calls, 90)),
+        float(np.percentile(bench.calls, 99)), 1.0, 100.0, 50.5)
 
 
 def test_second_call_is_served_by_the_compilation_cache(run_cli, mlp_path, tmp_path):

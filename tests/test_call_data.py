@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport import _safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
-from jaxport.run import inputs, npyio, outputs, tensorfile
+from jaxport.run import inputs, npyio, outputs
 
 from .conftest import EXAMPLES, REPO
 
@@ -321,7 +322,7 @@ def test_expect_passes_and_fails_with_exit_codes_and_messages(call, models, tmp_
                 ).exit_code == 0
     res = call(paths["mlp"], "--inputs", "in.npz", "--expect", "ref.npz")
     assert res.exit_code == 0, res.stderr
-    assert "OK: 1 output match the reference." in res.stdout
+    assert "OK: 1 output matches the reference." in res.stdout
     ref = _npz(tmp_path / "ref.npz")["output"]
     bad = ref.copy()
     bad[1, 7] += 0.5
@@ -329,10 +330,10 @@ def test_expect_passes_and_fails_with_exit_codes_and_messages(call, models, tmp_
     res = call(paths["mlp"], "--inputs", "in.npz", "--expect", "bad.npz")
     assert res.exit_code == 12
     assert res.stderr == (
-        f"error[verification]: --expect bad.npz: 1 of 1 outputs differ from the reference: output 'output': 1 of 20 "
+        f"error[verification]: --expect bad.npz: 1 of 1 output differs from the reference: output 'output': 1 of 20 "
         f"values differ (max abs error 0.5, tolerance 1e-06 + 1e-05*|expected|); worst at index (1, 7): artifact "
         f"{float(ref[1, 7]):.6g}, reference {float(bad[1, 7]):.6g}.\n")
-    assert "FAILED: 1 of 1 outputs differ from the reference." in res.stdout
+    assert "FAILED: 1 of 1 output differs from the reference." in res.stdout
     res = call(paths["mlp"], "--inputs", "in.npz", "--expect", "bad.npz", "--atol", "0.6")
     assert res.exit_code == 0, res.stderr
 
@@ -356,7 +357,7 @@ def test_expect_json_document(call, models, tmp_path):
     assert o["name"] == "output" and o["passed"] is False and o["mismatched"] == 20 and o["problem"] is None
     assert o["max_abs_error"] == pytest.approx(1.0) and (o["atol"], o["rtol"]) == (1e-6, 1e-5)
     assert o["sides"] == {"actual": "artifact", "expected": "reference"}
-    assert res.stderr.startswith("error[verification]: --expect bad.npz: 1 of 1 outputs differ")
+    assert res.stderr.startswith("error[verification]: --expect bad.npz: 1 of 1 output differs")
 
 
 @pytest.mark.parametrize("arrays,message", [
@@ -390,9 +391,10 @@ def test_expect_non_finite_outputs_are_inconclusive(call, models, tmp_path):
     assert call(paths["poison"], "--random", "-o", "nan.npz").exit_code == 0
     res = call(paths["poison"], "--random", "--seed", "9", "--expect", "nan.npz")
     assert res.exit_code == 12
-    assert res.stderr == ("error[verification]: --expect nan.npz: 1 of 1 outputs differ from the reference: output "
-                          "'output': inconclusive: every value is NaN/Inf on both sides (add --allow-nonfinite to "
-                          "accept outputs that are NaN/Inf everywhere on both sides).\n")
+    assert res.stderr == ("error[verification]: --expect nan.npz: 1 of 1 output is inconclusive: output 'output': "
+                          "every value is NaN/Inf on both sides (add --allow-nonfinite to accept outputs that are "
+                          "NaN/Inf everywhere on both sides).\n")
+    assert "FAILED: 1 of 1 output is inconclusive." in res.stdout
     res = call(paths["poison"], "--random", "--seed", "9", "--expect", "nan.npz", "--allow-nonfinite")
     assert res.exit_code == 0, res.stderr
     assert "inconclusive (allowed)" in res.stdout
@@ -494,7 +496,7 @@ def test_safetensors_output_refuses_complex128_before_running(call, make_artifac
 # --- --cast --------------------------------------------------------------------------------------------------------
 
 
-def test_cast_converts_safe_dtypes_only(call, models, tmp_path):
+def test_cast_converts_when_every_value_is_kept(call, models, tmp_path):
     paths, module = models
     x16 = np.arange(6, dtype=np.float16).reshape(2, 3) / 4
     np.save(tmp_path / "x16.npy", x16)
@@ -509,12 +511,43 @@ def test_cast_converts_safe_dtypes_only(call, models, tmp_path):
     assert json.loads(res.stdout)["inputs"][0]["source"] == "x16.npy (cast from float16)"
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), np.asarray(module.f16_in(x16.astype(np.float32))))
     assert np.load(tmp_path / "x16.npy").dtype == np.float16  # the file is untouched
+    # float64 -> float32 keeps these values (quarters), though not every float64: judged value by value
     np.save(tmp_path / "x64.npy", x16.astype(np.float64))
-    res = call(paths["f32"], "--inputs", "x64.npy", "--cast")
+    res = call(paths["f32"], "--inputs", "x64.npy", "--cast", "-o", "out64.npy", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["inputs"][0]["source"] == "x64.npy (cast from float64)"
+    np.testing.assert_array_equal(np.load(tmp_path / "out64.npy"), np.load(tmp_path / "out.npy"))
+    tenth = x16.astype(np.float64)
+    tenth[1, 2] = 0.1
+    np.save(tmp_path / "tenth.npy", tenth)
+    res = call(paths["f32"], "--inputs", "tenth.npy", "--cast")
     assert res.exit_code == 9
     assert res.stderr == ("error[input]: input 'x' has dtype float64, and --cast converts only where every value is "
-                          "kept; float64 -> float32 is not such a conversion. Convert the array yourself into a new "
-                          "file if that is what you mean.\n")
+                          "kept: x[1, 2] = 0.1 would become 0.10000000149011612 as float32. Convert the array yourself "
+                          "into a new file if that is what you mean.\n")
+
+
+def test_cast_of_integers_checks_each_value(call, make_artifact, tmp_path):
+    path = make_artifact("def f(ids):\n    return ids * 2\n", "jaxport: 1\nargs:\n  - \"i32[4]\"\n")
+    np.save(tmp_path / "ids.npy", np.array([0, 7, 2**31 - 1, -(2**31)], np.int64))  # numpy's default int64
+    res = call(path, "--inputs", tmp_path / "ids.npy", "--cast", "-o", tmp_path / "out.npy")
+    assert res.exit_code == 0, res.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"),
+                                  np.array([0, 7, 2**31 - 1, -(2**31)], np.int32) * np.int32(2))
+    res = call(path, "--inputs", tmp_path / "ids.npy")
+    assert res.exit_code == 9
+    assert res.stderr.endswith("Or let 'jaxport call --cast' convert it on reading: it does when every value is kept "
+                               "as int32.\n")
+    np.save(tmp_path / "big.npy", np.array([0, 7, 2**31, 1], np.int64))
+    res = call(path, "--inputs", tmp_path / "big.npy", "--cast")
+    assert res.exit_code == 9
+    assert res.stderr == ("error[input]: input 'ids' has dtype int64, and --cast converts only where every value is "
+                          "kept: ids[2] = 2147483648 would become -2147483648 as int32. Convert the array yourself "
+                          "into a new file if that is what you mean.\n")
+    np.save(tmp_path / "halves.npy", np.array([0.0, 1.0, 2.5, 3.0]))
+    res = call(path, "--inputs", tmp_path / "halves.npy", "--cast")
+    assert res.exit_code == 9
+    assert "ids[2] = 2.5 would become 2.0 as int32." in res.stderr
 
 
 def test_safe_cast_rule():
@@ -536,7 +569,7 @@ def test_read_named_arrays_formats(tmp_path):
     arrays = {"a/b": np.arange(6, dtype=np.float32).reshape(2, 3), "h": np.array([1.5, -2], ml_dtypes.bfloat16),
               "s": np.array(3, np.int64)}
     with open(tmp_path / "t.safetensors", "wb") as f:
-        tensorfile.write(f, arrays)
+        safetensors_io.write(f, arrays)
     got = npyio.read_named_arrays(tmp_path / "t.safetensors")
     assert list(got) == ["a/b", "h", "s"]
     for name, value in arrays.items():
@@ -555,13 +588,15 @@ def test_read_named_arrays_formats(tmp_path):
     ("a.npy", None, "a.npy: a .npy file holds one unnamed array; give an .npz or .safetensors file keyed by name."),
     ("s.safetensors", struct.pack("<Q", 1 << 40) + b"{}", "s.safetensors: the header claims 1099511627776 bytes, more "
                                                          "than the file holds"),
-    ("s.safetensors", struct.pack("<Q", 2) + b"[]", "s.safetensors: not a .safetensors file (its header does not "
-                                                     "start with '{')."),
+    ("s.safetensors", struct.pack("<Q", 2) + b"[]", "s.safetensors: the header must start with '{' (safetensors' "
+                                                     "rule); it starts with b'['."),
     ("s.safetensors", struct.pack("<Q", 60) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'.ljust(60)
-     + b"\0" * 12, "s.safetensors: bytes 8..12 of the data section belong to no tensor; the file is damaged."),
+     + b"\0" * 12, "s.safetensors: bytes 8..12 at the end of the data section belong to no tensor: the data "
+                  "section must be covered exactly, with no trailing bytes."),
     ("s.safetensors", struct.pack("<Q", 112) + (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
                                                 b'"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}').ljust(112)
-     + b"\0" * 8, "s.safetensors: tensor 'b' starts at byte 4 of the data section, not at 8"),
+     + b"\0" * 8, "s.safetensors: tensor 'b' (bytes 4..8) overlaps tensor 'a', which ends at byte 8: each byte "
+                  "of the data section belongs to one tensor."),
     ("s.safetensors", struct.pack("<Q", 56) + b'{"a":{"dtype":"O","shape":[1],"data_offsets":[0,8]}}'.ljust(56)
      + b"\0" * 8, "s.safetensors: tensor 'a': dtype O is not one jaxport reads"),
     ("v.npz", "void", "v.npz: member 'h.npy': the array has the raw void dtype '|V2' (how numpy stores bfloat16 and "

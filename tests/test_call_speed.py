@@ -208,8 +208,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
     is left to rich."""
     import io
 
-    from jaxport_cli import render
-    from jaxport_cli.commands import call
+    from jaxport_cli import call_view, render
 
     from jaxport.run import outputs
 
@@ -223,7 +222,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
         report = outputs.CallReport.of_run(mlp, f, {"x": xs}, {"x": "x.npy"}, result, None,
                                            output=str(tmp_path / "y.npy"))
         for print_values in (False, True):
-            doc = call._report(report, result, print_values)
+            doc = call_view._document(report, print_values)
             for kind, env in _CONSOLES:
                 if env.get("COLUMNS") == "40":
                     continue
@@ -233,7 +232,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
                 assert plain == rich.getvalue(), (kind, env)
                 compared += 1
         report.outputs[0]["nan"] = 1
-        assert call._report(report, result, False).render_plain(io.StringIO(), {}) is None
+        assert call_view._document(report, False).render_plain(io.StringIO(), {}) is None
     assert compared == 2 * 2 * 6
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import jaxport
 from jaxport.artifact import compat, policy
+from jaxport.artifact.manifest import validate
 from jaxport.artifact.summary import human_bytes
 from jaxport.errors import PolicyFileError
 
@@ -144,11 +145,11 @@ def test_calling_convention_newer_than_the_oldest_consumer(artifacts):
     manifest["functions"]["predict"]["calling_convention_version"] = 9
     manifest["producer"]["jax"] = "0.4.10"
     rules = policy.parse_policy('jaxport_policy: 1\nmin_consumer_jax: "0.4.14"\n', "p.yaml")
-    assert [(v.function, v.message) for v in policy.evaluate(rules, manifest, 1)] == [
+    assert [(v.function, v.message) for v in policy.evaluate(rules, validate(manifest), 1)] == [
         ("predict", "function 'predict' uses calling convention 9, which JAX runs from 0.4.20 on, newer than "
                     "min_consumer_jax 0.4.14.")]
     manifest["producer"]["jax"] = "unknown"
-    assert [v.message for v in policy.evaluate(rules, manifest, 1)][0] == (
+    assert [v.message for v in policy.evaluate(rules, validate(manifest), 1)][0] == (
         "the artifact does not say which JAX exported it (producer.jax is 'unknown'), so it cannot be shown to load "
         "in JAX 0.4.14.")
 
@@ -175,6 +176,8 @@ def test_every_violation_is_listed_and_exit_code_is_14(artifacts, run_cli, tmp_p
     assert res.stdout.count("✗") == 3
     assert res.stderr.startswith(f"error[violation]: {artifacts['ffi']} breaks the policy {p}: 3 violations: "
                                  f"[platforms.required] function 'f' is not exported for tpu")
+    # the table lists every violation; the error line after it names the first and counts the others
+    assert res.stderr.count("[") == 2 and res.stderr.endswith("; and 2 more, listed in the table above.\n")
     assert "Traceback" not in res.stderr
     res = run_cli("check", artifacts["ffi"], "--policy", p, "--json")
     assert res.exit_code == 14
@@ -182,6 +185,7 @@ def test_every_violation_is_listed_and_exit_code_is_14(artifacts, run_cli, tmp_p
     assert [v["rule"] for v in out["violations"]] == ["platforms.required", "max_artifact_size",
                                                       "forbid_disabled_safety_checks"]
     assert "error" not in out
+    assert res.stderr.endswith("; and 2 more, listed in the JSON document on stdout.\n")
 
 
 def test_compliant_artifact_exits_0(artifacts, run_cli, tmp_path):

@@ -355,7 +355,7 @@ def test_cli_rename_names_must_exist(exports, run_cli):
     assert (res.exit_code, res.stderr) == (2, f"error[usage]: --rename f=f_v3: {new} has no function 'f_v3' (its "
                                               f"functions: f_v2).\n")
     with pytest.raises(jaxport.errors.UsageError) as e:
-        diff.function_pairs({"functions": {"f": {}, "g": {}}}, {"functions": {"h": {}}}, {"f": "h", "g": "h"})
+        diff.function_pairs(["f", "g"], ["h"], {"f": "h", "g": "h"})
     assert str(e.value) == "--rename: f, g are all renamed to 'h'; pair each function once."
 
 

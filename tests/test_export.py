@@ -290,7 +290,8 @@ def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypat
 
     monkeypatch.chdir(tmp_path)
     meta = artifact_metadata({"labels": {"team": "a"}}, None, "2", "fallback")
-    assert meta == {"labels": {"team": "a"}, "name": "fallback", "version": "2", "description": None}
+    assert json.dumps(meta.to_json()) == json.dumps(  # the keys in the spec's order, then the others
+        {"labels": {"team": "a"}, "name": "fallback", "version": "2", "description": None})
     (tmp_path / "spec.yaml").write_text("")
     payload = b"bytes written as given"
     result = write_artifact(tmp_path, meta, str(tmp_path / "spec.yaml"), {}, {"functions/f.jaxexport": payload}, [],

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport.artifact import model
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import UsageError
 from jaxport.verify import recorded
@@ -251,8 +252,9 @@ def test_export_bind_replacing_a_spec_bind_then_verify_passes(tmp_path, run_cli,
 # --- the root search ---------------------------------------------------------------------------------------------
 
 
-def _manifest_for(spec_text: str, digest: str, entry: str = "model.py:f") -> dict:
-    return {"source": {"spec": spec_text, "spec_sha256": digest}, "functions": {"f": {"entrypoint": entry}}}
+def _manifest_for(spec_text: str, digest: str, entry: str = "model.py:f") -> model.Manifest:
+    f = model.Function("f.bin", 9, ("cpu",), (), (), model.Signature(), entrypoint=entry)
+    return model.Manifest("1.0", model.Producer("0", "0", "0"), {}, {"f": f}, source=model.Source(spec_text, digest))
 
 
 def test_search_matches_by_sha256_and_prefers_the_directory_with_the_entry_point(tmp_path, monkeypatch):
@@ -311,7 +313,7 @@ def test_search_is_capped(tmp_path, monkeypatch):
 
 def test_root_option_must_be_a_directory(tmp_path):
     with pytest.raises(UsageError) as e:
-        recorded.find_root(tmp_path / "none", {}, None, [])
+        recorded.find_root(tmp_path / "none", None, None, [])
     assert str(e.value) == (f"--root {tmp_path / 'none'}: not a directory; give the directory the artifact's "
                             f"recorded entry point, spec and bound sources are relative to.")
 

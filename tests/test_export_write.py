@@ -316,7 +316,7 @@ def test_digests_and_crc_of_the_weights_member(prepared):
         tensors.prepare(given)
     packed = tensors.pack(given)
     per, whole, crc, member = _expected(arrays)
-    assert {n: t["sha256"] for n, t in packed.index.items()} == per
+    assert {n: t.sha256 for n, t in packed.index.items()} == per
     assert (packed.sha256, packed.crc32, packed.size) == (whole, crc, len(member))
     assert b"".join(bytes(c) for c in packed.chunks()) == member
     assert sys.getswitchinterval() == interval  # lowered while the prepared digests ran, then restored

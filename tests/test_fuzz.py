@@ -211,16 +211,17 @@ def edited_manifest(draw: Any) -> dict[str, Any]:
 def test_the_validator_refuses_or_what_it_accepts_can_be_shown(m):
     """validate raises FormatError or accepts; what it accepts, every view of inspect renders without error."""
     try:
-        manifest.validate(m)
+        typed = manifest.validate(m)
     except FormatError:
         return
     from jaxport.artifact import summary
 
-    for fname, f in m["functions"].items():
+    for fname, f in typed.functions.items():
         summary.signature(fname, f)
-        for dn, d in (f.get("dims") or {}).items():
+        for dn, d in f.dims.items():
             summary.derivation_text(dn, d)
     json.dumps(m)
+    json.dumps(typed.to_json())
 
 
 @fuzz(150)

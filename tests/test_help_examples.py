@@ -6,7 +6,8 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from jaxport_cli.main import _COMMANDS, cli
+from jaxport_cli.commands import COMMANDS
+from jaxport_cli.main import cli
 
 
 def _description(name: str) -> str:
@@ -15,7 +16,7 @@ def _description(name: str) -> str:
     return res.output.split("\nOptions:", 1)[0].rstrip()
 
 
-@pytest.mark.parametrize("name", sorted(_COMMANDS))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_ends_with_examples(name):
     text = _description(name)
     head, sep, block = text.rpartition("\n  Examples:\n")
@@ -32,7 +33,7 @@ def test_examples_name_existing_example_files():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for name in sorted(_COMMANDS):
+    for name in sorted(COMMANDS):
         for path in re.findall(r"examples/[\w./-]+", _description(name)):
             assert (root / path).is_file(), f"{name}: {path}"
 
@@ -56,7 +57,7 @@ def test_examples_run(run_cli, tmp_path, monkeypatch):
     shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
-    assert sorted(ORDER) == sorted(set(_COMMANDS) - {"completion"})
+    assert sorted(ORDER) == sorted(set(COMMANDS) - {"completion"})
     for name in ORDER:
         if name == "compile" and importlib.util.find_spec("iree") is None:
             continue
@@ -64,3 +65,30 @@ def test_examples_run(run_cli, tmp_path, monkeypatch):
             example = line.strip()
             res = run_cli(*shlex.split(example)[1:])
             assert res.exit_code == EXPECTED_EXIT.get(example, 0), (example, res.stderr)
+
+
+def test_top_level_help_lists_every_exit_code(run_cli):
+    """``jaxport --help`` names every exit code the command line can return (issue 23: 15 was missing)."""
+    from jaxport_cli.errors import EXIT_CODES
+
+    text = " ".join(run_cli("--help").stdout.split())
+    listed = [int(n) for n in re.findall(r"(\d+) [a-z]", text.split("Exit codes: ", 1)[1].split(" See ", 1)[0])]
+    assert listed == list(range(16))
+    assert {code for _, code in EXIT_CODES} <= set(listed)
+    assert "15 crash (an --isolate child died or reached its limits; out of memory)" in text
+
+
+@pytest.mark.parametrize("typed,message", [
+    ("inpsect", "No such command 'inpsect'. Did you mean 'inspect'? See 'jaxport --help'."),
+    ("verfiy", "No such command 'verfiy'. Did you mean 'verify'? See 'jaxport --help'."),
+    ("frobnicate", "No such command 'frobnicate'. See 'jaxport --help'."),
+])
+def test_a_mistyped_command_names_the_closest_one(run_cli, typed, message):
+    res = run_cli(typed, "mlp.jaxport")
+    assert (res.exit_code, res.stdout, res.stderr) == (2, "", f"error[usage]: {message}\n")
+
+
+def test_a_mistyped_option_reads_as_one_sentence(run_cli):
+    res = run_cli("inspect", "mlp.jaxport", "--jsn")
+    assert (res.exit_code, res.stderr) == (
+        2, "error[usage]: No such option '--jsn'. Did you mean '--json'? See 'jaxport inspect --help'.\n")

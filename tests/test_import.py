@@ -22,6 +22,7 @@ from referencing import Registry, Resource
 import jaxport
 from jaxport.artifact.container import open_artifact
 from jaxport.importer import build as importer
+from jaxport.importer import signature
 from jaxport.module_scan import module_text
 
 from .conftest import REPO
@@ -516,3 +517,42 @@ def test_help_lists_the_command(run_cli):
     assert re.search(r"^  import +Import a StableHLO module written by another producer", res.stdout, re.M)
     res = run_cli("import", "--help")
     assert res.exit_code == 0 and "--calling-convention N" in res.stdout
+
+
+def test_a_zero_minimum_is_honoured_as_written(work):
+    """``min: 0`` (which the format allows, and a spec cannot write) reads as written on the import path that
+    ``verify`` takes for an imported artifact (``artifact.bounds``): the sizes probed to fit an output expression go
+    down to 0, so the first output is fitted as ``2*n``. Read as 1, as it once was, the only size probed would be 1
+    and that output would be recorded as the constant 2 rows. JAX itself calls a dimension variable from 1 up."""
+    f = {"payload": "functions/stack_twice.jaxexport", "calling_convention_version": 9, "platforms": ["cpu"],
+         "inputs": [{"name": "arg0", "shape": ["n", 2], "dtype": "float32"}],
+         "outputs": [{"name": "0", "shape": ["2*n", 2], "dtype": "float32"}, {"name": "1", "shape": [2],
+                                                                              "dtype": "float32"}],
+         "dims": {"n": {"min": 0, "max": 1}}, "constraints": []}
+    spec, inputs = signature.spec_from_manifest(f, "stack_twice.mlir")
+    assert {v: (d.min, d.max) for v, d in spec.dims.items()} == {"n": (0, 1)}
+    assert signature.pseudo_function(inputs, spec, [])["dims"] == {"n": {"min": 0, "max": 1}}
+    built = importer.build("stack_twice.mlir", inputs, spec, name="stack_twice", platforms=["cpu"],
+                           calling_convention=importer._check_calling_convention(None), allow_custom_calls=[])
+    assert [str(a) for a in built.lowered.exported.out_avals] == ["float32[2*n,2]", "float32[2]"]
+    x = np.arange(2, dtype=np.float32).reshape(1, 2)
+    first, second = importer.module_function("stack_twice.mlir", f)(x)
+    np.testing.assert_array_equal(first, np.concatenate([x, x]))
+    np.testing.assert_array_equal(second, x.sum(axis=0))
+
+
+def test_output_expressions_are_fitted_below_an_upper_bound(work, run_cli):
+    """A variable whose upper bound is the first size probed is probed downwards, to its lower bound."""
+    (work / "small.yaml").write_text('jaxport: 1\ndims: {n: {min: 1, max: 2}}\nargs: ["f32[n, 2]"]\n')
+    res = run_cli("import", "stack_twice.mlir", "-s", "small.yaml", "-o", "s.jaxport")
+    assert res.exit_code == 0, res.stderr
+    with open_artifact(work / "s.jaxport") as art:
+        f = art.manifest["functions"]["stack_twice"]
+    assert {v: (d["min"], d["max"]) for v, d in f["dims"].items()} == {"n": (1, 2)}
+    assert [o["shape"] for o in f["outputs"]] == [["2*n", 2], [2]]
+    loaded = jaxport.load(work / "s.jaxport")
+    for n in (1, 2):
+        x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+        first, second = loaded(x)
+        np.testing.assert_array_equal(first, np.concatenate([x, x]))
+        np.testing.assert_array_equal(second, x.sum(axis=0))

@@ -131,7 +131,7 @@ def test_cumulative_operations_over_a_polymorphic_axis_run_on_iree(make_artifact
         want, got = dict(by_jax.run({"x": x}).leaves), dict(by_iree.run({"x": x}).leaves)
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=f"b={b} {name}")
-    res = run_cli("compile", path, "-o", tmp_path / "c.vmfb", "--dims", "b=5,9")
+    res = run_cli("compile", path, "-o", tmp_path / "c.vmfb", "--dim", "b=5,9")
     assert res.exit_code == 0, res.stderr
     assert ("note: padding not allowed for b: output 'lse' depends on an operation whose padding changes with b: it "
             "works across b or uses its value (stablehlo.reduce_window); a call's b must equal a bucket's") \
@@ -173,7 +173,7 @@ def test_an_imported_dynamic_top_k_module_runs_on_iree(tmp_path, run_cli, monkey
         np.testing.assert_allclose(got["0"], want["0"], rtol=1e-6)
         np.testing.assert_array_equal(got["1"], want["1"])
         np.testing.assert_array_equal(want["0"], -np.sort(-x, axis=1)[:, :n - 2])
-    res = run_cli("compile", "top_k.jaxport", "-o", "top_k.vmfb", "--dims", "n=5,10", "--json")
+    res = run_cli("compile", "top_k.jaxport", "-o", "top_k.vmfb", "--dim", "n=5,10", "--json")
     assert res.exit_code == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["padding"]["n"] == {"allowed": False, "reason": "output '0' has axis 1 of size n - 2, not n itself"}
@@ -192,7 +192,7 @@ def test_compile_without_dims_needs_bounds_to_propose_buckets(make_artifact, run
     res = run_cli("compile", path, "-o", tmp_path / "m.vmfb")
     assert (res.exit_code, res.stderr) == (2, (
         "error[usage]: dimension 'b' has no upper bound in the spec, so no buckets can be proposed for it; give the "
-        "sizes to build with --dims b=N1,N2,... (or one with --dim b=N).\n"))
+        "sizes to build with --dim b=N1,N2,... (or one with --dim b=N).\n"))
     assert not list(tmp_path.glob("m.*"))
 
 
@@ -219,3 +219,43 @@ def test_compile_a_pytree_function_with_several_outputs(artifacts, tmp_path, run
         got = np.load(tmp_path / file)
         np.testing.assert_allclose(got.astype(np.float32), np.asarray(want[o["name"]]).astype(np.float32),
                                    rtol=1e-4, atol=1e-5, err_msg=o["name"])
+
+
+def _run_description() -> dict:
+    """A run description as ``compile`` writes it, with only what the loader reads (no module is run)."""
+    from jaxport.run import iree_loader
+
+    arrays = [{"name": "x", "shape": [4], "dtype": "float32"}]
+    return {"format": iree_loader.FORMAT, "module": "m.vmfb", "parameters": None, "device": "local-task",
+            "signature": {"inputs": [{"name": "x", "shape": ["b"], "dtype": "float32"}],
+                          "outputs": [{"name": "y", "shape": ["b"], "dtype": "float32"}],
+                          "dims": {"b": {"min": 1, "max": 8}}},
+            "padding": {"variables": {"b": {"allowed": True, "fill": "edge", "inputs": {"x": [0]},
+                                            "outputs": {"y": [0]}}}},
+            "functions": [{"name": "main", "dims": {"b": 4}, "inputs": arrays, "outputs": arrays}]}
+
+
+def test_the_loader_reads_a_run_description_once_and_refuses_an_incomplete_one(tmp_path):
+    from jaxport.run import iree_loader
+
+    path = tmp_path / "m.run.json"
+    path.write_text(json.dumps(_run_description()))
+    module = iree_loader.load(path)
+    assert module.choose({"x": (3,)}) == iree_loader.Choice("main", {"b": 4}, {"b": 3}, {"b": 1})
+    with pytest.raises(iree_loader.CallError) as e:
+        module.choose({"x": (0,)})
+    assert str(e.value) == "dimension 'b' = 0, but it must satisfy 1 <= b <= 8 (spec bound)."
+    for drop in ("outputs", "inputs"):  # a verdict's axes were read only by the first padded call
+        broken = _run_description()
+        del broken["padding"]["variables"]["b"][drop]
+        path.write_text(json.dumps(broken))
+        with pytest.raises(iree_loader.DescriptionError) as e:
+            iree_loader.load(path)
+        assert str(e.value) == (f"{path}: the run description lacks '{drop}'; give the .run.json that jaxport "
+                                f"compile wrote.")
+    broken = _run_description()
+    broken["functions"][0]["inputs"] = [{"name": "x", "shape": ["b"], "dtype": "float32"}]
+    path.write_text(json.dumps(broken))
+    with pytest.raises(iree_loader.DescriptionError) as e:
+        iree_loader.load(path)
+    assert str(e.value) == f"{path}: function 'main' has a non-static shape."

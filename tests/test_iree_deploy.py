@@ -203,7 +203,7 @@ def test_loader_refusals_name_the_input_and_the_buckets(mlp):
         module(np.zeros((129, 784), np.float32))
     assert str(e.value) == ("no function of mlp.vmfb fits inputs x (129, 784): its buckets are batch=1; batch=8; "
                             "batch=32; batch=128 (batch may be padded up to a bucket); compile one that fits with "
-                            "jaxport compile --dims or --bucket.")
+                            "jaxport compile --dim or --bucket.")
     with pytest.raises(iree_loader.CallError) as e:
         module(np.zeros((4, 784), np.float64))
     assert str(e.value) == ("input 'x' is float64, but the module takes float32 (convert it first; nothing is "
@@ -255,7 +255,7 @@ def test_transformer_pads_batch_but_not_seq(transformer):
         module(rng.standard_normal((2, 12, 32)).astype(np.float32))
     assert str(e.value) == ("no function of tr.vmfb fits inputs x (2, 12, 32): its buckets are batch=1,seq=8; "
                             "batch=1,seq=16; batch=4,seq=8; batch=4,seq=16 (batch may be padded up to a bucket; seq "
-                            "must equal a bucket's value); compile one that fits with jaxport compile --dims or "
+                            "must equal a bucket's value); compile one that fits with jaxport compile --dim or "
                             "--bucket.")
 
 
@@ -265,7 +265,7 @@ def test_transformer_pads_batch_but_not_seq(transformer):
 def test_compile_and_call_the_module_from_the_command_line(mlp, run_cli, tmp_path):
     art, _ = mlp
     out = tmp_path / "m.vmfb"
-    res = run_cli("compile", art, "-o", out, "--dims", "batch=2,16")
+    res = run_cli("compile", art, "-o", out, "--dim", "batch=2,16")
     assert res.exit_code == 0, res.stderr
     assert res.stdout.splitlines()[:4] == [
         f"Compiled {out} (iree-llvm-cpu, cpu=generic): 2 functions (--dims)",
@@ -280,11 +280,17 @@ def test_compile_and_call_the_module_from_the_command_line(mlp, run_cli, tmp_pat
         report = json.loads(res.stdout)
         assert (report["function"], report["runtime"], report["dims"]) == ("main_batch16", "iree", {"batch": 5})
         assert_close(np.load(tmp_path / "y.npy"), np.asarray(jaxport.load(art)(x)))
+    res = run_cli("call", tmp_path / "m.run.json", "--inputs", tmp_path / "x.npy", "-o", tmp_path / "z.npy",
+                  "--benchmark", "2")
+    assert res.exit_code == 0, res.stderr
+    assert f"Wrote {tmp_path / 'z.npy'} (1 array)" in res.stdout and "benchmark (2 calls): p50 " in res.stdout
+    assert ", p99 " in res.stdout and ", max " in res.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), np.load(tmp_path / "y.npy"))
     res = run_cli("call", tmp_path / "m.run.json", "--random", "--dim", "batch=17")
     assert res.exit_code == 9
     assert res.stderr == (f"error[input]: {tmp_path / 'm.run.json'}: no function of m.vmfb fits inputs x (17, 784): "
                           f"its buckets are batch=2; batch=16 (batch may be padded up to a bucket); compile one that "
-                          f"fits with jaxport compile --dims or --bucket.\n")
+                          f"fits with jaxport compile --dim or --bucket.\n")
     res = run_cli("call", tmp_path / "m.run.json", "--random", "--dim", "batch=5000")
     assert res.exit_code == 9
     assert "must satisfy 1 <= batch <= 4096" in res.stderr
@@ -319,19 +325,20 @@ def test_without_dims_buckets_are_proposed_from_the_bounds(mlp, run_cli, tmp_pat
     report = json.loads(res.stdout)
     assert [f["dims"]["batch"] for f in report["functions"]] == [1, 4, 16, 64, 256, 1024, 4096]
     assert report["buckets"] == "spec bounds"
-    assert report["notes"][0] == ("no --dims or --bucket given: buckets proposed from the spec's bounds (powers of two "
+    assert report["notes"][0] == ("no --dim or --bucket given: buckets proposed from the spec's bounds (powers of two "
                                   "inside them and the upper bound, at most 8 functions): batch in 1, 4, 16, 64, 256, "
                                   "1024, 4096")
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--dims", "seq=1,2"], "--dims seq: the function has no dimension variable 'seq'; it has batch."),
-    (["--dims", "batch=1,5000"], "--dims batch=1,5000: 5000 is outside the spec bound 1 <= batch <= 4096."),
-    (["--dims", "batch=1", "--bucket", "batch=2"], "--dims builds a grid and --bucket lists buckets one by one; give "
-                                                   "one of them."),
+    (["--dim", "seq=1,2"], "--dim seq: the function has no dimension variable 'seq'; it has batch."),
+    (["--dim", "batch=1,5000"], "--dim batch=1,5000: 5000 is outside the spec bound 1 <= batch <= 4096."),
+    (["--dim", "batch=1,2", "--bucket", "batch=2"], "--dim with several sizes builds a grid and --bucket lists "
+                                                    "buckets one by one; give one of them."),
     (["--bucket", "batch=1,2"], "--bucket batch=1,2: a bucket gives one value per variable (batch has 2); repeat "
-                                "--bucket for several buckets, or build a grid with --dims batch=N1,N2,..."),
-    (["--dims", "batch=x"], "--dims batch=x: 'x' is not a size (a non-negative integer)."),
+                                "--bucket for several buckets, or build a grid with --dim batch=N1,N2,..."),
+    (["--dim", "batch=x"], "Invalid value for '--dim': 'batch=x': 'x' is not an integer. See 'jaxport compile "
+                           "--help'."),
     (["--bucket", "batch=0"], "--bucket batch=0: dimension 'batch' = 0 (given), but it must satisfy 1 <= batch <= 4096 "
                               "(spec bound)."),
 ])
@@ -339,6 +346,16 @@ def test_bucket_options_are_checked_before_compiling(mlp, run_cli, tmp_path, arg
     res = run_cli("compile", mlp[0], "-o", tmp_path / "m.vmfb", *args)
     assert (res.exit_code, res.stderr) == (2, f"error[usage]: {message}\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dims_is_a_deprecated_alias_of_dim(mlp, run_cli, tmp_path):
+    """The old --dims takes --dim's values, with a note on stderr: the same buckets, the same files."""
+    new = run_cli("compile", mlp[0], "-o", tmp_path / "new.vmfb", "--dim", "batch=2,4", "--json")
+    old = run_cli("compile", mlp[0], "-o", tmp_path / "old.vmfb", "--dims", "batch=2", "--dims", "batch=4", "--json")
+    assert (new.exit_code, new.stderr, old.exit_code) == (0, "", 0)
+    assert old.stderr == "note: --dims is deprecated; it is now --dim NAME=V[,V...], which takes the same values.\n"
+    assert [f["dims"] for f in json.loads(old.stdout)["functions"]] == [{"batch": 2}, {"batch": 4}]
+    assert (tmp_path / "old.vmfb").read_bytes() == (tmp_path / "new.vmfb").read_bytes()
 
 
 def test_outputs_are_reproducible_and_name_no_absolute_path(mlp, tmp_path):
@@ -365,7 +382,7 @@ def test_json_reports_and_the_run_description_follow_their_schemas(mlp, run_cli,
         jsonschema.Draft202012Validator(json.loads((schemas / schema).read_text()), registry=registry).validate(
             instance)
 
-    res = run_cli("compile", mlp[0], "-o", tmp_path / "m.vmfb", "--dims", "batch=2,4", "--json")
+    res = run_cli("compile", mlp[0], "-o", tmp_path / "m.vmfb", "--dim", "batch=2,4", "--json")
     assert res.exit_code == 0, res.stderr
     check("cli/compile.schema.json", json.loads(res.stdout))
     check("iree-run.schema.json", json.loads((tmp_path / "m.run.json").read_text()))

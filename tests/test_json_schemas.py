@@ -56,9 +56,9 @@ def _errors(name: str, instance: object) -> list[str]:
 
 
 def _registered() -> set[str]:
-    from jaxport_cli.main import _COMMANDS
+    from jaxport_cli.commands import COMMANDS
 
-    return set(_COMMANDS)
+    return set(COMMANDS)
 
 
 @pytest.fixture(scope="module")

@@ -78,13 +78,13 @@ def test_verify_lines_per_case(mlp):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("iree") is None, reason="needs the iree extra")
 def test_compile_lines(mlp):
-    res = _jaxport(mlp, "compile", "mlp.jaxport", "-o", "mlp.vmfb", "--dims", "batch=1,8")
+    res = _jaxport(mlp, "compile", "mlp.jaxport", "-o", "mlp.vmfb", "--dim", "batch=1,8")
     assert res.returncode == 0, res.stderr
     assert _stages(res.stderr) == ["loading the artifact", "specializing predict for 2 buckets",
                                    "checking which dimensions may be padded", "compiling with IREE",
                                    "writing the module"]
     assert res.stdout.startswith("Compiled mlp.vmfb") and "jaxport: " not in res.stdout
-    res = _jaxport(mlp, "compile", "mlp.jaxport", "-o", "mlp2.vmfb", "--dims", "batch=1,8", "--json")
+    res = _jaxport(mlp, "compile", "mlp.jaxport", "-o", "mlp2.vmfb", "--dim", "batch=1,8", "--json")
     assert res.returncode == 0 and res.stderr == ""
 
 

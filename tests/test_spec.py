@@ -10,6 +10,7 @@ import pytest
 
 import jaxport
 from jaxport.errors import SpecError
+from jaxport.export.lower import InputLeaf, function_constraints
 from jaxport.spec import MAX_SPEC_BYTES, ArrayLeaf, StaticLeaf, load_spec, parse_spec
 
 DTYPES = "bool, i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2"
@@ -74,7 +75,7 @@ def test_compact_and_long_leaves_pytrees_kwargs_and_statics():
     assert f.kwargs["mode"].value == "train"
     assert spec.dims["batch"].min == 1 and spec.dims["batch"].max == 4096
     assert spec.dims["h"].min is None and spec.dims["h"].max is None
-    assert spec.jax_constraints() == ["batch <= 4096", "batch <= 8*h"]
+    assert [c.text for c in spec.constraints] == ["batch <= 8*h"]
     assert spec.platforms == ["cpu", "tpu"]
     assert spec.allow_custom_calls == ["my_target"]
     assert spec.metadata == {"name": "demo", "version": "1.0", "labels": {"team": "ml", "n": "3"}}
@@ -89,7 +90,8 @@ def test_dims_may_be_a_plain_list_and_lower_bounds_above_one_become_constraints(
     spec = parse_spec("jaxport: 1\ndims: [b, n]\nargs: ['f32[b, n]']\n")
     assert list(spec.dims) == ["b", "n"]
     spec = parse_spec("jaxport: 1\ndims: {b: {min: 2}}\nargs: ['f32[b]']\n")
-    assert spec.jax_constraints() == ["b >= 2"]
+    leaf = spec.functions[None].args[0]
+    assert function_constraints([InputLeaf("x", "args[0]", leaf)], spec) == (["b >= 2"], [])
 
 
 def test_several_functions():

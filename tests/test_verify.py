@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport.artifact import model
+from jaxport.artifact.bounds import Bounds
 from jaxport.errors import InputError, UsageError
 from jaxport.run.inputs import random_inputs
 from jaxport.verify import compare, plan, spec_check
@@ -204,7 +206,7 @@ def test_wrong_spec_fails_with_its_differences(name, in_project, run_cli):
     text, expected = WRONG_SPECS[name]
     Path("wrong.yaml").write_text(text)
     differences = spec_check.spec_differences(jaxport.load_spec("wrong.yaml"), "f",
-                                              jaxport.open_artifact("f.jaxport").manifest["functions"]["f"])
+                                              jaxport.open_artifact("f.jaxport").model.functions["f"])
     assert differences == expected
     res = run_cli("verify", "f.jaxport", "--shapes", "wrong.yaml", "--dim", "b=2")
     assert res.exit_code == 12
@@ -216,12 +218,13 @@ def test_wrong_spec_fails_with_its_differences(name, in_project, run_cli):
 def test_equivalent_spec_spellings_describe_the_artifact(in_project):
     text = SPEC.replace('"f32[b, 8]"', "{shape: [b, 8], dtype: float32}").replace("{min: 1, max: 512}", "{max: 512}")
     spec = jaxport.parse_spec(text, "same.yaml")
-    f = jaxport.open_artifact("f.jaxport").manifest["functions"]["f"]
+    f = jaxport.open_artifact("f.jaxport").model.functions["f"]
     assert spec_check.spec_differences(spec, "f", f) == []
 
 
 def test_a_manifest_min_of_0_is_a_bound_as_written(in_project):
-    f = dict(jaxport.open_artifact("f.jaxport").manifest["functions"]["f"], dims={"b": {"min": 0, "max": 512}})
+    f = model.replace(jaxport.open_artifact("f.jaxport").model.functions["f"],
+                      dims={"b": model.DimVar(Bounds(0, 512))})
     assert spec_check.spec_differences(jaxport.load_spec("spec.yaml"), "f", f) == [
         "dims['b']: 0 <= b <= 512 in the artifact, 1 <= b <= 512 in the spec"]
 
@@ -332,10 +335,11 @@ def test_bound_weights_are_loaded_again_for_the_live_function(example_dir):
 # --- planning, inputs and comparison on their own (no JAX) ------------------------------------------------------
 
 
-def _fn(inputs, outputs=(), dims=None, constraints=()):
-    return {"inputs": [{"name": n, "shape": s, "dtype": d} for n, s, d in inputs],
-            "outputs": [{"name": n, "shape": s, "dtype": d} for n, s, d in outputs],
-            "dims": dims or {}, "constraints": list(constraints)}
+def _fn(inputs, outputs=(), dims=None, constraints=()) -> model.Function:
+    return model.Function("f.bin", 9, ("cpu",), tuple(model.Input(n, tuple(s), d) for n, s, d in inputs),
+                          tuple(model.Output(n, tuple(s), d) for n, s, d in outputs), model.Signature(),
+                          dims={v: model.DimVar(Bounds.of(b)) for v, b in (dims or {}).items()},
+                          constraints=tuple(constraints))
 
 
 def test_plan_follows_bounds_and_constraints():
@@ -360,7 +364,7 @@ def test_plan_scales_large_cases_to_the_budget():
     assert plan.case_bytes(f, upper.dims) <= 1 << 20
     assert upper.dims["n"] > 64  # scaled by 3/4 steps, not to the minimum
     assert upper.note == (f"n=100000 scaled down to {upper.dims['n']}: its inputs and outputs would take more than "
-                          f"1.0 MB")
+                          f"1 MiB")
 
 
 def test_plan_with_chosen_values_is_their_product():

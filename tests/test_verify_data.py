@@ -237,14 +237,41 @@ def test_all_nan_outputs_are_inconclusive(in_project, run_cli):
     fix = ("every value is NaN/Inf on both sides; choose inputs where the function is finite (--range NAME=LO:HI or "
            "--inputs FILE), or accept it with --allow-nonfinite")
     assert f"inconclusive: {fix}." in res.stdout
-    assert res.stderr == (f"error[verification]: nan_log.jaxport: verification failed: 1 of 1 case differs: nan_log "
-                          f"on cpu at fixed shapes (fixed shapes): output 'output': inconclusive: {fix}.\n")
+    assert "FAILED: 1 of 1 case is inconclusive." in res.stdout
+    assert res.stderr == ("error[verification]: nan_log.jaxport: verification failed: 1 of 1 case is inconclusive: "
+                          "nan_log on cpu at fixed shapes (fixed shapes): output 'output': inconclusive: every value "
+                          "is NaN/Inf on both sides. Choose inputs where the function is finite (--range NAME=LO:HI or "
+                          "--inputs FILE), or accept it with --allow-nonfinite.\n")
     res = run_cli("verify", "nan_log.jaxport", "--against", "model.py:nan_sqrt", "--json")
     out = _valid(json.loads(res.stdout))["cases"][0]["outputs"][0]
     assert (out["passed"], out["inconclusive"], out["max_abs_error"], out["mismatched"]) == (False, fix, None, 0)
     res = run_cli("verify", "nan_log.jaxport", "--against", "model.py:nan_sqrt", "--allow-nonfinite")
     assert res.exit_code == 0, res.stderr
     assert "ok (all NaN/Inf, allowed)" in res.stdout and "OK: 1 case matches." in res.stdout
+
+
+def test_inconclusive_cases_are_counted_as_such_and_advised_once():
+    from jaxport.verify.compare import NONFINITE, OutputResult
+    from jaxport.verify.report import CaseResult, VerifyReport, failing
+    from jaxport.verify.runner import NONFINITE_FIX
+
+    def case(label, **result):
+        return CaseResult("f", "cpu", label, {"b": 1}, outputs=[OutputResult("y", "float32", [2], 2, 1e-6, 1e-5,
+                                                                             **result)])
+
+    nan = {"inconclusive": f"{NONFINITE}; {NONFINITE_FIX}"}
+    cases = [case("lower bound", **nan), case("upper bound", **nan), case("random", **nan)]
+    report = VerifyReport("f.jaxport", 0, 0, None, [], [], cases)
+    assert failing(cases, 3) == "3 of 3 cases are inconclusive"
+    each = "output 'y': inconclusive: every value is NaN/Inf on both sides"
+    assert report.summary() == (
+        f"f.jaxport: verification failed: 3 of 3 cases are inconclusive: f on cpu at b=1 (lower bound): {each}; f on "
+        f"cpu at b=1 (upper bound): {each}; f on cpu at b=1 (random): {each}. Choose inputs where the function is "
+        f"finite (--range NAME=LO:HI or --inputs FILE), or accept it with --allow-nonfinite.")
+    mixed = [case("lower bound", mismatched=1), case("random", **nan)]
+    assert failing(mixed, 3) == "1 of 3 cases differ and 1 is inconclusive"
+    assert failing(mixed[:1], 1) == "1 of 1 case differs"
+    assert VerifyReport("f.jaxport", 0, 0, None, [], [], mixed).summary().count("--allow-nonfinite") == 1
 
 
 def test_nan_at_other_positions_is_a_mismatch(in_project):

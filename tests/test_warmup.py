@@ -61,6 +61,7 @@ def test_warmup_then_call_compiles_nothing_and_checks_nothing(mlp, tmp_path):
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert (report["function"], report["cache_dir"]) == ("predict", str(cache))
+    assert report["check"] == {"verdict": "passed", "cache": "checked, now cached"}
     assert [(s["dims"], s["inputs"], s["compile_cache_hit"]) for s in report["signatures"]] == [
         ({"batch": 2}, {"x": {"shape": [2, 784], "dtype": "float32"}}, False),
         ({"batch": 8}, {"x": {"shape": [8, 784], "dtype": "float32"}}, False)]
@@ -104,6 +105,20 @@ def _check_version() -> str:
     from jaxport import isolate
 
     return isolate._CHECK_VERSION
+
+
+def test_warmup_prints_the_checks_verdict(mlp, tmp_path):
+    """The first warm-up into a cache checks the program and records the verdict; the next one finds it there."""
+    cache = tmp_path / "cache"
+    first = _run("warmup", mlp, "--dim", "batch=2", "--cache-dir", cache)
+    second = _run("warmup", mlp, "--dim", "batch=2", "--cache-dir", cache)
+    assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+    assert first.stdout.splitlines()[:2] == [
+        f"Warmed up predict of {mlp} on cpu: 1 shape signature in {cache} (1 compiled, 0 already there)",
+        "check: passed; its verdict is now in the cache, so a call with this cache starts no check"]
+    assert second.stdout.splitlines()[:2] == [
+        f"Warmed up predict of {mlp} on cpu: 1 shape signature in {cache} (0 compiled, 1 already there)",
+        "check: passed (its verdict was already in the cache: no check ran)"]
 
 
 def test_loaded_warmup_compiles_ahead_in_this_process(mlp, tmp_path):

@@ -541,15 +541,16 @@ def test_unsupported_dtype_in_a_bound_file(workdir, run_cli, arrays, message):
      "spec.yaml:4: bound file p.safetensors: the header claims 1099511627776 bytes, more than the file holds or "
      "104857600 allowed; the file is damaged or not .safetensors."),
     ("p.safetensors", struct.pack("<Q", 2) + b"[]",
-     "spec.yaml:4: bound file p.safetensors: the header is not valid JSON (the header is not a JSON object)."),
+     "spec.yaml:4: bound file p.safetensors: the header must start with '{' (safetensors' rule); it starts with "
+     "b'['."),
     ("p.safetensors",
      struct.pack("<Q", 62) + b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 32]}}' + bytes(16),
      "spec.yaml:4: bound file p.safetensors: tensor 'w': bytes 0..32 do not hold shape [4] of F32 inside the "
      "16-byte data section."),
     ("p.safetensors",
      struct.pack("<Q", 62) + b'{"w": {"dtype": "F4X", "shape": [4], "data_offsets": [0, 16]}}' + bytes(16),
-     "spec.yaml:4: bound file p.safetensors: tensor 'w': dtype F4X is not one jaxport stores (it stores BOOL, U8, "
-     "I8, U16, I16, U32, I32, U64, I64, F16, BF16, F32, F64, C64, F8_E4M3, F8_E5M2)."),
+     "spec.yaml:4: bound file p.safetensors: tensor 'w': dtype F4X is not one jaxport reads (it reads BOOL, I8, "
+     "I16, I32, I64, U8, U16, U32, U64, BF16, F16, F32, F64, C64, F8_E4M3, F8_E5M2)."),
     ("nowhere.py:PARAMS", None,
      "spec.yaml:4: bound module nowhere.py not found (paths are relative to the spec file's directory)."),
 ], ids=["missing", "extension", "npz-not-zip", "npy-pickle", "st-short", "st-huge-header", "st-not-object",

@@ -20,6 +20,7 @@ from .._jax_internals import export_allowing_every_custom_call
 from .._text import plural
 from ..artifact import calltree
 from ..artifact.calltree import WEIGHTS_KWARG
+from ..artifact.model import CallNode, OutputNode, Signature
 from ..checks import disallowed_custom_calls_error
 from ..errors import ExportError, PolicyError, SpecError
 from ..module_scan import ModuleScan, scan_module
@@ -48,9 +49,9 @@ class Lowered:
     exported: Any  # jax.export.Exported
     name: str
     inputs: list[InputLeaf]
-    signature: dict[str, Any]  # {"args": [...], "kwargs": {...}}: the call tree, see manifest.py
+    signature: Signature  # the call tree
     outputs: list[str]
-    output_tree: Any
+    output_tree: OutputNode
     x64: bool
     scan: ModuleScan
     #: Bound tensors this function's program takes, in the program's order (sorted by name).
@@ -452,7 +453,7 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     return sorted(found)
 
 
-def output_structure(value: Any) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+def output_structure(value: Any) -> tuple[list[str], list[list[str]], OutputNode]:
     """How a returned pytree ``value`` is recorded: the default name of each array leaf (``output`` for a single
     array, else its path joined with '/'), each leaf's path (one key per level) and the ``output_tree`` node."""
     from jax import tree_util
@@ -461,20 +462,20 @@ def output_structure(value: Any) -> tuple[list[str], list[list[str]], dict[str, 
     tree = tree_util.tree_unflatten(treedef, list(range(len(flat))))
     paths = [[calltree.key_name(k) for k in path] for path, _ in flat]
     if len(flat) == 1 and tree == 0:
-        return ["output"], paths, {"output": 0}
+        return ["output"], paths, OutputNode("output", 0)
     names = ["/".join(p) or "output" for p in paths]
 
-    def enc(t: Any) -> Any:
+    def enc(t: Any) -> OutputNode:
         if isinstance(t, int):
-            return {"output": t}
+            return OutputNode("output", t)
         if t is None:
-            return {"none": True}
+            return OutputNode("none")
         if isinstance(t, dict):
-            return {"dict": {str(k): enc(v) for k, v in t.items()}}
+            return OutputNode("dict", {str(k): enc(v) for k, v in t.items()})
         if isinstance(t, (list, tuple)) and type(t) in (list, tuple):
-            return {"list" if isinstance(t, list) else "tuple": [enc(v) for v in t]}
+            return OutputNode("list" if isinstance(t, list) else "tuple", tuple(enc(v) for v in t))
         children, _ = tree_util.tree_flatten(t, is_leaf=lambda x: x is not t)
-        return {"node": type(t).__qualname__, "children": [enc(c) for c in children]}
+        return OutputNode("node", tuple(enc(c) for c in children), type(t).__qualname__)
 
     return names, paths, enc(tree)
 
@@ -501,25 +502,25 @@ def _refuse_key_outputs(exported: Any, names: list[str], where: str) -> None:
 
 
 def call_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],
-              record_source: Callable[[BindLeaf], str] | None = None) -> dict[str, Any]:
+              record_source: Callable[[BindLeaf], str] | None = None) -> Signature:
     """The call tree recorded in the manifest for a spec's function: ``names`` are the positional arguments' names,
     ``leaf_index`` maps ``id(ArrayLeaf)`` to its input index, ``record_source`` gives a bound source as recorded
     (export's: relative to its root; default: ``calltree.recorded_source``)."""
 
-    def enc(tree: Any) -> Any:
+    def enc(tree: Any, name: str | None = None) -> CallNode:
         if isinstance(tree, StaticLeaf):
             v = tree.value
-            return {"static": list(v) if isinstance(v, tuple) else v}
+            return CallNode("static", list(v) if isinstance(v, tuple) else v, name)
         if isinstance(tree, BindLeaf):
             recorded = record_source(tree) if record_source is not None else calltree.recorded_source(tree.source)
-            return {"bound": recorded}
+            return CallNode("bound", recorded, name)
         if isinstance(tree, ArrayLeaf):
-            return {"input": leaf_index[id(tree)]}
+            return CallNode("input", leaf_index[id(tree)], name)
         if isinstance(tree, LikeTree):
-            return enc(tree.mirror)
+            return enc(tree.mirror, name)
         if isinstance(tree, dict):
-            return {"dict": {k: enc(v) for k, v in tree.items()}}
-        return {"list": [enc(v) for v in tree]}
+            return CallNode("dict", {k: enc(v) for k, v in tree.items()}, name)
+        return CallNode("list", tuple(enc(v) for v in tree), name)
 
-    return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
-            "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
+    return Signature(tuple(enc(a, names[i]) for i, a in enumerate(fspec.args)),
+                     {k: enc(v) for k, v in fspec.kwargs.items()})

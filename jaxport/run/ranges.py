@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import dimexpr, dtypes
+from ..artifact.manifest import as_input
+from ..artifact.model import Function, Input
 from ..errors import UsageError
 
 Range = tuple[float, float]
@@ -47,16 +49,17 @@ def float_limit(dtype: str) -> float:
     import ml_dtypes
     import numpy as np
 
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
     target = dtypes.to_numpy(part)
-    info = np.finfo(target) if part in ("float16", "float32", "float64") else ml_dtypes.finfo(target)
+    info = ml_dtypes.finfo(target) if dtypes.BY_NAME[part].ml_dtypes else np.finfo(target)
     return float(info.max)
 
 
-def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
+def check_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
     """The range ``value`` (``[LO, HI]``) of the manifest input ``inp``, checked against its dtype (see the module
     docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``."""
-    name, dtype = inp["name"], inp["dtype"]
+    inp = as_input(inp)
+    name, dtype = inp.name, inp.dtype
     if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
         return check_expression_range(inp, value, where, error)
     if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_number(v) for v in value):
@@ -89,18 +92,19 @@ def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = U
     if lo < -limit or hi > limit:
         raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of input {name!r} leaves {dtype}, whose largest "
                     f"finite value is {limit:g}; give a range within -{limit:g}:{limit:g}.")
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
     if representable(float(lo), float(hi), part) is None:
         raise error(f"{where}: no {part} value lies in the range {_shown(lo)}:{_shown(hi)} of input {name!r}; "
                     f"widen it.")
     return float(lo), float(hi)
 
 
-def check_expression_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = UsageError,
+def check_expression_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError,
                            variables: set[str] | None = None) -> Any:
     """A range with a dimension expression for a bound (see the module docstring), before the dimensions' values are
     known: an integer input's, each bound a number or an expression that parses (over ``variables`` when given)."""
-    name, dtype = inp["name"], inp["dtype"]
+    inp = as_input(inp)
+    name, dtype = inp.name, inp.dtype
     if dtypes.BY_NAME[dtype].kind not in ("int", "uint"):
         raise error(f"{where}: '{name}={value[0]}:{value[1]}': LO and HI must be finite numbers (only an integer "
                     f"input's bound may be a dimension; {name!r} is {dtype}).")
@@ -138,10 +142,13 @@ def resolved(value: Any, dims: Mapping[str, int]) -> Any:
     return tuple(out)
 
 
-def check_ranges(fn: Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range") -> None:
+def check_ranges(fn: Function | Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range"
+                 ) -> None:
     """Refuse (``UsageError``) ranges for inputs the function ``fn`` (a manifest entry) does not have, listing its
     inputs, and ranges that do not fit their input's dtype (see the module docstring)."""
-    by_name = {i["name"]: i for i in fn["inputs"]}
+    # a run description's signature (``call MODEL.run.json``) is a function's JSON without the rest of its fields
+    inputs = fn.inputs if isinstance(fn, Function) else tuple(map(as_input, fn["inputs"]))
+    by_name = {i.name: i for i in inputs}
     for name, value in (ranges or {}).items():
         if name not in by_name:
             close = difflib.get_close_matches(name, list(by_name), n=1)
@@ -149,17 +156,18 @@ def check_ranges(fn: Mapping[str, Any], ranges: Mapping[str, Any] | None, where:
             raise UsageError(f"{where}: unknown input name {name!r}; the inputs are: "
                              f"{', '.join(by_name) or '(none)'}.{hint}")
         if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
-            check_expression_range(by_name[name], value, where, variables=set(fn.get("dims") or {}) |
-                                   _shape_variables(fn))
+            dims = fn.dims if isinstance(fn, Function) else fn.get("dims")
+            check_expression_range(by_name[name], value, where, variables=set(dims or {}) |
+                                   _shape_variables(inputs))
         else:
             check_range(by_name[name], value, where)
 
 
-def _shape_variables(fn: Mapping[str, Any]) -> set[str]:
+def _shape_variables(inputs: tuple[Input, ...]) -> set[str]:
     """The dimension variables of a function's input shapes."""
     found: set[str] = set()
-    for inp in fn["inputs"]:
-        for d in inp.get("shape") or []:
+    for inp in inputs:
+        for d in inp.shape:
             if isinstance(d, str):
                 try:
                     found |= dimexpr.variables(dimexpr.parse(d))
@@ -203,12 +211,12 @@ def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | Non
     return float(low), float(high)
 
 
-def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
+def draw(rng: Any, inp: Input | Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
     """A random array for the manifest input ``inp`` of ``shape``: from ``bounds`` (a checked range) when given,
     else the defaults: floats standard normal (complex: both parts), integers in [0, 8), bools fair coin flips."""
     import numpy as np
 
-    dtype = inp["dtype"]
+    dtype = as_input(inp).dtype
     kind = dtypes.BY_NAME[dtype].kind
     target = dtypes.to_numpy(dtype)
     if kind == "bool":
@@ -217,7 +225,7 @@ def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range
         if bounds is None:
             return rng.integers(0, 8, size=shape).astype(target)
         return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, dtype=target)
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
 
     def one() -> Any:
         if bounds is None:
