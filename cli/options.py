@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -302,9 +303,15 @@ def input_selection_options(f: F) -> F:
         seed_option(None, "Seed of --random (default 0)."))
 
 
-def _range_bound(text: str) -> float:
-    """One bound of ``--range``: an integer (kept exact, for 64-bit integer inputs) or a finite float."""
+def _range_bound(text: str) -> float | str:
+    """One bound of ``--range``: an integer (kept exact, for 64-bit integer inputs), a finite float, or a dimension
+    expression (``nodes``, ``seq - 1``: an integer input's bound at each call's dimension values)."""
     t = text.strip()
+    try:
+        float(t)
+    except ValueError:
+        if re.fullmatch(r"[-+*()0-9\s]*[A-Za-z_][A-Za-z0-9_+\-*/()\s,]*", t):
+            return t  # a dimension expression: the range's check and each call's dimensions take it from here
     digits = t.lstrip("+-")
     if digits.isdigit() and t[:1] in "+-0123456789":
         if len(digits) > 40:  # beyond any dtype; int() refuses thousands of digits with a message about Python
@@ -317,8 +324,8 @@ def _range_bound(text: str) -> float:
 
 
 def _parse_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-                  ) -> dict[str, tuple[float, float]]:
-    ranges: dict[str, tuple[float, float]] = {}
+                  ) -> dict[str, tuple[float | str, float | str]]:
+    ranges: dict[str, tuple[float | str, float | str]] = {}
     for text in values:
         name, eq, rest = text.rpartition("=")
         name = name.strip()
@@ -330,7 +337,7 @@ def _parse_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str,
         except ValueError:
             raise click.BadParameter(f"{text[:80]!r}: LO and HI must be finite numbers (e.g. x=-1:1, "
                                      f"tokens=0:32000).", ctx, param) from None
-        if lo >= hi:
+        if not isinstance(lo, str) and not isinstance(hi, str) and lo >= hi:
             raise click.BadParameter(f"{text[:80]!r}: the range is empty; LO must be less than HI (the range is "
                                      f"half-open, [LO, HI)).", ctx, param)
         if name in ranges:
@@ -344,7 +351,8 @@ def range_option(f: F) -> F:
     (input name -> (LO, HI)); check it against the function with ``jaxport.run.inputs.check_ranges``."""
     return click.option("--range", "ranges", multiple=True, metavar="NAME=LO:HI", callback=_parse_ranges,
                         help="Draw random input NAME from [LO, HI): floats uniform, integers LO..HI-1 (e.g. "
-                             "tokens=0:32000 gives ids 0..31999); repeatable. Default: the spec's range: of the "
+                             "tokens=0:32000 gives ids 0..31999; an integer input's bound may be a dimension, "
+                             "senders=0:nodes); repeatable. Default: the spec's range: of the "
                              "input, else floats N(0,1), integers 0..7, bools coin flips.")(f)
 
 

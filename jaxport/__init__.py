@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .run.loaded import Loaded
     from .run.outputs import CallReport
     from .spec import ShapeSpec, load_spec, parse_spec
-    from .specbuild import Spec
+    from .specbuild import Like, Spec, like
     from .verify.reference import ReferenceMismatch
     from .verify.reference import call as call
     from .verify.runner import verify as verify_artifact
@@ -67,6 +67,7 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "JaxportError",
+    "Like",
     "Loaded",
     "OutputError",
     "PlatformError",
@@ -87,6 +88,7 @@ __all__ = [
     "diff_artifacts",
     "export",
     "import_stablehlo",
+    "like",
     "load",
     "load_policy",
     "load_spec",
@@ -102,6 +104,8 @@ _LAZY = {
     "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
     "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
     "Spec": ("jaxport.specbuild", "Spec"),
+    "Like": ("jaxport.specbuild", "Like"),
+    "like": ("jaxport.specbuild", "like"),
     "load_spec": ("jaxport.spec", "load_spec"),
     "parse_spec": ("jaxport.spec", "parse_spec"),
     "load": ("jaxport.run.load", "load"),

@@ -379,3 +379,15 @@ def export_allowing_every_custom_call(run_export: Callable[[list[Any]], Any]) ->
             if not refused:
                 raise
             allowed |= refused
+
+
+def serializable_node_types() -> frozenset[type]:
+    """The custom pytree node types ``jax.export`` can serialize in an output tree (those registered with
+    ``register_pytree_node_serialization`` or ``register_namedtuple_serialization``). No public API lists them;
+    empty when the registry moved (every custom node is then taken as unregistered)."""
+    try:
+        from jax._src.export import _export  # no public API: see the module docstring
+
+        return frozenset(_export.serialization_registry)
+    except (ImportError, AttributeError):
+        return frozenset()

@@ -14,7 +14,7 @@ from .. import dimexpr, dtypes
 from .._text import plural
 from .._version import __version__
 from ..errors import FormatError, UsageError
-from ..spec_values import input_range
+from ..spec_values import dimension_range, input_range
 from . import calltree, model
 from .bounds import Bounds
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
@@ -144,10 +144,12 @@ def _check_ranges(v: _V, inputs: list[Any], path: str) -> None:
         if len(bounds) != 2:
             raise v.fail(here, f"expected [LO, HI], found {plural(len(bounds), 'entry', 'entries')}")
         kind = dtypes.BY_NAME[a["dtype"]].kind
-        if kind in ("int", "uint") and not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+        named = any(isinstance(b, str) and any(c.isalpha() or c == "_" for c in b) for b in bounds)  # [0, "nodes"]
+        if not named and kind in ("int", "uint") and not all(isinstance(b, int) and not isinstance(b, bool)
+                                                             for b in bounds):
             raise v.fail(here, f"expected two integers for a {a['dtype']} input")
         try:
-            input_range(bounds[0], bounds[1], a["dtype"])
+            (dimension_range if named else input_range)(bounds[0], bounds[1], a["dtype"])
         except ValueError as e:
             raise v.fail(here, str(e).split(";")[0]) from None
 

@@ -157,8 +157,9 @@ class Input:
     sharding: str | None = None
     #: Sharded functions only: the PartitionSpec over the function's mesh (None when unspecified).
     partition_spec: tuple[PartitionEntry, ...] | None = None
-    #: The half-open range [LO, HI) of the values, when the spec declares it.
-    range: tuple[float, float] | None = None
+    #: The half-open range [LO, HI) of the values, when the spec declares it; an integer input's bound may be a
+    #: dimension expression (``[0, "nodes"]``), evaluated at each call's dimensions.
+    range: tuple[float | str, float | str] | None = None
 
     def to_json(self, sharded: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "spec_path": self.spec_path, "shape": list(self.shape),

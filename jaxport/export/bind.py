@@ -221,8 +221,19 @@ def _key_impl(leaf: Any) -> Any:
     return jax.random.key_impl(leaf)
 
 
+def keras_variable_path(leaf: Any) -> str | None:
+    """The path of a Keras variable (``sequential/dense/kernel``), else None: a bound list of Keras variables
+    (``model.trainable_variables``) names its tensors by the variables' paths rather than by list index."""
+    path = getattr(leaf, "path", None)
+    if not isinstance(path, str) or not path or not type(leaf).__module__.startswith("keras"):
+        return None
+    parts = path.split("/")
+    return path if all(parts) else None
+
+
 def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[Tensor]]:
-    """Name the array leaves of a bound pytree ``prefix/path/to/leaf``; other leaves are baked."""
+    """Name the array leaves of a bound pytree ``prefix/path/to/leaf``; other leaves are baked. A Keras variable is
+    named by its own path (``prefix/sequential/dense/kernel``) unless another leaf already has that name."""
     from jax import tree_util
 
     flat, treedef = tree_util.tree_flatten_with_path(value)
@@ -230,7 +241,9 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
     baked: dict[int, Any] = {}
     tensors: list[Tensor] = []
     key_impls: dict[int, Any] = {}
+    taken: set[str] = set()
     for i, (path, leaf) in enumerate(flat):
+        variable_path = keras_variable_path(leaf)
         impl = _key_impl(leaf)
         if impl is not None:  # a typed PRNG key (an nnx Rngs stream, say): store its raw key data
             from jax import random
@@ -243,6 +256,9 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
             baked[i] = leaf
             continue
         name = "/".join([prefix, *(key_name(k) for k in path)]) if path else prefix
+        if variable_path is not None and f"{prefix}/{variable_path}" not in taken:
+            name = f"{prefix}/{variable_path}"  # a Keras variable is named by its path, not its list index
+        taken.add(name)
         if dtypes.from_numpy(arr.dtype) is None:
             raise SpecError(f"{where}: bound leaf {name!r} has dtype {arr.dtype}, which jaxport does not store. "
                             f"Convert it, e.g. to float32.")

@@ -16,7 +16,7 @@ from ..artifact.model import Function, Source
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
 from ..spec import ShapeSpec, check_platform
-from ..specbuild import as_shape_spec
+from ..specbuild import as_shape_spec, like_values
 from . import gradients, lower
 from .binding import apply_binds
 from .entrypoint import in_memory_values, load_entrypoint
@@ -68,13 +68,14 @@ def export(
     Returns an ``ExportResult``: without ``output`` nothing is written, and ``save``, ``to_bytes`` and ``load`` give
     the artifact.
     """
+    likes = like_values(spec)  # the values of jaxport.like(...) arguments, by their in-memory names
     spec = as_shape_spec(spec)
     spec_dir = spec.base_dir or Path.cwd()
     paths = RootPaths(_export_root(root, spec_dir))
     plats = [check_platform(p, "--platform") for p in platforms] if platforms else spec.platforms
     allowed = sorted(set(spec.allow_custom_calls) | set(allow_custom_calls))
     sources, in_memory = _bind_sources(bind)
-    with in_memory_values(in_memory):
+    with in_memory_values({**likes, **in_memory}):
         return _export(fn, spec, output, spec_dir, paths, plats, allowed, name, version, strip_locations,
                        write_manifest, sources, vjp_order, progress or (lambda text: None))
 
@@ -144,9 +145,15 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
             warnings.append(f"function {fname!r} binds 64-bit float tensors ({shown}), so its program runs with "
                             f"jax_enable_x64 and may compute and return float64 where the model gives float32 "
                             f"under plain JAX. Convert them (e.g. astype(np.float32)) unless that is intended.")
-        if low.unused_weights:
-            shown = ", ".join(low.unused_weights[:10]) + (", ..." if len(low.unused_weights) > 10 else "")
-            warnings.append(f"function {fname!r} never reads {len(low.unused_weights)} bound tensor(s): {shown}. "
+        seeds = [n for n in low.unused_weights if n.endswith(_KERAS_SEED_STATE)]
+        if seeds:  # every Keras model with dropout has them: one short line, whatever their number
+            warnings.append(f"function {fname!r} never reads the {len(seeds)} Keras seed-generator state tensor(s) "
+                            f"bound with it (dropout's random state, read only in training, e.g. {seeds[0]}); they "
+                            f"are stored anyway (a few bytes each).")
+        unused = [n for n in low.unused_weights if not n.endswith(_KERAS_SEED_STATE)]
+        if unused:
+            shown = ", ".join(unused[:10]) + (", ..." if len(unused) > 10 else "")
+            warnings.append(f"function {fname!r} never reads {len(unused)} bound tensor(s): {shown}. "
                             f"They are stored anyway; remove them from the bound value to save space.")
         total = low.scan.constant_bytes()
         if total > LARGE_CONSTANTS_BYTES:
@@ -209,3 +216,5 @@ def _bind_sources(bind: dict[str, Any] | None) -> tuple[dict[str, str], dict[str
     return sources, values
 
 
+#: How the state of a Keras ``SeedGenerator`` is named (its variable path's last part).
+_KERAS_SEED_STATE = "/seed_generator_state"

@@ -20,7 +20,7 @@ from ..artifact.summary import array_type
 from ..errors import FormatError, InputError
 from . import keys
 from .npyio import check_fits, final_dtype, physical_memory, read_header, read_npy, read_npz
-from .ranges import check_range, check_ranges, draw
+from .ranges import check_range, check_ranges, draw, resolved
 
 __all__ = ["cast_inputs", "check_files", "check_ranges", "classify", "gather", "missing_error", "random_inputs"]
 
@@ -276,10 +276,11 @@ def random_inputs(fn: AFunction, dims: Mapping[str, int], seed: int = 0, *, nonn
         if any(n < 0 for n in shape) or (total and count * 16 > total):  # generated as 64-bit, then converted
             raise InputError(f"a random input {inp.name!r} of shape {shape} would not fit in this machine's "
                              f"memory; choose smaller dimensions with --dim NAME=VALUE.")
+        # a bound may be a dimension expression ([0, nodes]): its value at these dimensions
         if ranges and inp.name in ranges:
-            bounds = check_range(inp, ranges[inp.name], "--range")
+            bounds = check_range(inp, resolved(ranges[inp.name], dims), "--range")
         elif inp.range is not None:
-            bounds = check_range(inp, list(inp.range), "the artifact's manifest", FormatError)
+            bounds = check_range(inp, resolved(list(inp.range), dims), "the artifact's manifest", FormatError)
         else:
             bounds = None
         try:

@@ -21,6 +21,7 @@ from .. import dtypes, isolate, usercache
 from ..artifact import calltree, contract, summary
 from ..artifact.manifest import as_function
 from ..artifact.model import Function
+from ..artifact.pathtree import path_trees
 from ..errors import InputError, OutputError
 from ..sharding import gather
 from . import gradients, inputs
@@ -165,8 +166,21 @@ class Loaded:
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The free input arrays of a call ``f(*args, **kwargs)``, by input name (structure checked)."""
-        return calltree.bind(calltree.of_function(self.function_manifest), self.input_names, self.function, args,
-                             kwargs, f"{self.path}: function {self.function!r}")
+        sig, where = calltree.of_function(self.function_manifest), f"{self.path}: function {self.function!r}"
+        try:
+            return calltree.bind(sig, self.input_names, self.function, args, kwargs, where)
+        except InputError:
+            # a custom pytree node (an optax state, a GraphsTuple) is recorded as the dicts and lists of its key
+            # paths (``artifact.pathtree``): give it in that form
+            plain_args, plain_kwargs = path_trees(args), path_trees(kwargs)
+            if all(x is y for x, y in zip(plain_args, args)) and \
+                    all(plain_kwargs[k] is v for k, v in kwargs.items()):
+                raise
+            try:
+                return calltree.bind(sig, self.input_names, self.function, plain_args, plain_kwargs, where)
+            except InputError:
+                pass
+            raise
 
     # -- checks, compilation, execution --
 

@@ -31,6 +31,7 @@ Everything here imports JAX only when it runs something.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +43,13 @@ from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
 from ..checks import caller_allowances
 from ..errors import EntrypointError, JaxportError, PlatformError, UsageError
-from ..export.entrypoint import load_entrypoint
+from ..export.entrypoint import in_memory_values, load_entrypoint
+from ..export.like import called_like
 from ..importer import module_function
 from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
 from ..spec import load_spec
+from ..specbuild import as_shape_spec, like_values
 from . import recorded
 from .compare import OutputResult, compare
 from .gradients import compare_with_live
@@ -92,7 +95,8 @@ def _platforms(fname: str, f: Function, requested: list[str] | None, where: str)
 
 
 def _load_live(text: str, defaulted: bool, f: Function, bind_dir: Path, where: str, *, root: Path,
-               roots: list[Path], binds: Mapping[str, str], allowed: frozenset[str]) -> LiveFunction:
+               roots: list[Path], binds: Mapping[str, str], allowed: frozenset[str],
+               spec: Any = None, fspec: Any = None) -> LiveFunction:
     """The live function of ``text`` (``--against``, or the entry point the artifact records when ``defaulted``,
     followed only under ``root``). Its recorded bound sources are relative to ``root``, as export records them
     (``export.paths``), whatever the spec's directory ``bind_dir``."""
@@ -118,7 +122,9 @@ def _load_live(text: str, defaulted: bool, f: Function, bind_dir: Path, where: s
                                   f"{recorded.shown_root(root)}; give the live function with --against "
                                   f"FILE.py:NAME, or the directory it is relative to with --root DIR)") from None
         raise
-    return LiveFunction(entry.function, f, root, where, roots=roots, binds=binds)
+    # ``like:`` arguments reach the live function as the artifact records them: rebuilt as the spec describes
+    function = called_like(entry.function, fspec, spec) if fspec is not None else entry.function
+    return LiveFunction(function, f, root, where, roots=roots, binds=binds)
 
 
 def _root(root: str | Path | None, manifest: Manifest | None = None, spec: str | Path | None = None,
@@ -142,7 +148,7 @@ def _check_binds(binds: Mapping[str, str], manifest: Manifest, names: list[str],
 def verify(
     artifact: str | Path,
     against: str | None = None,
-    spec: str | Path | None = None,
+    spec: Any = None,
     *,
     function: str | None = None,
     dims: Mapping[str, list[int]] | None = None,
@@ -166,7 +172,8 @@ def verify(
 
     ``against`` (``model.py:NAME``) and ``spec`` default to the entry point and spec the manifest records, relative
     to ``root`` (default: the current directory) and refused when they are not files under it (see ``recorded``);
-    a recorded spec that is not found is skipped with a note. ``binds`` maps bound arguments to sources the user
+    a recorded spec that is not found is skipped with a note; from Python, ``spec`` may also be a ``jaxport.Spec`` or
+    a spec dict (its ``jaxport.like`` values are read from it). ``binds`` maps bound arguments to sources the user
     names (``--bind NAME=SOURCE``), replacing the recorded ones. ``allow_custom_calls``: the custom-call targets
     beyond JAX's guaranteed-stable ones the artifact (and an imported artifact's module) may use, as for ``load``.
     ``dims`` maps dimension variables to the values to try; ``ranges`` (input name -> ``(LO, HI)``) the values of
@@ -198,11 +205,17 @@ def verify(
                              f"{len(names)} ({', '.join(names)}); choose one with --function NAME.")
 
         notes: list[str] = []
+        # a spec given from Python as a jaxport.Spec or a dict (it holds its jaxport.like values), else a path
+        likes, built, given_spec = like_values(spec), None, spec
+        if spec is not None and not isinstance(spec, (str, os.PathLike)):
+            built, spec = as_shape_spec(spec), None
         root_dir = _root(root, manifest, spec, notes)
         recorded_spec = manifest.source.spec
         spec_obj = None
         spec_shown: str | None = None
-        if spec is not None:
+        if built is not None:
+            spec_obj, spec_shown = built, built.file
+        elif spec is not None:
             spec_obj = load_spec(spec)
             spec_shown = str(spec)
         elif recorded_spec is not None:
@@ -216,7 +229,7 @@ def verify(
                              f"with --shapes)")
         if spec is not None:
             bind_dir = Path(spec).parent
-        elif spec_shown:
+        elif spec_shown and given_spec is None:
             bind_dir = (root_dir / spec_shown).parent
         else:
             bind_dir = root_dir
@@ -263,8 +276,12 @@ def verify(
                     raise UsageError(f"{where}: function {fname!r} records no entry point; give it with --against.")
                 if against is None and text.rpartition(":")[0].lower().endswith(recorded.MODULE_SUFFIXES):
                     raise UsageError(_imported_message(where, fname, text))
-                live = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}",
-                                  root=root_dir, roots=roots, binds=binds or {}, allowed=allowed)
+                fspec = None if spec_obj is None else spec_obj.functions.get(
+                    fname, spec_obj.functions.get(None) if len(manifest.functions) == 1 else None)
+                with in_memory_values(likes):
+                    live = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}",
+                                      root=root_dir, roots=roots, binds=binds or {}, allowed=allowed, spec=spec_obj,
+                                      fspec=fspec)
                 sides[fname].append(Side("live", text, live))
             if stored is not None:
                 sides[fname].append(stored)
