@@ -9,7 +9,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   := build/demo
 
-.PHONY: install install-test demo test test-fast test-compat test-cross lint bench clean
+.PHONY: install install-test demo test test-fast test-compat test-cross test-serve lint bench clean
 
 # `install`: what running jaxport needs, nothing more (extras stay opt-in: `pip install -e '.[iree]'`).
 # `install-test`: the test, lint and optional-runtime tools on top (IREE, flax, equinox, pytest, ruff, mypy).
@@ -82,6 +82,20 @@ test-cross: install-test $(COMPAT)/.installed-$(COMPAT_JAX) $(COMPAT_MID)/.insta
 	JAXPORT_COMPAT_PYTHON=$(abspath $(COMPAT))/bin/python:$(abspath $(COMPAT_MID))/bin/python \
 		$(BIN)/python -m pytest -q tests/test_cross_version.py
 
+# `test-serve`: `jaxport serve` (kserve) queried by tritonclient, and the Ray Data, Beam and Spark adapters
+# (tests/serve/), in their own environment $(SERVE_VENV): these engines pin numpy, ml_dtypes and protobuf below what
+# $(VENV) has (about 4 minutes to install on 2 cores). Without them installed, tests/serve skips.
+SERVE_VENV ?= .venv-serve
+
+$(SERVE_VENV)/.installed: pyproject.toml
+	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SERVE_VENV)/bin/python -m pip install --quiet -e '.[serve-test]' 'pytest>=8' 'jsonschema>=4'
+	touch $@
+
+test-serve: $(SERVE_VENV)/.installed
+	$(SERVE_VENV)/bin/python -m pytest -q tests/serve
+
 # ruff, mypy, and the import-layer contract (scripts/check_layers.py: layers, no cycles, no lazy or private imports).
 lint: install-test
 	$(BIN)/ruff check jaxport cli tests benchmarks scripts
@@ -92,4 +106,4 @@ bench: install-test
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf build $(VENV) $(COMPAT) $(COMPAT_MID) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf build $(VENV) $(COMPAT) $(COMPAT_MID) $(SERVE_VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -11,6 +11,8 @@
    importer   ``jaxport.importer``: export, artifact, foundation
    run        ``jaxport.run``: artifact, foundation
    verify     ``jaxport.verify``: run, importer, export, artifact, foundation
+   serve      ``jaxport.serve`` and the engine adapters ``jaxport.ray``, ``.beam``, ``.spark``: run, artifact,
+              foundation
    facade     ``jaxport/__init__.py``: anything
    ========== =========================================================
 
@@ -52,8 +54,11 @@ ALLOWED = {
     "importer": {"importer", "export", "artifact", "foundation"},
     "run": {"run", "artifact", "foundation"},
     "verify": {"verify", "run", "importer", "export", "artifact", "foundation"},
+    "serve": {"serve", "run", "artifact", "foundation"},
 }
-SUBPACKAGES = ("artifact", "export", "importer", "run", "verify")
+SUBPACKAGES = ("artifact", "export", "importer", "run", "verify", "serve")
+#: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
+ENGINE_MODULES = ("ray", "beam", "spark")
 HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree")
 LIGHT_LAYERS = ("artifact", "foundation")
 
@@ -82,6 +87,8 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if module == PACKAGE:
         return "facade"
+    if len(parts) == 2 and parts[1] in ENGINE_MODULES:
+        return "serve"
     if len(parts) >= 2 and parts[1] in SUBPACKAGES:
         return parts[1]
     return "foundation"

@@ -57,7 +57,8 @@ def test_examples_run(run_cli, tmp_path, monkeypatch):
     shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
-    assert sorted(ORDER) == sorted(set(COMMANDS) - {"completion"})
+    # serve runs until stopped: tests/test_serve.py starts it and queries it
+    assert sorted(ORDER) == sorted(set(COMMANDS) - {"completion", "serve"})
     for name in ORDER:
         if name == "compile" and importlib.util.find_spec("iree") is None:
             continue

@@ -1,0 +1,9 @@
+"""Serving and batch inference: an artifact's function called on batches of any size without compiling mid-job.
+
+``batching`` is the engine-free core: a bucket plan from the spec's bounds (the rule ``jaxport compile`` uses,
+``run.buckets``), every bucket compiled ahead, a batch padded to the smallest bucket that fits where the program is
+proven to work row by row (``run.rowwise``), split over the largest bucket, refused with the reason elsewhere.
+``oip`` maps an artifact's signature to the Open Inference Protocol (v2). The engine adapters are thin layers over
+them: ``kserve_server`` (``jaxport serve``, extra ``jaxport[serve]``), and ``jaxport.ray``, ``jaxport.beam`` and
+``jaxport.spark`` (extras ``jaxport[ray]``, ``jaxport[beam]``, ``jaxport[spark]``).
+"""

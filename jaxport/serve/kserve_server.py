@@ -1,0 +1,447 @@
+"""``jaxport serve``: artifacts behind the Open Inference Protocol (v2) over REST and gRPC, on kserve's
+``Model`` and ``ModelServer`` (the optional extra ``jaxport[serve]``).
+
+Each artifact is a :class:`JaxportModel` over a :class:`batching.Batched`: every bucket is compiled before the
+server starts listening, so ``/v2/health/ready`` answers only once nothing is left to compile. A request's tensors
+are checked by the artifact's own checks; an error is HTTP 400 / gRPC ``INVALID_ARGUMENT`` with the artifact's
+message (kserve's ``InvalidInput``). The program runs on one worker thread per model, off the event loop. With a
+batching window (``window_ms > 0``), requests of one model that arrive within it, with the same shapes past axis
+0, are concatenated along the batch axis (up to ``max_rows``), run as one call, and split back.
+
+Where kserve 0.21 falls short, this adapter does the work itself (README, "Serving and batch inference"):
+
+- kserve binds REST to ``0.0.0.0`` and gRPC to ``[::]``, always: the servers are built here, on ``host``
+  (default 127.0.0.1);
+- kserve's binary REST decoder turns every element into a Python object (``InferRequest.from_bytes`` calls
+  ``set_data_from_numpy(..., binary_data=False)``): REST inference requests are decoded here, the binary tensors
+  straight from the bytes (:func:`rest_request`);
+- kserve answers every versioned route (``/v2/models/NAME/versions/N/...``) with "not supported" and ignores gRPC's
+  ``model_version``: versions are routed here, the unversioned routes serving the highest version;
+- kserve's metadata drops ``versions`` and ``parameters``: REST metadata is answered here (gRPC's
+  ``ModelMetadataResponse`` has no ``parameters`` field, so gRPC metadata has names, datatypes and shapes only);
+- kserve parses the process's command line when imported (its own flags): it is imported here with an empty one.
+
+Metrics: kserve's own (request latency histograms) and, per model, version and bucket, program calls, real rows,
+rows and input elements added by padding, requests per program call, and compilations after warm-up, on
+``/metrics`` (Prometheus text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import signal
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError, JaxportError
+from . import oip
+from .batching import Batched
+
+_argv, sys.argv = sys.argv, sys.argv[:1]  # kserve.model_server parses sys.argv when imported
+try:
+    import orjson
+    from fastapi import Request
+    from fastapi.responses import Response
+    from grpc import aio
+    from kserve import InferInput, InferOutput, InferRequest, InferResponse, Model, ModelServer
+    from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING, INFERENCE_CONTENT_LENGTH_HEADER
+    from kserve.errors import InferenceError, InvalidInput, ModelNotFound
+    from kserve.model_server import app
+    from kserve.protocol.grpc import grpc_predict_v2_pb2 as pb
+    from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc
+    from kserve.protocol.grpc.interceptors import ExceptionToStatusInterceptor, LoggingInterceptor
+    from kserve.protocol.grpc.servicer import InferenceServicer
+    from kserve.protocol.infer_type import RequestedOutput
+    from kserve.protocol.rest.server import RESTServer
+    from prometheus_client import REGISTRY
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+finally:
+    sys.argv = _argv
+
+#: The most bytes one gRPC message may carry, each way.
+GRPC_MESSAGE_BYTES = 1 << 30
+#: Requests per program call, the buckets of the ``jaxport_requests_per_call`` histogram.
+_PER_CALL = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+@dataclass
+class _Pending:
+    key: tuple[Any, ...]
+    arrays: dict[str, Any]
+    rows: int
+    future: asyncio.Future[dict[str, Any]]
+
+
+class JaxportModel(Model):
+    """One version of one artifact's function, served (see the module docstring)."""
+
+    def __init__(self, name: str, version: str, batched: Batched, *, window_ms: float = 0.0,
+                 max_rows: int | None = None):
+        super().__init__(name)
+        self.version = version
+        self.batched = batched
+        f = batched.function_manifest
+        self.inputs = [oip.tensor(i, "input") for i in f["inputs"]]  # UsageError for a dtype OIP lacks
+        self.outputs = [oip.tensor(o, "output") for o in f["outputs"]]
+        self.window = max(window_ms, 0.0) / 1000
+        most = batched.max_rows
+        self.max_rows = min(max_rows or most, most) if most is not None else None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxport-{name}")
+        self._pending: list[_Pending] = []
+        self._pending_rows = 0
+        self._timer: asyncio.TimerHandle | None = None
+        #: How many requests each program call served: ``{requests: calls}``.
+        self.per_call: dict[int, int] = {}
+        self.ready = True  # every bucket was compiled before the model was made
+
+    @property
+    def batching(self) -> bool:
+        return self.window > 0 and self.batched.batch is not None
+
+    def metadata(self, versions: Sequence[str]) -> dict[str, Any]:
+        return oip.model(self.batched.function_manifest, self.name, versions, self.batched.loaded.function,
+                         self.batched.describe())
+
+    def get_input_types(self) -> list[dict[str, Any]]:
+        return [{k: t[k] for k in ("name", "datatype", "shape")} for t in self.inputs]
+
+    def get_output_types(self) -> list[dict[str, Any]]:
+        return [{k: t[k] for k in ("name", "datatype", "shape")} for t in self.outputs]
+
+    async def predict(self, payload: Any, headers: Mapping[str, str] | None = None,
+                      response_headers: Any = None) -> Any:
+        if not isinstance(payload, InferRequest):
+            raise InvalidInput("jaxport serves the Open Inference Protocol (v2): POST /v2/models/NAME/infer.")
+        arrays: dict[str, Any] = {}
+        for inp in payload.inputs:
+            if inp.name in arrays:
+                raise InvalidInput(f"input {inp.name!r} is given twice.")
+            try:
+                arrays[inp.name] = inp.as_numpy()
+            except (ValueError, TypeError) as e:
+                raise InvalidInput(f"input {inp.name!r}: its data does not fill shape {list(inp.shape)} of "
+                                   f"{inp.datatype} ({e}).") from None
+        try:
+            self.batched.check(arrays)
+            rows = self.batched.rows(arrays)
+        except InputError as e:
+            raise InvalidInput(str(e)) from None
+        outputs: dict[str, Any]
+        if self.batching and rows is not None and self.max_rows is not None and 0 < rows <= self.max_rows:
+            outputs = await self._queued(arrays, rows)
+        else:
+            loop = asyncio.get_running_loop()
+            (outputs,) = await loop.run_in_executor(self._executor, self._call, [arrays])
+        infer_outputs = []
+        for t in self.outputs:
+            value = outputs[t["name"]]
+            out = InferOutput(name=t["name"], shape=list(value.shape), datatype=t["datatype"])
+            out.set_data_from_numpy(value, binary_data=True)  # JSON responses convert it when encoding
+            infer_outputs.append(out)
+        return InferResponse(response_id=payload.id or str(uuid.uuid4()), model_name=self.name,
+                             model_version=self.version, infer_outputs=infer_outputs,
+                             use_binary_outputs=payload.use_binary_outputs,
+                             requested_outputs=payload.request_outputs)
+
+    # -- batching of concurrent requests --
+
+    async def _queued(self, arrays: dict[str, Any], rows: int) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        key = tuple((n, a.shape[1:], str(a.dtype)) for n, a in arrays.items())
+        pending = _Pending(key, arrays, rows, loop.create_future())
+        self._pending.append(pending)
+        self._pending_rows += rows
+        assert self.max_rows is not None
+        if self._pending_rows >= self.max_rows:
+            self._dispatch()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.window, self._dispatch)
+        return await pending.future
+
+    def _dispatch(self) -> None:
+        """Send the pending requests to the worker: grouped by shapes past axis 0, at most ``max_rows`` a call."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending, self._pending_rows = self._pending, [], 0
+        groups: dict[tuple[Any, ...], list[list[_Pending]]] = {}
+        assert self.max_rows is not None
+        for p in pending:
+            runs = groups.setdefault(p.key, [[]])
+            if sum(q.rows for q in runs[-1]) + p.rows > self.max_rows:
+                runs.append([])
+            runs[-1].append(p)
+        loop = asyncio.get_running_loop()
+        for runs in groups.values():
+            for run in runs:
+                future = loop.run_in_executor(self._executor, self._call, [p.arrays for p in run])
+                future.add_done_callback(functools.partial(_settle, run=run))
+
+    def _call(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run requests (on the worker thread) as one call, split back per request."""
+        import numpy as np
+
+        self.per_call[len(requests)] = self.per_call.get(len(requests), 0) + 1
+        try:
+            if len(requests) == 1:
+                return [self.batched(requests[0])]
+            names = self.batched.input_names
+            merged = self.batched({n: np.concatenate([r[n] for r in requests]) for n in names})
+        except InputError as e:
+            raise InvalidInput(str(e)) from None
+        except JaxportError as e:
+            raise InferenceError(str(e)) from None
+        out, start = [], 0
+        first = names[0]
+        for r in requests:
+            stop = start + int(r[first].shape[0])
+            out.append({k: v[start:stop] for k, v in merged.items()})
+            start = stop
+        return out
+
+
+def _settle(future: asyncio.Future[list[dict[str, Any]]], *, run: list[_Pending]) -> None:
+    error = future.exception()
+    for i, p in enumerate(run):
+        if p.future.done():
+            continue
+        if error is not None:
+            p.future.set_exception(error)
+        else:
+            p.future.set_result(future.result()[i])
+
+
+def _version_key(version: str) -> tuple[int, Any]:
+    return (0, int(version)) if version.isdigit() else (1, version)
+
+
+class Registry:
+    """The served models by name and version; an unversioned name means its highest version."""
+
+    def __init__(self, models: Sequence[JaxportModel]):
+        self.models: dict[tuple[str, str], JaxportModel] = {}
+        for m in models:
+            if (m.name, m.version) in self.models:
+                raise InputError(f"model {m.name!r} version {m.version} is given twice; give each artifact its own "
+                                 f"NAME or version (NAME@VERSION=ARTIFACT).")
+            self.models[(m.name, m.version)] = m
+        self.latest: dict[str, JaxportModel] = {}
+        for (name, _), m in sorted(self.models.items(), key=lambda kv: (kv[0][0], _version_key(kv[0][1]))):
+            self.latest[name] = m
+
+    def versions(self, name: str) -> list[str]:
+        return sorted((v for n, v in self.models if n == name), key=_version_key)
+
+    def get(self, name: str, version: str | None = None) -> JaxportModel:
+        model = self.latest.get(name) if not version else self.models.get((name, version))
+        if model is None:
+            raise ModelNotFound(f"{name} version {version}" if version else name)
+        return model
+
+
+def rest_request(body: bytes, headers: Mapping[str, str], model_name: str) -> Any:
+    """An inference request from a REST body: JSON, or JSON followed by binary tensors (the binary tensor
+    extension), whose bytes become arrays without passing through Python objects."""
+    length = headers.get(INFERENCE_CONTENT_LENGTH_HEADER)
+    try:
+        header_length = len(body) if length is None else int(length)
+        if not 0 <= header_length <= len(body):
+            raise ValueError(f"{header_length} is not within the body's {len(body)} bytes")
+        header = orjson.loads(body[:header_length])
+    except (ValueError, orjson.JSONDecodeError) as e:
+        raise InvalidInput(f"the request is not an inference request's JSON ({e}).") from None
+    if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):
+        raise InvalidInput('the request has no "inputs" list.')
+    inputs, start = [], header_length
+    for entry in header["inputs"]:
+        if not isinstance(entry, dict) or not {"name", "shape", "datatype"} <= set(entry):
+            raise InvalidInput('each of "inputs" has a "name", a "shape" and a "datatype".')
+        name, shape, dtype = entry["name"], entry["shape"], entry["datatype"]
+        parameters = entry.get("parameters") or {}
+        if "data" in entry:
+            inp = InferInput(name=name, shape=shape, datatype=dtype)
+            inp.data = entry["data"]
+        elif isinstance(parameters, dict) and "binary_data_size" in parameters:
+            size = parameters["binary_data_size"]
+            if type(size) is not int or size < 0 or start + size > len(body):  # noqa: E721
+                raise InvalidInput(f"input {name!r}: binary_data_size {size!r} does not fit the request's "
+                                   f"{len(body) - start} remaining bytes.")
+            try:
+                array = oip.decode(str(name), str(dtype), shape, raw=body[start:start + size])
+            except InputError as e:
+                raise InvalidInput(str(e)) from None
+            start += size
+            inp = InferInput(name=name, shape=list(array.shape), datatype=dtype)
+            inp.set_data_from_numpy(array, binary_data=True)
+        else:
+            raise InvalidInput(f"input {name!r} has neither \"data\" nor a binary_data_size parameter.")
+        inputs.append(inp)
+    outputs = None
+    if isinstance(header.get("outputs"), list):
+        outputs = [RequestedOutput(name=o.get("name"), parameters=o.get("parameters")) for o in header["outputs"]
+                   if isinstance(o, dict)]
+    return InferRequest(model_name=model_name, infer_inputs=inputs, request_id=header.get("id"),
+                        parameters=header.get("parameters"), request_outputs=outputs)
+
+
+def _json(body: Any) -> Any:
+    return Response(content=orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+
+
+def _rest_response(response: Any) -> Any:
+    body, json_length = response.to_rest()
+    if json_length is None:
+        return _json(body)
+    return Response(content=body, media_type="application/octet-stream",
+                    headers={INFERENCE_CONTENT_LENGTH_HEADER: str(json_length)})
+
+
+def add_routes(registry: Registry) -> None:
+    """The REST routes this adapter answers itself, added ahead of kserve's own (see the module docstring)."""
+
+    async def metadata(model_name: str, model_version: str | None = None) -> Any:
+        model = registry.get(model_name, model_version)
+        return _json(model.metadata(registry.versions(model_name)))
+
+    async def ready(model_name: str, model_version: str) -> Any:
+        model = registry.get(model_name, model_version)
+        return _json({"name": model_name, "ready": bool(model.ready)})
+
+    async def infer(request: Request, model_name: str, model_version: str | None = None) -> Any:
+        model = registry.get(model_name, model_version)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        payload = rest_request(await request.body(), headers, model_name)
+        response, _ = await model(payload, headers=headers)
+        return _rest_response(response)
+
+    prefix = "/v2/models/{model_name}"
+    routes = [(prefix, metadata, "GET"), (prefix + "/versions/{model_version}", metadata, "GET"),
+              (prefix + "/versions/{model_version}/ready", ready, "GET"), (prefix + "/infer", infer, "POST"),
+              (prefix + "/versions/{model_version}/infer", infer, "POST")]
+    for path, endpoint, method in routes:
+        app.add_api_route(path, endpoint, methods=[method], include_in_schema=False)
+    # Routes match in order: move these ahead of any kserve registered before.
+    added = app.router.routes[-len(routes):]
+    del app.router.routes[-len(routes):]
+    app.router.routes[0:0] = added
+
+
+class Servicer(InferenceServicer):
+    """kserve's gRPC servicer, with ``model_version`` honoured and metadata from the registry."""
+
+    def __init__(self, registry: Registry, *args: Any):
+        super().__init__(*args)
+        self.registry = registry
+
+    async def ModelReady(self, request: Any, context: Any) -> Any:  # noqa: N802 - the protocol's name
+        return pb.ModelReadyResponse(ready=bool(self.registry.get(request.name, request.version).ready))
+
+    async def ModelMetadata(self, request: Any, context: Any) -> Any:  # noqa: N802
+        model = self.registry.get(request.name, request.version)
+        return pb.ModelMetadataResponse(name=request.name, versions=self.registry.versions(request.name),
+                                        platform="jaxport", inputs=model.get_input_types(),
+                                        outputs=model.get_output_types())
+
+    async def ModelInfer(self, request: Any, context: Any) -> Any:  # noqa: N802
+        model = self.registry.get(request.model_name, request.model_version)
+        self.validate_grpc_request(request)
+        response, _ = await model(InferRequest.from_grpc(request), headers={})
+        return response.to_grpc()
+
+
+class Metrics:
+    """A Prometheus collector of the served models' bucket statistics, read at each scrape."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    def collect(self) -> Any:
+        labels = ["model", "version", "bucket"]
+        calls = CounterMetricFamily("jaxport_program_calls", "Program calls per bucket", labels=labels)
+        rows = CounterMetricFamily("jaxport_rows", "Real rows run per bucket", labels=labels)
+        padded = CounterMetricFamily("jaxport_padded_rows", "Rows added by padding per bucket (waste)",
+                                     labels=labels)
+        elements = CounterMetricFamily("jaxport_padded_elements", "Input elements added by padding per bucket",
+                                       labels=labels)
+        compiled = GaugeMetricFamily("jaxport_compilations_after_warmup", "Programs compiled after warm-up",
+                                     labels=["model", "version"])
+        per_call = HistogramMetricFamily("jaxport_requests_per_call", "Requests served by one program call",
+                                         labels=["model", "version"])
+        for (name, version), m in self.registry.models.items():
+            for bucket, s in m.batched.stats.items():
+                key = [name, version, bucket]
+                calls.add_metric(key, s.calls)
+                rows.add_metric(key, s.rows)
+                padded.add_metric(key, s.padded_rows)
+                elements.add_metric(key, s.padded_elements)
+            compiled.add_metric([name, version], m.batched.compilations_after_warmup or 0)
+            counts = dict(m.per_call)
+            buckets = [(str(edge), sum(c for n, c in counts.items() if n <= edge)) for edge in _PER_CALL]
+            buckets.append(("+Inf", sum(counts.values())))
+            per_call.add_metric([name, version], buckets, sum(n * c for n, c in counts.items()))
+        yield from (calls, rows, padded, elements, compiled, per_call)
+
+
+class _QuietInputErrors(logging.Filter):
+    """Drops kserve's log records of a request's error (a traceback each): the access log line has the 400 or 404."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], (InvalidInput, ModelNotFound)))
+
+
+def quiet_logs() -> None:
+    """At most one log line per request: the access line (REST) or the method line (gRPC)."""
+    logging.getLogger("kserve.trace").setLevel(logging.WARNING)  # two timing lines per request
+    for name in ("kserve", "kserve.trace"):
+        logging.getLogger(name).addFilter(_QuietInputErrors())
+
+
+class Server(ModelServer):
+    """kserve's ``ModelServer`` listening on ``host``, with the routes and servicer of this adapter."""
+
+    def __init__(self, models: Sequence[JaxportModel], *, host: str = "127.0.0.1", http_port: int = 8080,
+                 grpc_port: int = 8081, grpc_threads: int = 4):
+        super().__init__(http_port=http_port, grpc_port=grpc_port, enable_latency_logging=False, workers=1,
+                         max_threads=grpc_threads)
+        self.host = host
+        self.registry = Registry(models)
+        for model in self.registry.latest.values():
+            self.register_model(model)
+        self.metrics = Metrics(self.registry)
+        REGISTRY.register(self.metrics)
+
+    async def _grpc(self) -> Any:
+        server = aio.server(concurrent.futures.ThreadPoolExecutor(max_workers=self.max_threads),
+                            interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
+                            options=[("grpc.max_send_message_length", GRPC_MESSAGE_BYTES),
+                                     ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES)])
+        grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+            Servicer(self.registry, self.dataplane, self.model_repository_extension), server)
+        address = f"[{self.host}]:{self.grpc_port}" if ":" in self.host else f"{self.host}:{self.grpc_port}"
+        server.add_insecure_port(address)
+        await server.start()
+        return server
+
+    async def _serve_all(self, rest: Any) -> None:
+        grpc_server = await self._grpc()
+        try:
+            await rest.start()  # until SIGINT or SIGTERM (uvicorn's handlers)
+        finally:
+            await grpc_server.stop(grace=5)
+
+    def serve(self) -> None:
+        """Listen on REST and gRPC until SIGINT or SIGTERM."""
+        add_routes(self.registry)
+        quiet_logs()
+        rest = RESTServer(FASTAPI_APP_IMPORT_STRING, self.dataplane, self.model_repository_extension,
+                          self.http_port, workers=1, timeout_keep_alive=self.timeout_keep_alive)
+        rest.config.host = self.host
+        for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn re-raises the signal it stopped for: exit quietly
+            signal.signal(sig, lambda *_: None)
+        asyncio.run(self._serve_all(rest))
