@@ -37,13 +37,13 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
         self.artifact, self.function, self.dims = str(artifact), function, dict(dims or {})
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.allow_custom_calls = list(allow_custom_calls or [])
-        manifest = open_artifact(artifact).manifest
+        manifest = open_artifact(artifact).model
         names = function_names(manifest, function)
         if len(names) > 1:
             raise UsageError(f"{artifact}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
                              f"with function=NAME.")
-        f = manifest["functions"][names[0]]
-        self.input_names = [i["name"] for i in f["inputs"]]
+        f = manifest.functions[names[0]]
+        self.input_names = f.input_names
         cap = first_axis_bound(f, dims)
         self.max_batch_size = cap if max_batch_size is None or cap is None else max(1, min(max_batch_size, cap))
         self.min_batch_size = max(1, min(min_batch_size, self.max_batch_size or min_batch_size))

@@ -10,7 +10,7 @@ batch is padded to one, so nothing compiles mid-job. Needs the optional extra ``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from pyspark.sql import types as T
 
 from .artifact.container import open_artifact
 from .artifact.manifest import function_names
+from .artifact.model import Output
 from .errors import UsageError
 from .serve.batching import Dims, Engine, first_axis_bound
 
@@ -28,12 +29,12 @@ _SPARK_TYPES = {"bool": T.BooleanType, "int8": T.ByteType, "int16": T.ShortType,
                 "int64": T.LongType, "float32": T.FloatType, "float64": T.DoubleType}
 
 
-def _spark_type(entry: Mapping[str, Any]) -> Any:
-    if entry["dtype"] not in _SPARK_TYPES:
-        raise UsageError(f"output {entry['name']!r} is {entry['dtype']}, which has no Spark SQL type here (it "
+def _spark_type(entry: Output) -> Any:
+    if entry.dtype not in _SPARK_TYPES:
+        raise UsageError(f"output {entry.name!r} is {entry.dtype}, which has no Spark SQL type here (it "
                          f"takes {', '.join(_SPARK_TYPES)}).")
-    element = _SPARK_TYPES[entry["dtype"]]()
-    return element if len(entry["shape"]) == 1 else T.ArrayType(element)
+    element = _SPARK_TYPES[entry.dtype]()
+    return element if len(entry.shape) == 1 else T.ArrayType(element)
 
 
 def _field(name: str) -> str:
@@ -45,30 +46,30 @@ def predict_udf(artifact: str | Path, function: str | None = None, dims: Dims | 
                 allow_custom_calls: Iterable[str] | None = None) -> Any:
     """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``dims``: the bucket sizes,
     as ``jaxport serve --dim``; ``batch_size`` (default and most: the largest bucket's) is Spark's batch."""
-    manifest = open_artifact(artifact).manifest
+    manifest = open_artifact(artifact).model
     names = function_names(manifest, function)
     if len(names) > 1:
         raise UsageError(f"{artifact}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
                          f"with function=NAME.")
-    f = manifest["functions"][names[0]]
-    outputs = f["outputs"]
-    if any(len(o["shape"]) == 0 or isinstance(o["shape"][0], int) for o in outputs):
+    f = manifest.functions[names[0]]
+    outputs = f.outputs
+    if any(len(o.shape) == 0 or isinstance(o.shape[0], int) for o in outputs):
         raise UsageError(f"{artifact}: every output needs a batch axis (axis 0 sized by a dimension variable) for "
                          f"a Spark column; function {names[0]!r} has outputs "
-                         f"{', '.join(o['name'] + str(o['shape']) for o in outputs)}.")
+                         f"{', '.join(o.name + str(list(o.shape)) for o in outputs)}.")
     shapes: list[list[int] | None] = []
-    for i in f["inputs"]:
-        rest = i["shape"][1:]
-        if not all(isinstance(d, int) for d in rest):
-            raise UsageError(f"{artifact}: input {i['name']!r} has shape {i['shape']}; a Spark column holds a fixed "
+    for i in f.inputs:
+        rest = [d for d in i.shape[1:] if isinstance(d, int)]
+        if len(rest) != len(i.shape[1:]):
+            raise UsageError(f"{artifact}: input {i.name!r} has shape {list(i.shape)}; a Spark column holds a fixed "
                              f"shape past axis 0.")
-        shapes.append(list(rest) if rest else None)
+        shapes.append(rest or None)
     cap = first_axis_bound(f, dims) or 1
     size = cap if batch_size is None else max(1, min(batch_size, cap))
     if len(outputs) == 1:
         return_type = _spark_type(outputs[0])
     else:
-        return_type = T.StructType([T.StructField(_field(o["name"]), _spark_type(o)) for o in outputs])
+        return_type = T.StructType([T.StructField(_field(o.name), _spark_type(o)) for o in outputs])
     path, dims_, cache = str(artifact), dict(dims or {}), None if cache_dir is None else str(cache_dir)
     allowed = list(allow_custom_calls or [])
 

@@ -96,7 +96,7 @@ def command(artifacts, dims, function, host, http_port, grpc_port, batch_window_
             start = time.perf_counter()
             with compilation_cache(directory):
                 loaded = load(path, function, allow_custom_calls=allow_custom_calls)
-            variables = contract.dimension_variables(loaded.function_manifest)
+            variables = contract.dimension_variables(loaded.function_record)
             seen.update(v for v in dims if v in variables)
             batched = Batched(loaded, {k: v for k, v in dims.items() if k in variables})
             batched.warmup(directory)

@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import dtypes
 from ..artifact import contract
-from ..artifact.bounds import Bounds
+from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
 from ..run import buckets as buckets_mod
 from ..run.deploy import padding_verdicts
@@ -57,8 +57,8 @@ def bucket_label(bucket: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in bucket.items()) or "static"
 
 
-def plan_buckets(f: Mapping[str, Any], dims: Dims | None = None) -> buckets_mod.Plan:
-    """The buckets of manifest function ``f``: ``dims``' sizes for the variables it names, the sizes
+def plan_buckets(f: Function, dims: Dims | None = None) -> buckets_mod.Plan:
+    """The buckets of function ``f`` (its record): ``dims``' sizes for the variables it names, the sizes
     ``run.buckets.propose`` takes from the spec's bounds for the others (see the module docstring)."""
     variables = contract.dimension_variables(f)
     given = {k: [v] if isinstance(v, int) else list(v) for k, v in (dims or {}).items()}
@@ -68,7 +68,7 @@ def plan_buckets(f: Mapping[str, Any], dims: Dims | None = None) -> buckets_mod.
             raise UsageError(f"--dim {name}: the function has no dimension variable {name!r}; it has {have}.")
         if not values:
             raise UsageError(f"--dim {name}: give at least one size.")
-        bounds = Bounds.of((f.get("dims") or {}).get(name))
+        bounds = f.bounds_of(name)
         for value in values:
             if type(value) is not int or not bounds.holds(value):  # noqa: E721 - no bools or floats
                 raise UsageError(f"--dim {name}={','.join(map(str, values))}: {value!r} is outside the spec bound "
@@ -82,7 +82,7 @@ def plan_buckets(f: Mapping[str, Any], dims: Dims | None = None) -> buckets_mod.
         if v in given:
             lists[v] = sorted(set(given[v]))
             continue
-        b = Bounds.of((f.get("dims") or {}).get(v))
+        b = f.bounds_of(v)
         if b.hi is None:
             raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
                              f"give the sizes to compile with --dim {v}=N1,N2,... (dims={{{v!r}: [...]}} in "
@@ -100,7 +100,7 @@ def verdicts_of(loaded: Loaded) -> dict[str, Verdict]:
     decides it): the program specialized at two sizes of each variable and compared."""
     import jax
 
-    f = loaded.function_manifest
+    f = loaded.function_record
     variables = contract.dimension_variables(f)
     backend = loaded.backend
     if not isinstance(backend, JaxBackend):
@@ -111,31 +111,31 @@ def verdicts_of(loaded: Loaded) -> dict[str, Verdict]:
     def specialized(env: Mapping[str, int]) -> str:
         key = tuple(sorted(env.items()))
         if key not in cache:
-            structs = [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i["dtype"]))
-                       for i in f["inputs"]]
+            structs = [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i.dtype))
+                       for i in f.inputs]
             cache[key] = specialize(backend, structs)
         return cache[key]
 
-    return padding_verdicts(f, len(f.get("weights") or []), specialized)
+    return padding_verdicts(f, len(f.weights), specialized)
 
 
-def batch_variable(f: Mapping[str, Any], verdicts: Mapping[str, Verdict]) -> tuple[str | None, str]:
+def batch_variable(f: Function, verdicts: Mapping[str, Verdict]) -> tuple[str | None, str]:
     """The variable that sizes axis 0 of every input and output, exactly, and may be padded; or None and why not."""
-    entries = [("input", e) for e in f["inputs"]] + [("output", e) for e in f["outputs"]]
-    if not f["inputs"]:
+    entries: list[tuple[str, Input | Output]] = [("input", e) for e in f.inputs] + [("output", e) for e in f.outputs]
+    if not f.inputs:
         return None, "the function takes no inputs"
     first: str | None = None
     for kind, e in entries:
-        shape = e["shape"]
+        shape = e.shape
         axis0 = shape[0].strip() if shape and isinstance(shape[0], str) else None
         if axis0 is None or axis0 not in verdicts:
             what = "is a scalar" if not shape else f"has axis 0 = {shape[0]}, not a dimension variable"
-            return None, f"{kind} {e['name']!r} {what}"
+            return None, f"{kind} {e.name!r} {what}"
         if first is None:
             first = axis0
         elif axis0 != first:
-            return None, f"{kind} {e['name']!r} has axis 0 = {axis0}, but {entries[0][0]} " \
-                         f"{entries[0][1]['name']!r} has {first}"
+            return None, f"{kind} {e.name!r} has axis 0 = {axis0}, but {entries[0][0]} " \
+                         f"{entries[0][1].name!r} has {first}"
     assert first is not None
     verdict = verdicts[first]
     if not verdict.allowed:
@@ -164,18 +164,18 @@ class Batched:
     def __init__(self, loaded: Loaded, dims: Dims | None = None, *,
                  verdicts: Mapping[str, Verdict] | None = None):
         self.loaded = loaded
-        f = self.function_manifest = loaded.function_manifest
+        f = self.function_record = loaded.function_record
         self.where = f"{loaded.path}: function {loaded.function!r}"
         self.plan = plan_buckets(f, dims)
         self.buckets: list[dict[str, int]] = self.plan.buckets
         self.variables = contract.dimension_variables(f)
         self.verdicts: dict[str, Verdict] = dict(verdicts) if verdicts is not None else verdicts_of(loaded)
-        self.input_names = [i["name"] for i in f["inputs"]]
-        self.output_names = [o["name"] for o in f["outputs"]]
+        self.input_names = f.input_names
+        self.output_names = f.output_names
         #: The batch variable (axis 0 of everything, padding proven), or None; why not, when None.
         self.batch, self.no_batch_reason = batch_variable(f, self.verdicts) if self.variables else \
             (None, "the function has no dimension variables")
-        self._elements = [sum(math.prod(contract.concrete_shape(i, b)) for i in f["inputs"]) for b in self.buckets]
+        self._elements = [sum(math.prod(contract.concrete_shape(i, b)) for i in f.inputs) for b in self.buckets]
         self._order = sorted(range(len(self.buckets)), key=lambda k: self._elements[k])
         self.stats: dict[str, BucketStats] = {bucket_label(b): BucketStats() for b in self.buckets}
         self._lock = threading.Lock()
@@ -302,19 +302,19 @@ class Batched:
 
         dims = self.loaded.prepare(arrays).dims
         bucket = self.choose(dims)
-        f = self.function_manifest
+        f = self.function_record
         padded: dict[str, Any] = {}
-        for inp in f["inputs"]:
-            a = arrays[inp["name"]]
+        for inp in f.inputs:
+            a = arrays[inp.name]
             widths = [(0, 0)] * len(a.shape)
             for v, verdict in self.verdicts.items():
                 if v in dims and bucket[v] > dims[v]:
-                    for axis in verdict.inputs.get(inp["name"], []):
+                    for axis in verdict.inputs.get(inp.name, []):
                         widths[axis] = (0, bucket[v] - dims[v])
             if any(w for _, w in widths):
                 a = np.asarray(a)
                 a = np.pad(a, widths, mode="edge") if a.size else np.pad(a, widths)
-            padded[inp["name"]] = a
+            padded[inp.name] = a
         with self._lock:
             run = self.loaded.run(padded)
             stats = self.stats[bucket_label(bucket)]
@@ -325,11 +325,11 @@ class Batched:
             stats.padded_elements += sum(math.prod(np.shape(padded[n])) - math.prod(np.shape(arrays[n]))
                                          for n in self.input_names)
         out = {}
-        for (name, value), o in zip(run.leaves, f["outputs"]):
+        for (name, value), o in zip(run.leaves, f.outputs):
             index = [slice(None)] * np.ndim(value)
             for v, verdict in self.verdicts.items():
                 if v in dims and bucket[v] > dims[v]:
-                    for axis in verdict.outputs.get(o["name"], []):
+                    for axis in verdict.outputs.get(o.name, []):
                         index[axis] = slice(0, dims[v])
             out[name] = np.asarray(value)[tuple(index)]
         return out
@@ -342,8 +342,8 @@ class Batched:
             raise InputError(f"{self.where}: a batch of 0 rows has no batch axis to be empty along "
                              f"({self.no_batch_reason}).")
         smallest = self.buckets[self._order[0]]
-        return {o["name"]: np.zeros(contract.concrete_shape(o, {**smallest, self.batch: 0}),
-                                    dtypes.to_numpy(o["dtype"])) for o in self.function_manifest["outputs"]}
+        return {o.name: np.zeros(contract.concrete_shape(o, {**smallest, self.batch: 0}), dtypes.to_numpy(o.dtype))
+                for o in self.function_record.outputs}
 
 
 def open_batched(path: str | Path, function: str | None = None, dims: Dims | None = None, *,
@@ -357,13 +357,14 @@ def open_batched(path: str | Path, function: str | None = None, dims: Dims | Non
     return batched
 
 
-def first_axis_bound(f: Mapping[str, Any], dims: Dims | None = None) -> int | None:
-    """The most rows one program call takes, from the manifest alone (no JAX): the largest bucket's value of the
-    variable that sizes the first input's axis 0, or None. What an engine caps its batches at (Beam's
+def first_axis_bound(f: Function, dims: Dims | None = None) -> int | None:
+    """The most rows one program call takes, from the function's record alone (no JAX): the largest bucket's value
+    of the variable that sizes the first input's axis 0, or None. What an engine caps its batches at (Beam's
     ``max_batch_size``, Spark's ``batch_size``); :class:`Batched` splits larger batches anyway."""
-    if not f["inputs"] or not f["inputs"][0]["shape"] or not isinstance(f["inputs"][0]["shape"][0], str):
+    axis0 = f.inputs[0].shape[0] if f.inputs and f.inputs[0].shape else None
+    if not isinstance(axis0, str):
         return None
-    variable = f["inputs"][0]["shape"][0].strip()
+    variable = axis0.strip()
     if variable not in contract.dimension_variables(f):
         return None
     return max(b[variable] for b in plan_buckets(f, dims).buckets)

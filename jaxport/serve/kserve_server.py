@@ -86,9 +86,9 @@ class JaxportModel(Model):
         super().__init__(name)
         self.version = version
         self.batched = batched
-        f = batched.function_manifest
-        self.inputs = [oip.tensor(i, "input") for i in f["inputs"]]  # UsageError for a dtype OIP lacks
-        self.outputs = [oip.tensor(o, "output") for o in f["outputs"]]
+        f = batched.function_record
+        self.inputs = [oip.tensor(i, "input") for i in f.inputs]  # UsageError for a dtype OIP lacks
+        self.outputs = [oip.tensor(o, "output") for o in f.outputs]
         self.window = max(window_ms, 0.0) / 1000
         most = batched.max_rows
         self.max_rows = min(max_rows or most, most) if most is not None else None
@@ -105,7 +105,7 @@ class JaxportModel(Model):
         return self.window > 0 and self.batched.batch is not None
 
     def metadata(self, versions: Sequence[str]) -> dict[str, Any]:
-        return oip.model(self.batched.function_manifest, self.name, versions, self.batched.loaded.function,
+        return oip.model(self.batched.function_record, self.name, versions, self.batched.loaded.function,
                          self.batched.describe())
 
     def get_input_types(self) -> list[dict[str, Any]]:

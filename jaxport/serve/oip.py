@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..artifact import contract
-from ..artifact.bounds import Bounds
+from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
 
 #: The protocol's datatype for each dtype it can carry (jaxport's canonical dtype names).
@@ -33,21 +33,21 @@ def datatype(dtype: str, what: str) -> str:
     return DATATYPES[dtype]
 
 
-def tensor(entry: Mapping[str, Any], kind: str) -> dict[str, Any]:
+def tensor(entry: Input | Output, kind: str) -> dict[str, Any]:
     """One input's or output's metadata: name, datatype, shape (-1 for symbolic axes), declared shape."""
-    return {"name": entry["name"], "datatype": datatype(entry["dtype"], f"{kind} {entry['name']!r}"),
-            "shape": [d if isinstance(d, int) else -1 for d in entry["shape"]],
-            "parameters": {"shape": list(entry["shape"])}}
+    return {"name": entry.name, "datatype": datatype(entry.dtype, f"{kind} {entry.name!r}"),
+            "shape": [d if isinstance(d, int) else -1 for d in entry.shape],
+            "parameters": {"shape": list(entry.shape)}}
 
 
-def model(f: Mapping[str, Any], name: str, versions: Sequence[str], function: str,
+def model(f: Function, name: str, versions: Sequence[str], function: str,
           plan: Mapping[str, Any]) -> dict[str, Any]:
     """A model's metadata (``GET /v2/models/NAME``): the protocol's fields, and the rest in ``parameters``."""
-    dims = {v: Bounds.of((f.get("dims") or {}).get(v)).to_manifest() for v in contract.dimension_variables(f)}
+    dims = {v: f.bounds_of(v).to_manifest() for v in contract.dimension_variables(f)}
     return {"name": name, "versions": list(versions), "platform": "jaxport",
-            "inputs": [tensor(i, "input") for i in f["inputs"]],
-            "outputs": [tensor(o, "output") for o in f["outputs"]],
-            "parameters": {"function": function, "dims": dims, "constraints": list(f.get("constraints") or []),
+            "inputs": [tensor(i, "input") for i in f.inputs],
+            "outputs": [tensor(o, "output") for o in f.outputs],
+            "parameters": {"function": function, "dims": dims, "constraints": list(f.constraints),
                            "buckets": plan["buckets"], "batch": plan["batch"], "max_rows": plan["max_rows"],
                            "padding": plan["padding"]}}
 

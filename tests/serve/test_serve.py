@@ -187,13 +187,13 @@ def test_versions_route_to_their_artifacts(server, direct):
 
 
 def test_metadata_matches_the_manifest(server):
-    f = jaxport.open_artifact(server["paths"]["mlp"]).manifest["functions"]["predict"]
+    f = jaxport.open_artifact(server["paths"]["mlp"]).model.functions["predict"]
     status, body = _get(f"{server['base']}/v2/models/mlp/versions/1")
     assert status == 200
     meta = json.loads(body)
     assert meta["name"] == "mlp" and meta["versions"] == ["1", "2"] and meta["platform"] == "jaxport"
-    assert meta["inputs"] == [{"name": i["name"], "datatype": "FP32", "shape": [-1, 784],
-                               "parameters": {"shape": i["shape"]}} for i in f["inputs"]]
+    assert meta["inputs"] == [{"name": i.name, "datatype": "FP32", "shape": [-1, 784],
+                               "parameters": {"shape": list(i.shape)}} for i in f.inputs]
     assert meta["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1, 10],
                                 "parameters": {"shape": ["batch", 10]}}]
     p = meta["parameters"]

@@ -25,7 +25,7 @@ def _x(rows: int, seed: int = 0) -> np.ndarray:
 
 
 def test_buckets_come_from_the_bounds_or_the_given_sizes(mlp):
-    f = jaxport.load(mlp).function_manifest
+    f = jaxport.load(mlp).function_record
     assert plan_buckets(f).buckets == [{"batch": b} for b in (1, 4, 16, 64, 256, 1024, 4096)]
     assert plan_buckets(f, {"batch": [32, 1, 8]}).buckets == [{"batch": 1}, {"batch": 8}, {"batch": 32}]
     with pytest.raises(jaxport.UsageError, match=re.escape(
