@@ -19,6 +19,7 @@ from .calltree import walk
 from .container import Artifact
 from .manifest import function_names
 from .payload import module_bytes
+from .private_copy import private_member
 from .tensors import tensor_views
 
 #: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
@@ -30,13 +31,14 @@ _SAFETENSORS_METADATA = "__metadata__"
 
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
-    """Every bound tensor as a read-only numpy view of the artifact (name -> array)."""
+    """Every bound tensor as a read-only numpy array (name -> array): views of a private copy whose digest was
+    checked (``private_copy``), or of the artifact's memory map when ``verify`` is false."""
     w = art.manifest.get("weights")
     if not w:
         return {}
-    if verify:
-        art.verify(w["member"])
-    return tensor_views(art.view(w["member"]), w["tensors"], str(art.path))
+    # checked over a private copy: what is written out is what was hashed, whatever rewrites the file meanwhile
+    buffer = private_member(art, w["member"])[0] if verify else art.view(w["member"])
+    return tensor_views(buffer, w["tensors"], str(art.path))
 
 
 def bound_arguments(manifest: Mapping[str, Any]) -> list[str]:
