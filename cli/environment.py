@@ -15,7 +15,10 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing's constant, without importing typing (the inspect fast path stays light)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Exit code of an output that cannot be written (``errors.EXIT_CODES``: ``OutputError``).
 EXIT_OUTPUT = 11
