@@ -128,7 +128,7 @@ def _report_and_exit(status: int, e: BaseException) -> None:
     os._exit(status)
 
 
-def _has_main(module: bytes) -> None:
+def _has_main(module: bytes, in_checking_child: bool = True) -> None:
     """Raise unless the module defines the ``main`` function JAX calls; print it (as ``inspect --mlir``,
     ``extract --mlir`` and ``diff`` will) and check the printed text against the program limits
     (``module_scan.check_program_text``: nesting through regions, attributes, types, aliases and calls), which
@@ -143,6 +143,8 @@ def _has_main(module: bytes) -> None:
         try:
             checked_text(parsed)
         except ProgramLimitError as e:
+            if not in_checking_child:  # an isolated command reads it itself: its caller reports it
+                raise
             _report_and_exit(_LIMIT, e)
 
 
@@ -169,7 +171,7 @@ def check_payload(payload: bytes, where: str, fname: str) -> None:
 
             module = export.deserialize(bytearray(payload)).mlir_module_serialized
             check_operation_count(scan_module(module).operations)
-            _has_main(module)
+            _has_main(module, in_checking_child=False)
         except ProgramLimitError as e:
             raise FormatError(f"{where}: function {fname!r}: {_last_line(str(e))[:300]} (specs/FORMAT.md, \"Program "
                               f"limits\"), so it is not read further. Do not load the artifact.") from None
