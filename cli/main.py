@@ -120,6 +120,10 @@ def main() -> None:
         environment.exit_after_command(e.code)  # a stdout that could not take what was printed: exit 11
         raise
     finally:
+        # The command is over (its outputs complete, its exit code set): a signal from here on is ignored, as
+        # Python's teardown restores the default handlers (a death by the signal) long before it ends.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         # Python's final garbage collection walks every object JAX created (about half a second after
         # `import jax`); a process that is about to exit does not need it. IREE's bindings report objects left
         # uncollected as leaks, so a process that used IREE collects as usual.

@@ -285,3 +285,24 @@ def test_the_isolated_marker_cannot_be_set_from_the_environment(monkeypatch: pyt
     monkeypatch.setenv(isolate.ISOLATED_ENV, "1")
     assert not isolate.isolated()
     assert sandbox.child_limits() is None
+
+
+# --- the corpus's classes, a few cases as real processes -------------------------------------------------------------
+
+QUICK = ("run-time-program/import-text-recursion-main", "run-time-program/import-text-outfeed-main",
+         "environment/ascii-inspect", "environment/latin-1-call-o", "environment/deleted-cwd-inspect",
+         "environment/stdout-full-inspect-json", "environment/hard-data-16G-memory-limit-32G",
+         "cache-trust/planted-verdict-cache-777")
+
+
+@pytest.mark.slow
+def test_a_few_cases_of_issue_24s_classes_hold_in_real_processes(tmp_path: Path):
+    from tests.hostile import run
+    from tests.hostile.corpus import build
+
+    base, cases = build(tmp_path / "base")
+    chosen = [c for c in cases if c.id in QUICK]
+    assert sorted(c.id for c in chosen) == sorted(QUICK)
+    report = run.run(base, [], tmp_path / "runs", chosen)
+    assert [f"{r.case.id} [{r.command}]: {r.detail}" for r in report.failures] == []
+    assert len(report.results) >= len(QUICK)
