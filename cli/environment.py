@@ -29,10 +29,10 @@ class _StdoutFile(io.FileIO):
     """File descriptor 1, remembering the first error a write met (the buffer above drops the bytes it could not
     write, so a later flush cannot tell)."""
 
-    def write(self, b: Any) -> int | None:
+    def write(self, b: Any) -> int:  # type: ignore[override]
         global _failure
         try:
-            return super().write(b)
+            return super().write(b)  # type: ignore[no-any-return]
         except BrokenPipeError:
             raise
         except OSError as e:
@@ -53,7 +53,8 @@ def prepare() -> None:
                 old.flush()
                 sys.stdout = io.TextIOWrapper(io.BufferedWriter(_StdoutFile(1, "w", closefd=False)),
                                               encoding=old.encoding, errors="backslashreplace",
-                                              line_buffering=old.line_buffering, write_through=old.write_through)
+                                              line_buffering=bool(old.line_buffering),
+                                              write_through=bool(getattr(old, "write_through", False)))
         except (OSError, ValueError, AttributeError):  # no descriptor 1 (closed): leave it as it is
             pass
     for stream in (sys.stdout, sys.stderr):

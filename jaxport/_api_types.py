@@ -1,6 +1,6 @@
-"""The public functions' argument checks: a wrong type is a ``TypeError`` naming the parameter and the types it
-takes, a malformed value a :class:`JaxportError`, never another exception (``AttributeError`` from deep inside,
-``RecursionError`` for a spec dict that contains itself).
+"""The public functions' argument checks: a wrong type is a ``TypeError`` (``ArgumentTypeError``, also a
+``UsageError``) naming the parameter and the types it takes, a malformed value a :class:`JaxportError`, never
+another exception (``AttributeError`` from deep inside, ``RecursionError`` for a spec dict that contains itself).
 
 :func:`checked` wraps a function of the public API (``jaxport/__init__.py``). The accepted types are read from the
 function's own annotations (``str | Path | None``), so that they cannot drift from what the function documents:
@@ -68,6 +68,11 @@ def _contains_itself(value: object) -> bool:
 _END = object()
 
 
+class ArgumentTypeError(UsageError, TypeError):
+    """A public function's argument of a type it does not take: a ``TypeError`` (Python's convention) that is also
+    a ``UsageError`` (the package's, which callers catching ``JaxportError`` see)."""
+
+
 def _never_text(value: object) -> bool:
     return not isinstance(value, (str, bytes, bytearray))
 
@@ -93,7 +98,9 @@ _KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
 def _alternatives(annotation: str) -> list[str]:
     """The top-level alternatives of an annotation string: ``str | Path | None`` -> ``[str, Path, None]``, the
     parameters of a generic dropped (``Mapping[str, int]`` -> ``Mapping``)."""
-    out, depth, current = [], 0, []
+    out: list[str] = []
+    current: list[str] = []
+    depth = 0
     for c in annotation:
         if c == "[":
             depth += 1
@@ -109,6 +116,10 @@ def _alternatives(annotation: str) -> list[str]:
     return [a.rsplit(".", 1)[-1] for a in out]
 
 
+def _is_instance(value: object, cls: type) -> bool:
+    return isinstance(value, cls)
+
+
 def _checker(annotation: Any, classes: Mapping[str, type]) -> tuple[Callable[[object], bool], str] | None:
     """A predicate and the accepted types' words for one parameter; None where any value is accepted."""
     if annotation is inspect.Parameter.empty or not isinstance(annotation, str):
@@ -119,7 +130,7 @@ def _checker(annotation: Any, classes: Mapping[str, type]) -> tuple[Callable[[ob
             pred, word = _KINDS[name]
         elif name in classes:
             cls = classes[name]
-            pred, word = (lambda v, c=cls: isinstance(v, c)), name
+            pred, word = functools.partial(_is_instance, cls=cls), name
         else:
             return None  # Any, or a type this check does not know: the function decides
         preds.append(pred)
@@ -145,11 +156,12 @@ def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise TypeError(f"jaxport.{name}(): {e}") from None
+            raise ArgumentTypeError(f"jaxport.{name}(): {e}") from None
         for param, value in bound.arguments.items():
             check = checks.get(param)
             if check is not None and not check[0](value):
-                raise TypeError(f"jaxport.{name}(): {param} must be {check[1]}, not {type(value).__name__}")
+                raise ArgumentTypeError(f"jaxport.{name}(): {param} must be {check[1]}, not "
+                                        f"{type(value).__name__}")
             if isinstance(value, (Mapping, list, tuple)) and _contains_itself(value):
                 raise PARAMETER_ERRORS.get(param, error)(
                     f"jaxport.{name}(): {param} contains itself (a dict or list that holds itself, directly or "

@@ -26,7 +26,7 @@ import signal
 import threading
 
 #: The signals handled, with the words of the one line.
-SIGNALS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+SIGNALS: dict[int, str] = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 #: The thread's name: ``isolate`` may fork a checking child beside it (it holds no lock while it waits).
 WATCHER_NAME = "jaxport-signal-watcher"
 

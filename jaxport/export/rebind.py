@@ -128,8 +128,8 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
             if name not in arguments:
                 raise UsageError(_unknown_name(artifact, name, arguments))
         old_index: dict[str, Any] = weights["tensors"]
-        kept, _ = private_member(art, weights["member"])  # the bytes kept are the bytes hashed (``private_copy``)
-        arrays = tensors.tensor_views(kept, old_index, str(artifact))
+        hashed, _ = private_member(art, weights["member"])  # the bytes kept are the bytes hashed (``private_copy``)
+        arrays = tensors.tensor_views(hashed, old_index, str(artifact))
         sharded = _recorded_partition_specs(art.manifest)
         given: list[tuple[_BoundArgument, str]] = []
         for name, value in bind.items():
