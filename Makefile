@@ -42,8 +42,13 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest
 
+# `test-fast`: the inner loop, everything but the tests marked `slow` and the corpora (marked `corpus`, tests/conftest.py),
+# over TEST_WORKERS pytest-xdist workers (2: this project's 2-core machines; each worker imports JAX, ~1.5 GB).
+FAST         := -m "not slow and not corpus"
+TEST_WORKERS ?= 2
+
 test-fast: install-test
-	JAXPORT_FAST=1 $(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(FAST)
 
 # `test-compat`: the oldest JAX jaxport supports (pyproject.toml: jax>=0.9.1,<0.13) on Python 3.11, in a second
 # environment, $(COMPAT), with jaxport and the tests' tools but no IREE (its tests skip): the fast tier there. Then the
@@ -69,7 +74,7 @@ $(COMPAT_MID)/.installed-$(MID_JAX): pyproject.toml
 	touch $@
 
 test-compat: install-test $(COMPAT)/.installed-$(COMPAT_JAX)
-	JAXPORT_FAST=1 $(COMPAT)/bin/python -m pytest -q
+	$(COMPAT)/bin/python -m pytest -q $(FAST)
 	$(MAKE) test-cross
 
 # `test-cross`: only the cross-version matrix (three JAX releases, each calling the others' artifacts).

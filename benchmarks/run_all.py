@@ -11,7 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ["bench_inspect.py", "bench_export.py", "bench_call.py", "bench_weights.py", "bench_sharded.py",
-           "bench_first_call.py", "export_bound.py"]
+           "bench_first_call.py", "export_bound.py", "bench_wrong_input.py"]
 
 
 def main() -> None:

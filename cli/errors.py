@@ -11,8 +11,7 @@ from typing import Any, NoReturn
 import click
 
 from jaxport import errors
-from jaxport._fsio import command_inputs
-from jaxport._text import visible
+from jaxport.frontend import command_inputs, visible
 from jaxport.isolate import exit_if_out_of_memory
 
 from .environment import exit_if_stdout_failed
@@ -37,7 +36,6 @@ EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
 ]
 EXIT_OK = 0
 EXIT_INTERNAL = 1
-EXIT_USAGE = 2
 
 
 def exit_code(exc: errors.JaxportError) -> int:
@@ -128,7 +126,7 @@ def report_usage_error(e: click.ClickException, as_json: bool) -> NoReturn:
     ctx = getattr(e, "ctx", None)
     if ctx is not None:
         command = " ".join(["jaxport", *ctx.command_path.split()[1:]])
-        message = f"{message.rstrip('.')}. See '{command} --help'."
+        message = f"{message.rstrip('.')}{'' if message.endswith('?') else '.'} See '{command} --help'."
     _report("usage", message, e.exit_code, as_json)
     sys.exit(e.exit_code)
 

@@ -1,16 +1,17 @@
-"""The click group of the ``jaxport`` command line (``main.cli``): commands load lazily, from ``main._COMMANDS``."""
+"""The click group of the ``jaxport`` command line (``main.cli``): commands load lazily, from ``commands.COMMANDS``."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from typing import Any
 
 import click
 
-from jaxport._version import __version__
+from jaxport import __version__
 
-from .main import _COMMANDS
+from .commands import COMMANDS
 
 
 class LazyGroup(click.Group):
@@ -36,16 +37,26 @@ class LazyGroup(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_COMMANDS)
+        return sorted(COMMANDS)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                            list[str]]:
+        """Click's, with the closest command named for a mistyped one, as click names the closest option."""
+        name = args[0]
+        if name not in COMMANDS and not name.startswith("-"):
+            close = difflib.get_close_matches(name, sorted(COMMANDS), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in _COMMANDS:
+        if name not in COMMANDS:
             return None
-        module = importlib.import_module(_COMMANDS[name][0])
+        module = importlib.import_module(COMMANDS[name][0])
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: Any) -> None:
-        rows = [(name, help_) for name, (_, help_) in sorted(_COMMANDS.items())]
+        rows = [(name, help_) for name, (_, help_) in sorted(COMMANDS.items())]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -57,5 +68,5 @@ def cli() -> None:
 
     Exit codes: 0 ok, 1 internal error, 2 usage, 3 spec, 4 entry point, 5 export, 6 policy, 7 format,
     8 integrity, 9 input, 10 platform, 11 output, 12 verification failed, 13 diff found changes, 14 policy check
-    failed. See specs/CLI.md.
+    failed, 15 crash (an --isolate child died or reached its limits; out of memory). See specs/CLI.md.
     """

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 
 from . import render
 from .render import plain
@@ -18,7 +19,7 @@ def document(art, function: str | None) -> render.Document:
     """The human view of an open, verified artifact (``function``: only that one)."""
     from jaxport.artifact.manifest import function_names
 
-    return _render(art, function_names(art.manifest, function))
+    return _render(art, function_names(art.model, function))
 
 
 def output(artifact: str, as_json: bool, function: str | None) -> str | None:
@@ -31,8 +32,8 @@ def output(artifact: str, as_json: bool, function: str | None) -> str | None:
     with open_artifact(artifact) as art:
         art.verify_all()
         if as_json:
-            function_names(art.manifest, function)  # an unknown --function is an error with --json too
-            return json.dumps(art.manifest, indent=2) + "\n"
+            function_names(art.model, function)  # an unknown --function is an error with --json too
+            return json.dumps(art.manifest, indent=2) + "\n"  # the manifest's JSON as stored, unknown fields too
         return document(art, function).render_plain(sys.stdout, os.environ)
 
 
@@ -40,93 +41,89 @@ _MAX_ROWS = 24  # rows of a table before it is cut (the JSON has everything)
 
 
 def _printable(node):
-    """The manifest with every string's control characters escaped (``\\x1b``): its text comes from the artifact,
-    which may be hostile, and is shown on a terminal."""
+    """The manifest's records with every string's control characters escaped (``\\x1b``): its text comes from the
+    artifact, which may be hostile, and is shown on a terminal."""
     if isinstance(node, str):
         return node if node.isascii() and node.isprintable() else plain(node)  # plain keeps printable ASCII as is
-    if isinstance(node, dict):
+    if isinstance(node, Mapping):
         return {_printable(k): _printable(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_printable(v) for v in node]
+    if isinstance(node, (list, tuple)):
+        return type(node)(_printable(v) for v in node)
+    fields = getattr(type(node), "__match_args__", None)
+    if fields is not None:  # a record of the format
+        return type(node)(*(_printable(getattr(node, n)) for n in fields))
     return node
 
 
 def _render(art, names) -> render.Document:
-    from jaxport.artifact.bounds import Bounds
     from jaxport.artifact.compat import serializer_version, window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
-    m = _printable(art.manifest)
+    m = _printable(art.model)
     out = render.Document()
-    meta = m.get("metadata", {})
-    prod = m["producer"]
-    title = meta.get("name") or plain(art.path.name)
-    if meta.get("version"):
-        title += f" {meta['version']}"
+    meta, prod = m.metadata, m.producer
+    title = meta.name or plain(art.path.name)
+    if meta.version:
+        title += f" {meta.version}"
     out.line((title, "bold"), f"  ({plain(str(art.path))}, {human_bytes(art.size)}, {len(art.members)} members, "
                               f"sha256 verified)")
-    if meta.get("description"):
-        out.line(f"  {meta['description']}")
-    if meta.get("labels"):
-        out.line("  labels: " + ", ".join(f"{k}={v}" for k, v in meta["labels"].items()))
-    out.line(f"  format {m['format_version']}, written by jaxport {prod['jaxport']} with jax {prod['jax']}, "
-             f"jaxlib {prod['jaxlib']}")
+    if meta.description:
+        out.line(f"  {meta.description}")
+    if meta.labels:
+        out.line("  labels: " + ", ".join(f"{k}={v}" for k, v in meta.labels.items()))
+    out.line(f"  format {m.format_version}, written by jaxport {prod.jaxport} with jax {prod.jax}, "
+             f"jaxlib {prod.jaxlib}")
     out.line(f"  compatibility: {window(serializer_version(prod)).sentence()}")
     for fname in names:
-        f = m["functions"][fname]
+        f = m.functions[fname]
         out.line()
         out.line((fname, "bold cyan"), f": {plain(signature(fname, f))}")
-        cc = f["calling_convention_version"]
-        rng = prod.get("calling_convention_range")
-        rng_text = f" (writer supports {rng[0]}..{rng[1]})" if isinstance(rng, list) and len(rng) == 2 else ""
-        out.line(f"  entry point {f.get('entrypoint')}; platforms {', '.join(f['platforms'])}; calling convention "
-                 f"{cc}{rng_text}; StableHLO {f.get('stablehlo_version')}; devices {f.get('nr_devices', 1)}")
+        rng = prod.calling_convention_range
+        rng_text = f" (writer supports {rng[0]}..{rng[1]})" if rng is not None else ""
+        out.line(f"  entry point {f.entrypoint}; platforms {', '.join(f.platforms)}; calling convention "
+                 f"{f.calling_convention_version}{rng_text}; StableHLO {f.stablehlo_version}; devices {f.nr_devices}")
         _render_parallel(out, f)
-        for kind in ("inputs", "outputs"):
+        for kind, arrays in (("inputs", f.inputs), ("outputs", f.outputs)):
             t = render.Table(kind, ("name", "type", "sharding"))
-            for a in f[kind][:_MAX_ROWS]:
-                t.add_row(a["name"], plain(array_type(a)), plain(_sharding(a)))
+            for a in arrays[:_MAX_ROWS]:
+                t.add_row(a.name, plain(array_type(a)), plain(_sharding(a, f.mesh is not None)))
             out.table(t)
-            if len(f[kind]) > _MAX_ROWS:
-                out.line(f"  ... and {len(f[kind]) - _MAX_ROWS} more {kind} (inspect --json lists them all)")
-        if f.get("dims"):
+            if len(arrays) > _MAX_ROWS:
+                out.line(f"  ... and {len(arrays) - _MAX_ROWS} more {kind} (inspect --json lists them all)")
+        if f.dims:
             t = render.Table("dimension variables", ("name", "min", "max", "derived"))
-            for dn, d in f["dims"].items():
-                b = Bounds.of(d)
+            for dn, d in f.dims.items():
+                b = d.bounds
                 t.add_row(dn, str(b.lo), "-" if b.hi is None else str(b.hi), plain(derivation_text(dn, d)))
             out.table(t)
-        if f.get("constraints"):
-            out.line("  constraints: " + "; ".join(f["constraints"]))
-        checks = f.get("shape_assertions", [])
-        out.line(f"  shape checks: {len(checks)} in the wrapped main")
-        for msg in checks:
+        if f.constraints:
+            out.line("  constraints: " + "; ".join(f.constraints))
+        out.line(f"  shape checks: {len(f.shape_assertions)} in the wrapped main")
+        for msg in f.shape_assertions:
             out.line(f"    - {_short_assertion(msg)}")
-        if f.get("custom_calls"):
+        if f.custom_calls:
             t = render.Table("custom calls", ("target", "count", "stability"))
-            for c in f["custom_calls"]:
-                style = "green" if c.get("stability") == "guaranteed" else "yellow"
-                t.add_row(c["target"], str(c.get("count", "")), (plain(str(c.get("stability"))), style))
+            for c in f.custom_calls:
+                style = "green" if c.stability == "guaranteed" else "yellow"
+                t.add_row(c.target, "" if c.count is None else str(c.count), (plain(str(c.stability)), style))
             out.table(t)
         else:
             out.line("  custom calls: none")
-        dsc = f.get("disabled_safety_checks") or []
+        dsc = f.disabled_safety_checks
         out.line(f"  disabled safety checks: {', '.join(dsc) if dsc else 'none'}")
-        eff = f.get("effects") or {}
-        effects = (eff.get("ordered") or []) + (eff.get("unordered") or [])
+        effects = f.effects.ordered + f.effects.unordered
         out.line(f"  effects: {', '.join(effects) if effects else 'none'}")
-        bound = f.get("weights") or []
-        if bound:
-            tensors = (m.get("weights") or {}).get("tensors", {})
-            total = sum(tensors[n]["nbytes"] for n in bound if n in tensors)
-            out.line(f"  bound weights: {len(bound)} tensors, {human_bytes(total)} (supplied by the artifact)")
-        consts = f.get("embedded_constants") or {}
-        if consts.get("bytes"):
-            out.line(f"  embedded constants: {consts.get('count')} totalling {human_bytes(consts['bytes'])}")
+        if f.weights:
+            total = sum(m.tensors[n].nbytes for n in f.weights if n in m.tensors)
+            out.line(f"  bound weights: {len(f.weights)} tensors, {human_bytes(total)} (supplied by the artifact)")
+        consts = f.embedded_constants
+        if consts.bytes:
+            out.line(f"  embedded constants: {consts.count} totalling {human_bytes(consts.bytes)}")
     _render_weights(out, m)
     out.line()
     t = render.Table("members", ("name", "size", "sha256"))
-    for name, info in m["members"].items():
-        t.add_row(name, human_bytes(info["size"]), info["sha256"][:16] + "…")
+    for name, info in m.members.items():
+        t.add_row(name, human_bytes(info.size), info.sha256[:16] + "…")
     out.table(t)
     return out
 
@@ -134,24 +131,24 @@ def _render(art, names) -> render.Document:
 def _render_weights(out, m):
     from jaxport.artifact.summary import array_type, human_bytes
 
-    tensors = (m.get("weights") or {}).get("tensors") or {}
+    tensors = m.tensors
     if not tensors:
         return
     users: dict[str, list[str]] = {}
-    for fname, f in m["functions"].items():
-        for n in f.get("weights") or []:
+    for fname, f in m.functions.items():
+        for n in f.weights:
             users.setdefault(n, []).append(fname)
-    total = sum(t["nbytes"] for t in tensors.values())
+    total = sum(t.nbytes for t in tensors.values())
     by_dtype: dict[str, int] = {}
     for t in tensors.values():
-        by_dtype[t["dtype"]] = by_dtype.get(t["dtype"], 0) + t["nbytes"]
+        by_dtype[t.dtype] = by_dtype.get(t.dtype, 0) + t.nbytes
     out.line()
     out.line(("weights", "bold"), f": {len(tensors)} tensors, {human_bytes(total)} ("
              + ", ".join(f"{d} {human_bytes(b)}" for d, b in sorted(by_dtype.items(), key=lambda x: -x[1])) + ")")
     t = render.Table("largest tensors", ("name", "type", "size", "used by"))
-    largest = sorted(tensors.items(), key=lambda kv: (-kv[1]["nbytes"], kv[0]))[:10]
+    largest = sorted(tensors.items(), key=lambda kv: (-kv[1].nbytes, kv[0]))[:10]
     for name, info in largest:
-        t.add_row(name, plain(array_type(info)), human_bytes(info["nbytes"]), ", ".join(users.get(name, [])) or "-")
+        t.add_row(name, plain(array_type(info)), human_bytes(info.nbytes), ", ".join(users.get(name, [])) or "-")
     out.table(t)
     if len(tensors) > len(largest):
         out.line(f"  ... and {len(tensors) - len(largest)} more (inspect --json lists them all)")
@@ -165,33 +162,32 @@ def _short_assertion(msg: str) -> str:
     return (text[:cut] if cut > 0 else text)[:200]
 
 
-def _sharding(a):
-    """``P('data', None)  {devices=[4,1,2]<=[8] ...}`` for a sharded array, the HLO text alone, or ``-``."""
-    if "partition_spec" in a:
+def _sharding(a, sharded):
+    """``P('data', None)  {devices=[4,1,2]<=[8] ...}`` for an array of a sharded function, the HLO text alone, or
+    ``-``."""
+    if sharded:
         from jaxport.sharding import text  # only for a sharded function: it imports more than inspect needs
 
-        hlo = a.get("sharding")
-        return text(a["partition_spec"]) + (f"  {hlo}" if hlo else "")
-    return a.get("sharding") or "-"
+        return text(a.partition_spec) + (f"  {a.sharding}" if a.sharding else "")
+    return a.sharding or "-"
 
 
 def _render_parallel(out, f):
     """The mesh and the bound tensors' partitioning of a sharded function, and the derivatives it carries."""
-    mesh = f.get("mesh")
-    if mesh:
+    mesh = f.mesh
+    if mesh is not None:
         from jaxport.sharding import mesh_devices, mesh_text, text
 
         out.line(f"  mesh {mesh_text(mesh)} ({mesh_devices(mesh)} devices); run it where JAX has that many devices "
                  f"(call --host-devices {mesh_devices(mesh)} on a CPU)")
-        specs = f.get("weights_partition_specs") or {}
+        specs = f.weights_partition_specs or {}
         sharded = {n: s for n, s in specs.items() if s and any(e is not None for e in s)}
         if sharded:
             shown = ", ".join(f"{n} {text(s)}" for n, s in list(sharded.items())[:_MAX_ROWS])
             more = f", and {len(sharded) - _MAX_ROWS} more" if len(sharded) > _MAX_ROWS else ""
             rest = len(specs) - len(sharded)
             out.line(f"  sharded weights: {shown}{more}" + (f"; {rest} replicated" if rest else ""))
-    order = f.get("vjp_order", 0)
-    if order:
-        out.line(f"  derivatives: VJPs up to order {order} (jax.grad through jaxport.load, call --vjp)")
+    if f.vjp_order:
+        out.line(f"  derivatives: VJPs up to order {f.vjp_order} (jax.grad through jaxport.load, call --vjp)")
     else:
         out.line("  derivatives: none (export with --vjp-order 1 to differentiate it)")

@@ -1,8 +1,16 @@
-"""Options shared by several commands, defined once."""
+"""Options shared by several commands, defined once: the command line's one vocabulary.
+
+Every option that more than one command takes is declared here, with its spelling, metavar, parsing and the keyword
+its command receives (``tests/test_layers.py`` fails on one declared in two command modules); a command passes its
+own help text where the option's role in it differs in detail. ``--dim NAME=V[,V...]`` is one spelling for every
+command (``{name: [values]}``; ``one_value`` for a command that runs one shape); old spellings stay as deprecated
+aliases that say so on stderr (``compile --dims``)."""
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,49 +37,6 @@ def function_option(f: F) -> F:
                         help="Function of the artifact to use when it holds several.")(f)
 
 
-def allow_custom_call_option(f: F) -> F:
-    """``--allow-custom-call TARGET``: what the caller lets a program call beyond JAX's guaranteed-stable targets."""
-    return click.option("--allow-custom-call", "allow_custom_calls", multiple=True, metavar="TARGET",
-                        help="Let the program call this custom-call target, which JAX does not guarantee stable (a "
-                             "kernel this process provides); repeatable. The artifact's own list of allowed targets "
-                             "grants nothing, and host callbacks are never allowed.")(f)
-
-
-def _parse_dims(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
-    dims: dict[str, int] = {}
-    for text in values:
-        name, eq, value = text.partition("=")
-        name = name.strip()
-        if not eq or not name.isidentifier():
-            raise click.BadParameter(f"{text!r} is not NAME=VALUE (e.g. --dim batch=8).", ctx, param)
-        try:
-            dims[name] = _dimension(value)
-        except ValueError:
-            raise click.BadParameter(f"{text[:60]!r}: {value[:40]!r} is not an integer.", ctx, param) from None
-        if dims[name] < 0:
-            raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
-        _check_dimension(dims[name], text, ctx, param)
-    return dims
-
-
-#: The largest dimension size (what a manifest may record).
-MAX_DIMENSION = 1 << 62
-
-
-def _dimension(text: str) -> int:
-    """An integer option value; one of more digits than any dimension has reads as just above the cap (int()
-    refuses thousands of digits with a message about Python, not about the option)."""
-    digits = text.strip().lstrip("+")
-    if digits.isdigit() and len(digits.lstrip("0")) > 19:
-        return MAX_DIMENSION + 1
-    return int(text.strip())
-
-
-def _check_dimension(value: int, text: str, ctx: click.Context, param: click.Parameter) -> None:
-    if value > MAX_DIMENSION:
-        raise click.BadParameter(f"{text[:60]!r}: a dimension is at most 2**62.", ctx, param)
-
-
 def finite_float(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """A callback for float options: NaN and infinities are refused (FloatRange lets NaN through)."""
     if value is not None and not math.isfinite(value):
@@ -90,32 +55,263 @@ def at_most(limit: int) -> Callable[[click.Context, click.Parameter, int | None]
     return check
 
 
+def _options(f: F, *decorators: Callable[[F], F]) -> F:
+    """``f`` under ``decorators``, listed as they would be stacked above it (the first is the first in --help)."""
+    for decorate in reversed(decorators):
+        f = decorate(f)
+    return f
+
+
+def _sentence(prefix: str, text: str) -> str:
+    """``text`` after a condition such as ``"With --expect: "``, or capitalized as a sentence of its own."""
+    return prefix + text if prefix else text[:1].upper() + text[1:]
+
+
+# --- the spec, the runtime, the compilation cache, reference outputs ------------------------------------------------
+
+def shapes_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--shapes``/``-s FILE`` (as ``spec_path``): a YAML shape spec."""
+    return click.option("--shapes", "-s", "spec_path", required=required, type=click.Path(), help=help)
+
+
+def runtime_option(help: str) -> Callable[[F], F]:
+    """``--runtime jax|iree`` (as ``runtime_name``, default ``jax``)."""
+    return click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax",
+                        show_default=True, help=help)
+
+
+#: Where the compilation cache is when ``--cache-dir`` is not given, as every command that uses it says it.
+DEFAULT_CACHE = "$JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or ~/.cache/jaxport/xla"
+
+
+def cache_dir_option(help: str = f"XLA compilation cache (default: {DEFAULT_CACHE}).") -> Callable[[F], F]:
+    """``--cache-dir DIR`` (as ``cache_dir``): JAX's persistent compilation cache and jaxport's check verdicts."""
+    return click.option("--cache-dir", type=click.Path(file_okay=False), help=help)
+
+
+def allow_platform_mismatch_option(verb: str = "run") -> Callable[[F], F]:
+    """``--allow-platform-mismatch`` (as ``allow_platform_mismatch``)."""
+    return click.option("--allow-platform-mismatch", is_flag=True,
+                        help=f"Try to {verb} a function exported for other platforms than the local one.")
+
+
+def expect_option(help: str) -> Callable[[F], F]:
+    """``--expect REF`` (as ``expect``): reference outputs to compare with."""
+    return click.option("--expect", type=click.Path(), metavar="REF", help=help)
+
+
+# --- custom calls ---------------------------------------------------------------------------------------------------
+
+def custom_call_option(help: str) -> Callable[[F], F]:
+    """``--allow-custom-call TARGET`` (repeatable), as ``allow_custom_calls``, with a command's own help."""
+    return click.option("--allow-custom-call", "allow_custom_calls", multiple=True, metavar="TARGET", help=help)
+
+
+#: ``--allow-custom-call`` of the commands that run or compile a program: what the caller lets it call.
+allow_custom_call_option = custom_call_option(
+    "Let the program call this custom-call target, which JAX does not guarantee stable (a kernel this process "
+    "provides); repeatable. The artifact's own list of allowed targets grants nothing, and host callbacks are never "
+    "allowed.")
+
+#: ``--allow-custom-call`` of the commands that write a program (export, import): what the artifact may record.
+lowering_custom_call_option = custom_call_option(
+    "Allow a custom-call target JAX does not guarantee stable; repeatable.")
+
+
+# --- tolerances -----------------------------------------------------------------------------------------------------
+
+def tolerance_options(condition: str = "") -> Callable[[F], F]:
+    """``--atol``, ``--rtol`` and ``--allow-nonfinite`` (as ``atol``, ``rtol``, ``allow_nonfinite``): how outputs are
+    compared with a reference. ``condition`` starts each help line where they apply only with another option
+    (``"With --expect: "``)."""
+
+    def decorate(f: F) -> F:
+        return _options(
+            f,
+            click.option("--atol", type=click.FloatRange(min=0), callback=finite_float,
+                         help=_sentence(condition, "absolute tolerance for every output (default: by output "
+                                                   "dtype).")),
+            click.option("--rtol", type=click.FloatRange(min=0), callback=finite_float,
+                         help=_sentence(condition, "relative tolerance for every output (default: by output "
+                                                   "dtype).")),
+            click.option("--allow-nonfinite", is_flag=True,
+                         help=_sentence(condition, "let an output that is NaN/Inf everywhere on both sides pass "
+                                                   "(default: it is inconclusive and fails).")))
+
+    return decorate
+
+
+# --- writing an artifact --------------------------------------------------------------------------------------------
+
+def artifact_write_options(*, name_note: str = "", rebinding: bool = False) -> Callable[[F], F]:
+    """``--name``, ``--version``, ``--strip-locations`` and ``--no-manifest`` (as ``name``, ``version``,
+    ``strip_locations``, ``no_manifest``): the metadata and files of an artifact a command writes. ``rebinding``
+    (rebind keeps the program and the name byte for byte): ``--version`` and ``--no-manifest`` only."""
+    version = click.option("--version", "version", help="Artifact version (overrides metadata.version).")
+    no_manifest = click.option("--no-manifest", is_flag=True,
+                               help="Do not write the <artifact>.manifest.json sidecar.")
+    if rebinding:
+        return lambda f: _options(f, version, no_manifest)
+    name = click.option("--name", help=f"Artifact name (overrides metadata.name){name_note}.")
+    strip = click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
+    return lambda f: _options(f, name, version, strip, no_manifest)
+
+
+# --- bound weights and the root their sources are relative to -------------------------------------------------------
+
+def _parse_binds(example: str) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], dict[str, str]]:
+    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+        binds: dict[str, str] = {}
+        for item in values:
+            name, sep, source = item.partition("=")
+            if not sep or not name or not source:
+                raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. {example}.", ctx, param)
+            if name in binds:
+                raise click.BadParameter(f"{name!r} is given twice; bind each argument once.", ctx, param)
+            binds[name] = source
+        return binds
+
+    return parse
+
+
+def bind_root_options(bind_help: str, root_help: str, *, required: bool = False,
+                      example: str = "params=weights.npz") -> Callable[[F], F]:
+    """``--bind NAME=SOURCE`` (repeatable, as ``binds``: ``{name: source}``, each name once) and ``--root DIR`` (as
+    ``root``): where bound weights come from, and the directory recorded paths are relative to."""
+    bind = click.option("--bind", "binds", multiple=True, required=required, metavar="NAME=SOURCE",
+                        callback=_parse_binds(example), help=bind_help)
+    root = click.option("--root", "root", type=click.Path(file_okay=False), metavar="DIR", help=root_help)
+    return lambda f: _options(f, bind, root)
+
+
+# --- input arrays ---------------------------------------------------------------------------------------------------
+
+#: What ``--inputs`` takes, as every command that reads input arrays says it.
+INPUT_FILES = ("FILE.npy repeated in the order 'inspect' lists the inputs, NAME=FILE.npy, or one .npz keyed by input "
+               "names")
+
+
+def inputs_option(help: str = f"Input arrays: {INPUT_FILES}. Repeatable.") -> Callable[[F], F]:
+    """``--inputs``/``-i FILE`` (repeatable, as ``items``): input arrays from files."""
+    return click.option("--inputs", "-i", "items", multiple=True, metavar="FILE", help=help)
+
+
 def seed_option(default: int | None, help: str) -> Callable[[F], F]:
     """``--seed N``: a non-negative integer, as numpy's generators take."""
     return click.option("--seed", type=click.IntRange(min=0), default=default, show_default=default is not None,
                         help=help)
 
 
-def dim_option(f: F) -> F:
-    return click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", callback=_parse_dims,
-                        help="Value of a dimension variable (e.g. batch=8); repeatable.")(f)
+# --- dimension variables --------------------------------------------------------------------------------------------
+
+#: The largest dimension size (what a manifest may record).
+MAX_DIMENSION = 1 << 62
+
+
+def _dimension(text: str) -> int:
+    """An integer option value; one of more digits than any dimension has reads as just above the cap (int()
+    refuses thousands of digits with a message about Python, not about the option)."""
+    digits = text.strip().lstrip("+")
+    if digits.isdigit() and len(digits.lstrip("0")) > 19:
+        return MAX_DIMENSION + 1
+    return int(text.strip())
+
+
+def _parse_dims(one_value: bool) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], dict[str, Any]]:
+    """The callback of ``--dim NAME=V[,V...]``: ``{name: [values]}`` in the order given (a name repeated adds its
+    values), or, where the command runs one shape (``one_value``), ``{name: value}``."""
+    example = "--dim batch=8" if one_value else "--dim batch=1,7,128"
+    form = "NAME=VALUE" if one_value else "NAME=VALUE[,VALUE...]"
+
+    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+        dims: dict[str, list[int]] = {}
+        for text in values:
+            name, eq, rest = text.partition("=")
+            name = name.strip()
+            if not eq or not name.isidentifier():
+                raise click.BadParameter(f"{text!r} is not {form} (e.g. {example}).", ctx, param)
+            chosen = dims.setdefault(name, [])
+            for item in rest.split(","):
+                try:
+                    value = _dimension(item)
+                except ValueError:
+                    raise click.BadParameter(f"{text[:60]!r}: {item.strip()[:40]!r} is not an integer.", ctx,
+                                             param) from None
+                if value < 0:
+                    raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
+                if value > MAX_DIMENSION:
+                    raise click.BadParameter(f"{text[:60]!r}: a dimension is at most 2**62.", ctx, param)
+                if value not in chosen:
+                    chosen.append(value)
+            if one_value and len(chosen) > 1:
+                shown = ", ".join(map(str, chosen[:4])) + (", ..." if len(chosen) > 4 else "")
+                raise click.BadParameter(f"{name} has {len(chosen)} values ({shown}), and this command runs one "
+                                         f"shape; give one (e.g. --dim {name}={chosen[0]}).", ctx, param)
+        return {name: chosen[0] for name, chosen in dims.items()} if one_value else dims
+
+    return parse
+
+
+def _deprecated_dims(old: str) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], dict[str, Any]]:
+    parse = _parse_dims(one_value=False)
+
+    def note(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+        if values:
+            click.echo(f"note: {old} is deprecated; it is now --dim NAME=V[,V...], which takes the same values.",
+                       err=True)
+        return parse(ctx, param, values)
+
+    return note
+
+
+def dim_option(help: str, *, one_value: bool = False, deprecated_alias: str | None = None) -> Callable[[F], F]:
+    """``--dim NAME=V[,V...]`` (repeatable), as ``dims``: the values of each dimension variable to use,
+    ``{name: [values]}``; with ``one_value`` (a command that runs one shape), ``{name: value}``, and a second value
+    is a usage error. ``deprecated_alias`` (``--dims``) is an old spelling that adds its values to ``dims`` and says
+    on stderr that it is deprecated."""
+    dim = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE" if one_value else "NAME=V[,V...]",
+                       callback=_parse_dims(one_value), help=help)
+    if deprecated_alias is None:
+        return dim
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)  # click's documented way to wrap a command callback (update_wrapper)
+        def merged(*args: Any, dims: dict[str, list[int]], deprecated_dims: dict[str, list[int]],
+                   **kwargs: Any) -> Any:
+            for name, values in deprecated_dims.items():
+                dims.setdefault(name, [])
+                dims[name] += [v for v in values if v not in dims[name]]
+            return f(*args, dims=dims, **kwargs)
+
+        alias = click.option(deprecated_alias, "deprecated_dims", multiple=True, metavar="NAME=V[,V...]",
+                             callback=_deprecated_dims(deprecated_alias),
+                             help="Deprecated: the old name of --dim, which it now sets.")
+        return _options(merged, dim, alias)
+
+    return decorate
 
 
 def input_selection_options(f: F) -> F:
     """``--inputs`` (files), or ``--random`` with ``--dim`` and ``--seed``: where a command's input arrays come from."""
-    f = seed_option(None, "Seed of --random (default 0).")(f)
-    f = dim_option(f)
-    f = click.option("--random", "use_random", is_flag=True,
+    return _options(
+        f,
+        inputs_option(),
+        click.option("--random", "use_random", is_flag=True,
                      help="Generate the inputs from the signature: each from the range: its spec declares, else "
-                          "standard normal floats, integers 0..7, fair coin-flip bools.")(f)
-    return click.option("--inputs", "-i", "items", multiple=True, metavar="FILE",
-                        help="Input arrays: FILE.npy repeated in the order 'inspect' lists the inputs, NAME=FILE.npy, "
-                             "or one .npz keyed by input names. Repeatable.")(f)
+                          "standard normal floats, integers 0..7, fair coin-flip bools."),
+        dim_option("Value of a dimension variable (e.g. batch=8); repeatable.", one_value=True),
+        seed_option(None, "Seed of --random (default 0)."))
 
 
-def _range_bound(text: str) -> float:
-    """One bound of ``--range``: an integer (kept exact, for 64-bit integer inputs) or a finite float."""
+def _range_bound(text: str) -> float | str:
+    """One bound of ``--range``: an integer (kept exact, for 64-bit integer inputs), a finite float, or a dimension
+    expression (``nodes``, ``seq - 1``: an integer input's bound at each call's dimension values)."""
     t = text.strip()
+    try:
+        float(t)
+    except ValueError:
+        if re.fullmatch(r"[-+*()0-9\s]*[A-Za-z_][A-Za-z0-9_+\-*/()\s,]*", t):
+            return t  # a dimension expression: the range's check and each call's dimensions take it from here
     digits = t.lstrip("+-")
     if digits.isdigit() and t[:1] in "+-0123456789":
         if len(digits) > 40:  # beyond any dtype; int() refuses thousands of digits with a message about Python
@@ -128,8 +324,8 @@ def _range_bound(text: str) -> float:
 
 
 def _parse_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-                  ) -> dict[str, tuple[float, float]]:
-    ranges: dict[str, tuple[float, float]] = {}
+                  ) -> dict[str, tuple[float | str, float | str]]:
+    ranges: dict[str, tuple[float | str, float | str]] = {}
     for text in values:
         name, eq, rest = text.rpartition("=")
         name = name.strip()
@@ -141,7 +337,7 @@ def _parse_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str,
         except ValueError:
             raise click.BadParameter(f"{text[:80]!r}: LO and HI must be finite numbers (e.g. x=-1:1, "
                                      f"tokens=0:32000).", ctx, param) from None
-        if lo >= hi:
+        if not isinstance(lo, str) and not isinstance(hi, str) and lo >= hi:
             raise click.BadParameter(f"{text[:80]!r}: the range is empty; LO must be less than HI (the range is "
                                      f"half-open, [LO, HI)).", ctx, param)
         if name in ranges:
@@ -155,39 +351,9 @@ def range_option(f: F) -> F:
     (input name -> (LO, HI)); check it against the function with ``jaxport.run.inputs.check_ranges``."""
     return click.option("--range", "ranges", multiple=True, metavar="NAME=LO:HI", callback=_parse_ranges,
                         help="Draw random input NAME from [LO, HI): floats uniform, integers LO..HI-1 (e.g. "
-                             "tokens=0:32000 gives ids 0..31999); repeatable. Default: the spec's range: of the "
+                             "tokens=0:32000 gives ids 0..31999; an integer input's bound may be a dimension, "
+                             "senders=0:nodes); repeatable. Default: the spec's range: of the "
                              "input, else floats N(0,1), integers 0..7, bools coin flips.")(f)
-
-
-def _parse_dim_values(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, list[int]]:
-    dims: dict[str, list[int]] = {}
-    for text in values:
-        name, eq, rest = text.partition("=")
-        name = name.strip()
-        if not eq or not name.isidentifier():
-            raise click.BadParameter(f"{text!r} is not NAME=VALUE[,VALUE...] (e.g. --dim batch=1,7,128).", ctx, param)
-        chosen: list[int] = []
-        for item in rest.split(","):
-            try:
-                value = _dimension(item)
-            except ValueError:
-                raise click.BadParameter(f"{text[:60]!r}: {item.strip()[:40]!r} is not an integer.", ctx,
-                                         param) from None
-            if value < 0:
-                raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
-            _check_dimension(value, text, ctx, param)
-            if value not in chosen:
-                chosen.append(value)
-        dims.setdefault(name, [])
-        dims[name] += [v for v in chosen if v not in dims[name]]
-    return dims
-
-
-def dim_values_option(f: F) -> F:
-    """``--dim NAME=V1,V2,...``: the values of a dimension variable to try; repeatable."""
-    return click.option("--dim", "dims", multiple=True, metavar="NAME=V1,V2,...", callback=_parse_dim_values,
-                        help="Values of a dimension variable to verify at (e.g. batch=1,7,128); repeatable. "
-                             "Several variables: every combination.")(f)
 
 
 # --- --isolate: rerun a command in a child process with limits ----------------------------------------------------
@@ -272,8 +438,8 @@ def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_l
     import sys
 
     from jaxport import isolate
-    from jaxport._text import visible
     from jaxport.errors import CrashError
+    from jaxport.frontend import visible
 
     limits = isolate.command_limits(memory_limit, time_limit or DEFAULT_TIME_LIMIT)
     args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from jaxport._text import visible
+from jaxport.frontend import visible
 
 
 def enabled(as_json: bool) -> bool:

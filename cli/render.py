@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 
-from jaxport._text import visible
+from jaxport.frontend import visible
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:

@@ -45,16 +45,22 @@ if TYPE_CHECKING:
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
     from .importer.build import import_stablehlo
+    from .run.calling import CallRequest
     from .run.deploy import compile_artifact
     from .run.load import load
     from .run.loaded import Loaded
+    from .run.outputs import CallReport
     from .spec import ShapeSpec, load_spec, parse_spec
-    from .specbuild import Spec
+    from .specbuild import Like, Spec, like
+    from .verify.reference import ReferenceMismatch
+    from .verify.reference import call as call
     from .verify.runner import verify as verify_artifact
 
 __all__ = [
     "FORMAT_VERSION",
     "Artifact",
+    "CallReport",
+    "CallRequest",
     "DiffError",
     "EntrypointError",
     "ExportError",
@@ -63,24 +69,28 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "JaxportError",
+    "Like",
     "Loaded",
     "OutputError",
     "PlatformError",
     "PolicyError",
     "PolicyFileError",
     "PolicyViolation",
+    "ReferenceMismatch",
     "ShapeSpec",
     "Spec",
     "SpecError",
     "UsageError",
     "VerificationError",
     "__version__",
+    "call",
     "check",
     "compare_manifests",
     "compile_artifact",
     "diff_artifacts",
     "export",
     "import_stablehlo",
+    "like",
     "load",
     "load_policy",
     "load_spec",
@@ -96,10 +106,16 @@ _LAZY = {
     "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
     "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
     "Spec": ("jaxport.specbuild", "Spec"),
+    "Like": ("jaxport.specbuild", "Like"),
+    "like": ("jaxport.specbuild", "like"),
     "load_spec": ("jaxport.spec", "load_spec"),
     "parse_spec": ("jaxport.spec", "parse_spec"),
     "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
+    "call": ("jaxport.verify.reference", "call"),
+    "CallRequest": ("jaxport.run.calling", "CallRequest"),
+    "CallReport": ("jaxport.run.outputs", "CallReport"),
+    "ReferenceMismatch": ("jaxport.verify.reference", "ReferenceMismatch"),
     "verify_artifact": ("jaxport.verify.runner", "verify"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),
     "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),
@@ -156,10 +172,12 @@ def _classes() -> dict[str, type]:
     import datetime
 
     from .artifact.policy import Policy
+    from .run.calling import CallRequest
     from .spec import ShapeSpec
     from .specbuild import Spec
 
-    return {"Artifact": Artifact, "ShapeSpec": ShapeSpec, "Spec": Spec, "Policy": Policy, "date": datetime.date}
+    return {"Artifact": Artifact, "ShapeSpec": ShapeSpec, "Spec": Spec, "Policy": Policy, "date": datetime.date,
+            "CallRequest": CallRequest}
 
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked

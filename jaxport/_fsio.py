@@ -368,16 +368,6 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], inputs: Ite
             raise write_failure(path, e) from None
 
 
-def create_marker(path: str | Path) -> None:
-    """Create the empty file ``path`` if nothing is there (a cache's marker); never through a symbolic link, never
-    over anything that exists. Failing is silent: a marker only saves work."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        os.close(os.open(path, flags, 0o644))
-    except (OSError, ValueError):
-        pass
-
-
 def scratch_file(beside: str | Path) -> BinaryIO:
     """An anonymous temporary file in the directory of ``beside`` (on its disk), for data on its way into that
     output: it has no name once created (``tempfile.TemporaryFile``), so nothing can be planted in its place and

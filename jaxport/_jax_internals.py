@@ -2,8 +2,8 @@
 
 JAX has no public API for the set of custom-call targets it guarantees to keep stable across versions; its export
 code keeps it as a module constant. jaxport's allowlist must match the installed JAX, so it reads that constant
-here. ``tests/test_checks.py`` compares it with the reviewed copy below and fails when JAX changes the set, so a
-change is noticed and reviewed rather than silently inherited.
+here. ``tests/foundation/test_checks.py`` compares it with the reviewed copy below and fails when JAX changes the set,
+so a change is noticed and reviewed rather than silently inherited.
 
 ``jaxport import`` also needs two things JAX does not expose: an MLIR context that knows the ``func`` dialect, and
 an ``Exported`` built around a module that JAX did not lower (see ``make_ir_context`` and ``make_exported``).
@@ -127,7 +127,7 @@ def _jaxlib_mlir() -> Any:
 
     ``import jax.extend.mlir`` first runs ``jax/extend/__init__.py``, which imports every ``jax.extend`` module, Pallas
     included: 40-70 ms of every ``jaxport call`` process that reads a program (BENCHMARKS.md, issue 16), where a
-    native script imports none of it. These are the same objects (``tests/test_checks.py`` compares them).
+    native script imports none of it. These are the same objects (``tests/foundation/test_checks.py`` compares them).
     """
     from jax._src.lib import _jax  # no public API: see the docstring
 
@@ -379,3 +379,15 @@ def export_allowing_every_custom_call(run_export: Callable[[list[Any]], Any]) ->
             if not refused:
                 raise
             allowed |= refused
+
+
+def serializable_node_types() -> frozenset[type]:
+    """The custom pytree node types ``jax.export`` can serialize in an output tree (those registered with
+    ``register_pytree_node_serialization`` or ``register_namedtuple_serialization``). No public API lists them;
+    empty when the registry moved (every custom node is then taken as unregistered)."""
+    try:
+        from jax._src.export import _export  # no public API: see the module docstring
+
+        return frozenset(_export.serialization_registry)
+    except (ImportError, AttributeError):
+        return frozenset()

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from ._machine import physical_memory
 from .errors import InputError
 
 MAX_HEADER_BYTES = 10_000  # numpy's own default cap for untrusted headers
@@ -33,6 +34,9 @@ MAX_NPZ_BYTES = 16 << 30
 _MAGIC = b"\x93NUMPY"
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
 _EOCD = struct.Struct("<4s4H2LH")
+#: A one-byte float, which numpy has not: how numpy saves an ml_dtypes type of kind 'f' (``float8_e5m2`` is
+#: ``'<f1'`` under ml_dtypes 0.7). Read as the raw void bytes it is, like the ``'<V1'`` of the others.
+_RAW_FLOAT = re.compile(r"^[<>|=]?f(1)$")
 #: Deflate's largest expansion (about 1032:1): a member declaring more than this is damaged or lying.
 _DEFLATE_RATIO = 1032
 #: The expansion allowed to a member larger than ``BOMB_FLOOR`` when a caller sets ``max_ratio``.
@@ -108,7 +112,7 @@ def read_header(fp: IO[bytes], where: str, error: Error = InputError, *, numeric
         raise error(f"{where}: the array has a structured dtype ({str(descr)[:80]}); jaxport reads plain "
                     f"numeric arrays only.")
     try:
-        dtype = np.dtype(descr)
+        dtype = np.dtype(_RAW_FLOAT.sub(r"V\1", descr))
     except (TypeError, ValueError, SyntaxError):
         raise error(f"{where}: the .npy header's dtype {descr[:40]!r} is not a numpy dtype.") from None
     if dtype.hasobject:
@@ -131,14 +135,6 @@ def read_header(fp: IO[bytes], where: str, error: Error = InputError, *, numeric
 def size_text(header: Header) -> str:
     """The declared size of an array, for messages: ``shape (2, 3) of float32 = 24 bytes``."""
     return f"shape {header.shape} of {header.dtype} = {header.nbytes} bytes"
-
-
-def physical_memory() -> int | None:
-    """This machine's memory in bytes, or None where it cannot be known."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def check_memory(header: Header, where: str, error: Error = InputError) -> None:

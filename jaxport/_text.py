@@ -10,7 +10,7 @@ the command line and every error message goes through it.
 
 from __future__ import annotations
 
-__all__ = ["plural", "visible"]
+__all__ = ["human_bytes", "plural", "visible"]
 
 #: Characters Python calls printable that show nothing and can hide text (Unicode's default-ignorable code points
 #: outside the format category, and the Hangul fillers). Everything Python calls unprintable is escaped anyway: the
@@ -50,3 +50,18 @@ def plural(n: int, word: str, plural_form: str | None = None) -> str:
     """``n`` and ``word`` in agreement: ``1 case``, ``2 cases``, ``0 cases``, ``-1 day``; ``plural_form`` for a word
     that does not take an ``s`` (``plural(2, "entry", "entries")``)."""
     return f"{n} {word if n in (1, -1) else (plural_form or word + 's')}"
+
+
+def human_bytes(n: int, *, binary: bool = False) -> str:
+    """A size as people read it, the one way jaxport writes sizes in messages: ``1.5 MB`` (decimal units, one
+    decimal; ``512 B`` below a kilobyte), or with ``binary`` the units memory limits and budgets are given in, to three
+    significant digits (``2 GiB``, ``64 MiB``, ``1.5 KiB``)."""
+    if binary:
+        for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if n >= 1 << shift:
+                return f"{n / (1 << shift):.3g} {unit}"
+        return f"{n} B"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"

@@ -3,6 +3,11 @@
 Pure data: reading a manifest must not import numpy or JAX. The canonical name of a dtype is numpy's
 (``float32``, ``bfloat16``); the short name (``f32``, ``bf16``) is what ``inspect`` prints and specs may use.
 
+Every fact about a dtype is a field of its :class:`DType` entry in :data:`TABLE` (its safetensors tag, MLIR element
+type, whether ml_dtypes defines it, precision, default tolerances, ...): the lookup tables other modules use
+(:data:`BY_SAFETENSORS`, :data:`BY_MLIR`, :data:`NOT_IN_NPY`, ``verify.compare.TOLERANCES``, ...) are derived from
+it, so a new dtype is one entry (``tests/foundation/test_dtypes.py`` checks that no module spells such a table itself).
+
 Typed PRNG keys (``jax.random.key`` arrays) are element types too, of kind ``key``: their canonical name is JAX's
 (``key<fry>`` for threefry2x32, ``key<rbg>``, ``key<urbg>`` for unsafe_rbg), which is also their short name. A key
 array has no numpy dtype; its *key data* (``jax.random.key_data``) is ``uint32`` with ``KEYS[name].data_shape``
@@ -17,39 +22,6 @@ from ._record import dataclass
 
 
 @dataclass(frozen=True)
-class DType:
-    name: str  # canonical, numpy / ml_dtypes spelling
-    short: str
-    itemsize: int
-    kind: str  # "bool", "int", "uint", "float", "complex", "key"
-
-
-_TABLE = [
-    DType("bool", "bool", 1, "bool"),
-    DType("int8", "i8", 1, "int"),
-    DType("int16", "i16", 2, "int"),
-    DType("int32", "i32", 4, "int"),
-    DType("int64", "i64", 8, "int"),
-    DType("uint8", "u8", 1, "uint"),
-    DType("uint16", "u16", 2, "uint"),
-    DType("uint32", "u32", 4, "uint"),
-    DType("uint64", "u64", 8, "uint"),
-    DType("bfloat16", "bf16", 2, "float"),
-    DType("float16", "f16", 2, "float"),
-    DType("float32", "f32", 4, "float"),
-    DType("float64", "f64", 8, "float"),
-    DType("complex64", "c64", 8, "complex"),
-    DType("complex128", "c128", 16, "complex"),
-    DType("float8_e4m3fn", "f8e4m3fn", 1, "float"),
-    DType("float8_e5m2", "f8e5m2", 1, "float"),
-    # Typed PRNG keys: the item size is that of one key's data (uint32 words).
-    DType("key<fry>", "key<fry>", 8, "key"),
-    DType("key<rbg>", "key<rbg>", 16, "key"),
-    DType("key<urbg>", "key<urbg>", 16, "key"),
-]
-
-
-@dataclass(frozen=True)
 class KeyType:
     """A typed PRNG key's implementation: JAX's name for it, and the shape of one key's ``uint32`` data."""
 
@@ -57,18 +29,101 @@ class KeyType:
     data_shape: tuple[int, ...]
 
 
+#: Default ``(atol, rtol)`` of a type whose values must be equal (integers, bools, keys).
+EXACT = (0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class DType:
+    """Everything jaxport knows about one element type. A new dtype is one entry of ``TABLE``: every table other
+    modules use (safetensors tags, MLIR names, tolerances, ``.npy`` support, ...) is derived from it."""
+
+    name: str  # canonical, numpy / ml_dtypes spelling
+    short: str
+    itemsize: int
+    kind: str  # "bool", "int", "uint", "float", "complex", "key"
+    #: The MLIR element type (``f32``, ``complex<f32>``); None for a key (it lowers to its ``uint32`` data).
+    mlir: str | None = None
+    #: The safetensors dtype tag (``F32``, ``BF16``); None where the format has none (``complex128``, keys).
+    safetensors: str | None = None
+    #: Defined by ml_dtypes, not numpy: a ``.npy`` header cannot name it, and numpy saves it as raw void bytes.
+    ml_dtypes: bool = False
+    #: Significand bits, the implicit one included, of a float (of a complex type's parts).
+    precision: int | None = None
+    #: The float and complex types a value converts to and back unchanged (numpy's 'safe' table).
+    safe_floats: tuple[str, ...] = ()
+    #: The type of a complex type's real and imaginary parts.
+    part: str | None = None
+    #: Default ``(atol, rtol)`` when an output of this type is compared with a reference (``verify/compare.py``).
+    tolerance: tuple[float, float] = EXACT
+    #: Default ``(atol, rtol)`` when two compilers' outputs are compared (``verify --runtime iree``).
+    compiler_tolerance: tuple[float, float] = EXACT
+    #: A typed PRNG key's implementation; None for an array type.
+    key: KeyType | None = None
+
+    @property
+    def npy(self) -> bool:
+        """Whether a ``.npy`` header records this type by name (numpy's own types; keys are stored as their
+        data)."""
+        return not self.ml_dtypes and self.kind != "key"
+
+    @property
+    def x64(self) -> bool:
+        """Whether JAX keeps this type only with ``jax_enable_x64`` on (the 64-bit types)."""
+        return self.kind != "key" and self.itemsize == (16 if self.kind == "complex" else 8)
+
+
+_TO_WIDE = ("float32", "float64", "complex64", "complex128")
+
+TABLE: tuple[DType, ...] = (
+    DType("bool", "bool", 1, "bool", mlir="i1", safetensors="BOOL"),
+    DType("int8", "i8", 1, "int", mlir="i8", safetensors="I8"),
+    DType("int16", "i16", 2, "int", mlir="i16", safetensors="I16"),
+    DType("int32", "i32", 4, "int", mlir="i32", safetensors="I32"),
+    DType("int64", "i64", 8, "int", mlir="i64", safetensors="I64"),
+    DType("uint8", "u8", 1, "uint", mlir="ui8", safetensors="U8"),
+    DType("uint16", "u16", 2, "uint", mlir="ui16", safetensors="U16"),
+    DType("uint32", "u32", 4, "uint", mlir="ui32", safetensors="U32"),
+    DType("uint64", "u64", 8, "uint", mlir="ui64", safetensors="U64"),
+    # rtol of the compiler tolerances: about 2**10 units in the last place of the output's largest value (2**4 for
+    # the 8-bit floats, which have 2 or 3 mantissa bits): room for reductions summed in another order, never for a
+    # different function.
+    DType("bfloat16", "bf16", 2, "float", mlir="bf16", safetensors="BF16", ml_dtypes=True, precision=8,
+          safe_floats=_TO_WIDE, tolerance=(1e-2, 1e-2), compiler_tolerance=(1e-2, 4e-2)),
+    DType("float16", "f16", 2, "float", mlir="f16", safetensors="F16", precision=11, safe_floats=_TO_WIDE,
+          tolerance=(1e-3, 1e-3), compiler_tolerance=(1e-3, 5e-3)),
+    DType("float32", "f32", 4, "float", mlir="f32", safetensors="F32", precision=24, safe_floats=_TO_WIDE[1:],
+          tolerance=(1e-6, 1e-5), compiler_tolerance=(1e-6, 1e-4)),
+    DType("float64", "f64", 8, "float", mlir="f64", safetensors="F64", precision=53, safe_floats=("complex128",),
+          tolerance=(1e-12, 1e-9), compiler_tolerance=(1e-12, 1e-9)),
+    DType("complex64", "c64", 8, "complex", mlir="complex<f32>", safetensors="C64", precision=24,
+          safe_floats=("complex128",), part="float32", tolerance=(1e-6, 1e-5), compiler_tolerance=(1e-6, 1e-4)),
+    DType("complex128", "c128", 16, "complex", mlir="complex<f64>", precision=53, part="float64",
+          tolerance=(1e-12, 1e-9), compiler_tolerance=(1e-12, 1e-9)),
+    DType("float8_e4m3fn", "f8e4m3fn", 1, "float", mlir="f8E4M3FN", safetensors="F8_E4M3", ml_dtypes=True,
+          precision=4, safe_floats=_TO_WIDE, tolerance=(1.25e-1, 1.25e-1), compiler_tolerance=(1.25e-1, 2.5e-1)),
+    DType("float8_e5m2", "f8e5m2", 1, "float", mlir="f8E5M2", safetensors="F8_E5M2", ml_dtypes=True, precision=3,
+          safe_floats=_TO_WIDE, tolerance=(2.5e-1, 2.5e-1), compiler_tolerance=(2.5e-1, 5e-1)),
+    # Typed PRNG keys: the item size is that of one key's data (uint32 words).
+    DType("key<fry>", "key<fry>", 8, "key", key=KeyType("threefry2x32", (2,))),
+    DType("key<rbg>", "key<rbg>", 16, "key", key=KeyType("rbg", (4,))),
+    DType("key<urbg>", "key<urbg>", 16, "key", key=KeyType("unsafe_rbg", (4,))),
+)
+
 #: Canonical key dtype name -> its implementation.
-KEYS: dict[str, KeyType] = {
-    "key<fry>": KeyType("threefry2x32", (2,)),
-    "key<rbg>": KeyType("rbg", (4,)),
-    "key<urbg>": KeyType("unsafe_rbg", (4,)),
-}
+KEYS: dict[str, KeyType] = {d.name: d.key for d in TABLE if d.key is not None}
 
 #: Canonical name -> DType.
-BY_NAME: dict[str, DType] = {d.name: d for d in _TABLE}
+BY_NAME: dict[str, DType] = {d.name: d for d in TABLE}
+#: safetensors dtype tag (``F32``) -> DType.
+BY_SAFETENSORS: dict[str, DType] = {d.safetensors: d for d in TABLE if d.safetensors is not None}
+#: MLIR element type (``f32``) -> DType.
+BY_MLIR: dict[str, DType] = {d.mlir: d for d in TABLE if d.mlir is not None}
+#: The dtypes a ``.npy`` header cannot name, which numpy stores as raw void bytes (``|V2``, ``|V1``).
+NOT_IN_NPY: tuple[str, ...] = tuple(d.name for d in TABLE if d.ml_dtypes)
 
-_ALIASES: dict[str, str] = {d.short: d.name for d in _TABLE}
-_ALIASES.update({d.name: d.name for d in _TABLE})
+_ALIASES: dict[str, str] = {d.short: d.name for d in TABLE}
+_ALIASES.update({d.name: d.name for d in TABLE})
 _ALIASES.update({"float": "float32", "int": "int32", "half": "float16", "double": "float64", "bool_": "bool"})
 # A key's spec spellings: ``key`` (threefry2x32, JAX's default implementation) and ``key<IMPL>`` by JAX's
 # implementation name or by the short name JAX prints.
@@ -88,7 +143,7 @@ def spellings() -> list[str]:
 
 def is_64bit(name: str) -> bool:
     """True for dtypes that JAX only keeps with ``jax_enable_x64`` on."""
-    return name in ("int64", "uint64", "float64", "complex128")
+    return name in BY_NAME and BY_NAME[name].x64
 
 
 def is_key(name: str) -> bool:
@@ -103,7 +158,7 @@ def to_numpy(name: str):
 
     if name in KEYS:
         return _key_dtype(KEYS[name].impl)
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+    if name in BY_NAME and BY_NAME[name].ml_dtypes:
         import ml_dtypes
 
         return np.dtype(getattr(ml_dtypes, name))
@@ -117,25 +172,14 @@ def _key_dtype(impl: str):
     return jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype
 
 
+def raw_void(itemsize: int) -> tuple[str, ...]:
+    """The dtypes that numpy stores as the raw void type of ``itemsize`` bytes (``|V2``: ``bfloat16``)."""
+    return tuple(n for n in NOT_IN_NPY if BY_NAME[n].itemsize == itemsize)
+
+
 def from_numpy(dtype) -> DType | None:
     """The jaxport dtype of a numpy dtype, or None if jaxport does not support it."""
     return BY_NAME.get(str(dtype))
-
-
-#: Significand bits (with the implicit one) of each float type, and of each complex type's parts.
-_PRECISION = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53, "float8_e4m3fn": 4, "float8_e5m2": 3,
-              "complex64": 24, "complex128": 53}
-#: The value-preserving conversions from each float or complex type (numpy's 'safe' table).
-_FLOAT_SAFE = {
-    "bfloat16": ("float32", "float64", "complex64", "complex128"),
-    "float16": ("float32", "float64", "complex64", "complex128"),
-    "float8_e4m3fn": ("float32", "float64", "complex64", "complex128"),
-    "float8_e5m2": ("float32", "float64", "complex64", "complex128"),
-    "float32": ("float64", "complex64", "complex128"),
-    "float64": ("complex128",),
-    "complex64": ("complex128",),
-    "complex128": (),
-}
 
 
 def safe_cast(source: str, target: str) -> bool:
@@ -154,5 +198,5 @@ def safe_cast(source: str, target: str) -> bool:
             return t.itemsize >= s.itemsize if s.kind == "int" else t.itemsize > s.itemsize
         if t.kind == "uint":
             return s.kind == "uint" and t.itemsize >= s.itemsize
-        return _PRECISION[t.name] >= s.itemsize * 8 - (s.kind == "int")
-    return t.name in _FLOAT_SAFE.get(s.name, ())
+        return (t.precision or 0) >= s.itemsize * 8 - (s.kind == "int")
+    return t.name in s.safe_floats

@@ -40,6 +40,7 @@ from ._jax_internals import (
     mlir_ir,
     stablehlo_dialect,
 )
+from ._text import human_bytes
 from .errors import CrashError, FormatError
 from .interrupts import WATCHER_NAME
 from .module_scan import (
@@ -62,7 +63,6 @@ from .sandbox import (
     command_limits,
     exit_if_out_of_memory,
     fork_run,
-    gib_text,
     limit_memory_now,
     mib_text,
     payload_limits,
@@ -197,6 +197,12 @@ def remember(digest: str, cache_dir: str | Path) -> bool:
     return usercache.has_verdict(Path(cache_dir), key) or usercache.write_verdict(Path(cache_dir), key)
 
 
+def has_verdict(digest: str, cache_dir: str | Path) -> bool:
+    """Whether ``cache_dir`` holds the passed verdict of the program of sha256 ``digest`` for this jaxlib, jaxport and
+    check: a process that loads the program with that cache starts no check (``warmup`` reports it)."""
+    return usercache.has_verdict(Path(cache_dir), _verdict_key(digest))
+
+
 class _Refused(Exception):
     """A payload the child did not survive; the message is completed with the file and function by the caller."""
 
@@ -221,8 +227,9 @@ def _check(payload: bytes, digest: str, directory: Path) -> None:
         raise _Refused(f"JAX's reader {death} on this program in a test process; the artifact is damaged or "
                        f"hostile. Do not load it; re-export it from its source.")
     if outcome.returncode == _MEMORY:
-        raise _Refused(f"JAX's reader needs more than {gib_text(limits.memory_bytes or 0)} of memory for this "
-                       f"program; the artifact is damaged or hostile. Do not load it; re-export it from its source.")
+        raise _Refused(f"JAX's reader needs more than {human_bytes(limits.memory_bytes or 0, binary=True)} of "
+                       f"memory for this program; the artifact is damaged or hostile. Do not load it; re-export it "
+                       f"from its source.")
     if outcome.returncode == _MODULE:
         raise _Refused(f"the payload's StableHLO program cannot be read by this JAX ({_child_error(outcome)}).")
     if outcome.returncode == _LIMIT:
@@ -297,8 +304,8 @@ def check_module_bytes(data: bytes) -> None:
         raise CrashError(f"MLIR's reader {death} on this module in a test process; the module is damaged or hostile, "
                          f"and is not read here.")
     if outcome.returncode == _MEMORY:
-        raise CrashError(f"MLIR's reader needs more than {gib_text(limits.memory_bytes or 0)} of memory for this "
-                         f"module; the module is damaged or hostile, and is not read here.")
+        raise CrashError(f"MLIR's reader needs more than {human_bytes(limits.memory_bytes or 0, binary=True)} of "
+                         f"memory for this module; the module is damaged or hostile, and is not read here.")
     if outcome.returncode == _LIMIT:
         raise ProgramLimitError(_child_error(outcome, with_type=False))
     if outcome.returncode not in (0, _EXCEPTION, _MODULE):

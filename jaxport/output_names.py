@@ -3,10 +3,9 @@
 
 A name names one output array, or a whole subtree of the returned value: its arrays are then ``NAME/PATH``, the path
 below it joined with ``/`` as the default names are (``cache/0/k``). ``null`` keeps the default names of a subtree.
-The returned value is seen as the manifest's ``output_tree`` (``{"output": I}``, ``{"tuple": [...]}``,
-``{"list": [...]}``, ``{"dict": {...}}``, ``{"node": ..., "children": [...]}``, ``{"none": true}``): a list of names
-matches a tuple, a list or another pytree node (its children in JAX's flattening order), a mapping matches a dict
-with the same keys.
+The returned value is seen as the manifest's ``output_tree`` (an ``artifact.model.OutputNode``: an output, a tuple,
+a list, a dict, another pytree node or None): a list of names matches a tuple, a list or another pytree node (its
+children in JAX's flattening order), a mapping matches a dict with the same keys.
 """
 
 from __future__ import annotations
@@ -53,31 +52,29 @@ def parse(raw: Any, where: str) -> Any:
                     f"for a dict output, found {raw!r}.")
 
 
-def _leaves(node: dict[str, Any]) -> list[int]:
+def _leaves(node: Any) -> list[int]:
     """The output indexes under an ``output_tree`` node."""
-    if "output" in node:
-        return [node["output"]]
-    children = list(node["dict"].values()) if "dict" in node else \
-        node.get("tuple") or node.get("list") or node.get("children") or []
+    if node.kind == "output":
+        return [node.value]
+    children = list(node.value.values()) if node.kind == "dict" else _children(node) or []
     return [i for c in children for i in _leaves(c)]
 
 
-def describe(node: dict[str, Any]) -> str:
+def describe(node: Any) -> str:
     """What an ``output_tree`` node is, for messages: ``an array``, ``a tuple of 3 arrays``, ``a dict with keys 'a',
     'b'``."""
-    if "output" in node:
+    if node.kind == "output":
         return "an array"
-    if "none" in node:
+    if node.kind == "none":
         return "None"
-    if "dict" in node:
-        keys = list(node["dict"])
+    if node.kind == "dict":
+        keys = list(node.value)
         shown = ", ".join(map(repr, keys[:8])) + (", ..." if len(keys) > 8 else "")
         return f"a dict with keys {shown}" if keys else "an empty dict"
-    kind = next((k for k in ("tuple", "list") if k in node), None)
-    what = f"a {kind}" if kind else f"a {node.get('node', 'pytree')} node"
+    what = f"a {node.kind}" if node.kind in ("tuple", "list") else f"a {node.type_name or 'pytree'} node"
     children = _children(node) or []
     n = len(children)
-    if all("output" in c for c in children):
+    if all(c.kind == "output" for c in children):
         return f"{what} of {n} array{'s' if n != 1 else ''}"
     return f"{what} of {n} element{'s' if n != 1 else ''}"
 
@@ -87,7 +84,7 @@ def _count(names: list[Any]) -> str:
     return f"{n} name{'s' if n != 1 else ''}"
 
 
-def assign(names: Any, tree: dict[str, Any], paths: list[list[str]], defaults: list[str], where: str) -> list[str]:
+def assign(names: Any, tree: Any, paths: list[list[str]], defaults: list[str], where: str) -> list[str]:
     """The output names, by output index: ``names`` (from :func:`parse`) laid over the ``output_tree`` ``tree``,
     whose output ``I`` sits at ``paths[I]`` (one key per level) and is named ``defaults[I]`` without a declared name.
     Raises SpecError at ``where`` naming the place where the names and the returned value differ, or two outputs
@@ -97,7 +94,7 @@ def assign(names: Any, tree: dict[str, Any], paths: list[list[str]], defaults: l
     def fail(path: str, msg: str) -> SpecError:
         return SpecError(f"{where}: outputs{path}: {msg}")
 
-    def walk(spec: Any, node: dict[str, Any], depth: int, path: str) -> None:
+    def walk(spec: Any, node: Any, depth: int, path: str) -> None:
         there = " there" if path else ""
         if spec is None:
             return
@@ -112,7 +109,7 @@ def assign(names: Any, tree: dict[str, Any], paths: list[list[str]], defaults: l
         if isinstance(spec, list):
             children = _children(node)
             if children is None:
-                shape = "a mapping with the same keys" if "dict" in node else "one name"
+                shape = "a mapping with the same keys" if node.kind == "dict" else "one name"
                 raise fail(path, f"the function returns {describe(node)}{there}, but 'outputs' gives a list of "
                                  f"{_count(spec)}. Write {shape}.")
             if len(children) != len(spec):
@@ -122,14 +119,14 @@ def assign(names: Any, tree: dict[str, Any], paths: list[list[str]], defaults: l
             for i, (s, c) in enumerate(zip(spec, children)):
                 walk(s, c, depth + 1, f"{path}[{i}]")
             return
-        if "dict" not in node:
+        if node.kind != "dict":
             children = _children(node)
             shape = f"a list of {len(children)} names" if children is not None else "one name"
             raise fail(path, f"the function returns {describe(node)}{there}, but 'outputs' gives a mapping. Write "
                              f"{shape}.")
-        keys = list(node["dict"])
+        keys = list(node.value)
         for k in spec:
-            if k not in node["dict"]:
+            if k not in node.value:
                 raise fail(path, f"the function's dict{there} has no key {k!r} (its keys: "
                                  f"{', '.join(map(repr, keys))}).")
         for k in keys:
@@ -137,10 +134,10 @@ def assign(names: Any, tree: dict[str, Any], paths: list[list[str]], defaults: l
                 raise fail(path, f"no name for the function's key {k!r}; give one (or null to keep its default "
                                  f"name).")
         for k in keys:
-            walk(spec[k], node["dict"][k], depth + 1, f"{path}[{k!r}]")
+            walk(spec[k], node.value[k], depth + 1, f"{path}[{k!r}]")
 
     top = names
-    if isinstance(names, list) and len(names) == 1 and "output" in tree:
+    if isinstance(names, list) and len(names) == 1 and tree.kind == "output":
         top = names[0]  # [logits] for a function that returns one array
     walk(top, tree, 0, "")
     first: dict[str, int] = {}
@@ -152,9 +149,6 @@ def assign(names: Any, tree: dict[str, Any], paths: list[list[str]], defaults: l
     return out
 
 
-def _children(node: dict[str, Any]) -> list[Any] | None:
+def _children(node: Any) -> list[Any] | None:
     """The children of a sequence-like node (tuple, list, other pytree node), in order; None for others."""
-    for kind in ("tuple", "list", "children"):
-        if kind in node:
-            return list(node[kind])
-    return None
+    return list(node.value) if node.kind in ("tuple", "list", "node") else None

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from . import interrupts
+from ._machine import physical_memory
+from ._text import human_bytes
 from .errors import CrashError, UsageError
 
 #: Set in an isolated child's environment, for information only: whether a process is an isolated child is what
@@ -53,17 +55,10 @@ class Limits:
     def describe(self) -> str:
         parts = []
         if self.memory_bytes:
-            parts.append(f"{gib_text(self.memory_bytes)} of memory")
+            parts.append(f"{human_bytes(self.memory_bytes, binary=True)} of memory")
         if self.wall_seconds:
             parts.append(f"{self.wall_seconds:g} s")
         return " and ".join(parts) or "no limits"
-
-
-def physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def payload_limits(size: int) -> Limits:
@@ -73,20 +68,6 @@ def payload_limits(size: int) -> Limits:
     if total:
         memory = min(memory, max(total, 2 << 30))
     return Limits(memory, 120, 180.0, memory_after_imports=True)
-
-
-def accelerator_plugin_installed() -> bool:
-    """Whether a JAX GPU or TPU plugin is installed (found without importing JAX)."""
-    import importlib.metadata
-    import importlib.util
-
-    try:
-        if importlib.metadata.entry_points(group="jax_plugins"):
-            return True
-    except Exception:  # noqa: BLE001 - broken metadata: look for the modules instead
-        pass
-    return any(importlib.util.find_spec(m) is not None for m in
-               ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu"))
 
 
 def command_limits(memory_bytes: int | None, wall_seconds: float) -> Limits:
@@ -140,7 +121,7 @@ class Outcome:
         if self.signal in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS) and limits.memory_bytes:
             above = " above what JAX itself uses" if limits.memory_after_imports else ""
             return (f"crashed with {name} (in native code, or on reaching its memory limit of "
-                    f"{gib_text(limits.memory_bytes)}{above})")
+                    f"{human_bytes(limits.memory_bytes, binary=True)}{above})")
         return f"was killed by {name}"
 
 
@@ -151,9 +132,6 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def gib_text(n: int) -> str:
-    """A memory size in GiB, for messages: ``2 GiB``."""
-    return f"{n / (1 << 30):.3g} GiB"
 
 
 def run(target: str, args: list[str], limits: Limits, *, stdin: bytes = b"", env: dict[str, str] | None = None,

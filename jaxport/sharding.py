@@ -26,6 +26,8 @@ from .errors import PlatformError, SpecError
 #: One PartitionSpec entry: None, an axis name, or a tuple of axis names.
 Entry = None | str | tuple[str, ...]
 PartitionSpec = tuple[Entry, ...]
+#: What the manifest records of an array's sharding: the HLO sharding's text and the PartitionSpec (each or None).
+Recorded = tuple[str | None, PartitionSpec | None]
 
 _AXIS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The most devices a mesh may span (what a manifest's nr_devices may record).
@@ -137,42 +139,37 @@ def _yaml(raw: Any) -> str:
     return "null" if raw is None else str(raw)
 
 
-def to_json(spec: PartitionSpec | None) -> list[Any] | None:
-    """A PartitionSpec as the manifest records it: a list of null, a name, or a list of names."""
-    if spec is None:
-        return None
-    return [list(e) if isinstance(e, tuple) else e for e in spec]
-
-
-def from_json(value: Any) -> PartitionSpec | None:
-    if value is None:
-        return None
-    return tuple(tuple(e) if isinstance(e, list) else e for e in value)
-
-
 def text(spec: Any) -> str:
-    """``P('data', None)`` for a recorded PartitionSpec (JSON list), ``P()`` for replicated, ``-`` for none."""
+    """``P('data', None)`` for a recorded PartitionSpec (a record's tuple, or JSON), ``P()`` for replicated, ``-`` for
+    none."""
     if spec is None:
         return "-"
 
     def entry(e: Any) -> str:
-        if isinstance(e, list):
+        if isinstance(e, (list, tuple)):
             return "(" + ", ".join(repr(x) for x in e) + ("," if len(e) == 1 else "") + ")"
         return "None" if e is None else repr(e)
 
     return "P(" + ", ".join(entry(e) for e in spec) + ")"
 
 
-def mesh_text(mesh: Mapping[str, Any] | None) -> str:
+def _axes(mesh: Any) -> tuple[Sequence[str], Sequence[int]]:
+    """A recorded mesh's axis names and sizes: a manifest's ``Mesh`` record (or, transitional, its JSON)."""
+    if isinstance(mesh, Mapping):
+        return mesh.get("axis_names", []), mesh.get("axis_sizes", [])
+    return mesh.axis_names, mesh.axis_sizes
+
+
+def mesh_text(mesh: Any) -> str:
     """``data=4 x model=2`` for a manifest's ``mesh``."""
     if not mesh:
         return "-"
-    return " x ".join(f"{n}={s}" for n, s in zip(mesh.get("axis_names", []), mesh.get("axis_sizes", [])))
+    return " x ".join(f"{n}={s}" for n, s in zip(*_axes(mesh)))
 
 
-def mesh_devices(mesh: Mapping[str, Any]) -> int:
+def mesh_devices(mesh: Any) -> int:
     n = 1
-    for s in mesh.get("axis_sizes", []):
+    for s in _axes(mesh)[1]:
         n *= int(s)
     return n
 
@@ -207,9 +204,9 @@ def named(mesh: Any, spec: PartitionSpec | None) -> Any:
     return NamedSharding(mesh, P(*(spec or ())))
 
 
-def describe(exported: Any) -> dict[str, Any]:
-    """What the manifest records of an Exported's shardings: ``mesh`` (``{axis_names, axis_sizes}`` or None) and,
-    per flat input and output, ``(HLO sharding text or None, PartitionSpec as JSON or None)``."""
+def describe(exported: Any) -> tuple[tuple[list[str], list[int]] | None, list[Recorded], list[Recorded]]:
+    """What the manifest records of an Exported's shardings: the mesh (axis names and sizes, or None) and, per flat
+    input and output, ``(HLO sharding text or None, PartitionSpec or None)``."""
     ins, outs = named_shardings(exported)
     in_hlo = list(getattr(exported, "in_shardings_hlo", None) or [None] * len(exported.in_avals))
     out_hlo = list(getattr(exported, "out_shardings_hlo", None) or [None] * len(exported.out_avals))
@@ -217,19 +214,17 @@ def describe(exported: Any) -> dict[str, Any]:
     for s in ins + outs:
         m = getattr(s, "mesh", None)
         if m is not None and tuple(m.axis_names):
-            mesh = {"axis_names": [str(n) for n in m.axis_names], "axis_sizes": [int(n) for n in m.axis_sizes]}
+            mesh = [str(n) for n in m.axis_names], [int(n) for n in m.axis_sizes]
             break
 
-    def one(s: Any, hlo: Any, aval: Any) -> tuple[str | None, list[Any] | None]:
+    def one(s: Any, hlo: Any, aval: Any) -> Recorded:
         if s is None:
             return (None if hlo is None else str(hlo)), None
-        spec = tuple(s.spec)
-        entries: list[Any] = [list(e) if isinstance(e, tuple) else e for e in spec]
-        return hlo_sharding_text(s, len(aval.shape)), entries
+        spec = tuple(tuple(e) if isinstance(e, tuple) else e for e in s.spec)
+        return hlo_sharding_text(s, len(aval.shape)), spec
 
-    return {"mesh": mesh,
-            "inputs": [one(s, h, a) for s, h, a in zip(ins, in_hlo, exported.in_avals)],
-            "outputs": [one(s, h, a) for s, h, a in zip(outs, out_hlo, exported.out_avals)]}
+    return (mesh, [one(s, h, a) for s, h, a in zip(ins, in_hlo, exported.in_avals)],
+            [one(s, h, a) for s, h, a in zip(outs, out_hlo, exported.out_avals)])
 
 
 def jit_sharded(program: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], mesh: Mapping[str, int],
@@ -290,8 +285,9 @@ def spec_leaf(spec: PartitionSpec | None) -> Any:
 # --- calling -------------------------------------------------------------------------------------------------------
 
 
-def runtime_mesh(mesh: Mapping[str, Any], where: str) -> Any:
-    """The recorded mesh laid over the devices JAX sees, in device order (all processes' devices)."""
+def runtime_mesh(mesh: Any, where: str) -> Any:
+    """The recorded mesh (``model.Mesh``) laid over the devices JAX sees, in device order (all processes'
+    devices)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
@@ -300,11 +296,11 @@ def runtime_mesh(mesh: Mapping[str, Any], where: str) -> Any:
     devices = jax.devices()
     if len(devices) < needed:
         raise PlatformError(device_count_message(where, needed, len(devices), mesh))
-    return Mesh(np.array(devices[:needed]).reshape(tuple(mesh["axis_sizes"])), tuple(mesh["axis_names"]),
-                axis_types=auto_axes(len(mesh["axis_names"])))
+    names, sizes = _axes(mesh)
+    return Mesh(np.array(devices[:needed]).reshape(tuple(sizes)), tuple(names), axis_types=auto_axes(len(names)))
 
 
-def device_count_message(where: str, needed: int, have: int, mesh: Mapping[str, Any] | None) -> str:
+def device_count_message(where: str, needed: int, have: int, mesh: Any) -> str:
     """Why a sharded program cannot run here, and the options that make it run."""
     import jax
 

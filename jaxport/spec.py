@@ -23,7 +23,8 @@ from . import dimexpr, dtypes, output_names
 from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
 from .sharding import indivisible, parse_mesh, parse_partition_spec
-from .spec_values import check_artifact_name, check_function_name, check_platform, input_range, suggest
+from .spec_like import LIKE_KEYS, parse_like
+from .spec_values import check_artifact_name, check_function_name, check_platform, parse_range, suggest
 
 #: Spec format versions this release reads. History:
 #: 1 (2026-11-29): first version.
@@ -67,8 +68,9 @@ class ArrayLeaf:
     where: Where
     #: The PartitionSpec over the spec's mesh (see sharding.py); None: replicated.
     sharding: tuple[Any, ...] | None = None
-    #: The values the input takes, half-open ``[LO, HI)`` (``input_range``); None: not declared.
-    range: tuple[int | float, int | float] | None = None
+    #: The values the input takes, half-open ``[LO, HI)`` (``input_range``); a bound of an integer input may be a
+    #: dimension expression (``nodes``); None: not declared.
+    range: tuple[int | float | str, int | float | str] | None = None
 
     def shape_text(self) -> str:
         return ", ".join(str(d) for d in self.shape)
@@ -149,17 +151,6 @@ class ShapeSpec:
     #: A single-function spec's top-level ``name:``: the function's name in the artifact (None: the Python name).
     name: str | None = None
 
-    def jax_constraints(self) -> list[str]:
-        """Bounds and constraints in the form ``jax.export.SymbolicScope`` takes."""
-        out = []
-        for d in self.dims.values():
-            if d.min is not None and d.min > 1:
-                out.append(f"{d.name} >= {d.min}")
-            if d.max is not None:
-                out.append(f"{d.name} <= {d.max}")
-        out.extend(c.text for c in self.constraints)
-        return out
-
 
 #: How a spec's YAML is read (see ``_yaml``): its caps and how its refusals read.
 SPEC_DOCUMENT = Document(
@@ -208,6 +199,8 @@ class _Parser:
         self.used_vars: dict[str, Where] = {}
         #: Every symbolic dimension read, with where it is: checked against the bounds once they are all known.
         self.expressions: list[tuple[dimexpr.Expr | dimexpr.Constraint, str, int]] = []
+        #: The dimension variables that ranges name (``range: [0, nodes]``), checked once every shape is read.
+        self.range_variables: list[tuple[str, str, int]] = []
         #: The spec's device mesh, read before the arguments (their shardings name its axes).
         self.mesh: dict[str, int] | None = None
 
@@ -304,6 +297,10 @@ class _Parser:
                                                            f"or a Python attribute 'model.py:NAME', found {source!r}.")
                 bound_sharding = self.bind_sharding(raw, path) if "sharding" in raw else None
                 return BindLeaf(source.strip(), self.where(raw.key_lines["bind"]), sharding=bound_sharding)
+            if "like" in raw:
+                _check_keys(raw, LIKE_KEYS, self.file, f"the 'like' argument {path}")
+                return parse_like(raw, path, self.where, lambda sub, here, at: self.leaf_or_tree(sub, here, at),
+                                  lambda dim, here, at: self.dims([dim], here, at)[0], ArrayLeaf)
             if "shape" in raw:
                 _check_keys(raw, _LONG_LEAF_KEYS, self.file, f"the array spec {path}")
                 if "dtype" not in raw:
@@ -337,14 +334,14 @@ class _Parser:
         raise self.fail(line, f"{path}: {raw!r} is not an array spec. Write 'dtype[dims]' such as "
                               f"'f32[batch, 784]', or {{static: {raw!r}}} to bake a Python value into the program.")
 
-    def value_range(self, raw: Any, dtype: str, path: str, line: int) -> tuple[int | float, int | float]:
-        if not isinstance(raw, list) or len(raw) != 2:
-            raise self.fail(line, f"{path}.range: must be a list of two numbers [LO, HI], such as [0, 32000], found "
-                                  f"{raw!r}.")
+    def value_range(self, raw: Any, dtype: str, path: str, line: int
+                    ) -> tuple[int | float | str, int | float | str]:
         try:
-            return input_range(raw[0], raw[1], dtype)
+            bounds, names = parse_range(raw, dtype)
         except ValueError as e:
             raise self.fail(line, f"{path}.range: {e}.") from None
+        self.range_variables.extend((v, f"{path}.range", line) for v in names)
+        return bounds
 
     def partition_spec(self, raw: Any, rank: int | None, path: str, line: int) -> tuple[Any, ...]:
         return parse_partition_spec(raw, self.mesh, rank, f"{path}.sharding", lambda msg: self.fail(line, msg))
@@ -526,6 +523,10 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
         constraints.append(ConstraintSpec(c.strip(), Where(file, line)))
         p.expressions.append((parsed, f"constraints[{i}]", line))
     _check_ranges(p, dims)
+    for v, here, line in p.range_variables:
+        if v not in p.used_vars:
+            raise p.fail(line, f"{here}: {v!r} is not a dimension of any argument's shape; a range may name only "
+                               f"those.{suggest(v, sorted(p.used_vars))}")
     for name, d in dims.items():
         if name not in p.used_vars:
             raise p.fail(d.where.line, f"dims[{name!r}] is declared but no argument shape uses it; JAX can only "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from . import dtypes
+from . import dimexpr, dtypes
 from .errors import SpecError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -31,6 +31,43 @@ def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
 
 def _number_text(x: Any) -> str:
     return repr(x) if not isinstance(x, int) or abs(x) < 10**30 else f"a {len(str(abs(x)))}-digit number"
+
+
+def parse_range(raw: Any, dtype: str) -> tuple[tuple[Any, Any], list[str]]:
+    """A spec's ``range: [LO, HI]`` of an input of canonical dtype ``dtype``: the checked bounds (``input_range``, or
+    ``dimension_range`` when a bound is a dimension expression) and the dimension variables they name. Raises
+    ValueError with the reason (no trailing period)."""
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ValueError(f"must be a list of two numbers [LO, HI], such as [0, 32000], found {raw!r}")
+    if any(isinstance(v, str) for v in raw) and dtypes.BY_NAME[dtype].kind in ("int", "uint"):
+        return dimension_range(raw[0], raw[1], dtype)
+    return input_range(raw[0], raw[1], dtype), []
+
+
+def dimension_range(lo: Any, hi: Any, dtype: str) -> tuple[tuple[int | str, int | str], list[str]]:
+    """``range: [0, nodes]``: the range of an integer input whose bounds may be dimension expressions (the indices of
+    an axis; evaluated at each call's dimension values), the expressions in canonical text, and the dimension
+    variables they name. Raises ValueError with the reason (no trailing period), as ``input_range`` does."""
+    if dtypes.BY_NAME[dtype].kind not in ("int", "uint"):
+        raise ValueError(f"only an integer input's range may name a dimension (its values index an axis); this input "
+                         f"is {dtype}: give numbers")
+    out: list[int | str] = []
+    names: list[str] = []
+    for name, x in (("LO", lo), ("HI", hi)):
+        if isinstance(x, str):
+            try:
+                expr = dimexpr.parse(x)
+            except dimexpr.DimExprError as e:
+                raise ValueError(f"{name} {x!r} is not a number nor a dimension expression: {e}") from None
+            if not dimexpr.variables(expr):
+                raise ValueError(f"{name} {x!r} names no dimension; write a number without quotes")
+            names += sorted(dimexpr.variables(expr))
+            out.append(str(expr))
+        elif isinstance(x, int) and not isinstance(x, bool) or isinstance(x, float) and x.is_integer():
+            out.append(int(x))
+        else:
+            raise ValueError(f"{name} must be an integer or a dimension expression such as 'nodes', found {x!r}")
+    return (out[0], out[1]), names
 
 
 def input_range(lo: Any, hi: Any, dtype: str) -> tuple[int | float, int | float]:

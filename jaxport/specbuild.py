@@ -14,6 +14,7 @@ without the line of the generated text, which the user never wrote.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 from collections.abc import Mapping
@@ -30,6 +31,9 @@ from .spec import SPEC_DOCUMENT, ShapeSpec, Where, load_spec, parse_spec
 BUILT = "<jaxport.Spec>"
 DICT = "<spec dict>"
 TEXT = "<spec text>"
+
+#: How a spec's text names a value given in memory (``export.paths.IN_MEMORY``, which this layer cannot import).
+IN_MEMORY = "<in-memory>"
 
 #: The keys ``Spec`` writes first, in this order (the others follow in the order given).
 _ORDER = ("jaxport", "name", "dims", "constraints", "args", "kwargs", "platforms", "allow_custom_calls", "metadata")
@@ -58,6 +62,7 @@ class Spec:
         for key in [*_ORDER[1:], *more]:
             if given.get(key) is not None:
                 data[key] = given[key]
+        self.like_values = like_values(data)
         self._data = plain(data, BUILT)
         self.parse()  # refuse a bad spec when it is built
 
@@ -68,6 +73,7 @@ class Spec:
             raise SpecError(f"{DICT}: a spec must be a mapping such as {{'jaxport': 1, 'args': [...]}}, not "
                             f"{type(data).__name__}.")
         spec = cls.__new__(cls)
+        spec.like_values = like_values(data)
         spec._data = plain(dict(data), DICT)
         spec.parse(DICT)
         return spec
@@ -99,6 +105,66 @@ class Spec:
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self._data.items() if k != "jaxport")
         return f"jaxport.Spec({body})"
+
+
+class Like:
+    """An argument shaped like a Python value, for a ``Spec``'s ``args`` and ``kwargs``: ``jaxport.like(value)``.
+
+    It is the spec language's ``{like: SOURCE, sizes: ..., leaves: ...}`` (``specs/SPEC.md``) with the value given in
+    memory (the spec's text names it ``<in-memory>:likeN``): ``jaxport.export`` and ``jaxport.verify_artifact`` of
+    a spec holding it read the value from the object.
+    """
+
+    _count = itertools.count(1)
+
+    def __init__(self, value: Any, sizes: Mapping[int, str] | None = None,
+                 leaves: Mapping[str, Any] | None = None):
+        self.value = value
+        self.sizes = dict(sizes or {})
+        self.leaves = dict(leaves or {})
+        self.name = f"like{next(Like._count)}"
+
+    def entry(self) -> dict[str, Any]:
+        """The spec language's entry for this argument."""
+        out: dict[str, Any] = {"like": f"{IN_MEMORY}:{self.name}"}
+        if self.sizes:
+            out["sizes"] = {int(k) if not isinstance(k, bool) and isinstance(k, int) else k: v
+                            for k, v in self.sizes.items()}
+        if self.leaves:
+            out["leaves"] = self.leaves
+        return out
+
+    def __repr__(self) -> str:
+        return f"jaxport.like({type(self.value).__name__}, sizes={self.sizes!r}, leaves={self.leaves!r})"
+
+
+def like(value: Any, sizes: Mapping[int, str] | None = None, leaves: Mapping[str, Any] | None = None) -> Like:
+    """An argument whose structure, dtypes and shapes are ``value``'s (any pytree: an optax state, a
+    ``jraph.GraphsTuple``, an equinox module); ``sizes`` (``{32: "batch"}``) makes every axis of that size that
+    dimension, ``leaves`` (``{"senders": "i32[edges]"}``) gives a leaf's spec by its path. See ``Like``."""
+    return Like(value, sizes, leaves)
+
+
+def like_values(spec: Any) -> dict[str, Any]:
+    """The values of the ``jaxport.like`` arguments in a spec given as a ``Spec`` or a dict, by their in-memory
+    names (for ``export.entrypoint.in_memory_values``)."""
+    if isinstance(spec, Spec):
+        return dict(spec.like_values)
+    found: dict[str, Any] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Like):
+            found[value.name] = value.value
+        elif isinstance(value, Mapping):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    if isinstance(spec, Mapping):
+        walk(spec)
+    return found
 
 
 def as_shape_spec(spec: Any, base_dir: str | Path | None = None) -> ShapeSpec:
@@ -143,6 +209,8 @@ def plain(value: Any, where: str) -> Any:
     ``dtype[d0, d1]`` text. Anything else is refused, naming where it is."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, Like):
+        return plain(value.entry(), where)
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():

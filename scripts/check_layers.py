@@ -18,14 +18,22 @@
 2. No import cycle between modules, counting every import that runs (function bodies included; ``if
    TYPE_CHECKING:`` blocks excluded).
 3. Imports of jaxport modules sit at module top level: a lazy import inside a function hides a dependency (and so
-   a cycle). Only the facade imports lazily, to keep ``import jaxport`` light.
+   a cycle). Only the facade imports lazily, to keep ``import jaxport`` light, and a subpackage's ``__init__``
+   its own submodules (PEP 562 ``__getattr__``: ``jaxport.run.call`` without importing it with every ``run`` module).
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
    (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
    to the package.
 5. The format layer stays light: ``artifact`` and foundation modules import jax, jaxlib, numpy, ml_dtypes,
    safetensors and iree only inside functions, so that reading a manifest imports none of them.
 
-Usage: ``python scripts/check_layers.py [PACKAGE_DIR]``; prints one line per violation, exits 1 if any.
+The command line (``jaxport_cli``, the directory ``cli/``) sits above the library and may import any of it, lazily
+(``jaxport --help`` must not import JAX), but only by public names:
+
+6. No import cycle between command-line modules (function bodies included).
+7. No command-line module imports a private library module (``jaxport._text``) or a ``_private`` name, of the
+   library or of another command-line module, nor reads one through a module it imported.
+
+Usage: ``python scripts/check_layers.py [PACKAGE_DIR [CLI_DIR]]``; prints one line per violation, exits 1 if any.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "jaxport"
+CLI_PACKAGE = "jaxport_cli"  # the package name of the directory cli/
 ALLOWED = {
     "foundation": {"foundation"},
     "artifact": {"artifact", "foundation"},
@@ -91,9 +100,13 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, mod: Module, known: set[str]) -> None:
-        self.mod, self.known = mod, known
+    def __init__(self, mod: Module, known: set[str], tracked: tuple[str, ...] = (PACKAGE,)) -> None:
+        self.mod, self.known, self.tracked = mod, known, tracked  # tracked: the packages whose imports count
         self.depth = 0  # function/class nesting
         self.type_only = 0
         self.module_aliases: dict[str, str] = {}  # local name -> jaxport module it is bound to
@@ -128,7 +141,7 @@ class _Visitor(ast.NodeVisitor):
             self._heavy(alias.name, node.lineno)
             if alias.name.split(".")[0] == f"{PACKAGE}_cli":
                 self.mod.cli_imports.append(node.lineno)
-            if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+            if alias.name.split(".")[0] in self.tracked:
                 self._add(alias.name, node.lineno, [])
                 if alias.asname:
                     self.module_aliases[alias.asname] = alias.name
@@ -138,7 +151,7 @@ class _Visitor(ast.NodeVisitor):
         self._heavy(target, node.lineno)
         if target.split(".")[0] == f"{PACKAGE}_cli":
             self.mod.cli_imports.append(node.lineno)
-        if not (target == PACKAGE or target.startswith(PACKAGE + ".")):
+        if target.split(".")[0] not in self.tracked:
             return
         names = []
         for alias in node.names:
@@ -154,24 +167,26 @@ class _Visitor(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.value, ast.Name) and node.value.id in self.module_aliases:
             attr = node.attr
-            if attr.startswith("_") and not attr.startswith("__"):
+            if _private(attr):
                 self.mod.private_reads.append((self.module_aliases[node.value.id], attr, node.lineno))
         self.generic_visit(node)
 
 
-def load_package(root: Path) -> dict[str, Module]:
-    """Every module of the package at ``root`` (the directory holding ``__init__.py``), by absolute name."""
+def load_package(root: Path, name: str | None = None, *, also: frozenset[str] = frozenset(),
+                 tracked: tuple[str, ...] = (PACKAGE,)) -> dict[str, Module]:
+    """Every module of the package at ``root`` (the directory holding ``__init__.py``), by absolute name; ``name``
+    is the package's import name when it is not the directory's (``jaxport_cli`` for ``cli/``). ``also``: the
+    module names of another package whose imports ``tracked`` counts."""
     modules: dict[str, Module] = {}
     for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root.parent).with_suffix("")
-        parts = list(rel.parts)
+        parts = [name or root.name, *path.relative_to(root).with_suffix("").parts]
         is_package = parts[-1] == "__init__"
         if is_package:
             parts = parts[:-1]
         modules[".".join(parts)] = Module(".".join(parts), path, is_package)
-    known = set(modules)
+    known = set(modules) | set(also)
     for mod in modules.values():
-        _Visitor(mod, known).visit(ast.parse(mod.path.read_text(), str(mod.path)))
+        _Visitor(mod, known, tracked).visit(ast.parse(mod.path.read_text(), str(mod.path)))
     return modules
 
 
@@ -248,7 +263,8 @@ def violations(root: Path) -> list[str]:
             if dst_layer == "facade" and src_layer != "facade":
                 out.append(f"{where}:{imp.line}: {mod.name} imports the facade ({PACKAGE}); import the module "
                            f"that defines the name")
-            if not imp.top and src_layer != "facade":
+            own_submodule = mod.is_package and target.startswith(mod.name + ".")
+            if not imp.top and src_layer != "facade" and not own_submodule:
                 out.append(f"{where}:{imp.line}: {mod.name} imports {target} inside a function; move the import "
                            f"to the top of the module (only jax, numpy, yaml, iree and safetensors stay lazy)")
             for name in imp.names:
@@ -261,13 +277,47 @@ def violations(root: Path) -> list[str]:
     return out
 
 
+def cli_violations(root: Path, library: Path) -> list[str]:
+    """Every breach of the command line's rules (6 and 7) in the ``jaxport_cli`` package at ``root`` (``cli/``),
+    over the library at ``library``, one readable line each."""
+    library_modules = load_package(library)
+    modules = load_package(root, CLI_PACKAGE, also=frozenset(library_modules), tracked=(PACKAGE, CLI_PACKAGE))
+    out: list[str] = []
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for mod in modules.values():
+        where = mod.path.relative_to(root.parent)
+        for imp in mod.imports:
+            inside = imp.target.split(".")[0] == CLI_PACKAGE
+            target = _owner(imp.target, modules if inside else library_modules)
+            if target is None or target == mod.name:
+                continue
+            if mod.name.startswith(target + ".") and modules[target].is_package and not imp.names:
+                continue  # ``from . import x`` resolved to the package itself
+            if inside and not imp.type_only:
+                graph[mod.name].add(target)
+            private = [part for part in target.split(".") if _private(part)]
+            if private:
+                out.append(f"{where}:{imp.line}: {mod.name} imports the private module {target}; the command line "
+                           f"imports the library by its public names")
+            for name in imp.names:
+                if _private(name):
+                    out.append(f"{where}:{imp.line}: {mod.name} imports the private name {name} from {target}")
+        for target, attr, line in mod.private_reads:
+            out.append(f"{where}:{line}: {mod.name} reads the private name {attr} of {target}")
+    for component in _cycles(graph):
+        out.append(f"import cycle: {' -> '.join(component)} (each imports another in the group)")
+    return out
+
+
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / PACKAGE
-    found = violations(root)
+    repo = Path(__file__).resolve().parents[1]
+    root = Path(argv[1]) if len(argv) > 1 else repo / PACKAGE
+    cli = Path(argv[2]) if len(argv) > 2 else repo / "cli"
+    found = violations(root) + cli_violations(cli, root)
     for line in found:
         print(line)
-    modules = load_package(root)
-    longest = max(modules.values(), key=lambda m: len(m.path.read_text().splitlines()))
+    modules = [*load_package(root).values(), *load_package(cli, CLI_PACKAGE).values()]
+    longest = max(modules, key=lambda m: len(m.path.read_text().splitlines()))
     print(f"{len(modules)} modules, {len(found)} violation{'s' if len(found) != 1 else ''}; longest module: "
           f"{longest.path.relative_to(root.parent)} ({len(longest.path.read_text().splitlines())} lines)")
     return 1 if found else 0

@@ -1,8 +1,7 @@
-"""Shared fixtures: a strict JAX, the CLI driver and an artifact factory."""
+"""Shared fixtures: the CLI driver, an artifact factory and the bundled examples exported once per run."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples"
-
+from tests.support import EXAMPLES
 
 # Strictness: warnings are errors (pyproject's filterwarnings). JAX's rank-promotion check is left at its default:
 # jaxport exports users' functions, which rely on broadcasting, and must see them as users run them.
@@ -73,8 +70,27 @@ def make_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return make
 
 
+@pytest.fixture(scope="session")
+def mlp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/mlp exported once for the whole run. Shared: read it, call it, copy it, never change it in place."""
+    import jaxport
+
+    out = tmp_path_factory.mktemp("mlp") / "mlp.jaxport"
+    return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=out).path
+
+
+@pytest.fixture(scope="session")
+def pytree_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/pytree exported once for the whole run (shared like ``mlp_path``)."""
+    import jaxport
+
+    out = tmp_path_factory.mktemp("pytree") / "enc.jaxport"
+    return jaxport.export(f"{EXAMPLES}/pytree/model.py:encode", EXAMPLES / "pytree" / "spec.yaml", output=out).path
+
+
 #: Test files that are corpora rather than one path per behaviour: the hostile-input corpus, the fuzzers, fault
-#: injection and the IREE deployment suite. `make test` runs them; `make test-fast` (JAXPORT_FAST=1) does not.
+#: injection and the IREE deployment suite, marked ``corpus``. `make test` runs them; `make test-fast`
+#: (``pytest -m "not slow and not corpus"``) does not.
 CORPUS_FILES = frozenset({"test_hostile.py", "test_fuzz.py", "test_faults.py", "test_iree_deploy.py",
                           "test_iree_padding.py"})
 
@@ -83,8 +99,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in CORPUS_FILES:
             item.add_marker(pytest.mark.corpus)
-    if os.environ.get("JAXPORT_FAST", "") not in ("", "0"):  # JAXPORT_FAST=0 runs everything, as unset does
-        skip = pytest.mark.skip(reason="JAXPORT_FAST set: the fast tier skips slow tests and corpora")
-        for item in items:
-            if "slow" in item.keywords or "corpus" in item.keywords:
-                item.add_marker(skip)

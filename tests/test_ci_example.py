@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO
+from tests.support import REPO
 
 CI = REPO / "examples" / "ci"
 WORKFLOW = yaml.safe_load((CI / "jaxport.yml").read_text())

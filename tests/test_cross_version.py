@@ -30,8 +30,7 @@ import numpy as np
 import pytest
 
 from jaxport.artifact.compat import window
-
-from .conftest import EXAMPLES
+from tests.support import EXAMPLES
 
 OTHERS = [p for p in os.environ.get("JAXPORT_COMPAT_PYTHON", "").split(os.pathsep) if p]
 pytestmark = pytest.mark.skipif(not OTHERS, reason="set JAXPORT_COMPAT_PYTHON to other JAX's Pythons, separated by "

@@ -22,9 +22,8 @@ import pytest
 import jaxport
 from jaxport._fsio import atomic_write, remove_stale_temporaries
 from jaxport.errors import OutputError
-
-from .conftest import EXAMPLES
-from .hostile import faults
+from tests.hostile import faults
+from tests.support import EXAMPLES
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -33,8 +33,7 @@ from jaxport.artifact import container, manifest
 from jaxport.errors import FormatError, InputError, SpecError
 from jaxport.run import npyio
 from jaxport.spec import parse_spec
-
-from .hostile import zipmodel
+from tests.hostile import zipmodel
 
 EXAMPLES = int(os.environ.get("JAXPORT_FUZZ_EXAMPLES", "0")) or None
 RANDOM = bool(os.environ.get("JAXPORT_FUZZ_RANDOM"))
@@ -211,16 +210,17 @@ def edited_manifest(draw: Any) -> dict[str, Any]:
 def test_the_validator_refuses_or_what_it_accepts_can_be_shown(m):
     """validate raises FormatError or accepts; what it accepts, every view of inspect renders without error."""
     try:
-        manifest.validate(m)
+        typed = manifest.validate(m)
     except FormatError:
         return
     from jaxport.artifact import summary
 
-    for fname, f in m["functions"].items():
+    for fname, f in typed.functions.items():
         summary.signature(fname, f)
-        for dn, d in (f.get("dims") or {}).items():
+        for dn, d in f.dims.items():
             summary.derivation_text(dn, d)
     json.dumps(m)
+    json.dumps(typed.to_json())
 
 
 @fuzz(150)

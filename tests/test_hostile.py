@@ -18,8 +18,7 @@ import pytest
 from jaxport import isolate
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import FormatError
-
-from .hostile import corpus, run
+from tests.hostile import corpus, run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -28,6 +28,10 @@ def test_jaxport_keeps_its_import_layers():
     assert check_layers.violations(REPO / "jaxport") == []
 
 
+def test_the_command_line_has_no_cycle_and_uses_public_names_only():
+    assert check_layers.cli_violations(REPO / "cli", REPO / "jaxport") == []
+
+
 def test_no_module_is_over_600_lines():
     long = {str(p.relative_to(REPO)): n for p in (REPO / "jaxport").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 600}
@@ -105,3 +109,67 @@ def test_the_library_never_imports_the_command_line(tmp_path):
     root = _package(tmp_path, {"errors.py": "import jaxport_cli.main\n"})
     assert check_layers.violations(root) == [
         "jaxport/errors.py:1: imports the command line (jaxport_cli); the library must not"]
+
+
+def _cli(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "cli"
+    for name, text in {"__init__.py": "", "commands/__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_a_clean_command_line_has_no_violations(tmp_path):
+    library = _package(tmp_path, {"artifact/a.py": "", "_text.py": "def visible(t):\n    return t\n"})
+    root = _cli(tmp_path, {"main.py": "def main():\n    from . import group\n",
+                           "group.py": "from .commands import COMMANDS\nfrom jaxport.artifact import a\n",
+                           "commands/check.py": "def command():\n    import jaxport.artifact.a\n"})
+    assert check_layers.cli_violations(root, library) == []
+
+
+def test_a_command_line_cycle_hidden_in_a_function_body_is_reported(tmp_path):
+    library = _package(tmp_path, {})
+    root = _cli(tmp_path, {"main.py": "def main():\n    from .group import cli\n",
+                           "group.py": "from .main import TABLE\n"})
+    assert check_layers.cli_violations(root, library) == [
+        "import cycle: jaxport_cli.group -> jaxport_cli.main (each imports another in the group)"]
+
+
+def test_the_command_line_uses_no_private_library_name(tmp_path):
+    library = _package(tmp_path, {"_text.py": "def visible(t):\n    return t\n",
+                                  "artifact/a.py": "def _hidden():\n    pass\n"})
+    root = _cli(tmp_path, {
+        "errors.py": "from jaxport._text import visible\n",
+        "render.py": "def f():\n    from jaxport.artifact.a import _hidden\n",
+        "group.py": "from jaxport.artifact import a\nx = a._hidden\nfrom .main import _TABLE\n",
+        "main.py": "_TABLE = {}\n",
+    })
+    assert check_layers.cli_violations(root, library) == [
+        "cli/errors.py:1: jaxport_cli.errors imports the private module jaxport._text; the command line imports the "
+        "library by its public names",
+        "cli/group.py:3: jaxport_cli.group imports the private name _TABLE from jaxport_cli.main",
+        "cli/group.py:2: jaxport_cli.group reads the private name _hidden of jaxport.artifact.a",
+        "cli/render.py:2: jaxport_cli.render imports the private name _hidden from jaxport.artifact.a"]
+
+
+#: Options that two commands spell alike for different things: the file each command writes, and inspect's flag
+#: (print the StableHLO) beside extract's FUNCTION (write it).
+SAME_NAME_OTHER_MEANING = {"--output", "--mlir"}
+
+
+def test_an_option_of_several_commands_is_declared_once_in_cli_options():
+    """A flag declared by more than one command module is one meaning spelled twice: it belongs in cli/options.py,
+    which every command then uses (issue 23: --dim, tolerances, --bind/--root, ... were declared per command)."""
+    import ast
+
+    declared: dict[str, set[str]] = {}
+    for path in sorted((REPO / "cli" / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "option":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
+                        declared.setdefault(arg.value, set()).add(path.name)
+    assert "--allow-custom-call" not in declared and "--dim" not in declared  # both from cli/options.py
+    twice = {flag: sorted(files) for flag, files in declared.items() if len(files) > 1}
+    assert set(twice) <= SAME_NAME_OTHER_MEANING, twice

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.support import REPO
 
 SUBPACKAGES = ["jaxport", "jaxport/artifact", "jaxport/export", "jaxport/importer", "jaxport/run", "jaxport/verify",
                "jaxport/schemas", "jaxport_cli", "jaxport_cli/commands"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.support import REPO
 
 README = (REPO / "README.md").read_text()
 
@@ -36,6 +37,7 @@ def _producer_age() -> int:
     return compat.dating(jax.__version__).producer_age() or 0
 
 
+@pytest.mark.slow
 def test_quick_start_and_call_commands_run(tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     bindir = Path(sys.executable).parent
@@ -76,6 +78,7 @@ def _python_blocks(heading: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
+@pytest.mark.slow
 def test_from_python_examples_run(tmp_path):
     """The "From Python" section's code blocks, run in order as one script (a later block uses the names an earlier
     one defined) in a fresh process, in a directory holding a copy of the examples."""
@@ -93,3 +96,62 @@ def test_from_python_examples_run(tmp_path):
     assert "jaxport: 1\ndims:\n  batch: {min: 1, max: 1024}\nargs: ['f32[batch, 16]']\n" in res.stdout
     assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
 
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    """A copy of the examples in ``tmp_path``, and the environment a README command runs in there: this
+    environment's scripts first on PATH (``jaxport``, ``iree-run-module``), a cache of its own."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    bindir = Path(sys.executable).parent
+    return dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}", JAXPORT_CACHE_DIR=str(tmp_path / "c"))
+
+
+def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    argv = shlex.split(line)
+    exe = shutil.which(Path(argv[0]).name, path=env["PATH"])  # .venv/bin/jaxport: this environment's
+    assert exe, f"{argv[0]} is not installed: {line}"
+    res = subprocess.run([exe, *argv[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"{line}\n{res.stderr}"
+    return res
+
+
+def _cache_files(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+@pytest.mark.slow
+def test_warm_up_commands_run(tmp_path):
+    """The Warm-up block runs as written after the quick start's export: warmup prints the check's verdict, and the
+    call after it fetches its program from the cache (it adds nothing there)."""
+    env = _environment(tmp_path)
+    warm, call = _block_after("## Warm-up")
+    _run(_block_after("## Quick start")[0], tmp_path, env)
+    res = _run(warm, tmp_path, env)
+    cache = tmp_path / "xla-cache"
+    assert "3 shape signatures in xla-cache (3 compiled, 0 already there)" in res.stdout
+    assert "check: passed; its verdict is now in the cache" in res.stdout
+    before = _cache_files(cache)
+    assert sum(1 for name in before if name.startswith("jaxport-verdict-")) == 1
+    _run(call, tmp_path, env)
+    assert _cache_files(cache) == before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("iree") is None, reason="needs the iree extra (pip install -e '.[iree]')")
+def test_iree_deployment_commands_run(tmp_path):
+    """The IREE deployment block runs as written: the module's command line is one 'compile --print-command' prints,
+    and iree-run-module's output is the artifact's, run by XLA."""
+    import numpy as np
+
+    import jaxport
+
+    env = _environment(tmp_path)
+    lines = _block_after("Deployment without Python JAX")
+    assert [shlex.split(line)[0] for line in lines] == ["jaxport", "jaxport", "jaxport", "cp", "iree-run-module"]
+    for line in lines:
+        _run(line, tmp_path, env)
+    printed = _run(f"{lines[1]} --print-command", tmp_path, env).stdout.splitlines()
+    assert lines[-1] in printed and len(printed) == 4
+    x = np.load(tmp_path / "examples" / "mlp" / "x.npy")
+    want = np.asarray(jaxport.load(tmp_path / "mlp-bound.jaxport")(x))
+    np.testing.assert_allclose(np.load(tmp_path / "output.npy"), want, rtol=1e-5, atol=1e-5)

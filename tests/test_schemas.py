@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 import jaxport
-
-from .conftest import EXAMPLES, REPO
+from tests.support import EXAMPLES, REPO
 
 SCHEMAS = REPO / "specs" / "schemas"
 SPEC_FILES = sorted((REPO / "specs" / "examples").glob("*.yaml")) + sorted(EXAMPLES.glob("*/spec*.yaml"))

@@ -15,8 +15,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from jaxport.artifact import releases
-
-from .conftest import EXAMPLES, REPO
+from tests.support import EXAMPLES, REPO
 
 PICK = REPO / "scripts" / "pick_python.sh"
 

@@ -338,6 +338,7 @@ def test_changed_constraints_are_decided_without_a_search(old, new, bounds, kind
     assert (change.kind, change.message) == (kind, message)
 
 
+@pytest.mark.slow
 def test_diff_enumeration_is_bounded_by_a_budget():
     heavy = " + ".join(["max(batch, 3)*2"] * 40)
     old = [f"{heavy} >= {i}" for i in range(100)]

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from jaxport import _npyfile
+from jaxport import _safetensors as safetensors_io
 from jaxport._fsio import open_for_reading, read_file
 from jaxport.artifact.container import open_artifact
 from jaxport.artifact.policy import load_policy
@@ -112,7 +113,8 @@ READERS: dict[str, tuple[str, Callable[[Path], Any], type[Exception], str, str]]
                  "a weights file", "spec.yaml:4: bound file "),
     "bind-safetensors": (".safetensors", lambda p: bind.load_bind_source(p.name, p.parent, "spec.yaml:4"),
                          SpecError, "a weights file", "spec.yaml:4: bound file "),
-    "safetensors": (".safetensors", lambda p: bind.read_safetensors(p, "w"), SpecError, "a .safetensors file", ""),
+    "safetensors": (".safetensors", lambda p: safetensors_io.read_file(p, "w", SpecError, mmap=True), SpecError,
+                    "a .safetensors file", ""),
     "entrypoint": (".py", lambda p: load_entrypoint(f"{p}:f"), EntrypointError, "a Python file", "entry point "),
 }
 
@@ -208,6 +210,7 @@ def _cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "code", "line"), [
     (["inspect", "{fifo}"], 7, "error[format]: {fifo}: is a FIFO (named pipe), not an artifact: " + ONLY_REGULAR),
     (["inspect", "{zero}"], 7, "error[format]: {zero}: is a character device, not an artifact: " + ONLY_REGULAR),

@@ -201,6 +201,7 @@ def _commands(path: Path, other: Path, out: Path) -> dict[str, list[str]]:
             "call": ["call", str(path), "--random", "--no-cache"]}
 
 
+@pytest.mark.slow
 def test_an_artifact_nested_past_the_limit_is_refused(base_artifact, run_cli, tmp_path):
     """Nested 300 deep: every native reader survives it, but it is over the documented limit (exit 7)."""
     art = _with_module(base_artifact, _deep_bytecode("array", 300), tmp_path / "deep.jaxport")
@@ -241,6 +242,7 @@ def test_import_refuses_deep_text_before_parsing(run_cli, tmp_path):
     assert not (tmp_path / "out.jaxport").exists()
 
 
+@pytest.mark.slow
 def test_import_reads_bytecode_in_a_child_first(run_cli, tmp_path):
     path = tmp_path / "deep.mlirbc"
     path.write_bytes(_deep_bytecode("array", 300))
@@ -265,6 +267,7 @@ def _below_floor(limit: str) -> re.Pattern[str]:
                       rf"here \((\d+)M, measured\); give --memory-limit \1M or more.")
 
 
+@pytest.mark.slow
 def test_memory_limit_below_the_floor_is_a_usage_error(base_artifact, tmp_path):
     """The floor is measured, not assumed: what JAX's imports take (it differs between JAX releases: 288M to 304M
     here on 2 cores under jax 0.9.0 and 0.10.2, 256M or less under jax 0.9.2 in an earlier tree) plus a thread stack
@@ -292,6 +295,7 @@ def test_memory_limit_below_the_floor_is_a_usage_error(base_artifact, tmp_path):
     assert refused or (floor <= 256 + 16 and res.returncode == 0), (floor, res.returncode, res.stderr)
 
 
+@pytest.mark.slow
 def test_out_of_memory_under_the_limit_names_the_limit(tmp_path, run_cli):
     """A program that needs more than the limit: exit 15 naming --memory-limit, not a bug, not the artifact."""
     (tmp_path / "bc.mlir").write_text(
@@ -308,6 +312,7 @@ def test_out_of_memory_under_the_limit_names_the_limit(tmp_path, run_cli):
     assert "bug in jaxport" not in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_a_realistic_limit_runs(base_artifact, tmp_path):
     res = _isolated("call", str(base_artifact), "--random", "--no-cache", "--isolate", "--memory-limit", "1G",
                     "--json", cwd=tmp_path)

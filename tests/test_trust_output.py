@@ -25,9 +25,8 @@ import pytest
 from jaxport._fsio import atomic_output, atomic_write, check_output, command_inputs, note_input
 from jaxport._text import visible
 from jaxport.errors import OutputError
-
-from .conftest import EXAMPLES
-from .hostile.corpus import artifact as build_artifact
+from tests.hostile.corpus import artifact as build_artifact
+from tests.support import EXAMPLES
 
 # The characters that drive or fool a terminal: ESC (CSI and OSC sequences), BEL, C1 CSI, DEL, CR, backspace,
 # bidirectional overrides and isolates, zero-width and invisible characters, a lone surrogate.
@@ -553,13 +552,3 @@ def test_compile_refuses_to_replace_the_artifact_before_compiling(run_cli, work,
         assert res.exit_code == 11, res.stderr
         assert res.stderr == f"error[output]: {shown}: {SAME.format('a.jaxport')}\n"
     assert Path("a.jaxport").read_bytes() == before
-
-
-def test_a_cache_marker_is_never_created_through_a_link(tmp_path):
-    from jaxport._fsio import create_marker
-
-    (tmp_path / "marker").symlink_to(tmp_path / "outside")
-    create_marker(tmp_path / "marker")
-    assert not (tmp_path / "outside").exists()
-    create_marker(tmp_path / "fresh")
-    assert (tmp_path / "fresh").read_bytes() == b""

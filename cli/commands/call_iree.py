@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import click
 
@@ -34,13 +35,13 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
     from jaxport.run import iree_loader as loader
     from jaxport.run.deploy import output_paths
 
-    p = ctx.params
+    p = SimpleNamespace(**ctx.params)  # the parsed options, as attributes
     defaults = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP, None)
     for param in ctx.command.params:
         if param.name not in _SUPPORTED and ctx.get_parameter_source(param.name) not in defaults:
             flag = max(param.opts, key=len) if param.opts else param.name
             raise UsageError(f"{flag} applies to artifacts; {path} is a module jaxport compile built.")
-    if p["runtime_name"] == "jax" and ctx.get_parameter_source("runtime_name") != click.core.ParameterSource.DEFAULT:
+    if p.runtime_name == "jax" and ctx.get_parameter_source("runtime_name") != click.core.ParameterSource.DEFAULT:
         raise UsageError(f"{path} is an IREE module; it runs with --runtime iree (leave out --runtime jax).")
     run_json = output_paths(path)[1] if str(path).lower().endswith(".vmfb") else Path(path)
     start = time.perf_counter()
@@ -50,16 +51,16 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
         raise FormatError(str(e)) from None
     fn = module.description["signature"]
     written = [o["dtype"] for o in fn["outputs"]]
-    if p["output"]:
-        outputs.check_output_path(p["output"], module.output_names, written, safetensors=True)
-    if p["ranges"]:
-        inputs.check_ranges(fn, p["ranges"])
-    if p["use_random"]:
-        seed = 0 if p["seed"] is None else p["seed"]
-        arrays = inputs.random_inputs(fn, contract.resolve_dims(fn, p["dims"]), seed, ranges=p["ranges"])
+    if p.output:
+        outputs.check_output_path(p.output, module.output_names, written, safetensors=True)
+    if p.ranges:
+        inputs.check_ranges(fn, p.ranges)
+    if p.use_random:
+        seed = 0 if p.seed is None else p.seed
+        arrays = inputs.random_inputs(fn, contract.resolve_dims(fn, p.dims), seed, ranges=p.ranges)
         sources = {n: f"random (seed {seed})" for n in arrays}
     else:
-        arrays, sources = inputs.gather(fn, list(p["items"]))
+        arrays, sources = inputs.gather(fn, list(p.items))
     dims = contract.check(fn, [contract.ArrayInfo(i["name"], tuple(arrays[i["name"]].shape),
                                                   str(arrays[i["name"]].dtype), sources.get(i["name"]))
                                for i in fn["inputs"]])
@@ -70,7 +71,7 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
         start = time.perf_counter()
         result = module.run(arrays)
         run_s = time.perf_counter() - start
-        bench = _benchmark(module, arrays, p["benchmark"], load_s) if p["benchmark"] else None
+        bench = _benchmark(module, arrays, p.benchmark, load_s) if p.benchmark else None
     except loader.CallError as e:
         raise InputError(f"{run_json}: {e}") from None
     except loader.DescriptionError as e:
@@ -78,18 +79,18 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
     except loader.DeployError as e:
         raise PlatformError(str(e)) from None
     leaves = [(n, result[n]) for n in module.output_names]
-    if p["output"]:
-        outputs.save_outputs(p["output"], leaves)
+    if p.output:
+        outputs.save_outputs(p.output, leaves)
     stats = [outputs.stats(n, v) for n, v in leaves]
-    if p["print_values"] and p["as_json"]:
+    if p.print_values and p.as_json:
         for s, (_, v) in zip(stats, leaves):
             s["values"] = outputs.jsonable(v) if s["size"] <= 1000 else None
-    if p["as_json"]:
+    if p.as_json:
         render.print_json({
             "artifact": str(path), "function": choice.function, "platform": "cpu", "runtime": "iree", "dims": dims,
             "inputs": [{"name": n, "shape": list(arrays[n].shape), "dtype": str(arrays[n].dtype),
                         "source": sources.get(n)} for n in module.input_names],
-            "outputs": stats, "output_file": str(p["output"]) if p["output"] else None,
+            "outputs": stats, "output_file": str(p.output) if p.output else None,
             "timings": {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
                         "run_s": run_s},
             "compilation_cache": None, "warnings": [], "benchmark": bench})
@@ -104,16 +105,16 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
         shown_stats = "  ".join(f"{k} {_number(s[k])}" for k in ("min", "max", "mean"))
         out.print(f"  {plain(name)} {tuple(s['shape'])} {s['dtype']}  {shown_stats}  NaN {s['nan']}  Inf {s['inf']}",
                   markup=False, highlight=False)
-        if p["print_values"] and s["size"] <= 1000:
+        if p.print_values and s["size"] <= 1000:
             import numpy as np
 
             out.print(np.array2string(np.asarray(value), threshold=1000, max_line_width=120), markup=False,
                       highlight=False)
     if bench:
-        out.print(f"  benchmark ({bench['n']} calls): p50 {bench['p50_s'] * 1e3:.3f} ms, p90 "
-                  f"{bench['p90_s'] * 1e3:.3f} ms, min {bench['min_s'] * 1e3:.3f} ms", markup=False)
-    if p["output"]:
-        out.print(f"[green]Wrote[/] {escape(str(p['output']))} ({len(leaves)} array{'s' if len(leaves) != 1 else ''})")
+        shown_times = ", ".join(f"{k} {bench[f'{k}_s'] * 1e3:.3f} ms" for k in ("p50", "p90", "p99", "min", "max"))
+        out.print(f"  benchmark ({bench['n']} call{'s' if bench['n'] != 1 else ''}): {shown_times}", markup=False)
+    if p.output:
+        out.print(f"[green]Wrote[/] {escape(str(p.output))} ({len(leaves)} array{'s' if len(leaves) != 1 else ''})")
 
 
 def _number(v) -> str:
@@ -127,7 +128,16 @@ def _benchmark(module, arrays, n: int, load_s: float) -> dict:
         start = time.perf_counter()
         module.run(arrays)
         times.append(time.perf_counter() - start)
-    ordered = sorted(times)
     return {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None, "warmup": 1, "n": n,
-            "p50_s": statistics.median(times), "p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
-            "min_s": ordered[0], "mean_s": statistics.fmean(times)}
+            "p50_s": _percentile(times, 50), "p90_s": _percentile(times, 90), "p99_s": _percentile(times, 99),
+            "min_s": min(times), "max_s": max(times), "mean_s": statistics.fmean(times)}
+
+
+def _percentile(times: list[float], q: float) -> float:
+    """The ``q``-th percentile, interpolated between the two nearest ranks: ``numpy.percentile``'s default, which
+    ``call`` with JAX reports."""
+    ordered = sorted(times)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from jaxport.frontend import plural
+
 from .. import errors, render
 from ..options import debug_option, json_option
 from ..render import escape, plain
@@ -62,23 +64,35 @@ def command(artifact, policy_path, max_producer_age, min_days_left, max_age, as_
         else:
             _render(report)
         if not report.passed:
-            errors.fail_after_result(PolicyViolation(report.summary()))
+            errors.fail_after_result(PolicyViolation(_failure(report, as_json)))
 
     errors.run(body, debug=debug, as_json=as_json)
+
+
+def _failure(report, as_json):
+    """The error line after the violations were listed (table or JSON): the count and the first, not the list again."""
+    text = report.summary()
+    if len(report.violations) == 1:
+        return text
+    count = f": {plural(len(report.violations), 'violation')}: "
+    head = text[:text.index(count)]
+    first = report.violations[0]
+    where = "the JSON document on stdout" if as_json else "the table above"
+    return (f"{head}{count}[{first.rule}] {first.message.rstrip('.')}; and {len(report.violations) - 1} more, "
+            f"listed in {where}.")
 
 
 def _render(report):
     from rich.table import Table
 
     out = render.stdout()
-    data = report.as_dict()
-    if data["rules"]:
+    if report.rules:
         t = Table(show_edge=False)
         for col in ("rule", "result"):
             t.add_column(col)
-        for r in data["rules"]:
-            t.add_row(escape(r["rule"]), "[green]ok[/]" if r["passed"] else f"[red]{r['violations']} violation"
-                                                                   f"{'s' if r['violations'] != 1 else ''}[/]")
+        for rule in report.rules:
+            n = sum(1 for v in report.violations if v.rule == rule)
+            t.add_row(escape(rule), f"[red]{plural(n, 'violation')}[/]" if n else "[green]ok[/]")
         out.print(t)
     for v in report.violations:
         where = f" ({v.function})" if v.function else ""

@@ -6,7 +6,7 @@ import contextlib
 
 import click
 
-from jaxport._text import plural
+from jaxport.frontend import plural
 
 from .. import errors, render
 from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option
@@ -14,18 +14,10 @@ from ..progress import Stages
 from ..progress import enabled as progress_lines
 
 
-def _grid(texts: tuple[str, ...]) -> dict[str, list[int]]:
-    from jaxport.errors import UsageError
-    from jaxport.run.buckets import parse_assignments
-
-    grid: dict[str, list[int]] = {}
-    for text in texts:
-        for name, values in parse_assignments(text, "--dims").items():
-            if name in grid:
-                raise UsageError(f"--dims {text}: {name!r} is listed twice; give all its sizes in one --dims "
-                                 f"{name}=N1,N2,...")
-            grid[name] = values
-    return grid
+def _fixed_and_grid(dims: dict[str, list[int]]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """``--dim`` as the library takes it: a variable given one size is fixed, one given several spans a grid."""
+    fixed = {name: values[0] for name, values in dims.items() if len(values) == 1}
+    return fixed, {name: values for name, values in dims.items() if len(values) > 1}
 
 
 def _buckets(texts: tuple[str, ...]) -> list[dict[str, int]]:
@@ -39,7 +31,7 @@ def _buckets(texts: tuple[str, ...]) -> list[dict[str, int]]:
         if several:
             raise UsageError(f"--bucket {text}: a bucket gives one value per variable ({several[0]} has "
                              f"{len(parsed[several[0]])}); repeat --bucket for several buckets, or build a grid with "
-                             f"--dims {several[0]}=N1,N2,...")
+                             f"--dim {several[0]}=N1,N2,...")
         buckets.append({k: v[0] for k, v in parsed.items()})
     return buckets
 
@@ -52,13 +44,12 @@ def _buckets(texts: tuple[str, ...]) -> list[dict[str, int]]:
               help="The module (e.g. model.vmfb); beside it model.run.json (how to call it) and model.irpa (the "
                    "bound tensors).")
 @function_option
-@dim_option
-@click.option("--dims", "grid", multiple=True, metavar="NAME=N1,N2,...",
-              help="Sizes to build a function for (e.g. batch=1,8,32,128); repeat for several variables: one "
-                   "function per combination. --dim fixes the variables not listed.")
+@dim_option("Sizes of a dimension variable to build a function for (e.g. batch=1,8,32,128); repeat for several "
+            "variables: one function per combination. A variable given one size is fixed (alone: one bucket, the "
+            "other variables at their smallest valid values).", deprecated_alias="--dims")
 @click.option("--bucket", "buckets", multiple=True, metavar="NAME=N,NAME=N",
-              help="One bucket to build a function for (e.g. batch=8,seq=128); repeatable. --dim fills in the "
-                   "variables a bucket leaves out.")
+              help="One bucket to build a function for (e.g. batch=8,seq=128); repeatable. --dim with one size "
+                   "fills in the variables a bucket leaves out.")
 @click.option("--cpu", type=click.Choice(["generic", "host"]), default="generic", show_default=True,
               help="generic: runs on any CPU of this architecture; host: fastest, for this machine's CPU only.")
 @click.option("--print-command", is_flag=True,
@@ -66,17 +57,17 @@ def _buckets(texts: tuple[str, ...]) -> list[dict[str, int]]:
 @allow_custom_call_option
 @json_option
 @debug_option
-def command(artifact, target, output, function, dims, grid, buckets, cpu, print_command, allow_custom_calls, as_json,
+def command(artifact, target, output, function, dims, buckets, cpu, print_command, allow_custom_calls, as_json,
             debug):
     """Compile an artifact's function into an IREE module, for deployment without Python JAX.
 
-    One function per shape bucket (--dims, --bucket or --dim; without them, buckets proposed from the spec's
+    One function per shape bucket (--dim or --bucket; without them, buckets proposed from the spec's
     bounds), bound tensors in a parameter archive, and a run description (OUTPUT.run.json) with the bucket and
     padding rules and the iree-run-module command line of each function.
 
     \b
     Examples:
-      jaxport compile mlp.jaxport -o mlp.vmfb --dims batch=1,8,32
+      jaxport compile mlp.jaxport -o mlp.vmfb --dim batch=1,8,32
       jaxport compile mlp.jaxport -o mlp.vmfb --bucket batch=8 --print-command
     """
 
@@ -86,9 +77,10 @@ def command(artifact, target, output, function, dims, grid, buckets, cpu, print_
         busy = render.stderr().status("Compiling with IREE...", spinner="dots") if not (as_json or print_command) \
             else contextlib.nullcontext()
         stages = Stages(progress_lines(as_json))
+        fixed, grid = _fixed_and_grid(dims)
         with busy, stages:
-            compiled = compile_artifact(artifact, output, function=function, dims=dims or None,
-                                        grid=_grid(grid) or None, buckets=_buckets(buckets) or None, cpu=cpu,
+            compiled = compile_artifact(artifact, output, function=function, dims=fixed or None, grid=grid or None,
+                                        buckets=_buckets(buckets) or None, cpu=cpu,
                                         allow_custom_calls=allow_custom_calls, progress=stages)
         d = compiled.description
         if as_json:

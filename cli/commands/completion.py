@@ -28,7 +28,7 @@ def command(shell):
     """
     from click.shell_completion import get_completion_class
 
-    from ..main import cli
+    from ..group import cli
 
     cls = get_completion_class(shell)
     assert cls is not None  # every choice is one of click's shells

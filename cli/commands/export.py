@@ -7,36 +7,37 @@ from pathlib import Path
 import click
 
 from .. import errors, render
-from ..options import debug_option, json_option, platform_option
+from ..options import (
+    artifact_write_options,
+    bind_root_options,
+    debug_option,
+    json_option,
+    lowering_custom_call_option,
+    platform_option,
+    shapes_option,
+)
 from ..progress import Stages
 from ..progress import enabled as progress_lines
 
 
 @click.command("export")
 @click.argument("entrypoint", required=False, metavar="ENTRYPOINT")
-@click.option("--shapes", "-s", "spec_path", required=True, type=click.Path(),
-              help="YAML shape spec (see specs/SPEC.md).")
+@shapes_option("YAML shape spec (see specs/SPEC.md).", required=True)
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
 @platform_option
-@click.option("--allow-custom-call", "allow", multiple=True, metavar="NAME",
-              help="Allow a custom-call target JAX does not guarantee stable; repeatable.")
-@click.option("--name", help="Artifact name (overrides metadata.name); in a single-function export also the "
-                             "function's name when it is an identifier (overrides the spec's name:).")
-@click.option("--version", "version", help="Artifact version (overrides metadata.version).")
-@click.option("--bind", "binds", multiple=True, metavar="NAME=SOURCE",
-              help="Bind argument NAME to weights from SOURCE (.npz, .safetensors, .npy or model.py:ATTR); "
-                   "repeatable.")
-@click.option("--root", "root", type=click.Path(), metavar="DIR",
-              help="Record the entry point, spec and bound sources relative to DIR (default: the spec's directory).")
-@click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
-@click.option("--no-manifest", is_flag=True, help="Do not write the <artifact>.manifest.json sidecar.")
+@lowering_custom_call_option
+@artifact_write_options(name_note="; in a single-function export also the function's name when it is an identifier "
+                                  "(overrides the spec's name:)")
+@bind_root_options(
+    bind_help="Bind argument NAME to weights from SOURCE (.npz, .safetensors, .npy or model.py:ATTR); repeatable.",
+    root_help="Record the entry point, spec and bound sources relative to DIR (default: the spec's directory).")
 @click.option("--vjp-order", type=click.IntRange(0, 4), metavar="N",
               help="Store N orders of derivatives (VJPs) with each function, so that jax.grad and 'call --vjp' work "
                    "on the artifact (overrides the spec's vjp_order).")
 @json_option
 @debug_option
-def command(entrypoint, spec_path, output, platforms, allow, name, version, binds, root, strip_locations,
-            no_manifest, vjp_order, as_json, debug):
+def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, version, strip_locations, no_manifest,
+            binds, root, vjp_order, as_json, debug):
     """Export a JAX function into an artifact, from a YAML shape spec.
 
     ENTRYPOINT is path/to/model.py:NAME or package.module:NAME (optional when the spec names its functions).
@@ -51,22 +52,15 @@ def command(entrypoint, spec_path, output, platforms, allow, name, version, bind
     def body():
         import jaxport
 
-        bind = {}
-        for item in binds:
-            key, sep, source = item.partition("=")
-            if not sep or not key or not source:
-                raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. params=weights.npz.",
-                                         param_hint="--bind")
-            bind[key] = source
         con = render.stderr()
         stages = Stages(progress_lines(as_json))
         with con.status("Exporting...", spinner="dots") if not as_json else _null(), stages:
             # without -o: <name>.jaxport in the current directory
             result = jaxport.export(entrypoint, spec_path, output if output else Path("."),
                                     platforms=list(platforms) or None,
-                                    allow_custom_calls=list(allow), name=name, version=version,
+                                    allow_custom_calls=list(allow_custom_calls), name=name, version=version,
                                     strip_locations=strip_locations, write_manifest=not no_manifest,
-                                    bind=bind or None, vjp_order=vjp_order, root=root, progress=stages)
+                                    bind=binds or None, vjp_order=vjp_order, root=root, progress=stages)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,
@@ -78,9 +72,9 @@ def command(entrypoint, spec_path, output, platforms, allow, name, version, bind
             con.print(f"[yellow]warning:[/] {render.escape(w)}")
         out = render.stdout()
         out.print(f"[green]Exported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
-        for fname, f in result.manifest["functions"].items():
+        for fname, f in result.model.functions.items():
             out.print(f"  {render.plain(signature(fname, f))}", markup=False)
-            out.print(f"  platforms: {render.plain(', '.join(f['platforms']))}", markup=False)
+            out.print(f"  platforms: {render.plain(', '.join(f.platforms))}", markup=False)
         if result.manifest_path:
             out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 

@@ -7,28 +7,30 @@ import contextlib
 import click
 
 from .. import errors, render
-from ..options import debug_option, json_option, platform_option
+from ..options import (
+    artifact_write_options,
+    debug_option,
+    json_option,
+    lowering_custom_call_option,
+    platform_option,
+    shapes_option,
+)
 
 
 @click.command("import")
 @click.argument("module", metavar="MODULE")
-@click.option("--shapes", "-s", "spec_path", type=click.Path(),
-              help="YAML shape spec naming and shaping main's arguments (default: main's own static types).")
+@shapes_option("YAML shape spec naming and shaping main's arguments (default: main's own static types).")
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
 @click.option("--calling-convention", "calling_convention", type=int, metavar="N",
               help="JAX calling-convention version to record (default: the one this JAX's export writes).")
 @platform_option
-@click.option("--allow-custom-call", "allow", multiple=True, metavar="NAME",
-              help="Allow a custom-call target JAX does not guarantee stable; repeatable.")
+@lowering_custom_call_option
 @click.option("--function", "function", metavar="NAME",
               help="Name of the function in the artifact (default: the module file's name).")
-@click.option("--name", help="Artifact name (overrides metadata.name).")
-@click.option("--version", "version", help="Artifact version (overrides metadata.version).")
-@click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
-@click.option("--no-manifest", is_flag=True, help="Do not write the <artifact>.manifest.json sidecar.")
+@artifact_write_options()
 @json_option
 @debug_option
-def command(module, spec_path, output, calling_convention, platforms, allow, function, name, version,
+def command(module, spec_path, output, calling_convention, platforms, allow_custom_calls, function, name, version,
             strip_locations, no_manifest, as_json, debug):
     """Import a StableHLO module written by another producer into an artifact.
 
@@ -47,7 +49,7 @@ def command(module, spec_path, output, calling_convention, platforms, allow, fun
         con = render.stderr()
         with con.status("Importing...", spinner="dots") if not as_json else contextlib.nullcontext():
             result = import_stablehlo(module, spec_path, output=output, calling_convention=calling_convention,
-                                      platforms=list(platforms) or None, allow_custom_calls=list(allow),
+                                      platforms=list(platforms) or None, allow_custom_calls=list(allow_custom_calls),
                                       name=name, version=version, function=function,
                                       strip_locations=strip_locations, write_manifest=not no_manifest)
         if as_json:
@@ -61,10 +63,10 @@ def command(module, spec_path, output, calling_convention, platforms, allow, fun
             con.print(f"[yellow]warning:[/] {render.escape(w)}")
         out = render.stdout()
         out.print(f"[green]Imported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
-        for fname, f in result.manifest["functions"].items():
+        for fname, f in result.model.functions.items():
             out.print(f"  {render.plain(signature(fname, f))}", markup=False)
-            out.print(f"  platforms: {render.plain(', '.join(f['platforms']))}; calling convention "
-                      f"{f['calling_convention_version']}", markup=False)
+            out.print(f"  platforms: {render.plain(', '.join(f.platforms))}; calling convention "
+                      f"{f.calling_convention_version}", markup=False)
         if result.manifest_path:
             out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 

@@ -45,7 +45,7 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
                 from jaxport.module_scan import module_text
 
                 for fname in names:
-                    payload = art.read(m["functions"][fname]["payload"])
+                    payload = art.read(art.model.functions[fname].payload)
                     if len(names) > 1:
                         print(f"// function {plain(fname)}")
                     # Source locations and string attributes in the text come from the artifact.

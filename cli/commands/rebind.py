@@ -5,34 +5,21 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..options import debug_option, json_option
-
-
-def _parse_binds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    binds: dict[str, str] = {}
-    for item in values:
-        name, sep, source = item.partition("=")
-        if not sep or not name or not source:
-            raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. params=finetuned.npz.")
-        if name in binds:
-            raise click.BadParameter(f"{name!r} is given twice; bind each argument once.")
-        binds[name] = source
-    return binds
+from ..options import artifact_write_options, bind_root_options, debug_option, json_option
 
 
 @click.command("rebind")
 @click.argument("artifact", type=click.Path())
-@click.option("--bind", "binds", multiple=True, required=True, metavar="NAME=SOURCE", callback=_parse_binds,
-              help="Replace the weights bound to argument NAME with those of SOURCE (.npz, .safetensors, .npy or "
-                   "model.py:ATTR), of the same names, shapes and dtypes; repeatable.")
+@bind_root_options(
+    bind_help="Replace the weights bound to argument NAME with those of SOURCE (.npz, .safetensors, .npy or "
+              "model.py:ATTR), of the same names, shapes and dtypes; repeatable.",
+    root_help="Record SOURCE relative to DIR, the export root (default: the first of the current directory, "
+              "ARTIFACT's and SOURCE's directories that holds the artifact's recorded spec), so that verify finds the "
+              "new weights.",
+    required=True, example="params=finetuned.npz")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="The new artifact (a directory puts ARTIFACT's file name in it); never ARTIFACT itself.")
-@click.option("--root", type=click.Path(), metavar="DIR",
-              help="Record SOURCE relative to DIR, the export root (default: the first of the current directory, "
-                   "ARTIFACT's and SOURCE's directories that holds the artifact's recorded spec), so that verify finds "
-                   "the new weights.")
-@click.option("--version", "version", help="Replace metadata.version.")
-@click.option("--no-manifest", is_flag=True, help="Do not write the <output>.manifest.json sidecar.")
+@artifact_write_options(rebinding=True)
 @json_option
 @debug_option
 def command(artifact, binds, output, root, version, no_manifest, as_json, debug):

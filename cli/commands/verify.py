@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import click
 
-from jaxport._text import plural
+from jaxport.frontend import plural
 
 from .. import errors, render
 from ..devices import apply, device_options
 from ..options import (
+    INPUT_FILES,
     allow_custom_call_option,
+    bind_root_options,
     debug_option,
-    dim_values_option,
-    finite_float,
+    dim_option,
+    expect_option,
     function_option,
+    inputs_option,
     json_option,
     platform_option,
     range_option,
+    runtime_option,
     seed_option,
+    shapes_option,
+    tolerance_options,
 )
 from ..progress import Stages
 from ..progress import enabled as progress_lines
@@ -29,43 +35,32 @@ from ..render import escape, plain
 @click.argument("artifact", type=click.Path())
 @click.option("--against", metavar="FILE.py:NAME",
               help="The live function (default: the entry point the artifact records, a file under --root).")
-@click.option("--shapes", "-s", "spec_path", type=click.Path(),
-              help="A spec that must describe the artifact's signature (default: the spec the artifact records, "
-                   "when it is found under --root).")
-@click.option("--root", type=click.Path(file_okay=False), metavar="DIR",
-              help="The directory the entry point, spec and bound sources the artifact records are relative to "
-                   "(default: the current directory). Recorded paths outside it are refused.")
-@click.option("--bind", "binds", multiple=True, metavar="NAME=SOURCE",
-              help="Load bound argument NAME of the live function from SOURCE (.npz, .safetensors, .npy or "
-                   "model.py:ATTR) instead of the source the artifact records; repeatable.")
+@shapes_option("A spec that must describe the artifact's signature (default: the spec the artifact records, when it "
+               "is found under --root).")
+@bind_root_options(
+    bind_help="Load bound argument NAME of the live function from SOURCE (.npz, .safetensors, .npy or model.py:ATTR) "
+              "instead of the source the artifact records; repeatable.",
+    root_help="The directory the entry point, spec and bound sources the artifact records are relative to (default: "
+              "the current directory). Recorded paths outside it are refused.")
 @function_option
-@click.option("--inputs", "-i", "items", multiple=True, metavar="FILE",
-              help="Verify on these inputs (one case) instead of random ones, as 'call' takes them: FILE.npy repeated "
-                   "in the order 'inspect' lists the inputs, NAME=FILE.npy, or one .npz keyed by input names (e.g. "
-                   "from 'call --save-inputs'). Repeatable.")
-@click.option("--expect", type=click.Path(), metavar="REF",
-              help="Compare the outputs for --inputs with reference outputs: an .npz or .safetensors keyed by output "
-                   "name, as 'call -o' writes them (or an .npy for a single output). No live function is needed; "
-                   "with --against, both are compared.")
-@dim_values_option
+@inputs_option(f"Verify on these inputs (one case) instead of random ones, as 'call' takes them: {INPUT_FILES} "
+               f"(e.g. from 'call --save-inputs'). Repeatable.")
+@expect_option("Compare the outputs for --inputs with reference outputs: an .npz or .safetensors keyed by output "
+               "name, as 'call -o' writes them (or an .npy for a single output). No live function is needed; with "
+               "--against, both are compared.")
+@dim_option("Values of a dimension variable to verify at (e.g. batch=1,7,128); repeatable. Several "
+            "variables: every combination.")
 @range_option
 @platform_option
-@click.option("--atol", type=click.FloatRange(min=0), callback=finite_float,
-              help="Absolute tolerance for every output (default: by dtype).")
-@click.option("--rtol", type=click.FloatRange(min=0), callback=finite_float,
-              help="Relative tolerance for every output (default: by dtype).")
-@click.option("--allow-nonfinite", is_flag=True,
-              help="Let an output that is NaN/Inf everywhere on both sides pass (default: it is inconclusive and "
-                   "fails).")
+@tolerance_options()
 @seed_option(0, "Seed of the random inputs.")
-@click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax", show_default=True,
-              help="iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the "
-                   "tolerances for two compilers (no live function).")
+@runtime_option("iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the tolerances "
+                "for two compilers (no live function).")
 @allow_custom_call_option
 @device_options
 @json_option
 @debug_option
-def command(artifact, against, spec_path, root, binds, function, items, expect, dims, ranges, platforms, atol, rtol,
+def command(artifact, against, spec_path, binds, root, function, items, expect, dims, ranges, platforms, atol, rtol,
             allow_nonfinite, seed, runtime_name, allow_custom_calls, devices, as_json, debug):
     """Compare an artifact with its live function, golden outputs or XLA.
 
@@ -94,13 +89,6 @@ def command(artifact, against, spec_path, root, binds, function, items, expect, 
         raise click.UsageError("verify runs in one process: --coordinator, --num-processes and --process-id are "
                                "for 'call'. Simulate the devices of a sharded artifact with --host-devices N.")
 
-    bound = {}
-    for item in binds:
-        key, sep, source = item.partition("=")
-        if not sep or not key or not source:
-            raise click.BadParameter(f"{item!r}: expected NAME=SOURCE, e.g. params=weights.npz.", param_hint="--bind")
-        bound[key] = source
-
     def body():
         apply(devices)  # before JAX starts
         from jaxport.errors import VerificationError
@@ -110,7 +98,7 @@ def command(artifact, against, spec_path, root, binds, function, items, expect, 
             artifact, against, spec_path, function=function, dims=dims or None,
             platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress,
             runtime=runtime_name, cache_dir=_iree_cache() if runtime_name == "iree" else None, root=root,
-            binds=bound, allow_custom_calls=allow_custom_calls, inputs=list(items) or None, expect=expect,
+            binds=binds, allow_custom_calls=allow_custom_calls, inputs=list(items) or None, expect=expect,
             ranges=ranges or None, allow_nonfinite=allow_nonfinite)
         if as_json:
             report = run(None)
@@ -168,7 +156,7 @@ def _render(report):
     from rich.table import Table
 
     from jaxport.verify.compare import NONFINITE
-    from jaxport.verify.report import differing
+    from jaxport.verify.report import failing
 
     out = render.stdout()
     for note in report.notes:
@@ -221,4 +209,4 @@ def _render(report):
         n = len(report.cases)
         out.print(f"[green]OK[/]: {plural(n, 'case')} match{'es' if n == 1 else ''}.")
     elif failed:
-        out.print(f"[red]FAILED[/]: {differing(len(failed), len(report.cases))}.")
+        out.print(f"[red]FAILED[/]: {failing(failed, len(report.cases))}.")

@@ -6,28 +6,28 @@ import click
 
 from .. import errors, render
 from ..devices import apply, device_options
-from ..options import allow_custom_call_option, debug_option, dim_values_option, function_option, json_option
+from ..options import (
+    DEFAULT_CACHE,
+    allow_custom_call_option,
+    allow_platform_mismatch_option,
+    cache_dir_option,
+    debug_option,
+    dim_option,
+    function_option,
+    json_option,
+)
 from ..render import plain
-
-
-def _dims_option(f):
-    """``--dim NAME=V1,V2,...`` as ``verify`` parses it, with warmup's own help."""
-    f = dim_values_option(f)
-    f.__click_params__[-1].help = ("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for "
-                                   "each variable. Several values: every combination.")
-    return f
 
 
 @click.command("warmup")
 @click.argument("artifact", type=click.Path())
-@_dims_option
+@dim_option("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for each variable. "
+            "Several values: every combination.")
 @function_option
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "
-                   "$JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or ~/.cache/jaxport/xla). Give the same "
-                   "directory to 'jaxport call --cache-dir' (or ship it as the default) where the artifact runs.")
-@click.option("--allow-platform-mismatch", is_flag=True,
-              help="Try to compile a function exported for other platforms than the local one.")
+@cache_dir_option(f"The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "
+                  f"{DEFAULT_CACHE}). Give the same directory to 'jaxport call --cache-dir' (or ship it as the "
+                  f"default) where the artifact runs.")
+@allow_platform_mismatch_option("compile")
 @allow_custom_call_option
 @device_options
 @json_option
@@ -50,25 +50,47 @@ def command(artifact, dims, function, cache_dir, allow_platform_mismatch, allow_
 
     def body():
         apply(devices)  # before JAX starts
+        from jaxport import isolate
         from jaxport.run.cache import compilation_cache, default_cache_dir
         from jaxport.run.load import load
 
         directory = cache_dir or default_cache_dir()
+        digests = _payload_digests(artifact)
+        verdicts_before = {name: isolate.has_verdict(d, directory) for name, d in digests.items()}
         with compilation_cache(directory):  # the check's verdict goes there too
             loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
                           allow_custom_calls=allow_custom_calls)
         done = loaded.warmup(dims, cache_dir=directory)
+        check = ("fetched" if verdicts_before[loaded.function] else
+                 "checked, now cached" if isolate.has_verdict(digests[loaded.function], directory) else "checked")
         if as_json:
             render.print_json({"artifact": str(artifact), "function": loaded.function, "cache_dir": str(directory),
-                               "platform": loaded.platform,
+                               "platform": loaded.platform, "check": {"verdict": "passed", "cache": check},
                                "signatures": [w.as_dict(loaded.input_names) for w in done]})
             return
-        _render(artifact, loaded, done, directory)
+        _render(artifact, loaded, done, directory, check)
 
     errors.run(body, debug=debug, as_json=as_json)
 
 
-def _render(artifact, loaded, done, directory):
+def _payload_digests(artifact):
+    """The sha256 of each function's program, by function name: what a check's verdict is about."""
+    from jaxport.artifact.container import open_artifact
+
+    with open_artifact(artifact) as art:
+        return {name: art.model.members[f.payload].sha256 for name, f in art.model.functions.items()}
+
+
+#: The line that gives the check's verdict, by where it came from.
+CHECK_LINES = {
+    "fetched": "check: passed (its verdict was already in the cache: no check ran)",
+    "checked, now cached": "check: passed; its verdict is now in the cache, so a call with this cache starts no "
+                           "check",
+    "checked": "check: passed; its verdict could not be written to the cache, so each process checks again",
+}
+
+
+def _render(artifact, loaded, done, directory, check):
     from jaxport.artifact.summary import array_type
 
     out = render.Document()
@@ -76,6 +98,7 @@ def _render(artifact, loaded, done, directory):
     out.line("Warmed up ", (plain(loaded.function), "bold cyan"), f" of {plain(str(artifact))} on "
              f"{plain(loaded.platform)}: {len(done)} shape signature{'s' if len(done) != 1 else ''} in "
              f"{plain(str(directory))} ({len(done) - fetched} compiled, {fetched} already there)")
+    out.line(CHECK_LINES[check])
     t = render.Table("signatures", ("dimensions", "inputs", "lower", "compile", "cache"))
     for w in done:
         c = w.compilation

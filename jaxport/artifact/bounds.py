@@ -48,6 +48,9 @@ class Bounds:
         return {"min": self.lo, "max": self.hi}
 
 
-def of_function(f: Mapping[str, Any]) -> dict[str, Bounds]:
-    """The bounds of every dimension variable a manifest function declares in ``dims``."""
+def of_function(f: Any) -> dict[str, Bounds]:
+    """The bounds of every dimension variable a manifest function declares in ``dims``: ``model.Function.bounds``
+    (or, transitional, of its JSON)."""
+    if not isinstance(f, Mapping):
+        return dict(f.bounds)
     return {v: Bounds.of(d) for v, d in (f.get("dims") or {}).items()}

@@ -12,8 +12,10 @@
 This module is the one place that walks a call tree (building one from a spec is the export's, in
 ``export.lower.call_tree``): listing its nodes, binding a
 caller's arguments to input names, rebuilding Python arguments from flat arrays, and finding where a program takes
-its free and bound arguments. It reads manifests that ``manifest.validate`` has checked; ``manifest.validate``
-itself uses ``kind`` and ``NODE_KINDS``. No JAX at module level.
+its free and bound arguments. It reads the records of a validated manifest (``model.Signature`` of ``CallNode``);
+``manifest.validate`` itself uses ``kind`` and ``NODE_KINDS`` on the JSON it checks. A call tree given as JSON (a
+``signature`` of ``Artifact.manifest``) is still read the same way, until every reader takes the records. No JAX at
+module level.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from pathlib import Path
 
 from .._record import dataclass
 from ..errors import FormatError, InputError
+from .model import NODE_KINDS, CallNode, Function, Signature
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     from typing import Any
 
-NODE_KINDS = ("input", "static", "list", "dict", "bound")
+    #: A call tree as records, or (transitional) as JSON: ``{"args": [...], "kwargs": {...}}``.
+    Tree = Signature | Mapping[str, Any]
 
 #: The keyword argument through which an exported program receives its bound tensors, ``{name: array}``.
 WEIGHTS_KWARG = "__jaxport_weights__"
@@ -37,26 +41,48 @@ WEIGHTS_KWARG = "__jaxport_weights__"
 
 def kind(node: Any) -> str | None:
     """The node's kind (one of ``NODE_KINDS``), or None when it is not a node with exactly one kind."""
+    if isinstance(node, CallNode):
+        return node.kind
     if not isinstance(node, Mapping):
         return None
     kinds = [k for k in NODE_KINDS if k in node]
     return kinds[0] if len(kinds) == 1 else None
 
 
-def of_function(f: Mapping[str, Any]) -> dict[str, Any]:
-    """A function's call tree; a manifest entry without one takes its inputs as positional arguments in order."""
+def _value(node: Any, node_kind: str) -> Any:
+    """A node's content: its input index, static value, bind source, list or dict of nodes."""
+    return node.value if isinstance(node, CallNode) else node[node_kind]
+
+
+def _name(node: Any, default: str) -> str:
+    """A positional argument's name."""
+    if isinstance(node, CallNode):
+        return node.name or default
+    return node.get("name", default) if isinstance(node, Mapping) else default
+
+
+def _args(sig: Tree | None) -> list[Any]:
+    if isinstance(sig, Signature):
+        return list(sig.args)
+    return list((sig or {}).get("args") or [])
+
+
+def _kwargs(sig: Tree | None) -> dict[str, Any]:
+    if isinstance(sig, Signature):
+        return dict(sig.kwargs)
+    return dict((sig or {}).get("kwargs") or {})
+
+
+def of_function(f: Function | Mapping[str, Any]) -> Any:
+    """A function's call tree: its ``Signature`` (or, from a manifest's JSON, its JSON: a manifest entry without one
+    takes its inputs as positional arguments in order). ``Any`` while both are read."""
+    if isinstance(f, Function):
+        return f.signature
     sig = f.get("signature")
     if sig:
         return dict(sig)
     return {"args": [{"input": i, "name": inp["name"]} for i, inp in enumerate(f.get("inputs") or [])],
             "kwargs": {}}
-
-
-def top_level(sig: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """``(name, node)`` of every top-level argument: positional ones (named by their ``name``), then keywords."""
-    for i, a in enumerate(sig.get("args") or []):
-        yield (a.get("name", f"arg{i}") if isinstance(a, Mapping) else f"arg{i}"), a
-    yield from (sig.get("kwargs") or {}).items()
 
 
 @dataclass(frozen=True)
@@ -68,17 +94,32 @@ class Site:
 
     path: str
     name: str
-    node: Mapping[str, Any]
+    node: Any  # a CallNode (or, from a manifest's JSON, its JSON object)
 
     @property
     def kind(self) -> str | None:
         return kind(self.node)
 
+    @property
+    def value(self) -> Any:
+        """The node's content (``CallNode.value``)."""
+        k = self.kind
+        return None if k is None else _value(self.node, k)
 
-def walk(sig: Mapping[str, Any] | None) -> Iterator[Site]:
+
+def walk(sig: Tree | None) -> Iterator[Site]:
     """Every node of a call tree, parents before children. Tolerates malformed nodes (they yield, unexpanded)."""
 
     def visit(node: Any, path: str, name: str) -> Iterator[Site]:
+        if isinstance(node, CallNode):
+            yield Site(path, name, node)
+            if node.kind == "dict":
+                for k, v in node.value.items():
+                    yield from visit(v, f"{path}[{k!r}]", f"{name}/{k}")
+            elif node.kind == "list":
+                for i, v in enumerate(node.value):
+                    yield from visit(v, f"{path}[{i}]", f"{name}/{i}")
+            return
         if not isinstance(node, Mapping):
             return
         yield Site(path, name, node)
@@ -91,21 +132,21 @@ def walk(sig: Mapping[str, Any] | None) -> Iterator[Site]:
             for i, v in enumerate(sub):
                 yield from visit(v, f"{path}[{i}]", f"{name}/{i}")
 
-    sig = sig or {}
-    for i, a in enumerate(sig.get("args") or []):
-        name = a.get("name", f"arg{i}") if isinstance(a, Mapping) else f"arg{i}"
-        yield from visit(a, f"args[{i}]", name)
-    for k, v in (sig.get("kwargs") or {}).items():
+    for i, a in enumerate(_args(sig)):
+        yield from visit(a, f"args[{i}]", _name(a, f"arg{i}"))
+    for k, v in _kwargs(sig).items():
         yield from visit(v, f"kwargs[{k!r}]", k)
 
 
-def leaves(sig: Mapping[str, Any] | None, node_kind: str) -> dict[str, Any]:
+def leaves(sig: Tree | None, node_kind: str) -> dict[str, Any]:
     """``{path: value}`` of every node of one kind (``static``, ``bound`` or ``input``), by Python-style path."""
-    return {s.path: s.node[node_kind] for s in walk(sig) if s.kind == node_kind}
+    return {s.path: s.value for s in walk(sig) if s.kind == node_kind}
 
 
-def is_free(node: Mapping[str, Any]) -> bool:
+def is_free(node: CallNode | Mapping[str, Any]) -> bool:
     """Whether a caller passes this argument (it is neither static nor bound)."""
+    if isinstance(node, CallNode):
+        return node.is_free
     return "static" not in node and "bound" not in node
 
 
@@ -134,28 +175,29 @@ def static_value(value: Any) -> Any:
     return value
 
 
-def rebuild(sig: Mapping[str, Any], flat: list[Any], bound: Callable[[str], Any],
+def rebuild(sig: Tree, flat: list[Any], bound: Callable[[str], Any],
             unknown: Callable[[str], Exception]) -> tuple[list[Any], dict[str, Any]]:
     """``(args, kwargs)`` of a call: input nodes take ``flat[I]``, static nodes their value, bound nodes
     ``bound(name)`` (``name`` is the ``/``-joined path of the bound node). ``unknown(name)`` is raised for a node of
     no known kind."""
 
-    def build(node: Mapping[str, Any], name: str) -> Any:
+    def build(node: Any, name: str) -> Any:
         k = kind(node)
+        if k is None:
+            raise unknown(name)
+        value = _value(node, k)
         if k == "input":
-            return flat[node["input"]]
+            return flat[value]
         if k == "static":
-            return static_value(node["static"])
+            return static_value(value)
         if k == "bound":
             return bound(name)
         if k == "dict":
-            return {key: build(v, f"{name}/{key}") for key, v in node["dict"].items()}
-        if k == "list":
-            return [build(v, f"{name}/{i}") for i, v in enumerate(node["list"])]
-        raise unknown(name)
+            return {key: build(v, f"{name}/{key}") for key, v in value.items()}
+        return [build(v, f"{name}/{i}") for i, v in enumerate(value)]
 
-    args = [build(a, a.get("name", f"arg{i}")) for i, a in enumerate(sig.get("args") or [])]
-    kwargs = {k: build(v, k) for k, v in (sig.get("kwargs") or {}).items()}
+    args = [build(a, _name(a, f"arg{i}")) for i, a in enumerate(_args(sig))]
+    kwargs = {k: build(v, k) for k, v in _kwargs(sig).items()}
     return args, kwargs
 
 
@@ -181,25 +223,25 @@ def _show(path: str) -> str:
     return path if "[" in path else f"'{path}'"
 
 
-def bind(sig: Mapping[str, Any], input_names: list[str], function: str, args: tuple[Any, ...],
+def bind(sig: Tree, input_names: list[str], function: str, args: tuple[Any, ...],
          kwargs: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The input arrays of a call ``function(*args, **kwargs)``, by input name, structure checked against ``sig``.
 
     Static and bound arguments may be left out (or passed as None; a static one may be passed with its value);
     positional arguments fill the free ones in order, or all of them when every one is given."""
-    top = list(sig.get("args") or [])
-    top_kwargs = dict(sig.get("kwargs") or {})
+    top = _args(sig)
+    top_kwargs = _kwargs(sig)
     free = [a for a in top if is_free(a)]
     full = len(args) == len(top) and len(free) != len(top)
     targets = top if full else free
     if len(args) > len(targets):
-        listed = ", ".join(a["name"] for a in free)
+        listed = ", ".join(_name(a, "") for a in free)
         raise InputError(f"{function}() takes {len(free)} positional array argument"
                          f"{'s' if len(free) != 1 else ''} ({listed}), but {len(args)} were given.")
     given: dict[str, tuple[Any, Any]] = {}
     for node, value in zip(targets, args):
-        given[node["name"]] = (node, value)
-    by_name = {a["name"]: a for a in top}
+        given[_name(node, "")] = (node, value)
+    by_name = {_name(a, ""): a for a in top}
     by_name.update(top_kwargs)
     for k, v in kwargs.items():
         if k not in by_name:
@@ -214,29 +256,31 @@ def bind(sig: Mapping[str, Any], input_names: list[str], function: str, args: tu
                          f"{', '.join(map(repr, missing))}.")
     out: dict[str, Any] = {}
 
-    def visit(node: Mapping[str, Any], value: Any, path: str) -> None:
-        if "input" in node:
-            out[input_names[node["input"]]] = value
-        elif "static" in node:
-            if value is not None and not _same_static(value, node["static"]):
-                raise InputError(f"argument {_show(path)} was fixed to {node['static']!r} when the artifact was "
+    def visit(node: Any, value: Any, path: str) -> None:
+        k = _loose_kind(node)
+        content: Any = None if k is None else _value(node, k)
+        if k == "input":
+            out[input_names[content]] = value
+        elif k == "static":
+            if value is not None and not _same_static(value, content):
+                raise InputError(f"argument {_show(path)} was fixed to {content!r} when the artifact was "
                                  f"exported; got {value!r}. Leave it out (or pass None), or re-export with the new "
                                  f"value.")
-        elif "bound" in node:
+        elif k == "bound":
             if value is not None:
                 raise InputError(f"argument {_show(path)} is bound to weights stored in the artifact (from "
-                                 f"{node['bound']}); leave it out.")
-        elif "dict" in node:
-            keys = list(node["dict"])
+                                 f"{content}); leave it out.")
+        elif k == "dict":
+            keys = list(content)
             # Keys whose values are fixed (static) or supplied by the artifact (bound) may be left out.
-            needed = {k for k, sub in node["dict"].items() if is_free(sub)}
+            needed = {k for k, sub in content.items() if is_free(sub)}
             if not isinstance(value, Mapping) or not needed <= set(value) <= set(keys):
                 got = f"keys {sorted(map(str, value))}" if isinstance(value, Mapping) else type(value).__name__
                 raise InputError(f"argument {_show(path)}: expected a dict with keys {sorted(needed)}, got {got}.")
-            for k in keys:
-                visit(node["dict"][k], value.get(k), f"{path}[{k!r}]")
-        elif "list" in node:
-            items = node["list"]
+            for key in keys:
+                visit(content[key], value.get(key), f"{path}[{key!r}]")
+        elif k == "list":
+            items = content
             if not isinstance(value, (list, tuple)) or len(value) != len(items):
                 got = f"length {len(value)}" if isinstance(value, (list, tuple)) else type(value).__name__
                 raise InputError(f"argument {_show(path)}: expected a list of {len(items)}, got {got}.")
@@ -248,6 +292,13 @@ def bind(sig: Mapping[str, Any], input_names: list[str], function: str, args: tu
     for k, (node, value) in given.items():
         visit(node, value, k)
     return {n: out[n] for n in input_names}
+
+
+def _loose_kind(node: Any) -> str | None:
+    """``bind``'s reading of a node's kind: the first of input, static, bound, dict, list it has."""
+    if isinstance(node, CallNode):
+        return node.kind
+    return next((k for k in ("input", "static", "bound", "dict", "list") if k in node), None)
 
 
 # -- where a program takes its arguments ----------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from typing import Any
 BREAKING = "breaking"
 COMPATIBLE = "compatible"
 UNDECIDED = "undecided"
-SEVERITIES = (BREAKING, UNDECIDED, COMPATIBLE)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from .._record import dataclass
 from .._text import plural
 from .._version import __version__
 from ..errors import UsageError
+from .model import Producer
 from .releases import RELEASES, REVIEWED, SUPPORTED_JAX
 
 BACKWARD_MONTHS = 6  # JAX: "up to 6 months newer than the version of JAX used for exporting"
@@ -328,9 +329,14 @@ def serializer_version(producer: object) -> object:
     two months too late. Only when both versions are dated and the jaxlib is the older: anything else is judged by
     ``producer.jax``, so that a version the table cannot date is still reported as such.
     """
-    if not isinstance(producer, dict):
+    jaxlib: object
+    jax: object
+    if isinstance(producer, Producer):
+        jaxlib, jax = producer.jaxlib, producer.jax
+    elif isinstance(producer, dict):  # a producer as JSON, from a manifest that may not validate (``check``)
+        jaxlib, jax = producer.get("jaxlib"), producer.get("jax")
+    else:
         return None
-    jaxlib, jax = producer.get("jaxlib"), producer.get("jax")
     if (isinstance(jaxlib, str) and isinstance(jax, str) and dating(jaxlib).released is not None
             and dating(jax).released is not None and version_key(jaxlib) < version_key(jax)):
         return jaxlib

@@ -22,10 +22,8 @@ which is why the program is then read in a child process first (``isolate.check_
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import re
 import struct
 import zipfile
 import zlib
@@ -33,11 +31,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .._fsio import atomic_write, open_regular
+from .._json import strict_json
 from .._record import dataclass
 from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
 from . import zipwrite
 from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
+from .model import Manifest, MemberInfo, replace
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
@@ -60,8 +60,10 @@ def sha256(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """The canonical JSON encoding of a manifest (also the sidecar file's content)."""
+def manifest_bytes(manifest: dict[str, Any] | Manifest) -> bytes:
+    """The canonical JSON encoding of a manifest, its records or its JSON (also the sidecar file's content)."""
+    if isinstance(manifest, Manifest):
+        manifest = manifest.to_json()
     return (json.dumps(manifest, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
 
 
@@ -99,11 +101,20 @@ def data_offset(manifest_size: int, members: dict[str, Any], name: str) -> int:
     return zipwrite.data_offsets(sizes, _padding)[1 + list(members).index(name)]
 
 
+def listing(members: dict[str, Any]) -> dict[str, MemberInfo]:
+    """What the manifest lists of each member: its size and sha256 (a member is bytes, or streamed weights with
+    ``size``, ``sha256`` and ``chunks()``)."""
+    return {name: MemberInfo(_size(d), d.sha256 if hasattr(d, "chunks") else sha256(d)) for name, d in members.items()}
+
+
+def with_members(manifest: Manifest, members: dict[str, Any]) -> Manifest:
+    """The manifest with ``members`` listed (``listing``)."""
+    return replace(manifest, members=listing(members))
+
+
 def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
-    """Fill in ``manifest["members"]`` (each member's size and sha256: a member is bytes, or streamed weights with
-    ``size``, ``sha256`` and ``chunks()``); returns the manifest's bytes."""
-    manifest["members"] = {name: {"size": _size(d), "sha256": d.sha256 if hasattr(d, "chunks") else sha256(d)}
-                           for name, d in members.items()}
+    """Fill in ``manifest["members"]`` of a manifest's JSON (``listing``); returns the manifest's bytes."""
+    manifest["members"] = {name: info.to_json() for name, info in listing(members).items()}
     return manifest_bytes(manifest)
 
 
@@ -116,9 +127,11 @@ def write_members(fp: Any, manifest_raw: bytes, members: dict[str, Any], *, dire
     _write_members(fp, [(MANIFEST_NAME, manifest_raw), *members.items()], direct, written)
 
 
-def write_artifact(path: str | Path, manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
-    """Write the artifact file ``path`` atomically (``fill_members``, ``write_members``); returns its manifest."""
-    mbytes = fill_members(manifest, members)
+def write_artifact(path: str | Path, manifest: Manifest | dict[str, Any], members: dict[str, Any]) -> bytes:
+    """Write the artifact file ``path`` atomically with ``members`` listed in ``manifest`` (its records, or its JSON,
+    which is filled in: ``fill_members``); returns the manifest's bytes."""
+    mbytes = manifest_bytes(with_members(manifest, members)) if isinstance(manifest, Manifest) else \
+        fill_members(manifest, members)
     atomic_write(path, lambda f: write_members(f, mbytes, members))
     return mbytes
 
@@ -131,47 +144,6 @@ class Member:
     name: str
     offset: int  # of the data, from the start of the file
     size: int
-
-
-#: A JSON string, to its closing quote or, unterminated, to the end (a dangling backslash included); what is left
-#: once strings are removed, but brackets; and how each bracket changes the nesting depth.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.S)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def strict_json(data: bytes) -> Any:
-    """Parse JSON bytes as the artifact reader does: UTF-8, no duplicate keys, no NaN or Infinity, numbers in range,
-    nesting at most 64 deep; ``ValueError`` (``UnicodeDecodeError`` included) for anything else."""
-    def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in out:
-                raise ValueError(f"duplicate key {k!r}")
-            out[k] = v
-        return out
-
-    def no_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-    def finite(text: str) -> float:
-        value = float(text)
-        if value in (float("inf"), float("-inf")):
-            raise ValueError(f"the number {text[:20]}{'...' if len(text) > 20 else ''} is out of range")
-        return value
-
-    def bounded_int(text: str) -> int:
-        if len(text.lstrip("-")) > 40:  # far beyond any field's range; int() of thousands of digits is slow
-            raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is out of range")
-        return int(text)
-
-    text = data.decode("utf-8")
-    # The json module recurses per nesting level: bound it before parsing, counting the brackets outside strings.
-    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
-    if max(itertools.accumulate(map(_NESTING.__getitem__, brackets)), default=0) > 64:
-        raise ValueError("nesting deeper than 64 levels")
-    return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constant, parse_float=finite,
-                      parse_int=bounded_int)
 
 
 _strict_json = strict_json  # the name tests/test_fuzz.py checks
@@ -187,10 +159,15 @@ class Artifact:
     truncated after that does.
     """
 
-    def __init__(self, path: Path, file: _FileBytes, manifest: dict[str, Any], members: dict[str, Member],
-                 manifest_raw: bytes):
-        self.path, self._file, self.manifest, self.members = path, file, manifest, members
+    def __init__(self, path: Path, file: _FileBytes, model: Manifest, members: dict[str, Member],
+                 manifest_raw: bytes, manifest: dict[str, Any]):
+        #: ``model``: the validated manifest as records (``artifact.model``), what readers read;
+        #: ``manifest_bytes``: the ``manifest.json`` member's bytes, as stored; ``members``: where each member's
+        #: data lies in the file.
+        self.path, self._file, self.model, self.members = path, file, model, members
         self.manifest_bytes = manifest_raw
+        #: The manifest as parsed JSON (transitional: for readers not yet on the records).
+        self.manifest = manifest
         self._map: mmap.mmap | None = None
         self._verified: set[str] = set()
 
@@ -232,7 +209,7 @@ class Artifact:
         self._check_digest(name, digest.hexdigest())
 
     def _check_digest(self, name: str, actual: str) -> None:
-        expected = self.manifest["members"][name]["sha256"]
+        expected = self.model.members[name].sha256
         if actual != expected:
             raise IntegrityError(f"{self.path}: member {name!r} is damaged: its sha256 is {actual[:16]}..., the "
                                  f"manifest says {expected[:16]}.... Re-download or re-export the artifact.")
@@ -465,26 +442,26 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     except (ValueError, RecursionError) as e:
         raise bad(f"manifest.json is not valid JSON: {e}.") from None
     try:
-        manifest_mod.validate(manifest)
+        typed = manifest_mod.validate(manifest)
     except FormatError as e:
         raise FormatError(f"{where}: {e}") from None
     except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as e:
         # a gap in validate: still a refusal of the file, never a crash of the reader (and a bug to report)
         raise bad(f"manifest.json is malformed in a way the validator does not name ({type(e).__name__}: {e}). "
                   f"Re-export the artifact, and report this message.") from None
-    listed = manifest["members"]
+    listed = typed.members
     for name, member in members.items():
         if name == MANIFEST_NAME:
             continue
         if name not in listed:
             raise bad(f"member {name!r} is not listed in the manifest.")
-        if listed[name]["size"] != member.size:
+        if listed[name].size != member.size:
             raise IntegrityError(f"{where}: member {name!r} is {member.size} bytes, the manifest says "
-                                 f"{listed[name]['size']}.")
+                                 f"{listed[name].size}.")
     for name in listed:
         if name not in members:
             raise bad(f"member {name!r} is listed in the manifest but missing from the archive.")
-    return Artifact(path, data, manifest, members, raw)
+    return Artifact(path, data, typed, members, raw, manifest)
 
 
 def _plural(n: int, noun: str) -> str:

@@ -17,11 +17,35 @@ from typing import Any
 from .. import dimexpr, dtypes
 from ..errors import FormatError, InputError
 from .bounds import Bounds
+from .model import DimVar, Function, Input, Output, Signature
 from .summary import array_type
 
 
-def input_names(fn: Mapping[str, Any]) -> list[str]:
-    return [i["name"] for i in fn["inputs"]]
+def _input(entry: Input | Mapping[str, Any]) -> Input:
+    """An input as its ``artifact.model`` record (transitional: callers may still pass its JSON)."""
+    if isinstance(entry, Input):
+        return entry
+    return Input(entry["name"], tuple(entry["shape"]), entry["dtype"])
+
+
+def _function(fn: Function | Mapping[str, Any]) -> Function:
+    """A function as its ``artifact.model`` record. Transitional: callers may still pass its JSON, or a description
+    with only ``inputs``, ``dims`` and ``constraints`` (the importer's, before the function exists), which is all
+    these checks read."""
+    if isinstance(fn, Function):
+        return fn
+    dims = {v: DimVar(Bounds.of(d)) for v, d in (fn.get("dims") or {}).items()}
+    return Function("", 0, (), tuple(_input(i) for i in fn["inputs"]), (), Signature(), dims=dims,
+                    constraints=tuple(fn.get("constraints") or ()))
+
+
+def _type(a: Input | Output) -> str:
+    """``f32[batch, 784]``."""
+    return array_type({"dtype": a.dtype, "shape": list(a.shape)})
+
+
+def input_names(fn: Function | Mapping[str, Any]) -> list[str]:
+    return _function(fn).input_names
 
 
 def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], context: str = "") -> InputError:
@@ -35,12 +59,18 @@ def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], cont
 
 
 def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str:
-    """How to give input ``name`` as ``dtype``: ``call --cast`` when the conversion keeps every value, and how to
-    convert it into a new file (never over the user's own file)."""
-    target = f"ml_dtypes.{dtype}" if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else f"np.{dtype}"
+    """How to give input ``name`` as ``dtype``: ``call --cast`` where it applies (it converts when every value is
+    kept: always for a pair ``dtypes.safe_cast`` allows, and is named for other pairs of integers, such as numpy's
+    default int64 ids for an int32 input, whose values it judges one by one), and how to convert it into a new file
+    (never over the user's own file)."""
+    known = dtypes.BY_NAME.get(dtype)
+    target = f"ml_dtypes.{dtype}" if known is not None and known.ml_dtypes else f"np.{dtype}"
     imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
-    cast = (" Or let 'jaxport call --cast' convert it on reading (every value is kept)."
-            if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype) else "")
+    cast = ""
+    if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype):
+        cast = " Or let 'jaxport call --cast' convert it on reading (every value is kept)."
+    elif actual in dtypes.BY_NAME and {dtypes.BY_NAME[actual].kind, known and known.kind} <= {"int", "uint"}:
+        cast = f" Or let 'jaxport call --cast' convert it on reading: it does when every value is kept as {dtype}."
     if source and source.endswith(".npy") and "'" not in source:
         new = f"{source[:-len('.npy')]}.{dtype}.npy"
         return (f"Convert it into a new file with: python -c \"{imports}; np.save('{new}', np.load('{source}')"
@@ -48,41 +78,45 @@ def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str
     return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports}).{cast}"
 
 
-def key_mismatch(inp: Mapping[str, Any], a: ArrayInfo) -> str:
+def key_mismatch(inp: Input | Mapping[str, Any], a: ArrayInfo) -> str:
     """Why an array of another dtype cannot be the PRNG key input ``inp`` (or a key the array input ``inp``), and what
     to pass instead."""
+    i = _input(inp)
     given = f"{a.dtype}{list(a.shape)}"
-    if not dtypes.is_key(inp["dtype"]):
-        return (f"input {inp['name']!r} is {array_type(dict(inp))}, but a PRNG key array ({given}) was given; pass "
-                f"an array of {inp['dtype']}.")
-    impl = dtypes.KEYS[inp["dtype"]].impl
-    data = list(dtypes.KEYS[inp["dtype"]].data_shape)
+    if not dtypes.is_key(i.dtype):
+        return (f"input {i.name!r} is {_type(i)}, but a PRNG key array ({given}) was given; pass an array of "
+                f"{i.dtype}.")
+    impl = dtypes.KEYS[i.dtype].impl
+    data = list(dtypes.KEYS[i.dtype].data_shape)
     raw = (f" (raw key data, uint32 with a last axis of {data[0]}, becomes one with jax.random.wrap_key_data(data, "
            f"impl={impl!r}))")
-    return (f"input {inp['name']!r} is a PRNG key array, {array_type(dict(inp))}, but {given} was given; pass "
+    return (f"input {i.name!r} is a PRNG key array, {_type(i)}, but {given} was given; pass "
             f"jax.random.key(seed, impl={impl!r}){raw}.")
 
 
-def parsed_shape(inp: Mapping[str, Any]) -> list[dimexpr.Expr | int]:
-    return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp["shape"]]
+def parsed_shape(inp: Input | Mapping[str, Any]) -> list[dimexpr.Expr | int]:
+    return [d if isinstance(d, int) else dimexpr.parse(d) for d in _input(inp).shape]
 
 
-def rank_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+def rank_mismatch(inp: Input | Mapping[str, Any], dims: list[dimexpr.Expr | int],
+                  shape: Sequence[int]) -> str | None:
     """Why an array of ``shape`` cannot be input ``inp`` (whose parsed shape is ``dims``) by its rank; None if it
     can."""
     if len(shape) == len(dims):
         return None
-    return (f"input {inp['name']!r} has rank {len(shape)} (shape {tuple(shape)}), but the artifact expects rank "
-            f"{len(dims)}: {array_type(dict(inp))}.")
+    i = _input(inp)
+    return (f"input {i.name!r} has rank {len(shape)} (shape {tuple(shape)}), but the artifact expects rank "
+            f"{len(dims)}: {_type(i)}.")
 
 
-def constant_mismatch(inp: Mapping[str, Any], dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+def constant_mismatch(inp: Input | Mapping[str, Any], dims: list[dimexpr.Expr | int],
+                      shape: Sequence[int]) -> str | None:
     """Why an array of ``shape`` (of the right rank) cannot be input ``inp`` by a constant dimension; None if it
     can."""
     for axis, (d, n) in enumerate(zip(dims, shape)):
         if isinstance(d, int) and d != n:
-            return (f"input {inp['name']!r}: shape[{axis}] = {n}, but the artifact expects {d} "
-                    f"({array_type(dict(inp))}).")
+            i = _input(inp)
+            return f"input {i.name!r}: shape[{axis}] = {n}, but the artifact expects {d} ({_type(i)})."
     return None
 
 
@@ -112,32 +146,33 @@ class ArrayInfo:
     source: str | None = None
 
 
-def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
+def check(fn: Function | Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
     """Check arrays (one per manifest input, in order) against a function's manifest entry.
 
     Returns the dimension variables solved from the shapes. Raises InputError naming the input, the axis, the
     dimension variable, the relation and the actual value of the first problem found.
     """
-    inputs = fn["inputs"]
-    if [a.name for a in arrays] != [i["name"] for i in inputs]:
-        raise InputError(f"expected the inputs {', '.join(i['name'] for i in inputs) or '(none)'}, in that order; got "
+    fn = _function(fn)
+    inputs = fn.inputs
+    if [a.name for a in arrays] != fn.input_names:
+        raise InputError(f"expected the inputs {', '.join(fn.input_names) or '(none)'}, in that order; got "
                          f"{', '.join(a.name for a in arrays) or '(none)'}.")
     declared = [parsed_shape(i) for i in inputs]
     for inp, dims, a in zip(inputs, declared, arrays):
-        name = inp["name"]
-        if a.dtype != inp["dtype"] and (dtypes.is_key(inp["dtype"]) or dtypes.is_key(a.dtype)):
+        name = inp.name
+        if a.dtype != inp.dtype and (dtypes.is_key(inp.dtype) or dtypes.is_key(a.dtype)):
             raise InputError(key_mismatch(inp, a))
         problem = rank_mismatch(inp, dims, a.shape)
         if problem:
             raise InputError(problem)
-        if a.dtype != inp["dtype"]:
-            raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp['dtype']}. "
-                             f"{_convert_hint(name, inp['dtype'], a.dtype, a.source)}")
+        if a.dtype != inp.dtype:
+            raise InputError(f"input {name!r} has dtype {a.dtype}, but the artifact expects {inp.dtype}. "
+                             f"{_convert_hint(name, inp.dtype, a.dtype, a.source)}")
         problem = constant_mismatch(inp, dims, a.shape)
         if problem:
             raise InputError(problem)
 
-    shapes = [(i["name"], d, list(a.shape)) for i, d, a in zip(inputs, declared, arrays)]
+    shapes = [(i.name, d, list(a.shape)) for i, d, a in zip(inputs, declared, arrays)]
     env, source, conflicts = dimexpr.solve(shapes)
     if conflicts:
         raise InputError(conflicts[0] + ".")
@@ -179,13 +214,12 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
         text = f"input {src_name!r}: shape[{axis}] = {n}"
         return text, ("" if expr == var else f"; shape[{axis}] is {expr}, so {var} = {env[var]}")
 
-    dims_meta = fn.get("dims") or {}
-    for var in list(dims_meta) + [v for v in every if v not in dims_meta]:
-        bounds = Bounds.of(dims_meta.get(var))
+    for var in list(fn.dims) + [v for v in every if v not in fn.dims]:
+        bounds = fn.bounds_of(var)
         if var in env and not bounds.holds(env[var]):
             head, tail = at(var)
             raise InputError(f"{head}, but dimension {var!r} must satisfy {bounds.text(var)} (spec bound){tail}.")
-    for text in fn.get("constraints") or []:
+    for text in fn.constraints:
         c = dimexpr.parse_constraint(text)
         if not c.variables() <= env.keys():
             continue  # a constraint on variables of another function of the artifact
@@ -208,11 +242,12 @@ def check(fn: Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
 # --- dimension values ------------------------------------------------------------------------------------------
 
 
-def dimension_variables(fn: Mapping[str, Any]) -> list[str]:
+def dimension_variables(fn: Function | Mapping[str, Any]) -> list[str]:
     """Every dimension variable of a function's inputs, in the manifest's ``dims`` order first."""
-    found: list[str] = list(fn.get("dims") or {})
-    for inp in fn["inputs"]:
-        for d in inp["shape"]:
+    fn = _function(fn)
+    found: list[str] = list(fn.dims)
+    for inp in fn.inputs:
+        for d in inp.shape:
             if isinstance(d, str):
                 for v in sorted(dimexpr.variables(dimexpr.parse(d))):
                     if v not in found:
@@ -254,13 +289,14 @@ def _values(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in env.items())
 
 
-def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
+def resolve_dims(fn: Function | Mapping[str, Any], given: Mapping[str, int],
                  budget: dimexpr.Budget | None = None) -> dict[str, int]:
     """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
     bounds and constraints (raises InputError if a given value violates them or none can be found).
 
     The search evaluates at most ``budget`` steps (default :data:`MAX_RESOLVE_STEPS`; share one across calls to
     bound them together): past it, FormatError, since only an artifact's constraints can make it so costly."""
+    fn = _function(fn)
     variables = dimension_variables(fn)
     given = through_aliases(fn, given, variables)
     for name in given:
@@ -269,7 +305,7 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise InputError(f"unknown dimension variable {name!r}; the function has "
                              f"{', '.join(variables) or 'no dimension variables'}.{hint}")
-    bounds = {v: Bounds.of((fn.get("dims") or {}).get(v)) for v in variables}
+    bounds = {v: fn.bounds_of(v) for v in variables}
     env = {v: given[v] if v in given else bounds[v].lo for v in variables}
     for v, value in given.items():
         if not bounds[v].holds(value):
@@ -277,7 +313,7 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
                              f"bound).")
         if not 0 <= value <= dimexpr.MAX_VALUE:
             raise InputError(f"dimension {v!r} = {value} (given) is out of range: a dimension is from 0 to 2**62.")
-    constraints = [c for c in map(dimexpr.parse_constraint, fn.get("constraints") or [])
+    constraints = [c for c in map(dimexpr.parse_constraint, fn.constraints)
                    if c.variables() <= set(variables)]
     budget = budget or dimexpr.Budget(MAX_RESOLVE_STEPS, "solving the dimension variables from the constraints")
     try:
@@ -285,25 +321,25 @@ def resolve_dims(fn: Mapping[str, Any], given: Mapping[str, int],
     except dimexpr.BudgetExceeded as e:
         raise FormatError(f"{e}: the artifact's constraints are too costly to solve. Give every dimension with "
                           f"--dim NAME=VALUE.") from None
-    for inp in fn["inputs"]:
-        for axis, d in enumerate(inp["shape"]):
+    for inp in fn.inputs:
+        for axis, d in enumerate(inp.shape):
             if isinstance(d, str):
                 try:
                     value = dimexpr.evaluate(dimexpr.parse(d), env)
                 except dimexpr.DimExprError as e:
-                    raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} cannot be evaluated with "
+                    raise InputError(f"input {inp.name!r}: shape[{axis}] = {d} cannot be evaluated with "
                                      f"{_values(env)}: {e}.") from None
                 if value < 0:
-                    raise InputError(f"input {inp['name']!r}: shape[{axis}] = {d} is negative with "
+                    raise InputError(f"input {inp.name!r}: shape[{axis}] = {d} is negative with "
                                      f"{_values(env)}.")
     return env
 
 
-def aliases(fn: Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
+def aliases(fn: Function | Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
     """Names the spec's constraints define in terms of the function's variables (``d == 64*heads``: JAX rewrites
     ``d`` as ``64*heads``, so the program has no ``d``): name -> (expression, the constraint's text)."""
     out: dict[str, tuple[dimexpr.Expr, str]] = {}
-    for text in fn.get("constraints") or []:
+    for text in _function(fn).constraints:
         try:
             c = dimexpr.parse_constraint(text)
         except dimexpr.DimExprError:
@@ -316,7 +352,7 @@ def aliases(fn: Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dime
     return out
 
 
-def through_aliases(fn: Mapping[str, Any], given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
+def through_aliases(fn: Function | Mapping[str, Any], given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
     """``given`` with a value for a name the constraints define (``--dim d=128`` with ``d == 64*heads``) turned into
     the value of the one variable of its definition left unknown (``heads=2``); a value that no integer fits, or
     that disagrees with the others given, is an InputError naming the constraint."""
@@ -393,6 +429,7 @@ def _search(constraints: list[dimexpr.Constraint], env: dict[str, int], given: M
     raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
 
 
-def concrete_shape(inp: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
+def concrete_shape(inp: Input | Output | Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
     """An input's shape at the given dimension values."""
-    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in inp["shape"])
+    shape = inp["shape"] if isinstance(inp, Mapping) else inp.shape  # a mapping: transitional, a shape's holder
+    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in shape)

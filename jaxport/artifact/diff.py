@@ -20,7 +20,7 @@ the payloads' bytes differ). The rules are documented in ``specs/CLI.md``; the c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,12 @@ from typing import Any
 from .. import dimexpr
 from ..errors import UsageError
 from ..module_scan import module_text
+from . import model
 from .calltree import leaves
 from .changes import BREAKING, COMPATIBLE, UNDECIDED, Change, Collector
-from .container import open_artifact
+from .container import Artifact, open_artifact
 from .diff_shapes import compare_accepted, norm_dim, rename_dim, renaming
+from .manifest import validate
 from .payload import module_bytes
 from .summary import array_type
 
@@ -113,18 +115,18 @@ class DiffReport:
 # --- arrays -----------------------------------------------------------------------------------------------------
 
 
-def _compare_shape(c: Collector, fname: str, what: str, name: str, old: Mapping[str, Any], new: Mapping[str, Any],
-                   names: Mapping[str, str], kind_prefix: str) -> None:
+def _compare_shape(c: Collector, fname: str, what: str, name: str, old: model.Input | model.Output,
+                   new: model.Input | model.Output, names: Mapping[str, str], kind_prefix: str) -> None:
     path = f"{kind_prefix}s[{name!r}]"
-    if old["dtype"] != new["dtype"]:
+    if old.dtype != new.dtype:
         c.add(BREAKING, f"{kind_prefix}_dtype_changed", fname, f"{path}.dtype",
-              f"{what} {name!r}: dtype {old['dtype']} -> {new['dtype']}", old["dtype"], new["dtype"])
-    old_shape = [rename_dim(d, names) for d in old["shape"]]
-    new_shape = list(new["shape"])
+              f"{what} {name!r}: dtype {old.dtype} -> {new.dtype}", old.dtype, new.dtype)
+    old_shape = [rename_dim(d, names) for d in old.shape]
+    new_shape = list(new.shape)
     if len(old_shape) != len(new_shape):
         c.add(BREAKING, f"{kind_prefix}_rank_changed", fname, f"{path}.shape",
-              f"{what} {name!r}: rank {len(old_shape)} -> {len(new_shape)} ({array_type(dict(old))} -> "
-              f"{array_type(dict(new))})", old["shape"], new["shape"])
+              f"{what} {name!r}: rank {len(old_shape)} -> {len(new_shape)} ({array_type(old)} -> "
+              f"{array_type(new)})", list(old.shape), list(new.shape))
         return
     for axis, (a, b) in enumerate(zip(old_shape, new_shape)):
         if isinstance(a, int) and isinstance(b, int):
@@ -143,28 +145,27 @@ def _compare_shape(c: Collector, fname: str, what: str, name: str, old: Mapping[
                   f"{what} {name!r}: shape[{axis}] {a} -> {b} (dimension expression changed)", a, b)
 
 
-def _compare_inputs(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _compare_inputs(c: Collector, fname: str, old: model.Function, new: model.Function,
                     names: Mapping[str, str]) -> None:
-    old_in = {i["name"]: i for i in old["inputs"]}
-    new_in = {i["name"]: i for i in new["inputs"]}
+    old_in = {i.name: i for i in old.inputs}
+    new_in = {i.name: i for i in new.inputs}
     removed = [n for n in old_in if n not in new_in]
     added = [n for n in new_in if n not in old_in]
     renamed: dict[str, str] = {}
     for r in removed:
         match = next((a for a in added if a not in renamed.values()
-                      and new_in[a].get("spec_path") is not None
-                      and new_in[a].get("spec_path") == old_in[r].get("spec_path")), None)
+                      and new_in[a].spec_path is not None and new_in[a].spec_path == old_in[r].spec_path), None)
         if match is not None:
             renamed[r] = match
     for r in removed:
         if r in renamed:
             c.add(BREAKING, "input_renamed", fname, f"inputs[{r!r}]", f"input {r!r} renamed to {renamed[r]!r} "
-                  f"({old_in[r].get('spec_path')})", r, renamed[r])
+                  f"({old_in[r].spec_path})", r, renamed[r])
         else:
             c.add(BREAKING, "input_removed", fname, f"inputs[{r!r}]", f"input {r!r} removed", r, None)
     for a in added:
         if a not in renamed.values():
-            where = f" ({new_in[a]['spec_path']})" if new_in[a].get("spec_path") else ""
+            where = f" ({new_in[a].spec_path})" if new_in[a].spec_path else ""
             c.add(BREAKING, "input_added", fname, f"inputs[{a!r}]", f"new input {a!r}{where}: callers of the old "
                   f"artifact do not pass it", None, a)
     for n in old_in:
@@ -178,26 +179,29 @@ def _compare_inputs(c: Collector, fname: str, old: Mapping[str, Any], new: Mappi
               f"{', '.join(common_new)} (callers passing them by position break)", common_old, common_new)
 
 
-def _tree_shape(node: Any) -> Any:
+def _tree_shape(node: model.OutputNode | None) -> Any:
     """The output tree's structure without leaf numbers, for comparing containers."""
-    if not isinstance(node, dict):
+    if node is None:
         return None
-    if "output" in node:
+    if node.kind == "output":
         return "output"
-    if "dict" in node and isinstance(node["dict"], dict):
-        return ("dict", tuple(sorted((k, _tree_shape(v)) for k, v in node["dict"].items())))
-    for kind in ("list", "tuple"):
-        if kind in node and isinstance(node[kind], list):
-            return (kind, tuple(_tree_shape(v) for v in node[kind]))
-    if "node" in node:
-        return ("node", node["node"])
-    return ("none",) if "none" in node else None
+    if node.kind == "dict":
+        return ("dict", tuple(sorted((k, _tree_shape(v)) for k, v in node.value.items())))
+    if node.kind in ("list", "tuple"):
+        return (node.kind, tuple(_tree_shape(v) for v in node.value))
+    if node.kind == "node":
+        return ("node", node.type_name)
+    return ("none",)
 
 
-def _compare_outputs(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _tree_json(node: model.OutputNode | None) -> Any:
+    return None if node is None else node.to_json()
+
+
+def _compare_outputs(c: Collector, fname: str, old: model.Function, new: model.Function,
                      names: Mapping[str, str]) -> None:
-    old_out = {o["name"]: o for o in old["outputs"]}
-    new_out = {o["name"]: o for o in new["outputs"]}
+    old_out = {o.name: o for o in old.outputs}
+    new_out = {o.name: o for o in new.outputs}
     for n in old_out:
         if n not in new_out:
             c.add(BREAKING, "output_removed", fname, f"outputs[{n!r}]", f"output {n!r} removed", n, None)
@@ -206,22 +210,22 @@ def _compare_outputs(c: Collector, fname: str, old: Mapping[str, Any], new: Mapp
     for n in new_out:
         if n not in old_out:
             c.add(COMPATIBLE, "output_added", fname, f"outputs[{n!r}]", f"new output {n!r}", None, n)
-    if list(old_out) == list(new_out) and _tree_shape(old.get("output_tree")) != _tree_shape(new.get("output_tree")):
+    if list(old_out) == list(new_out) and _tree_shape(old.output_tree) != _tree_shape(new.output_tree):
         c.add(BREAKING, "output_structure_changed", fname, "output_tree", "the returned pytree's containers changed "
-              "(same outputs, different nesting)", old.get("output_tree"), new.get("output_tree"))
+              "(same outputs, different nesting)", _tree_json(old.output_tree), _tree_json(new.output_tree))
 
 
 # --- the call tree -----------------------------------------------------------------------------------------------
 
 
-def _compare_signature(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    old_static, new_static = leaves(old.get("signature"), "static"), leaves(new.get("signature"), "static")
+def _compare_signature(c: Collector, fname: str, old: model.Function, new: model.Function) -> None:
+    old_static, new_static = leaves(old.signature, "static"), leaves(new.signature, "static")
     for path in old_static:
         if path in new_static and old_static[path] != new_static[path]:
             c.add(BREAKING, "static_changed", fname, path, f"static argument {path}: {old_static[path]!r} -> "
                   f"{new_static[path]!r} (baked into the program; callers that pass it break)", old_static[path],
                   new_static[path])
-    old_bound, new_bound = leaves(old.get("signature"), "bound"), leaves(new.get("signature"), "bound")
+    old_bound, new_bound = leaves(old.signature, "bound"), leaves(new.signature, "bound")
     for path in old_bound:
         if path in new_bound and old_bound[path] != new_bound[path]:
             c.add(COMPATIBLE, "bound_source_changed", fname, path, f"weights of {path} bound from "
@@ -231,7 +235,7 @@ def _compare_signature(c: Collector, fname: str, old: Mapping[str, Any], new: Ma
 # --- functions and the artifact ----------------------------------------------------------------------------------
 
 
-def _compare_function(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def _compare_function(c: Collector, fname: str, old: model.Function, new: model.Function,
                       budget: dimexpr.Budget) -> None:
     names = renaming(old, new)
     for v, w in names.items():
@@ -242,92 +246,88 @@ def _compare_function(c: Collector, fname: str, old: Mapping[str, Any], new: Map
     _compare_outputs(c, fname, old, new, names)
     _compare_signature(c, fname, old, new)
 
-    old_p, new_p = list(old.get("platforms") or []), list(new.get("platforms") or [])
-    for p in old_p:
-        if p not in new_p:
+    for p in old.platforms:
+        if p not in new.platforms:
             c.add(BREAKING, "platform_removed", fname, "platforms", f"platform {p} removed", p, None)
-    for p in new_p:
-        if p not in old_p:
+    for p in new.platforms:
+        if p not in old.platforms:
             c.add(COMPATIBLE, "platform_added", fname, "platforms", f"platform {p} added", None, p)
 
-    old_cc = {x.get("target"): x for x in old.get("custom_calls") or []}
-    for x in new.get("custom_calls") or []:
-        t = x.get("target")
+    old_cc = {x.target: x for x in old.custom_calls}
+    for x in new.custom_calls:
+        t = x.target
         if t in old_cc:
             continue
-        if x.get("stability") == "guaranteed":
+        if x.stability == "guaranteed":
             c.add(COMPATIBLE, "custom_call_added", fname, "custom_calls", f"new custom call {t} (guaranteed stable "
                   f"by JAX)", None, t)
         else:
             c.add(BREAKING, "custom_call_added", fname, "custom_calls", f"new custom call {t}, which JAX does not "
                   f"guarantee stable: consumers need a jaxlib (or kernel) that provides it", None, t)
-    new_targets = {x.get("target") for x in new.get("custom_calls") or []}
+    new_targets = {x.target for x in new.custom_calls}
     for t in old_cc:
         if t not in new_targets:
             c.add(COMPATIBLE, "custom_call_removed", fname, "custom_calls", f"custom call {t} no longer used", t, None)
 
-    occ, ncc = old.get("calling_convention_version"), new.get("calling_convention_version")
-    if isinstance(occ, int) and isinstance(ncc, int) and occ != ncc:
+    occ, ncc = old.calling_convention_version, new.calling_convention_version
+    if occ != ncc:
         if ncc > occ:
             c.add(BREAKING, "calling_convention_raised", fname, "calling_convention_version",
                   f"calling convention {occ} -> {ncc}: consumers whose JAX only runs {occ} cannot load it", occ, ncc)
         else:
             c.add(COMPATIBLE, "calling_convention_lowered", fname, "calling_convention_version",
                   f"calling convention {occ} -> {ncc}", occ, ncc)
-    if old.get("nr_devices", 1) != new.get("nr_devices", 1):
-        c.add(BREAKING, "devices_changed", fname, "nr_devices", f"devices {old.get('nr_devices', 1)} -> "
-              f"{new.get('nr_devices', 1)}", old.get("nr_devices", 1), new.get("nr_devices", 1))
-    if (old.get("effects") or {}) != (new.get("effects") or {}):
+    if old.nr_devices != new.nr_devices:
+        c.add(BREAKING, "devices_changed", fname, "nr_devices", f"devices {old.nr_devices} -> {new.nr_devices}",
+              old.nr_devices, new.nr_devices)
+    if old.effects != new.effects:
         c.add(BREAKING, "effects_changed", fname, "effects", "the program's effects changed (how it must be called)",
-              old.get("effects"), new.get("effects"))
-    if old.get("stablehlo_version") != new.get("stablehlo_version"):
+              old.effects.to_json(), new.effects.to_json())
+    if old.stablehlo_version != new.stablehlo_version:
         c.add(COMPATIBLE, "stablehlo_version_changed", fname, "stablehlo_version",
-              f"StableHLO version {old.get('stablehlo_version')} -> {new.get('stablehlo_version')}",
-              old.get("stablehlo_version"), new.get("stablehlo_version"))
-    if old.get("entrypoint") != new.get("entrypoint"):
-        c.add(COMPATIBLE, "entrypoint_changed", fname, "entrypoint", f"entry point {old.get('entrypoint')} -> "
-              f"{new.get('entrypoint')}", old.get("entrypoint"), new.get("entrypoint"))
+              f"StableHLO version {old.stablehlo_version} -> {new.stablehlo_version}", old.stablehlo_version,
+              new.stablehlo_version)
+    if old.entrypoint != new.entrypoint:
+        c.add(COMPATIBLE, "entrypoint_changed", fname, "entrypoint", f"entry point {old.entrypoint} -> "
+              f"{new.entrypoint}", old.entrypoint, new.entrypoint)
 
 
-def _compare_top(c: Collector, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    ov, nv = str(old.get("format_version")), str(new.get("format_version"))
+def _compare_top(c: Collector, old: model.Manifest, new: model.Manifest) -> None:
+    ov, nv = old.format_version, new.format_version
     if ov != nv:
         major = ov.split(".")[0] != nv.split(".")[0]
         c.add(BREAKING if major else COMPATIBLE, "format_changed", None, "format_version",
               f"artifact format {ov} -> {nv}" + (" (a new major version: older readers refuse it)" if major else ""),
               ov, nv)
-    op, np_ = old.get("producer") or {}, new.get("producer") or {}
+    op, np_ = old.producer.to_json(), new.producer.to_json()  # compared field by field, as JSON values
     for k in sorted(set(op) | set(np_)):
         if op.get(k) != np_.get(k):
             c.add(COMPATIBLE, "producer_changed", None, f"producer.{k}", f"producer.{k} {op.get(k)!r} -> "
                   f"{np_.get(k)!r}", op.get(k), np_.get(k))
-    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    om, nm = old.metadata, new.metadata
     for k in ("name", "version", "description"):
-        if om.get(k) != nm.get(k):
-            c.add(COMPATIBLE, "metadata_changed", None, f"metadata.{k}", f"metadata.{k} {om.get(k)!r} -> "
-                  f"{nm.get(k)!r}", om.get(k), nm.get(k))
-    ol, nl = om.get("labels") or {}, nm.get("labels") or {}
+        if getattr(om, k) != getattr(nm, k):
+            c.add(COMPATIBLE, "metadata_changed", None, f"metadata.{k}", f"metadata.{k} {getattr(om, k)!r} -> "
+                  f"{getattr(nm, k)!r}", getattr(om, k), getattr(nm, k))
+    ol, nl = om.labels, nm.labels
     for k in sorted(set(ol) | set(nl)):
         if ol.get(k) != nl.get(k):
             c.add(COMPATIBLE, "metadata_changed", None, f"metadata.labels[{k!r}]", f"label {k}: {ol.get(k)!r} -> "
                   f"{nl.get(k)!r}", ol.get(k), nl.get(k))
-    os_, ns = (old.get("source") or {}).get("spec"), (new.get("source") or {}).get("spec")
+    os_, ns = old.source.spec, new.source.spec
     if os_ != ns:
         c.add(COMPATIBLE, "source_changed", None, "source.spec", f"source spec {os_} -> {ns}", os_, ns)
 
-    ot = ((old.get("weights") or {}).get("tensors") or {}) if isinstance(old.get("weights"), dict) else {}
-    nt = ((new.get("weights") or {}).get("tensors") or {}) if isinstance(new.get("weights"), dict) else {}
+    ot, nt = old.tensors, new.tensors
     changed_values: list[str] = []
     for k in ot:
         if k not in nt:
             c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r} removed",
                   k, None)
-        elif ot[k].get("dtype") != nt[k].get("dtype") or list(ot[k].get("shape") or []) != list(nt[k].get("shape")
-                                                                                               or []):
+        elif ot[k].dtype != nt[k].dtype or ot[k].shape != nt[k].shape:
             c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r}: "
-                  f"{array_type(dict(ot[k]))} -> {array_type(dict(nt[k]))}", array_type(dict(ot[k])),
-                  array_type(dict(nt[k])))
-        elif ot[k].get("sha256") != nt[k].get("sha256"):
+                  f"{array_type(ot[k])} -> {array_type(nt[k])}", array_type(ot[k]), array_type(nt[k]))
+        elif ot[k].sha256 != nt[k].sha256:
             changed_values.append(k)
     for k in nt:
         if k not in ot:
@@ -338,8 +338,8 @@ def _compare_top(c: Collector, old: Mapping[str, Any], new: Mapping[str, Any]) -
         n = len(changed_values)
         c.add(COMPATIBLE, "weights_changed", None, "weights.tensors", f"weights: {n} of {len(ot)} bound tensor"
               f"{'s' if len(ot) != 1 else ''} {'have' if n != 1 else 'has'} new values, with the same names, shapes "
-              f"and dtypes (a data change)", {k: ot[k].get("sha256") for k in changed_values},
-              {k: nt[k].get("sha256") for k in changed_values})
+              f"and dtypes (a data change)", {k: ot[k].sha256 for k in changed_values},
+              {k: nt[k].sha256 for k in changed_values})
 
 
 def program_digest(payload: bytes, where: str, fname: str) -> str:
@@ -348,52 +348,61 @@ def program_digest(payload: bytes, where: str, fname: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def function_pairs(old: Mapping[str, Any], new: Mapping[str, Any], renames: Mapping[str, str] | None = None,
+def _names(m: model.Manifest | Iterable[str]) -> list[str]:
+    return list(m.functions if isinstance(m, model.Manifest) else m)
+
+
+def function_pairs(old: model.Manifest | Iterable[str], new: model.Manifest | Iterable[str],
+                   renames: Mapping[str, str] | None = None,
                    where: tuple[str, str] = ("the old artifact", "the new artifact")) -> list[tuple[str, str]]:
-    """``(old function, new function)`` pairs to compare: the same name, or as ``renames`` (old -> new) pairs them.
+    """``(old function, new function)`` pairs to compare (of two manifests, or two lists of function names): the
+    same name, or as ``renames`` (old -> new) pairs them.
 
     A rename whose old name is not in ``old``, whose new name is not in ``new``, or that pairs a name twice is a
     UsageError (``where`` names the two artifacts in the message)."""
+    old_names, new_names = _names(old), _names(new)
     renames = dict(renames or {})
     for o, n in renames.items():
-        for name, side, label in ((o, old, where[0]), (n, new, where[1])):
-            if name not in side["functions"]:
+        for name, side, label in ((o, old_names, where[0]), (n, new_names, where[1])):
+            if name not in side:
                 raise UsageError(f"--rename {o}={n}: {label} has no function {name!r} (its functions: "
-                                 f"{', '.join(side['functions'])}).")
+                                 f"{', '.join(side)}).")
     targets = list(renames.values())
     for target in targets:
         if targets.count(target) > 1:
             olds = [o for o, t in renames.items() if t == target]
             raise UsageError(f"--rename: {', '.join(olds)} are all renamed to {target!r}; pair each function once.")
     pairs = []
-    for o in old["functions"]:
+    for o in old_names:
         match = renames[o] if o in renames else None if o in targets else o  # a renamed target is not matched by name
-        if match is not None and match in new["functions"]:
+        if match is not None and match in new_names:
             pairs.append((o, match))
     return pairs
 
 
-def compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any],
+def compare_manifests(old: model.Manifest | Mapping[str, Any], new: model.Manifest | Mapping[str, Any],
                       renames: Mapping[str, str] | None = None) -> list[Change]:
-    """Every difference between two manifests (validated ones, as ``open_artifact`` returns them), classified; the
-    programs themselves are not compared (see :func:`diff`). ``renames`` (old name -> new name) compares a function
-    with one of another name instead of reporting one removed and one added. No JAX."""
-    return _compare_manifests(old, new, function_pairs(old, new, renames))
+    """Every difference between two manifests (``Artifact.model``, or a manifest's JSON, which is validated first),
+    classified; the programs themselves are not compared (see :func:`diff`). ``renames`` (old name -> new name)
+    compares a function with one of another name instead of reporting one removed and one added. No JAX."""
+    old_m = old if isinstance(old, model.Manifest) else validate(old)
+    new_m = new if isinstance(new, model.Manifest) else validate(new)
+    return _compare_manifests(old_m, new_m, function_pairs(old_m, new_m, renames))
 
 
-def _compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any], pairs: list[tuple[str, str]]) -> list[Change]:
+def _compare_manifests(old: model.Manifest, new: model.Manifest, pairs: list[tuple[str, str]]) -> list[Change]:
     c = Collector()
     _compare_top(c, old, new)
     paired_old, paired_new = {o for o, _ in pairs}, {n for _, n in pairs}
-    for fname in old["functions"]:
+    for fname in old.functions:
         if fname not in paired_old:
             c.add(BREAKING, "function_removed", fname, f"functions[{fname!r}]", f"function {fname!r} removed",
                   fname, None)
-    for fname in new["functions"]:
+    for fname in new.functions:
         if fname not in paired_new:
             c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
                   None, fname)
-    single = len(old["functions"]) == 1 and len(new["functions"]) == 1
+    single = len(old.functions) == 1 and len(new.functions) == 1
     for o, n in pairs:
         if o != n:
             if single:
@@ -404,7 +413,7 @@ def _compare_manifests(old: Mapping[str, Any], new: Mapping[str, Any], pairs: li
                       f"(paired by --rename): callers that select it by name break", o, n)
     budget = dimexpr.Budget(MAX_EVALUATION_STEPS, "comparing the bounds and constraints")
     for o, n in pairs:
-        _compare_function(c, n, old["functions"][o], new["functions"][n], budget)
+        _compare_function(c, n, old.functions[o], new.functions[n], budget)
     return c.changes
 
 
@@ -417,11 +426,11 @@ def diff(old: str | Path, new: str | Path, *, programs: bool = True,
     report = DiffReport(str(old), str(new))
     c = Collector()
     with open_artifact(old) as a, open_artifact(new) as b:
-        om, nm = a.manifest, b.manifest
+        om, nm = a.model, b.model
         pairs = function_pairs(om, nm, renames, (str(old), str(new)))
         c.changes = _compare_manifests(om, nm, pairs)
         for oname, fname in pairs:
-            of, nf = om["functions"][oname], nm["functions"][fname]
+            of, nf = om.functions[oname], nm.functions[fname]
             comparison = _compare_programs(a, b, of, nf, fname, programs)
             report.programs[fname] = comparison
             if comparison.status == "changed":
@@ -434,18 +443,18 @@ def diff(old: str | Path, new: str | Path, *, programs: bool = True,
     return report
 
 
-def _compare_programs(a: Any, b: Any, of: Mapping[str, Any], nf: Mapping[str, Any], fname: str,
+def _compare_programs(a: Artifact, b: Artifact, of: model.Function, nf: model.Function, fname: str,
                       programs: bool) -> ProgramComparison:
-    old_payload = a.manifest["members"][of["payload"]]["sha256"]
-    new_payload = b.manifest["members"][nf["payload"]]["sha256"]
+    old_payload = a.model.members[of.payload].sha256
+    new_payload = b.model.members[nf.payload].sha256
     if old_payload == new_payload:
         # Same bytes: check them anyway, so that a member which does not match its digest is refused.
-        a.verify(of["payload"])
-        b.verify(nf["payload"])
+        a.verify(of.payload)
+        b.verify(nf.payload)
         return ProgramComparison("identical", old_payload, new_payload)
     if not programs:
         return ProgramComparison("not compared", old_payload, new_payload)
-    old_digest = program_digest(a.read(of["payload"]), str(a.path), fname)
-    new_digest = program_digest(b.read(nf["payload"]), str(b.path), fname)
+    old_digest = program_digest(a.read(of.payload), str(a.path), fname)
+    new_digest = program_digest(b.read(nf.payload), str(b.path), fname)
     return ProgramComparison("identical" if old_digest == new_digest else "changed", old_payload, new_payload,
                              old_digest, new_digest)

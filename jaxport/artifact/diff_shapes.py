@@ -22,25 +22,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import dimexpr
+from . import model
 from .bounds import Bounds
 from .changes import BREAKING, COMPATIBLE, UNDECIDED, Collector
 from .implication import IMPLIED, REFUTED, System, Verdict, implies
 from .implication import UNDECIDED as NOT_DECIDED
 
 
-def renaming(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, str]:
+def renaming(old: model.Function, new: model.Function) -> dict[str, str]:
     """Old dimension variable -> new name, for variables solved from the same input axis under another name."""
-    old_dims, new_dims = old.get("dims") or {}, new.get("dims") or {}
+    old_dims, new_dims = old.dims, new.dims
     out: dict[str, str] = {}
     for v, d in old_dims.items():
         if v in new_dims:
             continue
-        src = (d or {}).get("derived_from") or {}
+        src = d.derived_from
         for w, e in new_dims.items():
             if w in old_dims or w in out.values():
                 continue
-            other = (e or {}).get("derived_from") or {}
-            if src and src.get("input") == other.get("input") and src.get("axis") == other.get("axis"):
+            other = e.derived_from
+            if src is not None and other is not None and (src.input, src.axis) == (other.input, other.axis):
                 out[v] = w
                 break
     return out
@@ -76,11 +77,11 @@ class _Constraint:
     variables: frozenset[str]
 
 
-def _constraints(f: Mapping[str, Any], names: Mapping[str, str]) -> list[_Constraint]:
+def _constraints(f: model.Function, names: Mapping[str, str]) -> list[_Constraint]:
     # Renamed trees are compared as trees and rendered, never parsed again: a longer name could push the
     # rendering past the parser's length cap.
     out = []
-    for text in f.get("constraints") or []:
+    for text in f.constraints:
         c = dimexpr.parse_constraint(text)
         lhs, rhs = _rename_expr(c.lhs, names), _rename_expr(c.rhs, names)
         parsed = dimexpr.Constraint(lhs, c.op, rhs, text)
@@ -121,18 +122,18 @@ def _all(system: System, claims: list[dimexpr.Constraint], budget: dimexpr.Budge
     return Verdict(IMPLIED, how="enumerated" if any(v.how == "enumerated" for v in verdicts) else "proved")
 
 
-def compare_accepted(c: Collector, fname: str, old: Mapping[str, Any], new: Mapping[str, Any],
+def compare_accepted(c: Collector, fname: str, old: model.Function, new: model.Function,
                      names: Mapping[str, str], budget: dimexpr.Budget) -> None:
     """Report the bounds and constraints that changed (see the module docstring); ``names`` renames old
     variables."""
-    old_dims = {names.get(v, v): d for v, d in (old.get("dims") or {}).items()}
-    new_dims = new.get("dims") or {}
+    old_bounds = {names.get(v, v): b for v, b in old.bounds.items()}
+    new_bounds = new.bounds
     old_all = _constraints(old, names)
-    system = System({v: Bounds.of(d) for v, d in old_dims.items()}, [x.parsed for x in old_all])
-    for v in old_dims:
-        if v not in new_dims:
+    system = System(old_bounds, [x.parsed for x in old_all])
+    for v in old_bounds:
+        if v not in new_bounds:
             continue
-        was, now = Bounds.of(old_dims[v]), Bounds.of(new_dims[v])
+        was, now = old_bounds[v], new_bounds[v]
         if was == now:
             continue
         path, change = f"dims[{v!r}]", f"dimension {v!r}: {was.text(v)} -> {now.text(v)}"

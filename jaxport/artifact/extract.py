@@ -7,46 +7,40 @@ Weights are written with names relative to their bound argument (``w1`` for the 
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _safetensors, dtypes
 from .._fsio import atomic_write, check_output
 from ..errors import UsageError
 from ..module_scan import module_text
 from .calltree import walk
 from .container import Artifact
 from .manifest import function_names
+from .model import Manifest
 from .payload import module_bytes
 from .private_copy import private_member
 from .tensors import tensor_views
-
-#: Dtypes jaxport stores that a ``.npy`` header cannot name (numpy writes them as void ``|V2``, ``|V1``).
-_NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-#: Dtypes jaxport stores that the safetensors format has no name for.
-_NOT_IN_SAFETENSORS = ("complex128",)
-#: The key of a safetensors header that holds its metadata, not a tensor: a tensor of that name cannot be read back.
-_SAFETENSORS_METADATA = "__metadata__"
 
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
     """Every bound tensor as a read-only numpy array (name -> array): views of a private copy whose digest was
     checked (``private_copy``), or of the artifact's memory map when ``verify`` is false."""
-    w = art.manifest.get("weights")
-    if not w:
+    w = art.model.weights
+    if w is None or not w.tensors:
         return {}
     # checked over a private copy: what is written out is what was hashed, whatever rewrites the file meanwhile
-    buffer = private_member(art, w["member"])[0] if verify else art.view(w["member"])
-    return tensor_views(buffer, w["tensors"], str(art.path))
+    buffer = private_member(art, w.member)[0] if verify else art.view(w.member)
+    return tensor_views(buffer, w.tensors, str(art.path))
 
 
-def bound_arguments(manifest: Mapping[str, Any]) -> list[str]:
+def bound_arguments(manifest: Manifest | None) -> list[str]:
     """The names of the arguments bound to weights, over every function (``params``, or ``state/0`` for a bind
     inside an argument): a bound tensor is named ``ARGUMENT/path/in/its/tree``."""
     found: dict[str, None] = {}
-    for f in (manifest.get("functions") or {}).values():
-        for site in walk(f.get("signature")):
+    for f in manifest.functions.values() if manifest is not None else ():
+        for site in walk(f.signature):
             if site.kind == "bound":
                 found.setdefault(site.name, None)
     return list(found)
@@ -72,8 +66,7 @@ def weights_to_write(art: Artifact, argument: str | None = None, full_names: boo
     With one bound argument it is chosen; with several, ``argument`` names one (UsageError otherwise). A tensor
     outside every bound argument keeps its full name. ``full_names`` writes the artifact's names (``params/w1``), as
     the program's weights argument and ``compile``'s description name them."""
-    manifest = getattr(art, "manifest", None) or {}
-    arguments = bound_arguments(manifest)
+    arguments = bound_arguments(getattr(art, "model", None))
     if argument is not None and argument not in arguments:
         shown = ", ".join(arguments) if arguments else "none"
         raise UsageError(f"{art.path}: --arg {argument}: no argument of that name is bound to weights (bound "
@@ -127,7 +120,7 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
                          f"--bind {chosen}=FILE.npy reads), or with --full-names.")
     if suffix in (".npz", ".npy"):
         # .npy records a dtype by numpy's own names only: ml_dtypes' types would be written as raw void bytes.
-        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in _NOT_IN_NPY]
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in dtypes.NOT_IN_NPY]
         if odd:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: {suffix} cannot record the dtype of {len(odd)} tensor(s): {shown}; numpy "
@@ -137,17 +130,15 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
         else:
             atomic_write(output, lambda f: _write_npy(f, next(iter(arrays.values()))), inputs=[art.path])
     else:
-        from safetensors.numpy import save
-
-        if _SAFETENSORS_METADATA in arrays:
-            raise UsageError(f"{output}: a tensor is named {_SAFETENSORS_METADATA!r}, the key a .safetensors header "
+        if _safetensors.METADATA in arrays:
+            raise UsageError(f"{output}: a tensor is named {_safetensors.METADATA!r}, the key a .safetensors header "
                              f"reserves for its metadata; the file could not be read back. Write .npz instead.")
-        odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in _NOT_IN_SAFETENSORS]
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if _safetensors.tag_of(str(a.dtype)) is None]
         if odd:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: .safetensors cannot record the dtype of {len(odd)} tensor(s): {shown}. "
                              f"Write .npz instead.")
-        atomic_write(output, lambda f: f.write(save(arrays)), inputs=[art.path])
+        atomic_write(output, lambda f: _safetensors.write(f, arrays), inputs=[art.path])
     return WeightsWritten(output.stat().st_size, len(arrays), chosen)
 
 
@@ -170,10 +161,10 @@ def _write_npz(f: Any, arrays: dict[str, Any]) -> None:
 
 
 def _payload(art: Artifact, function: str | None) -> tuple[str, bytes]:
-    names = function_names(art.manifest, function)
+    names = function_names(art.model, function)
     if len(names) > 1:
         raise UsageError(f"{art.path}: the artifact holds {len(names)} functions ({', '.join(names)}); name one.")
-    return names[0], art.read(art.manifest["functions"][names[0]]["payload"])
+    return names[0], art.read(art.model.functions[names[0]].payload)
 
 
 def extract_payload(art: Artifact, function: str | None, output: str | Path) -> int:

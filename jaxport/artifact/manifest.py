@@ -8,13 +8,15 @@ looks functions up in a validated one. The layout is documented in ``specs/FORMA
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from .. import dimexpr, dtypes
 from .._text import plural
 from .._version import __version__
 from ..errors import FormatError, UsageError
-from ..spec_values import input_range
-from . import calltree
+from ..spec_values import dimension_range, input_range
+from . import calltree, model
+from .bounds import Bounds
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -35,12 +37,12 @@ MAX_RANK = 64
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def function_names(m: dict[str, Any], function: str | None = None) -> list[str]:
+def function_names(m: model.Manifest | dict[str, Any], function: str | None = None) -> list[str]:
     """The artifact's functions, or just ``function``; an unknown name is a UsageError with close matches."""
-    names = list(m["functions"])
+    names = list(m.functions if isinstance(m, model.Manifest) else m["functions"])
     if function is None:
         return names
-    if function not in m["functions"]:
+    if function not in names:
         import difflib  # only for this message: not imported when a manifest is read
 
         close = difflib.get_close_matches(function, names, n=1)
@@ -142,10 +144,12 @@ def _check_ranges(v: _V, inputs: list[Any], path: str) -> None:
         if len(bounds) != 2:
             raise v.fail(here, f"expected [LO, HI], found {plural(len(bounds), 'entry', 'entries')}")
         kind = dtypes.BY_NAME[a["dtype"]].kind
-        if kind in ("int", "uint") and not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+        named = any(isinstance(b, str) and any(c.isalpha() or c == "_" for c in b) for b in bounds)  # [0, "nodes"]
+        if not named and kind in ("int", "uint") and not all(isinstance(b, int) and not isinstance(b, bool)
+                                                             for b in bounds):
             raise v.fail(here, f"expected two integers for a {a['dtype']} input")
         try:
-            input_range(bounds[0], bounds[1], a["dtype"])
+            (dimension_range if named else input_range)(bounds[0], bounds[1], a["dtype"])
         except ValueError as e:
             raise v.fail(here, str(e).split(";")[0]) from None
 
@@ -159,7 +163,7 @@ def _check_signature(v: _V, sig: Any, n_inputs: int, path: str) -> None:
         v.obj(node, here)
         kind = calltree.kind(node)
         if kind is None:
-            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(calltree.NODE_KINDS)}; found "
+            raise v.fail(here, f"a call-tree node has exactly one of {', '.join(model.NODE_KINDS)}; found "
                                f"{', '.join(map(repr, sorted(node)[:4])) or 'none'}")
         if top:
             v.string(v.key(node, "name", here), f"{here}.name")
@@ -262,8 +266,9 @@ def _check_described(v: _V, f: dict[str, Any], here: str, inputs: list[Any], n_o
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def validate(m: Any) -> dict[str, Any]:
-    """Check the structure of an untrusted manifest; raise FormatError naming the first bad field."""
+def validate(m: Any) -> model.Manifest:
+    """Check the structure of an untrusted manifest (parsed JSON); raise FormatError naming the first bad field.
+    Returns it as records: the only way from a manifest's JSON to a ``model.Manifest``."""
     v = _V()
     v.obj(m, "(top level)")
     fmt = v.key(m, "format", "(top level)")
@@ -360,7 +365,7 @@ def validate(m: Any) -> dict[str, Any]:
             raise v.fail(f"{here}.weights", "names a tensor twice")
     if m.get("weights") is not None:
         _check_weights(v, m["weights"], members)
-    return m
+    return _manifest(m)
 
 
 def _check_dimension_ranges(v: _V, f: dict[str, Any], here: str) -> None:
@@ -474,3 +479,122 @@ def _check_weights(v: _V, w: Any, members: dict[str, Any]) -> None:
         end = stop
     if size != end:
         raise v.fail(f"members[{WEIGHTS_MEMBER!r}].size", f"{size} bytes, but the tensors end at {end}")
+
+
+# --- the records of a validated manifest -------------------------------------------------------------------------
+
+
+def _manifest(m: dict[str, Any]) -> model.Manifest:
+    """The records of a manifest ``validate`` has checked (absent optional fields as ``model`` says)."""
+    p = m["producer"]
+    rng = p.get("calling_convention_range")
+    meta = m.get("metadata") or {}
+    source = m.get("source") or {}
+    w = m.get("weights")
+    weights = None if w is None else model.Weights(w["member"], {
+        n: model.StoredTensor(t["dtype"], tuple(t["shape"]), t["offset"], t["nbytes"], t["sha256"])
+        for n, t in w["tensors"].items()})
+    return model.Manifest(
+        format_version=m["format_version"],
+        producer=model.Producer(p["jaxport"], p["jax"], p["jaxlib"], None if rng is None else (rng[0], rng[1])),
+        members={n: model.MemberInfo(i["size"], i["sha256"]) for n, i in m["members"].items()},
+        functions={n: function_record(f) for n, f in m["functions"].items()},
+        metadata=model.Metadata(meta.get("name"), meta.get("version"), meta.get("description"),
+                                meta.get("labels") or model.EMPTY,
+                                tuple(k for k in meta if k in model.METADATA_KEYS)),
+        source=model.Source(source.get("spec"), source.get("spec_sha256"), source.get("binds")),
+        weights=weights,
+        format=m["format"])
+
+
+def _partition_spec(spec: Any) -> tuple[Any, ...] | None:
+    return None if spec is None else tuple(tuple(e) if isinstance(e, list) else e for e in spec)
+
+
+def _call_node(node: Mapping[str, Any]) -> model.CallNode:
+    kind = calltree.kind(node)
+    assert kind is not None  # validate checked it
+    value = node[kind]
+    if kind == "list":
+        value = tuple(_call_node(c) for c in value)
+    elif kind == "dict":
+        value = {k: _call_node(c) for k, c in value.items()}
+    return model.CallNode(kind, value, node.get("name"))
+
+
+def _output_node(node: Mapping[str, Any]) -> model.OutputNode:
+    if "output" in node:
+        return model.OutputNode("output", node["output"])
+    if "dict" in node:
+        return model.OutputNode("dict", {k: _output_node(c) for k, c in node["dict"].items()})
+    for kind in ("list", "tuple"):
+        if kind in node:
+            return model.OutputNode(kind, tuple(_output_node(c) for c in node[kind]))
+    if "node" in node or "children" in node:
+        return model.OutputNode("node", tuple(_output_node(c) for c in node.get("children", [])), node.get("node"))
+    return model.OutputNode("none")
+
+
+def as_function(f: model.Function | Mapping[str, Any]) -> model.Function:
+    """A function as its record, whether given the record or (transitional) its JSON."""
+    return f if isinstance(f, model.Function) else function_record(f)
+
+
+def as_input(a: model.Input | Mapping[str, Any]) -> model.Input:
+    """An input as its record, whether given the record or (transitional) its entry in a validated manifest."""
+    if isinstance(a, model.Input):
+        return a
+    return model.Input(a["name"], tuple(a["shape"]), a["dtype"], a.get("spec_path"), a.get("sharding"),
+                       _partition_spec(a.get("partition_spec")),
+                       None if a.get("range") is None else (a["range"][0], a["range"][1]))
+
+
+def function_record(f: Mapping[str, Any]) -> model.Function:
+    """The record of one function entry of a manifest ``validate`` has checked (transitional: for the readers that
+    are still given a function's JSON; the others get it from ``validate``)."""
+    inputs = tuple(as_input(a) for a in f["inputs"])
+    outputs = tuple(model.Output(a["name"], tuple(a["shape"]), a["dtype"], a.get("sharding"),
+                                 _partition_spec(a.get("partition_spec"))) for a in f["outputs"])
+    sig = f.get("signature")
+    if sig:
+        signature = model.Signature(tuple(_call_node(a) for a in sig.get("args", [])),
+                                    {k: _call_node(c) for k, c in sig.get("kwargs", {}).items()})
+    else:  # no call tree: the inputs are the positional arguments, in order
+        signature = model.Signature(tuple(model.CallNode("input", i, a.name) for i, a in enumerate(inputs)))
+    dims = {}
+    for name, d in (f.get("dims") or {}).items():
+        src = d.get("derived_from")
+        dims[name] = model.DimVar(Bounds.of(d), None if src is None else
+                                  model.Derivation(src["input"], src["axis"], src["expression"]))
+    consts = f.get("embedded_constants") or {}
+    effects = f.get("effects") or {}
+    mesh = f.get("mesh")
+    wps = f.get("weights_partition_specs")
+    return model.Function(
+        payload=f["payload"],
+        calling_convention_version=f["calling_convention_version"],
+        platforms=tuple(f["platforms"]),
+        inputs=inputs,
+        outputs=outputs,
+        signature=signature,
+        entrypoint=f.get("entrypoint"),
+        stablehlo_version=f.get("stablehlo_version"),
+        x64=bool(f.get("x64", False)),
+        weights=tuple(f.get("weights", ())),
+        output_tree=None if f.get("output_tree") is None else _output_node(f["output_tree"]),
+        dims=dims,
+        constraints=tuple(f.get("constraints", ())),
+        shape_assertions=tuple(f.get("shape_assertions", ())),
+        custom_calls=tuple(model.CustomCall(c["target"], c.get("count"), c.get("stability"))
+                           for c in f.get("custom_calls", ())),
+        allowed_custom_calls=tuple(f.get("allowed_custom_calls", ())),
+        disabled_safety_checks=tuple(f.get("disabled_safety_checks", ())),
+        kept_inputs=None if f.get("kept_inputs") is None else tuple(f["kept_inputs"]),
+        effects=model.Effects(tuple(effects.get("ordered", ())), tuple(effects.get("unordered", ()))),
+        nr_devices=f.get("nr_devices", 1),
+        vjp_order=f.get("vjp_order", 0),
+        embedded_constants=model.EmbeddedConstants(
+            consts.get("count"), consts.get("bytes"),
+            tuple(model.Constant(c.get("type"), c.get("bytes"), c.get("location")) for c in consts.get("largest", ()))),
+        mesh=None if mesh is None else model.Mesh(tuple(mesh["axis_names"]), tuple(mesh["axis_sizes"])),
+        weights_partition_specs=None if wps is None else {n: _partition_spec(s) for n, s in wps.items()})

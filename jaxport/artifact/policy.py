@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime
 import difflib
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 from .._text import plural
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
-from . import age, compat
+from . import age, compat, model
 from .container import open_artifact
 from .summary import human_bytes
 
@@ -389,23 +388,23 @@ def _range_text(lo: Any, hi: Any, show: Any = str) -> str:
     return f">= {show(lo)}" if lo is not None else f"<= {show(hi)}"
 
 
-def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Violation]:
+def evaluate(policy: Policy, manifest: model.Manifest, size: int) -> list[Violation]:
     """Every violation of ``policy`` by an artifact of ``size`` bytes with this manifest, in rule order, except those
     of the rules on the producer's JAX (their days depend on the date: :func:`assess` adds them)."""
     out: list[Violation] = []
-    functions = manifest["functions"]
+    functions = manifest.functions
 
     def add(rule: str, function: str | None, message: str) -> None:
         out.append(Violation(rule, function, message))
 
     if policy.platforms_allowed is not None:
         for fname, f in functions.items():
-            bad = [p for p in f.get("platforms") or [] if p not in policy.platforms_allowed]
+            bad = [p for p in f.platforms if p not in policy.platforms_allowed]
             if bad:
                 add("platforms.allowed", fname, f"function {fname!r} is exported for {', '.join(bad)}, which the "
                     f"policy does not allow (allowed: {', '.join(policy.platforms_allowed) or 'none'}).")
     for fname, f in functions.items():
-        missing = [p for p in policy.platforms_required if p not in (f.get("platforms") or [])]
+        missing = [p for p in policy.platforms_required if p not in f.platforms]
         if missing:
             add("platforms.required", fname, f"function {fname!r} is not exported for {', '.join(missing)}, which "
                 f"the policy requires; re-export with --platform {' --platform '.join(missing)} (and its other "
@@ -413,16 +412,15 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
     if policy.custom_calls_allowed is not None:
         allowed = set(policy.custom_calls_allowed)
         for fname, f in functions.items():
-            for c in f.get("custom_calls") or []:
-                target = c.get("target")
-                if target in allowed:
+            for c in f.custom_calls:
+                if c.target in allowed:
                     continue
-                if policy.allow_guaranteed_custom_calls and c.get("stability") == "guaranteed":
+                if policy.allow_guaranteed_custom_calls and c.stability == "guaranteed":
                     continue
-                stability = "guaranteed stable by JAX" if c.get("stability") == "guaranteed" else \
+                stability = "guaranteed stable by JAX" if c.stability == "guaranteed" else \
                     "not guaranteed stable by JAX"
-                add("custom_calls.allowed", fname, f"function {fname!r} calls custom-call target {target} "
-                    f"({c.get('count', '?')}x, {stability}), which the policy does not allow (allowed: "
+                add("custom_calls.allowed", fname, f"function {fname!r} calls custom-call target {c.target} "
+                    f"({'?' if c.count is None else c.count}x, {stability}), which the policy does not allow (allowed: "
                     f"{', '.join(policy.custom_calls_allowed) or 'none'}"
                     f"{', and every target JAX guarantees stable' if policy.allow_guaranteed_custom_calls else ''}).")
     if policy.max_artifact_size is not None and size > policy.max_artifact_size:
@@ -430,22 +428,22 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
             f"most {human_bytes(policy.max_artifact_size)} ({policy.max_artifact_size} bytes).")
     if policy.format_version is not None:
         lo, hi = policy.format_version
-        m = _VERSION.match(str(manifest.get("format_version")))
+        m = _VERSION.match(manifest.format_version)
         version = (int(m.group(1)), int(m.group(2))) if m else None
         if version is None or (lo is not None and version < lo) or (hi is not None and version > hi):
-            add("format_version", None, f"the artifact's format version {manifest.get('format_version')} is outside "
+            add("format_version", None, f"the artifact's format version {manifest.format_version} is outside "
                 f"the policy's range {_range_text(lo, hi, _dotted)}.")
     if policy.calling_convention is not None:
         cc_lo, cc_hi = policy.calling_convention
         for fname, f in functions.items():
-            cc = f.get("calling_convention_version")
-            if not isinstance(cc, int) or (cc_lo is not None and cc < cc_lo) or (cc_hi is not None and cc > cc_hi):
+            cc = f.calling_convention_version
+            if (cc_lo is not None and cc < cc_lo) or (cc_hi is not None and cc > cc_hi):
                 add("calling_convention", fname, f"function {fname!r} uses calling convention {cc}; the policy "
                     f"requires {_range_text(cc_lo, cc_hi)}.")
     if policy.min_consumer_jax is not None:
         oldest = _jax_version(policy.min_consumer_jax)
-        producer = (manifest.get("producer") or {}).get("jax")
-        made = _jax_version(producer) if isinstance(producer, str) else None
+        producer = manifest.producer.jax
+        made = _jax_version(producer)
         if made is None:
             add("min_consumer_jax", None, f"the artifact does not say which JAX exported it (producer.jax is "
                 f"{producer!r}), so it cannot be shown to load in JAX {policy.min_consumer_jax}.")
@@ -455,52 +453,52 @@ def evaluate(policy: Policy, manifest: Mapping[str, Any], size: int) -> list[Vio
                 f"JAX that exported it and later releases, not in earlier ones. Export with JAX "
                 f"{policy.min_consumer_jax} (or older), or raise min_consumer_jax.")
         for fname, f in functions.items():
-            since = CALLING_CONVENTION_SINCE_JAX.get(f.get("calling_convention_version"))
+            since = CALLING_CONVENTION_SINCE_JAX.get(f.calling_convention_version)
             if oldest is not None and since is not None and oldest < since:
                 add("min_consumer_jax", fname, f"function {fname!r} uses calling convention "
-                    f"{f.get('calling_convention_version')}, which JAX runs from {_dotted(since)} on, newer than "
+                    f"{f.calling_convention_version}, which JAX runs from {_dotted(since)} on, newer than "
                     f"min_consumer_jax {policy.min_consumer_jax}.")
-    meta = manifest.get("metadata") or {}
+    meta = manifest.metadata
     for name in policy.required_metadata:
+        value: object
         if name.startswith("labels."):
             key = name[len("labels."):]
-            value = (meta.get("labels") or {}).get(key)
+            value = meta.labels.get(key)
             shown = f"metadata.labels[{key!r}]"
             fix = f"add it under metadata.labels in the spec ({key}: ...)"
         else:
-            value = meta.get(name)
+            value = getattr(meta, name) if name in METADATA_FIELDS else None
             shown = f"metadata.{name}"
             fix = f"set metadata.{name} in the spec" + (" or pass --version" if name == "version" else "")
         if not isinstance(value, str) or not value.strip():
             add("required_metadata", None, f"{shown} is missing; the policy requires it ({fix}).")
     if policy.forbid_disabled_safety_checks:
         for fname, f in functions.items():
-            disabled = f.get("disabled_safety_checks") or []
+            disabled = f.disabled_safety_checks
             if disabled:
                 add("forbid_disabled_safety_checks", fname, f"function {fname!r} was exported with JAX safety checks "
                     f"disabled ({', '.join(map(str, disabled))}); the policy forbids it.")
     if policy.max_embedded_constant_size is not None:
         limit = policy.max_embedded_constant_size
         for fname, f in functions.items():
-            largest = ((f.get("embedded_constants") or {}).get("largest") or [])
-            big = [c for c in largest if isinstance(c.get("bytes"), int) and c["bytes"] > limit]
-            for c in big:
-                at = "" if c.get("location") in (None, "unknown location") else f", at {c['location']}"
+            for const in f.embedded_constants.largest:
+                if const.bytes is None or const.bytes <= limit:
+                    continue
+                at = "" if const.location in (None, "unknown location") else f", at {const.location}"
                 add("max_embedded_constant_size", fname, f"function {fname!r} embeds a constant of "
-                    f"{human_bytes(c['bytes'])} ({c.get('type')}{at}); the policy allows at most {human_bytes(limit)} "
+                    f"{human_bytes(const.bytes)} ({const.type}{at}); the policy allows at most {human_bytes(limit)} "
                     f"per constant. Pass it as an argument (or bind it as weights) instead of closing over it.")
     return out
 
 
-def assess(policy: Policy, manifest: Mapping[str, Any], size: int,
+def assess(policy: Policy, manifest: model.Manifest, size: int,
            today: datetime.date | None = None) -> tuple[list[Violation], list[tuple[str, str]]]:
     """Every violation (:func:`evaluate`) and every note: the policy's own (a deprecated key), then those of the
     rules on the producer's JAX (``artifact.age``), whose days count from ``today`` (default: ``compat.today()``)."""
     out = evaluate(policy, manifest, size)
     notes = list(policy.notes)
     if policy.max_producer_age_days is not None or policy.min_days_left is not None:
-        producer = manifest.get("producer")
-        jax_version = compat.serializer_version(dict(producer)) if isinstance(producer, Mapping) else None
+        jax_version = compat.serializer_version(manifest.producer)
         bad, said = age.evaluate(jax_version, policy.max_producer_age_days, policy.min_days_left, today)
         out += [Violation(rule, None, message) for rule, message in bad]
         notes += said
@@ -514,6 +512,6 @@ def check(artifact: str | Path, policy: Policy | str | Path, today: datetime.dat
         policy = load_policy(policy)
     with open_artifact(artifact) as art:
         art.verify_all()
-        manifest, size = art.manifest, art.size
+        manifest, size = art.model, art.size
     violations, notes = assess(policy, manifest, size, today)
     return CheckReport(str(artifact), policy.file, policy.rules, violations, notes)

@@ -61,7 +61,7 @@ def private_member(art: Any, name: str, defer: bool = False) -> tuple[memoryview
     import numpy as np
 
     member = art.members[name]
-    expected = art.manifest["members"][name]["sha256"]
+    expected = art.model.members[name].sha256
     size = member.size
     raw = np.empty(size + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN

@@ -6,9 +6,9 @@ time (UTC) of the earliest file of that release, ``releases[VERSION][i].upload_t
 https://pypi.org/pypi/jax/json; ``requires_python`` and ``yanked`` come from the same files. Keep every release from
 the first row on (patch releases of an older line too, such as 0.8.3, published after 0.9.0): a version missing
 from the table is read as "published after REVIEWED", so a gap would make an old release look new.
-``tests/test_policy_age.py`` checks the rows' shapes and that the newest one is not newer than REVIEWED. The table
-lists releases jaxport does not support too (:data:`SUPPORTED_JAX`): they date artifacts that other JAX installations
-wrote.
+``tests/artifact/test_policy_age.py`` checks the rows' shapes and that the newest one is not newer than REVIEWED.
+The table lists releases jaxport does not support too (:data:`SUPPORTED_JAX`): they date artifacts that other JAX
+installations wrote.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ class Release(namedtuple("Release", ("date", "python", "yanked"), defaults=(Fals
 
 
 #: The JAX versions this jaxport supports, as a pip version specifier: it MUST match the ``jax>=...,<...`` dependency
-#: in pyproject.toml (``tests/test_policy_age.py`` checks that they agree). Producer ages count from the newest table
-#: row inside it, and every ``jax>=X`` the age rules advise names a release inside it: a newer JAX needs another
-#: jaxport. Change both together (the only place the age rules read the range from).
+#: in pyproject.toml (``tests/artifact/test_policy_age.py`` checks that they agree). Producer ages count from the
+#: newest table row inside it, and every ``jax>=X`` the age rules advise names a release inside it: a newer JAX needs
+#: another jaxport. Change both together (the only place the age rules read the range from).
 SUPPORTED_JAX = ">=0.9.1,<0.13"
 
 #: The day this table was last checked against PyPI: every JAX release published up to this day, from the first row

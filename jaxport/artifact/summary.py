@@ -2,113 +2,109 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .. import dtypes
-from .bounds import Bounds
+from .._text import human_bytes as human_bytes  # sizes in inspect and policy messages
+from . import model
+from .manifest import function_record
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import Any
 
 
-def array_type(a: dict[str, Any]) -> str:
-    """``f32[batch, 784]`` for a manifest input or output."""
-    d = dtypes.BY_NAME.get(a["dtype"])
-    short = d.short if d else a["dtype"]
-    return f"{short}[{', '.join(str(x) for x in a['shape'])}]"
+def type_text(dtype: str, shape: Iterable[int | str]) -> str:
+    """``f32[batch, 784]``: a dtype's short name and a shape."""
+    d = dtypes.BY_NAME.get(dtype)
+    return f"{d.short if d else dtype}[{', '.join(str(x) for x in shape)}]"
+
+
+def array_type(a: model.Input | model.Output | model.StoredTensor | Mapping[str, Any]) -> str:
+    """``f32[batch, 784]`` for a manifest input, output or stored tensor (or, transitional, its JSON)."""
+    if isinstance(a, Mapping):
+        return type_text(a["dtype"], a["shape"])
+    return type_text(a.dtype, a.shape)
 
 
 #: A pytree with more array leaves than this is shown as a count (``{... 147 arrays}``) in a signature.
 MAX_SHOWN_LEAVES = 12
+_BRACKETS = {"dict": ("{", "}"), "list": ("[", "]"), "tuple": ("(", ")"), "node": ("(", ")")}
 
 
-def _count(node: Any, key: str) -> int:
-    if not isinstance(node, dict):
-        return 0
-    if key in node:
+def _count(node: model.CallNode | model.OutputNode) -> int:
+    """How many array leaves (input or output nodes) a subtree holds."""
+    if node.kind in ("input", "output"):
         return 1
-    children = node.get("dict", {}).values() if isinstance(node.get("dict"), dict) else \
-        node.get("list") or node.get("tuple") or node.get("children") or []
-    return sum(_count(c, key) for c in children) if isinstance(children, (list, type({}.values()))) else 0
+    if node.kind == "dict":
+        return sum(_count(c) for c in node.value.values())
+    if node.kind in ("list", "tuple", "node"):
+        return sum(_count(c) for c in node.value)
+    return 0
 
 
-def _tree(node: Any, leaves: list[dict[str, Any]], key: str) -> str:
-    if not isinstance(node, dict):
-        return "?"
-    n = _count(node, key)
+def _tree(node: model.CallNode | model.OutputNode, leaves: Sequence[model.Input | model.Output]) -> str:
+    n = _count(node)
     if n > MAX_SHOWN_LEAVES:
-        open_, close = ("{", "}") if "dict" in node else ("[", "]") if "list" in node else ("(", ")")
+        open_, close = _BRACKETS.get(node.kind, ("(", ")"))
         return f"{open_}... {n} arrays{close}"
-    if key in node:
-        i = node[key]
-        return array_type(leaves[i]) if isinstance(i, int) and 0 <= i < len(leaves) else "?"
-    if "static" in node:
-        return f"{node['static']!r} (static)"
-    if "none" in node:
+    kind, value = node.kind, node.value
+    if kind in ("input", "output"):
+        return array_type(leaves[value]) if 0 <= value < len(leaves) else "?"
+    if kind == "static":
+        return f"{value!r} (static)"
+    if kind == "none":
         return "None"
-    if "bound" in node:
+    if kind == "bound":
         return "<bound>"
-    if "dict" in node and isinstance(node["dict"], dict):
-        return "{" + ", ".join(f"{k}: {_tree(v, leaves, key)}" for k, v in node["dict"].items()
-                               if not (isinstance(v, dict) and "bound" in v)) + "}"
-    for kind, (open_, close) in (("list", ("[", "]")), ("tuple", ("(", ")"))):
-        if kind in node and isinstance(node[kind], list):
-            inner = ", ".join(_tree(v, leaves, key) for v in node[kind])
-            return open_ + inner + ("," if kind == "tuple" and len(node[kind]) == 1 else "") + close
-    if "node" in node:
-        children = node.get("children")
-        inner = ", ".join(_tree(c, leaves, key) for c in children) if isinstance(children, list) else ""
-        return f"{node['node']}({inner})"
-    return "?"
+    if kind == "dict":
+        return "{" + ", ".join(f"{k}: {_tree(v, leaves)}" for k, v in value.items() if v.kind != "bound") + "}"
+    inner = ", ".join(_tree(v, leaves) for v in value)
+    if kind == "node":
+        return f"{node.type_name if isinstance(node, model.OutputNode) else '?'}({inner})"
+    open_, close = _BRACKETS[kind]
+    return open_ + inner + ("," if kind == "tuple" and len(value) == 1 else "") + close
 
 
-def bounds_text(f: dict[str, Any]) -> list[str]:
+def bounds_text(f: model.Function) -> list[str]:
     """``1 <= batch <= 4096`` per dimension variable, then the spec's constraints."""
-    out = [Bounds.of(d).text(name) for name, d in f.get("dims", {}).items()]
-    out.extend(f.get("constraints", []))
-    return out
+    return [*(d.bounds.text(name) for name, d in f.dims.items()), *f.constraints]
 
 
-def signature(fname: str, f: dict[str, Any]) -> str:
-    """The function as a user would write it: ``predict(x: f32[batch, 784]) -> f32[batch, 10]  where ...``."""
-    sig = f.get("signature") or {}
-    inputs, outputs = f.get("inputs", []), f.get("outputs", [])
+def signature(fname: str, f: model.Function | Mapping[str, Any]) -> str:
+    """The function as a user would write it: ``predict(x: f32[batch, 784]) -> f32[batch, 10]  where ...``.
+    (``f`` may still be a validated manifest's JSON entry, while readers move to the records.)"""
+    if isinstance(f, Mapping):
+        f = function_record(f)
     parts = []
-    for a in sig.get("args", []):
-        if not isinstance(a, dict) or "bound" in a:  # bound arguments leave the call signature
+    for a in f.signature.args:
+        if a.kind == "bound":  # bound arguments leave the call signature
             continue
-        name = a.get("name", "?")
-        parts.append(f"{name}: {_tree(a, inputs, 'input')}" if "static" not in a else f"{name}={a['static']!r}")
-    for k, v in (sig.get("kwargs") or {}).items():
-        if not isinstance(v, dict) or "bound" in v:
+        parts.append(f"{a.name}: {_tree(a, f.inputs)}" if a.kind != "static" else f"{a.name}={a.value!r}")
+    for k, v in f.signature.kwargs.items():
+        if v.kind == "bound":
             continue
-        parts.append(f"{k}: {_tree(v, inputs, 'input')}" if "static" not in v else f"{k}={v['static']!r}")
-    if not sig:
-        parts = [f"{a['name']}: {array_type(a)}" for a in inputs]
-    out_tree = f.get("output_tree")
-    if isinstance(out_tree, dict) and "output" in out_tree and len(outputs) == 1:
-        result = array_type(outputs[0])
+        parts.append(f"{k}: {_tree(v, f.inputs)}" if v.kind != "static" else f"{k}={v.value!r}")
+    out_tree = f.output_tree
+    if out_tree is not None and out_tree.kind == "output" and len(f.outputs) == 1:
+        result = array_type(f.outputs[0])
     elif out_tree is not None:
-        result = _tree(out_tree, outputs, "output")
+        result = _tree(out_tree, f.outputs)
     else:
-        result = "(" + ", ".join(array_type(o) for o in outputs) + ")"
+        result = "(" + ", ".join(array_type(o) for o in f.outputs) + ")"
     text = f"{fname}({', '.join(parts)}) -> {result}"
     where = bounds_text(f)
     return text + ("   where " + ", ".join(where) if where else "")
 
 
-def derivation_text(var: str, d: dict[str, Any]) -> str:
+def derivation_text(var: str, d: model.DimVar) -> str:
     """``x.shape[1] == 2*h`` or ``batch = x.shape[0]``."""
-    src = d.get("derived_from")
-    if not src:
+    src = d.derived_from
+    if src is None:
         return "not derivable from the inputs"
-    if src.get("expression") == var:
-        return f"{var} = {src['input']}.shape[{src['axis']}]"
-    return f"solved from {src['input']}.shape[{src['axis']}] == {src['expression']}"
+    if src.expression == var:
+        return f"{var} = {src.input}.shape[{src.axis}]"
+    return f"solved from {src.input}.shape[{src.axis}] == {src.expression}"
 
 
-def human_bytes(n: int) -> str:
-    """A size as people read it: ``1.5 MB`` (decimal units, one decimal), ``512 B`` below a kilobyte."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

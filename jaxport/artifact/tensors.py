@@ -11,13 +11,14 @@ import hashlib
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dtypes
 from ..errors import FormatError, SpecError
 from .layout import ALIGNMENT
+from .model import StoredTensor, replace
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class PackedWeights:
     (every offset and size) is final from the start, so the member's bytes can be written meanwhile. ``crc32`` (for
     the zip headers) is computed when first asked for, unless the writer that wrote the bytes set it."""
 
-    index: dict[str, dict[str, Any]]
+    index: dict[str, StoredTensor]
     size: int
     sha256: str
     tensors: list[Tensor]
@@ -61,7 +62,7 @@ class PackedWeights:
             return
         per_tensor, whole = self._digests.result()
         for t, digest in zip(self.tensors, per_tensor):
-            self.index[t.name]["sha256"] = digest
+            self.index[t.name] = replace(self.index[t.name], sha256=digest)
         self.sha256, self._digests = whole, None
 
     @property
@@ -81,7 +82,7 @@ class PackedWeights:
     def chunks(self) -> Iterator[bytes | memoryview]:
         pos = 0
         for t in self.tensors:
-            start = self.index[t.name]["offset"]
+            start = self.index[t.name].offset
             if start > pos:
                 yield b"\0" * (start - pos)
             yield _bytes(t)
@@ -243,34 +244,37 @@ def pack(tensors: list[Tensor], wait: bool = True) -> PackedWeights:
     ``pending`` and ``complete``)."""
     layout = _layout(tensors)
     digests = _PREPARED.pop(layout.key, None) or _Digests(layout, background=False)
-    index: dict[str, dict[str, Any]] = {}
+    index: dict[str, StoredTensor] = {}
     for t, offset in zip(layout.ordered, layout.offsets):
         d = dtypes.from_numpy(t.array.dtype)
         assert d is not None
-        index[t.name] = {"dtype": d.name, "shape": list(t.array.shape), "offset": offset, "nbytes": t.nbytes,
-                         "sha256": PENDING_SHA256}
+        index[t.name] = StoredTensor(d.name, tuple(int(n) for n in t.array.shape), offset, t.nbytes, PENDING_SHA256)
     packed = PackedWeights(index, layout.size, PENDING_SHA256, layout.ordered, digests)
     if wait:
         packed.complete()
     return packed
 
 
-def tensor_views(buffer: memoryview, index: dict[str, dict[str, Any]], where: str) -> dict[str, Any]:
-    """Zero-copy numpy views of every tensor in the weights member (read-only, backed by the file's mmap)."""
+def tensor_views(buffer: memoryview, index: Mapping[str, StoredTensor] | Mapping[str, Mapping[str, Any]],
+                 where: str) -> dict[str, Any]:
+    """Zero-copy numpy views of every tensor in the weights member (read-only, backed by the file's mmap), from its
+    index (``Manifest.tensors``; or, transitional, the index's JSON)."""
     import numpy as np
 
     out: dict[str, Any] = {}
     size = len(buffer)
-    for name, t in index.items():
-        d = dtypes.BY_NAME[t["dtype"]]
+    for name, entry in index.items():
+        t = entry if isinstance(entry, StoredTensor) else StoredTensor(
+            entry["dtype"], tuple(entry["shape"]), entry["offset"], entry["nbytes"], entry.get("sha256", ""))
+        d = dtypes.BY_NAME[t.dtype]
         count = 1
-        for n in t["shape"]:
+        for n in t.shape:
             count *= n
-        nbytes, offset = count * d.itemsize, t["offset"]
-        if nbytes != t["nbytes"] or offset < 0 or offset + nbytes > size:
-            raise FormatError(f"{where}: tensor {name!r}: shape {t['shape']} x {d.name} is {nbytes} bytes at "
+        nbytes, offset = count * d.itemsize, t.offset
+        if nbytes != t.nbytes or offset < 0 or offset + nbytes > size:
+            raise FormatError(f"{where}: tensor {name!r}: shape {list(t.shape)} x {d.name} is {nbytes} bytes at "
                               f"offset {offset}, which does not fit the {size}-byte weights member as declared "
-                              f"({t['nbytes']} bytes).")
+                              f"({t.nbytes} bytes).")
         arr = np.frombuffer(buffer, dtype=dtypes.to_numpy(d.name), count=count, offset=offset)
-        out[name] = arr.reshape(t["shape"])
+        out[name] = arr.reshape(t.shape)
     return out

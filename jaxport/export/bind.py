@@ -19,7 +19,6 @@ import difflib
 import inspect
 import os
 import re
-import struct
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,12 +28,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .. import dtypes
-from .._fsio import open_for_reading, read_at_most
+from .. import _safetensors, dtypes
+from .._fsio import open_for_reading
 from .._npyfile import read_header, read_npz_file, size_text
 from .._text import plural
 from ..artifact.calltree import key_name
-from ..artifact.container import strict_json
 from ..artifact.summary import array_type
 from ..artifact.tensors import Tensor, prepare
 from ..errors import EntrypointError, SpecError
@@ -125,7 +123,8 @@ def load_bind_source(source: str, base_dir: Path, where: str,
                 return _nest(read_npz_file(f, here, error=SpecError, max_members=MAX_BIND_FILE_MEMBERS,
                                            holds="only arrays", numeric_only=False, max_ratio=MAX_BIND_RATIO),
                              f"{where}: {source}")
-            return _nest(_read_safetensors(f, here), f"{where}: {source}")
+            return _nest(_safetensors.read(f, here, SpecError, mmap=True, max_tensors=MAX_BIND_FILE_MEMBERS),
+                         f"{where}: {source}")
         except SpecError:
             raise
         except Exception as e:  # noqa: BLE001 - numpy and zipfile raise many kinds on bad files
@@ -189,103 +188,6 @@ def _load_attribute(source: str, base_dir: Path, where: str, modules: Mapping[Pa
 _MISSING = object()
 
 
-def read_safetensors(path: Path, where: str) -> dict[str, np.ndarray]:
-    """The tensors of a ``.safetensors`` file, as read-only views of its memory map (see ``_read_safetensors``)."""
-    with open_for_reading(path, SpecError, directory="a .safetensors file") as f:
-        return _read_safetensors(f, where)
-
-
-def _read_safetensors(f: BinaryIO, where: str) -> dict[str, np.ndarray]:
-    """The tensors of the ``.safetensors`` file open as ``f`` (a regular file), as read-only views of its memory map.
-
-    Trust model: the file may be hostile. It must follow the safetensors format's rules (its README, "Format"):
-    the header is bounded (``MAX_SAFETENSORS_HEADER``), strict JSON (no duplicate names, bounded nesting and
-    numbers) that starts with ``{``; ``__metadata__`` maps strings to strings; every tensor lies inside the data
-    section with the size its shape and dtype give; and the tensors cover the data section exactly, with no
-    overlap, hole or trailing byte (each byte belongs to one tensor), before any byte is viewed. Every dtype
-    jaxport stores is read, ``BF16`` and ``F8_*`` included (``safetensors.numpy`` cannot represent them).
-    """
-    size = os.fstat(f.fileno()).st_size
-    head = read_at_most(f, 8)
-    if len(head) < 8:
-        raise SpecError(f"{where}: too short for a .safetensors file ({size} bytes).")
-    (n,) = struct.unpack("<Q", head)
-    if n > min(MAX_SAFETENSORS_HEADER, size - 8):
-        raise SpecError(f"{where}: the header claims {n} bytes, more than the file holds or "
-                        f"{MAX_SAFETENSORS_HEADER} allowed; the file is damaged or not .safetensors.")
-    raw = read_at_most(f, n)
-    if len(raw) < n:
-        raise SpecError(f"{where}: truncated while reading its {n}-byte header.")
-    try:
-        header = strict_json(raw)
-        if not isinstance(header, dict):
-            raise ValueError("the header is not a JSON object")
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise SpecError(f"{where}: the header is not valid JSON ({e}).") from None
-    if not raw.startswith(b"{"):
-        raise SpecError(f"{where}: the header must start with '{{' (safetensors' rule); it starts with "
-                        f"{raw[:1]!r}.")
-    metadata = header.pop("__metadata__", None)
-    if metadata is not None and (not isinstance(metadata, dict) or
-                                 not all(isinstance(v, str) for v in metadata.values())):
-        raise SpecError(f"{where}: __metadata__ must map strings to strings.")
-    if len(header) > MAX_BIND_FILE_MEMBERS:
-        raise SpecError(f"{where}: {len(header)} tensors; at most {MAX_BIND_FILE_MEMBERS} are allowed.")
-    data_start, data_size = 8 + n, size - 8 - n
-    entries: list[tuple[int, int, str, Any, list[int]]] = []
-    for name, info in header.items():
-        here = f"{where}: tensor {name!r}"
-        try:
-            tag, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            if not isinstance(shape, list) or \
-                    not all(type(d) is int and d >= 0 for d in [*shape, begin, end]):  # noqa: E721 - no bools
-                raise TypeError
-        except (KeyError, TypeError, ValueError):
-            raise SpecError(f"{here}: expected dtype, shape and data_offsets [begin, end] as non-negative "
-                            f"integers.") from None
-        dname = SAFETENSORS_DTYPES.get(tag) if isinstance(tag, str) else None
-        if dname is None:
-            raise SpecError(f"{here}: dtype {tag} is not one jaxport stores (it stores "
-                            f"{', '.join(SAFETENSORS_DTYPES)}).")
-        dtype = dtypes.to_numpy(dname)
-        count = 1
-        for d in shape:
-            count *= d
-        if end > data_size or begin > end or end - begin != count * dtype.itemsize:
-            raise SpecError(f"{here}: bytes {begin}..{end} do not hold shape {shape} of {tag} inside the "
-                            f"{data_size}-byte data section.")
-        entries.append((begin, end, name, dtype, shape))
-    pos, previous = 0, None
-    for begin, end, name, _, _ in sorted(entries, key=lambda e: (e[0], e[1])):
-        if begin < pos:
-            raise SpecError(f"{where}: tensor {name!r} (bytes {begin}..{end}) overlaps tensor {previous!r}, which "
-                            f"ends at byte {pos}: each byte of the data section belongs to one tensor.")
-        if begin > pos:
-            raise SpecError(f"{where}: bytes {pos}..{begin} of the data section belong to no tensor (before tensor "
-                            f"{name!r}): the data section must be covered exactly, with no holes.")
-        pos, previous = end, name
-    if pos != data_size:
-        raise SpecError(f"{where}: bytes {pos}..{data_size} at the end of the data section belong to no tensor: "
-                        f"the data section must be covered exactly, with no trailing bytes.")
-    data = np.memmap(f, dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
-    out: dict[str, np.ndarray] = {}
-    for begin, end, name, dtype, shape in entries:
-        out[name] = data[data_start + begin:data_start + end].view(dtype).reshape(shape) if end > begin else \
-            np.zeros(shape, dtype)
-    return out
-
-
-#: At most this many bytes of JSON header in a bound ``.safetensors`` file.
-MAX_SAFETENSORS_HEADER = 100 << 20
-
-#: safetensors dtype tag -> jaxport (numpy) dtype name.
-SAFETENSORS_DTYPES = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16", "U32": "uint32", "I32": "int32",
-    "U64": "uint64", "I64": "int64", "F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64",
-    "C64": "complex64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
-}
-
-
 def _is_zero_arg(fn: Any) -> bool:
     if isinstance(fn, type):
         return False
@@ -319,8 +221,19 @@ def _key_impl(leaf: Any) -> Any:
     return jax.random.key_impl(leaf)
 
 
+def keras_variable_path(leaf: Any) -> str | None:
+    """The path of a Keras variable (``sequential/dense/kernel``), else None: a bound list of Keras variables
+    (``model.trainable_variables``) names its tensors by the variables' paths rather than by list index."""
+    path = getattr(leaf, "path", None)
+    if not isinstance(path, str) or not path or not type(leaf).__module__.startswith("keras"):
+        return None
+    parts = path.split("/")
+    return path if all(parts) else None
+
+
 def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[Tensor]]:
-    """Name the array leaves of a bound pytree ``prefix/path/to/leaf``; other leaves are baked."""
+    """Name the array leaves of a bound pytree ``prefix/path/to/leaf``; other leaves are baked. A Keras variable is
+    named by its own path (``prefix/sequential/dense/kernel``) unless another leaf already has that name."""
     from jax import tree_util
 
     flat, treedef = tree_util.tree_flatten_with_path(value)
@@ -328,7 +241,9 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
     baked: dict[int, Any] = {}
     tensors: list[Tensor] = []
     key_impls: dict[int, Any] = {}
+    taken: set[str] = set()
     for i, (path, leaf) in enumerate(flat):
+        variable_path = keras_variable_path(leaf)
         impl = _key_impl(leaf)
         if impl is not None:  # a typed PRNG key (an nnx Rngs stream, say): store its raw key data
             from jax import random
@@ -341,6 +256,9 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
             baked[i] = leaf
             continue
         name = "/".join([prefix, *(key_name(k) for k in path)]) if path else prefix
+        if variable_path is not None and f"{prefix}/{variable_path}" not in taken:
+            name = f"{prefix}/{variable_path}"  # a Keras variable is named by its path, not its list index
+        taken.add(name)
         if dtypes.from_numpy(arr.dtype) is None:
             raise SpecError(f"{where}: bound leaf {name!r} has dtype {arr.dtype}, which jaxport does not store. "
                             f"Convert it, e.g. to float32.")

@@ -35,29 +35,29 @@ def apply_binds(fspec: FunctionSpec, fn: Callable[..., Any], bind: Mapping[str, 
     params = sig.parameters if sig is not None else {}
     positional = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     any_keyword = sig is None or any(p.kind == p.VAR_KEYWORD for p in params.values())
-    args, kwargs = list(fspec.args), dict(fspec.kwargs)
+    leaves = {name: BindLeaf(bind[name], Where(f"--bind {name}", 0), Path.cwd()) for name in bind}
+    kwargs = dict(fspec.kwargs)
+    at_position: list[str] = []  # bound positional parameters the spec's positional arguments reach, in order
     for name in sorted(bind, key=lambda n: positional.index(n) if n in positional else len(positional)):
-        leaf = BindLeaf(bind[name], Where(f"--bind {name}", 0), Path.cwd())
         if name in kwargs:
-            kwargs[name] = _replacing(kwargs[name], leaf)
+            kwargs[name] = _replacing(kwargs[name], leaves[name])
         elif name in positional:
-            i = positional.index(name)
-            if i < len(args) and (isinstance(args[i], BindLeaf) or _misfit(sig, [*args[:i], leaf, *args[i:]],
-                                                                           kwargs) is not None):
-                args[i] = _replacing(args[i], leaf)
-            elif i < len(args):
-                args.insert(i, leaf)
-            else:
-                kwargs[name] = leaf
+            at_position.append(name)
         elif name in params or any_keyword:
-            kwargs[name] = leaf
+            kwargs[name] = leaves[name]
         else:
             close = difflib.get_close_matches(name, list(params), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise SpecError(f"{fspec.where}: --bind {name}: {label}{sig} has no parameter {name!r}{hint}; "
                             f"{_parameters(params, fspec)}. Bind one of the function's parameters.")
-    reason = _misfit(sig, args, kwargs)
+    args, kwargs, reason = _placed(sig, positional, list(fspec.args), kwargs, at_position, leaves)
     if reason is not None:
+        unbound = [n for n in positional if n not in bind and n not in kwargs]
+        if reason.startswith("missing a required argument"):
+            raise SpecError(f"{fspec.where}: with --bind {', '.join(bind)}, the spec's arguments do not fit "
+                            f"{label}{sig}: {reason}; {_parameters(params, fspec)}. The spec's 'args' give the "
+                            f"parameters that are not bound, in order ({', '.join(unbound) or 'none'}): add an "
+                            f"entry for each, or give it under 'kwargs'.")
         raise SpecError(f"{fspec.where}: with --bind {', '.join(bind)}, the spec's arguments do not fit "
                         f"{label}{sig}: {reason}; {_parameters(params, fspec)}. Give the spec's 'args' and 'kwargs' "
                         f"for the parameters that are not bound.")
@@ -83,6 +83,60 @@ def placed_binds(fspec: FunctionSpec, binds: Mapping[str, Any], positional: list
         else:
             kwargs[name] = _replacing(kwargs.get(name), leaf)
     return dataclasses.replace(fspec, args=args, kwargs=kwargs)
+
+
+def _placed(sig: inspect.Signature | None, positional: list[str], spec_args: list[Any], kwargs: dict[str, Any],
+            bound: list[str], leaves: Mapping[str, BindLeaf]) -> tuple[list[Any], dict[str, Any], str | None]:
+    """The positional arguments with the ``bound`` parameters (in order) placed among the spec's ``spec_args``, the
+    keyword arguments, and why they do not fit (None: they do).
+
+    Each bound parameter either is listed by the spec (the spec's entry at its position is replaced) or is not (the
+    bound argument is inserted there); one reached after the spec's entries are used up is bound by keyword. A
+    ``bind:`` entry at a bound parameter's position is always replaced. Of the other choices, the first that fits
+    the function is taken, fewest replacements first (so the spec lists only the parameters that are not bound)."""
+    import itertools
+
+    def place(replaced: frozenset[str]) -> tuple[list[Any], dict[str, Any]]:
+        args: list[Any] = []
+        by_keyword = dict(kwargs)
+        rest = iter(spec_args)
+        left = len(spec_args)
+        for name in positional:
+            if name not in bound:
+                if left:
+                    args.append(next(rest))
+                    left -= 1
+            elif left == 0:
+                by_keyword[name] = leaves[name]
+            elif name in replaced:
+                args.append(_replacing(next(rest), leaves[name]))
+                left -= 1
+            else:
+                args.append(leaves[name])
+        args.extend(rest)
+        return args, by_keyword
+
+    # bound parameters whose position (counting the inserted ones before it) holds a spec's own bind: replaced
+    forced: set[str] = set()
+    offset = 0
+    for name in bound:
+        i = positional.index(name) - offset
+        if i < len(spec_args) and isinstance(spec_args[i], BindLeaf):
+            forced.add(name)
+        else:
+            offset += 1
+    free = [n for n in bound if n not in forced]
+    first: tuple[list[Any], dict[str, Any], str | None] | None = None
+    for count in range(len(free) + 1):
+        for extra in itertools.combinations(free, count):
+            args, by_keyword = place(frozenset(forced | set(extra)))
+            reason = _misfit(sig, args, by_keyword)
+            if reason is None:
+                return args, by_keyword, None
+            if first is None:
+                first = (args, by_keyword, reason)
+    assert first is not None
+    return first
 
 
 def _replacing(old: Any, leaf: BindLeaf) -> BindLeaf:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from .._jax_internals import export_allowing_every_custom_call
 from .._text import plural
 from ..artifact import calltree
 from ..artifact.calltree import WEIGHTS_KWARG
+from ..artifact.model import CallNode, OutputNode, Signature
 from ..checks import disallowed_custom_calls_error
 from ..errors import ExportError, PolicyError, SpecError
 from ..module_scan import ModuleScan, scan_module
@@ -27,6 +29,7 @@ from ..sharding import jit_sharded, spec_leaf
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
 from .bind import bound_note, entry_modules, load_binds, missing_bound_key, missing_key_error, weight_partition_specs
 from .entrypoint import Entrypoint
+from .like import LikeTree, expand_likes, like_types, plain_outputs
 from .tracing import exclude_own_frames, jax_config, location_regex, on_fresh_stack, user_frames, x64_enabled
 
 _JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
@@ -46,9 +49,9 @@ class Lowered:
     exported: Any  # jax.export.Exported
     name: str
     inputs: list[InputLeaf]
-    signature: dict[str, Any]  # {"args": [...], "kwargs": {...}}: the call tree, see manifest.py
+    signature: Signature  # the call tree
     outputs: list[str]
-    output_tree: Any
+    output_tree: OutputNode
     x64: bool
     scan: ModuleScan
     #: Bound tensors this function's program takes, in the program's order (sorted by name).
@@ -112,6 +115,8 @@ def _spec_tree_dynamic(tree: Any) -> Any:
     """The spec pytree with static and bound leaves replaced by None (JAX treats None as an empty subtree)."""
     if isinstance(tree, (StaticLeaf, BindLeaf)):
         return None
+    if isinstance(tree, LikeTree):
+        return tree.mirror
     if isinstance(tree, dict):
         return {k: _spec_tree_dynamic(v) for k, v in tree.items()}
     if isinstance(tree, list):
@@ -125,6 +130,8 @@ def _fill(spec_tree: Any, value: Any, bound: dict[int, Any], weights: dict[str, 
         return spec_tree.value
     if isinstance(spec_tree, BindLeaf):
         return bound[id(spec_tree)].rebuild(weights)
+    if isinstance(spec_tree, LikeTree):
+        return spec_tree.rebuild(value)
     if isinstance(spec_tree, dict):
         return {k: _fill(v, value[k], bound, weights) for k, v in spec_tree.items()}
     if isinstance(spec_tree, list):
@@ -194,6 +201,7 @@ def lower(
 
     exclude_own_frames()
     fn = entry.function
+    fspec = expand_likes(fspec, spec, entry_modules(fn))
     check_function_accepts_spec(fn, fspec, entry.attribute)
     arg_names = param_names(fn, len(fspec.args))
 
@@ -232,6 +240,7 @@ def lower(
         any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
     spec_args = fspec.args
     spec_kwargs = fspec.kwargs
+    output_types = like_types(fspec)  # outputs of the like: arguments' node types are recorded by path
 
     def program(*args, **kwargs):
         weights = kwargs.pop(WEIGHTS_KWARG, {})
@@ -239,7 +248,7 @@ def lower(
         full_args = [_fill(a, None if isinstance(a, (StaticLeaf, BindLeaf)) else next(it), bound, weights)
                      for a in spec_args]
         full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
-        return fn(*full_args, **full_kwargs)
+        return plain_outputs(fn(*full_args, **full_kwargs), output_types)
 
     program.__name__ = name
     program.__qualname__ = name
@@ -294,13 +303,21 @@ def lower(
             raise missing_key_error(missing, binds) from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
         callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
+        if callbacks and all(c.endswith(_FROM_EQUINOX) for c in callbacks):
+            raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which call "
+                              f"back into Python and cannot be serialized. They are equinox's runtime checks "
+                              f"(eqx.error_if, used by diffrax, optimistix and lineax), which call back to raise "
+                              f"their error: for diffrax, pass diffeqsolve(..., throw=False) and read sol.result "
+                              f"instead; else set the environment variable EQX_ON_ERROR=nan before equinox is "
+                              f"imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN "
+                              f"instead{_EQX_NAN_STATIC}.") from None
         if callbacks:
             raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which "
                               f"call back into Python and cannot be serialized. Remove jax.debug.print, "
                               f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
                               f"print outside it, or return the value as an extra output.") from None
         raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
-                          f"{type(e).__name__}: {e}{bound_note(binds)}{user_frames(e)}") from None
+                          f"{type(e).__name__}: {e}{_library_hint(e)}{bound_note(binds)}{user_frames(e)}") from None
 
     if strip_locations:
         exported = dataclasses.replace(
@@ -378,12 +395,42 @@ def _unread_weights(traced_jaxpr: Callable[[], Any], tensors: list[Any], weight_
     return [t.name for t, pos in zip(tensors, weight_positions) if id(jaxpr.invars[pos]) not in read]
 
 
+#: What a Pallas kernel's cost estimate says when a symbolic dimension reaches it (``pl.CostEstimate``).
+_PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."
+
+
+#: Why ``EQX_ON_ERROR=nan`` fails with symbolic shapes.
+_EQX_NAN_STATIC = " (with static shapes only: equinox makes the NaNs with numpy, at the shape's size)"
+
+
+def _library_hint(e: BaseException) -> str:
+    """What to do about a failure a library raises for a reason jaxport knows (a sentence to append), else ""."""
+    import traceback
+
+    files = [frame.filename.replace("\\", "/") for frame in traceback.extract_tb(e.__traceback__)]
+    if os.environ.get("EQX_ON_ERROR") == "nan" and "_DimExpr" in str(e) and any("/equinox/" in f for f in files):
+        end = "" if str(e).rstrip().endswith(".") else "."
+        return (f"{end} This is equinox's EQX_ON_ERROR=nan mode, which works{_EQX_NAN_STATIC}. With a symbolic "
+                f"dimension, leave EQX_ON_ERROR unset and avoid the check: for diffrax, pass "
+                f"diffeqsolve(..., throw=False) and read sol.result.")
+    if _PALLAS_STATIC_ONLY in str(e) and "_DimExpr" in str(e):
+        end = "" if str(e).rstrip().endswith(".") else "."
+        return (f"{end} Pallas kernels need static shapes: a pallas_call's grid, block shapes and cost estimate "
+                f"are Python integers, so a symbolic dimension cannot reach the kernel. Keep the batch symbolic "
+                f"outside it: run the kernel on fixed-size blocks with jax.lax.map over the batch (a scan, whose "
+                f"length may be symbolic), or give the dimension a fixed size in the spec.")
+    return ""
+
+
 _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")
+#: How ``_host_callbacks`` marks a callback that equinox's runtime checks (``eqx.error_if``) made.
+_FROM_EQUINOX = " from equinox.error_if"
 
 
 def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf],
                     spec: ShapeSpec, x64: bool, tensors: list[Any]) -> list[str]:
-    """Names of the host-callback primitives in the traced program (empty when tracing itself fails)."""
+    """Names of the host-callback primitives in the traced program (empty when tracing itself fails), each marked
+    ``_FROM_EQUINOX`` when equinox's runtime checks made it."""
     try:
         closed = _trace(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
     except Exception:  # noqa: BLE001 - the caller reports the original error
@@ -393,7 +440,9 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     def walk(jaxpr: Any) -> None:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name in _CALLBACK_PRIMITIVES:
-                found.add(eqn.primitive.name)
+                callback = eqn.params.get("callback")
+                module = getattr(getattr(callback, "callback_func", callback), "__module__", None) or ""
+                found.add(eqn.primitive.name + (_FROM_EQUINOX if module.split(".")[0] == "equinox" else ""))
             for param in eqn.params.values():
                 for sub in param if isinstance(param, (list, tuple)) else [param]:
                     inner = getattr(sub, "jaxpr", None)
@@ -404,7 +453,7 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     return sorted(found)
 
 
-def output_structure(value: Any) -> tuple[list[str], list[list[str]], dict[str, Any]]:
+def output_structure(value: Any) -> tuple[list[str], list[list[str]], OutputNode]:
     """How a returned pytree ``value`` is recorded: the default name of each array leaf (``output`` for a single
     array, else its path joined with '/'), each leaf's path (one key per level) and the ``output_tree`` node."""
     from jax import tree_util
@@ -413,20 +462,20 @@ def output_structure(value: Any) -> tuple[list[str], list[list[str]], dict[str, 
     tree = tree_util.tree_unflatten(treedef, list(range(len(flat))))
     paths = [[calltree.key_name(k) for k in path] for path, _ in flat]
     if len(flat) == 1 and tree == 0:
-        return ["output"], paths, {"output": 0}
+        return ["output"], paths, OutputNode("output", 0)
     names = ["/".join(p) or "output" for p in paths]
 
-    def enc(t: Any) -> Any:
+    def enc(t: Any) -> OutputNode:
         if isinstance(t, int):
-            return {"output": t}
+            return OutputNode("output", t)
         if t is None:
-            return {"none": True}
+            return OutputNode("none")
         if isinstance(t, dict):
-            return {"dict": {str(k): enc(v) for k, v in t.items()}}
+            return OutputNode("dict", {str(k): enc(v) for k, v in t.items()})
         if isinstance(t, (list, tuple)) and type(t) in (list, tuple):
-            return {"list" if isinstance(t, list) else "tuple": [enc(v) for v in t]}
+            return OutputNode("list" if isinstance(t, list) else "tuple", tuple(enc(v) for v in t))
         children, _ = tree_util.tree_flatten(t, is_leaf=lambda x: x is not t)
-        return {"node": type(t).__qualname__, "children": [enc(c) for c in children]}
+        return OutputNode("node", tuple(enc(c) for c in children), type(t).__qualname__)
 
     return names, paths, enc(tree)
 
@@ -453,23 +502,25 @@ def _refuse_key_outputs(exported: Any, names: list[str], where: str) -> None:
 
 
 def call_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],
-              record_source: Callable[[BindLeaf], str] | None = None) -> dict[str, Any]:
+              record_source: Callable[[BindLeaf], str] | None = None) -> Signature:
     """The call tree recorded in the manifest for a spec's function: ``names`` are the positional arguments' names,
     ``leaf_index`` maps ``id(ArrayLeaf)`` to its input index, ``record_source`` gives a bound source as recorded
     (export's: relative to its root; default: ``calltree.recorded_source``)."""
 
-    def enc(tree: Any) -> Any:
+    def enc(tree: Any, name: str | None = None) -> CallNode:
         if isinstance(tree, StaticLeaf):
             v = tree.value
-            return {"static": list(v) if isinstance(v, tuple) else v}
+            return CallNode("static", list(v) if isinstance(v, tuple) else v, name)
         if isinstance(tree, BindLeaf):
             recorded = record_source(tree) if record_source is not None else calltree.recorded_source(tree.source)
-            return {"bound": recorded}
+            return CallNode("bound", recorded, name)
         if isinstance(tree, ArrayLeaf):
-            return {"input": leaf_index[id(tree)]}
+            return CallNode("input", leaf_index[id(tree)], name)
+        if isinstance(tree, LikeTree):
+            return enc(tree.mirror, name)
         if isinstance(tree, dict):
-            return {"dict": {k: enc(v) for k, v in tree.items()}}
-        return {"list": [enc(v) for v in tree]}
+            return CallNode("dict", {k: enc(v) for k, v in tree.items()}, name)
+        return CallNode("list", tuple(enc(v) for v in tree), name)
 
-    return {"args": [dict(enc(a), name=names[i]) for i, a in enumerate(fspec.args)],
-            "kwargs": {k: enc(v) for k, v in fspec.kwargs.items()}}
+    return Signature(tuple(enc(a, names[i]) for i, a in enumerate(fspec.args)),
+                     {k: enc(v) for k, v in fspec.kwargs.items()})

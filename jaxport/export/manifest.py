@@ -1,43 +1,45 @@
 """The manifest writer: what an export (or an import) records about each function it lowered.
 
-``build_function_entry`` describes one lowered function in the layout of ``specs/FORMAT.md``;
-``artifact.manifest.validate`` is the reader's side of the same document.
+``build_function_entry`` describes one lowered function as the records of ``artifact.model`` (which serialize to the
+layout of ``specs/FORMAT.md``); ``artifact.manifest.validate`` is the reader's side of the same document.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .. import dimexpr
 from .._jax_internals import guaranteed_stable_custom_calls
 from .._version import __version__
+from ..artifact import model
 from ..artifact.bounds import Bounds
 from ..module_scan import short_location, stablehlo_version
 from ..sharding import describe
 from .lower import function_constraints
 
 
-def versions() -> dict[str, Any]:
+def versions() -> model.Producer:
     """Versions of jaxport, jax and jaxlib in this process (imports jax)."""
     import jax
     import jaxlib
     from jax import export
 
-    return {"jaxport": __version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-            "calling_convention_range": [export.minimum_supported_calling_convention_version,
-                                         export.maximum_supported_calling_convention_version]}
+    return model.Producer(__version__, jax.__version__, jaxlib.__version__,
+                          (export.minimum_supported_calling_convention_version,
+                           export.maximum_supported_calling_convention_version))
 
 
 def _dim(d: Any) -> int | str:
     return d if isinstance(d, int) else str(d)
 
 
-def derivations(inputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def derivations(inputs: Sequence[model.Input]) -> dict[str, model.Derivation]:
     """For each dimension variable, the first input axis it can be solved from, in solving order."""
     known: dict[str, int] = {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, model.Derivation] = {}
     progress = True
-    parsed = [(i["name"], [d if isinstance(d, int) else dimexpr.parse(d) for d in i["shape"]]) for i in inputs]
+    parsed = [(i.name, [d if isinstance(d, int) else dimexpr.parse(d) for d in i.shape]) for i in inputs]
     while progress:
         progress = False
         for name, dims in parsed:
@@ -52,71 +54,56 @@ def derivations(inputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 if lin is None or lin[0] == 0:
                     continue
                 known[v] = 1
-                out[v] = {"input": name, "axis": axis, "expression": str(d)}
+                out[v] = model.Derivation(name, axis, str(d))
                 progress = True
     return out
 
 
-def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
-                         allowed_custom_calls: list[str]) -> dict[str, Any]:
-    """The manifest entry of one lowered function (see ``lower.Lowered``)."""
+def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str, allowed_custom_calls: list[str],
+                         vjp_order: int = 0) -> model.Function:
+    """The manifest entry of one lowered function (see ``lower.Lowered``), whose payload carries ``vjp_order``
+    orders of derivatives."""
     exp = lowered.exported
     stable = guaranteed_stable_custom_calls()
-    shardings = describe(exp)
-    mesh = shardings["mesh"]
-    in_shardings, out_shardings = shardings["inputs"], shardings["outputs"]
+    mesh, in_shardings, out_shardings = describe(exp)
     positions = lowered.input_positions or list(range(len(lowered.inputs)))
     inputs = []
     for inp, pos in zip(lowered.inputs, positions):
         aval, (sh, pspec) = exp.in_avals[pos], in_shardings[pos]
-        inputs.append({"name": inp.name, "spec_path": inp.spec_path, "shape": [_dim(d) for d in aval.shape],
-                       "dtype": str(aval.dtype), "sharding": sh})
-        if mesh:
-            inputs[-1]["partition_spec"] = pspec
-        if inp.leaf.range is not None:
-            inputs[-1]["range"] = list(inp.leaf.range)
-    outputs = []
-    for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings):
-        outputs.append({"name": name, "shape": [_dim(d) for d in aval.shape], "dtype": str(aval.dtype),
-                        "sharding": sh})
-        if mesh:
-            outputs[-1]["partition_spec"] = pspec
-    derived = derivations(inputs)
-    dims = {}
-    for v in sorted(derived, key=lambda v: list(derived).index(v)):
-        dims[v] = {**Bounds.of(spec.dims.get(v)).to_manifest(), "derived_from": derived[v]}
+        inputs.append(model.Input(inp.name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), inp.spec_path, sh,
+                                  pspec, None if inp.leaf.range is None else tuple(inp.leaf.range)))
+    outputs = [model.Output(name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), sh, pspec)
+               for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings)]
+    dims = {v: model.DimVar(Bounds.of(spec.dims.get(v)), d) for v, d in derivations(inputs).items()}
     counts = lowered.scan.custom_call_counts()
-    custom_calls = [{"target": t, "count": counts[t],
-                     "stability": "guaranteed" if t in stable else "allowed"} for t in sorted(counts)]
     big = sorted(lowered.scan.constants, key=lambda c: -c.nbytes)
-    return {
-        "entrypoint": entrypoint,
-        "payload": payload,
-        "calling_convention_version": exp.calling_convention_version,
-        "stablehlo_version": stablehlo_version(exp.mlir_module_serialized),
-        "platforms": list(exp.platforms),
-        "x64": lowered.x64,
-        "signature": lowered.signature,
-        "inputs": inputs,
-        "weights": [t.name for t in lowered.tensors],
-        "outputs": outputs,
-        "output_tree": lowered.output_tree,
-        "dims": dims,
-        "constraints": function_constraints(lowered.inputs, spec)[1],
-        "shape_assertions": lowered.scan.shape_assertions,
-        "custom_calls": custom_calls,
-        "allowed_custom_calls": sorted(set(allowed_custom_calls)),
-        "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
-        "kept_inputs": list(exp.module_kept_var_idx),
-        "effects": {"ordered": [str(e) for e in exp.ordered_effects],
-                    "unordered": [str(e) for e in exp.unordered_effects]},
-        "nr_devices": exp.nr_devices,
-        "vjp_order": 0,
-        "embedded_constants": {
-            "count": len(big), "bytes": lowered.scan.constant_bytes(),
-            "largest": [{"type": c.type, "bytes": c.nbytes, "location": short_location(c.location)}
-                        for c in big[:5] if c.nbytes > 0]},
-        **({"mesh": mesh, "weights_partition_specs": {
-            t.name: in_shardings[pos][1] for t, pos in zip(lowered.tensors, lowered.weight_positions)}}
-           if mesh else {}),
-    }
+    return model.Function(
+        payload=payload,
+        calling_convention_version=exp.calling_convention_version,
+        platforms=tuple(exp.platforms),
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        signature=lowered.signature,
+        entrypoint=entrypoint,
+        stablehlo_version=stablehlo_version(exp.mlir_module_serialized),
+        x64=lowered.x64,
+        weights=tuple(t.name for t in lowered.tensors),
+        output_tree=lowered.output_tree,
+        dims=dims,
+        constraints=tuple(function_constraints(lowered.inputs, spec)[1]),
+        shape_assertions=tuple(lowered.scan.shape_assertions),
+        custom_calls=tuple(model.CustomCall(t, counts[t], "guaranteed" if t in stable else "allowed")
+                           for t in sorted(counts)),
+        allowed_custom_calls=tuple(sorted(set(allowed_custom_calls))),
+        disabled_safety_checks=tuple(str(c) for c in exp.disabled_safety_checks),
+        kept_inputs=tuple(exp.module_kept_var_idx),
+        effects=model.Effects(tuple(str(e) for e in exp.ordered_effects),
+                              tuple(str(e) for e in exp.unordered_effects)),
+        nr_devices=exp.nr_devices,
+        vjp_order=vjp_order,
+        embedded_constants=model.EmbeddedConstants(
+            len(big), lowered.scan.constant_bytes(),
+            tuple(model.Constant(c.type, c.nbytes, short_location(c.location)) for c in big[:5] if c.nbytes > 0)),
+        mesh=None if mesh is None else model.Mesh(tuple(mesh[0]), tuple(mesh[1])),
+        weights_partition_specs=None if mesh is None else {
+            t.name: in_shardings[pos][1] for t, pos in zip(lowered.tensors, lowered.weight_positions)})

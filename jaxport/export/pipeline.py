@@ -11,10 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._text import human_bytes
+from ..artifact.model import Function, Source
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
 from ..spec import ShapeSpec, check_platform
-from ..specbuild import as_shape_spec
+from ..specbuild import as_shape_spec, like_values
 from . import gradients, lower
 from .binding import apply_binds
 from .entrypoint import in_memory_values, load_entrypoint
@@ -66,13 +68,14 @@ def export(
     Returns an ``ExportResult``: without ``output`` nothing is written, and ``save``, ``to_bytes`` and ``load`` give
     the artifact.
     """
+    likes = like_values(spec)  # the values of jaxport.like(...) arguments, by their in-memory names
     spec = as_shape_spec(spec)
     spec_dir = spec.base_dir or Path.cwd()
     paths = RootPaths(_export_root(root, spec_dir))
     plats = [check_platform(p, "--platform") for p in platforms] if platforms else spec.platforms
     allowed = sorted(set(spec.allow_custom_calls) | set(allow_custom_calls))
     sources, in_memory = _bind_sources(bind)
-    with in_memory_values(in_memory):
+    with in_memory_values({**likes, **in_memory}):
         return _export(fn, spec, output, spec_dir, paths, plats, allowed, name, version, strip_locations,
                        write_manifest, sources, vjp_order, progress or (lambda text: None))
 
@@ -109,7 +112,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
     meta = artifact_metadata(spec.metadata, name, version, jobs[0][0])
     source = _source(spec, paths, bind)
 
-    functions: dict[str, Any] = {}
+    functions: dict[str, Function] = {}
     payloads: dict[str, bytes] = {}
     all_tensors: list[Any] = []
     for fname, fspec, entry, recorded in jobs:
@@ -134,8 +137,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
                               f"dicts, lists, tuples and None; return one of those, or register the type with "
                               f"jax.export.register_namedtuple_serialization (or register_pytree_node_serialization) "
                               f"before exporting and before loading.") from None
-        functions[fname] = build_function_entry(low, spec, recorded, payload_name, allowed)
-        functions[fname]["vjp_order"] = order
+        functions[fname] = build_function_entry(low, spec, recorded, payload_name, allowed, vjp_order=order)
         all_tensors.extend(low.tensors)
         wide = [t.name for t in low.tensors if str(t.array.dtype) in ("float64", "complex128")]
         if wide:
@@ -143,18 +145,24 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
             warnings.append(f"function {fname!r} binds 64-bit float tensors ({shown}), so its program runs with "
                             f"jax_enable_x64 and may compute and return float64 where the model gives float32 "
                             f"under plain JAX. Convert them (e.g. astype(np.float32)) unless that is intended.")
-        if low.unused_weights:
-            shown = ", ".join(low.unused_weights[:10]) + (", ..." if len(low.unused_weights) > 10 else "")
-            warnings.append(f"function {fname!r} never reads {len(low.unused_weights)} bound tensor(s): {shown}. "
+        seeds = [n for n in low.unused_weights if n.endswith(_KERAS_SEED_STATE)]
+        if seeds:  # every Keras model with dropout has them: one short line, whatever their number
+            warnings.append(f"function {fname!r} never reads the {len(seeds)} Keras seed-generator state tensor(s) "
+                            f"bound with it (dropout's random state, read only in training, e.g. {seeds[0]}); they "
+                            f"are stored anyway (a few bytes each).")
+        unused = [n for n in low.unused_weights if not n.endswith(_KERAS_SEED_STATE)]
+        if unused:
+            shown = ", ".join(unused[:10]) + (", ..." if len(unused) > 10 else "")
+            warnings.append(f"function {fname!r} never reads {len(unused)} bound tensor(s): {shown}. "
                             f"They are stored anyway; remove them from the bound value to save space.")
         total = low.scan.constant_bytes()
         if total > LARGE_CONSTANTS_BYTES:
-            largest = functions[fname]["embedded_constants"]["largest"][0]
-            at = "" if largest["location"] == "unknown location" else f", at {largest['location']}"
+            largest = functions[fname].embedded_constants.largest[0]
+            at = "" if largest.location == "unknown location" else f", at {largest.location}"
             warnings.append(
-                f"function {fname!r} embeds {_mb(total)} of constants in its program (largest: {largest['type']}, "
-                f"{_mb(largest['bytes'])}{at}). Closed-over arrays bloat the artifact and slow export: pass them "
-                f"as arguments instead.")
+                f"function {fname!r} embeds {human_bytes(total)} of constants in its program (largest: "
+                f"{largest.type}, {human_bytes(largest.bytes or 0)}{at}). Closed-over arrays bloat the artifact and "
+                f"slow export: pass them as arguments instead.")
 
     result = build_result(meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
                           warnings=paths.warnings() + warnings, source=source, wait=output is None)
@@ -179,18 +187,17 @@ def _export_root(root: str | Path | None, spec_dir: Path) -> Path:
     return Path(root)
 
 
-def _source(spec: ShapeSpec, paths: RootPaths, bind: dict[str, str] | None) -> dict[str, Any]:
+def _source(spec: ShapeSpec, paths: RootPaths, bind: dict[str, str] | None) -> Source:
     """The manifest's ``source``: the spec file relative to the root and its sha256 (``verify`` finds the root by
     it), and the command-line binds (``verify`` applies them to the recorded spec, as export did)."""
-    out: dict[str, Any] = {"spec": None}
+    recorded, digest = None, None
     if not spec.file.startswith("<"):
-        out["spec"] = paths.path(Path(spec.file).name, spec.base_dir, f"the spec {spec.file}") \
+        recorded = paths.path(Path(spec.file).name, spec.base_dir, f"the spec {spec.file}") \
             if spec.base_dir is not None else paths.path(spec.file, Path.cwd(), f"the spec {spec.file}")
-        if spec.sha256 is not None:
-            out["spec_sha256"] = spec.sha256
-    if bind:
-        out["binds"] = {k: paths.source(v, Path.cwd(), f"the bound source {v} (--bind {k})") for k, v in bind.items()}
-    return out
+        digest = spec.sha256
+    binds = {k: paths.source(v, Path.cwd(), f"the bound source {v} (--bind {k})") for k, v in bind.items()} \
+        if bind else None
+    return Source(recorded, digest, binds)
 
 
 def _bind_sources(bind: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
@@ -209,6 +216,5 @@ def _bind_sources(bind: dict[str, Any] | None) -> tuple[dict[str, str], dict[str
     return sources, values
 
 
-def _mb(n: int) -> str:
-    """A byte count in kB or MB, for warnings."""
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
+#: How the state of a Keras ``SeedGenerator`` is named (its variable path's last part).
+_KERAS_SEED_STATE = "/seed_generator_state"

@@ -17,7 +17,6 @@ export and are not recorded in the artifact: rebind cannot compare them, and a c
 
 from __future__ import annotations
 
-import copy
 import difflib
 import hashlib
 import os
@@ -30,6 +29,7 @@ from .. import dtypes
 from .._fsio import atomic_write, check_output, open_regular, read_at_most
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
+from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
 from ..artifact.private_copy import private_member
 from ..errors import InputError, OutputError, SpecError, UsageError
 from ..sharding import text as spec_text
@@ -78,16 +78,15 @@ class _BoundArgument:
     tensors: list[str]
 
 
-def bound_arguments(manifest: Mapping[str, Any]) -> dict[str, _BoundArgument]:
+def bound_arguments(manifest: Manifest) -> dict[str, _BoundArgument]:
     """The artifact's bound arguments by name (the ``/``-joined call-tree path, ``params`` or ``state/params``),
     over all its functions, each with the tensors stored under its name."""
-    index = (manifest.get("weights") or {}).get("tensors") or {}
     out: dict[str, _BoundArgument] = {}
-    for f in manifest["functions"].values():
-        for site in calltree.walk(calltree.of_function(f)):
+    for f in manifest.functions.values():
+        for site in calltree.walk(f.signature):
             if site.kind == "bound" and site.name not in out:
-                names = [n for n in index if n == site.name or n.startswith(site.name + "/")]
-                out[site.name] = _BoundArgument(site.name, str(site.node["bound"]), names)
+                names = [n for n in manifest.tensors if n == site.name or n.startswith(site.name + "/")]
+                out[site.name] = _BoundArgument(site.name, str(site.value), names)
     return out
 
 
@@ -119,32 +118,32 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
         if out.is_dir():
             out = out / artifact.name
         _refuse_input_as_output(out, artifact)
-        arguments = bound_arguments(art.manifest)
-        weights = art.manifest.get("weights") or {}
-        if not weights.get("tensors") or not any(a.tensors for a in arguments.values()):
+        arguments = bound_arguments(art.model)
+        weights = art.model.weights
+        if weights is None or not weights.tensors or not any(a.tensors for a in arguments.values()):
             raise UsageError(f"{artifact}: the artifact has no bound weights; rebind replaces weights bound at export "
                              f"(a spec's 'bind:', or export --bind NAME=SOURCE). Re-export to bind weights.")
         for name in bind:
             if name not in arguments:
                 raise UsageError(_unknown_name(artifact, name, arguments))
-        old_index: dict[str, Any] = weights["tensors"]
-        hashed, _ = private_member(art, weights["member"])  # the bytes kept are the bytes hashed (``private_copy``)
+        old_index = weights.tensors
+        hashed, _ = private_member(art, weights.member)  # the bytes kept are the bytes hashed (``private_copy``)
         arrays = tensors.tensor_views(hashed, old_index, str(artifact))
-        sharded = _recorded_partition_specs(art.manifest)
+        sharded = _recorded_partition_specs(art.model)
         given: list[tuple[_BoundArgument, str]] = []
         for name, value in bind.items():
             new, source = _new_tensors(name, value, arguments[name], old_index, sharded)
             arrays.update(new)
             given.append((arguments[name], source))
         files = [f for f in (_file_of(source) for _, source in given) if f is not None]
-        root_dir, warnings = _root(root, art.manifest, artifact, files)
+        root_dir, warnings = _root(root, art.model, artifact, files)
         paths = RootPaths(root_dir)
         rebound = [(a, source, _record(paths, source)) for a, source in given]
         warnings += _recording_warnings(paths, rebound, root_dir)
         packed = tensors.pack([tensors.Tensor(n, arrays[n]) for n in old_index])
-        manifest = _new_manifest(art.manifest, packed, rebound, version)
-        members = {n: packed if n == weights["member"] else art.read(n) for n in art.manifest["members"]}
-        kept = [n for n in members if n != weights["member"]]
+        manifest = _new_manifest(art.model, packed, rebound, version)
+        members = {n: packed if n == weights.member else art.read(n) for n in art.model.members}
+        kept = [n for n in members if n != weights.member]
         sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
         inputs: list[str | Path] = [artifact, *files]
         for path in (out, sidecar):
@@ -154,9 +153,10 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
     if sidecar is not None:
         atomic_write(sidecar, lambda f: f.write(raw), inputs=inputs)
     results = [Rebound(a.name, source, recorded, list(a.tensors),
-                       [n for n in a.tensors if packed.index[n]["sha256"] != old_index[n]["sha256"]])
+                       [n for n in a.tensors if packed.index[n].sha256 != old_index[n].sha256])
                for a, source, recorded in rebound]
-    return RebindResult(out, manifest, out.stat().st_size, sidecar, results, kept, warnings)
+    return RebindResult(out, container.with_members(manifest, members).to_json(), out.stat().st_size, sidecar,
+                        results, kept, warnings)
 
 
 def _refuse_input_as_output(out: Path, artifact: Path) -> None:
@@ -193,7 +193,7 @@ def _is_module_style(source: str) -> bool:
     return _is_attribute(source) and not is_file_target(source.rpartition(":")[0])
 
 
-def _new_tensors(name: str, value: Any, argument: _BoundArgument, old_index: Mapping[str, Any],
+def _new_tensors(name: str, value: Any, argument: _BoundArgument, old_index: Mapping[str, StoredTensor],
                  sharded: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The arrays of ``name``'s new value by tensor name, checked against the artifact's, and the source as given
     (``IN_MEMORY`` for a pytree)."""
@@ -255,7 +255,7 @@ def _listed(names: list[str]) -> str:
 _KEEPS = "rebind keeps the program, so"
 
 
-def _check_tree(name: str, argument: _BoundArgument, flat: Mapping[str, Any], old_index: Mapping[str, Any],
+def _check_tree(name: str, argument: _BoundArgument, flat: Mapping[str, Any], old_index: Mapping[str, StoredTensor],
                 shown: str) -> None:
     """Refuse the first tensor (in name order) whose presence, shape or dtype differs from the artifact's."""
     for n in sorted(set(flat) | set(argument.tensors)):
@@ -266,23 +266,23 @@ def _check_tree(name: str, argument: _BoundArgument, flat: Mapping[str, Any], ol
             raise InputError(f"{n}: in {shown}, not in the artifact (its '{name}' holds {_listed(argument.tensors)}); "
                              f"{_KEEPS} the bound tree's names must match; remove it, or re-export to change them.")
         old, new = old_index[n], flat[n]
-        if list(old["shape"]) != list(new.shape):
-            raise InputError(f"{n}: shape {_shape(old['shape'])} in the artifact, {_shape(new.shape)} in {shown}; "
+        if list(old.shape) != list(new.shape):
+            raise InputError(f"{n}: shape {_shape(old.shape)} in the artifact, {_shape(new.shape)} in {shown}; "
                              f"{_KEEPS} shapes must match; re-export to change them.")
         dtype = dtypes.from_numpy(new.dtype)
-        if dtype is None or old["dtype"] != dtype.name:
-            raise InputError(f"{n}: dtype {old['dtype']} in the artifact, {new.dtype} in {shown}; "
-                             f"{_KEEPS} dtypes must match; convert it (e.g. astype(np.{old['dtype']})), or "
+        if dtype is None or old.dtype != dtype.name:
+            raise InputError(f"{n}: dtype {old.dtype} in the artifact, {new.dtype} in {shown}; "
+                             f"{_KEEPS} dtypes must match; convert it (e.g. astype(np.{old.dtype})), or "
                              f"re-export to change them.")
 
 
-def _recorded_partition_specs(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def _recorded_partition_specs(manifest: Manifest) -> dict[str, Any]:
     """The recorded PartitionSpec of each bound tensor of a sharded function (``weights_partition_specs``)."""
     out: dict[str, Any] = {}
-    for f in manifest["functions"].values():
-        if f.get("mesh"):
-            for n in f.get("weights") or []:
-                out.setdefault(n, (f.get("weights_partition_specs") or {}).get(n) or [])
+    for f in manifest.functions.values():
+        if f.mesh is not None:
+            for n in f.weights:
+                out.setdefault(n, (f.weights_partition_specs or {}).get(n) or [])
     return out
 
 
@@ -327,7 +327,7 @@ def _file_of(source: str) -> str | None:
     return source.rpartition(":")[0] if _is_attribute(source) else source
 
 
-def _root(root: str | Path | None, manifest: Mapping[str, Any], artifact: Path, files: list[str]
+def _root(root: str | Path | None, manifest: Manifest, artifact: Path, files: list[str]
           ) -> tuple[Path, list[str]]:
     """The directory new sources are recorded relative to: ``root`` if given; else the first of the current
     directory, the artifact's directory and each new file's directory that holds the spec the artifact records
@@ -335,9 +335,8 @@ def _root(root: str | Path | None, manifest: Mapping[str, Any], artifact: Path, 
     directory, with a warning when there is a recorded spec to be consistent with."""
     if root is not None:
         return Path(root), []
-    source = manifest.get("source") or {}
-    spec, digest = source.get("spec"), source.get("spec_sha256")
-    if not isinstance(spec, str) or not files or not _plain_relative(spec):
+    spec, digest = manifest.source.spec, manifest.source.spec_sha256
+    if spec is None or not files or not _plain_relative(spec):
         return Path.cwd(), []
     candidates = [Path.cwd(), artifact.parent, *(Path(f).parent for f in files)]
     for directory in candidates:
@@ -393,25 +392,36 @@ def _recording_warnings(paths: RootPaths, rebound: list[tuple[_BoundArgument, st
     return out
 
 
-def _new_manifest(old: Mapping[str, Any], packed: tensors.PackedWeights,
-                  rebound: list[tuple[_BoundArgument, str, str]], version: str | None) -> dict[str, Any]:
-    """A copy of ``old`` (same keys in the same order, so the same bytes as a fresh export) with the weights index
-    repacked, the rebound arguments' recorded sources and, if given, ``metadata.version`` replaced."""
-    m = copy.deepcopy(dict(old))
-    m["weights"] = {**m["weights"], "tensors": packed.index}
+def _new_manifest(old: Manifest, packed: tensors.PackedWeights, rebound: list[tuple[_BoundArgument, str, str]],
+                  version: str | None) -> Manifest:
+    """``old`` with the weights index repacked, the rebound arguments' recorded sources and, if given,
+    ``metadata.version`` replaced (its records serialize as a fresh export's manifest does)."""
+    assert old.weights is not None
     recorded = {a.name: r for a, _, r in rebound}
     # A top-level argument is recorded as 'export --bind NAME=SOURCE' records it, so that verify applies it to the
     # recorded spec; a bound value nested in a container has no such form.
     top = {n: r for n, r in recorded.items() if "/" not in n}
-    if top:
-        m["source"] = {**(m.get("source") or {})}
-        m["source"]["binds"] = {**(m["source"].get("binds") or {}), **top}
-    for f in m["functions"].values():
-        for site in calltree.walk(f.get("signature")):
-            if site.kind == "bound" and site.name in recorded:
-                node = site.node
-                assert isinstance(node, dict)
-                node["bound"] = recorded[site.name]
+    source = replace(old.source, binds={**(old.source.binds or {}), **top}) if top else old.source
+    functions = {n: replace(f, signature=_with_sources(f.signature, recorded)) for n, f in old.functions.items()}
+    metadata = old.metadata
     if version is not None:
-        m["metadata"]["version"] = str(version)
-    return m
+        order = metadata.key_order if "version" in metadata.key_order else (*metadata.key_order, "version")
+        metadata = replace(metadata, version=str(version), key_order=order)
+    return replace(old, weights=Weights(old.weights.member, dict(packed.index)), source=source, functions=functions,
+                   metadata=metadata)
+
+
+def _with_sources(sig: Signature, recorded: Mapping[str, str]) -> Signature:
+    """The call tree with the bound nodes named in ``recorded`` (by ``/``-joined path) bound to their new source."""
+
+    def node(n: CallNode, name: str) -> CallNode:
+        if n.kind == "bound" and name in recorded:
+            return replace(n, value=recorded[name])
+        if n.kind == "dict":
+            return replace(n, value={k: node(c, f"{name}/{k}") for k, c in n.value.items()})
+        if n.kind == "list":
+            return replace(n, value=tuple(node(c, f"{name}/{i}") for i, c in enumerate(n.value)))
+        return n
+
+    return Signature(tuple(node(a, a.name or f"arg{i}") for i, a in enumerate(sig.args)),
+                     {k: node(c, k) for k, c in sig.kwargs.items()})

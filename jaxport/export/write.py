@@ -8,7 +8,6 @@ as ``to_bytes``) or loaded in this process (``load``); ``write_artifact`` builds
 
 from __future__ import annotations
 
-import copy
 import io
 import os
 import tempfile
@@ -19,6 +18,7 @@ from typing import Any
 
 from .._fsio import atomic_write, check_output
 from ..artifact import bulkwrite, container, manifest, tensors
+from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Source, Weights, replace
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
 from ..isolate import trust
@@ -36,9 +36,11 @@ class ExportResult:
     ``jaxport.run.load.load``.
     """
 
-    def __init__(self, manifest: dict[str, Any], members: dict[str, Any], *, warnings: list[str] | None = None,
+    def __init__(self, manifest: Manifest, members: dict[str, Any], *, warnings: list[str] | None = None,
                  read: list[str] | None = None, write_manifest: bool = True):
-        self._manifest = manifest
+        self._manifest = manifest  # its members are listed, and the weights' digests filled in, by _manifest_bytes
+        self._final: Manifest | None = None
+        self._json: dict[str, Any] | None = None
         self.warnings = list(warnings or [])
         #: The artifact's path once saved, and its sidecar manifest's (None without one).
         self.path: Path | None = None
@@ -53,13 +55,30 @@ class ExportResult:
 
     def __repr__(self) -> str:
         where = f"saved as {str(self.path)!r}" if self.path is not None else "not saved"
-        return f"<jaxport.ExportResult {self.name!r} ({', '.join(self._manifest['functions'])}), {where}>"
+        return f"<jaxport.ExportResult {self.name!r} ({', '.join(self._manifest.functions)}), {where}>"
+
+    @property
+    def model(self) -> Manifest:
+        """The artifact's manifest as records (``artifact.model``), its ``members`` listed."""
+        self._manifest_bytes()
+        assert self._final is not None
+        return self._final
 
     @property
     def manifest(self) -> dict[str, Any]:
-        """The artifact's manifest (its ``members`` filled in: the members' sizes and sha256)."""
-        self._manifest_bytes()
-        return self._manifest
+        """The artifact's manifest as JSON (its ``members`` filled in: the members' sizes and sha256)."""
+        if self._json is None:
+            self._json = self.model.to_json()
+        return self._json
+
+    def _listed(self) -> Manifest:
+        """The manifest with the members listed and the weights' digests as they stand (while they are computing,
+        ``PENDING_SHA256``: as long as the real ones)."""
+        packed = self._members.get(manifest.WEIGHTS_MEMBER)
+        m = self._manifest
+        if m.weights is not None and isinstance(packed, tensors.PackedWeights):
+            m = replace(m, weights=Weights(m.weights.member, dict(packed.index)))
+        return container.with_members(m, self._members)
 
     def _manifest_bytes(self) -> bytes:
         """The manifest's bytes: the weights' digests waited for (``build_result(wait=False)``) and filled in."""
@@ -67,13 +86,14 @@ class ExportResult:
             for data in self._members.values():
                 if getattr(data, "pending", False):
                     data.complete()
-            self._raw = container.fill_members(self._manifest, self._members)
+            self._final = self._listed()
+            self._raw = container.manifest_bytes(self._final)
         return self._raw
 
     @property
     def name(self) -> str:
         """The artifact's name (``metadata.name``): ``save`` to a directory writes ``<name>.jaxport`` there."""
-        return str(self._manifest["metadata"]["name"])
+        return str(self._manifest.metadata.name)
 
     @property
     def size(self) -> int:
@@ -119,7 +139,7 @@ class ExportResult:
             container.write_members(f, self._manifest_bytes(), self._members, direct=True)
             return
         size = len(self._raw if self._raw is not None else  # while digests are pending, they are fixed-width
-                   container.fill_members(copy.deepcopy(self._manifest), self._members))
+                   container.manifest_bytes(self._listed()))
         writer = _Writer(f, container.data_offset(size, self._members, manifest.WEIGHTS_MEMBER), weights)
         try:
             raw = self._manifest_bytes()
@@ -249,24 +269,21 @@ def relative_path(path: Path) -> str:
 
 
 def artifact_metadata(spec_metadata: Mapping[str, Any], name: str | None, version: str | None,
-                      default_name: str) -> dict[str, Any]:
+                      default_name: str) -> Metadata:
     """The manifest's ``metadata``: the spec's, with ``name`` (``--name``, else the spec's, else ``default_name``)
-    and ``version`` (``--version``, else the spec's) settled and checked."""
-    meta = dict(spec_metadata)
-    meta.setdefault("labels", {})
-    artifact_name = name or meta.get("name") or default_name
+    and ``version`` (``--version``, else the spec's) settled and checked. Its keys keep the spec's order (then
+    ``labels``, ``version``, ``description`` when the spec leaves them out): the order is part of the bytes."""
+    order = [k for k in spec_metadata if k in METADATA_KEYS]
+    order += [k for k in ("labels", "name", "version", "description") if k not in order]
+    artifact_name = name or spec_metadata.get("name") or default_name
     check_artifact_name(artifact_name, "--name" if name else "metadata.name")
-    meta["name"] = artifact_name
-    if version is not None:
-        meta["version"] = str(version)
-    for k in ("version", "description"):
-        meta.setdefault(k, None)
-    return meta
+    return Metadata(artifact_name, str(version) if version is not None else spec_metadata.get("version"),
+                          spec_metadata.get("description"), dict(spec_metadata.get("labels") or {}), tuple(order))
 
 
-def build_result(metadata: dict[str, Any], spec_file: str | None, functions: dict[str, Any],
+def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str, Function],
                  payloads: dict[str, bytes], bound: list[Tensor], *, write_manifest: bool = True,
-                 warnings: list[str] | None = None, source: dict[str, Any] | None = None,
+                 warnings: list[str] | None = None, source: Source | None = None,
                  wait: bool = True) -> ExportResult:
     """The artifact of ``functions`` (manifest entries by name) and their ``payloads`` (member name -> serialized
     ``Exported``, produced by this process) with the ``bound`` tensors packed into the weights member, in memory.
@@ -280,28 +297,22 @@ def build_result(metadata: dict[str, Any], spec_file: str | None, functions: dic
     for payload in payloads.values():
         trust(payload)  # serialized by JAX in this process: no child check when it is loaded here
     recorded_spec = relative_path(Path(spec_file)) if spec_file and not spec_file.startswith("<") else None
-    m: dict[str, Any] = {
-        "format": manifest.FORMAT_NAME,
-        "format_version": manifest.FORMAT_VERSION,
-        "producer": versions(),
-        "metadata": metadata,
-        "source": source if source is not None else {"spec": recorded_spec},
-        "members": {},
-        "functions": functions,
-    }
     members: dict[str, Any] = dict(payloads)
+    weights = None
     if bound:
         packed = tensors.pack(bound, wait=wait)
-        m["weights"] = {"member": manifest.WEIGHTS_MEMBER, "tensors": packed.index}
+        weights = Weights(manifest.WEIGHTS_MEMBER, packed.index)
         members[manifest.WEIGHTS_MEMBER] = packed
+    m = Manifest(manifest.FORMAT_VERSION, versions(), {}, functions, metadata,
+                       source if source is not None else Source(recorded_spec), weights, manifest.FORMAT_NAME)
     read = [spec_file] if spec_file and not spec_file.startswith("<") else []
     return ExportResult(m, members, warnings=warnings, read=read, write_manifest=write_manifest)
 
 
-def write_artifact(output: str | Path | None, metadata: dict[str, Any], spec_file: str | None,
-                   functions: dict[str, Any], payloads: dict[str, bytes], bound: list[Tensor], *,
+def write_artifact(output: str | Path | None, metadata: Metadata, spec_file: str | None,
+                   functions: dict[str, Function], payloads: dict[str, bytes], bound: list[Tensor], *,
                    write_manifest: bool = True, warnings: list[str] | None = None,
-                   source: dict[str, Any] | None = None) -> ExportResult:
+                   source: Source | None = None) -> ExportResult:
     """``build_result``, saved to ``output``: the artifact's path or a directory (default: ``<name>.jaxport`` in the
     current directory). With ``write_manifest``, the manifest is also written next to the artifact as
     ``<artifact>.manifest.json``. Both outputs are checked (``check_output``: never a device, FIFO or directory, never

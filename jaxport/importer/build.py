@@ -23,7 +23,9 @@ from typing import Any
 
 from .. import dimexpr, dtypes
 from .._jax_internals import make_exported
+from ..artifact.bounds import Bounds
 from ..artifact.contract import concrete_shape, resolve_dims
+from ..artifact.model import CallNode, OutputNode, Signature
 from ..checks import check_custom_calls
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
 from ..export.lower import InputLeaf, Lowered, function_constraints
@@ -176,9 +178,12 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
         _smoke_test(exported, inputs, spec, constraints, display, platforms)
 
     names = ["output"] if n_out == 1 else [str(k) for k in range(n_out)]
-    output_tree: dict[str, Any] = {"output": 0} if n_out == 1 else {"tuple": [{"output": k} for k in range(n_out)]}
-    signature = {"args": [{"input": k, "name": i.name} for k, i in enumerate(inputs) if i.spec_path.startswith("args")],
-                 "kwargs": {i.name: {"input": k} for k, i in enumerate(inputs) if i.spec_path.startswith("kwargs")}}
+    output_tree = OutputNode("output", 0) if n_out == 1 else \
+        OutputNode("tuple", tuple(OutputNode("output", k) for k in range(n_out)))
+    signature = Signature(tuple(CallNode("input", k, i.name) for k, i in enumerate(inputs)
+                                if i.spec_path.startswith("args")),
+                          {i.name: CallNode("input", k) for k, i in enumerate(inputs)
+                           if i.spec_path.startswith("kwargs")})
     lowered = Lowered(exported, name, list(inputs), signature, names, output_tree, x64, scan,
                       input_positions=list(range(len(inputs))))
     return Imported(lowered, warnings, source_version)
@@ -195,8 +200,8 @@ def _smoke_test(exported: Any, inputs: list[InputLeaf], spec: ShapeSpec, constra
     if local not in platforms:
         return
     fn = pseudo_function(inputs, spec, constraints)
-    try:
-        env = resolve_dims(fn, {})
+    try:  # JAX calls a dimension variable only from 1 up, whatever lower bound the manifest states
+        env = resolve_dims(fn, {v: 1 for v, d in fn["dims"].items() if Bounds.of(d).lo < 1})
     except InputError:
         return
     structs = [jax.ShapeDtypeStruct(concrete_shape({"shape": list(i.leaf.shape)}, env), dtypes.to_numpy(i.leaf.dtype))

@@ -15,20 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import dtypes
 from .._fsio import read_file
 from .._jax_internals import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
 from ..errors import CrashError, EntrypointError, ExportError
 from ..isolate import check_module_bytes
 from ..module_scan import ProgramLimitError, check_operation_count, check_program_text, stablehlo_version
 
-#: MLIR element types and the dtypes jaxport gives them.
-ELEMENT_TYPES: dict[str, str] = {
-    "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
-    "bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64",
-    "complex<f32>": "complex64", "complex<f64>": "complex128",
-    "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2",
-}
 #: The first bytes of MLIR bytecode, plain or a StableHLO portable artifact.
 BYTECODE_MAGIC = b"ML\xefR"
 #: The private name the module's own ``main`` takes when jaxport wraps it.
@@ -190,7 +183,8 @@ def _tensor(t: Any) -> TensorType | None:
     rt = ir.RankedTensorType(t)
     shape = tuple(None if rt.is_dynamic_dim(i) else int(rt.shape[i]) for i in range(rt.rank))
     element = str(rt.element_type)
-    return TensorType(shape, ELEMENT_TYPES.get(element), element, str(t))
+    d = dtypes.BY_MLIR.get(element)
+    return TensorType(shape, d.name if d is not None else None, element, str(t))
 
 
 def _dict_attrs(func_op: Any, key: str, n: int) -> list[dict[str, Any]]:
@@ -284,7 +278,7 @@ def main_signature(module: Any, display: str) -> MainSignature:
             if tensor.dtype is None:
                 raise EntrypointError(f"{display}: main's {where} {k} ({tensor.text}) has element type "
                                       f"{tensor.element}, which jaxport does not support. Supported: "
-                                      f"{', '.join(ELEMENT_TYPES)}.")
+                                      f"{', '.join(dtypes.BY_MLIR)}.")
     return MainSignature(args, results, platform_index, tuple_result)
 
 

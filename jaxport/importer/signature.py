@@ -9,14 +9,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import dtypes
+from ..artifact.bounds import Bounds
 from ..artifact.contract import resolve_dims
+from ..artifact.manifest import as_function
+from ..artifact.model import Function
 from ..errors import ExportError, InputError, SpecError
 from ..export.lower import InputLeaf, used_variables
 from ..spec import ArrayLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, Where
 from .mlir import MainSignature, TensorType
 
-#: Offsets tried, per dimension variable, when sampling the module's output shapes.
-_PROBE_STEPS = (1, 2, 3, 4, 6, 8, 12, 16)
+#: Offsets tried, per dimension variable, when sampling the module's output shapes: upwards first, then downwards
+#: (for a variable whose upper bound is the base size, down to its lower bound, 0 included).
+_PROBE_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, -1, -2, -3, -4)
 
 
 # --- the spec ------------------------------------------------------------------------------------------------------
@@ -119,13 +123,15 @@ def check_against_main(inputs: list[InputLeaf], sig: MainSignature, spec_file: s
     return shapes
 
 
-def spec_from_manifest(f: Mapping[str, Any], where: str) -> tuple[ShapeSpec, list[InputLeaf]]:
-    """A spec and inputs equivalent to a manifest function's signature (to re-import its module)."""
+def spec_from_manifest(f: Function | Mapping[str, Any], where: str) -> tuple[ShapeSpec, list[InputLeaf]]:
+    """A spec and inputs equivalent to a manifest function's signature (to re-import its module); ``f`` is the
+    function's record (or, transitional, its JSON)."""
+    fn = as_function(f)
     w = Where(where, 0)
-    dims = {v: DimVar(v, d.get("min"), d.get("max"), w) for v, d in (f.get("dims") or {}).items()}
-    constraints = [ConstraintSpec(c, w) for c in f.get("constraints") or []]
-    inputs = [InputLeaf(i["name"], i.get("spec_path") or f"args[{k}]",
-                        ArrayLeaf(tuple(i["shape"]), i["dtype"], w)) for k, i in enumerate(f["inputs"])]
+    dims = {v: DimVar(v, b.lo, b.hi, w) for v, b in fn.bounds.items()}
+    constraints = [ConstraintSpec(c, w) for c in fn.constraints]
+    inputs = [InputLeaf(i.name, i.spec_path or f"args[{k}]", ArrayLeaf(tuple(i.shape), i.dtype, w))
+              for k, i in enumerate(fn.inputs)]
     fspec = FunctionSpec(None, None, [], {}, w)
     return ShapeSpec(where, 1, dims, constraints, {None: fspec}), inputs
 
@@ -135,14 +141,15 @@ def spec_from_manifest(f: Mapping[str, Any], where: str) -> tuple[ShapeSpec, lis
 def pseudo_function(inputs: list[InputLeaf], spec: ShapeSpec, constraints: list[str]) -> dict[str, Any]:
     """The manifest-like description ``contract.resolve_dims`` reads."""
     used = used_variables(inputs)
-    dims = {v: {"min": d.min or 1, "max": d.max} for v, d in spec.dims.items() if v in used}
+    dims = {v: Bounds.of(d).to_manifest() for v, d in spec.dims.items() if v in used}
     return {"inputs": [{"name": i.name, "shape": list(i.leaf.shape), "dtype": i.leaf.dtype} for i in inputs],
             "dims": dims, "constraints": constraints}
 
 
-def _clamp(value: int, d: Mapping[str, Any]) -> int:
-    lo, hi = d.get("min") or 1, d.get("max")
-    return max(lo, min(value, hi)) if hi is not None else max(lo, value)
+def _clamp(value: int, d: Mapping[str, Any] | None) -> int:
+    """``value`` moved inside the bounds of the manifest ``dims`` entry ``d``."""
+    b = Bounds.of(d)
+    return max(b.lo, min(value, b.hi)) if b.hi is not None else max(b.lo, value)
 
 
 def _render(coefficients: dict[str, int], constant: int) -> str:
@@ -195,7 +202,7 @@ def output_dims(results: list[TensorType], inputs: list[InputLeaf], spec: ShapeS
         except InputError:
             return None
 
-    base = resolve({v: _clamp(5, meta.get(v, {})) for v in variables}) or resolve({}) or {}
+    base = resolve({v: _clamp(5, meta.get(v)) for v in variables}) or resolve({}) or {}
     points: list[tuple[dict[str, int], list[tuple[int, ...]]]] = []
     out = probe(base) if base else None
     if out is not None:
@@ -203,6 +210,8 @@ def output_dims(results: list[TensorType], inputs: list[InputLeaf], spec: ShapeS
     for v in variables if points else []:
         found = 0
         for step in _PROBE_STEPS:
+            if base[v] + step < 0:
+                continue
             env = resolve({**base, v: base[v] + step}) or resolve({v: base[v] + step})
             if env is None or any(env == e for e, _ in points):
                 continue

@@ -4,3 +4,17 @@ files safely, ``inputs`` gathers ``--inputs`` and random inputs, ``outputs`` des
 ``call --json`` report); ``gradients``, ``streaming``, ``distributed`` and ``deploy`` (deployable IREE modules:
 ``buckets``, the padding proof ``rowwise``, ``iree_module``, and ``iree_loader``, which runs them without JAX) build
 on them."""
+
+__all__ = ["CallReport", "CallRequest", "call"]
+
+_LAZY = {"call": "calling", "CallRequest": "calling", "CallReport": "outputs"}
+
+
+def __getattr__(name: str) -> object:
+    """``jaxport.run.call(request) -> CallReport`` (and its two records) without importing ``calling`` with every
+    module of this package (``iree_loader`` runs deployed modules without JAX and stays light)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import calling, outputs
+
+    return getattr({"calling": calling, "outputs": outputs}[_LAZY[name]], name)

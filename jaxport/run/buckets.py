@@ -2,15 +2,15 @@
 
 A *bucket* assigns every dimension variable of a function a value. ``compile`` takes them in one of four ways:
 
-- ``--dim NAME=N`` only (``fixed``): one bucket, the variables not named taking their smallest valid values (the
-  single-shape form);
-- ``--dims NAME=N1,N2,...`` (``grid``, repeatable): the grid of every combination, with ``--dim`` fixing the
-  variables not listed; every variable must be listed or fixed;
+- ``--dim NAME=N`` only, one size per variable (``fixed``): one bucket, the variables not named taking their
+  smallest valid values (the single-shape form);
+- ``--dim NAME=N1,N2,...`` with several sizes (``grid``, repeatable): the grid of every combination, a variable
+  given one size being fixed; every variable must be given;
 - ``--bucket NAME=N,NAME=N`` (``explicit``, repeatable): exactly these assignments (``--dim`` fills in the variables
   a bucket leaves out);
 - none of them (``proposed``): for each variable the powers of two inside its spec bounds, plus the upper bound
   itself when it is not one, thinned (keeping the largest) so that at most :data:`MAX_PROPOSED` functions are built.
-  A variable without an upper bound cannot be proposed for: the user gives ``--dims``.
+  A variable without an upper bound cannot be proposed for: the user gives ``--dim``.
 
 Every bucket is checked against the bounds and constraints (``artifact.contract``); a grid point or proposal that
 breaks a constraint is left out with a note, a given value that breaks a bound is a usage error. No JAX here.
@@ -23,10 +23,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..artifact import contract
-from ..artifact.bounds import Bounds
+from ..artifact.model import Function
 from ..errors import InputError, UsageError
 
 #: Most functions proposed from the spec's bounds when no buckets are given.
@@ -44,7 +43,7 @@ class Plan:
     """The buckets to build, in order, and how they were chosen."""
 
     buckets: list[dict[str, int]]
-    source: str  # "static", "--dim", "--dims", "--bucket" or "spec bounds"
+    source: str  # "static", "--dim", "--dims" (a grid: --dim with several sizes), "--bucket" or "spec bounds"
     notes: list[str] = field(default_factory=list)
 
 
@@ -59,7 +58,7 @@ def _check_names(variables: list[str], names: Sequence[str], flag: str) -> None:
             raise UsageError(f"{flag} {name}: the function has no dimension variable {name!r}; it has {have}.")
 
 
-def _resolved(fn: Mapping[str, Any], bucket: Mapping[str, int], flag: str) -> dict[str, int]:
+def _resolved(fn: Function, bucket: Mapping[str, int], flag: str) -> dict[str, int]:
     """Every variable's value for a bucket that names all of them, checked against bounds and constraints."""
     try:
         return contract.resolve_dims(fn, bucket)
@@ -67,7 +66,7 @@ def _resolved(fn: Mapping[str, Any], bucket: Mapping[str, int], flag: str) -> di
         raise UsageError(f"{flag} {_shown(bucket)}: {e}") from None
 
 
-def _satisfies(fn: Mapping[str, Any], bucket: Mapping[str, int]) -> bool:
+def _satisfies(fn: Function, bucket: Mapping[str, int]) -> bool:
     try:
         contract.resolve_dims(fn, bucket)
     except InputError:
@@ -75,21 +74,22 @@ def _satisfies(fn: Mapping[str, Any], bucket: Mapping[str, int]) -> bool:
     return True
 
 
-def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
+def plan(fn: Function, *, fixed: Mapping[str, int] | None = None,
          grid: Mapping[str, Sequence[int]] | None = None,
          explicit: Sequence[Mapping[str, int]] | None = None) -> Plan:
     """The buckets of a manifest function (see the module docstring); raises UsageError for a bad request."""
     fixed, grid, explicit = dict(fixed or {}), dict(grid or {}), list(explicit or [])
     variables = contract.dimension_variables(fn)
     if grid and explicit:
-        raise UsageError("--dims builds a grid and --bucket lists buckets one by one; give one of them.")
+        raise UsageError("--dim with several sizes builds a grid and --bucket lists buckets one by one; give one of "
+                         "them.")
     _check_names(variables, list(fixed), "--dim")
-    _check_names(variables, list(grid), "--dims")
+    _check_names(variables, list(grid), "--dim")
     for b in explicit:
         _check_names(variables, list(b), "--bucket")
     both = [v for v in grid if v in fixed]
     if both:
-        raise UsageError(f"--dim {both[0]}={fixed[both[0]]} and --dims {both[0]}=... both set {both[0]!r}; give it "
+        raise UsageError(f"{both[0]!r} is both fixed ({both[0]}={fixed[both[0]]}) and given a grid of sizes; give it "
                          f"once.")
     if not variables:
         return Plan([{}], "static")
@@ -106,13 +106,13 @@ def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
     if grid:
         missing = [v for v in variables if v not in grid and v not in fixed]
         if missing:
-            raise UsageError(f"--dims: give every dimension variable a list of sizes ({', '.join(missing)} has "
-                             f"none), or fix {'them' if len(missing) > 1 else 'it'} with --dim {missing[0]}=N.")
-        bounds = {v: Bounds.of((fn.get("dims") or {}).get(v)) for v in variables}
+            raise UsageError(f"--dim: give every dimension variable its sizes ({', '.join(missing)} has none), or "
+                             f"fix {'them' if len(missing) > 1 else 'it'} with --dim {missing[0]}=N.")
+        bounds = {v: fn.bounds_of(v) for v in variables}
         for v, values in grid.items():
             for value in values:
                 if not bounds[v].holds(value):
-                    raise UsageError(f"--dims {v}={','.join(map(str, values))}: {value} is outside the spec bound "
+                    raise UsageError(f"--dim {v}={','.join(map(str, values))}: {value} is outside the spec bound "
                                      f"{bounds[v].text(v)}.")
         lists = {v: sorted(set(grid[v])) if v in grid else [fixed[v]] for v in variables}
         return _combined(fn, variables, lists, "--dims", "grid point")
@@ -121,15 +121,15 @@ def plan(fn: Mapping[str, Any], *, fixed: Mapping[str, int] | None = None,
     return propose(fn)
 
 
-def propose(fn: Mapping[str, Any]) -> Plan:
+def propose(fn: Function) -> Plan:
     """Buckets from the spec's bounds (see the module docstring)."""
     variables = contract.dimension_variables(fn)
     lists: dict[str, list[int]] = {}
     for v in variables:
-        b = Bounds.of((fn.get("dims") or {}).get(v))
+        b = fn.bounds_of(v)
         if b.hi is None:
             raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
-                             f"give the sizes to build with --dims {v}=N1,N2,... (or one with --dim {v}=N).")
+                             f"give the sizes to build with --dim {v}=N1,N2,... (or one with --dim {v}=N).")
         values = [1 << k for k in range(max(b.hi, 1).bit_length()) if b.lo <= 1 << k <= b.hi]
         if not values or values[-1] != b.hi:
             values.append(b.hi)
@@ -142,16 +142,16 @@ def propose(fn: Mapping[str, Any]) -> Plan:
             lists[v] = sorted(values[::-1][::step])
     result = _combined(fn, variables, lists, "spec bounds", "proposed bucket")
     shown = "; ".join(f"{v} in {', '.join(map(str, lists[v]))}" for v in variables)
-    result.notes.insert(0, f"no --dims or --bucket given: buckets proposed from the spec's bounds (powers of two "
+    result.notes.insert(0, f"no --dim or --bucket given: buckets proposed from the spec's bounds (powers of two "
                            f"inside them and the upper bound, at most {MAX_PROPOSED} functions): {shown}")
     return result
 
 
-def _combined(fn: Mapping[str, Any], variables: list[str], lists: Mapping[str, list[int]], source: str,
+def _combined(fn: Function, variables: list[str], lists: Mapping[str, list[int]], source: str,
               what: str) -> Plan:
     total = math.prod(len(lists[v]) for v in variables)
     if total > MAX_BUCKETS:
-        raise UsageError(f"--dims: {total} combinations, more than the {MAX_BUCKETS} functions one module may hold; "
+        raise UsageError(f"--dim: {total} combinations, more than the {MAX_BUCKETS} functions one module may hold; "
                          f"give fewer sizes, or list the buckets you need with --bucket.")
     buckets: list[dict[str, int]] = []
     dropped: list[dict[str, int]] = []
@@ -160,7 +160,7 @@ def _combined(fn: Mapping[str, Any], variables: list[str], lists: Mapping[str, l
         (buckets if _satisfies(fn, bucket) else dropped).append(bucket)
     if not buckets:
         raise UsageError(f"{source}: no {what} satisfies the spec's constraints "
-                         f"({'; '.join(fn.get('constraints') or []) or 'bounds'}); give buckets that do with "
+                         f"({'; '.join(fn.constraints) or 'bounds'}); give buckets that do with "
                          f"--bucket.")
     notes = []
     if dropped:

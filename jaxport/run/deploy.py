@@ -31,8 +31,9 @@ from .. import dtypes
 from .._fsio import atomic_write, check_output
 from .._text import plural
 from ..artifact import contract
-from ..artifact.bounds import Bounds
 from ..artifact.container import manifest_bytes
+from ..artifact.manifest import as_function
+from ..artifact.model import Function
 from ..errors import JaxportError
 from . import buckets as buckets_mod
 from . import rowwise
@@ -111,17 +112,17 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     loaded = load(path, function, allow_custom_calls=allow_custom_calls)
     backend = loaded.backend
     assert isinstance(backend, JaxBackend)  # load's default runtime
-    f = loaded.function_manifest
+    f = loaded.function_record or as_function(loaded.function_manifest)
     where = f"{path}: function {loaded.function!r}"
     check_supported(f, where)
     chosen = buckets_mod.plan(f, fixed=dims, grid=grid, explicit=buckets)
     names = buckets_mod.function_names(chosen.buckets)
-    weight_names = list(f.get("weights") or [])
+    weight_names = list(f.weights)
     seconds["load"] = time.perf_counter() - start
 
     start = time.perf_counter()
     stage(f"specializing {loaded.function} for {plural(len(chosen.buckets), 'bucket')}")
-    specialized = _specializer(backend, f)
+    specialized = specializer(backend, f)
     programs = [Specialized(n, specialized(b)) for n, b in zip(names, chosen.buckets)]
     seconds["specialize"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -147,13 +148,15 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
         s = _structs(f, bucket)
         with backend.x64():
             outs = jax.tree_util.tree_leaves(jax.eval_shape(backend.program, weight_structs, *s))
+        argv = run_command(module_path.name, irpa_path.name if weight_names else None, name, f.input_names,
+                           f.output_names)
         functions.append({
             "name": name,
             "dims": dict(bucket),
-            "inputs": [{"name": i["name"], "shape": list(x.shape), "dtype": i["dtype"]}
-                       for i, x in zip(f["inputs"], s)],
-            "outputs": [{"name": o["name"], "shape": list(a.shape), "dtype": o["dtype"]}
-                        for o, a in zip(f["outputs"], outs)],
+            "inputs": [{"name": i.name, "shape": list(x.shape), "dtype": i.dtype} for i, x in zip(f.inputs, s)],
+            "outputs": [{"name": o.name, "shape": list(a.shape), "dtype": o.dtype} for o, a in zip(f.outputs, outs)],
+            "argv": argv,
+            "command": shlex.join(argv),
         })
     description = _description(path, loaded.function, f, module_path, irpa_path if weight_names else None,
                                weight_names, cpu, chosen, verdicts, functions)
@@ -168,13 +171,13 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
                     list(chosen.notes) + _padding_notes(verdicts), sizes, seconds)
 
 
-def _structs(f: Mapping[str, Any], env: Mapping[str, int]) -> list[Any]:
+def _structs(f: Function, env: Mapping[str, int]) -> list[Any]:
     import jax
 
-    return [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i["dtype"])) for i in f["inputs"]]
+    return [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i.dtype)) for i in f.inputs]
 
 
-def _specializer(backend: JaxBackend, f: Mapping[str, Any]) -> Callable[[Mapping[str, int]], str]:
+def specializer(backend: JaxBackend, f: Function) -> Callable[[Mapping[str, int]], str]:
     """``specialize`` for an assignment of the variables, each assignment specialized once."""
     cache: dict[tuple[tuple[str, int], ...], str] = {}
 
@@ -187,18 +190,7 @@ def _specializer(backend: JaxBackend, f: Mapping[str, Any]) -> Callable[[Mapping
     return specialized
 
 
-def padding_of(path: str | Path, function: str | None = None, *,
-               allow_custom_calls: Iterable[str] | None = None) -> dict[str, rowwise.Verdict]:
-    """Whether calls of a deployed module of this artifact's function may pad each dimension variable, and why not
-    (what ``compile_artifact`` records in the run description), without compiling anything."""
-    loaded = load(path, function, allow_custom_calls=allow_custom_calls)
-    backend = loaded.backend
-    assert isinstance(backend, JaxBackend)
-    f = loaded.function_manifest
-    return padding_verdicts(f, len(f.get("weights") or []), _specializer(backend, f))
-
-
-def padding_verdicts(f: Mapping[str, Any], n_weights: int,
+def padding_verdicts(f: Function, n_weights: int,
                      specialized: Callable[[Mapping[str, int]], str]) -> dict[str, rowwise.Verdict]:
     """Whether calls may pad each dimension variable (``rowwise``), from two specializations per variable at sizes
     chosen to be unlike the program's other dimensions."""
@@ -216,7 +208,7 @@ def padding_verdicts(f: Mapping[str, Any], n_weights: int,
     return verdicts
 
 
-def _valid(f: Mapping[str, Any], env: Mapping[str, int]) -> bool:
+def _valid(f: Function, env: Mapping[str, int]) -> bool:
     try:
         contract.resolve_dims(f, env)
     except JaxportError:
@@ -224,13 +216,13 @@ def _valid(f: Mapping[str, Any], env: Mapping[str, int]) -> bool:
     return True
 
 
-def _probe_sizes(f: Mapping[str, Any], variables: list[str]) -> tuple[dict[str, int] | None, dict[str, int]]:
+def _probe_sizes(f: Function, variables: list[str]) -> tuple[dict[str, int] | None, dict[str, int]]:
     """One valid assignment of every variable to distinct, odd-looking sizes, and for each variable a second size
     valid with the others unchanged (None where there is none)."""
     env: dict[str, int] = {}
     candidates: dict[str, list[int]] = {}
     for v in variables:
-        b = Bounds.of((f.get("dims") or {}).get(v))
+        b = f.bounds_of(v)
         near = range(max(b.lo, 2), max(b.lo, 2) + 64)
         candidates[v] = [c for c in [*_PROBE_SIZES, *near, b.lo] if b.holds(c)]
         pick = next((c for c in candidates[v] if c not in env.values() and _valid(f, {**env, v: c})), None)
@@ -263,26 +255,28 @@ def _file(name: str, kind: str, i: int) -> str:
         else f"{kind}{i}.npy"
 
 
-def run_command(description: Mapping[str, Any], function: Mapping[str, Any]) -> list[str]:
-    """The ``iree-run-module`` argument list that runs ``function`` on ``NAME.npy`` files in the run description's
-    directory and writes its outputs to ``NAME.npy`` files."""
-    argv = [TOOL, f"--device={DEVICE}", f"--module={description['module']}"]
-    if description.get("parameters"):
-        argv.append(f"--parameters={description['parameters']['scope']}={description['parameters']['file']}")
-    argv.append(f"--function={function['name']}")
-    argv += [f"--input=@{_file(i['name'], 'input', k)}" for k, i in enumerate(function["inputs"])]
-    argv += [f"--output=@{_file(o['name'], 'output', k)}" for k, o in enumerate(function["outputs"])]
+def run_command(module: str, parameters: str | None, function: str, inputs: Sequence[str],
+                outputs: Sequence[str]) -> list[str]:
+    """The ``iree-run-module`` argument list that runs ``function`` of the module file ``module`` (with the
+    parameter archive ``parameters``, if any) on ``NAME.npy`` files in the run description's directory and writes
+    its outputs to ``NAME.npy`` files."""
+    argv = [TOOL, f"--device={DEVICE}", f"--module={module}"]
+    if parameters is not None:
+        argv.append(f"--parameters={SCOPE}={parameters}")
+    argv.append(f"--function={function}")
+    argv += [f"--input=@{_file(name, 'input', k)}" for k, name in enumerate(inputs)]
+    argv += [f"--output=@{_file(name, 'output', k)}" for k, name in enumerate(outputs)]
     return argv
 
 
-def _description(path: str | Path, fname: str, f: Mapping[str, Any], module_path: Path, irpa_path: Path | None,
+def _description(path: str | Path, fname: str, f: Function, module_path: Path, irpa_path: Path | None,
                  weight_names: list[str], cpu: str, chosen: buckets_mod.Plan,
                  verdicts: Mapping[str, rowwise.Verdict], functions: list[dict[str, Any]]) -> dict[str, Any]:
     inputs = []
-    for i in f["inputs"]:
-        entry = {"name": i["name"], "shape": i["shape"], "dtype": i["dtype"]}
-        if "range" in i:
-            entry["range"] = i["range"]
+    for i in f.inputs:
+        entry: dict[str, Any] = {"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
+        if i.range is not None:
+            entry["range"] = list(i.range)
         inputs.append(entry)
     description: dict[str, Any] = {
         "format": RUN_FORMAT,
@@ -296,17 +290,12 @@ def _description(path: str | Path, fname: str, f: Mapping[str, Any], module_path
         "device": DEVICE,
         "signature": {
             "inputs": inputs,
-            "outputs": [{"name": o["name"], "shape": o["shape"], "dtype": o["dtype"]} for o in f["outputs"]],
-            "dims": {v: Bounds.of((f.get("dims") or {}).get(v)).to_manifest()
-                     for v in contract.dimension_variables(f)},
-            "constraints": list(f.get("constraints") or []),
+            "outputs": [{"name": o.name, "shape": list(o.shape), "dtype": o.dtype} for o in f.outputs],
+            "dims": {v: f.bounds_of(v).to_manifest() for v in contract.dimension_variables(f)},
+            "constraints": list(f.constraints),
         },
         "buckets": {"source": chosen.source, "notes": list(chosen.notes), "rule": BUCKET_RULE},
         "padding": {"rule": PADDING_RULE, "variables": {v: verdicts[v].as_dict() for v in verdicts}},
         "functions": functions,
     }
-    for fn in functions:
-        argv = run_command(description, fn)
-        fn["argv"] = argv
-        fn["command"] = shlex.join(argv)
     return description

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import dtypes
 from .._jax_internals import vjp_getter, with_vjp_getter
+from ..artifact.manifest import as_function
+from ..artifact.model import Function
 from ..errors import InputError, UsageError
 from ..sharding import gather
 from .npyio import read_npy, read_npz
@@ -45,11 +47,6 @@ def explain_missing(exported: Any, where: str, fname: str, level: int = 1) -> An
         return explain_missing(get(primal), where, fname, level + 1)
 
     return with_vjp_getter(exported, wrapped)
-
-
-def stored_order(f: Mapping[str, Any]) -> int:
-    order = f.get("vjp_order", 0)
-    return order if isinstance(order, int) and not isinstance(order, bool) else 0
 
 
 def differentiable(dtype: str) -> bool:
@@ -81,14 +78,14 @@ def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any]
     import jax
     import numpy as np
 
-    f = loaded.function_manifest
+    f = loaded.function_record or as_function(loaded.function_manifest)
     where = f"{loaded.path}: function {loaded.function!r}"
-    if stored_order(f) < 1:
+    if f.vjp_order < 1:
         raise UsageError(f"{where} carries no derivatives (exported with vjp_order 0). Re-export it with "
                          f"--vjp-order 1 (or 'vjp_order: 1' in the spec).")
-    outputs = f["outputs"]
+    outputs = f.outputs
     flat = loaded.prepare(arrays).flat
-    names = [o["name"] for o in outputs]
+    names = [o.name for o in outputs]
     for n in cotangents or {}:
         if n not in names:
             close = difflib.get_close_matches(n, names, n=1)
@@ -110,8 +107,8 @@ def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any]
         leaves, tree = jax.tree_util.tree_flatten(out)
         cts: list[Any] = []
         for o, value in zip(outputs, leaves):
-            given = (cotangents or {}).get(o["name"])
-            if not differentiable(o["dtype"]):  # an integer output's cotangent is JAX's float0 (no values)
+            given = (cotangents or {}).get(o.name)
+            if not differentiable(o.dtype):  # an integer output's cotangent is JAX's float0 (no values)
                 cts.append(np.zeros(value.shape, dtype=jax.dtypes.float0))
                 continue
             if given is None:
@@ -119,24 +116,24 @@ def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any]
                 continue
             g = np.asarray(given)
             if tuple(g.shape) != tuple(value.shape):
-                raise InputError(f"cotangent {o['name']!r}: shape {tuple(g.shape)}, but the output is "
+                raise InputError(f"cotangent {o.name!r}: shape {tuple(g.shape)}, but the output is "
                                  f"{tuple(value.shape)}; a cotangent has its output's shape.")
             cts.append(jax.numpy.asarray(g, dtype=value.dtype))
         grads = pullback(jax.tree_util.tree_unflatten(tree, cts))
     result = VjpResult([(n, gather(v)) for n, v in zip(names, leaves)], [], [], [])
-    for inp, g in zip(f["inputs"], grads[:n_free]):
-        if differentiable(inp["dtype"]):
-            result.cotangents.append((inp["name"], gather(g)))
+    for inp, g in zip(f.inputs, grads[:n_free]):
+        if differentiable(inp.dtype):
+            result.cotangents.append((inp.name, gather(g)))
         else:
-            result.skipped.append(inp["name"])
+            result.skipped.append(inp.name)
     if weights:
-        result.weight_cotangents = [(n, gather(g)) for n, g in zip(f.get("weights") or [], grads[n_free:])]
+        result.weight_cotangents = [(n, gather(g)) for n, g in zip(f.weights, grads[n_free:])]
     return result
 
 
-def read_cotangents(f: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
+def read_cotangents(f: Function | Mapping[str, Any], path: str | Path) -> dict[str, Any]:
     """Output cotangents from a file: an ``.npz`` keyed by output name, or an ``.npy`` for a single output."""
-    declared = {o["name"]: o["dtype"] for o in f["outputs"]}
+    declared = {o.name: o.dtype for o in as_function(f).outputs}
     if str(path).lower().endswith(".npz"):
         return read_npz(path, declared)
     if len(declared) == 1:

@@ -5,35 +5,57 @@ typed PRNG key inputs, which :mod:`.keys` makes from a seed or from the key data
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import dimexpr, dtypes
-from ..artifact.contract import concrete_shape, input_names, parsed_shape, unknown_input_error
+from .._fsio import open_for_reading
+from ..artifact.bounds import of_function
+from ..artifact.contract import ArrayInfo, check, concrete_shape, input_names, parsed_shape, unknown_input_error
+from ..artifact.manifest import as_input
+from ..artifact.model import Function, Input
 from ..artifact.summary import array_type
 from ..errors import FormatError, InputError
 from . import keys
-from .npyio import physical_memory, read_npy, read_npz
-from .ranges import check_range, check_ranges, draw
+from .npyio import check_fits, final_dtype, physical_memory, read_header, read_npy, read_npz
+from .ranges import check_range, check_ranges, draw, resolved
 
-__all__ = ["cast_inputs", "check_ranges", "classify", "gather", "missing_error", "random_inputs"]
+__all__ = ["cast_inputs", "check_files", "check_ranges", "classify", "gather", "missing_error", "random_inputs"]
 
 
-def _expected(fn: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each input's manifest entry, with the function's dimension bounds, for ``check_fits``; a key input as the key
-    data its file holds (``keys.data_entry``)."""
-    return {i["name"]: {**(keys.data_entry(i) if keys.is_key_input(i) else i), "_dims": fn.get("dims") or {}}
-            for i in fn["inputs"]}
+#: A function of the manifest: its record, or (transitional, from callers still holding the JSON) its entry.
+AFunction = Function | Mapping[str, Any]
+
+
+def _typed(inp: Input) -> str:
+    """``f32[batch, 784]``: an input's type, as messages show it."""
+    return array_type({"shape": list(inp.shape), "dtype": inp.dtype})
+
+
+def _inputs(fn: AFunction) -> tuple[Input, ...]:
+    """A function's inputs as records. Transitional: a caller may hold the JSON of a function, or of the signature a
+    run description carries (``call MODEL.run.json``: inputs, outputs, dims and constraints alone)."""
+    return fn.inputs if isinstance(fn, Function) else tuple(map(as_input, fn["inputs"]))
+
+
+def _expected(fn: AFunction) -> dict[str, dict[str, Any]]:
+    """Each input as the manifest entry ``npyio.check_fits`` and ``read_npz`` take (JSON), with the function's
+    dimension bounds; a key input as the key data its file holds (``keys.data_input``)."""
+    declared = fn.bounds if isinstance(fn, Function) else of_function(fn)
+    bounds = {v: b.to_manifest() for v, b in declared.items()}
+    return {i.name: {**(keys.data_input(i) if keys.is_key_input(i) else i).to_json(), "_dims": bounds}
+            for i in _inputs(fn)}
 
 
 # --- matching files to inputs ----------------------------------------------------------------------------------
 
 
-def missing_error(fn: Mapping[str, Any], missing: list[str]) -> InputError:
+def missing_error(fn: AFunction, missing: list[str]) -> InputError:
     """The error for inputs that ``--inputs`` left out, saying how to give them."""
-    by_name = {i["name"]: i for i in fn["inputs"]}
-    listed = ", ".join(f"{n!r} ({array_type(by_name[n])})" for n in missing)
+    by_name = {i.name: i for i in _inputs(fn)}
+    listed = ", ".join(f"{n!r} ({_typed(by_name[n])})" for n in missing)
     if len(missing) == 1:
         seed = f" (a PRNG key: {missing[0]}=seed:N makes it from a seed)" if keys.is_key_input(by_name[missing[0]]) \
             else ""
@@ -43,7 +65,7 @@ def missing_error(fn: Mapping[str, Any], missing: list[str]) -> InputError:
                       f"use --random.")
 
 
-def classify(fn: Mapping[str, Any], items: list[str]) -> tuple[list[str], dict[str, str], list[str]]:
+def classify(fn: AFunction, items: list[str]) -> tuple[list[str], dict[str, str], list[str]]:
     """Split ``--inputs`` values into positional files, ``NAME=FILE`` pairs and ``.npz`` files.
 
     ``NAME=FILE`` is recognised when NAME is an input name, or when the text has an ``=`` and is not an existing
@@ -68,12 +90,16 @@ def classify(fn: Mapping[str, Any], items: list[str]) -> tuple[list[str], dict[s
     return positional, named, npz
 
 
-def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read the arrays that ``--inputs`` values name; returns ``{input name: array}`` and each array's source."""
+def _locate(fn: AFunction, items: list[str]
+            ) -> tuple[dict[str, str], dict[str, Any], dict[str, str], dict[str, int]]:
+    """The ``--inputs`` values matched to inputs: the ``.npy`` file of each input given one (not read yet), the arrays
+    of the ``.npz`` files (read: each member's header is checked before its data), every source, and the key inputs
+    given as ``seed:N``. Raises what does not fit: an input given twice, too many files, an unknown name."""
     positional, named, npz = classify(fn, items)
     expect = _expected(fn)
-    declared = {name: e["dtype"] for name, e in expect.items()}  # a key input's file holds uint32 key data
-    by_name = {i["name"]: i for i in fn["inputs"]}
+    # a key input's file holds uint32 key data
+    declared = {i.name: "uint32" if keys.is_key_input(i) else i.dtype for i in _inputs(fn)}
+    by_name = {i.name: i for i in _inputs(fn)}
     names = list(declared)
     seeds: dict[str, int] = {}
 
@@ -86,13 +112,14 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
             return False
         if not is_key:
             raise InputError(f"--inputs {name}={text}: a seed makes PRNG keys, but input {name!r} is "
-                             f"{array_type(by_name[name])}; give it a file.")
+                             f"{_typed(by_name[name])}; give it a file.")
         seeds[name] = seed
         return True
 
     if positional and (named or npz):
         raise InputError("give --inputs either all by position (FILE.npy, in the order 'inspect' lists the "
                          "inputs) or all by name (NAME=FILE.npy, or an .npz keyed by input names), not both.")
+    files: dict[str, str] = {}
     arrays: dict[str, Any] = {}
     sources: dict[str, str] = {}
     if positional:
@@ -102,10 +129,8 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
                              f"{len(names)} input{'s' if len(names) != 1 else ''} ({shown}); "
                              f"'{positional[len(names)]}' has no input to go to.")
         for name, file in zip(names, positional):
-            if seeded(name, file, literal=True):
-                continue
-            arrays[name] = read_npy(file, declared[name], name, expect[name])
-            sources[name] = file
+            if not seeded(name, file, literal=True):
+                files[name] = sources[name] = file
     for file in npz:
         for name, arr in read_npz(file, declared, expect).items():
             if name in sources:
@@ -115,35 +140,96 @@ def gather(fn: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dic
     for name, file in named.items():
         if name in sources:
             raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
-        if seeded(name, file, literal=False):
-            continue
-        arrays[name] = read_npy(file, declared[name], name, expect[name])
-        sources[name] = file
+        if not seeded(name, file, literal=False):
+            files[name] = sources[name] = file
+    return files, arrays, sources, seeds
+
+
+def gather(fn: AFunction, items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read the arrays that ``--inputs`` values name; returns ``{input name: array}`` and each array's source."""
+    files, arrays, sources, seeds = _locate(fn, items)
+    expect = _expected(fn)
+    by_name = {i.name: i for i in _inputs(fn)}
+    for name, file in files.items():
+        inp = by_name[name]
+        arrays[name] = read_npy(file, "uint32" if keys.is_key_input(inp) else inp.dtype, name, expect[name])
     for name, arr in arrays.items():
         if keys.is_key_input(by_name[name]):
             arrays[name] = keys.wrap(arr, by_name[name], sources[name])
     if seeds:
         _seed_keys(fn, arrays, sources, seeds)
+    names = list(by_name)
     missing = [n for n in names if n not in arrays]
     if missing:
         raise missing_error(fn, missing)
     return {n: arrays[n] for n in names}, {n: sources[n] for n in names}
 
 
-def _seed_keys(fn: Mapping[str, Any], arrays: dict[str, Any], sources: dict[str, str], seeds: Mapping[str, int]
-               ) -> None:
+def check_files(fn: AFunction, items: list[str], *, cast: bool = False) -> None:
+    """Check the arrays that ``--inputs`` values name against the signature (``contract.check``: structure, rank,
+    dtype, dimensions, bounds, constraints) from the ``.npy`` headers, before any ``.npy`` data is read, and without
+    JAX; an ``.npz`` is read (each member's header checked before its data). With ``cast``, an array of another
+    dtype passes as the input's dtype: ``cast_inputs`` converts it, or says why not, once it is read.
+
+    Raises the ``InputError`` that ``gather`` and the call's own check would raise later. Inputs whose shape only
+    the other inputs give (a PRNG key made from ``seed:N``), and files this reading cannot judge (a damaged
+    ``.npy``, key data of the wrong layout), are left to those later checks: this one then checks nothing."""
+    files, arrays, sources, seeds = _locate(fn, items)
+    if seeds:
+        return
+    expect = _expected(fn)
+    missing = [i.name for i in _inputs(fn) if i.name not in files and i.name not in arrays]
+    if missing:
+        raise missing_error(fn, missing)
+    infos = []
+    for inp in _inputs(fn):
+        name = inp.name
+        if name in files:
+            described = _described(files[name], name, "uint32" if keys.is_key_input(inp) else inp.dtype,
+                                    expect[name])
+            if described is None:
+                return
+            shape, dtype = described
+        else:
+            shape, dtype = tuple(int(d) for d in arrays[name].shape), str(arrays[name].dtype)
+        if keys.is_key_input(inp):
+            data = tuple(dtypes.KEYS[inp.dtype].data_shape)
+            if dtype != "uint32" or len(shape) < len(data) or shape[len(shape) - len(data):] != data:
+                return  # keys.wrap names the layout key data must have
+            shape, dtype = shape[:len(shape) - len(data)], inp.dtype
+        elif cast and dtype != inp.dtype and dtype in dtypes.BY_NAME:
+            dtype = inp.dtype
+        infos.append(ArrayInfo(name, shape, dtype, sources[name]))
+    check(fn, infos)
+
+
+def _described(path: str, name: str, declared: str, expect: dict[str, Any]) -> tuple[tuple[int, ...], str] | None:
+    """The shape and dtype a ``.npy`` file's header declares (as ``read_npy`` would read it), refusing what
+    ``read_npy`` refuses from the header alone; None for a file whose size disagrees with its header, which
+    ``read_npy`` reports."""
+    with open_for_reading(path, InputError, directory="a .npy file") as f:
+        size = os.fstat(f.fileno()).st_size
+        header = read_header(f, path)
+        dtype = final_dtype(header, declared, name, path)
+        if size - header.header_bytes != header.nbytes:
+            return None
+        check_fits(header, expect, path)
+    return tuple(int(d) for d in header.shape), str(dtype)
+
+
+def _seed_keys(fn: AFunction, arrays: dict[str, Any], sources: dict[str, str], seeds: Mapping[str, int]) -> None:
     """Make the key inputs given as ``seed:N`` (in place), at the shape the other inputs' dimensions give them."""
-    shapes = [(i["name"], parsed_shape(i), list(arrays[i["name"]].shape)) for i in fn["inputs"] if i["name"] in arrays]
+    shapes = [(i.name, parsed_shape(i), list(arrays[i.name].shape)) for i in _inputs(fn) if i.name in arrays]
     env, _, _ = dimexpr.solve(shapes)  # conflicts are the signature check's to report
-    for inp in fn["inputs"]:
-        name = inp["name"]
+    for inp in _inputs(fn):
+        name = inp.name
         if name not in seeds:
             continue
         unknown = sorted({v for d in parsed_shape(inp) if not isinstance(d, int) for v in dimexpr.variables(d)}
                          - env.keys())
         if unknown:
             raise InputError(f"--inputs {name}=seed:{seeds[name]}: the shape of input {name!r} "
-                             f"({array_type(inp)}) names {', '.join(map(repr, unknown))}, which no other input "
+                             f"({_typed(inp)}) names {', '.join(map(repr, unknown))}, which no other input "
                              f"gives; give the keys' data in a file instead.")
         try:
             shape = concrete_shape(inp, env)
@@ -157,7 +243,7 @@ def _seed_keys(fn: Mapping[str, Any], arrays: dict[str, Any], sources: dict[str,
 # --- random inputs ---------------------------------------------------------------------------------------------
 
 
-def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0, *, nonnegative: bool = False,
+def random_inputs(fn: AFunction, dims: Mapping[str, int], seed: int = 0, *, nonnegative: bool = False,
                   ranges: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Deterministic random arrays for a function's inputs at the given dimension values, in manifest order.
 
@@ -177,10 +263,10 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0,
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     made_keys = 0
-    for inp in fn["inputs"]:
+    for inp in _inputs(fn):
         shape = concrete_shape(inp, dims)
         if keys.is_key_input(inp):
-            out[inp["name"]] = keys.from_seed(inp, shape, seed + made_keys)
+            out[inp.name] = keys.from_seed(inp, shape, seed + made_keys)
             made_keys += 1
             continue
         count = 1
@@ -188,40 +274,79 @@ def random_inputs(fn: Mapping[str, Any], dims: Mapping[str, int], seed: int = 0,
             count *= n
         total = physical_memory()
         if any(n < 0 for n in shape) or (total and count * 16 > total):  # generated as 64-bit, then converted
-            raise InputError(f"a random input {inp['name']!r} of shape {shape} would not fit in this machine's "
+            raise InputError(f"a random input {inp.name!r} of shape {shape} would not fit in this machine's "
                              f"memory; choose smaller dimensions with --dim NAME=VALUE.")
-        if ranges and inp["name"] in ranges:
-            bounds = check_range(inp, ranges[inp["name"]], "--range")
-        elif inp.get("range") is not None:
-            bounds = check_range(inp, inp["range"], "the artifact's manifest", FormatError)
+        # a bound may be a dimension expression ([0, nodes]): its value at these dimensions
+        if ranges and inp.name in ranges:
+            bounds = check_range(inp, resolved(ranges[inp.name], dims), "--range")
+        elif inp.range is not None:
+            bounds = check_range(inp, resolved(list(inp.range), dims), "the artifact's manifest", FormatError)
         else:
             bounds = None
         try:
             arr = draw(rng, inp, shape, bounds)
         except (MemoryError, ValueError, OverflowError):
-            raise InputError(f"not enough memory for a random input {inp['name']!r} of shape {shape}.") from None
-        out[inp["name"]] = arr
+            raise InputError(f"not enough memory for a random input {inp.name!r} of shape {shape}.") from None
+        out[inp.name] = arr
     return out
 
 
 # --- --cast ----------------------------------------------------------------------------------------------------
 
 
-def cast_inputs(fn: Mapping[str, Any], arrays: Mapping[str, Any], sources: Mapping[str, str]
+def cast_inputs(fn: AFunction, arrays: Mapping[str, Any], sources: Mapping[str, str]
                 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """``call --cast``: each array whose dtype differs from its input's, converted to it when the conversion keeps
-    every value (``dtypes.safe_cast``); an ``InputError`` for one that would not. Sources say what was converted.
-    Arrays of a dtype jaxport does not know are left to the signature check."""
-    declared = {i["name"]: i["dtype"] for i in fn["inputs"]}
+    """``call --cast``: each array whose dtype differs from its input's, converted to it when every value of the
+    array is kept exactly. Where the dtypes guarantee it (``dtypes.safe_cast``: ``float16 -> float32``,
+    ``int8 -> int32``) nothing is checked; otherwise each value is converted and back, and must come back equal
+    (NaN as NaN): ``int64`` token ids below 2**31 go to ``int32``, a ``float64`` array whose values are all
+    ``float32`` values goes to ``float32``, and ``0.1`` in ``float64`` does not. An ``InputError`` names the first
+    value that would change. Sources say what was converted. Arrays of a dtype jaxport does not know, and PRNG keys,
+    are left to the signature check."""
+    declared = {i.name: i.dtype for i in _inputs(fn)}
     out, said = dict(arrays), dict(sources)
     for name, arr in arrays.items():
         have, want = str(arr.dtype), declared.get(name)
-        if want is None or have == want or have not in dtypes.BY_NAME:
+        if want is None or have == want or have not in dtypes.BY_NAME or dtypes.is_key(have) or dtypes.is_key(want):
             continue
+        converted = _converted(arr, want)
         if not dtypes.safe_cast(have, want):
-            raise InputError(f"input {name!r} has dtype {have}, and --cast converts only where every value is kept; "
-                             f"{have} -> {want} is not such a conversion. Convert the array yourself into a new file "
-                             f"if that is what you mean.")
-        out[name] = arr.astype(dtypes.to_numpy(want))
+            changed = _first_changed(arr, converted)
+            if changed is not None:
+                index, before, after = changed
+                where = f"{name}{list(index)}" if index else name
+                raise InputError(f"input {name!r} has dtype {have}, and --cast converts only where every value is "
+                                 f"kept: {where} = {before} would become {after} as {want}. Convert the array "
+                                 f"yourself into a new file if that is what you mean.")
+        out[name] = converted
         said[name] = f"{sources.get(name, 'given')} (cast from {have})"
     return out, said
+
+
+def _converted(arr: Any, dtype: str) -> Any:
+    """``arr`` as ``dtype``, without the warnings numpy gives for values the conversion changes (judged apart)."""
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return arr.astype(dtypes.to_numpy(dtype))
+
+
+def _first_changed(arr: Any, converted: Any) -> tuple[tuple[int, ...], str, str] | None:
+    """The index of the first element (in C order) that the conversion changes, its value and the value it would
+    become (both in the array's own dtype), or None: an element is kept when converting it back gives it again
+    (NaN giving NaN)."""
+    import numpy as np
+
+    back = _converted(converted, str(arr.dtype))
+    with np.errstate(all="ignore"):
+        same = np.asarray(back == arr)
+        if np.dtype(arr.dtype).kind in "fc" or str(arr.dtype) in dtypes.BY_NAME and \
+                dtypes.BY_NAME[str(arr.dtype)].kind in ("float", "complex"):
+            same = same | (np.isnan(arr) & np.isnan(back))
+    if same.all():
+        return None
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmin(same.reshape(-1))), arr.shape))
+    return index, str(arr[index]), str(back[index])

@@ -24,6 +24,7 @@ from typing import Any
 from .. import dtypes
 from .._fsio import atomic_write
 from .._jax_internals import make_ir_context
+from ..artifact.model import Function
 from ..errors import PlatformError
 from .backend import Compilation, ShapeKey
 from .jax_backend import JaxBackend
@@ -85,18 +86,18 @@ def custom_call_error(where: str, counts: Mapping[str, int]) -> PlatformError:
                          f"without the operation that lowers to {'them' if several else 'it'}.")
 
 
-def check_supported(manifest_function: Mapping[str, Any], where: str) -> None:
+def check_supported(f: Function, where: str) -> None:
     """Refuse early what IREE cannot run whatever the shapes: programs sharded over several devices and custom calls
     that stay in the program once its shapes are static. The specialized program is checked again
     (:func:`specialize`), which is what decides."""
-    if manifest_function.get("nr_devices", 1) > 1:
-        raise PlatformError(f"{where}: the program is sharded over {manifest_function['nr_devices']} devices; the "
+    if f.nr_devices > 1:
+        raise PlatformError(f"{where}: the program is sharded over {f.nr_devices} devices; the "
                             f"IREE runtime runs single-device programs only; {RUN_WITH_JAX}, or export the function "
                             f"without a mesh.")
     staying: Counter[str] = Counter()
-    for c in manifest_function.get("custom_calls") or []:
-        if c["target"] not in _GONE_WHEN_STATIC and not c["target"].startswith(_DYNAMIC_PREFIX):
-            staying[c["target"]] += int(c.get("count", 1))
+    for c in f.custom_calls:
+        if c.target not in _GONE_WHEN_STATIC and not c.target.startswith(_DYNAMIC_PREFIX):
+            staying[c.target] += 1 if c.count is None else c.count
     if staying:
         raise custom_call_error(where, staying)
 
@@ -155,7 +156,7 @@ class IreeBackend:
     name = "iree"
     mesh = None
 
-    def __init__(self, jax_backend: JaxBackend, function: dict[str, Any], cache_dir: str | Path | None = None):
+    def __init__(self, jax_backend: JaxBackend, function: Function, cache_dir: str | Path | None = None):
         import numpy as np
 
         self.where = jax_backend.where

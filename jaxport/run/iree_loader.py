@@ -76,7 +76,74 @@ def _plain_file(directory: str, name: Any, what: str) -> str:
     return os.path.join(directory, name)
 
 
-def _read(path: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Array:
+    """An input or output of a module's function: its name, static shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ModuleFunction:
+    """One function of the module: its bucket (each variable's value) and its inputs and outputs, in order."""
+
+    name: str
+    dims: dict[str, int]
+    inputs: tuple[Array, ...]
+    outputs: tuple[Array, ...]
+
+
+@dataclass(frozen=True)
+class Padding:
+    """Whether calls may pad a variable and, when they may, its axes in each input and output (by name)."""
+
+    allowed: bool
+    inputs: dict[str, list[int]]
+    outputs: dict[str, list[int]]
+
+
+@dataclass(frozen=True)
+class Description:
+    """What this loader reads of a run description (the file holds more: how it was compiled, the rules in words)."""
+
+    module: Any  # the module's file name, checked to lie in the description's directory when the loader opens it
+    #: The parameter archive's file name and scope, when the function has bound tensors.
+    parameters: tuple[Any, str] | None
+    device: str | None
+    #: The signature: the names of the inputs and the outputs, and each variable's bounds (lo, hi or None).
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    bounds: dict[str, tuple[int, int | None]]
+    functions: tuple[ModuleFunction, ...]
+    padding: dict[str, Padding]
+
+
+def _array(entry: dict[str, Any], fname: Any, path: str) -> Array:
+    shape = entry["shape"]
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise DescriptionError(f"{path}: function {fname!r} has a non-static shape.")
+    return Array(str(entry["name"]), tuple(shape), str(entry["dtype"]))
+
+
+def _parse(d: dict[str, Any], path: str) -> Description:
+    """The run description ``d`` (parsed JSON) as records; KeyError or TypeError for a missing or mistyped field."""
+    functions = tuple(ModuleFunction(f["name"], dict(f["dims"]), tuple(_array(i, f["name"], path) for i in f["inputs"]),
+                                     tuple(_array(o, f["name"], path) for o in f["outputs"]))
+                      for f in d["functions"])
+    signature = d["signature"]
+    bounds = {v: (b.get("min", 1), b.get("max")) for v, b in (signature.get("dims") or {}).items()
+              if isinstance(b, dict)}
+    padding = {v: Padding(True, dict(p["inputs"]), dict(p["outputs"])) if p.get("allowed") else Padding(False, {}, {})
+               for v, p in d["padding"]["variables"].items()}
+    parameters = d.get("parameters")
+    return Description(d.get("module"), (parameters["file"], parameters["scope"]) if parameters else None,
+                       d.get("device"), tuple(i["name"] for i in signature["inputs"]),
+                       tuple(o["name"] for o in signature["outputs"]), bounds, functions, padding)
+
+
+def _read(path: str) -> tuple[dict[str, Any], Description]:
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_DESCRIPTION_BYTES + 1)
@@ -88,20 +155,15 @@ def _read(path: str) -> dict[str, Any]:
         description = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise DescriptionError(f"{path}: not JSON ({e}); give the .run.json that jaxport compile wrote.") from None
-    if not isinstance(description, dict) or description.get("format") != FORMAT:
-        found = description.get("format") if isinstance(description, dict) else None
+    found = description.get("format") if isinstance(description, dict) else None
+    if found != FORMAT:
         raise DescriptionError(f"{path}: format {found!r}, but this loader reads {FORMAT!r}; give the .run.json "
                                f"that jaxport compile wrote.")
     try:
-        for f in description["functions"]:
-            for entry in f["inputs"] + f["outputs"]:
-                if not all(isinstance(d, int) and d >= 0 for d in entry["shape"]):
-                    raise DescriptionError(f"{path}: function {f['name']!r} has a non-static shape.")
-        description["signature"]["inputs"], description["padding"]["variables"]  # noqa: B018 - present
-    except (KeyError, TypeError) as e:
+        return description, _parse(description, path)
+    except (KeyError, TypeError, AttributeError) as e:
         raise DescriptionError(f"{path}: the run description lacks {e}; give the .run.json that jaxport compile "
                                f"wrote.") from None
-    return description
 
 
 class Deployed:
@@ -110,15 +172,16 @@ class Deployed:
 
     def __init__(self, run_json: str | os.PathLike[str], device: str | None = None):
         self.path = os.fspath(run_json)
-        self.description = _read(self.path)
+        #: The run description as parsed JSON, and as the records this loader reads.
+        self.description, self.parsed = _read(self.path)
         directory = os.path.dirname(os.path.abspath(self.path))
-        self.module_path = _plain_file(directory, self.description.get("module"), "module")
-        parameters = self.description.get("parameters")
-        self.parameters_path = _plain_file(directory, parameters["file"], "parameters") if parameters else None
-        self.device = device or self.description.get("device") or "local-task"
-        self.input_names = [i["name"] for i in self.description["signature"]["inputs"]]
-        self.output_names = [o["name"] for o in self.description["signature"]["outputs"]]
-        self.functions = {f["name"]: f for f in self.description["functions"]}
+        self.module_path = _plain_file(directory, self.parsed.module, "module")
+        parameters = self.parsed.parameters
+        self.parameters_path = _plain_file(directory, parameters[0], "parameters") if parameters else None
+        self.device = device or self.parsed.device or "local-task"
+        self.input_names = list(self.parsed.input_names)
+        self.output_names = list(self.parsed.output_names)
+        self.functions = {f.name: f for f in self.parsed.functions}
         self._bound: Any = None
         self._keep: list[Any] = []
 
@@ -127,11 +190,10 @@ class Deployed:
     def _padded_axes(self) -> dict[tuple[str, int], str]:
         """``{(input name, axis): variable}`` for every axis a call may pad."""
         axes = {}
-        for v, verdict in self.description["padding"]["variables"].items():
-            if verdict.get("allowed"):
-                for name, listed in verdict["inputs"].items():
-                    for a in listed:
-                        axes[(name, a)] = v
+        for v, verdict in self.parsed.padding.items():
+            for name, listed in verdict.inputs.items():
+                for a in listed:
+                    axes[(name, a)] = v
         return axes
 
     def choose(self, shapes: Mapping[str, Sequence[int]]) -> Choice:
@@ -141,32 +203,31 @@ class Deployed:
         if missing or extra:
             raise CallError(f"the module takes inputs {', '.join(self.input_names)}; "
                             + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}") + ".")
-        bounds = self.description["signature"].get("dims") or {}
         padded_axes = self._padded_axes()
         best: tuple[int, int, Choice] | None = None
-        for order, f in enumerate(self.description["functions"]):
+        for order, f in enumerate(self.parsed.functions):
             sizes: dict[str, int] = {}
             fits = True
-            for spec in f["inputs"]:
-                shape = tuple(int(d) for d in shapes[spec["name"]])
-                if len(shape) != len(spec["shape"]):
-                    raise CallError(f"input {spec['name']!r} has shape {shape}, but the module takes rank "
-                                    f"{len(spec['shape'])}.")
-                for axis, (have, size) in enumerate(zip(shape, spec["shape"])):
-                    v = padded_axes.get((spec["name"], axis))
+            for spec in f.inputs:
+                shape = tuple(int(d) for d in shapes[spec.name])
+                if len(shape) != len(spec.shape):
+                    raise CallError(f"input {spec.name!r} has shape {shape}, but the module takes rank "
+                                    f"{len(spec.shape)}.")
+                for axis, (have, size) in enumerate(zip(shape, spec.shape)):
+                    v = padded_axes.get((spec.name, axis))
                     if v is None:
                         fits = fits and have == size
                     else:
                         fits = fits and have <= size and sizes.setdefault(v, have) == have
             for v, n in sizes.items():
-                lo, hi = (bounds.get(v) or {}).get("min", 1), (bounds.get(v) or {}).get("max")
+                lo, hi = self.parsed.bounds.get(v, (1, None))
                 if n < lo or (hi is not None and n > hi):
                     raise CallError(f"dimension {v!r} = {n}, but it must satisfy {lo} <= {v}"
                                     + (f" <= {hi}" if hi is not None else "") + " (spec bound).")
             if fits:
-                cost = sum(math.prod(i["shape"]) for i in f["inputs"])
-                padded = {v: f["dims"][v] - n for v, n in sizes.items() if f["dims"].get(v, n) > n}
-                choice = Choice(f["name"], dict(f["dims"]), sizes, padded)
+                cost = sum(math.prod(i.shape) for i in f.inputs)
+                padded = {v: f.dims[v] - n for v, n in sizes.items() if f.dims.get(v, n) > n}
+                choice = Choice(f.name, dict(f.dims), sizes, padded)
                 if best is None or (cost, order) < best[:2]:
                     best = (cost, order, choice)
         if best is None:
@@ -175,18 +236,16 @@ class Deployed:
 
     def _no_fit(self, shapes: Mapping[str, Sequence[int]]) -> str:
         have = ", ".join(f"{n} {tuple(int(d) for d in shapes[n])}" for n in self.input_names)
-        buckets = "; ".join(",".join(f"{k}={v}" for k, v in f["dims"].items()) or f["name"]
-                            for f in self.description["functions"])
-        verdicts = self.description["padding"]["variables"]
-        pads = [v for v, d in verdicts.items() if d.get("allowed")]
-        exact = [v for v, d in verdicts.items() if not d.get("allowed")]
+        buckets = "; ".join(",".join(f"{k}={v}" for k, v in f.dims.items()) or f.name for f in self.parsed.functions)
+        pads = [v for v, d in self.parsed.padding.items() if d.allowed]
+        exact = [v for v, d in self.parsed.padding.items() if not d.allowed]
         how = []
         if pads:
             how.append(f"{', '.join(pads)} may be padded up to a bucket")
         if exact:
             how.append(f"{', '.join(exact)} must equal a bucket's value")
         return (f"no function of {os.path.basename(self.module_path)} fits inputs {have}: its buckets are {buckets}"
-                + (f" ({'; '.join(how)})" if how else "") + "; compile one that fits with jaxport compile --dims or "
+                + (f" ({'; '.join(how)})" if how else "") + "; compile one that fits with jaxport compile --dim or "
                                                            "--bucket.")
 
     # --- running ----------------------------------------------------------------------------------------------
@@ -208,7 +267,8 @@ class Deployed:
         if self.parameters_path is not None:
             index = rt.ParameterIndex()
             index.load(self.parameters_path)
-            provider = index.create_provider(scope=self.description["parameters"]["scope"])
+            assert self.parsed.parameters is not None  # there is a parameters path
+            provider = index.create_provider(scope=self.parsed.parameters[1])
             modules.append(rt.create_io_parameters_module(config.vm_instance, provider))
             self._keep += [index, provider]
         modules.append(rt.create_hal_module(config.vm_instance, config.device))
@@ -225,13 +285,13 @@ class Deployed:
         f = self.functions[choice.function]
         padded_axes = self._padded_axes()
         args = []
-        for spec in f["inputs"]:
-            a = arrays[spec["name"]]
-            if a.dtype != _dtype(spec["dtype"]):
-                raise CallError(f"input {spec['name']!r} is {a.dtype}, but the module takes {spec['dtype']} "
+        for spec in f.inputs:
+            a = arrays[spec.name]
+            if a.dtype != _dtype(spec.dtype):
+                raise CallError(f"input {spec.name!r} is {a.dtype}, but the module takes {spec.dtype} "
                                 f"(convert it first; nothing is converted here).")
-            widths = [(0, size - have) if (spec["name"], axis) in padded_axes else (0, 0)
-                      for axis, (have, size) in enumerate(zip(a.shape, spec["shape"]))]
+            widths = [(0, size - have) if (spec.name, axis) in padded_axes else (0, 0)
+                      for axis, (have, size) in enumerate(zip(a.shape, spec.shape))]
             if any(w for _, w in widths):
                 a = np.pad(a, widths, mode="edge") if all(d > 0 for d in a.shape) else np.pad(a, widths)
             args.append(np.ascontiguousarray(a))
@@ -239,20 +299,18 @@ class Deployed:
         result = getattr(self._bound, choice.function)(*args)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         out_axes: dict[str, list[tuple[int, str]]] = {}
-        for v, verdict in self.description["padding"]["variables"].items():
-            if verdict.get("allowed"):
-                for name, listed in verdict["outputs"].items():
-                    out_axes.setdefault(name, []).extend((a, v) for a in listed)
+        for v, verdict in self.parsed.padding.items():
+            for name, listed in verdict.outputs.items():
+                out_axes.setdefault(name, []).extend((a, v) for a in listed)
         outputs = {}
-        for spec, r in zip(f["outputs"], results):
+        for spec, r in zip(f.outputs, results):
             value = np.asarray(r.to_host()) if hasattr(r, "to_host") else np.asarray(r)
-            value = value.astype(_dtype(spec["dtype"]), copy=False) if value.dtype != _dtype(spec["dtype"]) \
-                else value
+            value = value.astype(_dtype(spec.dtype), copy=False) if value.dtype != _dtype(spec.dtype) else value
             index = [slice(None)] * value.ndim
-            for axis, v in out_axes.get(spec["name"], []):
+            for axis, v in out_axes.get(spec.name, []):
                 if v in choice.sizes:
                     index[axis] = slice(0, choice.sizes[v])
-            outputs[spec["name"]] = np.array(value[tuple(index)])
+            outputs[spec.name] = np.array(value[tuple(index)])
         return outputs
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 from .. import dtypes
 from .._jax_internals import initialize_lapack, lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
+from ..artifact.model import Function, Mesh
 from ..checks import checked_targets
 from ..errors import FormatError, InputError, PlatformError
 from ..sharding import mesh_text, named, place, runtime_mesh
@@ -30,9 +31,9 @@ class JaxBackend:
 
     name = "jax"
 
-    def __init__(self, exported: Any, weights: list[Any], function: Mapping[str, Any], *, where: str, fname: str,
+    def __init__(self, exported: Any, weights: list[Any], function: Function, *, where: str, fname: str,
                  platform: str, platform_mismatch: bool, weights_check: Callable[[], None] | None = None):
-        """``weights`` are the bound tensors in the manifest's order; ``function`` is the manifest entry;
+        """``weights`` are the bound tensors in the manifest's order; ``function`` is its manifest record;
         ``where`` (``FILE: function 'NAME'``) starts every message. ``weights_check``, when given, is the weights'
         digest check still running (``load``'s ``defer_verify``): nothing runs on the weights before it passes."""
         import jax
@@ -41,9 +42,9 @@ class JaxBackend:
         self.where = where
         self.platform = platform
         self.platform_mismatch = platform_mismatch
-        self._platforms = list(function["platforms"])
-        self._mesh_info = function.get("mesh")
-        self._needs_x64 = bool(function.get("x64"))
+        self._platforms = list(function.platforms)
+        self._mesh_info = function.mesh
+        self._needs_x64 = function.x64
         # Whether the program is known to call no LAPACK kernel (from the allowlist check's reading of it): lowering
         # it then need not initialize LAPACK (``_jax_internals.lapack_left_alone``); any other program has LAPACK
         # initialized before it is lowered (JAX before 0.10 does not do it, and the call would crash).
@@ -86,7 +87,7 @@ class JaxBackend:
             self._weights_check()
             self._weights_check = None
 
-    def _shardings(self, mesh_info: Mapping[str, Any], free: list[int],
+    def _shardings(self, mesh_info: Mesh, free: list[int],
                    weight_positions: list[int]) -> tuple[Any, list[Any], list[Any]]:
         """The mesh over the devices JAX sees, and the shardings of the free inputs and of the bound tensors, as
         recorded at export."""

@@ -16,21 +16,34 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import dtypes
+from ..artifact.manifest import as_input
+from ..artifact.model import Input, replace
 from ..errors import InputError
 
 #: ``--inputs NAME=seed:N``: the key input NAME made from the seed N.
 SEED = re.compile(r"^seed:([0-9]{1,20})$")
 
 
-def is_key_input(inp: Mapping[str, Any]) -> bool:
+#: A manifest input: its record, or (transitional, from callers still holding the manifest's JSON) its entry.
+AnInput = Input | Mapping[str, Any]
+
+
+def is_key_input(inp: AnInput) -> bool:
     """Whether a manifest input is a typed PRNG key array."""
-    return dtypes.is_key(inp["dtype"])
+    return dtypes.is_key(as_input(inp).dtype)
+
+
+def data_input(inp: Input) -> Input:
+    """The key input ``inp`` as its key data: ``uint32``, the data axes appended to its shape (what a file holding
+    the keys must match)."""
+    return replace(inp, dtype="uint32", shape=(*inp.shape, *dtypes.KEYS[inp.dtype].data_shape))
 
 
 def data_entry(inp: Mapping[str, Any]) -> dict[str, Any]:
-    """The manifest entry ``inp`` of a key input as its key data: ``uint32``, the data axes appended to its shape
-    (what a file holding the keys must match)."""
-    return {**inp, "dtype": "uint32", "shape": [*inp["shape"], *dtypes.KEYS[inp["dtype"]].data_shape]}
+    """``data_input`` of a manifest entry (transitional: for callers still holding the manifest's JSON), the
+    entry's other keys kept."""
+    data = data_input(as_input(inp))
+    return {**inp, "dtype": data.dtype, "shape": list(data.shape)}
 
 
 def seed_of(text: str) -> int | None:
@@ -39,28 +52,29 @@ def seed_of(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def from_seed(inp: Mapping[str, Any], shape: tuple[int, ...], seed: int) -> Any:
+def from_seed(inp: AnInput, shape: tuple[int, ...], seed: int) -> Any:
     """The keys of a key input of ``shape`` made from ``seed`` (see the module docstring)."""
     import jax
 
-    impl = dtypes.KEYS[inp["dtype"]].impl
+    impl = dtypes.KEYS[as_input(inp).dtype].impl
     key = jax.random.key(seed % (1 << 32), impl=impl)
     return key if shape == () else jax.random.split(key, shape)
 
 
-def wrap(data: Any, inp: Mapping[str, Any], where: str) -> Any:
+def wrap(data: Any, inp: AnInput, where: str) -> Any:
     """The keys whose key data ``data`` (a numpy array read from ``where``) holds, for the key input ``inp``; an
     InputError for data that cannot be keys of its implementation."""
     import jax
 
-    key = dtypes.KEYS[inp["dtype"]]
+    inp = as_input(inp)
+    key = dtypes.KEYS[inp.dtype]
     axes = len(key.data_shape)
     if str(data.dtype) != "uint32" or tuple(data.shape[len(data.shape) - axes:]) != key.data_shape \
             or data.ndim < axes:
-        raise InputError(f"{where}: input {inp['name']!r} is a PRNG key array ({inp['dtype']}), whose file holds its "
+        raise InputError(f"{where}: input {inp.name!r} is a PRNG key array ({inp.dtype}), whose file holds its "
                          f"key data: uint32 with a last axis of {key.data_shape[0]} (jax.random.key_data(keys)), but "
                          f"the array is {data.dtype}{list(data.shape)}. Save jax.random.key_data(keys), or give "
-                         f"{inp['name']}=seed:N to make the keys from a seed.")
+                         f"{inp.name}=seed:N to make the keys from a seed.")
     return jax.random.wrap_key_data(data, impl=key.impl)
 
 

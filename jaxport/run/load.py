@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from ..artifact import summary
 from ..artifact.calltree import argument_positions
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
+from ..artifact.model import Function, Manifest, Weights
 from ..artifact.payload import check_readable, deserialize
 from ..artifact.private_copy import DigestCheck, private_member
 from ..artifact.tensors import tensor_views
@@ -35,17 +36,21 @@ from .jax_backend import JaxBackend
 from .loaded import Loaded
 
 
-def select_function(manifest: Mapping[str, Any], function: str | None, where: str) -> str:
+def select_function(manifest: Manifest, function: str | None, where: str) -> str:
     """The function to run: ``function``, or the only one of the artifact."""
-    names = function_names(dict(manifest), function)
+    names = function_names(manifest, function)
     if len(names) > 1:
         raise UsageError(f"{where}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one with "
                          f"--function NAME (function=NAME in Python).")
     return names[0]
 
 
-def check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
-                  manifest_weights: Mapping[str, Any] | None = None) -> None:
+def _typed(shape: Sequence[int | str], dtype: str) -> str:
+    """``f32[batch, 784]``: an array type as messages show it."""
+    return summary.array_type({"shape": list(shape), "dtype": dtype})
+
+
+def check_payload(exported: Any, f: Function, where: str, fname: str, weights: Weights | None = None) -> None:
     """The deserialized program must take and return what the manifest says, or the input checks would lie."""
 
     def dims(aval: Any) -> list[int | str]:
@@ -56,52 +61,50 @@ def check_payload(exported: Any, f: Mapping[str, Any], where: str, fname: str,
                            f"artifact was edited or written by a faulty producer. Re-export it.")
 
     free, weight_positions = argument_positions(exported)
-    names = list(f.get("weights") or [])
-    if len(free) != len(f["inputs"]) or len(weight_positions) != len(names):
+    names = list(f.weights)
+    if len(free) != len(f.inputs) or len(weight_positions) != len(names):
         raise bad(f"{len(free)} inputs and {len(weight_positions)} bound tensors in the program, "
-                  f"{len(f['inputs'])} and {len(names)} in the manifest")
-    tensors = (manifest_weights or {}).get("tensors") or {}
+                  f"{len(f.inputs)} and {len(names)} in the manifest")
+    tensors = weights.tensors if weights is not None else {}
     for pos, name in zip(weight_positions, names):
         t = tensors.get(name)
         aval = exported.in_avals[pos]
-        if t is None or dims(aval) != t["shape"] or str(aval.dtype) != t["dtype"]:
-            raise bad(f"bound tensor {name!r} is {summary.array_type({'shape': dims(aval), 'dtype': str(aval.dtype)})}"
-                      f" in the program, {'missing' if t is None else summary.array_type(t)} in the manifest")
-    for aval, inp in zip([exported.in_avals[p] for p in free], f["inputs"]):
-        if dims(aval) != inp["shape"] or str(aval.dtype) != inp["dtype"]:
-            program = summary.array_type({"shape": dims(aval), "dtype": str(aval.dtype)})
-            raise bad(f"input {inp['name']!r} is {program} in the program, {summary.array_type(inp)} in the "
-                      f"manifest")
-    if len(exported.out_avals) != len(f["outputs"]):
-        raise bad(f"{len(exported.out_avals)} outputs in the program, {len(f['outputs'])} in the manifest")
-    for aval, out in zip(exported.out_avals, f["outputs"]):
-        if dims(aval) != out["shape"] or str(aval.dtype) != out["dtype"]:
-            program = summary.array_type({"shape": dims(aval), "dtype": str(aval.dtype)})
-            raise bad(f"output {out['name']!r} is {program} in the program, {summary.array_type(out)} in the "
-                      f"manifest")
-    if list(exported.platforms) != list(f["platforms"]):
-        raise bad(f"platforms {', '.join(exported.platforms)} in the program, {', '.join(f['platforms'])} in the "
+        if t is None or dims(aval) != list(t.shape) or str(aval.dtype) != t.dtype:
+            raise bad(f"bound tensor {name!r} is {_typed(dims(aval), str(aval.dtype))} in the program, "
+                      f"{'missing' if t is None else _typed(t.shape, t.dtype)} in the manifest")
+    for aval, inp in zip([exported.in_avals[p] for p in free], f.inputs):
+        if dims(aval) != list(inp.shape) or str(aval.dtype) != inp.dtype:
+            raise bad(f"input {inp.name!r} is {_typed(dims(aval), str(aval.dtype))} in the program, "
+                      f"{_typed(inp.shape, inp.dtype)} in the manifest")
+    if len(exported.out_avals) != len(f.outputs):
+        raise bad(f"{len(exported.out_avals)} outputs in the program, {len(f.outputs)} in the manifest")
+    for aval, out in zip(exported.out_avals, f.outputs):
+        if dims(aval) != list(out.shape) or str(aval.dtype) != out.dtype:
+            raise bad(f"output {out.name!r} is {_typed(dims(aval), str(aval.dtype))} in the program, "
+                      f"{_typed(out.shape, out.dtype)} in the manifest")
+    if list(exported.platforms) != list(f.platforms):
+        raise bad(f"platforms {', '.join(exported.platforms)} in the program, {', '.join(f.platforms)} in the "
                   f"manifest")
 
 
-def map_weights(art: Any, manifest: Mapping[str, Any], f: Mapping[str, Any], verify: bool,
-                defer: bool = False) -> tuple[list[Any], DigestCheck | None]:
+def map_weights(art: Artifact, f: Function, verify: bool, defer: bool = False
+                ) -> tuple[list[Any], DigestCheck | None]:
     """The function's bound tensors as numpy views: of a private copy whose digest is checked
     (``artifact.private_copy``), before returning or, with ``defer``, in a thread (the returned ``DigestCheck``); of
     the artifact's memory map (no copy) when ``verify`` is false."""
-    w = manifest.get("weights")
-    if not isinstance(w, dict) or w.get("member") not in art.members:
+    w = art.model.weights
+    if w is None or w.member not in art.members:
         raise FormatError(f"{art.path}: the manifest lists bound tensors but no weights member.")
     pending = None
     if verify:  # checked over a private copy: the bytes that run are the bytes hashed (``artifact.private_copy``)
-        buffer, pending = private_member(art, w["member"], defer)
+        buffer, pending = private_member(art, w.member, defer)
     else:
-        buffer = art.view(w["member"])
-    views = tensor_views(buffer, w.get("tensors") or {}, str(art.path))
-    missing = [n for n in f["weights"] if n not in views]
+        buffer = art.view(w.member)
+    views = tensor_views(buffer, w.tensors, str(art.path))
+    missing = [n for n in f.weights if n not in views]
     if missing:
         raise FormatError(f"{art.path}: bound tensor(s) {', '.join(missing)} are not in the weights member.")
-    return [views[n] for n in f["weights"]], pending
+    return [views[n] for n in f.weights], pending
 
 
 def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str] | None = None,
@@ -111,13 +114,12 @@ def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str
     preparing it to run: ``verify`` refuses a program before it imports anything. ``where`` starts messages
     (default: the artifact's path)."""
     where = str(art.path) if where is None else where
-    manifest = art.manifest
-    f = manifest["functions"][fname]
-    payload = art.read(f["payload"])
-    writer = str(manifest["producer"].get("jax"))
-    check_readable(payload, f["calling_convention_version"], writer, where, fname)
-    exported = deserialize(payload, where, fname, writer, f["calling_convention_version"])
-    check_payload(exported, f, where, fname, manifest.get("weights"))
+    f = art.model.functions[fname]
+    payload = art.read(f.payload)
+    writer = str(art.model.producer.jax)
+    check_readable(payload, f.calling_convention_version, writer, where, fname)
+    exported = deserialize(payload, where, fname, writer, f.calling_convention_version)
+    check_payload(exported, f, where, fname, art.model.weights)
     return check_runnable(exported, f"{where}: function {fname!r}", allow_custom_calls)
 
 
@@ -152,11 +154,12 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     pending: DigestCheck | None = None
     try:
         manifest = art.manifest
-        fname = select_function(manifest, function, where)
-        f = manifest["functions"][fname]
+        fname = select_function(art.model, function, where)
+        record = art.model.functions[fname]
+        f = manifest["functions"][fname]  # the JSON, for the readers not yet on the records
         exported = runnable_program(art, fname, allow_custom_calls, where)
-        weights, pending = map_weights(art, manifest, f, verify, defer=defer_verify and runtime == "jax") \
-            if f.get("weights") else ([], None)
+        weights, pending = map_weights(art, record, verify, defer=defer_verify and runtime == "jax") \
+            if record.weights else ([], None)
         local = export.default_export_platform()
         mismatch = local not in exported.platforms
         if mismatch:
@@ -170,12 +173,12 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
                 *exported.disabled_safety_checks, export.DisabledSafetyCheck.platform()))
         if exported.nr_devices > jax.device_count():
             raise PlatformError(device_count_message(f"{where}: function {fname!r}", exported.nr_devices,
-                                                     jax.device_count(), f.get("mesh")))
+                                                     jax.device_count(), f.get("mesh")))  # the JSON mesh
         exported = explain_missing(exported, where, fname)
-        jax_backend = JaxBackend(exported, weights, f, where=f"{Path(path)}: function {fname!r}", fname=fname,
+        jax_backend = JaxBackend(exported, weights, record, where=f"{Path(path)}: function {fname!r}", fname=fname,
                                  platform=local, platform_mismatch=mismatch,
                                  weights_check=pending.wait if pending is not None else None)
-        backend: Backend = IreeBackend(jax_backend, f, cache_dir) if runtime == "iree" else jax_backend
+        backend: Backend = IreeBackend(jax_backend, record, cache_dir) if runtime == "iree" else jax_backend
     except BaseException:
         if pending is not None:
             pending.join()  # its thread reads the file: never close it under that thread
@@ -185,4 +188,4 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     if not weights and not borrowed:  # nothing maps the artifact's bytes any more
         art.close()
     return Loaded(Path(path), fname, manifest, backend, local, mismatch, time.perf_counter() - start,
-                  art if weights else None)
+                  art if weights else None, record)

@@ -19,6 +19,9 @@ from typing import Any, NamedTuple
 
 from .. import dtypes, isolate, usercache
 from ..artifact import calltree, contract, summary
+from ..artifact.manifest import as_function
+from ..artifact.model import Function
+from ..artifact.pathtree import path_trees
 from ..errors import InputError, OutputError
 from ..sharding import gather
 from . import gradients, inputs
@@ -71,8 +74,8 @@ class Benchmark:
         return {"load_s": self.load_seconds, "lower_s": self.compilation.lower_seconds,
                 "compile_s": self.compilation.seconds,
                 "compile_cache_hit": self.compilation.cache_hit, "warmup": self.warmup, "n": len(self.calls),
-                "p50_s": self.percentile(50), "p90_s": self.percentile(90), "min_s": min(self.calls),
-                "mean_s": sum(self.calls) / len(self.calls)}
+                "p50_s": self.percentile(50), "p90_s": self.percentile(90), "p99_s": self.percentile(99),
+                "min_s": min(self.calls), "max_s": max(self.calls), "mean_s": sum(self.calls) / len(self.calls)}
 
 
 class Prepared(NamedTuple):
@@ -92,10 +95,13 @@ class Loaded:
     """
 
     def __init__(self, path: Path, function: str, manifest: dict[str, Any], backend: Backend, platform: str,
-                 platform_mismatch: bool, load_seconds: float, artifact: Any = None):
+                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, record: Function | None = None):
         self.path = path
         self.function = function
         self.manifest = manifest
+        #: The function's manifest entry as its record (``artifact.model.Function``), what readers read;
+        #: ``function_manifest`` is its JSON, for readers not yet on the records.
+        self.function_record = record if record is not None else as_function(manifest["functions"][function])
         #: What compiles and runs the program (``backend.Backend``).
         self.backend = backend
         self.platform = platform
@@ -114,7 +120,7 @@ class Loaded:
         #: The number of inputs when a call ``f(a, b, ...)`` passes exactly the inputs in order (each positional
         #: argument is one input array and nothing else is free): such a call skips ``bind``. Else -1.
         self._positional = _positional_inputs(calltree.of_function(f))
-        self._input_names = tuple(i["name"] for i in f["inputs"])
+        self._input_names = tuple(self.function_record.input_names)
         #: Input signatures (as ``_seen``) -> the backend's direct call of the program compiled for them.
         self._direct: dict[tuple[Any, ...], Any] = {}
 
@@ -141,11 +147,11 @@ class Loaded:
 
     @property
     def input_names(self) -> list[str]:
-        return [i["name"] for i in self.function_manifest["inputs"]]
+        return self.function_record.input_names
 
     @property
     def output_names(self) -> list[str]:
-        return [o["name"] for o in self.function_manifest["outputs"]]
+        return self.function_record.output_names
 
     @property
     def compiled_signatures(self) -> list[ShapeKey]:
@@ -155,13 +161,26 @@ class Loaded:
     def random_inputs(self, dims: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, Any]:
         """Random input arrays by name, as ``jaxport call --random`` makes them: dimension variables not in
         ``dims`` take the smallest values that satisfy the bounds and constraints."""
-        f = self.function_manifest
+        f = self.function_record
         return inputs.random_inputs(f, contract.resolve_dims(f, dims or {}), seed)
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The free input arrays of a call ``f(*args, **kwargs)``, by input name (structure checked)."""
-        return calltree.bind(calltree.of_function(self.function_manifest), self.input_names, self.function, args,
-                             kwargs, f"{self.path}: function {self.function!r}")
+        sig, where = calltree.of_function(self.function_manifest), f"{self.path}: function {self.function!r}"
+        try:
+            return calltree.bind(sig, self.input_names, self.function, args, kwargs, where)
+        except InputError:
+            # a custom pytree node (an optax state, a GraphsTuple) is recorded as the dicts and lists of its key
+            # paths (``artifact.pathtree``): give it in that form
+            plain_args, plain_kwargs = path_trees(args), path_trees(kwargs)
+            if all(x is y for x, y in zip(plain_args, args)) and \
+                    all(plain_kwargs[k] is v for k, v in kwargs.items()):
+                raise
+            try:
+                return calltree.bind(sig, self.input_names, self.function, plain_args, plain_kwargs, where)
+            except InputError:
+                pass
+            raise
 
     # -- checks, compilation, execution --
 
@@ -170,7 +189,7 @@ class Loaded:
         messages). Python scalars take the declared dtype, as in JAX."""
         import numpy as np
 
-        f = self.function_manifest
+        f = self.function_record
         for name in arrays:
             if name not in self.input_names:
                 raise contract.unknown_input_error(name, self.input_names)
@@ -178,19 +197,19 @@ class Loaded:
         if missing:
             raise InputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
         flat, infos = [], []
-        for inp in f["inputs"]:
-            v = arrays[inp["name"]]
+        for inp in f.inputs:
+            v = arrays[inp.name]
             if isinstance(v, (bool, int, float, complex)):
-                v = np.asarray(v, dtype=dtypes.to_numpy(inp["dtype"]))
+                v = np.asarray(v, dtype=dtypes.to_numpy(inp.dtype))
             elif not hasattr(v, "dtype") or not hasattr(v, "shape"):
                 v = np.asarray(v)
-            declared = dtypes.to_numpy(inp["dtype"])
+            declared = dtypes.to_numpy(inp.dtype)
             if isinstance(v, np.ndarray) and v.dtype.kind == "V" and not v.dtype.fields and \
                     v.dtype.itemsize == declared.itemsize and declared.kind == "V":
                 v = v.view(declared)  # numpy stores bfloat16 and float8 as raw void (np.load gives '|V2')
             flat.append(v)
-            infos.append(contract.ArrayInfo(inp["name"], tuple(int(d) for d in v.shape), str(v.dtype),
-                                          (sources or {}).get(inp["name"])))
+            infos.append(contract.ArrayInfo(inp.name, tuple(int(d) for d in v.shape), str(v.dtype),
+                                          (sources or {}).get(inp.name)))
         key = tuple((a.shape, a.dtype) for a in infos)
         # The checks depend only on the shapes and dtypes: a signature that passed once passes again.
         env = self._checked.get(key)

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import dtypes
+from .. import _safetensors, dtypes
 from .._fsio import open_for_reading
+from .._machine import physical_memory
 from .._npyfile import (
     MAX_HEADER_BYTES,
     MAX_NPZ_BYTES,
@@ -32,7 +33,6 @@ from .._npyfile import (
     MAX_RANK,
     Header,
     check_memory,
-    physical_memory,
     read_header,
     read_npy_data,
     read_npz_file,
@@ -43,11 +43,9 @@ from .._npyfile import (
 from ..artifact.bounds import Bounds
 from ..artifact.contract import constant_mismatch, parsed_shape, rank_mismatch, unknown_input_error
 from ..errors import InputError
-from . import tensorfile
 
 #: Arrays larger than this are checked against the input they are for from their header alone, before reading.
 EARLY_CHECK_BYTES = 16 << 20
-_VOID_AS = {2: ("bfloat16",), 1: ("float8_e4m3fn", "float8_e5m2")}
 #: Names other modules import from here; the readers themselves live in ``_npyfile``, shared with ``export.bind``.
 __all__ = ["MAX_HEADER_BYTES", "MAX_NPZ_BYTES", "MAX_NPZ_MEMBERS", "MAX_RANK", "EARLY_CHECK_BYTES", "Header",
            "check_fits", "final_dtype", "physical_memory", "read_header", "read_named_arrays", "read_npy", "read_npz",
@@ -58,7 +56,7 @@ def final_dtype(header: Header, declared: str | None, name: str | None, where: s
     """The dtype the array is read as: native byte order; a void dtype reinterpreted as a declared ml_dtypes type."""
     dt = header.dtype
     if dt.kind == "V":
-        candidates = _VOID_AS.get(dt.itemsize, ())
+        candidates = dtypes.raw_void(dt.itemsize)
         if declared in candidates:
             return dtypes.to_numpy(declared)
         if not candidates:
@@ -144,7 +142,7 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
     (keyed by tensor name), or a single ``.npy`` (keyed by ``single_name``, which the caller must give). Reference
     outputs for ``call --expect`` and ``verify --expect`` (named as ``call -o`` writes them) and saved inputs.
 
-    The file is read as untrusted (see the module docstring and :mod:`.tensorfile`): regular files only, capped
+    The file is read as untrusted (see the module docstring and :mod:`jaxport._safetensors`): regular files only, capped
     reads, never unpickled. ``where`` starts every message (default: the path). ``declared`` (name -> manifest dtype)
     lets a raw void array (how numpy saves ``bfloat16`` and ``float8``) be read as the declared type; without it such
     an array is refused, naming ``.safetensors``. Errors are ``InputError``.
@@ -161,7 +159,7 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
         if dt.kind != "V":
             return dt.newbyteorder("=") if not dt.isnative else dt
         want = (declared or {}).get(key)
-        if want is not None and want in _VOID_AS.get(dt.itemsize, ()):
+        if want is not None and want in dtypes.raw_void(dt.itemsize):
             return dtypes.to_numpy(want)
         what = f"{key!r} is {want}" if want else f"nothing says what {key!r} is"
         raise InputError(f"{here}: the array has the raw void dtype {dt.str!r} (how numpy stores bfloat16 and "
@@ -178,8 +176,7 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
             flat = read_npy_data(f, header, size, header.dtype if header.dtype.kind != "V" else dtype, where)
         return {single_name: shaped(flat, header).astype(dtype, copy=False)}
     if suffix == ".safetensors":
-        with open_for_reading(path, InputError, directory="a .safetensors file") as f:
-            return tensorfile.read(f, where, InputError)
+        return _safetensors.read_file(path, where, InputError)
     with open_for_reading(path, InputError, directory="a .npz file") as f:
         return read_npz_file(f, where, max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
                              holds="arrays keyed by name", prepare=dtype_of)

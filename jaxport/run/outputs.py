@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import dtypes
+from .. import _safetensors, dtypes
 from .._fsio import atomic_write, check_output
 from ..errors import OutputError
-from . import keys, tensorfile
+from . import keys
 from .cache import CacheState
 from .npyio import safe_member
 
@@ -67,9 +67,7 @@ def jsonable(value: Any) -> Any:
 
 
 #: Dtypes that a ``.npy`` header cannot name: numpy stores them as raw void bytes (``|V2``, ``|V1``).
-NOT_IN_NPY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-#: The output files ``call -o`` writes, by suffix.
-OUTPUT_SUFFIXES = (".npz", ".npy", ".safetensors")
+NOT_IN_NPY = dtypes.NOT_IN_NPY
 
 
 def raw_in_npy(leaves: list[tuple[str, Any]]) -> list[tuple[str, str]]:
@@ -110,7 +108,7 @@ def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
         atomic_write(path, lambda f: np.lib.format.write_array(f, np.asarray(leaves[0][1]), allow_pickle=False))
         return
     if suffix == ".safetensors":
-        atomic_write(path, lambda f: tensorfile.write(f, {n: np.asarray(v) for n, v in leaves}))
+        atomic_write(path, lambda f: _safetensors.write(f, {n: np.asarray(v) for n, v in leaves}))
         return
 
     def write(f: Any) -> None:
@@ -152,10 +150,10 @@ def check_output_path(path: str | Path, names: list[str], dtypes_: list[str] | N
         raise OutputError(f"{path}: a .npy file holds one array, but the function has {len(names)} outputs "
                           f"({', '.join(names)}); write an .npz instead.")
     if suffix == ".safetensors":
-        if tensorfile.METADATA in names:
-            raise OutputError(f"{path}: an output is named {tensorfile.METADATA!r}, the key a .safetensors header "
+        if _safetensors.METADATA in names:
+            raise OutputError(f"{path}: an output is named {_safetensors.METADATA!r}, the key a .safetensors header "
                               f"reserves for its metadata; write .npz instead.")
-        odd = [(n, d) for n, d in zip(names, dtypes_ or []) if d not in tensorfile.TAG_OF]
+        odd = [(n, d) for n, d in zip(names, dtypes_ or []) if _safetensors.tag_of(d) is None]
         if odd:
             raise OutputError(f"{path}: .safetensors has no dtype for output {odd[0][0]!r} ({odd[0][1]}); write .npz "
                               f"instead.")
@@ -197,6 +195,8 @@ class CallReport:
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Warnings beyond the compilation cache's (outputs stored as raw bytes).
     warnings: list[str] = field(default_factory=list)
+    #: The outputs as written and compared, ``(name, array)`` (not in :meth:`as_dict`: ``call --print`` shows them).
+    leaves: list[tuple[str, Any]] = field(default_factory=list, repr=False)
 
     @classmethod
     def of_run(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],

@@ -6,6 +6,10 @@ dtype, lies inside it), an integer input takes the integers LO..HI-1 (``--range 
 0..31999). A range is refused on a bool or PRNG key input, when LO >= HI, when a bound is not finite, for an integer
 input when a bound is not an integer or the range leaves the dtype (``int8`` takes at most -128:128), and for a float
 input when a bound lies beyond the dtype's largest finite value.
+
+An integer input's bound may be a dimension expression (``[0, nodes]``, ``--range senders=0:nodes``: the indices
+0..nodes-1 of an axis of size ``nodes``), evaluated at each call's dimension values (``resolved``) and then checked
+as a number; before the values are known it must parse and name only the function's dimension variables.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import dtypes
+from .. import dimexpr, dtypes
+from ..artifact.manifest import as_input
+from ..artifact.model import Function, Input
 from ..errors import UsageError
 
 Range = tuple[float, float]
@@ -43,16 +49,19 @@ def float_limit(dtype: str) -> float:
     import ml_dtypes
     import numpy as np
 
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
     target = dtypes.to_numpy(part)
-    info = np.finfo(target) if part in ("float16", "float32", "float64") else ml_dtypes.finfo(target)
+    info = ml_dtypes.finfo(target) if dtypes.BY_NAME[part].ml_dtypes else np.finfo(target)
     return float(info.max)
 
 
-def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
+def check_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
     """The range ``value`` (``[LO, HI]``) of the manifest input ``inp``, checked against its dtype (see the module
     docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``."""
-    name, dtype = inp["name"], inp["dtype"]
+    inp = as_input(inp)
+    name, dtype = inp.name, inp.dtype
+    if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
+        return check_expression_range(inp, value, where, error)
     if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_number(v) for v in value):
         raise error(f"{where}: the range of input {name!r} must be two numbers [LO, HI]; it is {value!r:.80}.")
     lo, hi = value
@@ -83,24 +92,88 @@ def check_range(inp: Mapping[str, Any], value: Any, where: str, error: Error = U
     if lo < -limit or hi > limit:
         raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of input {name!r} leaves {dtype}, whose largest "
                     f"finite value is {limit:g}; give a range within -{limit:g}:{limit:g}.")
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
     if representable(float(lo), float(hi), part) is None:
         raise error(f"{where}: no {part} value lies in the range {_shown(lo)}:{_shown(hi)} of input {name!r}; "
                     f"widen it.")
     return float(lo), float(hi)
 
 
-def check_ranges(fn: Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range") -> None:
+def check_expression_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError,
+                           variables: set[str] | None = None) -> Any:
+    """A range with a dimension expression for a bound (see the module docstring), before the dimensions' values are
+    known: an integer input's, each bound a number or an expression that parses (over ``variables`` when given)."""
+    inp = as_input(inp)
+    name, dtype = inp.name, inp.dtype
+    if dtypes.BY_NAME[dtype].kind not in ("int", "uint"):
+        raise error(f"{where}: '{name}={value[0]}:{value[1]}': LO and HI must be finite numbers (only an integer "
+                    f"input's bound may be a dimension; {name!r} is {dtype}).")
+    for bound in value:
+        if isinstance(bound, str):
+            try:
+                expr = dimexpr.parse(bound)
+            except dimexpr.DimExprError as e:
+                raise error(f"{where}: the range bound {bound!r} of input {name!r} is not a number nor a dimension "
+                            f"expression: {e}.") from None
+            unknown = sorted(dimexpr.variables(expr) - variables) if variables is not None else []
+            if unknown:
+                raise error(f"{where}: the range bound {bound!r} of input {name!r} names {unknown[0]!r}, which is "
+                            f"not a dimension variable of the function ({', '.join(sorted(variables or ())) or 'none'}"
+                            f").")
+        elif not _number(bound) or bound != int(bound):
+            raise error(f"{where}: the range {value[0]}:{value[1]} of the {dtype} input {name!r} must have integer "
+                        f"bounds (LO..HI-1 are drawn).")
+    return value[0], value[1]
+
+
+def resolved(value: Any, dims: Mapping[str, int]) -> Any:
+    """``value`` (``[LO, HI]``) with each bound that is a dimension expression evaluated at ``dims``; the
+    expression as it is when ``dims`` lacks one of its variables (the range's check then says so)."""
+    if not isinstance(value, (list, tuple)) or not any(isinstance(v, str) for v in value):
+        return value
+    out = []
+    for bound in value:
+        if isinstance(bound, str):
+            try:
+                bound = dimexpr.evaluate(dimexpr.parse(bound), dict(dims))
+            except dimexpr.DimExprError:
+                pass
+        out.append(bound)
+    return tuple(out)
+
+
+def check_ranges(fn: Function | Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range"
+                 ) -> None:
     """Refuse (``UsageError``) ranges for inputs the function ``fn`` (a manifest entry) does not have, listing its
     inputs, and ranges that do not fit their input's dtype (see the module docstring)."""
-    by_name = {i["name"]: i for i in fn["inputs"]}
+    # a run description's signature (``call MODEL.run.json``) is a function's JSON without the rest of its fields
+    inputs = fn.inputs if isinstance(fn, Function) else tuple(map(as_input, fn["inputs"]))
+    by_name = {i.name: i for i in inputs}
     for name, value in (ranges or {}).items():
         if name not in by_name:
             close = difflib.get_close_matches(name, list(by_name), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise UsageError(f"{where}: unknown input name {name!r}; the inputs are: "
                              f"{', '.join(by_name) or '(none)'}.{hint}")
-        check_range(by_name[name], value, where)
+        if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
+            dims = fn.dims if isinstance(fn, Function) else fn.get("dims")
+            check_expression_range(by_name[name], value, where, variables=set(dims or {}) |
+                                   _shape_variables(inputs))
+        else:
+            check_range(by_name[name], value, where)
+
+
+def _shape_variables(inputs: tuple[Input, ...]) -> set[str]:
+    """The dimension variables of a function's input shapes."""
+    found: set[str] = set()
+    for inp in inputs:
+        for d in inp.shape:
+            if isinstance(d, str):
+                try:
+                    found |= dimexpr.variables(dimexpr.parse(d))
+                except dimexpr.DimExprError:
+                    continue
+    return found
 
 
 def _step(value: Any, up: bool) -> Any:
@@ -138,12 +211,12 @@ def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | Non
     return float(low), float(high)
 
 
-def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
+def draw(rng: Any, inp: Input | Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
     """A random array for the manifest input ``inp`` of ``shape``: from ``bounds`` (a checked range) when given,
     else the defaults: floats standard normal (complex: both parts), integers in [0, 8), bools fair coin flips."""
     import numpy as np
 
-    dtype = inp["dtype"]
+    dtype = as_input(inp).dtype
     kind = dtypes.BY_NAME[dtype].kind
     target = dtypes.to_numpy(dtype)
     if kind == "bool":
@@ -152,7 +225,7 @@ def draw(rng: Any, inp: Mapping[str, Any], shape: tuple[int, ...], bounds: Range
         if bounds is None:
             return rng.integers(0, 8, size=shape).astype(target)
         return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, dtype=target)
-    part = {"complex64": "float32", "complex128": "float64"}.get(dtype, dtype)
+    part = dtypes.BY_NAME[dtype].part or dtype
 
     def one() -> Any:
         if bounds is None:

@@ -20,12 +20,13 @@ wrongly allowed). Padding fills with copies of the last real row (``edge``), so 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import dimexpr
 from .._jax_internals import make_ir_context
+from ..artifact.model import Function, Input, Output
 
 #: A value's state: the axes sized by the variable (the value is row-wise), or why it is not.
 State = frozenset[int] | str
@@ -68,34 +69,34 @@ class _Mismatch(Exception):
     """The two specializations are not the same program with other sizes."""
 
 
-def exact_axes(entries: list[dict[str, Any]], variable: str, what: str) -> tuple[dict[str, list[int]], str]:
+def exact_axes(entries: Sequence[Input | Output], variable: str, what: str) -> tuple[dict[str, list[int]], str]:
     """``{name: [axes]}`` of the axes declared exactly ``variable``, or a reason when an axis uses it in an
     expression (padding ``v`` would have to pad ``2*v`` by another amount)."""
     axes: dict[str, list[int]] = {}
     for entry in entries:
-        for i, d in enumerate(entry["shape"]):
+        for i, d in enumerate(entry.shape):
             if not isinstance(d, str):
                 continue
             if d.strip() == variable:
-                axes.setdefault(entry["name"], []).append(i)
+                axes.setdefault(entry.name, []).append(i)
             elif variable in dimexpr.variables(dimexpr.parse(d)):
-                return {}, f"{what} {entry['name']!r} has axis {i} of size {d}, not {variable} itself"
+                return {}, f"{what} {entry.name!r} has axis {i} of size {d}, not {variable} itself"
     return axes, ""
 
 
-def analyze(fn: Mapping[str, Any], variable: str, n_weights: int, env: Mapping[str, int], other: int,
+def analyze(fn: Function, variable: str, n_weights: int, env: Mapping[str, int], other: int,
             specialize: Callable[[Mapping[str, int]], str]) -> Verdict:
     """The verdict for ``variable`` of manifest function ``fn``. ``specialize(env)`` gives the program specialized
     to an assignment of every variable (MLIR text: the bound tensors' ``n_weights`` arguments, then the inputs);
     ``env`` and ``env`` with ``variable = other`` are the two specializations compared."""
-    used = [c for c in fn.get("constraints") or [] if variable in dimexpr.parse_constraint(c).variables()]
+    used = [c for c in fn.constraints if variable in dimexpr.parse_constraint(c).variables()]
     if used:
         return Verdict(variable, False, f"the spec constrains {variable} ({used[0]}); a call padded to a bucket "
                                         f"could not be checked against it")
-    inputs, why = exact_axes(fn["inputs"], variable, "input")
+    inputs, why = exact_axes(fn.inputs, variable, "input")
     if why:
         return Verdict(variable, False, why)
-    outputs, why = exact_axes(fn["outputs"], variable, "output")
+    outputs, why = exact_axes(fn.outputs, variable, "output")
     if why:
         return Verdict(variable, False, why)
     s1, s2 = env[variable], other
@@ -111,7 +112,7 @@ def analyze(fn: Mapping[str, Any], variable: str, n_weights: int, env: Mapping[s
             reason = f"the program's operations differ between {variable}={s1} and {variable}={s2} ({e})"
     if reason:
         return Verdict(variable, False, reason)
-    return Verdict(variable, True, "", inputs, {o["name"]: outputs.get(o["name"], []) for o in fn["outputs"]})
+    return Verdict(variable, True, "", inputs, {o.name: outputs.get(o.name, []) for o in fn.outputs})
 
 
 def _functions(module: Any) -> dict[str, Any]:
@@ -159,7 +160,7 @@ class _Lockstep:
         self.state: dict[Any, State] = {}
         self.memo: dict[tuple[str, tuple[State, ...]], list[State]] = {}
 
-    def main(self, n_weights: int, fn: Mapping[str, Any], inputs: dict[str, list[int]],
+    def main(self, n_weights: int, fn: Function, inputs: dict[str, list[int]],
              outputs: dict[str, list[int]]) -> str:
         """Why the program is not row-wise in the variable, or ""."""
         if "main" not in self.f1 or "main" not in self.f2:
@@ -168,19 +169,19 @@ class _Lockstep:
         args: list[State] = []
         for i, (a1, a2) in enumerate(zip(b1.arguments, b2.arguments)):
             st = self.axes(a1, a2)
-            if i >= n_weights and i - n_weights < len(fn["inputs"]):
-                name = fn["inputs"][i - n_weights]["name"]
+            if i >= n_weights and i - n_weights < len(fn.inputs):
+                name = fn.inputs[i - n_weights].name
                 if st != frozenset(inputs.get(name, [])):
                     return f"input {name!r}: its axes sized by {self.v} are not those its shape declares"
             elif st != frozenset():
                 return f"argument {i} grows with {self.v}"
             args.append(st)
         results = self.call("main", args)
-        for o, st in zip(fn["outputs"], results):
+        for o, st in zip(fn.outputs, results):
             if isinstance(st, str):
-                return f"output {o['name']!r} depends on {st}"
-            if st != frozenset(outputs.get(o["name"], [])):
-                return f"output {o['name']!r}: its axes sized by {self.v} are not those its shape declares"
+                return f"output {o.name!r} depends on {st}"
+            if st != frozenset(outputs.get(o.name, [])):
+                return f"output {o.name!r}: its axes sized by {self.v} are not those its shape declares"
         return ""
 
     def axes(self, x1: Any, x2: Any) -> State:

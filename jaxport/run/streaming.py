@@ -29,6 +29,8 @@ from typing import Any, BinaryIO
 from .. import dimexpr, dtypes
 from .._fsio import atomic_output, atomic_write, open_for_reading, scratch_file, write_failure
 from .._text import plural
+from ..artifact.manifest import as_function
+from ..artifact.model import Function, Input, Output
 from ..artifact.summary import array_type
 from ..errors import InputError, UsageError
 from .inputs import classify, missing_error
@@ -45,24 +47,26 @@ class Axis:
     expression: str
 
 
-def streamed_axis(f: Mapping[str, Any], fname: str) -> Axis:
+def streamed_axis(f: Function | Mapping[str, Any], fname: str) -> Axis:
     """The axis to stream along, or a UsageError saying which input or output does not allow streaming."""
+    f = as_function(f)
     why = (" --batch-size streams along axis 0, which must be the same dimension variable (times a constant) in every "
            "input and output.")
-    arrays = [("input", a) for a in f["inputs"]] + [("output", a) for a in f["outputs"]]
-    if not f["inputs"]:
+    arrays: list[tuple[str, Input | Output]] = [("input", a) for a in f.inputs]
+    arrays += [("output", a) for a in f.outputs]
+    if not f.inputs:
         raise UsageError(f"function {fname!r} takes no inputs; there is nothing to stream.{why}")
     first: str | None = None
     for kind, a in arrays:
-        shape = a["shape"]
+        shape = a.shape
         if not shape or isinstance(shape[0], int):
             dim = "a scalar" if not shape else f"axis 0 of fixed size {shape[0]}"
-            raise UsageError(f"{kind} {a['name']!r} ({_type(a)}) has {dim}.{why}")
+            raise UsageError(f"{kind} {a.name!r} ({_type(a)}) has {dim}.{why}")
         text = str(dimexpr.parse(shape[0]))
         if first is None:
             first = text
         elif text != first:
-            raise UsageError(f"{kind} {a['name']!r} ({_type(a)}) has axis 0 = {text}, but {_type_first(arrays)} "
+            raise UsageError(f"{kind} {a.name!r} ({_type(a)}) has axis 0 = {text}, but {_type_first(arrays)} "
                              f"has {first}.{why}")
     assert first is not None
     expr = dimexpr.parse(first)
@@ -74,13 +78,13 @@ def streamed_axis(f: Mapping[str, Any], fname: str) -> Axis:
     return Axis(names[0], lin[0], first)
 
 
-def _type(a: Mapping[str, Any]) -> str:
-    return array_type(dict(a))
+def _type(a: Input | Output) -> str:
+    return array_type({"shape": list(a.shape), "dtype": a.dtype})
 
 
-def _type_first(arrays: list[tuple[str, Mapping[str, Any]]]) -> str:
+def _type_first(arrays: list[tuple[str, Input | Output]]) -> str:
     kind, a = arrays[0]
-    return f"{kind} {a['name']!r}"
+    return f"{kind} {a.name!r}"
 
 
 # --- reading inputs chunk by chunk ---------------------------------------------------------------------------------
@@ -138,11 +142,12 @@ class NpyRows:
         return flat.reshape((stop - start, *self.shape[1:])).astype(self.dtype, copy=False)
 
 
-def open_inputs(f: Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def open_inputs(f: Function | Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The ``--inputs`` of a streamed call: each ``.npy`` as :class:`NpyRows` (read by chunks); an ``.npz`` is read
     whole (its members may be compressed)."""
+    f = as_function(f)
     positional, named, npz = classify(f, items)
-    declared = {i["name"]: i["dtype"] for i in f["inputs"]}
+    declared = {i.name: i.dtype for i in f.inputs}
     names = list(declared)
     if positional and (named or npz):
         raise InputError("give --inputs either all by position (FILE.npy, in the order 'inspect' lists the "
@@ -274,14 +279,14 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
     """
     import numpy as np
 
-    f = loaded.function_manifest
+    f = loaded.function_record
     axis = streamed_axis(f, loaded.function)
     if batch_size < 1:
         raise UsageError(f"--batch-size {batch_size}: a chunk has at least one row.")
     if batch_size % axis.factor:
         raise UsageError(f"--batch-size {batch_size}: axis 0 is {axis.expression}, so a chunk must hold a multiple "
                          f"of {axis.factor} rows.")
-    names = [i["name"] for i in f["inputs"]]
+    names = f.input_names
     missing = [n for n in names if n not in arrays]
     if missing:
         raise InputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
@@ -311,11 +316,11 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
     env = loaded.check(chunk(*bounds[0]))
     if len(bounds) > 1:
         loaded.check(chunk(*bounds[-1]))
-    outputs = f["outputs"]
+    outputs = f.outputs
     out_path = Path(output) if output is not None else None
     if out_path is not None:
-        check_output_path(out_path, [o["name"] for o in outputs])
-    stats = [_Stats(o["name"], o["dtype"]) for o in outputs]
+        check_output_path(out_path, [o.name for o in outputs])
+    stats = [_Stats(o.name, o.dtype) for o in outputs]
     writers: list[_NpyWriter] = []
     kept: list[list[Any]] = [[] for _ in outputs]
     shapes: list[tuple[int, ...]] = []
@@ -332,7 +337,7 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
                     writers = _writers(files, out_path, shapes, [np.asarray(v).dtype for _, v in run.leaves])
             for i, (_, value) in enumerate(run.leaves):
                 if np.shape(value)[0] != hi - lo:
-                    raise UsageError(f"output {outputs[i]['name']!r} has {np.shape(value)[0]} rows for a chunk of "
+                    raise UsageError(f"output {outputs[i].name!r} has {np.shape(value)[0]} rows for a chunk of "
                                      f"{hi - lo}; it cannot be streamed.")
                 stats[i].add(value)
                 if writers:
@@ -343,7 +348,7 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
             if progress:
                 progress(done, total)
         if out_path is not None and out_path.suffix.lower() != ".npy":
-            _pack(out_path, [w.file for w in writers], [o["name"] for o in outputs])
+            _pack(out_path, [w.file for w in writers], [o.name for o in outputs])
     seconds = time.perf_counter() - start_time
     env = dict(env)
     env[axis.variable] = total // axis.factor
@@ -351,7 +356,7 @@ def call(loaded: Any, arrays: Mapping[str, Any], batch_size: int, output: str | 
                           [s.as_dict(shape) for s, shape in zip(stats, shapes)], seconds,
                           str(out_path) if out_path is not None else None)
     if keep:
-        result.leaves = [(o["name"], np.concatenate(parts)) for o, parts in zip(outputs, kept)]
+        result.leaves = [(o.name, np.concatenate(parts)) for o, parts in zip(outputs, kept)]
     return result
 
 

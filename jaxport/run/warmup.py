@@ -22,6 +22,8 @@ from typing import Any
 
 from .. import dtypes
 from ..artifact import contract
+from ..artifact.manifest import as_function
+from ..artifact.model import Function
 from ..errors import UsageError
 from .backend import Compilation, ShapeKey
 
@@ -48,7 +50,7 @@ class Warmed:
                 "lower_s": c.lower_seconds, "compile_s": c.seconds, "compile_cache_hit": c.cache_hit}
 
 
-def combinations(fn: Mapping[str, Any], shapes: Shapes, where: str) -> list[dict[str, int]]:
+def combinations(fn: Function | Mapping[str, Any], shapes: Shapes, where: str) -> list[dict[str, int]]:
     """The dimension values of each signature to compile: ``{"batch": 8}`` gives one, ``{"batch": [1, 8]}`` two,
     ``[{"batch": 1}, {"batch": 8}]`` two. Every dimension variable of the function needs a value (a server knows
     the shapes it will serve; none is guessed)."""
@@ -91,10 +93,11 @@ def combinations(fn: Mapping[str, Any], shapes: Shapes, where: str) -> list[dict
     return combos
 
 
-def signature(fn: Mapping[str, Any], dims: Mapping[str, int]) -> ShapeKey:
+def signature(fn: Function | Mapping[str, Any], dims: Mapping[str, int]) -> ShapeKey:
     """The input shape signature that ``dims`` give, checked as a call's inputs are (bounds, constraints)."""
+    fn = as_function(fn)
     env = contract.resolve_dims(fn, dims)
-    infos = [contract.ArrayInfo(inp["name"], contract.concrete_shape(inp, env), str(dtypes.to_numpy(inp["dtype"])))
-             for inp in fn["inputs"]]
+    infos = [contract.ArrayInfo(inp.name, contract.concrete_shape(inp, env), str(dtypes.to_numpy(inp.dtype)))
+             for inp in fn.inputs]
     contract.check(fn, infos)
     return tuple((a.shape, a.dtype) for a in infos)

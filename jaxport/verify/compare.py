@@ -20,34 +20,14 @@ from typing import Any
 
 from .. import dtypes
 
-#: Default ``(atol, rtol)`` by output dtype: an output passes when ``|actual - expected| <= atol + rtol * |expected|``
-#: everywhere (NaN matching NaN, infinities matching in sign). Integers and booleans must be equal.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-12, 1e-9),
-    "complex128": (1e-12, 1e-9),
-    "float32": (1e-6, 1e-5),
-    "complex64": (1e-6, 1e-5),
-    "float16": (1e-3, 1e-3),
-    "bfloat16": (1e-2, 1e-2),
-    "float8_e4m3fn": (1.25e-1, 1.25e-1),
-    "float8_e5m2": (2.5e-1, 2.5e-1),
-}
-
-#: Default ``(atol, rtol)`` by output dtype when two compilers are compared (``verify --runtime iree``), with the
-#: magnitude-scaled rule ``|actual - expected| <= atol + rtol * max(|expected|, s)``, ``s`` the output's largest finite
-#: ``|expected|``. ``rtol`` is about 2**10 units in the last place of the output's largest value (2**4 for the
-#: 8-bit floats, which have 2 or 3 mantissa bits): room for reductions summed in another order, never for a
-#: different function. Integers and booleans must be equal.
-COMPILER_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-12, 1e-9),
-    "complex128": (1e-12, 1e-9),
-    "float32": (1e-6, 1e-4),
-    "complex64": (1e-6, 1e-4),
-    "float16": (1e-3, 5e-3),
-    "bfloat16": (1e-2, 4e-2),
-    "float8_e4m3fn": (1.25e-1, 2.5e-1),
-    "float8_e5m2": (2.5e-1, 5e-1),
-}
+#: Default ``(atol, rtol)`` by float or complex output dtype (``DType.tolerance``): an output passes when
+#: ``|actual - expected| <= atol + rtol * |expected|`` everywhere. Integers and booleans must be equal.
+TOLERANCES: dict[str, tuple[float, float]] = {d.name: d.tolerance for d in dtypes.TABLE
+                                              if d.kind in ("float", "complex")}
+#: Default ``(atol, rtol)`` by float or complex output dtype when two compilers are compared (``verify --runtime
+#: iree``; ``DType.compiler_tolerance``), with the magnitude-scaled rule.
+COMPILER_TOLERANCES: dict[str, tuple[float, float]] = {d.name: d.compiler_tolerance for d in dtypes.TABLE
+                                                       if d.kind in ("float", "complex")}
 
 #: Why an output whose values are all NaN or infinite on both sides proves nothing.
 NONFINITE = "every value is NaN/Inf on both sides"
@@ -59,10 +39,11 @@ _LONG = {"artifact": "the artifact", "live": "the live function", "reference": "
 
 def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None, *,
               across_compilers: bool = False) -> tuple[float, float]:
-    """``(atol, rtol)`` for an output dtype; ``atol``/``rtol`` override the defaults of :data:`TOLERANCES` (of
-    :data:`COMPILER_TOLERANCES` with ``across_compilers``)."""
-    table = COMPILER_TOLERANCES if across_compilers else TOLERANCES
-    default_atol, default_rtol = table.get(dtype, (0.0, 0.0))
+    """``(atol, rtol)`` for an output dtype; ``atol``/``rtol`` override the dtype's defaults (``DType.tolerance``, or
+    ``DType.compiler_tolerance`` with ``across_compilers``). Integers, bools and unknown types must be equal."""
+    d = dtypes.BY_NAME.get(dtype)
+    default_atol, default_rtol = dtypes.EXACT if d is None else \
+        d.compiler_tolerance if across_compilers else d.tolerance
     return (default_atol if atol is None else atol), (default_rtol if rtol is None else rtol)
 
 

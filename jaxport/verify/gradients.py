@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import dtypes
 from ..artifact.contract import concrete_shape
+from ..artifact.manifest import as_function
 from ..run.gradients import differentiable, vjp
 from .compare import OutputResult, compare
 from .live import LiveFunction
@@ -20,23 +21,23 @@ def compare_with_live(loaded: Any, live: LiveFunction, arrays: Mapping[str, Any]
     import jax
     import numpy as np
 
-    f = loaded.function_manifest
+    f = loaded.function_record or as_function(loaded.function_manifest)
     env = loaded.check(arrays)
     rng = np.random.default_rng(seed + 7919)
-    cts = {o["name"]: rng.standard_normal(concrete_shape(o, env)).astype(dtypes.to_numpy(o["dtype"]))
-           for o in f["outputs"] if differentiable(o["dtype"])}
+    cts = {o.name: rng.standard_normal(concrete_shape(o, env)).astype(dtypes.to_numpy(o.dtype))
+           for o in f.outputs if differentiable(o.dtype)}
     got = vjp(loaded, arrays, cts)
-    flat = [arrays[i["name"]] for i in f["inputs"]]
-    x64 = jax.enable_x64(True) if f.get("x64") else contextlib.nullcontext()
+    flat = [arrays[n] for n in f.input_names]
+    x64 = jax.enable_x64(True) if f.x64 else contextlib.nullcontext()
     with x64:
         out, pullback = jax.vjp(lambda *xs: live.program(list(xs)), *flat)
         leaves, tree = jax.tree_util.tree_flatten(out)
-        ct_leaves = [np.asarray(cts[o["name"]]) if differentiable(o["dtype"]) else
-                     np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f["outputs"], leaves)]
+        ct_leaves = [np.asarray(cts[o.name]) if differentiable(o.dtype) else
+                     np.zeros(np.shape(v), dtype=jax.dtypes.float0) for o, v in zip(f.outputs, leaves)]
         expected = pullback(jax.tree_util.tree_unflatten(tree, ct_leaves))
     wanted = dict(got.cotangents)
     results = []
-    for inp, e in zip(f["inputs"], expected):
-        if inp["name"] in wanted:
-            results.append(compare(f"vjp({inp['name']})", np.asarray(e), wanted[inp["name"]], atol, rtol))
+    for name, e in zip(f.input_names, expected):
+        if name in wanted:
+            results.append(compare(f"vjp({name})", np.asarray(e), wanted[name], atol, rtol))
     return results

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifact import calltree
+from ..artifact.model import Function
 from ..errors import JaxportError, VerificationError
 from ..export.bind import flatten_bound, load_bind_source
 from ..export.lower import output_structure
@@ -23,7 +24,7 @@ from . import recorded
 class LiveFunction:
     """The original function, called as the export called it (see the module docstring)."""
 
-    def __init__(self, fn: Callable[..., Any], f: Mapping[str, Any], bind_dir: Path, where: str, *,
+    def __init__(self, fn: Callable[..., Any], f: Function, bind_dir: Path, where: str, *,
                  roots: list[Path] | None = None, binds: Mapping[str, str] | None = None):
         """``roots``: the directories recorded bound sources must lie under (default: the current directory);
         ``binds``: sources the user names for bound arguments (``--bind NAME=SOURCE``, relative to the current
@@ -31,7 +32,7 @@ class LiveFunction:
         import jax
 
         self.f = f
-        sig = calltree.of_function(f)
+        sig = f.signature
         trees: dict[str, Any] = {}
         weights: dict[str, Any] = {}
         for site in calltree.walk(sig):
@@ -40,7 +41,7 @@ class LiveFunction:
                 if binds and site.name in binds:
                     value = load_bind_source(binds[site.name], Path.cwd(), here)
                 else:
-                    value = _load_bound(site.node["bound"], bind_dir, roots or [Path.cwd()], here)
+                    value = _load_bound(site.value, bind_dir, roots or [Path.cwd()], here)
                 tree, tensors = flatten_bound(value, site.name, here)
                 trees[site.name] = tree
                 weights.update({t.name: t.array for t in tensors})
@@ -66,14 +67,15 @@ class LiveFunction:
         import jax
         import numpy as np
 
-        flat = [arrays[i["name"]] for i in self.f["inputs"]]
-        x64 = jax.enable_x64(True) if self.f.get("x64") else contextlib.nullcontext()
+        flat = [arrays[n] for n in self.f.input_names]
+        x64 = jax.enable_x64(True) if self.f.x64 else contextlib.nullcontext()
         with x64:
             out = jax.block_until_ready(self.program(flat))
         leaves = jax.tree_util.tree_leaves(out)
         names, _, tree = output_structure(out)
-        if tree == self.f.get("output_tree") and len(names) == len(self.f["outputs"]):
-            names = [o["name"] for o in self.f["outputs"]]  # the names the export gave (the spec's 'outputs:')
+        recorded_tree = self.f.output_tree
+        if recorded_tree is not None and tree == recorded_tree and len(names) == len(self.f.outputs):
+            names = self.f.output_names  # the names the export gave (the spec's 'outputs:')
         return [(name, np.asarray(v)) for name, v in zip(names, leaves)]
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .. import dimexpr, dtypes
+from .._text import human_bytes
 from ..artifact import contract
-from ..artifact.bounds import Bounds
+from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
 
 #: Each case's inputs and outputs together stay under this many bytes (unless the smallest shapes already exceed
@@ -41,38 +41,36 @@ class Case:
     note: str | None = None
 
 
-def case_bytes(f: Mapping[str, Any], env: Mapping[str, int]) -> int:
+def case_bytes(f: Function, env: Mapping[str, int]) -> int:
     """Bytes of a function's inputs and outputs at an assignment (outputs that cannot be evaluated count 0)."""
     total = 0
-    for arr in list(f["inputs"]) + list(f["outputs"]):
+    arrays: list[Input | Output] = [*f.inputs, *f.outputs]
+    for arr in arrays:
         try:
             shape = contract.concrete_shape(arr, env)
         except dimexpr.DimExprError:
             continue
-        n = dtypes.BY_NAME[arr["dtype"]].itemsize
+        n = dtypes.BY_NAME[arr.dtype].itemsize
         for d in shape:
             n *= max(d, 0)
         total += n
     return total
 
 
-def _mb(n: int) -> str:
-    # Binary megabytes, as the budget is given (64 MB = 64 << 20); summary.human_bytes counts decimal ones.
-    return f"{n / (1 << 20):.1f} MB"
 
 
 def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _resolve(f: Mapping[str, Any], given: dict[str, int], steps: dimexpr.Budget) -> dict[str, int] | None:
+def _resolve(f: Function, given: dict[str, int], steps: dimexpr.Budget) -> dict[str, int] | None:
     try:
         return contract.resolve_dims(f, given, steps)
     except InputError:
         return None
 
 
-def _fit(f: Mapping[str, Any], var: str, value: int, lowest: int, why: str, budget: int,
+def _fit(f: Function, var: str, value: int, lowest: int, why: str, budget: int,
          steps: dimexpr.Budget) -> Case | None:
     """The case ``var = value`` (others at their smallest valid values), scaled down to the budget if needed."""
     wanted = value
@@ -82,7 +80,7 @@ def _fit(f: Mapping[str, Any], var: str, value: int, lowest: int, why: str, budg
             note = None
             if value != wanted:
                 note = (f"{var}={wanted} scaled down to {value}: its inputs and outputs would take more than "
-                        f"{_mb(budget)}")
+                        f"{human_bytes(budget, binary=True)}")
             return Case(f"{var}: {why}", env, note)
         if value <= lowest:
             return None
@@ -95,7 +93,7 @@ def _not_power_of_two(lo: int, hi: int | None) -> list[int]:
     return picks + extra
 
 
-def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = None,
+def plan_cases(f: Function, chosen: Mapping[str, list[int]] | None = None,
                budget: int = DEFAULT_BUDGET_BYTES) -> list[Case]:
     """The dimension assignments to verify a function at (see the module docstring)."""
     variables = contract.dimension_variables(f)
@@ -118,12 +116,11 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
             planned.append(Case("--dim", env))
         return _dedupe(planned)
     base = contract.resolve_dims(f, {}, steps)
-    meta = f.get("dims") or {}
     planned = [Case("smallest valid", base, None if case_bytes(f, base) <= budget else
-                    f"the smallest shapes already take {_mb(case_bytes(f, base))}")]
+                    f"the smallest shapes already take {human_bytes(case_bytes(f, base), binary=True)}")]
     uppers: dict[str, int] = {}
     for v in variables:
-        lo, hi = base[v], Bounds.of(meta.get(v)).hi
+        lo, hi = base[v], f.bounds_of(v).hi
         for candidate in _not_power_of_two(lo, hi):
             if _resolve(f, {v: candidate}, steps) is not None:
                 case = _fit(f, v, candidate, lo, "not a power of two", budget, steps)
@@ -144,7 +141,7 @@ def plan_cases(f: Mapping[str, Any], chosen: Mapping[str, list[int]] | None = No
     return _dedupe(planned)
 
 
-def chosen_for(f: Mapping[str, Any], dims: Mapping[str, list[int]] | None, several: bool) -> dict[str, list[int]]:
+def chosen_for(f: Function, dims: Mapping[str, list[int]] | None, several: bool) -> dict[str, list[int]]:
     """The ``--dim`` values that apply to one function: all of them for the only function, else those of its
     variables (a variable no function has is refused before)."""
     if not dims:

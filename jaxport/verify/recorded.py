@@ -31,11 +31,11 @@ import dataclasses
 import hashlib
 import os
 from collections import deque
-from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from .._fsio import open_regular, read_at_most
+from ..artifact.model import Manifest
 from ..errors import EntrypointError, JaxportError, UsageError
 from ..export.binding import placed_binds
 from ..export.paths import IN_MEMORY, RootPaths, is_in_memory
@@ -160,7 +160,7 @@ def bind_source(source: str, base: Path, roots: list[Path], where: str) -> None:
 # --- the root ------------------------------------------------------------------------------------------------------
 
 
-def find_root(given: str | Path | None, manifest: Mapping[str, Any], shapes: str | Path | None,
+def find_root(given: str | Path | None, manifest: Manifest | None, shapes: str | Path | None,
               notes: list[str]) -> Path:
     """The directory the recorded paths are followed under (see the module docstring); notes go to ``notes``."""
     if given is not None:
@@ -170,9 +170,10 @@ def find_root(given: str | Path | None, manifest: Mapping[str, Any], shapes: str
                              f"point, spec and bound sources are relative to.")
         return path
     cwd = Path(".")  # relative, so that messages name recorded files as the manifest does
-    source = _mapping(manifest.get("source"))
-    spec_text = source.get("spec") if path_problem(source.get("spec")) is None else None
-    digest = source.get("spec_sha256") if isinstance(source.get("spec_sha256"), str) else None
+    if manifest is None:
+        return cwd
+    spec_text = manifest.source.spec if path_problem(manifest.source.spec) is None else None
+    digest = manifest.source.spec_sha256
     entries = _entry_files(manifest)
     if spec_text is None and not entries:
         return cwd
@@ -197,19 +198,11 @@ def find_root(given: str | Path | None, manifest: Mapping[str, Any], shapes: str
     return cwd
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a mapping, else an empty one (the manifest has been validated; this is for mypy and for
-    the parts a validator leaves open)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def _entry_files(manifest: Mapping[str, Any]) -> list[str]:
+def _entry_files(manifest: Manifest) -> list[str]:
     """The files of the recorded entry points that verify may follow (``model.py`` of ``model.py:NAME``)."""
     out: list[str] = []
-    functions = manifest.get("functions")
-    for f in functions.values() if isinstance(functions, Mapping) else []:
-        text = f.get("entrypoint") if isinstance(f, Mapping) else None
-        target, sep, _ = text.rpartition(":") if isinstance(text, str) else ("", "", "")
+    for f in manifest.functions.values():
+        target, sep, _ = f.entrypoint.rpartition(":") if f.entrypoint is not None else ("", "", "")
         if sep and target and path_problem(target) is None and not is_module_style(target) and target not in out:
             out.append(target)
     return out
@@ -294,7 +287,7 @@ def _search(start: Path, spec_text: str, digest: str, entries: list[str]) -> tup
 # --- the spec as the export used it ---------------------------------------------------------------------------------
 
 
-def as_exported(spec: ShapeSpec, manifest: Mapping[str, Any], root: Path) -> ShapeSpec:
+def as_exported(spec: ShapeSpec, manifest: Manifest, root: Path) -> ShapeSpec:
     """``spec`` as the export that wrote ``manifest`` used it: each ``bind:`` source recorded relative to ``root``
     (as ``export.paths`` records it), and the command-line binds of ``source.binds`` applied to every function (a
     positional argument of that name in the artifact's signature, else a keyword), so that comparing it with the
@@ -311,15 +304,14 @@ def as_exported(spec: ShapeSpec, manifest: Mapping[str, Any], root: Path) -> Sha
             return [rewrite(v) for v in tree]
         return tree
 
-    binds = _mapping(_mapping(manifest.get("source")).get("binds"))
-    functions = _mapping(manifest.get("functions"))
+    binds = manifest.source.binds or {}
+    functions = manifest.functions
     out = {}
     for key, fspec in spec.functions.items():
         args = [rewrite(a) for a in fspec.args]
         kwargs = {k: rewrite(v) for k, v in fspec.kwargs.items()}
         f = functions.get(key) if key is not None else (next(iter(functions.values())) if len(functions) == 1
                                                           else None)
-        sig = _mapping(_mapping(f).get("signature"))
-        names = [a.get("name") if isinstance(a, Mapping) else None for a in sig.get("args") or []]
+        names = [a.name for a in f.signature.args] if f is not None else []
         out[key] = placed_binds(dataclasses.replace(fspec, args=args, kwargs=kwargs), binds, names)
     return dataclasses.replace(spec, functions=out)

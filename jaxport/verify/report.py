@@ -14,6 +14,22 @@ def differing(failed: int, total: int) -> str:
     """``1 of 1 case differs``, ``2 of 5 cases differ``: the count of failed cases, in agreement."""
     return f"{failed} of {plural(total, 'case')} differ{'s' if total == 1 else ''}"
 
+
+def _unsure(o: OutputResult) -> bool:
+    """Whether an output failed only by being NaN/Inf everywhere on both sides (inconclusive, not different)."""
+    return not o.passed and bool(o.inconclusive) and not o.problem and not o.mismatched
+
+
+def failing(cases: list[CaseResult], total: int) -> str:
+    """``2 of 5 cases differ``, ``3 of 3 cases are inconclusive``, ``1 of 3 cases differ and 2 are inconclusive``:
+    the failed cases counted by what they did (a case is inconclusive when every output it failed is)."""
+    unsure = sum(1 for c in cases if c.error is None and all(o.passed or _unsure(o) for o in c.outputs))
+    differ = len(cases) - unsure
+    if not differ:
+        return f"{unsure} of {plural(total, 'case')} {'is' if total == 1 else 'are'} inconclusive"
+    return differing(differ, total) + (f" and {unsure} {'is' if unsure == 1 else 'are'} inconclusive"
+                                       if unsure else "")
+
 @dataclass
 class CaseResult:
     """One case on one platform: its outputs compared, or the error that stopped it."""
@@ -79,17 +95,27 @@ class VerifyReport:
         if self.spec_differences:
             parts.append(f"the spec {self.spec} does not describe the artifact: " + "; ".join(self.spec_differences))
         failed = self.failures()
+        advice: list[str] = []  # how to settle inconclusive outputs: said once, however many there are
         if failed:
             lines = []
             for c in failed[:5]:
-                what = c.error or "; ".join(o.describe() for o in c.outputs if not o.passed)
-                lines.append(f"{c.where} ({c.label}): {what}")
+                described = []
+                for o in c.outputs:
+                    if _unsure(o):
+                        what_, _, fix = (o.inconclusive or "").partition("; ")
+                        described.append(f"output {o.name!r}: inconclusive: {what_}")
+                        if fix and fix not in advice:
+                            advice.append(fix)
+                    elif not o.passed:
+                        described.append(o.describe())
+                lines.append(f"{c.where} ({c.label}): {c.error or '; '.join(described)}")
             more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
-            parts.append(f"{differing(len(failed), len(self.cases))}: " + "; ".join(lines) + more)
+            parts.append(f"{failing(failed, len(self.cases))}: " + "; ".join(lines) + more)
         if not parts:
             n = len(self.cases)
             return f"{self.artifact}: " + ("the 1 case matches." if n == 1 else f"all {n} cases match.")
-        return f"{self.artifact}: verification failed: " + ". ".join(parts) + "."
+        said = "".join(f". {a[:1].upper()}{a[1:]}" for a in advice)
+        return f"{self.artifact}: verification failed: " + ". ".join(parts) + said + "."
 
     def as_dict(self) -> dict[str, Any]:
         return {"artifact": self.artifact, "passed": self.passed, "seed": self.seed,

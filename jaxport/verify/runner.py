@@ -31,6 +31,7 @@ Everything here imports JAX only when it runs something.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,14 +40,16 @@ from typing import Any
 from ..artifact import calltree, contract
 from ..artifact.container import open_artifact
 from ..artifact.manifest import function_names
+from ..artifact.model import Function, Manifest
 from ..checks import caller_allowances
 from ..errors import EntrypointError, JaxportError, PlatformError, UsageError
-from ..export.entrypoint import load_entrypoint
+from ..export.entrypoint import in_memory_values, load_entrypoint
+from ..export.like import called_like
 from ..importer import module_function
 from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
-from ..run.gradients import stored_order
 from ..spec import load_spec
+from ..specbuild import as_shape_spec, like_values
 from . import recorded
 from .compare import OutputResult, compare
 from .gradients import compare_with_live
@@ -69,10 +72,10 @@ def _devices(platform: str) -> list[Any]:
         return []
 
 
-def _platforms(fname: str, f: Mapping[str, Any], requested: list[str] | None, where: str) -> list[str]:
+def _platforms(fname: str, f: Function, requested: list[str] | None, where: str) -> list[str]:
     from jax import export
 
-    exported_for = list(f["platforms"])
+    exported_for = list(f.platforms)
     if requested:
         for p in requested:
             if p not in exported_for:
@@ -91,8 +94,9 @@ def _platforms(fname: str, f: Mapping[str, Any], requested: list[str] | None, wh
     return found
 
 
-def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path, where: str, *, root: Path,
-               roots: list[Path], binds: Mapping[str, str], allowed: frozenset[str]) -> LiveFunction:
+def _load_live(text: str, defaulted: bool, f: Function, bind_dir: Path, where: str, *, root: Path,
+               roots: list[Path], binds: Mapping[str, str], allowed: frozenset[str],
+               spec: Any = None, fspec: Any = None) -> LiveFunction:
     """The live function of ``text`` (``--against``, or the entry point the artifact records when ``defaulted``,
     followed only under ``root``). Its recorded bound sources are relative to ``root``, as export records them
     (``export.paths``), whatever the spec's directory ``bind_dir``."""
@@ -107,7 +111,8 @@ def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path,
         if not module_path.is_file():
             raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in "
                                   f"{recorded.shown_root(base)}; give it with --against MODULE.mlir:main.")
-        return LiveFunction(module_function(module_path, f, allow_custom_calls=sorted(allowed)),
+        # the importer still reads a function's JSON
+        return LiveFunction(module_function(module_path, f.to_json(), allow_custom_calls=sorted(allowed)),
                             f, root, where, roots=roots, binds=binds)
     try:
         entry = load_entrypoint(text, base)
@@ -117,20 +122,22 @@ def _load_live(text: str, defaulted: bool, f: Mapping[str, Any], bind_dir: Path,
                                   f"{recorded.shown_root(root)}; give the live function with --against "
                                   f"FILE.py:NAME, or the directory it is relative to with --root DIR)") from None
         raise
-    return LiveFunction(entry.function, f, root, where, roots=roots, binds=binds)
+    # ``like:`` arguments reach the live function as the artifact records them: rebuilt as the spec describes
+    function = called_like(entry.function, fspec, spec) if fspec is not None else entry.function
+    return LiveFunction(function, f, root, where, roots=roots, binds=binds)
 
 
-def _root(root: str | Path | None, manifest: Mapping[str, Any] | None = None, spec: str | Path | None = None,
+def _root(root: str | Path | None, manifest: Manifest | None = None, spec: str | Path | None = None,
           notes: list[str] | None = None) -> Path:
     """The directory recorded paths are followed under (``recorded.find_root``): ``root``, else where the recorded
     paths resolve (the current directory, the directory of ``spec``, or one below the current directory holding
     the recorded spec). Without ``manifest``, only checks ``root``."""
-    return recorded.find_root(root, manifest or {}, spec, notes if notes is not None else [])
+    return recorded.find_root(root, manifest, spec, notes if notes is not None else [])
 
 
-def _check_binds(binds: Mapping[str, str], manifest: Mapping[str, Any], names: list[str], where: str) -> None:
+def _check_binds(binds: Mapping[str, str], manifest: Manifest, names: list[str], where: str) -> None:
     """Every ``--bind NAME`` must name a bound argument of a verified function."""
-    bound = sorted({s.name for fname in names for s in calltree.walk(manifest["functions"][fname].get("signature"))
+    bound = sorted({s.name for fname in names for s in calltree.walk(manifest.functions[fname].signature)
                     if s.kind == "bound"})
     for name in binds:
         if name not in bound:
@@ -141,7 +148,7 @@ def _check_binds(binds: Mapping[str, str], manifest: Mapping[str, Any], names: l
 def verify(
     artifact: str | Path,
     against: str | None = None,
-    spec: str | Path | None = None,
+    spec: Any = None,
     *,
     function: str | None = None,
     dims: Mapping[str, list[int]] | None = None,
@@ -165,7 +172,8 @@ def verify(
 
     ``against`` (``model.py:NAME``) and ``spec`` default to the entry point and spec the manifest records, relative
     to ``root`` (default: the current directory) and refused when they are not files under it (see ``recorded``);
-    a recorded spec that is not found is skipped with a note. ``binds`` maps bound arguments to sources the user
+    a recorded spec that is not found is skipped with a note; from Python, ``spec`` may also be a ``jaxport.Spec`` or
+    a spec dict (its ``jaxport.like`` values are read from it). ``binds`` maps bound arguments to sources the user
     names (``--bind NAME=SOURCE``), replacing the recorded ones. ``allow_custom_calls``: the custom-call targets
     beyond JAX's guaranteed-stable ones the artifact (and an imported artifact's module) may use, as for ``load``.
     ``dims`` maps dimension variables to the values to try; ``ranges`` (input name -> ``(LO, HI)``) the values of
@@ -187,7 +195,7 @@ def verify(
         raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
     _check_input_options(inputs, expect, dims, ranges)
     with open_artifact(artifact) as art:  # opened once: every function and platform below loads from it
-        manifest = art.manifest
+        manifest = art.model
         names = function_names(manifest, function)
         if against is not None and len(names) > 1:
             raise UsageError(f"{where}: --against names one function, but the artifact holds {len(names)} "
@@ -197,11 +205,17 @@ def verify(
                              f"{len(names)} ({', '.join(names)}); choose one with --function NAME.")
 
         notes: list[str] = []
+        # a spec given from Python as a jaxport.Spec or a dict (it holds its jaxport.like values), else a path
+        likes, built, given_spec = like_values(spec), None, spec
+        if spec is not None and not isinstance(spec, (str, os.PathLike)):
+            built, spec = as_shape_spec(spec), None
         root_dir = _root(root, manifest, spec, notes)
-        recorded_spec = (manifest.get("source") or {}).get("spec")
+        recorded_spec = manifest.source.spec
         spec_obj = None
         spec_shown: str | None = None
-        if spec is not None:
+        if built is not None:
+            spec_obj, spec_shown = built, built.file
+        elif spec is not None:
             spec_obj = load_spec(spec)
             spec_shown = str(spec)
         elif recorded_spec is not None:
@@ -215,7 +229,7 @@ def verify(
                              f"with --shapes)")
         if spec is not None:
             bind_dir = Path(spec).parent
-        elif spec_shown:
+        elif spec_shown and given_spec is None:
             bind_dir = (root_dir / spec_shown).parent
         else:
             bind_dir = root_dir
@@ -227,11 +241,10 @@ def verify(
         if spec_obj is not None:
             spec_obj = recorded.as_exported(spec_obj, manifest, root_dir)  # with the export's command-line binds
             for fname in names:
-                differences += spec_differences(spec_obj, fname, manifest["functions"][fname],
-                                                len(manifest["functions"]))
+                differences += spec_differences(spec_obj, fname, manifest.functions[fname], len(manifest.functions))
 
         if dims:
-            known = {v for fname in names for v in contract.dimension_variables(manifest["functions"][fname])}
+            known = {v for fname in names for v in contract.dimension_variables(manifest.functions[fname])}
             unknown = [k for k in dims if k not in known]
             if unknown and len(names) > 1:
                 raise UsageError(f"--dim {unknown[0]}: no function of {where} has a dimension variable "
@@ -242,7 +255,7 @@ def verify(
         sides: dict[str, list[Side]] = {}
         given: dict[str, Any] = {}
         for fname in names:
-            f = manifest["functions"][fname]
+            f = manifest.functions[fname]
             if inputs is not None:
                 given[fname], case = given_inputs(f, inputs)
                 cases = [case]
@@ -258,13 +271,17 @@ def verify(
                 plats = _platforms(fname, f, platforms, where)
                 runtime_mod.runnable_program(art, fname, allowed, where)  # refused before anything is imported
             if against is not None or (expect is None and runtime != "iree"):
-                text = against if against is not None else f.get("entrypoint")
+                text = against if against is not None else f.entrypoint
                 if not isinstance(text, str):
                     raise UsageError(f"{where}: function {fname!r} records no entry point; give it with --against.")
                 if against is None and text.rpartition(":")[0].lower().endswith(recorded.MODULE_SUFFIXES):
                     raise UsageError(_imported_message(where, fname, text))
-                live = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}",
-                                  root=root_dir, roots=roots, binds=binds or {}, allowed=allowed)
+                fspec = None if spec_obj is None else spec_obj.functions.get(
+                    fname, spec_obj.functions.get(None) if len(manifest.functions) == 1 else None)
+                with in_memory_values(likes):
+                    live = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}",
+                                      root=root_dir, roots=roots, binds=binds or {}, allowed=allowed, spec=spec_obj,
+                                      fspec=fspec)
                 sides[fname].append(Side("live", text, live))
             if stored is not None:
                 sides[fname].append(stored)
@@ -278,7 +295,8 @@ def verify(
         local = _local_platform()
         options = _Options(atol, rtol, allow_nonfinite, runtime == "iree")
         for plan in plans:
-            f = manifest["functions"][plan.name]
+            f = manifest.functions[plan.name]
+            f_json = f.to_json()  # run.inputs still reads a function's JSON
             for platform in plan.platforms:
                 loaded = runtime_mod.load(art, plan.name, allow_platform_mismatch=platform != local,
                                           runtime=runtime, cache_dir=cache_dir, allow_custom_calls=allowed)
@@ -289,7 +307,8 @@ def verify(
                     if plan.name in given:
                         arrays = given[plan.name]
                     else:
-                        arrays = inputs_mod.random_inputs(f, case.dims, seed + i, ranges=chosen_ranges[plan.name])
+                        arrays = inputs_mod.random_inputs(f_json, case.dims, seed + i,
+                                                          ranges=chosen_ranges[plan.name])
                     report.cases.append(_run_case(loaded, sides[plan.name], f, plan, platform, device, case,
                                                   arrays, seed + i, options))
                     done += 1
@@ -311,20 +330,20 @@ def _check_input_options(inputs: Any, expect: Any, dims: Any, ranges: Any) -> No
                          "--range.")
 
 
-def _ranges_by_function(ranges: Mapping[str, tuple[float, float]] | None, manifest: Mapping[str, Any],
+def _ranges_by_function(ranges: Mapping[str, tuple[float, float]] | None, manifest: Manifest,
                         names: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
     """The ``--range`` values that apply to each verified function: all of them for the only function (checked by
     ``check_ranges``), else those of its inputs (an input no function has is refused)."""
-    fns = {n: manifest["functions"][n] for n in names}
+    fns = {n: manifest.functions[n] for n in names}
     if len(names) > 1:
-        known = {i["name"] for f in fns.values() for i in f["inputs"]}
+        known = {i for f in fns.values() for i in f.input_names}
         for name in ranges or {}:
             if name not in known:
                 raise UsageError(f"--range: no function of the artifact has an input {name!r}; their inputs are: "
                                  f"{', '.join(sorted(known)) or '(none)'}.")
     out = {}
     for n, f in fns.items():
-        have = {i["name"] for i in f["inputs"]}
+        have = set(f.input_names)
         out[n] = dict(ranges or {}) if len(names) == 1 else {k: v for k, v in (ranges or {}).items() if k in have}
         inputs_mod.check_ranges(f, out[n])
     return out
@@ -373,7 +392,7 @@ class _Options:
     across_compilers: bool
 
 
-def _run_case(loaded: Any, sides: list[Side], f: Mapping[str, Any], plan: FunctionPlan, platform: str,
+def _run_case(loaded: Any, sides: list[Side], f: Function, plan: FunctionPlan, platform: str,
               device: Any, case: Case, arrays: Mapping[str, Any], seed: int, options: _Options) -> CaseResult:
     import jax
 
@@ -406,7 +425,7 @@ def _run_case(loaded: Any, sides: list[Side], f: Mapping[str, Any], plan: Functi
         by_name = dict(expected)
         for name, value in actual:
             result.outputs.append(_compared(name, by_name[name], value, options, (actual_side, side.label)))
-        if stored_order(f) >= 1 and isinstance(side.outputs, LiveFunction):  # the stored derivative, as outputs
+        if f.vjp_order >= 1 and isinstance(side.outputs, LiveFunction):  # the stored derivative, as outputs
             with jax.default_device(device):
                 try:
                     result.outputs += compare_with_live(loaded, side.outputs, arrays, seed, options.atol,

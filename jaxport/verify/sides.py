@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifact import contract
+from ..artifact.model import Function
 from ..errors import InputError, UsageError
 from ..run import inputs as inputs_mod
 from ..run.npyio import read_named_arrays
@@ -42,13 +43,13 @@ class Side:
         return f"{self.shown} failed: {e}"
 
 
-def reference_side(path: str | Path, f: Mapping[str, Any]) -> Side:
+def reference_side(path: str | Path, f: Function) -> Side:
     """Stored reference outputs (``--expect``), read safely now: an ``.npz`` or ``.safetensors`` keyed by output
     name, or a ``.npy`` for a function with one output. A reference that lacks one of the function's outputs, or
     holds an array that is none of them, is refused (``InputError``) naming them."""
-    outputs = [o["name"] for o in f["outputs"]]
+    outputs = f.output_names
     stored = read_named_arrays(path, f"--expect {path}", single_name=outputs[0] if len(outputs) == 1 else None,
-                               declared={o["name"]: o["dtype"] for o in f["outputs"]})
+                               declared={o.name: o.dtype for o in f.outputs})
     missing = [n for n in outputs if n not in stored]
     extra = [n for n in stored if n not in outputs]
     if missing or extra:
@@ -67,7 +68,7 @@ def reference_side(path: str | Path, f: Mapping[str, Any]) -> Side:
     return Side("reference", str(path), reference)
 
 
-def given_inputs(f: Mapping[str, Any], given: Sequence[str] | Mapping[str, Any]
+def given_inputs(f: Function, given: Sequence[str] | Mapping[str, Any]
                  ) -> tuple[dict[str, Any], Case]:
     """The inputs ``--inputs`` names (a list in ``call``'s syntax) or given as arrays by name, checked against the
     function's signature, and the one case they make (its dimension values solved from their shapes)."""
@@ -76,17 +77,17 @@ def given_inputs(f: Mapping[str, Any], given: Sequence[str] | Mapping[str, Any]
     if isinstance(given, Mapping):
         arrays = {name: np.asarray(v) for name, v in given.items()}
         for name in arrays:
-            if name not in contract.input_names(f):
-                raise contract.unknown_input_error(name, contract.input_names(f))
-        missing = [i["name"] for i in f["inputs"] if i["name"] not in arrays]
+            if name not in f.input_names:
+                raise contract.unknown_input_error(name, f.input_names)
+        missing = [n for n in f.input_names if n not in arrays]
         if missing:
-            raise inputs_mod.missing_error(f, missing)
+            raise inputs_mod.missing_error(f.to_json(), missing)  # run.inputs still reads a function's JSON
         sources: dict[str, str] = {}
     else:
         if isinstance(given, str):
             raise UsageError("inputs: give a list of --inputs values (or arrays by name), not one string.")
-        arrays, sources = inputs_mod.gather(f, list(given))
-    infos = [contract.ArrayInfo(i["name"], tuple(int(d) for d in arrays[i["name"]].shape),
-                                str(arrays[i["name"]].dtype), sources.get(i["name"])) for i in f["inputs"]]
+        arrays, sources = inputs_mod.gather(f.to_json(), list(given))
+    infos = [contract.ArrayInfo(n, tuple(int(d) for d in arrays[n].shape), str(arrays[n].dtype), sources.get(n))
+             for n in f.input_names]
     dims = contract.check(f, infos)
     return arrays, Case("--inputs", dict(dims))

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Mapping
 from typing import Any
 
 from .. import dimexpr, dtypes
 from ..artifact import calltree, contract
 from ..artifact.bounds import Bounds
+from ..artifact.model import CallNode, Function
 from ..artifact.summary import array_type
 from ..spec import ArrayLeaf, StaticLeaf
+from ..spec_like import LikeLeaf
 
 
 def _equalities(texts: list[str]) -> list[tuple[str, dimexpr.Expr]]:
@@ -75,26 +76,28 @@ def _spec_tree_text(tree: Any) -> str:
         return f"a dict with keys {sorted(tree)}"
     if isinstance(tree, list):
         return f"a list of {len(tree)}"
+    if isinstance(tree, LikeLeaf):
+        return f"a value like {tree.source}"
     if hasattr(tree, "source"):
         return f"weights bound to {tree.source}"
     return type(tree).__name__
 
 
-def _node_text(node: Mapping[str, Any], f: Mapping[str, Any]) -> str:
-    if "input" in node:
-        return f"an array {array_type(f['inputs'][node['input']])}"
-    if "static" in node:
-        return f"a static value {node['static']!r}"
-    if "bound" in node:
-        return f"weights bound to {node['bound']}"
-    if "dict" in node:
-        return f"a dict with keys {sorted(node['dict'])}"
-    if "list" in node:
-        return f"a list of {len(node['list'])}"
+def _node_text(node: CallNode, f: Function) -> str:
+    if node.kind == "input":
+        return f"an array {array_type(f.inputs[node.value])}"
+    if node.kind == "static":
+        return f"a static value {node.value!r}"
+    if node.kind == "bound":
+        return f"weights bound to {node.value}"
+    if node.kind == "dict":
+        return f"a dict with keys {sorted(node.value)}"
+    if node.kind == "list":
+        return f"a list of {len(node.value)}"
     return "an unknown node"
 
 
-def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: int = 1) -> list[str]:
+def spec_differences(spec: Any, fname: str, f: Function, n_functions: int = 1) -> list[str]:
     """How a parsed spec's description of function ``fname`` differs from its manifest entry (empty: it
     describes it). Platforms and metadata are not compared: the export command line may override them."""
     if fname in spec.functions:
@@ -106,50 +109,52 @@ def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: i
         described = f"describes {', '.join(named)}" if named else "describes a single function"
         return [f"the spec has no function {fname!r} (it {described})"]
 
-    sig = calltree.of_function(f)
-    constraints = list(f.get("constraints") or []) + [c.text for c in spec.constraints]
+    constraints = list(f.constraints) + [c.text for c in spec.constraints]
     eqs = _equalities(constraints)
     out: list[str] = []
 
-    def walk(node: Mapping[str, Any], tree: Any, path: str) -> None:
-        if "input" in node and isinstance(tree, ArrayLeaf):
-            inp = f["inputs"][node["input"]]
-            if inp["dtype"] != tree.dtype:
-                out.append(f"{path}: dtype {inp['dtype']} in the artifact, {tree.dtype} in the spec")
-            declared = list(inp["shape"])
+    def walk(node: CallNode, tree: Any, path: str) -> None:
+        kind, value = node.kind, node.value
+        if kind == "input" and isinstance(tree, ArrayLeaf):
+            inp = f.inputs[value]
+            if inp.dtype != tree.dtype:
+                out.append(f"{path}: dtype {inp.dtype} in the artifact, {tree.dtype} in the spec")
+            declared = list(inp.shape)
             if len(declared) != len(tree.shape) or not all(
                     _same_dimension(a, b, eqs) for a, b in zip(declared, tree.shape)):
                 out.append(f"{path}: shape [{', '.join(map(str, declared))}] in the artifact, "
                            f"[{tree.shape_text()}] in the spec")
-        elif "static" in node and isinstance(tree, StaticLeaf):
-            if _norm_static(node["static"]) != _norm_static(tree.value):
-                out.append(f"{path}: static value {node['static']!r} in the artifact, "
+        elif kind == "static" and isinstance(tree, StaticLeaf):
+            if _norm_static(value) != _norm_static(tree.value):
+                out.append(f"{path}: static value {value!r} in the artifact, "
                            f"{_norm_static(tree.value)!r} in the spec")
-        elif "bound" in node and hasattr(tree, "source") and not isinstance(tree, (ArrayLeaf, StaticLeaf)):
-            if node["bound"] != calltree.recorded_source(tree.source):
-                out.append(f"{path}: weights bound to {node['bound']} in the artifact, to {tree.source} in the spec")
-        elif "dict" in node and isinstance(tree, dict):
-            keys, spec_keys = list(node["dict"]), list(tree)
+        elif isinstance(tree, LikeLeaf) and kind in ("dict", "list", "input"):
+            pass  # the value's structure is the user's Python value: the live function's run checks it
+        elif kind == "bound" and hasattr(tree, "source") and not isinstance(tree, (ArrayLeaf, StaticLeaf)):
+            if value != calltree.recorded_source(tree.source):
+                out.append(f"{path}: weights bound to {value} in the artifact, to {tree.source} in the spec")
+        elif kind == "dict" and isinstance(tree, dict):
+            keys, spec_keys = list(value), list(tree)
             if set(keys) != set(spec_keys):
                 out.append(f"{path}: dict keys {sorted(keys)} in the artifact, {sorted(spec_keys)} in the spec")
             for k in keys:
                 if k in tree:
-                    walk(node["dict"][k], tree[k], f"{path}[{k!r}]")
-        elif "list" in node and isinstance(tree, list):
-            if len(node["list"]) != len(tree):
-                out.append(f"{path}: a list of {len(node['list'])} in the artifact, of {len(tree)} in the spec")
-            for i, (sub, t) in enumerate(zip(node["list"], tree)):
+                    walk(value[k], tree[k], f"{path}[{k!r}]")
+        elif kind == "list" and isinstance(tree, list):
+            if len(value) != len(tree):
+                out.append(f"{path}: a list of {len(value)} in the artifact, of {len(tree)} in the spec")
+            for i, (sub, t) in enumerate(zip(value, tree)):
                 walk(sub, t, f"{path}[{i}]")
         else:
             out.append(f"{path}: {_node_text(node, f)} in the artifact, {_spec_tree_text(tree)} in the spec")
 
-    args = list(sig.get("args") or [])
+    args = f.signature.args
     if len(args) != len(fspec.args):
         out.append(f"args: {len(args)} positional argument{'s' if len(args) != 1 else ''} in the artifact, "
                    f"{len(fspec.args)} in the spec")
     for i, (node, tree) in enumerate(zip(args, fspec.args)):
         walk(node, tree, f"args[{i}]")
-    kwargs = dict(sig.get("kwargs") or {})
+    kwargs = f.signature.kwargs
     for k in kwargs:
         if k not in fspec.kwargs:
             out.append(f"kwargs[{k!r}]: in the artifact, not in the spec")
@@ -160,13 +165,12 @@ def spec_differences(spec: Any, fname: str, f: Mapping[str, Any], n_functions: i
             walk(kwargs[k], fspec.kwargs[k], f"kwargs[{k!r}]")
 
     used = set(contract.dimension_variables(f))
-    meta = f.get("dims") or {}
-    for v in [v for v in meta] + sorted(used - set(meta)):
-        in_artifact, in_spec = Bounds.of(meta.get(v)), Bounds.of(spec.dims.get(v))
+    for v in list(f.dims) + sorted(used - set(f.dims)):
+        in_artifact, in_spec = f.bounds_of(v), Bounds.of(spec.dims.get(v))
         if in_artifact != in_spec:
             out.append(f"dims[{v!r}]: {in_artifact.text(v)} in the artifact, {in_spec.text(v)} in the spec")
     spec_used = used | _tree_variables(fspec)
-    artifact_constraints = {_compact(c): c for c in f.get("constraints") or []}
+    artifact_constraints = {_compact(c): c for c in f.constraints}
     spec_constraints = {_compact(c.text): c.text for c in spec.constraints
                         if dimexpr.parse_constraint(c.text).variables() <= spec_used}
     for k, text in artifact_constraints.items():

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -361,6 +362,10 @@ def _valid(annotation: str) -> Any:
             return 0.0
         if name == "None":
             return None
+        if name == "CallRequest":
+            from jaxport import CallRequest
+
+            return CallRequest("absent.jaxport")
     return None
 
 
@@ -420,7 +425,11 @@ def api_types(scratch: Path) -> list[Row]:
                     if problem:
                         row.problems.append(f"{p.name}=<a {kind} that contains itself>: {problem}")
             row.runs += 1  # the other parameters' valid values, as they are: absent paths, empty mappings
-            problem = _expect(fn, base, jaxport.JaxportError, "")
+            if name in _BUILDERS:  # a builder reads nothing: what it built is refused where it is used
+                problem = _expect(lambda b=base, n=name, f=fn: _BUILDERS[n](jaxport, f(**b)), {}, jaxport.JaxportError,
+                                  "")
+            else:
+                problem = _expect(fn, base, jaxport.JaxportError, "")
             row.ok += not problem
             if problem:
                 row.problems.append(f"{base}: {problem}")
@@ -438,6 +447,12 @@ def api_types(scratch: Path) -> list[Row]:
 
 
 #: Malformed values of the right type, beyond the walk.
+#: Public functions that only build a value (``jaxport.like``) -> how that value is used, where a malformed one is
+#: refused.
+_BUILDERS: dict[str, Callable[[Any, Any], Any]] = {
+    "like": lambda jaxport, value: jaxport.export(lambda x: x, jaxport.Spec(args=[value])),
+}
+
 _MALFORMED = {
     "parse_spec: not YAML": lambda j: j.parse_spec("[[[[{{{"),
     "parse_spec: 100 000 nested lists": lambda j: j.parse_spec("[" * 100000),

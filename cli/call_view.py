@@ -1,0 +1,243 @@
+"""How ``jaxport call`` shows a ``CallReport`` (``jaxport.run.outputs.CallReport``) as text: the timing line, the
+output statistics, printed values, the benchmark, what was written, and the ``--expect`` comparison, each read from
+the report (what ``--json`` prints); and the spinner and progress bar shown while a call runs on a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxport.verify.reference import verdict
+
+from . import render
+from .render import escape, plain
+
+#: Outputs with at most this many values are printed by --print.
+PRINT_LIMIT = 1000
+
+
+def seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.0f} µs"
+
+
+def _number(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.6g}"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def show(report: Any, print_values: bool) -> None:
+    """Print ``report`` as ``call`` does without ``--json``: warnings on stderr, the rest on stdout."""
+    for w in report.as_dict()["warnings"]:
+        render.stderr().print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+    if "vjp" in report.sections:
+        _derivative(report)
+    elif "streaming" in report.sections:
+        _streamed(report)
+    else:
+        _document(report, print_values).print()
+    saved = report.sections.get("saved_inputs")
+    if saved:
+        render.stdout().print(f"[green]Wrote[/] {escape(saved['file'])} ({_count(len(report.inputs), 'input')})")
+    if "expect" in report.sections:
+        expectation(report.sections["expect"])
+
+
+def _timing_line(report: Any) -> list[Any]:
+    """The first line of a call's report, as spans: ``NAME on PLATFORM[ with IREE]  DIMS  load ..., run ...``."""
+    dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
+    t = report.timings
+    hit = t["compile_cache_hit"]
+    cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
+    via = " with IREE" if report.runtime == "iree" else ""
+    spans: list[Any] = [(report.function, "bold cyan"), f" on {report.platform}{via}"]
+    if dims:
+        spans += ["  ", (dims, "dim")]
+    spans.append(f"  load {seconds(t['load_s'])}, lower {seconds(t['lower_s'])}, compile {seconds(t['compile_s'])}"
+                 f"{cached}, run {seconds(t['run_s'])}")
+    return spans
+
+
+#: The benchmark table's columns and the report's fields they show.
+BENCHMARK_COLUMNS = (("load", "load_s"), ("lower", "lower_s"), ("compile", "compile_s"), ("p50", "p50_s"),
+                     ("p90", "p90_s"), ("p99", "p99_s"), ("min", "min_s"), ("max", "max_s"))
+
+
+def _document(report: Any, print_values: bool) -> render.Document:
+    """A call's report as a ``render.Document``: plain text where that is what rich would print (the common case:
+    rich is not imported), else drawn by rich (a row in red for NaN or Inf, a table wider than the terminal)."""
+    doc = render.Document()
+    doc.line(*_timing_line(report))
+    if report.devices:
+        doc.line(_devices_text(report.devices))
+    doc.table(_stats("outputs", report.outputs))
+    if print_values:
+        import numpy as np
+
+        for s, (name, value) in zip(report.outputs, report.leaves):
+            if s["size"] <= PRINT_LIMIT:
+                doc.line(f"{name} =")
+                doc.line(np.array2string(np.asarray(value), threshold=PRINT_LIMIT, max_line_width=120))
+            else:
+                doc.line(f"{name}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them with -o.")
+    if report.benchmark:
+        b = report.benchmark
+        columns = [c for c, _ in BENCHMARK_COLUMNS]
+        table = render.Table(f"benchmark ({_count(b['n'], 'call')} after {b['warmup']} warm-up)", columns,
+                             right=columns)
+        table.add_row(*(seconds(b[k]) for _, k in BENCHMARK_COLUMNS))
+        doc.table(table)
+    if report.output_file:
+        doc.line(("Wrote", "green"), f" {report.output_file} ({_count(len(report.outputs), 'array')})")
+    return doc
+
+
+def _stats(title: str, stats: list[dict[str, Any]]) -> render.Table:
+    """The statistics of arrays (outputs, cotangents) as a table; a row with NaN or Inf is red."""
+    right = ("min", "max", "mean", "NaN", "Inf")
+    table = render.Table(title, ("name", "shape", "dtype", *right), right=right)
+    for s in stats:
+        table.add_row(s["name"], str(tuple(s["shape"])), s["dtype"], _number(s["min"]), _number(s["max"]),
+                      _number(s["mean"]), str(s["nan"]), str(s["inf"]), style="red" if s["nan"] or s["inf"] else "")
+    return table
+
+
+def _stats_table(out: Any, title: str, stats: list[dict[str, Any]]) -> None:
+    doc = render.Document()
+    doc.table(_stats(title, stats))
+    doc.render_rich(console=out)
+
+
+def _devices_text(placement: dict[str, Any]) -> str:
+    return (f"sharded over {placement['devices']} devices ({plain(placement['mesh'])})"
+            + (f", process {placement['process_index']} of {placement['process_count']}"
+               if placement["process_count"] > 1 else ""))
+
+
+def _derivative(report: Any) -> None:
+    """``call --vjp``: the outputs and the input cotangents."""
+    section = report.sections["vjp"]
+    out = render.stdout()
+    given = section["cotangents_of_outputs"]
+    out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)} with its derivative "
+              f"(output cotangents: {escape(given)}), {seconds(report.timings['run_s'])}")
+    _stats_table(out, "outputs", report.outputs)
+    _stats_table(out, "input cotangents", section["cotangents"])
+    if section["not_differentiable"]:
+        out.print(f"no cotangent for {plain(', '.join(section['not_differentiable']))} (not floating point)",
+                  markup=False)
+    if report.output_file:
+        out.print(f"[green]Wrote[/] {escape(report.output_file)} ({_count(len(section['cotangents']), 'cotangent')})")
+
+
+def _streamed(report: Any) -> None:
+    """``call --batch-size``: rows, chunks, compilations and throughput."""
+    s = report.sections["streaming"]
+    rate = s["rows_per_second"]
+    out = render.stdout()
+    out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)}: {s['rows']} rows in "
+              f"{_count(s['chunks'], 'chunk')} of {s['batch_size']} ({_count(s['compilations'], 'compilation')}), "
+              f"{seconds(s['seconds'])}, {'inf' if rate is None else f'{rate:,.0f}'} rows/s")
+    _stats_table(out, "outputs", report.outputs)
+    if report.output_file:
+        out.print(f"[green]Wrote[/] {escape(report.output_file)} ({_count(len(report.outputs), 'array')})")
+
+
+def _tolerance(o: dict[str, Any]) -> str:
+    scale = o.get("scale")
+    magnitude = f"max(|x|, {scale:.3g})" if scale is not None else "|x|"
+    return f"{o['atol']:g} + {o['rtol']:g}*{magnitude}"
+
+
+def expectation(expect: dict[str, Any]) -> None:
+    """The ``--expect`` comparison (the report's ``expect`` section) as a table, like ``verify``'s: one row per
+    output, then the verdict."""
+    from rich.table import Table
+
+    out = render.stdout()
+    t = Table(title=f"expected: {escape(expect['reference'])}", title_justify="left", show_edge=False)
+    for col in ("output", "max abs err", "max rel err", "tolerance", "result"):
+        t.add_column(col, justify="right" if col.startswith("max") else "left")
+    for o in expect["outputs"]:
+        if o["problem"]:
+            result = f"[red]FAIL[/] {escape(o['problem'])}"
+        elif o["mismatched"]:
+            result = f"[red]FAIL[/] {o['mismatched']}/{o['size']} values"
+        elif o["inconclusive"]:
+            result = ("[yellow]inconclusive[/] (allowed)" if o["passed"] else "[red]FAIL[/] inconclusive") + \
+                f": {escape(o['inconclusive'])}"
+        else:
+            result = "[green]ok[/]"
+        t.add_row(escape(o["name"]), _short(o["max_abs_error"]), _short(o["max_rel_error"]), escape(_tolerance(o)),
+                  result)
+    out.print(t)
+    word = "[green]OK[/]" if expect["passed"] else "[red]FAILED[/]"
+    out.print(f"{word}: {escape(verdict(expect))}.")
+
+
+def _short(v: Any) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+class Busy:
+    """The spinner of a call on a terminal: its text follows the stages ``jaxport.run.calling.call`` reports
+    (rich is imported only where a spinner shows); :meth:`rows` shows a streamed call's progress bar instead."""
+
+    def __init__(self, shown: bool, batch_size: int | None = None):
+        self.shown = shown
+        self.batch_size = batch_size
+        self._status: Any = None
+        self._bar: Any = None
+        self._task: Any = None
+        self._start = 0.0
+
+    def stage(self, text: str) -> None:
+        if not self.shown or self._bar is not None:
+            return
+        if self._status is None:
+            self._status = render.stderr().status(escape(text), spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(escape(text))
+
+    def rows(self, done: int, total: int | None) -> None:
+        if not self.shown:
+            return
+        import time
+
+        if self._bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._stop_status()
+            columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("rows, {task.fields[rate]}"), TimeRemainingColumn()]
+            self._bar = Progress(*columns, console=render.stderr(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(f"in chunks of {self.batch_size}", total=None, rate="-")
+            self._start = time.perf_counter()
+        elapsed = time.perf_counter() - self._start
+        self._bar.update(self._task, completed=done, total=total,
+                         rate=f"{done / elapsed:,.0f} rows/s" if elapsed > 0 else "-")
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def __enter__(self) -> Busy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop_status()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

@@ -1,0 +1,327 @@
+"""``jaxport diff``: each kind of change between two exports is found and classified as breaking or compatible;
+identical re-exports report identical; --fail-on sets the exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxport
+from jaxport.artifact import diff, model
+from jaxport.artifact.manifest import validate
+
+MODEL = '''
+import jax
+import jax.numpy as jnp
+
+
+def f(x, y, scale, *, w):
+    return {"out": jnp.tanh(x) * scale + y, "proj": x @ w, "total": jnp.sum(x)}
+'''
+
+SPEC = '''jaxport: 1
+dims:
+  b: {min: 1, max: 512}
+  h: {min: 2, max: 64}
+constraints: ["b <= 8*h"]
+args:
+  - "f32[b, h]"
+  - "f32[b, h]"
+  - {static: 2.0}
+kwargs:
+  w: "f32[h, 4]"
+metadata: {name: m, version: "1.0", description: "a model"}
+'''
+
+WEIGHTS_MODEL = '''
+def lin(x, *, p):
+    return x @ p["w"]
+'''
+
+WEIGHTS_SPEC = '''jaxport: 1
+dims: [b]
+args: ["f32[b, 3]"]
+kwargs:
+  p: {bind: w.npz}
+'''
+
+FFI_LINE = '    y = jax.ffi.ffi_call("my_target", jax.ShapeDtypeStruct(y.shape, y.dtype))(y)\n'
+
+
+class Exporter:
+    """Exports (model, spec, options) once per module, each in its own directory."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.cache: dict[tuple, Path] = {}
+        self.counter = itertools.count()
+
+    def __call__(self, model: str = MODEL, spec: str = SPEC, entry: str = "model.py:f", files=None,
+                 **options) -> Path:
+        key = (model, spec, entry, json.dumps(files, sort_keys=True, default=str), json.dumps(options, sort_keys=True))
+        if key not in self.cache:
+            d = self.root / f"e{next(self.counter)}"
+            d.mkdir()
+            (d / "model.py").write_text(model)
+            (d / "spec.yaml").write_text(spec)
+            for name, arrays in (files or {}).items():
+                np.savez(d / name, **arrays)
+            with contextlib.chdir(d):
+                self.cache[key] = d / jaxport.export(entry, "spec.yaml", output="a.jaxport", **options).path
+        return self.cache[key]
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    return Exporter(tmp_path_factory.mktemp("diff"))
+
+
+def _kinds(report: diff.DiffReport) -> set[tuple[str, str]]:
+    return {(c.severity, c.kind) for c in report.changes if c.kind not in ("program_changed", "producer_changed")}
+
+
+def _model(old: str, new: str) -> str:
+    assert old in MODEL
+    return MODEL.replace(old, new)
+
+
+def _spec(old: str, new: str, base: str = SPEC) -> str:
+    assert old in base
+    return base.replace(old, new)
+
+
+def test_identical_reexport_from_another_directory(export, tmp_path):
+    first = export()
+    again = tmp_path / "elsewhere"
+    again.mkdir()
+    shutil.copy(first.parent / "model.py", again)
+    shutil.copy(first.parent / "spec.yaml", again)
+    with contextlib.chdir(again):
+        second = jaxport.export("model.py:f", "spec.yaml", output="b.jaxport").path
+    report = diff.diff(first, again / second)
+    assert report.identical and report.changes == []
+    assert report.programs["f"].status == "identical"
+    assert report.summary() == f"{again / second} is identical to {first}."
+
+
+# Each case: (model, spec) of the new artifact, and the classified changes expected against the base export.
+CASES = {
+    "input removed": (
+        _model("def f(x, y, scale, *, w):", "def f(x, scale, *, w):").replace("+ y", ""),
+        _spec('  - "f32[b, h]"\n  - "f32[b, h]"\n', '  - "f32[b, h]"\n'),
+        {("breaking", "input_removed")}),
+    "input renamed": (
+        _model("def f(x, y, scale, *, w):", "def f(x, z, scale, *, w):").replace("+ y", "+ z"), SPEC,
+        {("breaking", "input_renamed")}),
+    "dtype changed": (MODEL, _spec('  - "f32[b, h]"\n  - {static', '  - "f16[b, h]"\n  - {static'),
+                      {("breaking", "input_dtype_changed")}),
+    "rank changed": (MODEL, _spec('  - "f32[b, h]"\n  - {static', '  - "f32[h]"\n  - {static'),
+                     {("breaking", "input_rank_changed")}),
+    "constant dimension changed": (MODEL, _spec('"f32[h, 4]"', '"f32[h, 5]"'),
+                                   {("breaking", "input_dimension_changed"), ("breaking", "output_dimension_changed")}),
+    "max bound tightened": (MODEL, _spec("max: 512", "max: 256"), {("breaking", "bound_tightened")}),
+    "min bound tightened": (MODEL, _spec("h: {min: 2, max: 64}", "h: {min: 4, max: 64}"),
+                            {("breaking", "bound_tightened")}),
+    "bound relaxed": (MODEL, _spec("max: 512", "max: 1024"), {("compatible", "bound_relaxed")}),
+    "constraint added": (MODEL, _spec('["b <= 8*h"]', '["b <= 8*h", "b >= 2"]'), {("breaking", "constraint_added")}),
+    "constraint removed": (MODEL, _spec('constraints: ["b <= 8*h"]\n', ""), {("compatible", "constraint_removed")}),
+    "constraint changed, relaxed": (MODEL, _spec("b <= 8*h", "b <= 16*h"), {("compatible", "constraint_relaxed")}),
+    "constraint changed, tightened": (MODEL, _spec("b <= 8*h", "b <= 4*h"), {("breaking", "constraint_tightened")}),
+    "output removed": (_model(', "total": jnp.sum(x)', ""), SPEC, {("breaking", "output_removed")}),
+    "output dtype changed": (_model("jnp.sum(x)}", "jnp.sum(x).astype(jnp.float16)}"), SPEC,
+                             {("breaking", "output_dtype_changed")}),
+    "output rank changed": (_model("jnp.sum(x)}", "jnp.sum(x, axis=0)}"), SPEC,
+                            {("breaking", "output_rank_changed")}),
+    "output added": (_model('"total": jnp.sum(x)}', '"total": jnp.sum(x), "max": jnp.max(x)}'), SPEC,
+                     {("compatible", "output_added")}),
+    "static changed": (MODEL, _spec("static: 2.0", "static: 3.0"), {("breaking", "static_changed")}),
+    "metadata changed": (MODEL, _spec('version: "1.0"', 'version: "1.1"'), {("compatible", "metadata_changed")}),
+    "program changed": (_model("jnp.tanh(x)", "jnp.sin(x)"), SPEC, set()),
+    "dimension renamed": (MODEL, SPEC.replace("b", "n"),
+                          {("compatible", "dimension_renamed")}),
+    "unstable custom call added": (
+        _model('    return {"out"', '    y = jax.ffi.ffi_call("my_target", jax.ShapeDtypeStruct(y.shape, y.dtype))(y)\n'
+                                    '    return {"out"'),
+        SPEC + "allow_custom_calls: [my_target]\n", {("breaking", "custom_call_added")}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_change_is_classified(name, export):
+    model, spec, expected = CASES[name]
+    report = diff.diff(export(), export(model, spec))
+    assert _kinds(report) == expected
+    assert not report.identical
+    assert report.fails("breaking") == any(s == "breaking" for s, _ in expected)
+    assert report.fails("any")
+
+
+def test_messages_say_what_changed(export):
+    report = diff.diff(export(), export(MODEL, _spec("b <= 8*h", "b <= 4*h")))
+    (change,) = [c for c in report.changes if c.kind == "constraint_tightened"]
+    assert change.message == ("constraint 'b <= 8*h' -> 'b <= 4*h': fewer shapes accepted (b=9, h=2 was accepted and "
+                              "is now rejected)")
+    report = diff.diff(export(), export(MODEL, _spec("max: 512", "max: 256")))
+    assert [c.as_dict() for c in report.changes if c.kind == "bound_tightened"] == [{
+        "severity": "breaking", "kind": "bound_tightened", "function": "f", "path": "dims['b']",
+        "message": "dimension 'b': 1 <= b <= 512 -> 1 <= b <= 256 (fewer shapes accepted: b=257, h=33 was accepted "
+                   "and is now rejected)",
+        "old": {"min": 1, "max": 512}, "new": {"min": 1, "max": 256}}]
+    renamed = diff.diff(export(), export(*CASES["input renamed"][:2]))
+    assert [c.message for c in renamed.changes if c.kind == "input_renamed"] == ["input 'y' renamed to 'z' (args[1])"]
+
+
+def test_program_comparison(export):
+    changed = diff.diff(export(), export(*CASES["program changed"][:2]))
+    assert changed.programs["f"].status == "changed"
+    assert [(c.severity, c.kind) for c in changed.changes] == [("compatible", "program_changed")]
+    assert changed.programs["f"].old_program_sha256 != changed.programs["f"].new_program_sha256
+    same_program = diff.diff(export(), export(*CASES["metadata changed"][:2]))
+    assert same_program.programs["f"].status == "identical"
+    stripped = diff.diff(export(), export(strip_locations=True))
+    assert stripped.identical, [c.message for c in stripped.changes]
+    assert stripped.programs["f"].status == "identical"
+    assert stripped.programs["f"].old_payload_sha256 != stripped.programs["f"].new_payload_sha256
+    unread = diff.diff(export(), export(*CASES["program changed"][:2]), programs=False)
+    assert unread.programs["f"].status == "not compared"
+    assert [c.kind for c in unread.changes] == ["payload_changed"]
+
+
+def test_platforms_added_and_removed(export):
+    one, two = export(), export(platforms=["cpu", "tpu"])
+    assert _kinds(diff.diff(one, two)) == {("compatible", "platform_added")}
+    assert _kinds(diff.diff(two, one)) == {("breaking", "platform_removed")}
+
+
+def test_functions_added_and_removed(export):
+    several = ('jaxport: 1\ndims: [b]\nfunctions:\n  f: {entrypoint: model.py:f, args: ["f32[b]"]}\n'
+               '  g: {entrypoint: model.py:g, args: ["f32[b]"]}\n')
+    model = "def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x * 2\n"
+    single = export(model, several.replace('  g: {entrypoint: model.py:g, args: ["f32[b]"]}\n', ""), entry=None)
+    both = export(model, several, entry=None)
+    added = diff.diff(single, both)
+    assert _kinds(added) == {("compatible", "function_added")}
+    assert added.programs["f"].status == "identical"
+    assert _kinds(diff.diff(both, single)) == {("breaking", "function_removed")}
+
+
+def test_weights_changed_with_the_same_shapes_is_compatible(export):
+    w1 = {"w": np.ones((3, 2), np.float32)}
+    w2 = {"w": np.full((3, 2), 2.0, np.float32)}
+    w3 = {"w": np.ones((3, 4), np.float32)}
+    old = export(WEIGHTS_MODEL, WEIGHTS_SPEC, entry="model.py:lin", files={"w.npz": w1})
+    same_shape = diff.diff(old, export(WEIGHTS_MODEL, WEIGHTS_SPEC, entry="model.py:lin", files={"w.npz": w2}))
+    assert _kinds(same_shape) == {("compatible", "weights_changed")}
+    (change,) = same_shape.changes
+    assert (change.path, change.message) == ("weights.tensors", "weights: 1 of 1 bound tensor has new values, with "
+                                             "the same names, shapes and dtypes (a data change)")
+    assert same_shape.programs["lin"].status == "identical"
+    assert not same_shape.fails("breaking") and same_shape.fails("any")
+    reshaped = diff.diff(old, export(WEIGHTS_MODEL, WEIGHTS_SPEC, entry="model.py:lin", files={"w.npz": w3}))
+    assert ("breaking", "weights_layout_changed") in _kinds(reshaped)
+    assert ("breaking", "output_dimension_changed") in _kinds(reshaped)
+
+
+# --- manifest-level rules that exports cannot easily produce -------------------------------------------------------
+
+
+def _manifest(export) -> dict:
+    with jaxport.open_artifact(export()) as art:
+        return copy.deepcopy(art.manifest)
+
+
+def test_changed_constraint_on_unbounded_variables_is_decided(export):
+    """Without a max to enumerate, linear integer arithmetic decides the change both ways."""
+    old = _manifest(export)
+    new = copy.deepcopy(old)
+    for m in (old, new):
+        m["functions"]["f"]["dims"]["h"]["max"] = None
+        m["functions"]["f"]["dims"]["b"]["max"] = None
+    new["functions"]["f"]["constraints"] = ["b <= 16*h"]
+    (change,) = diff.compare_manifests(old, new)
+    assert (change.severity, change.kind, change.message) == (
+        "compatible", "constraint_relaxed", "constraint 'b <= 8*h' -> 'b <= 16*h': every shape accepted before is "
+        "still accepted (proved over the bounds)")
+    (change,) = diff.compare_manifests(new, old)
+    assert (change.severity, change.kind, change.message) == (
+        "breaking", "constraint_tightened", "constraint 'b <= 16*h' -> 'b <= 8*h': fewer shapes accepted (b=17, h=2 "
+        "was accepted and is now rejected)")
+
+
+def test_version_changes(export):
+    old = _manifest(export)
+    new = copy.deepcopy(old)
+    new["functions"]["f"]["calling_convention_version"] += 1
+    new["functions"]["f"]["nr_devices"] = 8
+    # A manifest of format 2.0 does not validate here (this jaxport refuses it): only its records can say 2.0.
+    newer = model.replace(validate(new), format_version="2.0")
+    assert {(c.severity, c.kind) for c in diff.compare_manifests(old, newer)} == {
+        ("breaking", "format_changed"), ("breaking", "calling_convention_raised"), ("breaking", "devices_changed")}
+    new = copy.deepcopy(old)
+    new["format_version"] = "1.1"
+    new["producer"]["jax"] = "0.10.3"
+    assert [(c.severity, c.kind, c.path) for c in diff.compare_manifests(old, new)] == [
+        ("compatible", "format_changed", "format_version"), ("compatible", "producer_changed", "producer.jax")]
+
+
+def test_output_structure_changed(export):
+    old = _manifest(export)
+    new = copy.deepcopy(old)
+    tree = new["functions"]["f"]["output_tree"]
+    new["functions"]["f"]["output_tree"] = {"tuple": [tree]}
+    assert [c.kind for c in diff.compare_manifests(old, new)] == ["output_structure_changed"]
+
+
+def test_inputs_reordered(export):
+    old = _manifest(export)
+    new = copy.deepcopy(old)
+    f = new["functions"]["f"]
+    f["inputs"] = [f["inputs"][1], f["inputs"][0], *f["inputs"][2:]]
+    assert [c.kind for c in diff.compare_manifests(old, new)] == ["inputs_reordered"]
+
+
+# --- the command -----------------------------------------------------------------------------------------------------
+
+
+def test_cli_fail_on_levels(export, run_cli):
+    base, tightened, relaxed = export(), export(MODEL, _spec("max: 512", "max: 256")), \
+        export(MODEL, _spec("max: 512", "max: 1024"))
+    res = run_cli("diff", base, tightened)
+    assert res.exit_code == 0 and res.stderr == ""
+    assert "breaking" in res.stdout and "bound_tightened" in res.stdout
+    # The bounds are also checked by the program's shape assertions, so its StableHLO changed too.
+    assert f"{tightened} differs from {base}: 1 breaking, 1 compatible change." in res.stdout
+    res = run_cli("diff", base, tightened, "--fail-on", "breaking")
+    assert res.exit_code == 13
+    assert res.stderr == (f"error[diff]: {tightened} differs from {base}: 1 breaking, 1 compatible change. Failing "
+                          f"on breaking changes (--fail-on breaking).\n")
+    assert run_cli("diff", base, relaxed, "--fail-on", "breaking").exit_code == 0
+    res = run_cli("diff", base, relaxed, "--fail-on", "any", "--json")
+    assert res.exit_code == 13
+    out = json.loads(res.stdout)
+    assert (out["failed"], out["breaking"], out["compatible"], out["fail_on"]) == (True, 0, 2, "any")
+    assert [c["kind"] for c in out["changes"]] == ["bound_relaxed", "program_changed"]
+    res = run_cli("diff", base, base, "--fail-on", "any")
+    assert res.exit_code == 0
+    assert re.search(r"program f: identical", res.stdout)
+
+
+def test_cli_refuses_a_damaged_artifact(export, run_cli, tmp_path):
+    bad = tmp_path / "bad.jaxport"
+    data = bytearray(export().read_bytes())
+    with jaxport.open_artifact(export()) as art:
+        member = art.members["functions/f.jaxexport"]
+        data[member.offset + member.size // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    res = run_cli("diff", export(), bad)
+    assert res.exit_code == 8
+    assert res.stderr.startswith(f"error[integrity]: {bad}: member 'functions/f.jaxexport'")
+    assert "Traceback" not in res.stderr

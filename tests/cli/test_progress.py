@@ -1,0 +1,114 @@
+"""Stage lines of long commands on stderr when it is not a terminal (issue 17): ``jaxport: STAGE ... 0.8 s``, one
+per stage, never on stdout, never with --json."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from jaxport_cli.progress import Stages
+
+from tests.support import EXAMPLES
+
+LINE = re.compile(r"jaxport: (.+) \.\.\. (failed after )?\d+\.\d s")
+
+
+def _jaxport(cwd: Path, *args: str, progress: str | None = None) -> subprocess.CompletedProcess:
+    """``jaxport ARGS`` in a process of its own, stdout and stderr each a pipe (as in a CI job)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAXPORT_PROGRESS"}
+    if progress is not None:
+        env["JAXPORT_PROGRESS"] = progress
+    return subprocess.run([sys.executable, "-c", "from jaxport_cli.main import main; main()", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def _stages(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    assert all(LINE.fullmatch(line) for line in lines), stderr
+    return [LINE.fullmatch(line).group(1) for line in lines]  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("progress")
+    res = _jaxport(tmp_path, "export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes",
+                   str(EXAMPLES / "mlp" / "spec.yaml"), "-o", "mlp.jaxport")
+    assert res.returncode == 0, res.stderr
+    assert _stages(res.stderr) == [f"loading {EXAMPLES}/mlp/model.py:predict", "lowering predict",
+                                   "serializing predict", "writing the artifact"]
+    assert res.stdout.startswith("Exported mlp.jaxport (") and "jaxport:" not in res.stdout
+    return tmp_path
+
+
+def test_export_lines_on_stderr_only_and_none_with_json(mlp):
+    res = _jaxport(mlp, "export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes", str(EXAMPLES / "mlp" / "spec.yaml"),
+                   "-o", "again.jaxport", "--json")
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout.startswith("{") and "jaxport: " not in res.stdout
+    res = _jaxport(mlp, "export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes", str(EXAMPLES / "mlp" / "spec.yaml"),
+                   "-o", "quiet.jaxport", progress="0")
+    assert res.returncode == 0 and res.stderr == ""
+
+
+def test_a_failed_stage_says_so_before_the_error(tmp_path):
+    res = _jaxport(tmp_path, "export", f"{EXAMPLES}/mlp/model.py:nope", "--shapes", str(EXAMPLES / "mlp" / "spec.yaml"))
+    assert res.returncode == 4 and res.stdout == ""
+    first, error = res.stderr.splitlines()
+    assert re.fullmatch(rf"jaxport: loading {re.escape(str(EXAMPLES))}/mlp/model.py:nope \.\.\. failed after \d+\.\d s",
+                        first)
+    assert error.startswith("error[entrypoint]: ")
+
+
+def test_verify_lines_per_case(mlp):
+    res = _jaxport(mlp, "verify", "mlp.jaxport", "--dim", "batch=1,7", "--against",
+                   f"{EXAMPLES}/mlp/model.py:predict")
+    assert res.returncode == 0, res.stderr
+    assert _stages(res.stderr) == ["preparing the cases", "case 1/2: predict on cpu at batch=1 (--dim)",
+                                   "case 2/2: predict on cpu at batch=7 (--dim)"]
+    assert "OK: 2 cases match." in res.stdout and "jaxport: " not in res.stdout
+    res = _jaxport(mlp, "verify", "mlp.jaxport", "--dim", "batch=1,7", "--against",
+                   f"{EXAMPLES}/mlp/model.py:predict", "--json")
+    assert res.returncode == 0 and res.stderr == "" and res.stdout.startswith("{")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("iree") is None, reason="needs the iree extra")
+def test_compile_lines(mlp):
+    res = _jaxport(mlp, "compile", "mlp.jaxport", "-o", "mlp.vmfb", "--dim", "batch=1,8")
+    assert res.returncode == 0, res.stderr
+    assert _stages(res.stderr) == ["loading the artifact", "specializing predict for 2 buckets",
+                                   "checking which dimensions may be padded", "compiling with IREE",
+                                   "writing the module"]
+    assert res.stdout.startswith("Compiled mlp.vmfb") and "jaxport: " not in res.stdout
+    res = _jaxport(mlp, "compile", "mlp.jaxport", "-o", "mlp2.vmfb", "--dim", "batch=1,8", "--json")
+    assert res.returncode == 0 and res.stderr == ""
+
+
+def test_in_process_capture_gets_no_lines(run_cli, tmp_path, monkeypatch):
+    """Click's test runner (no OS stream) gets none, so every exact stderr of the suite holds."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JAXPORT_PROGRESS", raising=False)
+    res = run_cli("export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes", EXAMPLES / "mlp" / "spec.yaml")
+    assert res.exit_code == 0 and res.stderr == ""
+    monkeypatch.setenv("JAXPORT_PROGRESS", "1")
+    res = run_cli("export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes", EXAMPLES / "mlp" / "spec.yaml")
+    assert res.exit_code == 0 and _stages(res.stderr)[-1] == "writing the artifact"
+
+
+def test_stages_unit(capsys):
+    with Stages(True) as stages:
+        stages("one")
+        stages("two \x1b[31m")
+    assert _stages(capsys.readouterr().err) == ["one", "two \\x1b[31m"]
+    with pytest.raises(RuntimeError), Stages(True) as stages:
+        stages("three")
+        raise RuntimeError
+    assert re.fullmatch(r"jaxport: three \.\.\. failed after \d\.\d s\n", capsys.readouterr().err)
+    with Stages(False) as stages:
+        stages("four")
+    assert capsys.readouterr().err == ""
