@@ -14,6 +14,8 @@ from jaxport import errors
 from jaxport.frontend import command_inputs, visible
 from jaxport.isolate import exit_if_out_of_memory
 
+from .environment import exit_if_stdout_failed
+
 #: Exit codes, documented in README.md ("Exit codes"). Subclasses come before their bases.
 EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
     (errors.SpecError, 3),
@@ -72,6 +74,7 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
                          "--isolate and --memory-limit to bound what it may take.", 15, as_json)
         sys.exit(15)
     except Exception as e:  # noqa: BLE001 - a bug: say so, keep the traceback for --debug
+        exit_if_stdout_failed(e)  # not a bug: a standard output that cannot be written (exit 11)
         exit_if_out_of_memory(e)  # a library that could not load or allocate under --isolate's memory limit
         if debug:
             _print_traceback()
@@ -131,5 +134,8 @@ def report_usage_error(e: click.ClickException, as_json: bool) -> NoReturn:
 def _report(kind: str, message: str, code: int, as_json: bool) -> None:
     message = one_line(message, keep_newlines=_keeps_newlines(kind))
     if as_json:
-        click.echo(json.dumps({"error": {"kind": kind, "message": message, "exit_code": code}}, indent=2))
+        try:
+            click.echo(json.dumps({"error": {"kind": kind, "message": message, "exit_code": code}}, indent=2))
+        except OSError:  # a stdout that cannot be written: the line on stderr still says what went wrong
+            pass
     click.echo(f"error[{kind}]: {message}", err=True)

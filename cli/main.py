@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -71,13 +72,40 @@ def _inspect_fast(argv: list[str]) -> bool:
     return True
 
 
+def _early_stop(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM before ``jaxport.interrupts`` is loaded (importing the package takes a moment): nothing
+    has been written or started yet, so the process just ends, with the line and code ``interrupts.stop`` gives."""
+    name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+    os.write(2, f"error[interrupted]: stopped by {name}; every output is as it was or complete, and no temporary "
+                f"file is left\n".encode())
+    os._exit(128 + signum)
+
+
 def main() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _early_stop)
+    from jaxport import interrupts
+
+    from . import environment
+
+    interrupts.install()  # Ctrl-C and SIGTERM end every moment of a command the same way
+    environment.prepare()
     try:
         if not _inspect_fast(sys.argv[1:]):
             from .group import cli
 
             cli(prog_name="jaxport")
+    except OSError as e:  # the inspect fast path writes stdout itself
+        environment.exit_if_stdout_failed(e)
+        raise
+    except SystemExit as e:
+        environment.exit_after_command(e.code)  # a stdout that could not take what was printed: exit 11
+        raise
     finally:
+        # The command is over (its outputs complete, its exit code set): a signal from here on is ignored, as
+        # Python's teardown restores the default handlers (a death by the signal) long before it ends.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         # Python's final garbage collection walks every object JAX created (about half a second after
         # `import jax`); a process that is about to exit does not need it. IREE's bindings report objects left
         # uncollected as leaks, so a process that used IREE collects as usual.

@@ -5,6 +5,7 @@ The public API. Heavy modules (JAX) load lazily, so ``import jaxport`` and readi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from pathlib import Path
 # loads). The subpackage's ``__init__`` imports nothing.
 from . import export as _export_package  # noqa: F401
 from ._version import __version__
-from .artifact.container import Artifact, open_artifact
+from .artifact.container import Artifact
+from .artifact.container import open_artifact as _open_artifact
 from .artifact.manifest import FORMAT_VERSION
 from .errors import (
     DiffError,
@@ -125,7 +127,7 @@ _LAZY = {
 }
 
 
-def export(
+def _export(
     fn: Callable[..., Any] | str | None,
     spec: ShapeSpec | Spec | Mapping[str, Any] | str | Path,
     output: str | Path | None = None,
@@ -165,10 +167,46 @@ def export(
     return result
 
 
+def _classes() -> dict[str, type]:
+    """The classes the public functions' annotations name, for their argument checks (``_api_types``)."""
+    import datetime
+
+    from .artifact.policy import Policy
+    from .run.calling import CallRequest
+    from .spec import ShapeSpec
+    from .specbuild import Spec
+
+    return {"Artifact": Artifact, "ShapeSpec": ShapeSpec, "Spec": Spec, "Policy": Policy, "date": datetime.date,
+            "CallRequest": CallRequest}
+
+
+_CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked
+
+
+def _checked(name: str, fn: Any) -> Any:
+    from ._api_types import checked
+
+    if getattr(_CHECKED.get(name), "__wrapped__", None) is not fn:
+        _CHECKED[name] = checked(name, fn, _classes)
+    return _CHECKED[name]
+
+
+@functools.wraps(_export)
+def export(*args: Any, **kwargs: Any) -> ExportResult:
+    return _checked("export", _export)(*args, **kwargs)
+
+
+@functools.wraps(_open_artifact)
+def open_artifact(*args: Any, **kwargs: Any) -> Artifact:
+    return _checked("open_artifact", _open_artifact)(*args, **kwargs)
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
+        import inspect
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        value = getattr(importlib.import_module(module), attr)
+        return _checked(name, value) if inspect.isfunction(value) else value
     raise AttributeError(f"module 'jaxport' has no attribute {name!r}")

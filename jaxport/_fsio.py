@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import interrupts
 from .errors import OutputError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -314,6 +315,7 @@ def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterat
     except OSError as e:
         raise write_failure(path, e, creating=True) from None
     committed = False
+    interrupts.track(tmp)  # removed by a Ctrl-C or SIGTERM that ends the process here
     f = os.fdopen(fd, "wb")
     try:
         _lock(f.fileno(), blocking=True)
@@ -345,6 +347,7 @@ def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterat
                 os.unlink(tmp)
             except OSError:
                 pass
+        interrupts.untrack(tmp)
     try:
         dfd = os.open(parent, os.O_RDONLY)
         try:

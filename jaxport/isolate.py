@@ -42,6 +42,7 @@ from ._jax_internals import (
 )
 from ._text import human_bytes
 from .errors import CrashError, FormatError
+from .interrupts import WATCHER_NAME
 from .module_scan import (
     CALL_LEVELS,
     MAX_NESTING,
@@ -57,6 +58,7 @@ from .sandbox import (
     ISOLATED_ENV,
     Limits,
     Outcome,
+    child_limits,
     command_error,
     command_limits,
     exit_if_out_of_memory,
@@ -83,7 +85,7 @@ _LIMIT = 6  # the program is over a documented limit (module_scan.MAX_NESTING, M
 _CHECKED: set[str] = set()
 #: What the check does, in its verdicts' keys: a verdict of another check (one that did not print the program and
 #: apply the program limits, or applied other limits) is not trusted.
-_CHECK_VERSION = f"v3n{MAX_NESTING}c{CALL_LEVELS}o{MAX_OPERATIONS}"
+_CHECK_VERSION = f"v4n{MAX_NESTING}c{CALL_LEVELS}o{MAX_OPERATIONS}"
 _REFUSED: dict[str, str] = {}  # sha256 -> the refusal's message, after "{where}: function {name!r}: "
 
 
@@ -126,7 +128,7 @@ def _report_and_exit(status: int, e: BaseException) -> None:
     os._exit(status)
 
 
-def _has_main(module: bytes) -> None:
+def _has_main(module: bytes, in_checking_child: bool = True) -> None:
     """Raise unless the module defines the ``main`` function JAX calls; print it (as ``inspect --mlir``,
     ``extract --mlir`` and ``diff`` will) and check the printed text against the program limits
     (``module_scan.check_program_text``: nesting through regions, attributes, types, aliases and calls), which
@@ -141,6 +143,8 @@ def _has_main(module: bytes) -> None:
         try:
             checked_text(parsed)
         except ProgramLimitError as e:
+            if not in_checking_child:  # an isolated command reads it itself: its caller reports it
+                raise
             _report_and_exit(_LIMIT, e)
 
 
@@ -161,13 +165,13 @@ def check_payload(payload: bytes, where: str, fname: str) -> None:
     digest = hashlib.sha256(payload).hexdigest()
     if digest in _CHECKED:
         return
-    if os.environ.get(ISOLATED_ENV):  # this child is the sacrifice: the same limits, read here (a crash: exit 15)
+    if isolated():  # this child is the sacrifice: the same limits, read here (a crash: exit 15)
         try:
             from jax import export
 
             module = export.deserialize(bytearray(payload)).mlir_module_serialized
             check_operation_count(scan_module(module).operations)
-            _has_main(module)
+            _has_main(module, in_checking_child=False)
         except ProgramLimitError as e:
             raise FormatError(f"{where}: function {fname!r}: {_last_line(str(e))[:300]} (specs/FORMAT.md, \"Program "
                               f"limits\"), so it is not read further. Do not load the artifact.") from None
@@ -252,7 +256,8 @@ def _can_fork() -> bool:
     imported here first (this process needs them next, to run the program)."""
     if os.environ.get(FORK_ENV) == "0" or not sys.platform.startswith("linux") or "jax" not in sys.modules:
         return False
-    if any(t is not threading.current_thread() and type(t).__module__ != "rich.live" for t in threading.enumerate()):
+    if any(t is not threading.current_thread() and type(t).__module__ != "rich.live" and t.name != WATCHER_NAME
+           for t in threading.enumerate()):  # the signal watcher only waits on a pipe (``interrupts``)
         return False
     try:
         if backends_initialized():
@@ -287,7 +292,7 @@ def check_module_bytes(data: bytes) -> None:
     caller adds) when the child does not survive it; an error a reader raises is left to the caller, which reads
     next and reports it in its own words. Skipped inside an isolated child and for bytes already checked.
     """
-    if os.environ.get(ISOLATED_ENV):
+    if isolated():
         return
     digest = hashlib.sha256(data).hexdigest()
     if digest in _CHECKED:
@@ -350,8 +355,10 @@ def _read_module() -> None:
 
 
 def isolated() -> bool:
-    """Whether this process is an isolated child."""
-    return bool(os.environ.get(ISOLATED_ENV))
+    """Whether this process is an isolated child: one ``sandbox`` started (or forked) and limited itself, never one
+    whose environment merely says so (``JAXPORT_ISOLATED=1`` inherited from outside must not switch the checks
+    off)."""
+    return child_limits() is not None
 
 
 def trust(payload: bytes) -> None:

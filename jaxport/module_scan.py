@@ -18,6 +18,7 @@ from ._jax_internals import (
     serialize_with_sdy,
     stablehlo_dialect,
 )
+from .program_rules import refused_op
 
 _DTYPE_BITS = re.compile(r"^(?:[fiu]|bf|ui|si)(\d+)$")
 _LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -42,6 +43,8 @@ class ModuleScan:
     constants: list[Constant] = field(default_factory=list)
     shape_assertions: list[str] = field(default_factory=list)
     operations: int = 0  # every operation of the module, nested ones included
+    #: Operations that talk to the host or a peer while the program runs (``program_rules``): (name, location).
+    host_communication: list[tuple[str, str]] = field(default_factory=list)
 
     def custom_call_counts(self) -> Counter:
         return Counter(c.target for c in self.custom_calls)
@@ -104,6 +107,8 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
                     if "error_message" in op.attributes:
                         scan.shape_assertions.append(ir.StringAttr(op.attributes["error_message"]).value)
                 scan.custom_calls.append(CustomCall(target, str(op.location)))
+            elif refused_op(name):
+                scan.host_communication.append((name, short_location(str(op.location))))
             elif name == "stablehlo.constant":
                 t = str(op.results[0].type)
                 scan.constants.append(Constant(t, _tensor_nbytes(t), str(op.location)))
@@ -233,7 +238,7 @@ def check_program_text(text: str) -> None:
                 last_end = m.start()
                 current, current_name = nodes.setdefault(name, _Node(pending_func, line)), name
                 pending_func = None
-            elif name != current_name:
+            elif name != current_name or name.startswith("@"):  # a function naming itself calls itself
                 current.refs.append((depth - current.start + CALL_LEVELS - 1, name))
     _check_graph(nodes, top)
 

@@ -18,11 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from . import interrupts
 from ._machine import physical_memory
 from ._text import human_bytes
 from .errors import CrashError, UsageError
 
-#: Set in an isolated child: the whole process is the sacrifice, so payload checks inside it are skipped.
+#: Set in an isolated child's environment, for information only: whether a process is an isolated child is what
+#: ``child_limits()`` says (set by ``_child`` and ``fork_run`` themselves), never an inheritable variable.
 ISOLATED_ENV = "JAXPORT_ISOLATED"
 #: How a child starts: the limits first (``_child``). A light child registers the ``jaxport`` package without running
 #: its ``__init__`` (the public API, the artifact reader, the spec parser), so that it imports only what its target
@@ -149,6 +151,7 @@ def run(target: str, args: list[str], limits: Limits, *, stdin: bytes = b"", env
     cmd = [sys.executable, "-c", *boot, json.dumps(asdict(limits)), target, *args]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env,
                          cwd=cwd, start_new_session=True)
+    interrupts.track_child(p.pid)
     try:
         out, err = p.communicate(stdin, timeout=limits.wall_seconds)
         if limits.command and p.returncode == FLOOR_STATUS:
@@ -162,6 +165,8 @@ def run(target: str, args: list[str], limits: Limits, *, stdin: bytes = b"", env
         _kill_group(p)
         p.wait()
         raise
+    finally:
+        interrupts.untrack_child(p.pid)
 
 
 def fork_run(target: Callable[[], None], limits: Limits) -> Outcome:
@@ -210,6 +215,7 @@ def fork_run(target: Callable[[], None], limits: Limits) -> Outcome:
                 except BaseException:  # noqa: BLE001, S110
                     pass
             os._exit(status)
+    interrupts.track_child(pid)
     os.close(out_w)
     os.close(err_w)
     deadline = None if limits.wall_seconds is None else time.monotonic() + limits.wall_seconds
@@ -221,6 +227,7 @@ def fork_run(target: Callable[[], None], limits: Limits) -> Outcome:
         os.waitpid(pid, 0)
         raise
     finally:
+        interrupts.untrack_child(pid)
         os.close(out_r)
         os.close(err_r)
     out, err = b"".join(captured[out_r]), b"".join(captured[err_r])
@@ -305,7 +312,18 @@ def _apply(limits: Limits) -> None:
     if limits.memory_bytes and not limits.memory_after_imports and not limits.command:
         _apply_memory(limits, 0)
     if limits.cpu_seconds:
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        _set_limit(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5)
+
+
+def _set_limit(which: int, soft: int, hard: int) -> None:
+    """Lower a resource limit to ``soft``/``hard``, never above the hard limit the process inherited (a cluster's
+    ``ulimit -d`` or ``ulimit -t``: raising it is not allowed); that limit then applies, being the tighter."""
+    import resource
+
+    _, inherited = resource.getrlimit(which)
+    if inherited != resource.RLIM_INFINITY:
+        soft, hard = min(soft, inherited), min(hard, inherited)
+    resource.setrlimit(which, (min(soft, hard), hard))
 
 
 def _apply_memory(limits: Limits, base: int) -> None:
@@ -314,7 +332,7 @@ def _apply_memory(limits: Limits, base: int) -> None:
 
     which = resource.RLIMIT_DATA if limits.memory_kind == "data" else resource.RLIMIT_AS
     value = base + (limits.memory_bytes or 0)
-    resource.setrlimit(which, (value, value))
+    _set_limit(which, value, value)
 
 
 def _address_space() -> int:
@@ -417,6 +435,11 @@ def _child() -> None:
         exit_if_out_of_memory(e)
         raise
     target()
+
+
+def child_limits() -> Limits | None:
+    """The limits this process runs under, when it is a child started by :func:`run`; else None."""
+    return _LIMITS
 
 
 def limit_memory_now() -> None:

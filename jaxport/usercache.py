@@ -7,11 +7,12 @@ in a directory of the user's own, ``$JAXPORT_CACHE_DIR``, else ``$XDG_CACHE_HOME
 A *verdict* records that a program passed the child check of ``isolate.check_payload``: the JSON file
 ``jaxport-verdict-<sha256>-<key>.json`` holds its key (the program's sha256, the versions of jaxlib, whose native
 readers the check exercises, and of jaxport, and what the check does) and nothing else; no native code, no pickle.
-Trust model: the directory is the user's own, and whoever can write there can also plant compiled programs that JAX
-loads and runs, so a verdict is as trusted as the directory, and never beyond its key: a verdict file that is not a
-regular file, is larger than a verdict, does not parse, or holds any other key is ignored (the check runs again
-and replaces it). Verdicts are written atomically (``_fsio.atomic_write``); failing to write one only costs a check
-next time.
+Trust model: whoever can write in the directory can plant verdicts and compiled programs that JAX loads and runs,
+so both are read only from a directory owned by this user and writable by no one else (:func:`untrusted_reason`;
+``run.cache`` runs without JAX's cache, with a note, in any other), and a verdict never beyond its key: a verdict
+file that is not a regular file of this user's that only this user can write, is larger than a verdict, does not
+parse, or holds any other key is ignored (the check runs again and replaces it). Verdicts are written
+atomically (``_fsio.atomic_write``); failing to write one only costs a check next time.
 """
 
 from __future__ import annotations
@@ -77,9 +78,33 @@ def _safe(text: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c in "._+") else "_" for c in text)[:64]
 
 
+def untrusted_reason(directory: str | os.PathLike[str]) -> str | None:
+    """Why ``directory`` may not be trusted with verdicts and compiled programs, or None if it may: it must be a
+    directory (not a symbolic link) owned by this user, not writable by its group or by others. In a shared or
+    foreign directory anyone could plant a "passed" verdict (its name is predictable) or a compiled program."""
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return None  # created by this process, with mode 0700, when something is written
+    except (OSError, ValueError) as e:
+        return f"it cannot be read ({getattr(e, 'strerror', None) or e})"
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    uid = os.geteuid() if hasattr(os, "geteuid") else info.st_uid
+    if info.st_uid != uid:
+        return f"it belongs to another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others can write in it (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
 def has_verdict(directory: Path, key: dict[str, str]) -> bool:
     """Whether ``directory`` holds a passed verdict of exactly ``key`` (see the module docstring for what is
-    ignored)."""
+    ignored), read only from a directory of this user's that no one else can write (:func:`untrusted_reason`)."""
+    if untrusted_reason(directory) is not None:
+        return False
     data = _read_small(verdict_path(directory, key))
     if data is None:
         return False
@@ -102,6 +127,8 @@ def _read_small(path: Path) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_VERDICT_BYTES:
             return None
+        if hasattr(os, "geteuid") and (info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            return None  # a file someone else wrote or may rewrite
         data = os.read(fd, MAX_VERDICT_BYTES + 1)
         return data if len(data) <= MAX_VERDICT_BYTES else None
     except OSError:
@@ -114,9 +141,13 @@ def write_verdict(directory: Path, key: dict[str, str]) -> bool:
     """Record ``key``'s passed verdict in ``directory`` (created if needed), atomically; False if it could not be
     written (a read-only or full disk: the check runs again next time)."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if untrusted_reason(directory) is not None:
+            return False  # never leave a verdict where it would not be read, or where others could see it planted
         data = (json.dumps(key, indent=1, sort_keys=True) + "\n").encode("ascii")
-        atomic_write(verdict_path(directory, key), lambda f: f.write(data))
+        path = verdict_path(directory, key)
+        atomic_write(path, lambda f: f.write(data))
+        os.chmod(path, 0o644)  # read only if no one else can write it, whatever the umask
         return True
     except (OSError, OutputError):
         return False

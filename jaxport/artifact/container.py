@@ -175,6 +175,10 @@ class Artifact:
     def size(self) -> int:
         return len(self._file)
 
+    def fileno(self) -> int:
+        """The artifact's open file descriptor (the file opened once, whatever its path names since)."""
+        return self._file.fileno()
+
     def view(self, name: str) -> memoryview:
         """A member's bytes as a read-only view of the file's memory map (no copy, no digest check)."""
         m = self.members[name]

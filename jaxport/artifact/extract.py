@@ -20,17 +20,19 @@ from .container import Artifact
 from .manifest import function_names
 from .model import Manifest
 from .payload import module_bytes
+from .private_copy import private_member
 from .tensors import tensor_views
 
 
 def weight_arrays(art: Artifact, verify: bool = True) -> dict[str, Any]:
-    """Every bound tensor as a read-only numpy view of the artifact (name -> array)."""
+    """Every bound tensor as a read-only numpy array (name -> array): views of a private copy whose digest was
+    checked (``private_copy``), or of the artifact's memory map when ``verify`` is false."""
     w = art.model.weights
     if w is None or not w.tensors:
         return {}
-    if verify:
-        art.verify(w.member)
-    return tensor_views(art.view(w.member), w.tensors, str(art.path))
+    # checked over a private copy: what is written out is what was hashed, whatever rewrites the file meanwhile
+    buffer = private_member(art, w.member)[0] if verify else art.view(w.member)
+    return tensor_views(buffer, w.tensors, str(art.path))
 
 
 def bound_arguments(manifest: Manifest | None) -> list[str]:

@@ -30,6 +30,7 @@ from .._fsio import atomic_write, check_output, open_regular, read_at_most
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
+from ..artifact.private_copy import private_member
 from ..errors import InputError, OutputError, SpecError, UsageError
 from ..sharding import text as spec_text
 from ..spec import MAX_SPEC_BYTES
@@ -126,8 +127,8 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
             if name not in arguments:
                 raise UsageError(_unknown_name(artifact, name, arguments))
         old_index = weights.tensors
-        art.verify(weights.member)
-        arrays = tensors.tensor_views(art.view(weights.member), old_index, str(artifact))
+        hashed, _ = private_member(art, weights.member)  # the bytes kept are the bytes hashed (``private_copy``)
+        arrays = tensors.tensor_views(hashed, old_index, str(artifact))
         sharded = _recorded_partition_specs(art.model)
         given: list[tuple[_BoundArgument, str]] = []
         for name, value in bind.items():

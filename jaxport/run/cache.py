@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..usercache import default_cache_dir
+from ..usercache import default_cache_dir, untrusted_reason
 
 __all__ = ["CacheState", "CacheWatch", "compilation_cache", "default_cache_dir"]
 
@@ -53,8 +53,13 @@ def compilation_cache(directory: str | Path | None) -> Iterator[CacheState]:
     if directory is not None:
         path = Path(directory).expanduser()
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            untrusted = untrusted_reason(path)
             state = CacheState(path)
+            if untrusted is not None:  # others could plant compiled programs (and check verdicts) there
+                reason = f"not using the compilation cache {path}: {untrusted}, so what it holds cannot be trusted"
+                state = CacheState(None, f"{reason}; running without it (use a directory of your own, mode 0700)",
+                                   reason)
         except OSError as e:
             reason = f"cannot use the compilation cache {path}: {e.strerror or e}"
             state = CacheState(None, f"{reason}; running without it", reason)

@@ -13,7 +13,6 @@ memory-mapped from the artifact, their digest checked.
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest, Weights
 from ..artifact.payload import check_readable, deserialize
+from ..artifact.private_copy import DigestCheck, private_member
 from ..artifact.tensors import tensor_views
 from ..checks import check_runnable
 from ..errors import FormatError, PlatformError, UsageError
@@ -87,45 +87,20 @@ def check_payload(exported: Any, f: Function, where: str, fname: str, weights: W
                   f"manifest")
 
 
-class WeightsCheck:
-    """The sha256 check of the weights member, running in a thread (``hashlib`` and ``os.pread`` release the GIL, so
-    it proceeds while XLA compiles); :meth:`wait` joins it and raises what it found (``IntegrityError``), each time
-    it is called."""
-
-    def __init__(self, art: Artifact, member: str):
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(art, member), daemon=True,
-                                        name="jaxport-weights-sha256")
-        self._thread.start()
-
-    def _run(self, art: Artifact, member: str) -> None:
-        try:
-            art.verify(member)
-        except BaseException as e:  # noqa: BLE001 - raised again by wait(), in the caller's thread
-            self._error = e
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def wait(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
 def map_weights(art: Artifact, f: Function, verify: bool, defer: bool = False
-                ) -> tuple[list[Any], WeightsCheck | None]:
-    """The function's bound tensors as numpy views of the artifact's memory map (no copy), digest checked unless
-    ``verify`` is false: before returning, or, with ``defer``, in a thread (the returned ``WeightsCheck``)."""
+                ) -> tuple[list[Any], DigestCheck | None]:
+    """The function's bound tensors as numpy views: of a private copy whose digest is checked
+    (``artifact.private_copy``), before returning or, with ``defer``, in a thread (the returned ``DigestCheck``); of
+    the artifact's memory map (no copy) when ``verify`` is false."""
     w = art.model.weights
     if w is None or w.member not in art.members:
         raise FormatError(f"{art.path}: the manifest lists bound tensors but no weights member.")
     pending = None
-    if verify and defer:
-        pending = WeightsCheck(art, w.member)
-    elif verify:
-        art.verify(w.member)
-    views = tensor_views(art.view(w.member), w.tensors, str(art.path))
+    if verify:  # checked over a private copy: the bytes that run are the bytes hashed (``artifact.private_copy``)
+        buffer, pending = private_member(art, w.member, defer)
+    else:
+        buffer = art.view(w.member)
+    views = tensor_views(buffer, w.tensors, str(art.path))
     missing = [n for n in f.weights if n not in views]
     if missing:
         raise FormatError(f"{art.path}: bound tensor(s) {', '.join(missing)} are not in the weights member.")
@@ -176,7 +151,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     art = path if isinstance(path, Artifact) else open_artifact(path)
     path = art.path if isinstance(path, Artifact) else path
     where = str(path)
-    pending: WeightsCheck | None = None
+    pending: DigestCheck | None = None
     try:
         manifest = art.manifest
         fname = select_function(art.model, function, where)

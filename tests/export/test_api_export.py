@@ -448,8 +448,8 @@ def test_not_a_callable(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError) as e:
         jaxport.export(42, {"jaxport": 1, "args": ["f32[2]"]})
-    assert str(e.value) == ("jaxport.export: the function to export is an int, not a callable; give a function (or "
-                            "any callable) or an entry point 'model.py:NAME'.")
+    assert isinstance(e.value, TypeError)  # issue 24: a wrong type names the parameter and the types it takes
+    assert str(e.value) == "jaxport.export(): fn must be a callable or str or None, not int"
 
 
 def test_binds_are_placed_as_the_artifact_records_them():

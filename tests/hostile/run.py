@@ -5,6 +5,7 @@
     python -m tests.hostile.run --list           # the classes and their case counts
     python -m tests.hostile.run --json out.json  # also write every failure and the table as JSON
     python -m tests.hostile.run --no-faults      # skip the writer kill points (tests/hostile/faults.py)
+    python -m tests.hostile.run --class interrupt --trials 60   # a class of round3_runs, 60 interrupts a writer
 
 Each (case, command) pair ends in one of:
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .corpus import CANARY, MODEL, SPEC_BIND_HOSTILE, Base, Case, build
+from .round3 import HOOKS as ROUND3_HOOKS
 
 #: Commands per kind: (label, argv with {file}).
 COMMANDS: dict[str, list[tuple[str, list[str]]]] = {
@@ -60,6 +62,7 @@ MEMORY_BOUND = {"inspect": 256 << 20, "mlir": 2 << 30, "call": 2 << 30, "export"
 #: The bound of the other commands (the per-case command lines of the trust-boundary classes).
 DEFAULT_MEMORY_BOUND = 3 << 30
 ERROR_LINE = re.compile(r"^error\[[a-z][a-z-]*\]: \S.*$")
+PROGRESS_LINE = re.compile(r"^jaxport: .* \.\.\. (?:failed after )?\d+\.\d s$")
 
 
 @dataclass
@@ -286,11 +289,12 @@ def _classify(case: Case, command: str, code: int | None, stderr: str, stdout: s
         if command in case.accept:
             return "accepted", case.why
         return "failure", "accepted a hostile file"
-    lines = stderr.strip().splitlines()
+    # a long command's progress lines (cli/progress.py, on a stderr that is a pipe) are its log, not its message
+    lines = [line for line in stderr.strip().splitlines() if not PROGRESS_LINE.match(line)]
     if code not in case.codes:
         return "failure", f"exit code {code}: {lines[-1][:300] if lines else '(no message)'}"
     if len(lines) != 1 or not ERROR_LINE.match(lines[0]):
-        return "failure", f"error message is not one 'error[kind]: ...' line: {stderr.strip()[:300]!r}"
+        return "failure", f"error message is not one 'error[kind]: ...' line: {chr(10).join(lines)[:300]!r}"
     if case.mention and case.mention not in lines[0]:
         return "failure", f"the message does not name {case.mention!r}: {lines[0][:300]}"
     return "rejected", lines[0]
@@ -408,6 +412,8 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))
 """,
 }
+
+HOOKS.update(ROUND3_HOOKS)  # environments, shared caches and markers (issue 24)
 
 #: The jaxport process as run for a case with a hook: the hook, then the CLI.
 _HOOKED = "import os, sys; exec(os.environ['JXHOSTILE_HOOK']); from jaxport_cli.main import main; main()"
@@ -557,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the classes and case counts, run nothing")
     ap.add_argument("--json", type=Path, help="write the table and every failure to this file")
     ap.add_argument("--no-faults", action="store_true", help="skip the writer kill points")
+    ap.add_argument("--trials", type=int, default=40, help="interrupts per writing command (round3_runs; default 40)")
     args = ap.parse_args(argv)
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -576,12 +583,18 @@ def main(argv: list[str] | None = None) -> int:
         sub = sample([c for c in cases if not c.timeout], args.subprocess, args.seed + 1)
         report = run(base, chosen, scratch / "runs", sub, progress=True)
         kills = [] if args.no_faults else run_faults(base, scratch / "faults")
+        extra = _round3_runs(base, scratch / "round3", args)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(report.table())
     if kills:
         print()
         print(faults_table(kills))
+    if extra:
+        from .round3_runs import table
+
+        print()
+        print(table(extra))
     n_sub = sum(1 for r in report.results if r.subprocess)
     peaks = {c: max((r.peak_rss or 0 for r in report.results if r.subprocess and r.command == c), default=0)
              for c in MEMORY_BOUND}
@@ -601,8 +614,19 @@ def main(argv: list[str] | None = None) -> int:
                                 if r.status == "accepted"}),
             "rejected": sorted({f"{r.case.id} [{r.command}]: {r.detail}" for r in report.results
                                 if r.status == "rejected"}),
-            "faults": [k.__dict__ for k in kills]}, indent=2))
-    return 1 if report.failures or any(k.problems for k in kills) else 0
+            "faults": [k.__dict__ for k in kills], "round3": [r.__dict__ for r in extra]}, indent=2))
+    return 1 if report.failures or any(k.problems for k in kills) or any(r.problems for r in extra) else 0
+
+
+def _round3_runs(base: Base, scratch: Path, args: argparse.Namespace) -> list:
+    """The classes of ``round3_runs`` (interrupts, rewrites, API types): all when no class is named, else those
+    named."""
+    from . import round3_runs
+
+    if args.classes and not set(args.classes) & set(round3_runs.CLASSES):
+        return []
+    print("  interrupts, rewrites and the API's types...", file=sys.stderr, flush=True)
+    return round3_runs.run(base.dir, scratch, args.classes, args.trials, args.seed)
 
 
 def run_faults(base: Base, scratch: Path) -> list:
