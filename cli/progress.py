@@ -62,6 +62,5 @@ class Stages:
     def __enter__(self) -> Stages:
         return self
 
-    def __exit__(self, kind: Any, *rest: Any) -> bool:
+    def __exit__(self, kind: Any, *rest: Any) -> None:
         self.end(failed=kind is not None)
-        return False

@@ -60,6 +60,10 @@ class DType:
     compiler_tolerance: tuple[float, float] = EXACT
     #: A typed PRNG key's implementation; None for an array type.
     key: KeyType | None = None
+    #: The Open Inference Protocol (v2) datatype (``FP32``); None where the protocol has none (``jaxport serve``).
+    oip: str | None = None
+    #: The Spark SQL type's class in ``pyspark.sql.types`` (``FloatType``); None where Spark has none.
+    spark: str | None = None
 
     @property
     def npy(self) -> bool:
@@ -76,26 +80,26 @@ class DType:
 _TO_WIDE = ("float32", "float64", "complex64", "complex128")
 
 TABLE: tuple[DType, ...] = (
-    DType("bool", "bool", 1, "bool", mlir="i1", safetensors="BOOL"),
-    DType("int8", "i8", 1, "int", mlir="i8", safetensors="I8"),
-    DType("int16", "i16", 2, "int", mlir="i16", safetensors="I16"),
-    DType("int32", "i32", 4, "int", mlir="i32", safetensors="I32"),
-    DType("int64", "i64", 8, "int", mlir="i64", safetensors="I64"),
-    DType("uint8", "u8", 1, "uint", mlir="ui8", safetensors="U8"),
-    DType("uint16", "u16", 2, "uint", mlir="ui16", safetensors="U16"),
-    DType("uint32", "u32", 4, "uint", mlir="ui32", safetensors="U32"),
-    DType("uint64", "u64", 8, "uint", mlir="ui64", safetensors="U64"),
+    DType("bool", "bool", 1, "bool", mlir="i1", safetensors="BOOL", oip="BOOL", spark="BooleanType"),
+    DType("int8", "i8", 1, "int", mlir="i8", safetensors="I8", oip="INT8", spark="ByteType"),
+    DType("int16", "i16", 2, "int", mlir="i16", safetensors="I16", oip="INT16", spark="ShortType"),
+    DType("int32", "i32", 4, "int", mlir="i32", safetensors="I32", oip="INT32", spark="IntegerType"),
+    DType("int64", "i64", 8, "int", mlir="i64", safetensors="I64", oip="INT64", spark="LongType"),
+    DType("uint8", "u8", 1, "uint", mlir="ui8", safetensors="U8", oip="UINT8"),
+    DType("uint16", "u16", 2, "uint", mlir="ui16", safetensors="U16", oip="UINT16"),
+    DType("uint32", "u32", 4, "uint", mlir="ui32", safetensors="U32", oip="UINT32"),
+    DType("uint64", "u64", 8, "uint", mlir="ui64", safetensors="U64", oip="UINT64"),
     # rtol of the compiler tolerances: about 2**10 units in the last place of the output's largest value (2**4 for
     # the 8-bit floats, which have 2 or 3 mantissa bits): room for reductions summed in another order, never for a
     # different function.
     DType("bfloat16", "bf16", 2, "float", mlir="bf16", safetensors="BF16", ml_dtypes=True, precision=8,
           safe_floats=_TO_WIDE, tolerance=(1e-2, 1e-2), compiler_tolerance=(1e-2, 4e-2)),
     DType("float16", "f16", 2, "float", mlir="f16", safetensors="F16", precision=11, safe_floats=_TO_WIDE,
-          tolerance=(1e-3, 1e-3), compiler_tolerance=(1e-3, 5e-3)),
+          tolerance=(1e-3, 1e-3), compiler_tolerance=(1e-3, 5e-3), oip="FP16"),
     DType("float32", "f32", 4, "float", mlir="f32", safetensors="F32", precision=24, safe_floats=_TO_WIDE[1:],
-          tolerance=(1e-6, 1e-5), compiler_tolerance=(1e-6, 1e-4)),
+          tolerance=(1e-6, 1e-5), compiler_tolerance=(1e-6, 1e-4), oip="FP32", spark="FloatType"),
     DType("float64", "f64", 8, "float", mlir="f64", safetensors="F64", precision=53, safe_floats=("complex128",),
-          tolerance=(1e-12, 1e-9), compiler_tolerance=(1e-12, 1e-9)),
+          tolerance=(1e-12, 1e-9), compiler_tolerance=(1e-12, 1e-9), oip="FP64", spark="DoubleType"),
     DType("complex64", "c64", 8, "complex", mlir="complex<f32>", safetensors="C64", precision=24,
           safe_floats=("complex128",), part="float32", tolerance=(1e-6, 1e-5), compiler_tolerance=(1e-6, 1e-4)),
     DType("complex128", "c128", 16, "complex", mlir="complex<f64>", precision=53, part="float64",

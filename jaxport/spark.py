@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.ml.functions import predict_batch_udf
 from pyspark.sql import types as T
 
+from . import dtypes
 from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .artifact.model import Output
@@ -25,8 +26,7 @@ from .serve.batching import Dims, Engine, first_axis_bound
 
 __all__ = ["predict_udf"]
 
-_SPARK_TYPES = {"bool": T.BooleanType, "int8": T.ByteType, "int16": T.ShortType, "int32": T.IntegerType,
-                "int64": T.LongType, "float32": T.FloatType, "float64": T.DoubleType}
+_SPARK_TYPES = {d.name: getattr(T, d.spark) for d in dtypes.TABLE if d.spark is not None}
 
 
 def _spark_type(entry: Output) -> Any:

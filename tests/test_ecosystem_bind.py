@@ -193,3 +193,7 @@ def test_a_keras_hub_backbone_with_two_bound_variable_lists(tmp_path, monkeypatc
         np.testing.assert_allclose(np.asarray(loaded(ids, segments, mask)),
                                    np.asarray(live.encode(trainable, non_trainable, ids, segments, mask)),
                                    rtol=1e-5, atol=1e-5)
+
+
+#: Real models from keras, optax, jraph, equinox, diffrax: each exports and compiles at two sizes (make test runs them).
+pytestmark = pytest.mark.slow

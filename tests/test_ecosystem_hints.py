@@ -198,3 +198,7 @@ def test_pallas_with_a_symbolic_dimension_says_how_to_keep_it_outside_the_kernel
     for batch in (1, 6):
         x = np.arange(batch * 128, dtype=np.float32).reshape(batch, 128)
         np.testing.assert_array_equal(np.asarray(loaded(x)), 2 * x)
+
+
+#: Real models from keras, optax, jraph, equinox, diffrax: each exports and compiles at two sizes (make test runs them).
+pytestmark = pytest.mark.slow

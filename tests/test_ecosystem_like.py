@@ -303,3 +303,7 @@ def test_like_reads_a_value_with_non_array_leaves_and_bakes_them(tmp_path, monke
     assert [(i["name"], i["shape"]) for i in loaded.function_manifest["inputs"]] == [("v/w", ["r", 2])]
     w = np.arange(14, dtype=np.float32).reshape(7, 2)
     np.testing.assert_array_equal(np.asarray(loaded({"w": w, "k": 3})), w)
+
+
+#: Real models from keras, optax, jraph, equinox, diffrax: each exports and compiles at two sizes (make test runs them).
+pytestmark = pytest.mark.slow

@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import dtypes
 from ..artifact import contract
 from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
 
 #: The protocol's datatype for each dtype it can carry (jaxport's canonical dtype names).
-DATATYPES = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
-             "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "float16": "FP16",
-             "float32": "FP32", "float64": "FP64"}
+DATATYPES = {d.name: d.oip for d in dtypes.TABLE if d.oip is not None}
 DTYPES = {v: k for k, v in DATATYPES.items()}
 
 
