@@ -39,13 +39,15 @@ demo: install
 	$(BIN)/jaxport inspect $(DEMO)/mlp.jaxport
 	$(BIN)/jaxport call $(DEMO)/mlp.jaxport --inputs examples/mlp/x.npy --cache-dir $(DEMO)/cache/xla
 
+# `test`: every test, over TEST_WORKERS pytest-xdist workers (2: this project's 2-core machines; each imports JAX).
+TEST_WORKERS ?= 2
+
 test: install-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # `test-fast`: the inner loop, everything but the tests marked `slow` and the corpora (marked `corpus`, tests/conftest.py),
-# over TEST_WORKERS pytest-xdist workers (2: this project's 2-core machines; each worker imports JAX, ~1.5 GB).
+# over TEST_WORKERS pytest-xdist workers, as `make test`.
 FAST         := -m "not slow and not corpus"
-TEST_WORKERS ?= 2
 
 test-fast: install-test
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(FAST)
