@@ -61,7 +61,7 @@ COMPAT        ?= .venv-compat
 COMPAT_JAX    ?= 0.9.1
 COMPAT_MID    ?= .venv-compat-mid
 MID_JAX       ?= 0.10.2
-COMPAT_DEPS   := 'pytest>=8' 'jsonschema>=4' 'hypothesis>=6' 'flax>=0.10' 'equinox>=0.11'
+COMPAT_DEPS   := 'pytest>=8' 'safetensors>=0.4' 'jsonschema>=4' 'hypothesis>=6' 'flax>=0.10' 'equinox>=0.11'
 
 $(COMPAT)/.installed-$(COMPAT_JAX): pyproject.toml
 	test -x $(COMPAT)/bin/python || $(COMPAT_PYTHON) -m venv $(COMPAT)
