@@ -36,6 +36,17 @@ def run_cli():
 
 
 @pytest.fixture
+def call(run_cli, tmp_path, monkeypatch):
+    """``jaxport call ARGS... --no-cache`` from a temporary directory."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        return run_cli("call", *args, "--no-cache")
+
+    return run
+
+
+@pytest.fixture
 def example_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Copy examples/NAME into a temporary directory, chdir there and return its path."""
 

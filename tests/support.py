@@ -25,3 +25,11 @@ def example(name: str) -> ModuleType:
     """``examples/NAME/model.py``, loaded once per test run (its functions keep their identity, so ``jax.jit``
     compiles each of them once)."""
     return load_module(EXAMPLES / name / "model.py", f"example_{name}")
+
+
+def npz_arrays(path: Path | str) -> dict:
+    """Every array of the ``.npz`` at PATH, by name (read without pickle)."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}

@@ -15,7 +15,7 @@ import pytest
 
 import jaxport
 from jaxport.run import inputs
-from tests.support import EXAMPLES, example, load_module
+from tests.support import EXAMPLES, example, load_module, npz_arrays
 
 LOCAL = jax.export.default_export_platform()  # "cpu" on a CPU-only machine
 
@@ -25,22 +25,6 @@ def tpu_path(tmp_path_factory):
     out = tmp_path_factory.mktemp("tpu") / "mlp-tpu.jaxport"
     return jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", platforms=["tpu"],
                           output=out).path
-
-
-@pytest.fixture
-def call(run_cli, tmp_path, monkeypatch):
-    """``jaxport call ARGS... --no-cache`` from a temporary directory."""
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args):
-        return run_cli("call", *args, "--no-cache")
-
-    return run
-
-
-def _outputs(path):
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
 
 
 def _mlp_ref(x):
@@ -78,7 +62,7 @@ def test_mlp_inputs_in_each_form(call, mlp_path, form, batch):
     given = {"positional": ["-i", "x.npy"], "named": ["--inputs", "x=x.npy"], "npz": ["--inputs", "in.npz"]}[form]
     res = call(mlp_path, *given, "-o", "out.npz")
     assert res.exit_code == 0, res.stderr
-    _close(_outputs("out.npz")["output"], _mlp_ref(x))
+    _close(npz_arrays("out.npz")["output"], _mlp_ref(x))
 
 
 @pytest.mark.parametrize("batch", [1, 5, 4096])
@@ -106,7 +90,7 @@ def test_pytree_inputs_in_each_form(call, pytree_path, form, batch, h):
         given = ["--inputs", "in.npz"]
     res = call(pytree_path, *given, "-o", "out.npz")
     assert res.exit_code == 0, res.stderr
-    got, want = _outputs("out.npz"), _encode_ref(arrays)
+    got, want = npz_arrays("out.npz"), _encode_ref(arrays)
     assert sorted(got) == ["features", "norm"]
     for k in want:
         _close(got[k], want[k])
@@ -125,7 +109,7 @@ def test_pytree_random(call, pytree_path, dims, expected):
     assert report["dims"] == expected
     f = jaxport.open_artifact(pytree_path).manifest["functions"]["encode"]
     arrays = inputs.random_inputs(f, expected, seed=5)
-    got, want = _outputs("out.npz"), _encode_ref(arrays)
+    got, want = npz_arrays("out.npz"), _encode_ref(arrays)
     for k in want:
         _close(got[k], want[k])
 

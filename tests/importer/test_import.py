@@ -24,17 +24,12 @@ from jaxport.artifact.container import open_artifact
 from jaxport.importer import build as importer
 from jaxport.importer import signature
 from jaxport.module_scan import module_text
-from tests.support import REPO
+from tests.support import REPO, npz_arrays
 
 FOREIGN = Path(__file__).resolve().parents[1] / "foreign"
 CASES = json.loads((FOREIGN / "cases.json").read_text())
 HOW = ("Give MLIR text (.mlir), MLIR bytecode, or a StableHLO portable artifact (.mlirbc) whose functions use the "
        "func, stablehlo and chlo dialects.")
-
-
-def _arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
 
 
 def _assert_outputs(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
@@ -82,7 +77,7 @@ def test_corpus_through_the_command_line(case, work, run_cli):
     assert res.stdout.startswith("Imported out.jaxport (")
     res = run_cli("call", "out.jaxport", "--inputs", f"{case['name']}.inputs.npz", "-o", "out.npz", "--no-cache")
     assert res.exit_code == 0, res.stderr
-    _assert_outputs(_arrays(work / "out.npz"), _arrays(work / f"{case['name']}.expected.npz"))
+    _assert_outputs(npz_arrays(work / "out.npz"), npz_arrays(work / f"{case['name']}.expected.npz"))
     res = run_cli("inspect", "out.jaxport")
     assert res.exit_code == 0, res.stderr
     assert f"entry point {case['module']}:main;" in res.stdout
@@ -90,8 +85,8 @@ def test_corpus_through_the_command_line(case, work, run_cli):
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_corpus_through_python(case, imported):
-    inputs = _arrays(FOREIGN / f"{case['name']}.inputs.npz")
-    expected = _arrays(FOREIGN / f"{case['name']}.expected.npz")
+    inputs = npz_arrays(FOREIGN / f"{case['name']}.inputs.npz")
+    expected = npz_arrays(FOREIGN / f"{case['name']}.expected.npz")
     loaded = jaxport.load(imported[case["name"]])
     assert loaded.input_names == case["inputs"]
     assert loaded.output_names == case["outputs"]
@@ -106,8 +101,8 @@ def test_corpus_through_python(case, imported):
 def test_corpus_through_iree(case, imported):
     pytest.importorskip("iree.runtime")
     loaded = jaxport.load(imported[case["name"]], runtime="iree")
-    run = loaded.run(_arrays(FOREIGN / f"{case['name']}.inputs.npz"))
-    _assert_outputs(dict(run.leaves), _arrays(FOREIGN / f"{case['name']}.expected.npz"))
+    run = loaded.run(npz_arrays(FOREIGN / f"{case['name']}.inputs.npz"))
+    _assert_outputs(dict(run.leaves), npz_arrays(FOREIGN / f"{case['name']}.expected.npz"))
 
 
 def test_corpus_is_what_cases_json_says():
@@ -115,8 +110,8 @@ def test_corpus_is_what_cases_json_says():
     for case in CASES:
         assert case["module"] in files
         assert case["spec"] is None or case["spec"] in files
-        assert sorted(_arrays(FOREIGN / f"{case['name']}.inputs.npz")) == sorted(case["inputs"])
-        assert sorted(_arrays(FOREIGN / f"{case['name']}.expected.npz")) == sorted(case["outputs"])
+        assert sorted(npz_arrays(FOREIGN / f"{case['name']}.inputs.npz")) == sorted(case["inputs"])
+        assert sorted(npz_arrays(FOREIGN / f"{case['name']}.expected.npz")) == sorted(case["outputs"])
     for path in FOREIGN.iterdir():  # the committed modules record no machine's paths
         assert b"/tmp/" not in path.read_bytes() and b"/home/" not in path.read_bytes(), path.name
 
@@ -228,8 +223,8 @@ def test_platform_index_is_added_for_several_platforms(work, run_cli):
     assert f["platforms"] == ["cpu", "cuda"] and exp.uses_global_constants
     assert 'func.func @main(%arg0: tensor<i32> {jax.global_constant = "_platform_index"}, %arg1: ' \
            'tensor<4xf32>, %arg2: tensor<4xf32>)' in module_text(exp.mlir_module_serialized)
-    inputs = _arrays(work / "add.inputs.npz")
-    _assert_outputs(dict(jaxport.load(work / "two.jaxport").run(inputs).leaves), _arrays(work / "add.expected.npz"))
+    inputs = npz_arrays(work / "add.inputs.npz")
+    _assert_outputs(dict(jaxport.load(work / "two.jaxport").run(inputs).leaves), npz_arrays(work / "add.expected.npz"))
 
 
 OLD_MULTIPLATFORM = """\
@@ -509,8 +504,8 @@ def test_module_function_is_the_live_function_of_verify(imported):
     with open_artifact(imported["scale_rows"]) as art:
         f = art.manifest["functions"]["scale_rows"]
     live = importer.module_function(FOREIGN / "scale_rows.mlir", f)
-    inputs = _arrays(FOREIGN / "scale_rows.inputs.npz")
-    np.testing.assert_allclose(live(**inputs), _arrays(FOREIGN / "scale_rows.expected.npz")["output"], rtol=2e-6)
+    inputs = npz_arrays(FOREIGN / "scale_rows.inputs.npz")
+    np.testing.assert_allclose(live(**inputs), npz_arrays(FOREIGN / "scale_rows.expected.npz")["output"], rtol=2e-6)
 
 
 def test_help_lists_the_command(run_cli):

@@ -19,7 +19,7 @@ import jaxport
 from jaxport import _safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
 from jaxport.run import inputs, npyio, outputs
-from tests.support import EXAMPLES, REPO, example, load_module
+from tests.support import EXAMPLES, REPO, example, load_module, npz_arrays
 
 EMBED = '''
 import jax.numpy as jnp
@@ -79,21 +79,6 @@ def models(tmp_path_factory):
         "f32": jaxport.export(f"{d}/model.py:f16_in", d / "x.yaml", output=d / "f32.jaxport").path,
     }
     return paths, load_module(d / "model.py")
-
-
-@pytest.fixture
-def call(run_cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args):
-        return run_cli("call", *args, "--no-cache")
-
-    return run
-
-
-def _npz(path):
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
 
 
 def _safetensors(path):
@@ -200,7 +185,7 @@ def test_call_random_uses_the_spec_ranges_and_range_overrides_them(call, models,
     paths, module = models
     res = call(paths["embed"], "--random", "--dim", "b=64", "--save-inputs", "in.npz", "-o", "out.safetensors")
     assert res.exit_code == 0, res.stderr
-    saved = _npz(tmp_path / "in.npz")
+    saved = npz_arrays(tmp_path / "in.npz")
     assert saved["tok"].dtype == np.int32 and 0 <= saved["tok"].min() and saved["tok"].max() < 32
     assert saved["x"].dtype == np.float32 and -1 <= saved["x"].min() and saved["x"].max() < 1
     _, got = _safetensors(tmp_path / "out.safetensors")
@@ -212,7 +197,7 @@ def test_call_random_uses_the_spec_ranges_and_range_overrides_them(call, models,
     res = call(paths["embed"], "--random", "--dim", "b=64", "--range", "tok=30:32", "--range", "x=5:6",
                "--save-inputs", "in2.npz")
     assert res.exit_code == 0, res.stderr
-    saved = _npz(tmp_path / "in2.npz")
+    saved = npz_arrays(tmp_path / "in2.npz")
     assert set(saved["tok"].tolist()) == {30, 31}
     assert 5 <= saved["x"].min() and saved["x"].max() < 6
 
@@ -222,7 +207,7 @@ def test_call_range_for_token_ids(call, models, tmp_path):
     res = call(paths["plain"], "--random", "--dim", "b=64", "--range", "tok=0:2", "--save-inputs", "in.npz",
                "--json")
     assert res.exit_code == 0, res.stderr
-    saved = _npz(tmp_path / "in.npz")
+    saved = npz_arrays(tmp_path / "in.npz")
     assert set(saved["tok"].tolist()) == {0, 1}
     assert abs(float(saved["x"].std()) - 1) < 0.3  # no range: standard normal
     doc = json.loads(res.stdout)
@@ -273,12 +258,12 @@ def test_save_inputs_round_trips_bytes_and_values(call, models, tmp_path):
     res = call(paths["mlp"], "--inputs", "a.npz", "--save-inputs", "b.npz", "-o", "o2.npz")
     assert res.exit_code == 0, res.stderr
     assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
-    x = _npz(tmp_path / "a.npz")["x"]
+    x = npz_arrays(tmp_path / "a.npz")["x"]
     assert x.shape == (3, 784) and x.dtype == np.float32
     mlp = example("mlp")
     want = np.asarray(jax.jit(mlp.predict)(x))
     for out in ("o1.npz", "o2.npz"):
-        np.testing.assert_allclose(_npz(tmp_path / out)["output"], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(npz_arrays(tmp_path / out)["output"], want, rtol=1e-5, atol=1e-6)
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 
@@ -314,7 +299,7 @@ def test_expect_passes_and_fails_with_exit_codes_and_messages(call, models, tmp_
     res = call(paths["mlp"], "--inputs", "in.npz", "--expect", "ref.npz")
     assert res.exit_code == 0, res.stderr
     assert "OK: 1 output matches the reference." in res.stdout
-    ref = _npz(tmp_path / "ref.npz")["output"]
+    ref = npz_arrays(tmp_path / "ref.npz")["output"]
     bad = ref.copy()
     bad[1, 7] += 0.5
     np.savez(tmp_path / "bad.npz", output=bad)
@@ -335,7 +320,7 @@ def test_expect_json_document(call, models, tmp_path):
     paths, _ = models
     assert call(paths["mlp"], "--random", "--dim", "batch=2", "--save-inputs", "in.npz", "-o", "ref.npz"
                 ).exit_code == 0
-    ref = _npz(tmp_path / "ref.npz")["output"]
+    ref = npz_arrays(tmp_path / "ref.npz")["output"]
     np.savez(tmp_path / "bad.npz", output=ref + 1)
     res = call(paths["mlp"], "--inputs", "in.npz", "--expect", "bad.npz", "--json")
     assert res.exit_code == 12
@@ -418,7 +403,7 @@ def test_bfloat16_and_float8_outputs_to_safetensors(call, models, tmp_path):
     header, got = _safetensors(tmp_path / "out.safetensors")
     assert {k: v["dtype"] for k, v in header.items()} == {"emb": "BF16", "n": "I32", "q": "F8_E4M3",
                                                           "scaled": "BF16"}
-    want = _direct(module, _npz(tmp_path / "in.npz"))
+    want = _direct(module, npz_arrays(tmp_path / "in.npz"))
     for name in want:
         assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
         np.testing.assert_array_equal(got[name], want[name])
@@ -439,15 +424,15 @@ def test_bfloat16_to_npz_warns_and_output_dtype_f32_writes_plain_float32(call, m
     assert ("warning: raw.npz: 'emb' (bfloat16), 'q' (float8_e4m3fn), 'scaled' (bfloat16) stored as raw void bytes, "
             "which plain numpy cannot use (jaxport and array.view(ml_dtypes.<type>) can); write .safetensors to keep "
             "the dtype, or add --output-dtype f32.") in " ".join(res.stderr.split())
-    assert _npz(tmp_path / "raw.npz")["emb"].dtype.kind == "V"
+    assert npz_arrays(tmp_path / "raw.npz")["emb"].dtype.kind == "V"
     res = call(paths["embed"], "--inputs", "in.npz", "-o", "f32.npz", "--output-dtype", "f32", "--json")
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["warnings"] == [] and res.stderr == ""
     assert {o["name"]: o["dtype"] for o in doc["outputs"]} == {"emb": "float32", "n": "int32", "q": "float32",
                                                                "scaled": "float32"}
-    got = _npz(tmp_path / "f32.npz")  # plain numpy
-    want = _direct(module, _npz(tmp_path / "in.npz"))
+    got = npz_arrays(tmp_path / "f32.npz")  # plain numpy
+    want = _direct(module, npz_arrays(tmp_path / "in.npz"))
     for name in want:
         expected = want[name].astype(np.float32) if name != "n" else want[name]
         assert got[name].dtype == expected.dtype, name
