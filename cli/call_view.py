@@ -4,12 +4,14 @@ the report (what ``--json`` prints); and the spinner and progress bar shown whil
 
 from __future__ import annotations
 
-from typing import Any
-
-from jaxport.verify.reference import verdict
+from typing import TYPE_CHECKING, Any
 
 from . import render
 from .render import escape, plain
+
+if TYPE_CHECKING:
+    from jaxport.run.outputs import Placement, Stats
+    from jaxport.verify.reference import Expectation
 
 #: Outputs with at most this many values are printed by --print.
 PRINT_LIMIT = 1000
@@ -37,39 +39,37 @@ def _count(n: int, word: str) -> str:
 
 def show(report: Any, print_values: bool) -> None:
     """Print ``report`` as ``call`` does without ``--json``: warnings on stderr, the rest on stdout."""
-    for w in report.as_dict()["warnings"]:
+    for w in report.all_warnings:
         render.stderr().print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
-    if "vjp" in report.sections:
+    if report.vjp is not None:
         _derivative(report)
-    elif "streaming" in report.sections:
+    elif report.streaming is not None:
         _streamed(report)
     else:
         _document(report, print_values).print()
-    saved = report.sections.get("saved_inputs")
-    if saved:
-        render.stdout().print(f"[green]Wrote[/] {escape(saved['file'])} ({_count(len(report.inputs), 'input')})")
-    if "expect" in report.sections:
-        expectation(report.sections["expect"])
+    if report.saved_inputs:
+        render.stdout().print(f"[green]Wrote[/] {escape(report.saved_inputs)} ({_count(len(report.inputs), 'input')})")
+    if report.expect is not None:
+        expectation(report.expect)
 
 
 def _timing_line(report: Any) -> list[Any]:
     """The first line of a call's report, as spans: ``NAME on PLATFORM[ with IREE]  DIMS  load ..., run ...``."""
     dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
     t = report.timings
-    hit = t["compile_cache_hit"]
+    hit = t.compile_cache_hit
     cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
     via = " with IREE" if report.runtime == "iree" else ""
     spans: list[Any] = [(report.function, "bold cyan"), f" on {report.platform}{via}"]
     if dims:
         spans += ["  ", (dims, "dim")]
-    spans.append(f"  load {seconds(t['load_s'])}, lower {seconds(t['lower_s'])}, compile {seconds(t['compile_s'])}"
-                 f"{cached}, run {seconds(t['run_s'])}")
+    spans.append(f"  load {seconds(t.load_s)}, lower {seconds(t.lower_s)}, compile {seconds(t.compile_s)}"
+                 f"{cached}, run {seconds(t.run_s)}")
     return spans
 
 
-#: The benchmark table's columns and the report's fields they show.
-BENCHMARK_COLUMNS = (("load", "load_s"), ("lower", "lower_s"), ("compile", "compile_s"), ("p50", "p50_s"),
-                     ("p90", "p90_s"), ("p99", "p99_s"), ("min", "min_s"), ("max", "max_s"))
+#: The benchmark table's columns (the report's ``benchmark``: ``load_s``, ``lower_s``, ...).
+BENCHMARK_COLUMNS = ("load", "lower", "compile", "p50", "p90", "p99", "min", "max")
 
 
 def _document(report: Any, print_values: bool) -> render.Document:
@@ -79,109 +79,102 @@ def _document(report: Any, print_values: bool) -> render.Document:
     doc.line(*_timing_line(report))
     if report.devices:
         doc.line(_devices_text(report.devices))
-    doc.table(_stats("outputs", report.outputs))
+    output_stats = report.output_stats()
+    doc.table(_stats("outputs", output_stats))
     if print_values:
         import numpy as np
 
-        for s, (name, value) in zip(report.outputs, report.leaves):
-            if s["size"] <= PRINT_LIMIT:
+        for s, (name, value) in zip(output_stats, report.leaves):
+            if s.size <= PRINT_LIMIT:
                 doc.line(f"{name} =")
                 doc.line(np.array2string(np.asarray(value), threshold=PRINT_LIMIT, max_line_width=120))
             else:
-                doc.line(f"{name}: {s['size']} values, more than --print shows ({PRINT_LIMIT}); write them with -o.")
+                doc.line(f"{name}: {s.size} values, more than --print shows ({PRINT_LIMIT}); write them with -o.")
     if report.benchmark:
         b = report.benchmark
-        columns = [c for c, _ in BENCHMARK_COLUMNS]
-        table = render.Table(f"benchmark ({_count(b['n'], 'call')} after {b['warmup']} warm-up)", columns,
-                             right=columns)
-        table.add_row(*(seconds(b[k]) for _, k in BENCHMARK_COLUMNS))
+        table = render.Table(f"benchmark ({_count(b.n, 'call')} after {b.warmup} warm-up)", BENCHMARK_COLUMNS,
+                             right=BENCHMARK_COLUMNS)
+        table.add_row(*(seconds(v) for v in (b.load_s, b.lower_s, b.compile_s, b.p50_s, b.p90_s, b.p99_s, b.min_s,
+                                             b.max_s)))
         doc.table(table)
     if report.output_file:
         doc.line(("Wrote", "green"), f" {report.output_file} ({_count(len(report.outputs), 'array')})")
     return doc
 
 
-def _stats(title: str, stats: list[dict[str, Any]]) -> render.Table:
+def _stats(title: str, stats: list[Stats]) -> render.Table:
     """The statistics of arrays (outputs, cotangents) as a table; a row with NaN or Inf is red."""
     right = ("min", "max", "mean", "NaN", "Inf")
     table = render.Table(title, ("name", "shape", "dtype", *right), right=right)
     for s in stats:
-        table.add_row(s["name"], str(tuple(s["shape"])), s["dtype"], _number(s["min"]), _number(s["max"]),
-                      _number(s["mean"]), str(s["nan"]), str(s["inf"]), style="red" if s["nan"] or s["inf"] else "")
+        table.add_row(s.name, str(tuple(s.shape)), s.dtype, _number(s.min), _number(s.max), _number(s.mean),
+                      str(s.nan), str(s.inf), style="red" if s.nan or s.inf else "")
     return table
 
 
-def _stats_table(out: Any, title: str, stats: list[dict[str, Any]]) -> None:
+def _stats_table(out: Any, title: str, stats: list[Stats]) -> None:
     doc = render.Document()
     doc.table(_stats(title, stats))
     doc.render_rich(console=out)
 
 
-def _devices_text(placement: dict[str, Any]) -> str:
-    return (f"sharded over {placement['devices']} devices ({plain(placement['mesh'])})"
-            + (f", process {placement['process_index']} of {placement['process_count']}"
-               if placement["process_count"] > 1 else ""))
+def _devices_text(placement: Placement) -> str:
+    return (f"sharded over {placement.devices} devices ({plain(placement.mesh)})"
+            + (f", process {placement.process_index} of {placement.process_count}"
+               if placement.process_count > 1 else ""))
 
 
 def _derivative(report: Any) -> None:
     """``call --vjp``: the outputs and the input cotangents."""
-    section = report.sections["vjp"]
+    section = report.vjp
     out = render.stdout()
-    given = section["cotangents_of_outputs"]
     out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)} with its derivative "
-              f"(output cotangents: {escape(given)}), {seconds(report.timings['run_s'])}")
-    _stats_table(out, "outputs", report.outputs)
-    _stats_table(out, "input cotangents", section["cotangents"])
-    if section["not_differentiable"]:
-        out.print(f"no cotangent for {plain(', '.join(section['not_differentiable']))} (not floating point)",
+              f"(output cotangents: {escape(section.cotangents_of_outputs)}), {seconds(report.timings.run_s)}")
+    _stats_table(out, "outputs", report.output_stats())
+    _stats_table(out, "input cotangents", section.cotangents)
+    if section.not_differentiable:
+        out.print(f"no cotangent for {plain(', '.join(section.not_differentiable))} (not floating point)",
                   markup=False)
     if report.output_file:
-        out.print(f"[green]Wrote[/] {escape(report.output_file)} ({_count(len(section['cotangents']), 'cotangent')})")
+        out.print(f"[green]Wrote[/] {escape(report.output_file)} ({_count(len(section.cotangents), 'cotangent')})")
 
 
 def _streamed(report: Any) -> None:
     """``call --batch-size``: rows, chunks, compilations and throughput."""
-    s = report.sections["streaming"]
-    rate = s["rows_per_second"]
+    s = report.streaming
     out = render.stdout()
-    out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)}: {s['rows']} rows in "
-              f"{_count(s['chunks'], 'chunk')} of {s['batch_size']} ({_count(s['compilations'], 'compilation')}), "
-              f"{seconds(s['seconds'])}, {'inf' if rate is None else f'{rate:,.0f}'} rows/s")
-    _stats_table(out, "outputs", report.outputs)
+    out.print(f"[bold cyan]{escape(report.function)}[/] on {escape(report.platform)}: {s.rows} rows in "
+              f"{_count(s.chunks, 'chunk')} of {s.batch_size} ({_count(s.compilations, 'compilation')}), "
+              f"{seconds(s.seconds)}, {s.rows_per_second:,.0f} rows/s")
+    _stats_table(out, "outputs", report.output_stats())
     if report.output_file:
         out.print(f"[green]Wrote[/] {escape(report.output_file)} ({_count(len(report.outputs), 'array')})")
 
 
-def _tolerance(o: dict[str, Any]) -> str:
-    scale = o.get("scale")
-    magnitude = f"max(|x|, {scale:.3g})" if scale is not None else "|x|"
-    return f"{o['atol']:g} + {o['rtol']:g}*{magnitude}"
-
-
-def expectation(expect: dict[str, Any]) -> None:
+def expectation(expect: Expectation) -> None:
     """The ``--expect`` comparison (the report's ``expect`` section) as a table, like ``verify``'s: one row per
     output, then the verdict."""
     from rich.table import Table
 
     out = render.stdout()
-    t = Table(title=f"expected: {escape(expect['reference'])}", title_justify="left", show_edge=False)
+    t = Table(title=f"expected: {escape(expect.reference)}", title_justify="left", show_edge=False)
     for col in ("output", "max abs err", "max rel err", "tolerance", "result"):
         t.add_column(col, justify="right" if col.startswith("max") else "left")
-    for o in expect["outputs"]:
-        if o["problem"]:
-            result = f"[red]FAIL[/] {escape(o['problem'])}"
-        elif o["mismatched"]:
-            result = f"[red]FAIL[/] {o['mismatched']}/{o['size']} values"
-        elif o["inconclusive"]:
-            result = ("[yellow]inconclusive[/] (allowed)" if o["passed"] else "[red]FAIL[/] inconclusive") + \
-                f": {escape(o['inconclusive'])}"
+    for o in expect.outputs:
+        if o.problem:
+            result = f"[red]FAIL[/] {escape(o.problem)}"
+        elif o.mismatched:
+            result = f"[red]FAIL[/] {o.mismatched}/{o.size} values"
+        elif o.inconclusive:
+            result = ("[yellow]inconclusive[/] (allowed)" if o.passed else "[red]FAIL[/] inconclusive") + \
+                f": {escape(o.inconclusive)}"
         else:
             result = "[green]ok[/]"
-        t.add_row(escape(o["name"]), _short(o["max_abs_error"]), _short(o["max_rel_error"]), escape(_tolerance(o)),
+        t.add_row(escape(o.name), _short(o.max_abs_error), _short(o.max_rel_error), escape(o.tolerance_text("|x|")),
                   result)
     out.print(t)
-    word = "[green]OK[/]" if expect["passed"] else "[red]FAILED[/]"
-    out.print(f"{word}: {escape(verdict(expect))}.")
+    word = "[green]OK[/]" if expect.passed else "[red]FAILED[/]"
+    out.print(f"{word}: {escape(expect.verdict())}.")
 
 
 def _short(v: Any) -> str:

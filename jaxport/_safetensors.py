@@ -99,28 +99,27 @@ def read(f: BinaryIO, where: str, error: Error, *, mmap: bool = False, max_tenso
     entries: list[tuple[int, int, str, Any, tuple[int, ...]]] = []
     for name, info in header.items():
         here = f"{where}: tensor {name!r}"
-        try:
-            tag, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            if not isinstance(shape, list) or \
-                    not all(type(d) is int and d >= 0 for d in [*shape, begin, end]):  # noqa: E721 - no bools
-                raise TypeError
-        except (KeyError, TypeError, ValueError):
-            raise error(f"{here}: expected dtype, shape and data_offsets [begin, end] as non-negative "
-                        f"integers.") from None
-        if len(shape) > MAX_RANK:
-            raise error(f"{here}: rank {len(shape)}; at most {MAX_RANK} dimensions are allowed.")
+        match info:
+            case {"dtype": tag, "shape": list() as dims, "data_offsets": [begin, end]} if \
+                    all(type(d) is int and d >= 0 for d in [*dims, begin, end]):  # noqa: E721 - no bools
+                pass
+            case _:
+                raise error(f"{here}: expected dtype, shape and data_offsets [begin, end] as non-negative "
+                            f"integers.")
+        if len(dims) > MAX_RANK:
+            raise error(f"{here}: rank {len(dims)}; at most {MAX_RANK} dimensions are allowed.")
         known = dtypes.BY_SAFETENSORS.get(tag) if isinstance(tag, str) else None
         if known is None:
             raise error(f"{here}: dtype {str(tag)[:40]} is not one jaxport reads (it reads "
                         f"{', '.join(dtypes.BY_SAFETENSORS)}).")
         dtype = dtypes.to_numpy(known.name)
         count = 1
-        for d in shape:
+        for d in dims:
             count *= d
         if end > data_size or begin > end or end - begin != count * dtype.itemsize:
-            raise error(f"{here}: bytes {begin}..{end} do not hold shape {shape} of {tag} inside the "
+            raise error(f"{here}: bytes {begin}..{end} do not hold shape {dims} of {tag} inside the "
                         f"{data_size}-byte data section.")
-        entries.append((begin, end, name, dtype, tuple(shape)))
+        entries.append((begin, end, name, dtype, tuple(dims)))
     pos, previous = 0, None
     for begin, end, name, _, _ in sorted(entries, key=lambda e: (e[0], e[1])):
         if begin < pos:

@@ -85,12 +85,40 @@ class Map(dict):  # type: ignore[type-arg]
     key_lines: dict[str, int]
     value_lines: dict[str, int]
 
+    def line_of(self, key: str, default: int | None = None) -> int:
+        """The line of ``key``; ``default`` (the mapping's own line when None) when the mapping lacks it."""
+        return self.key_lines.get(key, self.line if default is None else default)
+
+    def entry(self, key: str, default: Any = None) -> tuple[Any, int]:
+        """``key``'s value and the line of the key; ``default`` and the mapping's own line when it lacks it."""
+        return self.get(key, default), self.line_of(key)
+
+    @classmethod
+    def at(cls, line: int, entries: dict[str, Any] | None = None,
+           key_lines: dict[str, int] | None = None) -> Map:
+        """A mapping that starts on ``line``, with ``entries`` at ``key_lines`` (for a value a spec gives in another
+        form, such as a list of dimension variables)."""
+        m = cls(entries or {})
+        m.line, m.key_lines, m.value_lines = line, dict(key_lines or {}), {}
+        return m
+
 
 class Seq(list):  # type: ignore[type-arg]
     """A YAML sequence: ``line`` it starts on, ``item_lines[i]`` of each item."""
 
     line: int
     item_lines: list[int]
+
+    @classmethod
+    def at(cls, line: int) -> Seq:
+        """An empty sequence that starts on ``line`` (what a spec reads when it gives none)."""
+        s = cls()
+        s.line, s.item_lines = line, []
+        return s
+
+    def entries(self) -> list[tuple[Any, int]]:
+        """Each item with the line it starts on."""
+        return list(zip(self, self.item_lines))
 
 
 def _short_tag(tag: str) -> str:
@@ -151,8 +179,7 @@ def load(text: str, file: str, doc: Document) -> tuple[Any, int]:
             raise doc.error(f"{file}:{line}: YAML tag {_short_tag(node.tag)!r} is not allowed in a {doc.noun}: only "
                             f"plain strings, numbers, booleans, null, lists and mappings are. Remove the tag.")
         if isinstance(node, yaml.MappingNode):
-            m = Map()
-            m.line, m.key_lines, m.value_lines = line, {}, {}
+            m = Map.at(line)
             for k, v in node.value:
                 key = convert(k, depth + 1)
                 key_line = k.start_mark.line + 1

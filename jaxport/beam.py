@@ -56,10 +56,8 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
                       allow_custom_calls=self.allow_custom_calls)
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
-        kwargs: dict[str, Any] = {"min_batch_size": self.min_batch_size}
-        if self.max_batch_size is not None:
-            kwargs["max_batch_size"] = self.max_batch_size
-        return kwargs
+        return {"min_batch_size": self.min_batch_size,
+                **({"max_batch_size": self.max_batch_size} if self.max_batch_size is not None else {})}
 
     def run_inference(self, batch: Sequence[Any], model: Engine,
                       inference_args: dict[str, Any] | None = None) -> Iterable[base.PredictionResult]:

@@ -139,7 +139,8 @@ def _has_main(module: bytes, in_checking_child: bool = True) -> None:
     stablehlo.register_dialect(ctx)
     with ctx:
         parsed = deserialize_portable_artifact(module)
-        ir.SymbolTable(parsed.operation)["main"]
+        if "main" not in ir.SymbolTable(parsed.operation):
+            raise KeyError("Symbol 'main' not in the symbol table.")  # the words of MLIR's own lookup
         try:
             checked_text(parsed)
         except ProgramLimitError as e:
@@ -273,11 +274,15 @@ def _can_fork() -> bool:
 def _child_error(outcome: Outcome, with_type: bool = True) -> str:
     """The error a checking child reported on stdout, on one line."""
     try:
-        error = json.loads(outcome.stdout)
-        message = " ".join(str(error["message"]).split())
-        return (f"{error['type']}: {message}" if with_type else message)[:300]
-    except (ValueError, KeyError, TypeError):
+        report = json.loads(outcome.stdout)
+    except ValueError:
         return "no message"
+    match report:  # as :func:`_report_and_exit` writes it
+        case {"type": kind, "message": message} if with_type:
+            return f"{kind}: {' '.join(str(message).split())}"[:300]
+        case {"message": message} if not with_type:
+            return " ".join(str(message).split())[:300]
+    return "no message"
 
 
 # --- checking a foreign module before this process parses it (``import``) ----------------------------------------

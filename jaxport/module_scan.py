@@ -96,16 +96,20 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
     with ctx:
         module = deserialize_portable_artifact(mlir_module_serialized)
 
+        def string_attr(op, name: str) -> str:
+            """String attribute ``name`` of ``op`` (raises ValueError on an attribute of another kind)."""
+            return ir.StringAttr(op.attributes[name]).value
+
         def visit(op):
             scan.operations += 1
             name = op.name
             # Any dialect's custom call (an op that names a call target) counts: the check must not depend on
             # which dialect a hostile module spells it in.
             if name == "stablehlo.custom_call" or name.endswith(".custom_call") or "call_target_name" in op.attributes:
-                target = ir.StringAttr(op.attributes["call_target_name"]).value
+                target = string_attr(op, "call_target_name")
                 if target == "shape_assertion":
                     if "error_message" in op.attributes:
-                        scan.shape_assertions.append(ir.StringAttr(op.attributes["error_message"]).value)
+                        scan.shape_assertions.append(string_attr(op, "error_message"))
                 scan.custom_calls.append(CustomCall(target, str(op.location)))
             elif refused_op(name):
                 scan.host_communication.append((name, short_location(str(op.location))))

@@ -41,7 +41,8 @@ class Predictor:
         outputs = self.engine.predict(column_arrays(batch, self.engine.input_names, self.columns))
         if self.report_compilations:
             rows = len(next(iter(outputs.values()))) if outputs else 0
-            outputs["jaxport_compilations"] = np.full(rows, self.engine.batched.compilations_after_warmup or 0)
+            outputs = {**outputs,
+                       "jaxport_compilations": np.full(rows, self.engine.batched.compilations_after_warmup or 0)}
         if hasattr(batch, "columns") and hasattr(batch, "assign"):  # pandas
             import pandas as pd
 

@@ -90,7 +90,7 @@ CHILD_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "
 #: once the commands' imports got lighter, with 95M after the imports and so a floor of 256M: the margin is 160M).
 _START_MARGIN = 160 << 20
 _START_PER_CORE = 16 << 20
-#: Exit statuses of an isolated command's child: its memory limit is below the floor (stdout: the floor as JSON);
+#: Exit statuses of an isolated command's child: its memory limit is below the floor (stdout: the floor, in bytes);
 #: it ran out of memory under its limit.
 FLOOR_STATUS = 86
 OUT_OF_MEMORY_STATUS = 87
@@ -289,8 +289,8 @@ def _kill_group(p: subprocess.Popen) -> None:
 def _refuse_below_floor(stdout: bytes, limits: Limits) -> None:
     """Raise the usage error of a memory limit below what the child measured it needs to start."""
     try:
-        floor = int(json.loads(stdout)["floor"])
-    except (ValueError, KeyError, TypeError):
+        floor = int(stdout)
+    except ValueError:
         floor = 0
     raise UsageError(f"--memory-limit {mib_text(limits.memory_bytes or 0)} is below what the isolated process needs "
                      f"to start Python and JAX here ({mib_text(floor)}, measured); give --memory-limit "
@@ -370,7 +370,7 @@ def _start_command(limits: Limits) -> None:
     floor = used + _START_MARGIN + _START_PER_CORE * (os.cpu_count() or 1)
     floor = -(-floor // (16 << 20)) * (16 << 20)
     if limits.memory_bytes and used and limits.memory_bytes < floor:
-        sys.stdout.write(json.dumps({"floor": floor}))
+        sys.stdout.write(str(floor))
         sys.stdout.flush()
         os._exit(FLOOR_STATUS)
     if limits.memory_bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from . import dimexpr
 from ._jax_internals import hlo_sharding_text, named_shardings
@@ -28,6 +28,17 @@ Entry = None | str | tuple[str, ...]
 PartitionSpec = tuple[Entry, ...]
 #: What the manifest records of an array's sharding: the HLO sharding's text and the PartitionSpec (each or None).
 Recorded = tuple[str | None, PartitionSpec | None]
+
+
+class RecordedMesh(Protocol):
+    """A mesh as the manifest records it (``artifact.model.Mesh``): axis names and sizes, in order."""
+
+    @property
+    def axis_names(self) -> Sequence[str]: ...
+
+    @property
+    def axis_sizes(self) -> Sequence[int]: ...
+
 
 _AXIS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The most devices a mesh may span (what a manifest's nr_devices may record).
@@ -153,23 +164,16 @@ def text(spec: Any) -> str:
     return "P(" + ", ".join(entry(e) for e in spec) + ")"
 
 
-def _axes(mesh: Any) -> tuple[Sequence[str], Sequence[int]]:
-    """A recorded mesh's axis names and sizes: a manifest's ``Mesh`` record (or, transitional, its JSON)."""
-    if isinstance(mesh, Mapping):
-        return mesh.get("axis_names", []), mesh.get("axis_sizes", [])
-    return mesh.axis_names, mesh.axis_sizes
-
-
-def mesh_text(mesh: Any) -> str:
+def mesh_text(mesh: RecordedMesh | None) -> str:
     """``data=4 x model=2`` for a manifest's ``mesh``."""
     if not mesh:
         return "-"
-    return " x ".join(f"{n}={s}" for n, s in zip(*_axes(mesh)))
+    return " x ".join(f"{n}={s}" for n, s in zip(mesh.axis_names, mesh.axis_sizes))
 
 
-def mesh_devices(mesh: Any) -> int:
+def mesh_devices(mesh: RecordedMesh) -> int:
     n = 1
-    for s in _axes(mesh)[1]:
+    for s in mesh.axis_sizes:
         n *= int(s)
     return n
 
@@ -285,7 +289,7 @@ def spec_leaf(spec: PartitionSpec | None) -> Any:
 # --- calling -------------------------------------------------------------------------------------------------------
 
 
-def runtime_mesh(mesh: Any, where: str) -> Any:
+def runtime_mesh(mesh: RecordedMesh, where: str) -> Any:
     """The recorded mesh (``model.Mesh``) laid over the devices JAX sees, in device order (all processes'
     devices)."""
     import jax
@@ -296,11 +300,11 @@ def runtime_mesh(mesh: Any, where: str) -> Any:
     devices = jax.devices()
     if len(devices) < needed:
         raise PlatformError(device_count_message(where, needed, len(devices), mesh))
-    names, sizes = _axes(mesh)
+    names, sizes = mesh.axis_names, mesh.axis_sizes
     return Mesh(np.array(devices[:needed]).reshape(tuple(sizes)), tuple(names), axis_types=auto_axes(len(names)))
 
 
-def device_count_message(where: str, needed: int, have: int, mesh: Any) -> str:
+def device_count_message(where: str, needed: int, have: int, mesh: RecordedMesh | None) -> str:
     """Why a sharded program cannot run here, and the options that make it run."""
     import jax
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from ._yaml import Document, Map, Seq, load
 from .errors import SpecError
 from .sharding import indivisible, parse_mesh, parse_partition_spec
 from .spec_like import LIKE_KEYS, parse_like
+from .spec_model import ArrayLeaf, BindLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, StaticLeaf, Where
 from .spec_values import check_artifact_name, check_function_name, check_platform, parse_range, suggest
 
 #: Spec format versions this release reads. History:
@@ -46,110 +46,6 @@ _LONG_LEAF_KEYS = ("shape", "dtype", "sharding", "range")
 MAX_VJP_ORDER = 4
 _COMPACT = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*(?:<[A-Za-z0-9_]*>)?)\s*\[(.*)\]\s*$", re.S)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass(frozen=True)
-class Where:
-    """A place in a spec file, for messages."""
-
-    file: str
-    line: int  # 1-based; 0 when unknown
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file
-
-
-@dataclass(frozen=True)
-class ArrayLeaf:
-    """An array argument: symbolic shape (one string per axis, or int) and canonical dtype name."""
-
-    shape: tuple[int | str, ...]
-    dtype: str
-    where: Where
-    #: The PartitionSpec over the spec's mesh (see sharding.py); None: replicated.
-    sharding: tuple[Any, ...] | None = None
-    #: The values the input takes, half-open ``[LO, HI)`` (``input_range``); a bound of an integer input may be a
-    #: dimension expression (``nodes``); None: not declared.
-    range: tuple[int | float | str, int | float | str] | None = None
-
-    def shape_text(self) -> str:
-        return ", ".join(str(d) for d in self.shape)
-
-
-@dataclass(frozen=True)
-class StaticLeaf:
-    """A Python value baked into the program at export."""
-
-    value: Any
-    where: Where
-
-
-@dataclass(frozen=True)
-class BindLeaf:
-    """A subtree whose value is loaded at export (weights) and stored in the artifact as named tensors.
-
-    ``source`` is a file (relative to the spec's directory) or a Python attribute ``model.py:NAME``.
-    """
-
-    source: str
-    where: Where
-    base_dir: Path | None = None
-    #: ``(key, PartitionSpec)`` pairs for the bound tensors, keys relative to the bound value ("" for one array).
-    sharding: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
-
-
-@dataclass(frozen=True)
-class DimVar:
-    name: str
-    min: int | None
-    max: int | None
-    where: Where
-
-
-@dataclass(frozen=True)
-class ConstraintSpec:
-    text: str
-    where: Where
-
-
-@dataclass
-class FunctionSpec:
-    """Arguments of one function: ``args`` a list and ``kwargs`` a dict of pytrees with leaf objects."""
-
-    name: str | None
-    entrypoint: str | None
-    args: list[Any]
-    kwargs: dict[str, Any]
-    where: Where
-    #: One PartitionSpec (or None: unspecified) per output leaf, in flattening order; None when not given.
-    outputs_sharding: list[Any] | None = None
-    #: The output names (``outputs:``, see ``output_names``): a tree of names, lists and dicts; None when not given.
-    outputs: Any = None
-    #: Where ``outputs:`` is, for messages.
-    outputs_where: Where | None = None
-
-
-@dataclass
-class ShapeSpec:
-    """A parsed spec file."""
-
-    file: str
-    version: int
-    dims: dict[str, DimVar]
-    constraints: list[ConstraintSpec]
-    functions: dict[str | None, FunctionSpec]
-    platforms: list[str] | None = None
-    allow_custom_calls: list[str] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    base_dir: Path | None = None
-    #: The device mesh, ``{axis name: size}`` in order (see sharding.py); None: not sharded.
-    mesh: dict[str, int] | None = None
-    #: The highest order of derivatives (VJPs) stored with each function.
-    vjp_order: int = 0
-    #: The sha256 of the spec's text (UTF-8), which the manifest records so that ``verify`` can find the file.
-    sha256: str | None = None
-    #: A single-function spec's top-level ``name:``: the function's name in the artifact (None: the Python name).
-    name: str | None = None
 
 
 #: How a spec's YAML is read (see ``_yaml``): its caps and how its refusals read.
@@ -287,16 +183,16 @@ class _Parser:
             line = raw.line
             if "static" in raw:
                 _check_keys(raw, ("static",), self.file, path)
-                return StaticLeaf(self.static_value(raw["static"], path, raw.key_lines["static"]),
-                                  self.where(raw.key_lines["static"]))
+                value, at = raw.entry("static")
+                return StaticLeaf(self.static_value(value, path, at), self.where(at))
             if "bind" in raw:
                 _check_keys(raw, ("bind", "sharding"), self.file, path)
-                source = raw["bind"]
+                source, at = raw.entry("bind")
                 if not isinstance(source, str) or not source.strip():
-                    raise self.fail(raw.key_lines["bind"], f"{path}: 'bind' takes a file (.npz, .safetensors, .npy) "
-                                                           f"or a Python attribute 'model.py:NAME', found {source!r}.")
+                    raise self.fail(at, f"{path}: 'bind' takes a file (.npz, .safetensors, .npy) or a Python "
+                                        f"attribute 'model.py:NAME', found {source!r}.")
                 bound_sharding = self.bind_sharding(raw, path) if "sharding" in raw else None
-                return BindLeaf(source.strip(), self.where(raw.key_lines["bind"]), sharding=bound_sharding)
+                return BindLeaf(source.strip(), self.where(at), sharding=bound_sharding)
             if "like" in raw:
                 _check_keys(raw, LIKE_KEYS, self.file, f"the 'like' argument {path}")
                 return parse_like(raw, path, self.where, lambda sub, here, at: self.leaf_or_tree(sub, here, at),
@@ -305,14 +201,15 @@ class _Parser:
                 _check_keys(raw, _LONG_LEAF_KEYS, self.file, f"the array spec {path}")
                 if "dtype" not in raw:
                     raise self.fail(line, f"{path}: missing 'dtype' next to 'shape'.")
-                dtype = self.dtype(raw["dtype"], path, raw.key_lines["dtype"])
-                shape = self.dims(raw["shape"], path, raw.key_lines["shape"])
+                spelling, at = raw.entry("dtype")
+                dtype = self.dtype(spelling, path, at)
+                given, at = raw.entry("shape")
+                shape = self.dims(given, path, at)
                 array_sharding = None
                 if "sharding" in raw:
-                    array_sharding = self.partition_spec(raw["sharding"], len(shape), path,
-                                                         raw.key_lines["sharding"])
+                    given, line_s = raw.entry("sharding")
+                    array_sharding = self.partition_spec(given, len(shape), path, line_s)
                     assert self.mesh is not None  # partition_spec refused a sharding without a mesh
-                    line_s = raw.key_lines["sharding"]
 
                     def refuse(msg: str) -> SpecError:
                         return self.fail(line_s, msg)
@@ -320,14 +217,12 @@ class _Parser:
                     indivisible(shape, array_sharding, self.mesh, f"{path}.sharding", refuse)
                 values = None
                 if "range" in raw:
-                    values = self.value_range(raw["range"], dtype, path, raw.key_lines["range"])
+                    given, at = raw.entry("range")
+                    values = self.value_range(given, dtype, path, at)
                 return ArrayLeaf(shape, dtype, self.where(line), array_sharding, values)
-            out = {}
-            for k, v in raw.items():
-                out[k] = self.leaf_or_tree(v, f"{path}[{k!r}]", raw.key_lines[k])
-            return out
+            return {k: self.leaf_or_tree(v, f"{path}[{k!r}]", raw.key_lines[k]) for k, v in raw.items()}
         if isinstance(raw, Seq):
-            return [self.leaf_or_tree(v, f"{path}[{i}]", raw.item_lines[i]) for i, v in enumerate(raw)]
+            return [self.leaf_or_tree(v, f"{path}[{i}]", at) for i, (v, at) in enumerate(raw.entries())]
         if raw is None:
             raise self.fail(line, f"{path}: empty argument. Write an array spec such as 'f32[batch, 784]' or "
                                   f"{{static: null}} for a None argument.")
@@ -349,14 +244,13 @@ class _Parser:
     def bind_sharding(self, raw: Map, path: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         """A bound tree's shardings: ``{key: PartitionSpec}`` (keys '/'-separated), or one list for a single
         array."""
-        value, line = raw["sharding"], raw.key_lines["sharding"]
+        value, line = raw.entry("sharding")
         if isinstance(value, list):
             return (("", self.partition_spec(value, None, path, line)),)
-        if not isinstance(value, dict) or not value:
+        if not isinstance(value, Map) or not value:
             raise self.fail(line, f"{path}.sharding: a bound tree's sharding maps tensor keys to PartitionSpecs, "
                                   f"e.g. {{w1: [null, model]}} (or is one list for a single array).")
-        lines = getattr(value, "key_lines", {})
-        return tuple((str(k), self.partition_spec(v, None, f"{path}.sharding[{k!r}]", lines.get(k, line)))
+        return tuple((str(k), self.partition_spec(v, None, f"{path}.sharding[{k!r}]", value.line_of(k, line)))
                      for k, v in value.items())
 
     def static_value(self, raw: Any, path: str, line: int) -> Any:
@@ -371,36 +265,32 @@ class _Parser:
                               f"those, found a mapping.")
 
     def function(self, raw: Map, name: str | None, what: str) -> FunctionSpec:
-        args_raw = raw.get("args", Seq())
-        if not isinstance(args_raw, list):
-            raise self.fail(raw.key_lines.get("args", raw.line),
-                            f"{what}'args' must be a list of positional arguments.")
-        kwargs_raw = raw.get("kwargs", Map())
+        args_raw, line = raw.entry("args", Seq.at(raw.line))
+        if not isinstance(args_raw, Seq):
+            raise self.fail(line, f"{what}'args' must be a list of positional arguments.")
+        kwargs_raw, line = raw.entry("kwargs")
         if kwargs_raw is None:
-            kwargs_raw = Map()
-        if not isinstance(kwargs_raw, dict):
-            raise self.fail(raw.key_lines.get("kwargs", raw.line),
-                            f"{what}'kwargs' must be a mapping from keyword to argument spec.")
-        args = [self.leaf_or_tree(v, f"args[{i}]", getattr(args_raw, "item_lines", [raw.line] * len(args_raw))[i])
-                for i, v in enumerate(args_raw)]
-        kwargs = {k: self.leaf_or_tree(v, f"kwargs[{k!r}]", kwargs_raw.key_lines[k])  # type: ignore[attr-defined]
-                  for k, v in kwargs_raw.items()}
-        entry = raw.get("entrypoint")
+            kwargs_raw = Map.at(line)
+        if not isinstance(kwargs_raw, Map):
+            raise self.fail(line, f"{what}'kwargs' must be a mapping from keyword to argument spec.")
+        args = [self.leaf_or_tree(v, f"args[{i}]", at) for i, (v, at) in enumerate(args_raw.entries())]
+        kwargs = {k: self.leaf_or_tree(v, f"kwargs[{k!r}]", kwargs_raw.key_lines[k]) for k, v in kwargs_raw.items()}
+        entry, line = raw.entry("entrypoint")
         if entry is not None and not isinstance(entry, str):
-            raise self.fail(raw.key_lines["entrypoint"], f"{what}'entrypoint' must be a string 'file.py:NAME'.")
+            raise self.fail(line, f"{what}'entrypoint' must be a string 'file.py:NAME'.")
         outs = None
-        if raw.get("outputs_sharding") is not None:
-            line = raw.key_lines["outputs_sharding"]
-            listed = raw["outputs_sharding"]
+        listed, line = raw.entry("outputs_sharding")
+        if listed is not None:
             if not isinstance(listed, list):
                 raise self.fail(line, f"{what}'outputs_sharding' is a list with one sharding per output (null for "
                                       f"unspecified), e.g. [[data, model]].")
             outs = [None if s is None else self.partition_spec(s, None, f"outputs_sharding[{i}]", line)
                     for i, s in enumerate(listed)]
         names, names_where = None, None
-        if raw.get("outputs") is not None:
-            names_where = self.where(raw.key_lines["outputs"])
-            names = output_names.parse(raw["outputs"], str(names_where))
+        given, line = raw.entry("outputs")
+        if given is not None:
+            names_where = self.where(line)
+            names = output_names.parse(given, str(names_where))
         return FunctionSpec(name, entry, args, kwargs, self.where(raw.line), outs, names, names_where)
 
 
@@ -414,7 +304,8 @@ def _check_ranges(p: _Parser, dims: dict[str, DimVar]) -> None:
             raise p.fail(line, f"{here}: {e}. Change the expression, or the bounds under 'dims'.") from None
 
 
-def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | None:
+def _int_bound(bounds: Map, key: str, var: str, p: _Parser) -> int | None:
+    value, line = bounds.entry(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -424,91 +315,96 @@ def _int_bound(value: Any, key: str, var: str, p: _Parser, line: int) -> int | N
     return value
 
 
-def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) -> ShapeSpec:
-    """Parse spec text; ``file`` is the name used in messages."""
-    raw, line = load(text, file, SPEC_DOCUMENT)
-    if not isinstance(raw, Map):
-        raise SpecError(f"{file}:{line}: a spec must be a YAML mapping starting with 'jaxport: 1'.")
-    p = _Parser(file)
-    _check_keys(raw, _TOP_KEYS, file, "the spec")
+def _version(p: _Parser, raw: Map) -> int:
+    """The spec format version (``jaxport: 1``)."""
     if "jaxport" not in raw:
-        raise SpecError(f"{file}:{raw.line}: missing 'jaxport: 1' (the spec format version) at the top.")
-    version = raw["jaxport"]
+        raise p.fail(raw.line, "missing 'jaxport: 1' (the spec format version) at the top.")
+    version, line = raw.entry("jaxport")
     if isinstance(version, bool) or not isinstance(version, int) or version not in SPEC_VERSIONS:
-        raise p.fail(raw.key_lines["jaxport"],
-                     f"spec format version {version!r} is not one this jaxport reads "
-                     f"(supported: {', '.join(map(str, SPEC_VERSIONS))}). Upgrade jaxport or write 'jaxport: 1'.")
+        raise p.fail(line, f"spec format version {version!r} is not one this jaxport reads "
+                           f"(supported: {', '.join(map(str, SPEC_VERSIONS))}). Upgrade jaxport or write 'jaxport: 1'.")
+    return version
 
+
+def _dims(p: _Parser, raw: Map) -> dict[str, DimVar]:
+    """The dimension variables under ``dims:`` (a mapping to their bounds, or a list of names), with their bounds."""
+    given, line = raw.entry("dims")
+    if given is None:
+        return {}
+    if isinstance(given, Seq):
+        given = Map.at(given.line, {str(v): None for v in given}, dict(zip(map(str, given), given.item_lines)))
+    if not isinstance(given, Map):
+        raise p.fail(line, "'dims' must map each dimension variable to its bounds, e.g. 'batch: {min: 1, max: 4096}'.")
     dims: dict[str, DimVar] = {}
-    dims_raw = raw.get("dims")
-    if isinstance(dims_raw, Seq):
-        dims_raw_map = Map({str(v): None for v in dims_raw})
-        dims_raw_map.line, dims_raw_map.key_lines = dims_raw.line, dict(zip(map(str, dims_raw), dims_raw.item_lines))
-        dims_raw = dims_raw_map
-    if dims_raw is not None and not isinstance(dims_raw, Map):
-        raise p.fail(raw.key_lines["dims"], "'dims' must map each dimension variable to its bounds, e.g. "
-                                            "'batch: {min: 1, max: 4096}'.")
-    for name, bounds in (dims_raw or {}).items():
-        line = dims_raw.key_lines[name]  # type: ignore[union-attr]
+    for name, bounds in given.items():
+        line = given.key_lines[name]
         if not _NAME.match(name) or name in ("max", "min", "mod", "floordiv", "non_negative"):
             raise p.fail(line, f"dims: {name!r} is not a valid dimension variable name (letters, digits, '_').")
         if bounds is None:
-            bounds = Map()
-            bounds.line, bounds.key_lines = line, {}
+            bounds = Map.at(line)
         if not isinstance(bounds, Map):
             raise p.fail(line, f"dims[{name!r}]: bounds must be a mapping like {{min: 1, max: 4096}}, "
                                f"found {bounds!r}.")
-        _check_keys(bounds, ("min", "max"), file, f"dims[{name!r}]")
-        lo = _int_bound(bounds.get("min"), "min", name, p, bounds.key_lines.get("min", line))
-        hi = _int_bound(bounds.get("max"), "max", name, p, bounds.key_lines.get("max", line))
+        _check_keys(bounds, ("min", "max"), p.file, f"dims[{name!r}]")
+        lo = _int_bound(bounds, "min", name, p)
+        hi = _int_bound(bounds, "max", name, p)
         if lo is not None and hi is not None and lo > hi:
             raise p.fail(line, f"dims[{name!r}]: min {lo} is greater than max {hi}.")
-        dims[name] = DimVar(name, lo, hi, Where(file, line))
+        dims[name] = DimVar(name, lo, hi, p.where(line))
+    return dims
 
-    if raw.get("mesh") is not None:
-        p.mesh = parse_mesh(raw["mesh"], lambda msg: p.fail(raw.key_lines["mesh"], msg))
-    vjp_order = raw.get("vjp_order", 0)
+
+def _vjp_order(p: _Parser, raw: Map) -> int:
+    vjp_order, line = raw.entry("vjp_order", 0)
     if isinstance(vjp_order, bool) or not isinstance(vjp_order, int) or not 0 <= vjp_order <= MAX_VJP_ORDER:
-        raise p.fail(raw.key_lines.get("vjp_order", raw.line),
-                     f"'vjp_order' must be an integer from 0 to {MAX_VJP_ORDER} (the highest derivative order to "
-                     f"store), found {vjp_order!r}.")
+        raise p.fail(line, f"'vjp_order' must be an integer from 0 to {MAX_VJP_ORDER} (the highest derivative order to "
+                           f"store), found {vjp_order!r}.")
+    return vjp_order
 
+
+def _functions(p: _Parser, raw: Map) -> dict[str | None, FunctionSpec]:
+    """The spec's functions: those under ``functions:``, or the one the top level describes (named None)."""
+    if "functions" not in raw:
+        return {None: p.function(raw, None, "")}
+    for key in ("outputs", "outputs_sharding"):
+        if key in raw:
+            raise p.fail(raw.key_lines[key], f"with 'functions:', give '{key}' inside each function's entry.")
+    given, line = raw.entry("functions")
+    if "args" in raw or "kwargs" in raw:
+        raise p.fail(line, "use either top-level 'args'/'kwargs' (one function) or 'functions:' (several), not both.")
+    if not isinstance(given, Map) or not given:
+        raise p.fail(line, "'functions' must map each function name to its 'entrypoint', 'args' and 'kwargs'.")
     functions: dict[str | None, FunctionSpec] = {}
-    if "functions" in raw:
-        for key in ("outputs", "outputs_sharding"):
-            if key in raw:
-                raise p.fail(raw.key_lines[key], f"with 'functions:', give '{key}' inside each function's entry.")
-        if "args" in raw or "kwargs" in raw:
-            raise p.fail(raw.key_lines["functions"], "use either top-level 'args'/'kwargs' (one function) or "
-                                                     "'functions:' (several), not both.")
-        fraw = raw["functions"]
-        if not isinstance(fraw, Map) or not fraw:
-            raise p.fail(raw.key_lines["functions"], "'functions' must map each function name to its "
-                                                     "'entrypoint', 'args' and 'kwargs'.")
-        for fname, body in fraw.items():
-            if not _NAME.match(fname):
-                raise p.fail(fraw.key_lines[fname], f"functions: {fname!r} is not a valid function name.")
-            if not isinstance(body, Map):
-                raise p.fail(fraw.key_lines[fname], f"functions[{fname!r}] must be a mapping.")
-            _check_keys(body, _FUNCTION_KEYS, file, f"functions[{fname!r}]")
-            functions[fname] = p.function(body, fname, f"functions[{fname!r}]: ")
-    else:
-        functions[None] = p.function(raw, None, "")
-    function_name = None
-    if "name" in raw:
-        line = raw.key_lines["name"]
-        if "functions" in raw:
-            raise p.fail(line, "with 'functions:', each function is named by its key there; remove the top-level "
-                               "'name'.")
-        function_name = check_function_name(raw["name"], f"{file}:{line}: name")
+    for fname, body in given.items():
+        if not _NAME.match(fname):
+            raise p.fail(given.key_lines[fname], f"functions: {fname!r} is not a valid function name.")
+        if not isinstance(body, Map):
+            raise p.fail(given.key_lines[fname], f"functions[{fname!r}] must be a mapping.")
+        _check_keys(body, _FUNCTION_KEYS, p.file, f"functions[{fname!r}]")
+        functions[fname] = p.function(body, fname, f"functions[{fname!r}]: ")
+    return functions
 
-    constraints: list[ConstraintSpec] = []
-    craw = raw.get("constraints") or []
-    if not isinstance(craw, list):
-        raise p.fail(raw.key_lines["constraints"], "'constraints' must be a list of strings like 'b <= 8*h'.")
+
+def _function_name(p: _Parser, raw: Map) -> str | None:
+    """A single-function spec's top-level ``name:``."""
+    if "name" not in raw:
+        return None
+    given, line = raw.entry("name")
+    if "functions" in raw:
+        raise p.fail(line, "with 'functions:', each function is named by its key there; remove the top-level 'name'.")
+    return check_function_name(given, f"{p.where(line)}: name")
+
+
+def _constraints(p: _Parser, raw: Map, dims: dict[str, DimVar]) -> list[ConstraintSpec]:
+    """The ``constraints:`` between dimension variables, each naming only variables the spec declares or uses."""
+    given, line = raw.entry("constraints")
+    if not given:
+        return []
+    if not isinstance(given, Seq):
+        raise p.fail(line, "'constraints' must be a list of strings like 'b <= 8*h'.")
     declared = set(dims) | set(p.used_vars)
-    for i, c in enumerate(craw):
-        line = craw.item_lines[i]  # type: ignore[attr-defined]
+    constraints: list[ConstraintSpec] = []
+    for i, (c, line) in enumerate(given.entries()):
         if not isinstance(c, str):
             raise p.fail(line, f"constraints[{i}]: must be a string like 'batch <= 8*h', found {c!r}.")
         try:
@@ -520,9 +416,13 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
             if v not in declared:
                 raise p.fail(line, f"constraints[{i}]: {c!r} names dimension variable {v!r}, which is not "
                                    f"declared under 'dims' nor used in any shape.{suggest(v, sorted(declared))}")
-        constraints.append(ConstraintSpec(c.strip(), Where(file, line)))
+        constraints.append(ConstraintSpec(c.strip(), p.where(line)))
         p.expressions.append((parsed, f"constraints[{i}]", line))
-    _check_ranges(p, dims)
+    return constraints
+
+
+def _check_variables(p: _Parser, dims: dict[str, DimVar]) -> None:
+    """Every range names, and every declared dimension variable is, a dimension of some argument's shape."""
     for v, here, line in p.range_variables:
         if v not in p.used_vars:
             raise p.fail(line, f"{here}: {v!r} is not a dimension of any argument's shape; a range may name only "
@@ -532,51 +432,81 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
             raise p.fail(d.where.line, f"dims[{name!r}] is declared but no argument shape uses it; JAX can only "
                                        f"derive a dimension variable from an argument shape. Use it or remove it.")
 
-    platforms = raw.get("platforms")
-    if platforms is not None:
-        line = raw.key_lines["platforms"]
-        if isinstance(platforms, str):
-            platforms = [platforms]
-        if not isinstance(platforms, list) or not platforms:
-            raise p.fail(line, "'platforms' must be a list such as [cpu, cuda, tpu].")
-        platforms = [check_platform(x, f"{file}:{line}: platforms") for x in platforms]
 
-    allow = raw.get("allow_custom_calls") or []
+def _platforms(p: _Parser, raw: Map) -> list[str] | None:
+    given, line = raw.entry("platforms")
+    if given is None:
+        return None
+    if isinstance(given, str):
+        given = [given]
+    if not isinstance(given, list) or not given:
+        raise p.fail(line, "'platforms' must be a list such as [cpu, cuda, tpu].")
+    return [check_platform(x, f"{p.where(line)}: platforms") for x in given]
+
+
+def _allow_custom_calls(p: _Parser, raw: Map) -> list[str]:
+    given, line = raw.entry("allow_custom_calls")
+    allow = given or []
     if not isinstance(allow, list) or not all(isinstance(a, str) and a for a in allow):
-        raise p.fail(raw.key_lines.get("allow_custom_calls", 0),
-                     "'allow_custom_calls' must be a list of custom-call target names.")
+        raise p.fail(line, "'allow_custom_calls' must be a list of custom-call target names.")
+    return list(allow)
 
-    metadata = raw.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise p.fail(raw.key_lines["metadata"], "'metadata' must be a mapping with name, version, description "
-                                                "and labels.")
-    if metadata:
-        _check_keys(metadata, _METADATA_KEYS, file, "metadata")  # type: ignore[arg-type]
-        key_lines = metadata.key_lines  # type: ignore[attr-defined]
-        metadata = Map(metadata)
-        metadata.key_lines, metadata.line = key_lines, raw.key_lines["metadata"]
-        mline = metadata.key_lines  # type: ignore[attr-defined]
-        for k in ("name", "version", "description"):
-            if k in metadata:
-                if metadata[k] is None and k == "name":
-                    del metadata[k]
-                elif metadata[k] is not None:
-                    if isinstance(metadata[k], (dict, list, bool)) or (
-                            isinstance(metadata[k], float) and not math.isfinite(metadata[k])):
-                        raise p.fail(mline[k], f"metadata.{k} must be a string, found {metadata[k]!r}.")
-                    metadata[k] = str(metadata[k])
-        if "name" in metadata:
-            check_artifact_name(metadata["name"], f"{file}:{mline['name']}: metadata.name")
-        labels = metadata.get("labels") or {}
-        if not isinstance(labels, dict):
-            raise p.fail(mline["labels"], "metadata.labels must map strings to strings, e.g. {team: search}.")
-        for k, v in labels.items():
-            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
-                raise p.fail(labels.key_lines[k] if hasattr(labels, "key_lines") else mline["labels"],
-                             f"metadata.labels[{k!r}] must be a string, found {v!r}. Quote it.")
-        metadata["labels"] = {str(k): str(v) for k, v in labels.items()}
-    return ShapeSpec(file, version, dims, constraints, functions, platforms, list(allow), metadata, base_dir,
-                     p.mesh, vjp_order, hashlib.sha256(text.encode("utf-8")).hexdigest(), function_name)
+
+def _metadata(p: _Parser, raw: Map) -> dict[str, Any]:
+    """The artifact's ``metadata:``: name, version and description as strings (a null name left out), and labels as
+    a mapping of strings (empty when not given)."""
+    given, line = raw.entry("metadata")
+    if not given:
+        return {}
+    if not isinstance(given, Map):
+        raise p.fail(line, "'metadata' must be a mapping with name, version, description and labels.")
+    _check_keys(given, _METADATA_KEYS, p.file, "metadata")
+    metadata = dict(given)
+    for key in ("name", "version", "description"):
+        if key not in given:
+            continue
+        value, at = given.entry(key)
+        if value is None:
+            if key == "name":
+                del metadata[key]
+            continue
+        if isinstance(value, (dict, list, bool)) or (isinstance(value, float) and not math.isfinite(value)):
+            raise p.fail(at, f"metadata.{key} must be a string, found {value!r}.")
+        metadata[key] = str(value)
+    name, at = given.entry("name")
+    if name is not None:
+        check_artifact_name(str(name), f"{p.where(at)}: metadata.name")
+    labels, at = given.entry("labels")
+    labels = labels or Map.at(at)
+    if not isinstance(labels, Map):
+        raise p.fail(at, "metadata.labels must map strings to strings, e.g. {team: search}.")
+    for k, v in labels.items():
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise p.fail(labels.key_lines[k], f"metadata.labels[{k!r}] must be a string, found {v!r}. Quote it.")
+    return {**metadata, "labels": {str(k): str(v) for k, v in labels.items()}}
+
+
+def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) -> ShapeSpec:
+    """Parse spec text; ``file`` is the name used in messages."""
+    raw, line = load(text, file, SPEC_DOCUMENT)
+    if not isinstance(raw, Map):
+        raise SpecError(f"{file}:{line}: a spec must be a YAML mapping starting with 'jaxport: 1'.")
+    p = _Parser(file)
+    _check_keys(raw, _TOP_KEYS, file, "the spec")
+    version = _version(p, raw)
+    dims = _dims(p, raw)
+    mesh, line = raw.entry("mesh")
+    if mesh is not None:
+        p.mesh = parse_mesh(mesh, lambda msg: p.fail(line, msg))
+    vjp_order = _vjp_order(p, raw)
+    functions = _functions(p, raw)
+    function_name = _function_name(p, raw)
+    constraints = _constraints(p, raw, dims)
+    _check_ranges(p, dims)
+    _check_variables(p, dims)
+    return ShapeSpec(file, version, dims, constraints, functions, _platforms(p, raw), _allow_custom_calls(p, raw),
+                     _metadata(p, raw), base_dir, p.mesh, vjp_order, hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                     function_name)
 
 
 def load_spec(path: str | Path) -> ShapeSpec:

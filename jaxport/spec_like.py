@@ -43,16 +43,16 @@ def parse_like(raw: Map, path: str, where: Callable[[int], Any], leaf: Callable[
     def fail(line: int, msg: str) -> SpecError:
         return SpecError(f"{where(line)}: {msg}")
 
-    source, line = raw["like"], raw.key_lines["like"]
+    source, line = raw.entry("like")
     if not isinstance(source, str) or not source.strip():
         raise fail(line, f"{path}: 'like' takes a Python attribute 'model.py:NAME' (or a file .npz, .safetensors, "
                          f".npy) whose value has the argument's structure, found {source!r}.")
     sizes: list[tuple[int, int | str]] = []
-    given = raw.get("sizes")
+    given, at = raw.entry("sizes")
     if given is not None:
         if not isinstance(given, Map):
-            raise fail(raw.key_lines["sizes"], f"{path}.sizes: must map an axis size of the value's leaves to its "
-                                               f"dimension, e.g. {{32: batch}}, found {given!r}.")
+            raise fail(at, f"{path}.sizes: must map an axis size of the value's leaves to its dimension, e.g. "
+                           f"{{32: batch}}, found {given!r}.")
         for key, dim in given.items():
             kline = given.key_lines[key]
             if not re.fullmatch(r"[0-9]{1,18}", str(key)) or int(key) < 1:
@@ -62,11 +62,11 @@ def parse_like(raw: Map, path: str, where: Callable[[int], Any], leaf: Callable[
                                   f"{dim!r}.")
             sizes.append((int(key), dimension(dim, f"{path}.sizes[{key}]", kline)))
     leaves: list[tuple[str, Any]] = []
-    given = raw.get("leaves")
+    given, at = raw.entry("leaves")
     if given is not None:
         if not isinstance(given, Map):
-            raise fail(raw.key_lines["leaves"], f"{path}.leaves: must map a leaf's path (keys joined with '/', such "
-                                                f"as '0/mu/w1') to its array spec, found {given!r}.")
+            raise fail(at, f"{path}.leaves: must map a leaf's path (keys joined with '/', such as '0/mu/w1') to its "
+                           f"array spec, found {given!r}.")
         for key, sub in given.items():
             here = f"{path}.leaves[{key!r}]"
             parsed = leaf(sub, here, given.key_lines[key])

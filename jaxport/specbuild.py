@@ -126,13 +126,9 @@ class Like:
 
     def entry(self) -> dict[str, Any]:
         """The spec language's entry for this argument."""
-        out: dict[str, Any] = {"like": f"{IN_MEMORY}:{self.name}"}
-        if self.sizes:
-            out["sizes"] = {int(k) if not isinstance(k, bool) and isinstance(k, int) else k: v
-                            for k, v in self.sizes.items()}
-        if self.leaves:
-            out["leaves"] = self.leaves
-        return out
+        sizes = {int(k) if not isinstance(k, bool) and isinstance(k, int) else k: v for k, v in self.sizes.items()}
+        return {"like": f"{IN_MEMORY}:{self.name}", **({"sizes": sizes} if sizes else {}),
+                **({"leaves": self.leaves} if self.leaves else {})}
 
     def __repr__(self) -> str:
         return f"jaxport.like({type(self.value).__name__}, sizes={self.sizes!r}, leaves={self.leaves!r})"

@@ -33,3 +33,28 @@ def npz_arrays(path: Path | str) -> dict:
 
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+GOLDEN_MLP = REPO / "tests" / "golden" / "1.0" / "mlp.jaxport"
+
+
+def function_record(entry: dict, name: str = "f"):
+    """The ``jaxport.artifact.model.Function`` for a partial manifest function entry (``inputs``, ``dims``,
+    ``constraints``, ...): the golden MLP's entry with ENTRY's fields in its place (no outputs unless given), read
+    through ``manifest.validate``, the one parser, as every library reader gets it."""
+    import copy
+    import json
+    import zipfile
+
+    from jaxport.artifact import manifest
+
+    with zipfile.ZipFile(GOLDEN_MLP) as z:
+        raw = json.loads(z.read("manifest.json"))
+    base = raw["functions"]["predict"]
+    inputs = [{"sharding": None, **i} for i in entry["inputs"]]
+    f = {**base, "outputs": [], "output_tree": {"tuple": []}, "dims": {}, "constraints": [], "shape_assertions": [],
+         "custom_calls": [], **copy.deepcopy(entry), "inputs": inputs,
+         "signature": {"args": [{"input": k, "name": i["name"]} for k, i in enumerate(inputs)], "kwargs": {}},
+         "kept_inputs": list(range(len(inputs)))}
+    raw["functions"] = {name: f}
+    return manifest.validate(raw).functions[name]

@@ -28,7 +28,7 @@ def test_a_range_that_depends_on_a_dimension(tmp_path, monkeypatch, run_cli):
     Path("spec.yaml").write_text(GATHER_SPEC)
     assert run_cli("export", "model.py:f", "-s", "spec.yaml", "-o", "g.jaxport").exit_code == 0
     loaded = jaxport.load("g.jaxport")
-    assert loaded.function_manifest["inputs"][1]["range"] == [0, "nodes"]
+    assert loaded.function_record.inputs[1].range == (0, "nodes")
     for nodes in (1, 3, 40):
         arrays = loaded.random_inputs({"nodes": nodes, "k": 16}, seed=nodes)
         assert 0 <= arrays["idx"].min() and arrays["idx"].max() < nodes

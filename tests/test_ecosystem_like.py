@@ -176,10 +176,10 @@ def test_jraph_graphs_tuple_from_the_command_line(graph, run_cli):
     res = run_cli("export", "graph.py:net", "-s", "spec.yaml", "-o", "g.jaxport")
     assert res.exit_code == 0, res.stderr
     loaded = jaxport.load("g.jaxport")
-    shapes = {i["name"]: i["shape"] for i in loaded.function_manifest["inputs"]}
+    shapes = {i.name: list(i.shape) for i in loaded.function_record.inputs}
     assert shapes == {"graph/edges": ["edges", 3], "graph/globals": [2, 1], "graph/n_edge": [2], "graph/n_node": [2],
                       "graph/nodes": ["nodes", 4], "graph/receivers": ["edges"], "graph/senders": ["edges"]}
-    ranges = {i["name"]: i.get("range") for i in loaded.function_manifest["inputs"] if i.get("range")}
+    ranges = {i.name: list(i.range) for i in loaded.function_record.inputs if i.range}
     assert ranges == {"graph/receivers": [0, "nodes"], "graph/senders": [0, "nodes"]}
     for nodes, edges in ((6, 11), (30, 90)):
         g = _graph(graph, nodes, edges, nodes)
@@ -248,7 +248,7 @@ def test_an_equinox_module_and_a_flax_struct_as_free_inputs(tmp_path, monkeypatc
     res = run_cli("export", "mods.py:apply", "-s", "spec.yaml", "-o", "m.jaxport")
     assert res.exit_code == 0, res.stderr
     loaded = jaxport.load("m.jaxport")
-    assert [(i["name"], i["shape"]) for i in loaded.function_manifest["inputs"]] == [
+    assert [(i.name, list(i.shape)) for i in loaded.function_record.inputs] == [
         ("model/b", [4]), ("model/w", [3, 4]), ("batch/mask", ["n"]), ("batch/x", ["n", 3])]
     rng = np.random.default_rng(0)
     for n in (1, 10):
@@ -300,7 +300,7 @@ def test_like_reads_a_value_with_non_array_leaves_and_bakes_them(tmp_path, monke
     Path("m.py").write_text(LIKE_VALUE)
     Path("spec.yaml").write_text("jaxport: 1\ndims: [r]\nargs:\n  - {like: m.py:V, sizes: {5: r}}\n")
     loaded = jaxport.export("m.py:f", "spec.yaml").load()
-    assert [(i["name"], i["shape"]) for i in loaded.function_manifest["inputs"]] == [("v/w", ["r", 2])]
+    assert [(i.name, list(i.shape)) for i in loaded.function_record.inputs] == [("v/w", ["r", 2])]
     w = np.arange(14, dtype=np.float32).reshape(7, 2)
     np.testing.assert_array_equal(np.asarray(loaded({"w": w, "k": 3})), w)
 

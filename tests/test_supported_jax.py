@@ -101,11 +101,12 @@ def test_a_fresh_export_with_the_newest_jax_passes_min_days_left_30(run_cli, tmp
 def test_a_mixed_install_is_dated_by_its_older_jaxlib(run_cli, tmp_path):
     """jax 0.12.0.1 over jaxlib 0.11.2: JAX dates the window by the jaxlib that serialized (2026-09-17 + 6 months)."""
     from jaxport.artifact import compat
+    from jaxport.artifact.model import Producer
 
-    assert compat.serializer_version({"jax": "0.12.0.1", "jaxlib": "0.11.2"}) == "0.11.2"
-    assert compat.window(compat.serializer_version({"jax": "0.12.0.1", "jaxlib": "0.11.2"})).loadable_until \
+    assert compat.serializer_version(Producer("0.1.0", "0.12.0.1", "0.11.2")) == "0.11.2"
+    assert compat.window(compat.serializer_version(Producer("0.1.0", "0.12.0.1", "0.11.2"))).loadable_until \
         .isoformat() == "2027-03-17"
-    assert compat.serializer_version({"jax": "0.12.0.1", "jaxlib": "0.12.0.1"}) == "0.12.0.1"
+    assert compat.serializer_version(Producer("0.1.0", "0.12.0.1", "0.12.0.1")) == "0.12.0.1"
     # an undatable jax is judged as it is (reported as unreadable), whatever jaxlib says
-    assert compat.serializer_version({"jax": "not-a-version", "jaxlib": "0.11.2"}) == "not-a-version"
-    assert compat.serializer_version({"jax": "0.11.2", "jaxlib": "0.12.0.1"}) == "0.11.2"
+    assert compat.serializer_version(Producer("0.1.0", "not-a-version", "0.11.2")) == "not-a-version"
+    assert compat.serializer_version(Producer("0.1.0", "0.11.2", "0.12.0.1")) == "0.11.2"

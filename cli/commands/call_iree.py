@@ -33,7 +33,7 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
     from jaxport.errors import FormatError, InputError, PlatformError, UsageError
     from jaxport.run import inputs, outputs
     from jaxport.run import iree_loader as loader
-    from jaxport.run.deploy import output_paths
+    from jaxport.run.deploy import output_paths, signature_function
 
     p = SimpleNamespace(**ctx.params)  # the parsed options, as attributes
     defaults = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP, None)
@@ -49,10 +49,9 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
         module = loader.load(run_json)
     except loader.DescriptionError as e:
         raise FormatError(str(e)) from None
-    fn = module.description["signature"]
-    written = [o["dtype"] for o in fn["outputs"]]
+    fn = signature_function(module.parsed)
     if p.output:
-        outputs.check_output_path(p.output, module.output_names, written, safetensors=True)
+        outputs.check_output_path(p.output, module.output_names, [o.dtype for o in fn.outputs], safetensors=True)
     if p.ranges:
         inputs.check_ranges(fn, p.ranges)
     if p.use_random:
@@ -61,9 +60,8 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
         sources = {n: f"random (seed {seed})" for n in arrays}
     else:
         arrays, sources = inputs.gather(fn, list(p.items))
-    dims = contract.check(fn, [contract.ArrayInfo(i["name"], tuple(arrays[i["name"]].shape),
-                                                  str(arrays[i["name"]].dtype), sources.get(i["name"]))
-                               for i in fn["inputs"]])
+    dims = contract.check(fn, [contract.ArrayInfo(n, tuple(arrays[n].shape), str(arrays[n].dtype), sources.get(n))
+                               for n in fn.input_names])
     try:
         choice = module.choose({n: a.shape for n, a in arrays.items()})
         module.start()
@@ -81,19 +79,18 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
     leaves = [(n, result[n]) for n in module.output_names]
     if p.output:
         outputs.save_outputs(p.output, leaves)
-    stats = [outputs.stats(n, v) for n, v in leaves]
-    if p.print_values and p.as_json:
-        for s, (_, v) in zip(stats, leaves):
-            s["values"] = outputs.jsonable(v) if s["size"] <= 1000 else None
+    stats = [outputs.Stats.of(n, v) for n, v in leaves]
     if p.as_json:
+        entries = [{**s.to_json(), **({"values": outputs.jsonable(v) if s.size <= 1000 else None}
+                                      if p.print_values else {})} for s, (_, v) in zip(stats, leaves)]
         render.print_json({
             "artifact": str(path), "function": choice.function, "platform": "cpu", "runtime": "iree", "dims": dims,
             "inputs": [{"name": n, "shape": list(arrays[n].shape), "dtype": str(arrays[n].dtype),
                         "source": sources.get(n)} for n in module.input_names],
-            "outputs": stats, "output_file": str(p.output) if p.output else None,
+            "outputs": entries, "output_file": str(p.output) if p.output else None,
             "timings": {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
                         "run_s": run_s},
-            "compilation_cache": None, "warnings": [], "benchmark": bench})
+            "compilation_cache": None, "warnings": [], "benchmark": bench.to_json() if bench else None})
         return
     out = render.stdout()
     padded = "; ".join(f"{v} padded from {choice.sizes[v]} to {choice.dims[v]}" for v in choice.padded)
@@ -102,17 +99,19 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
               + (f"  [dim]{escape(shown)}[/]" if shown else "")
               + (f"  ({escape(padded)})" if padded else "") + f"  load {load_s * 1e3:.2f} ms, run {run_s * 1e3:.2f} ms")
     for s, (name, value) in zip(stats, leaves):
-        shown_stats = "  ".join(f"{k} {_number(s[k])}" for k in ("min", "max", "mean"))
-        out.print(f"  {plain(name)} {tuple(s['shape'])} {s['dtype']}  {shown_stats}  NaN {s['nan']}  Inf {s['inf']}",
+        shown_stats = f"min {_number(s.min)}  max {_number(s.max)}  mean {_number(s.mean)}"
+        out.print(f"  {plain(name)} {tuple(s.shape)} {s.dtype}  {shown_stats}  NaN {s.nan}  Inf {s.inf}",
                   markup=False, highlight=False)
-        if p.print_values and s["size"] <= 1000:
+        if p.print_values and s.size <= 1000:
             import numpy as np
 
             out.print(np.array2string(np.asarray(value), threshold=1000, max_line_width=120), markup=False,
                       highlight=False)
     if bench:
-        shown_times = ", ".join(f"{k} {bench[f'{k}_s'] * 1e3:.3f} ms" for k in ("p50", "p90", "p99", "min", "max"))
-        out.print(f"  benchmark ({bench['n']} call{'s' if bench['n'] != 1 else ''}): {shown_times}", markup=False)
+        shown_times = ", ".join(f"{k} {t * 1e3:.3f} ms" for k, t in (("p50", bench.p50_s), ("p90", bench.p90_s),
+                                                                     ("p99", bench.p99_s), ("min", bench.min_s),
+                                                                     ("max", bench.max_s)))
+        out.print(f"  benchmark ({bench.n} call{'s' if bench.n != 1 else ''}): {shown_times}", markup=False)
     if p.output:
         out.print(f"[green]Wrote[/] {escape(str(p.output))} ({len(leaves)} array{'s' if len(leaves) != 1 else ''})")
 
@@ -121,16 +120,17 @@ def _number(v) -> str:
     return "-" if v is None else str(v) if isinstance(v, int) else f"{v:.6g}"
 
 
-def _benchmark(module, arrays, n: int, load_s: float) -> dict:
+def _benchmark(module, arrays, n: int, load_s: float):
+    from jaxport.run.outputs import Latencies
+
     times = []
     module.run(arrays)  # warm-up
     for _ in range(n):
         start = time.perf_counter()
         module.run(arrays)
         times.append(time.perf_counter() - start)
-    return {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None, "warmup": 1, "n": n,
-            "p50_s": _percentile(times, 50), "p90_s": _percentile(times, 90), "p99_s": _percentile(times, 99),
-            "min_s": min(times), "max_s": max(times), "mean_s": statistics.fmean(times)}
+    return Latencies(load_s, 0.0, 0.0, None, 1, n, _percentile(times, 50), _percentile(times, 90),
+                     _percentile(times, 99), min(times), max(times), statistics.fmean(times))
 
 
 def _percentile(times: list[float], q: float) -> float:

@@ -82,15 +82,16 @@ def command(artifact, target, output, function, dims, buckets, cpu, print_comman
             compiled = compile_artifact(artifact, output, function=function, dims=fixed or None, grid=grid or None,
                                         buckets=_buckets(buckets) or None, cpu=cpu,
                                         allow_custom_calls=allow_custom_calls, progress=stages)
-        d = compiled.description
         if as_json:
             render.print_json({
                 "artifact": str(artifact), "module": str(compiled.module), "run": str(compiled.run),
                 "parameters": str(compiled.parameters) if compiled.parameters else None,
-                "function": d["function"], "target": target, "cpu": cpu, "buckets": d["buckets"]["source"],
-                "functions": [{k: f[k] for k in ("name", "dims", "inputs", "outputs", "command")}
-                              for f in d["functions"]],
-                "padding": d["padding"]["variables"], "notes": compiled.notes, "sizes": compiled.sizes})
+                "function": compiled.function, "target": target, "cpu": cpu, "buckets": compiled.bucket_source,
+                "functions": [{"name": f.name, "dims": f.dims, "inputs": [i.to_json() for i in f.inputs],
+                               "outputs": [o.to_json() for o in f.outputs], "command": f.command}
+                              for f in compiled.functions],
+                "padding": {v: verdict.as_dict() for v, verdict in compiled.verdicts.items()},
+                "notes": compiled.notes, "sizes": compiled.sizes})
             return
         out = render.stdout()
         if print_command:
@@ -99,20 +100,18 @@ def command(artifact, target, output, function, dims, buckets, cpu, print_comman
             for note in compiled.notes:
                 render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
             return
-        n = len(d["functions"])
         out.print(f"[green]Compiled[/] {render.escape(str(compiled.module))} ({target}, cpu={cpu}): "
-                  f"{plural(n, 'function')} ({render.escape(d['buckets']['source'])})")
-        for f in d["functions"]:
-            ins = ", ".join(f"{i['name']} {tuple(i['shape'])}" for i in f["inputs"])
-            outs = ", ".join(f"{o['name']} {tuple(o['shape'])}" for o in f["outputs"])
-            out.print(f"  {f['name']}: {ins} -> {outs}", markup=False, highlight=False)
+                  f"{plural(len(compiled.functions), 'function')} ({render.escape(compiled.bucket_source)})")
+        for f in compiled.functions:
+            ins = ", ".join(f"{i.name} {i.shape}" for i in f.inputs)
+            outs = ", ".join(f"{o.name} {o.shape}" for o in f.outputs)
+            out.print(f"  {f.name}: {ins} -> {outs}", markup=False, highlight=False)
         if compiled.parameters:
-            tensors = len(d["parameters"]["tensors"])
-            out.print(f"  parameters: {compiled.parameters} ({plural(tensors, 'bound tensor')}, "
+            out.print(f"  parameters: {compiled.parameters} ({plural(len(compiled.tensors), 'bound tensor')}, "
                       f"{compiled.sizes['parameters']:,} bytes)", markup=False, highlight=False)
         out.print(f"  run description: {compiled.run}", markup=False, highlight=False)
         for note in compiled.notes:
             out.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-        out.print(f"run: {d['functions'][0]['command']}", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"run: {compiled.functions[0].command}", markup=False, highlight=False, soft_wrap=True)
 
     errors.run(body, debug=debug, as_json=as_json)

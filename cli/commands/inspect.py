@@ -39,7 +39,7 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
         with open_artifact(artifact) as art:
             art.verify_all()
             m = art.manifest
-            names = function_names(m, function)
+            names = function_names(art.model, function)
             if mlir:
                 from jaxport.artifact.payload import module_bytes
                 from jaxport.module_scan import module_text

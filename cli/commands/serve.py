@@ -27,7 +27,8 @@ def _parse(spec: str) -> tuple[str, str, str]:
 
     m = _NAMED.fullmatch(spec)
     if m and not Path(spec).exists():
-        return m["name"], m["version"] or "1", m["path"]
+        name, version, path = m.group("name", "version", "path")
+        return name, version or "1", path
     stem = Path(spec).name
     stem = stem[:-len(".jaxport")] if stem.endswith(".jaxport") and len(stem) > 8 else stem
     return stem, "1", spec

@@ -91,7 +91,7 @@ CHECK_LINES = {
 
 
 def _render(artifact, loaded, done, directory, check):
-    from jaxport.artifact.summary import array_type
+    from jaxport.artifact.summary import type_text
 
     out = render.Document()
     fetched = sum(1 for w in done if w.compilation.cache_hit)
@@ -102,7 +102,7 @@ def _render(artifact, loaded, done, directory, check):
     t = render.Table("signatures", ("dimensions", "inputs", "lower", "compile", "cache"))
     for w in done:
         c = w.compilation
-        shown = ", ".join(f"{plain(n)}: {array_type({'shape': list(shape), 'dtype': dt})}"
+        shown = ", ".join(f"{plain(n)}: {type_text(dt, shape)}"
                           for n, (shape, dt) in zip(loaded.input_names, w.key))
         state = "fetched" if c.cache_hit else "compiled, now cached" if c.cache_hit is False else "compiled"
         t.add_row(", ".join(f"{k}={v}" for k, v in w.dims.items()) or "-", shown, _seconds(c.lower_seconds),

@@ -7,13 +7,11 @@ as written; a missing ``min`` is 1, since JAX's dimension variables are positive
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from .._record import dataclass
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
-    from typing import Any
+    from ..spec import DimVar
 
 DEFAULT_MIN = 1
 
@@ -26,16 +24,12 @@ class Bounds:
     hi: int | None = None
 
     @classmethod
-    def of(cls, d: Any) -> Bounds:
-        """The bounds of a manifest ``dims`` entry (``{"min": .., "max": ..}``), a spec ``DimVar`` (``.min``,
-        ``.max``) or None (no bounds declared)."""
+    def of(cls, d: DimVar | None) -> Bounds:
+        """The bounds a spec's ``DimVar`` declares (``.min``, ``.max``), or the defaults when D is None (the spec
+        declares none). A manifest's bounds are ``model.DimVar.bounds``, made by ``manifest.validate``."""
         if d is None:
             return cls()
-        if isinstance(d, Mapping):
-            lo, hi = d.get("min"), d.get("max")
-        else:
-            lo, hi = getattr(d, "min", None), getattr(d, "max", None)
-        return cls(DEFAULT_MIN if lo is None else int(lo), None if hi is None else int(hi))
+        return cls(DEFAULT_MIN if d.min is None else int(d.min), None if d.max is None else int(d.max))
 
     def holds(self, value: int) -> bool:
         return value >= self.lo and (self.hi is None or value <= self.hi)
@@ -47,10 +41,3 @@ class Bounds:
     def to_manifest(self) -> dict[str, int | None]:
         return {"min": self.lo, "max": self.hi}
 
-
-def of_function(f: Any) -> dict[str, Bounds]:
-    """The bounds of every dimension variable a manifest function declares in ``dims``: ``model.Function.bounds``
-    (or, transitional, of its JSON)."""
-    if not isinstance(f, Mapping):
-        return dict(f.bounds)
-    return {v: Bounds.of(d) for v, d in (f.get("dims") or {}).items()}

@@ -1,21 +1,17 @@
 """The call tree: how a function's Python arguments map to the artifact's inputs (the manifest's ``signature``).
 
-``signature`` is ``{"args": [...], "kwargs": {...}}`` with one node per positional argument (each also carrying
-``name``) and one per keyword argument. A node has exactly one of the keys of ``NODE_KINDS`` (specs/FORMAT.md,
-"Call trees"):
+A ``model.Signature`` has one ``CallNode`` per positional argument (each also carrying its ``name``) and one per
+keyword argument. A node's kind is one of ``NODE_KINDS`` (specs/FORMAT.md, "Call trees"):
 
-- ``{"input": I}``: the array ``inputs[I]``;
-- ``{"static": VALUE}``: a value baked in at export; the caller does not pass it;
-- ``{"bound": SOURCE}``: weights bound at export, stored in the artifact; the caller does not pass them;
-- ``{"list": [...]}`` / ``{"dict": {...}}``: containers of nodes.
+- ``input``: the array ``inputs[I]``;
+- ``static``: a value baked in at export; the caller does not pass it;
+- ``bound``: weights bound at export, stored in the artifact; the caller does not pass them;
+- ``list`` / ``dict``: containers of nodes.
 
 This module is the one place that walks a call tree (building one from a spec is the export's, in
 ``export.lower.call_tree``): listing its nodes, binding a
 caller's arguments to input names, rebuilding Python arguments from flat arrays, and finding where a program takes
-its free and bound arguments. It reads the records of a validated manifest (``model.Signature`` of ``CallNode``);
-``manifest.validate`` itself uses ``kind`` and ``NODE_KINDS`` on the JSON it checks. A call tree given as JSON (a
-``signature`` of ``Artifact.manifest``) is still read the same way, until every reader takes the records. No JAX at
-module level.
+its free and bound arguments. It reads the records of a validated manifest. No JAX at module level.
 """
 
 from __future__ import annotations
@@ -26,63 +22,19 @@ from pathlib import Path
 
 from .._record import dataclass
 from ..errors import FormatError, InputError
-from .model import NODE_KINDS, CallNode, Function, Signature
+from .model import CallNode, Signature
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     from typing import Any
 
-    #: A call tree as records, or (transitional) as JSON: ``{"args": [...], "kwargs": {...}}``.
-    Tree = Signature | Mapping[str, Any]
-
 #: The keyword argument through which an exported program receives its bound tensors, ``{name: array}``.
 WEIGHTS_KWARG = "__jaxport_weights__"
 
 
-def kind(node: Any) -> str | None:
-    """The node's kind (one of ``NODE_KINDS``), or None when it is not a node with exactly one kind."""
-    if isinstance(node, CallNode):
-        return node.kind
-    if not isinstance(node, Mapping):
-        return None
-    kinds = [k for k in NODE_KINDS if k in node]
-    return kinds[0] if len(kinds) == 1 else None
-
-
-def _value(node: Any, node_kind: str) -> Any:
-    """A node's content: its input index, static value, bind source, list or dict of nodes."""
-    return node.value if isinstance(node, CallNode) else node[node_kind]
-
-
-def _name(node: Any, default: str) -> str:
+def _name(node: CallNode, default: str) -> str:
     """A positional argument's name."""
-    if isinstance(node, CallNode):
-        return node.name or default
-    return node.get("name", default) if isinstance(node, Mapping) else default
-
-
-def _args(sig: Tree | None) -> list[Any]:
-    if isinstance(sig, Signature):
-        return list(sig.args)
-    return list((sig or {}).get("args") or [])
-
-
-def _kwargs(sig: Tree | None) -> dict[str, Any]:
-    if isinstance(sig, Signature):
-        return dict(sig.kwargs)
-    return dict((sig or {}).get("kwargs") or {})
-
-
-def of_function(f: Function | Mapping[str, Any]) -> Any:
-    """A function's call tree: its ``Signature`` (or, from a manifest's JSON, its JSON: a manifest entry without one
-    takes its inputs as positional arguments in order). ``Any`` while both are read."""
-    if isinstance(f, Function):
-        return f.signature
-    sig = f.get("signature")
-    if sig:
-        return dict(sig)
-    return {"args": [{"input": i, "name": inp["name"]} for i, inp in enumerate(f.get("inputs") or [])],
-            "kwargs": {}}
+    return node.name or default
 
 
 @dataclass(frozen=True)
@@ -94,60 +46,39 @@ class Site:
 
     path: str
     name: str
-    node: Any  # a CallNode (or, from a manifest's JSON, its JSON object)
+    node: CallNode
 
     @property
-    def kind(self) -> str | None:
-        return kind(self.node)
+    def kind(self) -> str:
+        return self.node.kind
 
     @property
     def value(self) -> Any:
         """The node's content (``CallNode.value``)."""
-        k = self.kind
-        return None if k is None else _value(self.node, k)
+        return self.node.value
 
 
-def walk(sig: Tree | None) -> Iterator[Site]:
-    """Every node of a call tree, parents before children. Tolerates malformed nodes (they yield, unexpanded)."""
+def walk(sig: Signature) -> Iterator[Site]:
+    """Every node of a call tree, parents before children."""
 
-    def visit(node: Any, path: str, name: str) -> Iterator[Site]:
-        if isinstance(node, CallNode):
-            yield Site(path, name, node)
-            if node.kind == "dict":
-                for k, v in node.value.items():
-                    yield from visit(v, f"{path}[{k!r}]", f"{name}/{k}")
-            elif node.kind == "list":
-                for i, v in enumerate(node.value):
-                    yield from visit(v, f"{path}[{i}]", f"{name}/{i}")
-            return
-        if not isinstance(node, Mapping):
-            return
+    def visit(node: CallNode, path: str, name: str) -> Iterator[Site]:
         yield Site(path, name, node)
-        sub = node.get("dict")
-        if isinstance(sub, Mapping):
-            for k, v in sub.items():
+        if node.kind == "dict":
+            for k, v in node.value.items():
                 yield from visit(v, f"{path}[{k!r}]", f"{name}/{k}")
-        sub = node.get("list")
-        if isinstance(sub, list):
-            for i, v in enumerate(sub):
+        elif node.kind == "list":
+            for i, v in enumerate(node.value):
                 yield from visit(v, f"{path}[{i}]", f"{name}/{i}")
 
-    for i, a in enumerate(_args(sig)):
+    for i, a in enumerate(sig.args):
         yield from visit(a, f"args[{i}]", _name(a, f"arg{i}"))
-    for k, v in _kwargs(sig).items():
+    for k, v in sig.kwargs.items():
         yield from visit(v, f"kwargs[{k!r}]", k)
 
 
-def leaves(sig: Tree | None, node_kind: str) -> dict[str, Any]:
+def leaves(sig: Signature, node_kind: str) -> dict[str, Any]:
     """``{path: value}`` of every node of one kind (``static``, ``bound`` or ``input``), by Python-style path."""
     return {s.path: s.value for s in walk(sig) if s.kind == node_kind}
-
-
-def is_free(node: CallNode | Mapping[str, Any]) -> bool:
-    """Whether a caller passes this argument (it is neither static nor bound)."""
-    if isinstance(node, CallNode):
-        return node.is_free
-    return "static" not in node and "bound" not in node
 
 
 # -- building a call tree at export ---------------------------------------------------------------------------------
@@ -175,17 +106,14 @@ def static_value(value: Any) -> Any:
     return value
 
 
-def rebuild(sig: Tree, flat: list[Any], bound: Callable[[str], Any],
+def rebuild(sig: Signature, flat: list[Any], bound: Callable[[str], Any],
             unknown: Callable[[str], Exception]) -> tuple[list[Any], dict[str, Any]]:
     """``(args, kwargs)`` of a call: input nodes take ``flat[I]``, static nodes their value, bound nodes
     ``bound(name)`` (``name`` is the ``/``-joined path of the bound node). ``unknown(name)`` is raised for a node of
     no known kind."""
 
-    def build(node: Any, name: str) -> Any:
-        k = kind(node)
-        if k is None:
-            raise unknown(name)
-        value = _value(node, k)
+    def build(node: CallNode, name: str) -> Any:
+        k, value = node.kind, node.value
         if k == "input":
             return flat[value]
         if k == "static":
@@ -194,10 +122,12 @@ def rebuild(sig: Tree, flat: list[Any], bound: Callable[[str], Any],
             return bound(name)
         if k == "dict":
             return {key: build(v, f"{name}/{key}") for key, v in value.items()}
-        return [build(v, f"{name}/{i}") for i, v in enumerate(value)]
+        if k == "list":
+            return [build(v, f"{name}/{i}") for i, v in enumerate(value)]
+        raise unknown(name)
 
-    args = [build(a, _name(a, f"arg{i}")) for i, a in enumerate(_args(sig))]
-    kwargs = {k: build(v, k) for k, v in _kwargs(sig).items()}
+    args = [build(a, _name(a, f"arg{i}")) for i, a in enumerate(sig.args)]
+    kwargs = {k: build(v, k) for k, v in sig.kwargs.items()}
     return args, kwargs
 
 
@@ -223,15 +153,15 @@ def _show(path: str) -> str:
     return path if "[" in path else f"'{path}'"
 
 
-def bind(sig: Tree, input_names: list[str], function: str, args: tuple[Any, ...],
+def bind(sig: Signature, input_names: list[str], function: str, args: tuple[Any, ...],
          kwargs: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The input arrays of a call ``function(*args, **kwargs)``, by input name, structure checked against ``sig``.
 
     Static and bound arguments may be left out (or passed as None; a static one may be passed with its value);
     positional arguments fill the free ones in order, or all of them when every one is given."""
-    top = _args(sig)
-    top_kwargs = _kwargs(sig)
-    free = [a for a in top if is_free(a)]
+    top = list(sig.args)
+    top_kwargs = dict(sig.kwargs)
+    free = [a for a in top if a.is_free]
     full = len(args) == len(top) and len(free) != len(top)
     targets = top if full else free
     if len(args) > len(targets):
@@ -250,15 +180,14 @@ def bind(sig: Tree, input_names: list[str], function: str, args: tuple[Any, ...]
         if k in given:
             raise InputError(f"{function}() got two values for argument {k!r}.")
         given[k] = (by_name[k], v)
-    missing = [k for k, node in by_name.items() if k not in given and is_free(node)]
+    missing = [k for k, node in by_name.items() if k not in given and node.is_free]
     if missing:
         raise InputError(f"{function}() is missing argument{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(map(repr, missing))}.")
     out: dict[str, Any] = {}
 
-    def visit(node: Any, value: Any, path: str) -> None:
-        k = _loose_kind(node)
-        content: Any = None if k is None else _value(node, k)
+    def visit(node: CallNode, value: Any, path: str) -> None:
+        k, content = node.kind, node.value
         if k == "input":
             out[input_names[content]] = value
         elif k == "static":
@@ -273,7 +202,7 @@ def bind(sig: Tree, input_names: list[str], function: str, args: tuple[Any, ...]
         elif k == "dict":
             keys = list(content)
             # Keys whose values are fixed (static) or supplied by the artifact (bound) may be left out.
-            needed = {k for k, sub in content.items() if is_free(sub)}
+            needed = {k for k, sub in content.items() if sub.is_free}
             if not isinstance(value, Mapping) or not needed <= set(value) <= set(keys):
                 got = f"keys {sorted(map(str, value))}" if isinstance(value, Mapping) else type(value).__name__
                 raise InputError(f"argument {_show(path)}: expected a dict with keys {sorted(needed)}, got {got}.")
@@ -292,13 +221,6 @@ def bind(sig: Tree, input_names: list[str], function: str, args: tuple[Any, ...]
     for k, (node, value) in given.items():
         visit(node, value, k)
     return {n: out[n] for n in input_names}
-
-
-def _loose_kind(node: Any) -> str | None:
-    """``bind``'s reading of a node's kind: the first of input, static, bound, dict, list it has."""
-    if isinstance(node, CallNode):
-        return node.kind
-    return next((k for k in ("input", "static", "bound", "dict", "list") if k in node), None)
 
 
 # -- where a program takes its arguments ----------------------------------------------------------------------------

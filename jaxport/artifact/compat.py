@@ -320,7 +320,7 @@ class Window:
         return f"the JAX that wrote it is unknown ({d.text}), and so is JAX's compatibility window for it"
 
 
-def serializer_version(producer: object) -> object:
+def serializer_version(producer: Producer) -> str:
     """The version that dates an artifact's window: the jaxlib that serialized it (``producer.jaxlib``), as JAX
     itself dates the window by the jaxlib build, else ``producer.jax``.
 
@@ -329,16 +329,9 @@ def serializer_version(producer: object) -> object:
     two months too late. Only when both versions are dated and the jaxlib is the older: anything else is judged by
     ``producer.jax``, so that a version the table cannot date is still reported as such.
     """
-    jaxlib: object
-    jax: object
-    if isinstance(producer, Producer):
-        jaxlib, jax = producer.jaxlib, producer.jax
-    elif isinstance(producer, dict):  # a producer as JSON, from a manifest that may not validate (``check``)
-        jaxlib, jax = producer.get("jaxlib"), producer.get("jax")
-    else:
-        return None
-    if (isinstance(jaxlib, str) and isinstance(jax, str) and dating(jaxlib).released is not None
-            and dating(jax).released is not None and version_key(jaxlib) < version_key(jax)):
+    jaxlib, jax = producer.jaxlib, producer.jax
+    if (dating(jaxlib).released is not None and dating(jax).released is not None
+            and version_key(jaxlib) < version_key(jax)):
         return jaxlib
     return jax
 

@@ -113,9 +113,9 @@ def with_members(manifest: Manifest, members: dict[str, Any]) -> Manifest:
 
 
 def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:
-    """Fill in ``manifest["members"]`` of a manifest's JSON (``listing``); returns the manifest's bytes."""
-    manifest["members"] = {name: info.to_json() for name, info in listing(members).items()}
-    return manifest_bytes(manifest)
+    """The bytes of a manifest's JSON with its ``members`` listing ``members`` (``listing``), in the place the JSON
+    has them (else last)."""
+    return manifest_bytes({**manifest, "members": {name: info.to_json() for name, info in listing(members).items()}})
 
 
 def write_members(fp: Any, manifest_raw: bytes, members: dict[str, Any], *, direct: bool = False,

@@ -17,35 +17,17 @@ from typing import Any
 from .. import dimexpr, dtypes
 from ..errors import FormatError, InputError
 from .bounds import Bounds
-from .model import DimVar, Function, Input, Output, Signature
+from .model import Function, Input, Output
 from .summary import array_type
-
-
-def _input(entry: Input | Mapping[str, Any]) -> Input:
-    """An input as its ``artifact.model`` record (transitional: callers may still pass its JSON)."""
-    if isinstance(entry, Input):
-        return entry
-    return Input(entry["name"], tuple(entry["shape"]), entry["dtype"])
-
-
-def _function(fn: Function | Mapping[str, Any]) -> Function:
-    """A function as its ``artifact.model`` record. Transitional: callers may still pass its JSON, or a description
-    with only ``inputs``, ``dims`` and ``constraints`` (the importer's, before the function exists), which is all
-    these checks read."""
-    if isinstance(fn, Function):
-        return fn
-    dims = {v: DimVar(Bounds.of(d)) for v, d in (fn.get("dims") or {}).items()}
-    return Function("", 0, (), tuple(_input(i) for i in fn["inputs"]), (), Signature(), dims=dims,
-                    constraints=tuple(fn.get("constraints") or ()))
 
 
 def _type(a: Input | Output) -> str:
     """``f32[batch, 784]``."""
-    return array_type({"dtype": a.dtype, "shape": list(a.shape)})
+    return array_type(a)
 
 
-def input_names(fn: Function | Mapping[str, Any]) -> list[str]:
-    return _function(fn).input_names
+def input_names(fn: Function) -> list[str]:
+    return fn.input_names
 
 
 def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], context: str = "") -> InputError:
@@ -78,10 +60,9 @@ def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str
     return f"Convert it with {name.replace('/', '_')}.astype({target}) ({imports}).{cast}"
 
 
-def key_mismatch(inp: Input | Mapping[str, Any], a: ArrayInfo) -> str:
-    """Why an array of another dtype cannot be the PRNG key input ``inp`` (or a key the array input ``inp``), and what
+def key_mismatch(i: Input, a: ArrayInfo) -> str:
+    """Why an array of another dtype cannot be the PRNG key input ``i`` (or a key the array input ``i``), and what
     to pass instead."""
-    i = _input(inp)
     given = f"{a.dtype}{list(a.shape)}"
     if not dtypes.is_key(i.dtype):
         return (f"input {i.name!r} is {_type(i)}, but a PRNG key array ({given}) was given; pass an array of "
@@ -94,28 +75,24 @@ def key_mismatch(inp: Input | Mapping[str, Any], a: ArrayInfo) -> str:
             f"jax.random.key(seed, impl={impl!r}){raw}.")
 
 
-def parsed_shape(inp: Input | Mapping[str, Any]) -> list[dimexpr.Expr | int]:
-    return [d if isinstance(d, int) else dimexpr.parse(d) for d in _input(inp).shape]
+def parsed_shape(inp: Input) -> list[dimexpr.Expr | int]:
+    return [d if isinstance(d, int) else dimexpr.parse(d) for d in inp.shape]
 
 
-def rank_mismatch(inp: Input | Mapping[str, Any], dims: list[dimexpr.Expr | int],
-                  shape: Sequence[int]) -> str | None:
-    """Why an array of ``shape`` cannot be input ``inp`` (whose parsed shape is ``dims``) by its rank; None if it
+def rank_mismatch(i: Input, dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+    """Why an array of ``shape`` cannot be input ``i`` (whose parsed shape is ``dims``) by its rank; None if it
     can."""
     if len(shape) == len(dims):
         return None
-    i = _input(inp)
     return (f"input {i.name!r} has rank {len(shape)} (shape {tuple(shape)}), but the artifact expects rank "
             f"{len(dims)}: {_type(i)}.")
 
 
-def constant_mismatch(inp: Input | Mapping[str, Any], dims: list[dimexpr.Expr | int],
-                      shape: Sequence[int]) -> str | None:
-    """Why an array of ``shape`` (of the right rank) cannot be input ``inp`` by a constant dimension; None if it
+def constant_mismatch(i: Input, dims: list[dimexpr.Expr | int], shape: Sequence[int]) -> str | None:
+    """Why an array of ``shape`` (of the right rank) cannot be input ``i`` by a constant dimension; None if it
     can."""
     for axis, (d, n) in enumerate(zip(dims, shape)):
         if isinstance(d, int) and d != n:
-            i = _input(inp)
             return f"input {i.name!r}: shape[{axis}] = {n}, but the artifact expects {d} ({_type(i)})."
     return None
 
@@ -146,13 +123,12 @@ class ArrayInfo:
     source: str | None = None
 
 
-def check(fn: Function | Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str, int]:
+def check(fn: Function, arrays: list[ArrayInfo]) -> dict[str, int]:
     """Check arrays (one per manifest input, in order) against a function's manifest entry.
 
     Returns the dimension variables solved from the shapes. Raises InputError naming the input, the axis, the
     dimension variable, the relation and the actual value of the first problem found.
     """
-    fn = _function(fn)
     inputs = fn.inputs
     if [a.name for a in arrays] != fn.input_names:
         raise InputError(f"expected the inputs {', '.join(fn.input_names) or '(none)'}, in that order; got "
@@ -242,9 +218,8 @@ def check(fn: Function | Mapping[str, Any], arrays: list[ArrayInfo]) -> dict[str
 # --- dimension values ------------------------------------------------------------------------------------------
 
 
-def dimension_variables(fn: Function | Mapping[str, Any]) -> list[str]:
+def dimension_variables(fn: Function) -> list[str]:
     """Every dimension variable of a function's inputs, in the manifest's ``dims`` order first."""
-    fn = _function(fn)
     found: list[str] = list(fn.dims)
     for inp in fn.inputs:
         for d in inp.shape:
@@ -289,14 +264,13 @@ def _values(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in env.items())
 
 
-def resolve_dims(fn: Function | Mapping[str, Any], given: Mapping[str, int],
+def resolve_dims(fn: Function, given: Mapping[str, int],
                  budget: dimexpr.Budget | None = None) -> dict[str, int]:
     """Values for every dimension variable: ``given`` ones, and for the others the smallest that satisfy the
     bounds and constraints (raises InputError if a given value violates them or none can be found).
 
     The search evaluates at most ``budget`` steps (default :data:`MAX_RESOLVE_STEPS`; share one across calls to
     bound them together): past it, FormatError, since only an artifact's constraints can make it so costly."""
-    fn = _function(fn)
     variables = dimension_variables(fn)
     given = through_aliases(fn, given, variables)
     for name in given:
@@ -335,11 +309,11 @@ def resolve_dims(fn: Function | Mapping[str, Any], given: Mapping[str, int],
     return env
 
 
-def aliases(fn: Function | Mapping[str, Any], variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
+def aliases(fn: Function, variables: list[str]) -> dict[str, tuple[dimexpr.Expr, str]]:
     """Names the spec's constraints define in terms of the function's variables (``d == 64*heads``: JAX rewrites
     ``d`` as ``64*heads``, so the program has no ``d``): name -> (expression, the constraint's text)."""
     out: dict[str, tuple[dimexpr.Expr, str]] = {}
-    for text in _function(fn).constraints:
+    for text in fn.constraints:
         try:
             c = dimexpr.parse_constraint(text)
         except dimexpr.DimExprError:
@@ -352,7 +326,7 @@ def aliases(fn: Function | Mapping[str, Any], variables: list[str]) -> dict[str,
     return out
 
 
-def through_aliases(fn: Function | Mapping[str, Any], given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
+def through_aliases(fn: Function, given: Mapping[str, int], variables: list[str]) -> dict[str, int]:
     """``given`` with a value for a name the constraints define (``--dim d=128`` with ``d == 64*heads``) turned into
     the value of the one variable of its definition left unknown (``heads=2``); a value that no integer fits, or
     that disagrees with the others given, is an InputError naming the constraint."""
@@ -429,7 +403,6 @@ def _search(constraints: list[dimexpr.Constraint], env: dict[str, int], given: M
     raise InputError("could not find dimension values that satisfy the constraints; give them with --dim.")
 
 
-def concrete_shape(inp: Input | Output | Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:
+def concrete_shape(inp: Input | Output, dims: Mapping[str, int]) -> tuple[int, ...]:
     """An input's shape at the given dimension values."""
-    shape = inp["shape"] if isinstance(inp, Mapping) else inp.shape  # a mapping: transitional, a shape's holder
-    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in shape)
+    return tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), dict(dims)) for d in inp.shape)

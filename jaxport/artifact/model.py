@@ -41,6 +41,12 @@ def replace(record: R, **changes: Any) -> R:
     return type(record)(**{**{n: getattr(record, n) for n in names}, **changes})
 
 
+def _given(**entries: Any) -> dict[str, Any]:
+    """The entries whose value is not None, in their order: the optional keys of a JSON object, which the format
+    leaves out when they have no value (a ``None`` it writes as ``null`` is given in the object itself)."""
+    return {k: v for k, v in entries.items() if v is not None}
+
+
 def _partition_json(spec: tuple[PartitionEntry, ...] | None) -> list[Any] | None:
     if spec is None:
         return None
@@ -61,10 +67,9 @@ class Producer:
     calling_convention_range: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"jaxport": self.jaxport, "jax": self.jax, "jaxlib": self.jaxlib}
-        if self.calling_convention_range is not None:
-            out["calling_convention_range"] = list(self.calling_convention_range)
-        return out
+        ccr = self.calling_convention_range
+        return {"jaxport": self.jaxport, "jax": self.jax, "jaxlib": self.jaxlib,
+                **_given(calling_convention_range=list(ccr) if ccr is not None else None)}
 
 
 @dataclass(frozen=True)
@@ -96,12 +101,8 @@ class Source:
     binds: Mapping[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"spec": self.spec}
-        if self.spec_sha256 is not None:
-            out["spec_sha256"] = self.spec_sha256
-        if self.binds is not None:
-            out["binds"] = dict(self.binds)
-        return out
+        return {"spec": self.spec, **_given(spec_sha256=self.spec_sha256,
+                                            binds=dict(self.binds) if self.binds is not None else None)}
 
 
 @dataclass(frozen=True)
@@ -162,13 +163,10 @@ class Input:
     range: tuple[float | str, float | str] | None = None
 
     def to_json(self, sharded: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "spec_path": self.spec_path, "shape": list(self.shape),
-                               "dtype": self.dtype, "sharding": self.sharding}
-        if sharded:
-            out["partition_spec"] = _partition_json(self.partition_spec)
-        if self.range is not None:
-            out["range"] = list(self.range)
-        return out
+        return {"name": self.name, "spec_path": self.spec_path, "shape": list(self.shape), "dtype": self.dtype,
+                "sharding": self.sharding,
+                **({"partition_spec": _partition_json(self.partition_spec)} if sharded else {}),
+                **_given(range=list(self.range) if self.range is not None else None)}
 
 
 @dataclass(frozen=True)
@@ -182,11 +180,8 @@ class Output:
     partition_spec: tuple[PartitionEntry, ...] | None = None
 
     def to_json(self, sharded: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                               "sharding": self.sharding}
-        if sharded:
-            out["partition_spec"] = _partition_json(self.partition_spec)
-        return out
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "sharding": self.sharding,
+                **({"partition_spec": _partition_json(self.partition_spec)} if sharded else {})}
 
 
 @dataclass(frozen=True)
@@ -211,10 +206,8 @@ class DimVar:
     derived_from: Derivation | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.bounds.to_manifest()
-        if self.derived_from is not None:
-            out["derived_from"] = self.derived_from.to_json()
-        return out
+        derived = self.derived_from
+        return {**self.bounds.to_manifest(), **_given(derived_from=derived.to_json() if derived is not None else None)}
 
 
 # --- the call tree and the output tree ---------------------------------------------------------------------------
@@ -253,10 +246,7 @@ class CallNode:
             value = {k: c.to_json() for k, c in self.value.items()}
         else:
             value = self.value
-        out: dict[str, Any] = {self.kind: value}
-        if self.name is not None:
-            out["name"] = self.name
-        return out
+        return {self.kind: value, **_given(name=self.name)}
 
 
 @dataclass(frozen=True)
@@ -311,12 +301,7 @@ class CustomCall:
     stability: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"target": self.target}
-        if self.count is not None:
-            out["count"] = self.count
-        if self.stability is not None:
-            out["stability"] = self.stability
-        return out
+        return {"target": self.target, **_given(count=self.count, stability=self.stability)}
 
 
 @dataclass(frozen=True)
@@ -351,13 +336,7 @@ class EmbeddedConstants:
     largest: tuple[Constant, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.count is not None:
-            out["count"] = self.count
-        if self.bytes is not None:
-            out["bytes"] = self.bytes
-        out["largest"] = [c.to_json() for c in self.largest]
-        return out
+        return {**_given(count=self.count, bytes=self.bytes), "largest": [c.to_json() for c in self.largest]}
 
 
 @dataclass(frozen=True)
@@ -423,7 +402,8 @@ class Function:
 
     def to_json(self) -> dict[str, Any]:
         sharded = self.mesh is not None
-        out: dict[str, Any] = {
+        tree, kept, mesh = self.output_tree, self.kept_inputs, self.mesh
+        return {
             "entrypoint": self.entrypoint,
             "payload": self.payload,
             "calling_convention_version": self.calling_convention_version,
@@ -434,30 +414,23 @@ class Function:
             "inputs": [i.to_json(sharded) for i in self.inputs],
             "weights": list(self.weights),
             "outputs": [o.to_json(sharded) for o in self.outputs],
-        }
-        if self.output_tree is not None:
-            out["output_tree"] = self.output_tree.to_json()
-        out.update({
+            **_given(output_tree=tree.to_json() if tree is not None else None),
             "dims": {v: d.to_json() for v, d in self.dims.items()},
             "constraints": list(self.constraints),
             "shape_assertions": list(self.shape_assertions),
             "custom_calls": [c.to_json() for c in self.custom_calls],
             "allowed_custom_calls": list(self.allowed_custom_calls),
             "disabled_safety_checks": list(self.disabled_safety_checks),
-        })
-        if self.kept_inputs is not None:
-            out["kept_inputs"] = list(self.kept_inputs)
-        out.update({
+            **_given(kept_inputs=list(kept) if kept is not None else None),
             "effects": self.effects.to_json(),
             "nr_devices": self.nr_devices,
             "vjp_order": self.vjp_order,
             "embedded_constants": self.embedded_constants.to_json(),
-        })
-        if self.mesh is not None:
-            out["mesh"] = self.mesh.to_json()
-            out["weights_partition_specs"] = {n: _partition_json(s)
-                                              for n, s in (self.weights_partition_specs or {}).items()}
-        return out
+            **({"mesh": mesh.to_json(),
+                "weights_partition_specs": {n: _partition_json(s)
+                                            for n, s in (self.weights_partition_specs or {}).items()}}
+               if mesh is not None else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -485,7 +458,7 @@ class Manifest:
             yield t, self.tensors[t]
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "format": self.format,
             "format_version": self.format_version,
             "producer": self.producer.to_json(),
@@ -493,7 +466,5 @@ class Manifest:
             "source": self.source.to_json(),
             "members": {n: i.to_json() for n, i in self.members.items()},
             "functions": {n: f.to_json() for n, f in self.functions.items()},
+            **_given(weights=self.weights.to_json() if self.weights is not None else None),
         }
-        if self.weights is not None:
-            out["weights"] = self.weights.to_json()
-        return out

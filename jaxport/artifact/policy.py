@@ -15,9 +15,10 @@ from __future__ import annotations
 import datetime
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from .._text import plural
 from .._yaml import Document, Map, Seq, load
@@ -138,9 +139,13 @@ POLICY_DOCUMENT = Document(
 
 
 def _shown(value: Any) -> str:
-    """A value for a message, cut short: a policy's text may hold thousands of characters in one value."""
-    text = repr(value)
+    """A value (or a node's value, as the user wrote it) for a message, cut short: a policy's text may hold
+    thousands of characters in one value."""
+    text = repr(value.plain() if isinstance(value, _Node) else value)
     return text if len(text) <= 80 else text[:80] + "..."
+
+
+_T = TypeVar("_T")
 
 
 class _Node:
@@ -150,6 +155,23 @@ class _Node:
         self.value = value
         self.line = line
         self.key_lines = key_lines or {}
+
+    def plain(self) -> Any:
+        """The value as loaded, without the nodes around its items (what a message shows)."""
+        if isinstance(self.value, dict):
+            return {k: v.plain() for k, v in self.value.items()}
+        if isinstance(self.value, list):
+            return [v.plain() for v in self.value]
+        return self.value
+
+    def child(self, key: str) -> _Node | None:
+        """The node under ``key`` of a mapping; None when the mapping does not give it."""
+        return self.value.get(key) if isinstance(self.value, dict) else None
+
+    def optional(self, key: str, read: Callable[[_Node, str], _T], what: str) -> _T | None:
+        """``read`` of the node under ``key`` of a mapping (``what`` names it in messages); None when not given."""
+        given = self.child(key)
+        return None if given is None else read(given, what)
 
 
 def _node(value: Any, line: int) -> _Node:
@@ -171,7 +193,8 @@ class _Parser:
     def fail(self, line: int, msg: str) -> PolicyFileError:
         return PolicyFileError(f"{self.file}:{line}: {msg}")
 
-    def keys(self, node: _Node, allowed: tuple[str, ...], what: str) -> dict[str, _Node]:
+    def mapping(self, node: _Node, allowed: tuple[str, ...], what: str) -> _Node:
+        """``node``, a mapping with only ``allowed`` keys."""
         if not isinstance(node.value, dict):
             raise self.fail(node.line, f"{what} must be a mapping with keys {', '.join(allowed)}.")
         for k in node.value:
@@ -180,7 +203,7 @@ class _Parser:
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 raise self.fail(node.key_lines[k], f"unknown key {k!r} in {what}.{hint} Allowed keys: "
                                                    f"{', '.join(allowed)}.")
-        return node.value
+        return node
 
     def names(self, node: _Node, what: str, choices: tuple[str, ...] | None = None) -> list[str]:
         items = node.value if isinstance(node.value, list) else None
@@ -200,9 +223,12 @@ class _Parser:
             out.append(name)
         return out
 
+    def platform_names(self, node: _Node, what: str) -> list[str]:
+        return self.names(node, what, PLATFORMS)
+
     def boolean(self, node: _Node, what: str) -> bool:
         if not isinstance(node.value, bool):
-            raise self.fail(node.line, f"{what} must be true or false, found {node.value!r}.")
+            raise self.fail(node.line, f"{what} must be true or false, found {_shown(node)}.")
         return node.value
 
     def size(self, node: _Node, what: str) -> int:
@@ -212,13 +238,13 @@ class _Parser:
         m = _SIZE.match(v) if isinstance(v, str) and len(v) <= 64 else None
         if m is None:
             raise self.fail(node.line, f"{what} must be a number of bytes or a size such as '100 MB' or '1 GiB' "
-                                       f"(units: B, kB, MB, GB, KiB, MiB, GiB), found {_shown(v)}.")
+                                       f"(units: B, kB, MB, GB, KiB, MiB, GiB), found {_shown(node)}.")
         number = float(m.group(1)) * _UNITS[m.group(2)]
         return self.at_most(int(number) if number <= MAX_NUMBER else MAX_NUMBER + 1, node, what)
 
     def integer(self, node: _Node, what: str) -> int:
         if isinstance(node.value, bool) or not isinstance(node.value, int) or node.value < 0:
-            raise self.fail(node.line, f"{what} must be a non-negative integer, found {_shown(node.value)}.")
+            raise self.fail(node.line, f"{what} must be a non-negative integer, found {_shown(node)}.")
         return self.at_most(node.value, node, what)
 
     def at_most(self, value: int, node: _Node, what: str) -> int:
@@ -229,21 +255,104 @@ class _Parser:
     def version(self, node: _Node, what: str) -> tuple[int, int]:
         if not isinstance(node.value, str):
             raise self.fail(node.line, f"{what} must be a quoted string \"MAJOR.MINOR\" such as \"1.0\" (YAML reads "
-                                       f"an unquoted 1.10 as the number 1.1), found {node.value!r}.")
+                                       f"an unquoted 1.10 as the number 1.1), found {_shown(node)}.")
         m = _VERSION.match(node.value.strip())
         if m is None:
-            raise self.fail(node.line, f"{what} must be \"MAJOR.MINOR\" such as \"1.0\", found {node.value!r}.")
+            raise self.fail(node.line, f"{what} must be \"MAJOR.MINOR\" such as \"1.0\", found {_shown(node)}.")
         return int(m.group(1)), int(m.group(2))
 
-    def range(self, node: _Node, what: str, read: Any) -> tuple[Any, Any]:
-        body = self.keys(node, ("min", "max"), what)
-        lo = read(body["min"], f"{what}.min") if "min" in body and body["min"].value is not None else None
-        hi = read(body["max"], f"{what}.max") if "max" in body and body["max"].value is not None else None
+    def range(self, node: _Node, what: str, read: Callable[[_Node, str], Any]) -> tuple[Any, Any]:
+        self.mapping(node, ("min", "max"), what)
+
+        def bound(key: str) -> Any:
+            given = node.child(key)
+            return None if given is None or given.value is None else read(given, f"{what}.{key}")
+
+        lo, hi = bound("min"), bound("max")
         if lo is None and hi is None:
             raise self.fail(node.line, f"{what} needs 'min', 'max' or both.")
         if lo is not None and hi is not None and lo > hi:
             raise self.fail(node.line, f"{what}: min is greater than max.")
         return lo, hi
+
+    def jax_version(self, node: _Node, what: str) -> str:
+        if not isinstance(node.value, str) or not _JAX_VERSION.match(node.value.strip()):
+            raise self.fail(node.line, f"{what} must be a quoted JAX version such as \"0.10.0\", found "
+                                       f"{_shown(node)}.")
+        return node.value.strip()
+
+    def metadata_fields(self, node: _Node, what: str) -> list[str]:
+        fields = self.names(node, what)
+        for item, name in zip(node.value, fields):
+            if name not in METADATA_FIELDS and not (name.startswith("labels.") and len(name) > len("labels.")):
+                close = difflib.get_close_matches(name, [*METADATA_FIELDS, "labels.KEY"], n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise self.fail(item.line, f"{what}: unknown field {name!r}.{hint} Use name, version, "
+                                           f"description or labels.KEY.")
+        return fields
+
+    # The readers of a top-level key: the Policy fields it sets.
+
+    def platforms(self, node: _Node, what: str) -> dict[str, Any]:
+        self.mapping(node, ("allowed", "required"), f"'{what}'")
+        allowed = node.optional("allowed", self.platform_names, f"{what}.allowed")
+        required = node.optional("required", self.platform_names, f"{what}.required") or []
+        outside = [x for x in required if x not in allowed] if allowed is not None else []
+        if outside:
+            raise self.fail(node.line, f"{what}.required names {', '.join(outside)}, which {what}.allowed does "
+                                       f"not allow.")
+        return {"platforms_allowed": allowed, "platforms_required": required}
+
+    def custom_calls(self, node: _Node, what: str) -> dict[str, Any]:
+        self.mapping(node, ("allowed", "allow_guaranteed"), f"'{what}'")
+        allowed = node.optional("allowed", self.names, f"{what}.allowed")
+        guaranteed = node.optional("allow_guaranteed", self.boolean, f"{what}.allow_guaranteed")
+        if guaranteed is None:
+            return {"custom_calls_allowed": allowed}
+        return {"custom_calls_allowed": [] if allowed is None else allowed, "allow_guaranteed_custom_calls": guaranteed}
+
+
+#: A reader of a top-level key: the Policy fields its node sets (``what`` names the key in messages).
+_Reader = Callable[[_Parser, _Node, str], dict[str, Any]]
+
+
+def _sets(field_name: str, read: Callable[[_Parser, _Node, str], Any]) -> _Reader:
+    """The reader of a top-level key that sets one Policy field."""
+    return lambda p, node, what: {field_name: read(p, node, what)}
+
+
+class _Renamed(NamedTuple):
+    """A deprecated name of a key: read as the key is, adding ``note`` (rule, message); giving both is refused."""
+
+    name: str
+    note: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class _Key:
+    """How a top-level key of a policy (but its version) is read."""
+
+    name: str
+    read: _Reader
+    old: _Renamed | None = None
+
+
+#: The top-level keys, in the order they are read.
+_KEYS = (
+    _Key("platforms", _Parser.platforms),
+    _Key("custom_calls", _Parser.custom_calls),
+    _Key("max_artifact_size", _sets("max_artifact_size", _Parser.size)),
+    _Key("format_version", _sets("format_version", lambda p, node, what: p.range(node, what, p.version))),
+    _Key("calling_convention", _sets("calling_convention", lambda p, node, what: p.range(node, what, p.integer))),
+    _Key("min_consumer_jax", _sets("min_consumer_jax", _Parser.jax_version)),
+    _Key("required_metadata", _sets("required_metadata", _Parser.metadata_fields)),
+    _Key("forbid_disabled_safety_checks", _sets("forbid_disabled_safety_checks", _Parser.boolean)),
+    _Key("max_embedded_constant_size", _sets("max_embedded_constant_size", _Parser.size)),
+    _Key("max_producer_age_days", _sets("max_producer_age_days", _Parser.integer),
+         _Renamed("max_age_days", (age.PRODUCER_AGE, age.DEPRECATED_MAX_AGE.format(
+             old="max_age_days", new="max_producer_age_days", left="min_days_left")))),
+    _Key("min_days_left", _sets("min_days_left", _Parser.integer)),
+)
 
 
 def parse_policy(text: str, file: str = "<policy>") -> Policy:
@@ -252,72 +361,27 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
     p = _Parser(file)
     if not isinstance(root.value, dict):
         raise p.fail(root.line, "a policy must be a YAML mapping starting with 'jaxport_policy: 1'.")
-    top = p.keys(root, _TOP_KEYS, "the policy")
-    if "jaxport_policy" not in top:
+    top = p.mapping(root, _TOP_KEYS, "the policy")
+    stated = top.child("jaxport_policy")
+    if stated is None:
         raise p.fail(root.line, "missing 'jaxport_policy: 1' (the policy language version) at the top.")
-    version = top["jaxport_policy"].value
-    if isinstance(version, bool) or version not in POLICY_VERSIONS:
-        raise p.fail(top["jaxport_policy"].line, f"policy language version {version!r} is not one this jaxport "
-                                                 f"reads (supported: {', '.join(map(str, POLICY_VERSIONS))}).")
-    policy = Policy(file)
-    if "platforms" in top:
-        body = p.keys(top["platforms"], ("allowed", "required"), "'platforms'")
-        if "allowed" in body:
-            policy.platforms_allowed = p.names(body["allowed"], "platforms.allowed", PLATFORMS)
-        if "required" in body:
-            policy.platforms_required = p.names(body["required"], "platforms.required", PLATFORMS)
-        if policy.platforms_allowed is not None:
-            outside = [x for x in policy.platforms_required if x not in policy.platforms_allowed]
-            if outside:
-                raise p.fail(top["platforms"].line, f"platforms.required names {', '.join(outside)}, which "
-                                                    f"platforms.allowed does not allow.")
-    if "custom_calls" in top:
-        body = p.keys(top["custom_calls"], ("allowed", "allow_guaranteed"), "'custom_calls'")
-        if "allowed" in body:
-            policy.custom_calls_allowed = p.names(body["allowed"], "custom_calls.allowed")
-        if "allow_guaranteed" in body:
-            policy.allow_guaranteed_custom_calls = p.boolean(body["allow_guaranteed"], "custom_calls.allow_guaranteed")
-            if policy.custom_calls_allowed is None:
-                policy.custom_calls_allowed = []
-    if "max_artifact_size" in top:
-        policy.max_artifact_size = p.size(top["max_artifact_size"], "max_artifact_size")
-    if "format_version" in top:
-        policy.format_version = p.range(top["format_version"], "format_version", p.version)
-    if "calling_convention" in top:
-        policy.calling_convention = p.range(top["calling_convention"], "calling_convention", p.integer)
-    if "min_consumer_jax" in top:
-        node = top["min_consumer_jax"]
-        if not isinstance(node.value, str) or not _JAX_VERSION.match(node.value.strip()):
-            raise p.fail(node.line, f"min_consumer_jax must be a quoted JAX version such as \"0.10.0\", found "
-                                    f"{node.value!r}.")
-        policy.min_consumer_jax = node.value.strip()
-    if "required_metadata" in top:
-        node = top["required_metadata"]
-        fields = p.names(node, "required_metadata")
-        for item, name in zip(node.value, fields):
-            if name not in METADATA_FIELDS and not (name.startswith("labels.") and len(name) > len("labels.")):
-                close = difflib.get_close_matches(name, [*METADATA_FIELDS, "labels.KEY"], n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise p.fail(item.line, f"required_metadata: unknown field {name!r}.{hint} Use name, version, "
-                                        f"description or labels.KEY.")
-        policy.required_metadata = fields
-    if "forbid_disabled_safety_checks" in top:
-        policy.forbid_disabled_safety_checks = p.boolean(top["forbid_disabled_safety_checks"],
-                                                         "forbid_disabled_safety_checks")
-    if "max_embedded_constant_size" in top:
-        policy.max_embedded_constant_size = p.size(top["max_embedded_constant_size"], "max_embedded_constant_size")
-    if "max_age_days" in top and "max_producer_age_days" in top:
-        raise p.fail(top["max_age_days"].line, "max_age_days is the deprecated name of max_producer_age_days; give "
-                                               "only max_producer_age_days.")
-    if "max_producer_age_days" in top:
-        policy.max_producer_age_days = p.integer(top["max_producer_age_days"], "max_producer_age_days")
-    if "max_age_days" in top:
-        policy.max_producer_age_days = p.integer(top["max_age_days"], "max_age_days")
-        policy.notes.append((age.PRODUCER_AGE, f"{file}:{top['max_age_days'].line}: " + age.DEPRECATED_MAX_AGE.format(
-            old="max_age_days", new="max_producer_age_days", left="min_days_left")))
-    if "min_days_left" in top:
-        policy.min_days_left = p.integer(top["min_days_left"], "min_days_left")
-    return policy
+    if isinstance(stated.value, bool) or stated.value not in POLICY_VERSIONS:
+        raise p.fail(stated.line, f"policy language version {stated.value!r} is not one this jaxport reads "
+                                  f"(supported: {', '.join(map(str, POLICY_VERSIONS))}).")
+    fields: dict[str, Any] = {}
+    notes: list[tuple[str, str]] = []
+    for key in _KEYS:
+        node, renamed = top.child(key.name), key.old
+        old = top.child(renamed.name) if renamed is not None else None
+        if renamed is not None and old is not None:
+            if node is not None:
+                raise p.fail(old.line, f"{renamed.name} is the deprecated name of {key.name}; give only {key.name}.")
+            fields.update(key.read(p, old, renamed.name))
+            rule, note = renamed.note
+            notes.append((rule, f"{file}:{old.line}: {note}"))
+        elif node is not None:
+            fields.update(key.read(p, node, key.name))
+    return Policy(file, **fields, notes=notes)
 
 
 def load_policy(path: str | Path) -> Policy:

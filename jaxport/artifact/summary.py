@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from .. import dtypes
 from .._text import human_bytes as human_bytes  # sizes in inspect and policy messages
 from . import model
-from .manifest import function_record
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from typing import Any
 
 
 def type_text(dtype: str, shape: Iterable[int | str]) -> str:
@@ -21,10 +17,8 @@ def type_text(dtype: str, shape: Iterable[int | str]) -> str:
     return f"{d.short if d else dtype}[{', '.join(str(x) for x in shape)}]"
 
 
-def array_type(a: model.Input | model.Output | model.StoredTensor | Mapping[str, Any]) -> str:
-    """``f32[batch, 784]`` for a manifest input, output or stored tensor (or, transitional, its JSON)."""
-    if isinstance(a, Mapping):
-        return type_text(a["dtype"], a["shape"])
+def array_type(a: model.Input | model.Output | model.StoredTensor) -> str:
+    """``f32[batch, 784]`` for a manifest input, output or stored tensor."""
     return type_text(a.dtype, a.shape)
 
 
@@ -72,11 +66,8 @@ def bounds_text(f: model.Function) -> list[str]:
     return [*(d.bounds.text(name) for name, d in f.dims.items()), *f.constraints]
 
 
-def signature(fname: str, f: model.Function | Mapping[str, Any]) -> str:
-    """The function as a user would write it: ``predict(x: f32[batch, 784]) -> f32[batch, 10]  where ...``.
-    (``f`` may still be a validated manifest's JSON entry, while readers move to the records.)"""
-    if isinstance(f, Mapping):
-        f = function_record(f)
+def signature(fname: str, f: model.Function) -> str:
+    """The function as a user would write it: ``predict(x: f32[batch, 784]) -> f32[batch, 10]  where ...``."""
     parts = []
     for a in f.signature.args:
         if a.kind == "bound":  # bound arguments leave the call signature

@@ -255,17 +255,14 @@ def pack(tensors: list[Tensor], wait: bool = True) -> PackedWeights:
     return packed
 
 
-def tensor_views(buffer: memoryview, index: Mapping[str, StoredTensor] | Mapping[str, Mapping[str, Any]],
-                 where: str) -> dict[str, Any]:
+def tensor_views(buffer: memoryview, index: Mapping[str, StoredTensor], where: str) -> dict[str, Any]:
     """Zero-copy numpy views of every tensor in the weights member (read-only, backed by the file's mmap), from its
-    index (``Manifest.tensors``; or, transitional, the index's JSON)."""
+    index (``Weights.tensors``)."""
     import numpy as np
 
     out: dict[str, Any] = {}
     size = len(buffer)
-    for name, entry in index.items():
-        t = entry if isinstance(entry, StoredTensor) else StoredTensor(
-            entry["dtype"], tuple(entry["shape"]), entry["offset"], entry["nbytes"], entry.get("sha256", ""))
+    for name, t in index.items():
         d = dtypes.BY_NAME[t.dtype]
         count = 1
         for n in t.shape:

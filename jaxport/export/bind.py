@@ -33,7 +33,7 @@ from .._fsio import open_for_reading
 from .._npyfile import read_header, read_npz_file, size_text
 from .._text import plural
 from ..artifact.calltree import key_name
-from ..artifact.summary import array_type
+from ..artifact.summary import type_text
 from ..artifact.tensors import Tensor, prepare
 from ..errors import EntrypointError, SpecError
 from ..sharding import indivisible
@@ -323,7 +323,7 @@ def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modul
         for t in leaf_tensors:
             tensors[t.name] = t
         keys = [t.name[len(prefix) + 1:] for t in leaf_tensors]
-        types = [f"{k or prefix}: {array_type({'shape': list(t.array.shape), 'dtype': str(t.array.dtype)})}"
+        types = [f"{k or prefix}: {type_text(str(t.array.dtype), t.array.shape)}"
                  for k, t in zip(keys, leaf_tensors)]
         binds.append(BoundArgument(leaf, prefix, keys, types))
     ordered = [tensors[n] for n in sorted(tensors)]

@@ -28,9 +28,9 @@ def serialize(exported: Any, order: int, where: str, fname: str, *, root: Path |
         exported = _stripping(exported)
 
     def run() -> bytes:
-        settings: dict[str, Any] = {"jax_include_full_tracebacks_in_locations": False}
-        if root is not None:
-            settings["jax_hlo_source_file_canonicalization_regex"] = location_regex(root)
+        settings: dict[str, Any] = {
+            "jax_include_full_tracebacks_in_locations": False,
+            **({"jax_hlo_source_file_canonicalization_regex": location_regex(root)} if root is not None else {})}
         with jax_config(**settings):
             return bytes(exported.serialize(vjp_order=order))
 

@@ -461,9 +461,9 @@ def output_structure(value: Any) -> tuple[list[str], list[list[str]], OutputNode
     flat, treedef = tree_util.tree_flatten_with_path(value)
     tree = tree_util.tree_unflatten(treedef, list(range(len(flat))))
     paths = [[calltree.key_name(k) for k in path] for path, _ in flat]
+    names = ["/".join(p) or "output" for p in paths]  # a single array: its path is empty, its name "output"
     if len(flat) == 1 and tree == 0:
-        return ["output"], paths, OutputNode("output", 0)
-    names = ["/".join(p) or "output" for p in paths]
+        return names, paths, OutputNode("output", 0)
 
     def enc(t: Any) -> OutputNode:
         if isinstance(t, int):

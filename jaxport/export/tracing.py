@@ -51,20 +51,22 @@ def exclude_own_frames() -> None:
 def on_fresh_stack(fn: Callable[..., Any], *args: Any) -> Any:
     """Run ``fn`` in a new thread, so the Python stack above the user's function is the same whoever calls
     jaxport (a script, the CLI, a test runner): JAX records source locations from that stack."""
-    box: dict[str, Any] = {}
+    result: Any = None
+    error: BaseException | None = None
 
     def target() -> None:
+        nonlocal result, error
         try:
-            box["result"] = fn(*args)
+            result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            box["error"] = e
+            error = e
 
     t = threading.Thread(target=target, name="jaxport-export")
     t.start()
     t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    if error is not None:
+        raise error
+    return result
 
 
 def x64_enabled() -> bool:

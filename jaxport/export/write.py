@@ -273,12 +273,13 @@ def artifact_metadata(spec_metadata: Mapping[str, Any], name: str | None, versio
     """The manifest's ``metadata``: the spec's, with ``name`` (``--name``, else the spec's, else ``default_name``)
     and ``version`` (``--version``, else the spec's) settled and checked. Its keys keep the spec's order (then
     ``labels``, ``version``, ``description`` when the spec leaves them out): the order is part of the bytes."""
+    given = Metadata(**{k: v for k, v in spec_metadata.items() if k in METADATA_KEYS})
     order = [k for k in spec_metadata if k in METADATA_KEYS]
     order += [k for k in ("labels", "name", "version", "description") if k not in order]
-    artifact_name = name or spec_metadata.get("name") or default_name
+    artifact_name = name or given.name or default_name
     check_artifact_name(artifact_name, "--name" if name else "metadata.name")
-    return Metadata(artifact_name, str(version) if version is not None else spec_metadata.get("version"),
-                          spec_metadata.get("description"), dict(spec_metadata.get("labels") or {}), tuple(order))
+    return Metadata(artifact_name, str(version) if version is not None else given.version, given.description,
+                    dict(given.labels or {}), tuple(order))
 
 
 def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str, Function],

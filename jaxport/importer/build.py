@@ -16,16 +16,15 @@ only folds shapes); calling the artifact runs its program, as for any artifact.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import dimexpr, dtypes
 from .._jax_internals import make_exported
-from ..artifact.bounds import Bounds
 from ..artifact.contract import concrete_shape, resolve_dims
-from ..artifact.model import CallNode, OutputNode, Signature
+from ..artifact.model import CallNode, Function, OutputNode, Signature
 from ..checks import check_custom_calls
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
 from ..export.lower import InputLeaf, Lowered, function_constraints
@@ -201,11 +200,10 @@ def _smoke_test(exported: Any, inputs: list[InputLeaf], spec: ShapeSpec, constra
         return
     fn = pseudo_function(inputs, spec, constraints)
     try:  # JAX calls a dimension variable only from 1 up, whatever lower bound the manifest states
-        env = resolve_dims(fn, {v: 1 for v, d in fn["dims"].items() if Bounds.of(d).lo < 1})
+        env = resolve_dims(fn, {v: 1 for v, d in fn.dims.items() if d.bounds.lo < 1})
     except InputError:
         return
-    structs = [jax.ShapeDtypeStruct(concrete_shape({"shape": list(i.leaf.shape)}, env), dtypes.to_numpy(i.leaf.dtype))
-               for i in inputs]
+    structs = [jax.ShapeDtypeStruct(concrete_shape(a, env), dtypes.to_numpy(a.dtype)) for a in fn.inputs]
     try:
         back = export.deserialize(exported.serialize())
         jax.jit(back.call).lower(*structs)
@@ -271,20 +269,19 @@ def import_stablehlo(
                           write_manifest=write_manifest, warnings=imported.warnings)
 
 
-def module_function(module_path: str | Path, f: Mapping[str, Any],
+def module_function(module_path: str | Path, f: Function,
                     allow_custom_calls: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
     """The module's ``main`` as a JAX-callable function with the signature a manifest records for it, imported
     afresh from the file (``verify`` uses it as the live function of an imported artifact). ``allow_custom_calls``
     are the caller's allowances: the manifest's own list grants nothing (``checks.check_runnable``)."""
     spec, inputs = spec_from_manifest(f, str(module_path))
     imported = build(module_path, inputs, spec, name=function_name(module_path),
-                     platforms=list(f.get("platforms") or ["cpu"]),
+                     platforms=list(f.platforms or ["cpu"]),
                      calling_convention=_check_calling_convention(None),
                      allow_custom_calls=list(allow_custom_calls))
     exported = imported.lowered.exported
-    sig = f.get("signature") or {"args": [{"input": k} for k in range(len(inputs))], "kwargs": {}}
-    order = [a["input"] for a in sig.get("args") or []] + [v["input"] for v in (sig.get("kwargs") or {}).values()]
-    keywords = list(sig.get("kwargs") or {})
+    order = [a.value for a in f.signature.args] + [v.value for v in f.signature.kwargs.values()]
+    keywords = list(f.signature.kwargs)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         flat: list[Any] = [None] * len(inputs)

@@ -209,11 +209,14 @@ def _string(attr: Any) -> str | None:
 
 
 def find_main(module: Any, display: str) -> Any:
-    """The module's public ``func.func @main``."""
+    """The module's public ``func.func @main``, as a ``func.FuncOp`` (its ``type`` the ``ir.FunctionType``, its
+    ``arg_attrs`` the arguments' attributes)."""
     from jax.extend.mlir import ir
+    from jax.extend.mlir.dialects import func  # noqa: F401 - registers func.FuncOp, which the table returns
 
     table = ir.SymbolTable(module.operation)
     if "main" not in table:
+        # Read as any attribute (SymbolTable.get_symbol_name would take a foreign module's non-string one as text).
         names = [_string(op.attributes["sym_name"]) for op in module.body.operations
                  if "sym_name" in op.attributes]
         listed = f"; it defines {', '.join(repr(n) for n in names[:10])}" if names else ""
@@ -232,7 +235,7 @@ def main_signature(module: Any, display: str) -> MainSignature:
     from jax.extend.mlir import ir
 
     main = find_main(module, display)
-    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    ftype = main.type
     ins, outs = list(ftype.inputs), list(ftype.results)
     arg_attrs = _dict_attrs(main, "arg_attrs", len(ins))
     result_attrs = _dict_attrs(main, "res_attrs", len(outs))
@@ -320,7 +323,7 @@ def wrap_main(module: Any, arg_shapes: list[tuple[int | None, ...]], *, add_plat
     with module.context, ir.Location.unknown():
         old = find_main(module, "<module>")
         sig = main_signature(module, "<module>")
-        ftype = ir.FunctionType(ir.TypeAttr(old.attributes["function_type"]).value)
+        ftype = old.type
         old_ins = list(ftype.inputs)
         table = ir.SymbolTable(module.operation)
         inner, k = INNER_MAIN, 0
@@ -328,7 +331,7 @@ def wrap_main(module: Any, arg_shapes: list[tuple[int | None, ...]], *, add_plat
             k += 1
             inner = f"{INNER_MAIN}_{k}"
         ir.SymbolTable.set_symbol_name(old, inner)
-        old.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        old.sym_visibility = ir.StringAttr.get("private")
         array_types = old_ins[1:] if sig.platform_index else old_ins
         new_args = [_ir_type(s, t) for s, t in zip(arg_shapes, array_types)]
         index_type = old_ins[0] if sig.platform_index else ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
@@ -344,7 +347,7 @@ def wrap_main(module: Any, arg_shapes: list[tuple[int | None, ...]], *, add_plat
             attrs = [ir.DictAttr.get({}) for _ in new_ins]
             if takes_index:
                 attrs[0] = ir.DictAttr.get({"jax.global_constant": ir.StringAttr.get(PLATFORM_INDEX)})
-            wrapper.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+            wrapper.arg_attrs = ir.ArrayAttr.get(attrs)
             block = wrapper.add_entry_block()  # type: ignore[attr-defined]
             with ir.InsertionPoint(block):
                 values = list(block.arguments)
@@ -405,7 +408,6 @@ def mark_platform_index(module: Any) -> None:
     from jax.extend.mlir import ir
 
     main = find_main(module, "<module>")
-    n = len(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).inputs)
-    attrs = _dict_attrs(main, "arg_attrs", n)
+    attrs = _dict_attrs(main, "arg_attrs", len(main.type.inputs))
     attrs[0] = {**attrs[0], "jax.global_constant": ir.StringAttr.get(PLATFORM_INDEX)}
-    main.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in attrs])
+    main.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in attrs])

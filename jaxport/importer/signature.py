@@ -5,13 +5,12 @@ each dynamic output dimension fitted as a linear expression of the input dimensi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from .. import dtypes
+from ..artifact import model
 from ..artifact.bounds import Bounds
 from ..artifact.contract import resolve_dims
-from ..artifact.manifest import as_function
 from ..artifact.model import Function
 from ..errors import ExportError, InputError, SpecError
 from ..export.lower import InputLeaf, used_variables
@@ -123,10 +122,8 @@ def check_against_main(inputs: list[InputLeaf], sig: MainSignature, spec_file: s
     return shapes
 
 
-def spec_from_manifest(f: Function | Mapping[str, Any], where: str) -> tuple[ShapeSpec, list[InputLeaf]]:
-    """A spec and inputs equivalent to a manifest function's signature (to re-import its module); ``f`` is the
-    function's record (or, transitional, its JSON)."""
-    fn = as_function(f)
+def spec_from_manifest(fn: Function, where: str) -> tuple[ShapeSpec, list[InputLeaf]]:
+    """A spec and inputs equivalent to a manifest function's signature (to re-import its module)."""
     w = Where(where, 0)
     dims = {v: DimVar(v, b.lo, b.hi, w) for v, b in fn.bounds.items()}
     constraints = [ConstraintSpec(c, w) for c in fn.constraints]
@@ -138,17 +135,17 @@ def spec_from_manifest(f: Function | Mapping[str, Any], where: str) -> tuple[Sha
 # --- output shapes -------------------------------------------------------------------------------------------------
 
 
-def pseudo_function(inputs: list[InputLeaf], spec: ShapeSpec, constraints: list[str]) -> dict[str, Any]:
-    """The manifest-like description ``contract.resolve_dims`` reads."""
+def pseudo_function(inputs: list[InputLeaf], spec: ShapeSpec, constraints: list[str]) -> Function:
+    """The function ``contract.resolve_dims`` reads: the inputs, with the bounds and constraints of the spec (the
+    rest of the function does not exist yet)."""
     used = used_variables(inputs)
-    dims = {v: Bounds.of(d).to_manifest() for v, d in spec.dims.items() if v in used}
-    return {"inputs": [{"name": i.name, "shape": list(i.leaf.shape), "dtype": i.leaf.dtype} for i in inputs],
-            "dims": dims, "constraints": constraints}
+    dims = {v: model.DimVar(Bounds.of(d)) for v, d in spec.dims.items() if v in used}
+    return Function("", 0, (), tuple(model.Input(i.name, tuple(i.leaf.shape), i.leaf.dtype) for i in inputs), (),
+                    model.Signature(), dims=dims, constraints=tuple(constraints))
 
 
-def _clamp(value: int, d: Mapping[str, Any] | None) -> int:
-    """``value`` moved inside the bounds of the manifest ``dims`` entry ``d``."""
-    b = Bounds.of(d)
+def _clamp(value: int, b: Bounds) -> int:
+    """``value`` moved inside the bounds ``b``."""
     return max(b.lo, min(value, b.hi)) if b.hi is not None else max(b.lo, value)
 
 
@@ -194,7 +191,6 @@ def output_dims(results: list[TensorType], inputs: list[InputLeaf], spec: ShapeS
         return shapes
     fn = pseudo_function(inputs, spec, constraints)
     variables = sorted(used_variables(inputs))
-    meta = fn["dims"]
 
     def resolve(given: dict[str, int]) -> dict[str, int] | None:
         try:
@@ -202,7 +198,7 @@ def output_dims(results: list[TensorType], inputs: list[InputLeaf], spec: ShapeS
         except InputError:
             return None
 
-    base = resolve({v: _clamp(5, meta.get(v)) for v in variables}) or resolve({}) or {}
+    base = resolve({v: _clamp(5, fn.bounds_of(v)) for v in variables}) or resolve({}) or {}
     points: list[tuple[dict[str, int], list[tuple[int, ...]]]] = []
     out = probe(base) if base else None
     if out is not None:

@@ -308,12 +308,12 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
         if raw and not str(r.output).lower().endswith(".safetensors"):
             report.warnings.append(outputs.raw_warning(r.output, raw))
     if r.save_inputs:
-        report.sections["saved_inputs"] = {"file": str(r.save_inputs)}
+        report.saved_inputs = str(r.save_inputs)
     if checked.references is not None:
         native = [o.dtype for o in loaded.function_record.outputs]
         comparison = checked.references.compare(leaves, native, atol=r.atol, rtol=r.rtol,
                                                 allow_nonfinite=r.allow_nonfinite)
-        report.sections["expect"] = comparison.as_dict()
+        report.expect = comparison
         if not comparison.passed:
             raise comparison.error(report)
     return report

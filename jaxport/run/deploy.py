@@ -31,13 +31,14 @@ from .. import dtypes
 from .._fsio import atomic_write, check_output
 from .._text import plural
 from ..artifact import contract
+from ..artifact.bounds import Bounds
 from ..artifact.container import manifest_bytes
-from ..artifact.manifest import as_function
-from ..artifact.model import Function
+from ..artifact.model import CallNode, DimVar, Function, Input, Output, Signature
 from ..errors import JaxportError
 from . import buckets as buckets_mod
 from . import rowwise
 from .iree import check_supported, compile_error, compile_module, iree_version, specialize
+from .iree_loader import Array, Description
 from .iree_module import SCOPE, Specialized, assemble, write_archive
 from .jax_backend import JaxBackend
 from .load import load
@@ -62,6 +63,28 @@ PADDING_RULE = ("a variable may be padded only where the program was proven to w
 _PROBE_SIZES = (13, 11, 7, 5, 3, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
 
 
+@dataclass(frozen=True)
+class BucketFunction:
+    """One public function of the module: its bucket (each variable's value), its inputs and outputs at the
+    bucket's static shapes, in argument order, and the ``iree-run-module`` argument list that runs it."""
+
+    name: str
+    dims: dict[str, int]
+    inputs: tuple[Array, ...]
+    outputs: tuple[Array, ...]
+    argv: list[str]
+
+    @property
+    def command(self) -> str:
+        """:attr:`argv` as one shell command line."""
+        return shlex.join(self.argv)
+
+    def to_json(self) -> dict[str, Any]:
+        """The function as the run description's ``functions`` lists it."""
+        return {"name": self.name, "dims": dict(self.dims), "inputs": [i.to_json() for i in self.inputs],
+                "outputs": [o.to_json() for o in self.outputs], "argv": self.argv, "command": self.command}
+
+
 @dataclass
 class Compiled:
     """What ``compile_artifact`` wrote and how long it took."""
@@ -73,10 +96,17 @@ class Compiled:
     notes: list[str] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)  # bytes: artifact, module, parameters
     seconds: dict[str, float] = field(default_factory=dict)  # load, specialize, analyze, compile, write
+    #: What the run description says, as records: the artifact's function, where the buckets came from, the
+    #: module's functions, each variable's padding verdict, and the bound tensors in the parameter archive.
+    function: str = ""
+    bucket_source: str = ""
+    functions: list[BucketFunction] = field(default_factory=list)
+    verdicts: dict[str, rowwise.Verdict] = field(default_factory=dict)
+    tensors: list[str] = field(default_factory=list)
 
     def commands(self) -> list[str]:
         """The ``iree-run-module`` command line of each function, in order."""
-        return [f["command"] for f in self.description["functions"]]
+        return [f.command for f in self.functions]
 
 
 def output_paths(output: str | Path) -> tuple[Path, Path, Path]:
@@ -105,30 +135,29 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     module_path, run_path, irpa_path = output_paths(output)
     for written in (module_path, run_path, irpa_path):  # before anything is compiled
         check_output(written, [path])
-    seconds: dict[str, float] = {}
     stage = progress or (lambda text: None)
     start = time.perf_counter()
     stage("loading the artifact")
     loaded = load(path, function, allow_custom_calls=allow_custom_calls)
     backend = loaded.backend
     assert isinstance(backend, JaxBackend)  # load's default runtime
-    f = loaded.function_record or as_function(loaded.function_manifest)
+    f = loaded.function_record
     where = f"{path}: function {loaded.function!r}"
     check_supported(f, where)
     chosen = buckets_mod.plan(f, fixed=dims, grid=grid, explicit=buckets)
     names = buckets_mod.function_names(chosen.buckets)
     weight_names = list(f.weights)
-    seconds["load"] = time.perf_counter() - start
+    load_s = time.perf_counter() - start
 
     start = time.perf_counter()
     stage(f"specializing {loaded.function} for {plural(len(chosen.buckets), 'bucket')}")
     specialized = specializer(backend, f)
     programs = [Specialized(n, specialized(b)) for n, b in zip(names, chosen.buckets)]
-    seconds["specialize"] = time.perf_counter() - start
+    specialize_s = time.perf_counter() - start
     start = time.perf_counter()
     stage("checking which dimensions may be padded")
     verdicts = padding_verdicts(f, len(weight_names), specialized)
-    seconds["analyze"] = time.perf_counter() - start
+    analyze_s = time.perf_counter() - start
 
     start = time.perf_counter()
     stage("compiling with IREE")
@@ -138,7 +167,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     except Exception as e:  # noqa: BLE001 - IREE reports every compile failure as CompilerToolError
         shown = "; ".join(",".join(f"{k}={v}" for k, v in b.items()) for b in chosen.buckets)
         raise compile_error(where, e, f"for the buckets {shown}" if shown else "with its static shapes") from None
-    seconds["compile"] = time.perf_counter() - start
+    compile_s = time.perf_counter() - start
 
     start = time.perf_counter()
     stage("writing the module")
@@ -150,25 +179,24 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
             outs = jax.tree_util.tree_leaves(jax.eval_shape(backend.program, weight_structs, *s))
         argv = run_command(module_path.name, irpa_path.name if weight_names else None, name, f.input_names,
                            f.output_names)
-        functions.append({
-            "name": name,
-            "dims": dict(bucket),
-            "inputs": [{"name": i.name, "shape": list(x.shape), "dtype": i.dtype} for i, x in zip(f.inputs, s)],
-            "outputs": [{"name": o.name, "shape": list(a.shape), "dtype": o.dtype} for o, a in zip(f.outputs, outs)],
-            "argv": argv,
-            "command": shlex.join(argv),
-        })
+        functions.append(BucketFunction(
+            name, dict(bucket), tuple(Array(i.name, tuple(x.shape), i.dtype) for i, x in zip(f.inputs, s)),
+            tuple(Array(o.name, tuple(a.shape), o.dtype) for o, a in zip(f.outputs, outs)), argv))
     description = _description(path, loaded.function, f, module_path, irpa_path if weight_names else None,
                                weight_names, cpu, chosen, verdicts, functions)
-    sizes = {"artifact": Path(path).stat().st_size, "module": len(vmfb)}
+    archive_size = None
     if weight_names:
         tensors = [(n, np.asarray(w)) for n, w in zip(weight_names, backend.weights)]
-        sizes["parameters"] = write_archive(irpa_path, tensors, inputs=[path])
+        archive_size = write_archive(irpa_path, tensors, inputs=[path])
+    sizes = {"artifact": Path(path).stat().st_size, "module": len(vmfb),
+             **({"parameters": archive_size} if archive_size is not None else {})}
     atomic_write(module_path, lambda fh: fh.write(vmfb), inputs=[path])
     atomic_write(run_path, lambda fh: fh.write(manifest_bytes(description)), inputs=[path])
-    seconds["write"] = time.perf_counter() - start
+    seconds = {"load": load_s, "specialize": specialize_s, "analyze": analyze_s, "compile": compile_s,
+               "write": time.perf_counter() - start}
     return Compiled(description, module_path, run_path, irpa_path if weight_names else None,
-                    list(chosen.notes) + _padding_notes(verdicts), sizes, seconds)
+                    list(chosen.notes) + _padding_notes(verdicts), sizes, seconds, loaded.function, chosen.source,
+                    functions, dict(verdicts), weight_names)
 
 
 def _structs(f: Function, env: Mapping[str, int]) -> list[Any]:
@@ -271,13 +299,9 @@ def run_command(module: str, parameters: str | None, function: str, inputs: Sequ
 
 def _description(path: str | Path, fname: str, f: Function, module_path: Path, irpa_path: Path | None,
                  weight_names: list[str], cpu: str, chosen: buckets_mod.Plan,
-                 verdicts: Mapping[str, rowwise.Verdict], functions: list[dict[str, Any]]) -> dict[str, Any]:
-    inputs = []
-    for i in f.inputs:
-        entry: dict[str, Any] = {"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
-        if i.range is not None:
-            entry["range"] = list(i.range)
-        inputs.append(entry)
+                 verdicts: Mapping[str, rowwise.Verdict], functions: list[BucketFunction]) -> dict[str, Any]:
+    inputs = [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype,
+               **({"range": list(i.range)} if i.range is not None else {})} for i in f.inputs]
     description: dict[str, Any] = {
         "format": RUN_FORMAT,
         "artifact": Path(path).name,
@@ -296,6 +320,18 @@ def _description(path: str | Path, fname: str, f: Function, module_path: Path, i
         },
         "buckets": {"source": chosen.source, "notes": list(chosen.notes), "rule": BUCKET_RULE},
         "padding": {"rule": PADDING_RULE, "variables": {v: verdicts[v].as_dict() for v in verdicts}},
-        "functions": functions,
+        "functions": [fn.to_json() for fn in functions],
     }
     return description
+
+
+def signature_function(d: Description) -> Function:
+    """The signature of a run description (``iree_loader.Description``) as the record of a function the checks of
+    inputs take (``contract``, ``inputs``): its inputs and outputs, the variables' bounds and the constraints; the
+    inputs are the positional arguments, in order."""
+    return Function(payload="", calling_convention_version=0, platforms=("cpu",),
+                    inputs=tuple(Input(t.name, t.shape, t.dtype, range=t.range) for t in d.inputs),
+                    outputs=tuple(Output(t.name, t.shape, t.dtype) for t in d.outputs),
+                    signature=Signature(tuple(CallNode("input", k, t.name) for k, t in enumerate(d.inputs))),
+                    dims={v: DimVar(Bounds(lo, hi)) for v, (lo, hi) in d.bounds.items()},
+                    constraints=tuple(d.constraints))

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import dtypes
 from .._jax_internals import vjp_getter, with_vjp_getter
-from ..artifact.manifest import as_function
 from ..artifact.model import Function
 from ..errors import InputError, UsageError
 from ..sharding import gather
@@ -78,7 +77,7 @@ def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any]
     import jax
     import numpy as np
 
-    f = loaded.function_record or as_function(loaded.function_manifest)
+    f = loaded.function_record
     where = f"{loaded.path}: function {loaded.function!r}"
     if f.vjp_order < 1:
         raise UsageError(f"{where} carries no derivatives (exported with vjp_order 0). Re-export it with "
@@ -131,9 +130,9 @@ def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any]
     return result
 
 
-def read_cotangents(f: Function | Mapping[str, Any], path: str | Path) -> dict[str, Any]:
+def read_cotangents(f: Function, path: str | Path) -> dict[str, Any]:
     """Output cotangents from a file: an ``.npz`` keyed by output name, or an ``.npy`` for a single output."""
-    declared = {o.name: o.dtype for o in as_function(f).outputs}
+    declared = {o.name: o.dtype for o in f.outputs}
     if str(path).lower().endswith(".npz"):
         return read_npz(path, declared)
     if len(declared) == 1:

@@ -12,49 +12,35 @@ from typing import Any
 
 from .. import dimexpr, dtypes
 from .._fsio import open_for_reading
-from ..artifact.bounds import of_function
 from ..artifact.contract import ArrayInfo, check, concrete_shape, input_names, parsed_shape, unknown_input_error
-from ..artifact.manifest import as_input
 from ..artifact.model import Function, Input
 from ..artifact.summary import array_type
 from ..errors import FormatError, InputError
 from . import keys
-from .npyio import check_fits, final_dtype, physical_memory, read_header, read_npy, read_npz
+from .npyio import Expected, check_fits, final_dtype, physical_memory, read_header, read_npy, read_npz
 from .ranges import check_range, check_ranges, draw, resolved
 
 __all__ = ["cast_inputs", "check_files", "check_ranges", "classify", "gather", "missing_error", "random_inputs"]
 
 
-#: A function of the manifest: its record, or (transitional, from callers still holding the JSON) its entry.
-AFunction = Function | Mapping[str, Any]
-
-
 def _typed(inp: Input) -> str:
     """``f32[batch, 784]``: an input's type, as messages show it."""
-    return array_type({"shape": list(inp.shape), "dtype": inp.dtype})
+    return array_type(inp)
 
 
-def _inputs(fn: AFunction) -> tuple[Input, ...]:
-    """A function's inputs as records. Transitional: a caller may hold the JSON of a function, or of the signature a
-    run description carries (``call MODEL.run.json``: inputs, outputs, dims and constraints alone)."""
-    return fn.inputs if isinstance(fn, Function) else tuple(map(as_input, fn["inputs"]))
-
-
-def _expected(fn: AFunction) -> dict[str, dict[str, Any]]:
-    """Each input as the manifest entry ``npyio.check_fits`` and ``read_npz`` take (JSON), with the function's
-    dimension bounds; a key input as the key data its file holds (``keys.data_input``)."""
-    declared = fn.bounds if isinstance(fn, Function) else of_function(fn)
-    bounds = {v: b.to_manifest() for v, b in declared.items()}
-    return {i.name: {**(keys.data_input(i) if keys.is_key_input(i) else i).to_json(), "_dims": bounds}
-            for i in _inputs(fn)}
+def _expected(fn: Function) -> dict[str, Expected]:
+    """What each input's file should hold, for ``npyio.check_fits``: a key input holds its key data
+    (``keys.data_input``)."""
+    bounds = fn.bounds
+    return {i.name: Expected(keys.data_input(i) if keys.is_key_input(i) else i, bounds) for i in fn.inputs}
 
 
 # --- matching files to inputs ----------------------------------------------------------------------------------
 
 
-def missing_error(fn: AFunction, missing: list[str]) -> InputError:
+def missing_error(fn: Function, missing: list[str]) -> InputError:
     """The error for inputs that ``--inputs`` left out, saying how to give them."""
-    by_name = {i.name: i for i in _inputs(fn)}
+    by_name = {i.name: i for i in fn.inputs}
     listed = ", ".join(f"{n!r} ({_typed(by_name[n])})" for n in missing)
     if len(missing) == 1:
         seed = f" (a PRNG key: {missing[0]}=seed:N makes it from a seed)" if keys.is_key_input(by_name[missing[0]]) \
@@ -65,7 +51,7 @@ def missing_error(fn: AFunction, missing: list[str]) -> InputError:
                       f"use --random.")
 
 
-def classify(fn: AFunction, items: list[str]) -> tuple[list[str], dict[str, str], list[str]]:
+def classify(fn: Function, items: list[str]) -> tuple[list[str], dict[str, str], list[str]]:
     """Split ``--inputs`` values into positional files, ``NAME=FILE`` pairs and ``.npz`` files.
 
     ``NAME=FILE`` is recognised when NAME is an input name, or when the text has an ``=`` and is not an existing
@@ -90,7 +76,7 @@ def classify(fn: AFunction, items: list[str]) -> tuple[list[str], dict[str, str]
     return positional, named, npz
 
 
-def _locate(fn: AFunction, items: list[str]
+def _locate(fn: Function, items: list[str]
             ) -> tuple[dict[str, str], dict[str, Any], dict[str, str], dict[str, int]]:
     """The ``--inputs`` values matched to inputs: the ``.npy`` file of each input given one (not read yet), the arrays
     of the ``.npz`` files (read: each member's header is checked before its data), every source, and the key inputs
@@ -98,8 +84,8 @@ def _locate(fn: AFunction, items: list[str]
     positional, named, npz = classify(fn, items)
     expect = _expected(fn)
     # a key input's file holds uint32 key data
-    declared = {i.name: "uint32" if keys.is_key_input(i) else i.dtype for i in _inputs(fn)}
-    by_name = {i.name: i for i in _inputs(fn)}
+    declared = {i.name: "uint32" if keys.is_key_input(i) else i.dtype for i in fn.inputs}
+    by_name = {i.name: i for i in fn.inputs}
     names = list(declared)
     seeds: dict[str, int] = {}
 
@@ -145,11 +131,11 @@ def _locate(fn: AFunction, items: list[str]
     return files, arrays, sources, seeds
 
 
-def gather(fn: AFunction, items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def gather(fn: Function, items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """Read the arrays that ``--inputs`` values name; returns ``{input name: array}`` and each array's source."""
     files, arrays, sources, seeds = _locate(fn, items)
     expect = _expected(fn)
-    by_name = {i.name: i for i in _inputs(fn)}
+    by_name = {i.name: i for i in fn.inputs}
     for name, file in files.items():
         inp = by_name[name]
         arrays[name] = read_npy(file, "uint32" if keys.is_key_input(inp) else inp.dtype, name, expect[name])
@@ -165,7 +151,7 @@ def gather(fn: AFunction, items: list[str]) -> tuple[dict[str, Any], dict[str, s
     return {n: arrays[n] for n in names}, {n: sources[n] for n in names}
 
 
-def check_files(fn: AFunction, items: list[str], *, cast: bool = False) -> None:
+def check_files(fn: Function, items: list[str], *, cast: bool = False) -> None:
     """Check the arrays that ``--inputs`` values name against the signature (``contract.check``: structure, rank,
     dtype, dimensions, bounds, constraints) from the ``.npy`` headers, before any ``.npy`` data is read, and without
     JAX; an ``.npz`` is read (each member's header checked before its data). With ``cast``, an array of another
@@ -178,11 +164,11 @@ def check_files(fn: AFunction, items: list[str], *, cast: bool = False) -> None:
     if seeds:
         return
     expect = _expected(fn)
-    missing = [i.name for i in _inputs(fn) if i.name not in files and i.name not in arrays]
+    missing = [i.name for i in fn.inputs if i.name not in files and i.name not in arrays]
     if missing:
         raise missing_error(fn, missing)
     infos = []
-    for inp in _inputs(fn):
+    for inp in fn.inputs:
         name = inp.name
         if name in files:
             described = _described(files[name], name, "uint32" if keys.is_key_input(inp) else inp.dtype,
@@ -203,7 +189,7 @@ def check_files(fn: AFunction, items: list[str], *, cast: bool = False) -> None:
     check(fn, infos)
 
 
-def _described(path: str, name: str, declared: str, expect: dict[str, Any]) -> tuple[tuple[int, ...], str] | None:
+def _described(path: str, name: str, declared: str, expect: Expected) -> tuple[tuple[int, ...], str] | None:
     """The shape and dtype a ``.npy`` file's header declares (as ``read_npy`` would read it), refusing what
     ``read_npy`` refuses from the header alone; None for a file whose size disagrees with its header, which
     ``read_npy`` reports."""
@@ -217,11 +203,11 @@ def _described(path: str, name: str, declared: str, expect: dict[str, Any]) -> t
     return tuple(int(d) for d in header.shape), str(dtype)
 
 
-def _seed_keys(fn: AFunction, arrays: dict[str, Any], sources: dict[str, str], seeds: Mapping[str, int]) -> None:
+def _seed_keys(fn: Function, arrays: dict[str, Any], sources: dict[str, str], seeds: Mapping[str, int]) -> None:
     """Make the key inputs given as ``seed:N`` (in place), at the shape the other inputs' dimensions give them."""
-    shapes = [(i.name, parsed_shape(i), list(arrays[i.name].shape)) for i in _inputs(fn) if i.name in arrays]
+    shapes = [(i.name, parsed_shape(i), list(arrays[i.name].shape)) for i in fn.inputs if i.name in arrays]
     env, _, _ = dimexpr.solve(shapes)  # conflicts are the signature check's to report
-    for inp in _inputs(fn):
+    for inp in fn.inputs:
         name = inp.name
         if name not in seeds:
             continue
@@ -243,7 +229,7 @@ def _seed_keys(fn: AFunction, arrays: dict[str, Any], sources: dict[str, str], s
 # --- random inputs ---------------------------------------------------------------------------------------------
 
 
-def random_inputs(fn: AFunction, dims: Mapping[str, int], seed: int = 0, *, nonnegative: bool = False,
+def random_inputs(fn: Function, dims: Mapping[str, int], seed: int = 0, *, nonnegative: bool = False,
                   ranges: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Deterministic random arrays for a function's inputs at the given dimension values, in manifest order.
 
@@ -263,7 +249,7 @@ def random_inputs(fn: AFunction, dims: Mapping[str, int], seed: int = 0, *, nonn
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {}
     made_keys = 0
-    for inp in _inputs(fn):
+    for inp in fn.inputs:
         shape = concrete_shape(inp, dims)
         if keys.is_key_input(inp):
             out[inp.name] = keys.from_seed(inp, shape, seed + made_keys)
@@ -294,7 +280,7 @@ def random_inputs(fn: AFunction, dims: Mapping[str, int], seed: int = 0, *, nonn
 # --- --cast ----------------------------------------------------------------------------------------------------
 
 
-def cast_inputs(fn: AFunction, arrays: Mapping[str, Any], sources: Mapping[str, str]
+def cast_inputs(fn: Function, arrays: Mapping[str, Any], sources: Mapping[str, str]
                 ) -> tuple[dict[str, Any], dict[str, str]]:
     """``call --cast``: each array whose dtype differs from its input's, converted to it when every value of the
     array is kept exactly. Where the dtypes guarantee it (``dtypes.safe_cast``: ``float16 -> float32``,
@@ -303,7 +289,7 @@ def cast_inputs(fn: AFunction, arrays: Mapping[str, Any], sources: Mapping[str, 
     ``float32`` values goes to ``float32``, and ``0.1`` in ``float64`` does not. An ``InputError`` names the first
     value that would change. Sources say what was converted. Arrays of a dtype jaxport does not know, and PRNG keys,
     are left to the signature check."""
-    declared = {i.name: i.dtype for i in _inputs(fn)}
+    declared = {i.name: i.dtype for i in fn.inputs}
     out, said = dict(arrays), dict(sources)
     for name, arr in arrays.items():
         have, want = str(arr.dtype), declared.get(name)

@@ -129,13 +129,15 @@ def specialize(backend: JaxBackend, structs: list[Any]) -> str:
     refined = static_module(backend, structs)
     with make_ir_context():
         from jax.extend.mlir import ir
+        from jax.extend.mlir.dialects import stablehlo
 
         module = ir.Module.parse(refined)
         targets: list[str] = []
 
         def visit(op: Any) -> Any:
-            if "call_target_name" in op.attributes:
-                targets.append(ir.StringAttr(op.attributes["call_target_name"]).value)
+            view = op.opview
+            if isinstance(view, stablehlo.CustomCallOp):
+                targets.append(view.call_target_name.value)
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
@@ -199,7 +201,7 @@ class IreeBackend:
         config = runtime.Config("local-task")
         vm_module = runtime.VmModule.copy_buffer(config.vm_instance, vmfb)
         context = runtime.SystemContext(config=config, vm_modules=[vm_module])
-        main = context.modules[vm_module.name]["main"]
+        main = context.modules[vm_module.name].main
         out_tree = self._jax.exported.out_tree
         host_weights = self._host_weights
 

@@ -84,6 +84,21 @@ class Array:
     shape: tuple[int, ...]
     dtype: str
 
+    def to_json(self) -> dict[str, Any]:
+        """The array as a function of the run description lists it."""
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An input or output of the signature: its name, declared shape (sizes, and dimension variables or
+    expressions by name), dtype and, for an input, the range its random values are drawn from (None: its dtype's)."""
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: str
+    range: tuple[Any, Any] | None = None
+
 
 @dataclass(frozen=True)
 class ModuleFunction:
@@ -112,35 +127,85 @@ class Description:
     #: The parameter archive's file name and scope, when the function has bound tensors.
     parameters: tuple[Any, str] | None
     device: str | None
-    #: The signature: the names of the inputs and the outputs, and each variable's bounds (lo, hi or None).
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
+    #: The signature: the inputs and the outputs, each variable's bounds (lo, hi or None), the constraints.
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
     bounds: dict[str, tuple[int, int | None]]
+    constraints: tuple[str, ...]
     functions: tuple[ModuleFunction, ...]
     padding: dict[str, Padding]
 
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs)
 
-def _array(entry: dict[str, Any], fname: Any, path: str) -> Array:
-    shape = entry["shape"]
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.outputs)
+
+
+class _Fields:
+    """One object of the parsed run description, read field by field: :meth:`value` of a field it lacks raises
+    KeyError, a field of the wrong type TypeError or AttributeError where it is used (``_read`` reports them)."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def value(self, key: str) -> Any:
+        return self.raw[key]
+
+    def optional(self, key: str, default: Any = None) -> Any:
+        return self.raw.get(key, default)
+
+    def fields(self, key: str) -> _Fields:
+        return _Fields(self.raw[key])
+
+    def each(self, key: str) -> list[_Fields]:
+        """The objects of the list ``key``."""
+        return [_Fields(v) for v in self.raw[key]]
+
+
+def _array(entry: _Fields, fname: Any, path: str) -> Array:
+    shape = entry.value("shape")
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise DescriptionError(f"{path}: function {fname!r} has a non-static shape.")
-    return Array(str(entry["name"]), tuple(shape), str(entry["dtype"]))
+    return Array(str(entry.value("name")), tuple(shape), str(entry.value("dtype")))
 
 
-def _parse(d: dict[str, Any], path: str) -> Description:
+def _function(f: _Fields, path: str) -> ModuleFunction:
+    name = f.value("name")
+    return ModuleFunction(name, dict(f.value("dims")), tuple(_array(i, name, path) for i in f.each("inputs")),
+                          tuple(_array(o, name, path) for o in f.each("outputs")))
+
+
+def _tensor(entry: _Fields) -> Tensor:
+    name, shape, dtype = entry.value("name"), tuple(entry.value("shape")), entry.value("dtype")
+    lo_hi = entry.optional("range")
+    return Tensor(name, shape, dtype, None if lo_hi is None else (lo_hi[0], lo_hi[1]))
+
+
+def _bounds(b: _Fields) -> tuple[int, int | None]:
+    return b.optional("min", 1), b.optional("max")
+
+
+def _padding(verdict: _Fields) -> Padding:
+    if not verdict.optional("allowed"):
+        return Padding(False, {}, {})
+    return Padding(True, dict(verdict.value("inputs")), dict(verdict.value("outputs")))
+
+
+def _parse(d: _Fields, path: str) -> Description:
     """The run description ``d`` (parsed JSON) as records; KeyError or TypeError for a missing or mistyped field."""
-    functions = tuple(ModuleFunction(f["name"], dict(f["dims"]), tuple(_array(i, f["name"], path) for i in f["inputs"]),
-                                     tuple(_array(o, f["name"], path) for o in f["outputs"]))
-                      for f in d["functions"])
-    signature = d["signature"]
-    bounds = {v: (b.get("min", 1), b.get("max")) for v, b in (signature.get("dims") or {}).items()
-              if isinstance(b, dict)}
-    padding = {v: Padding(True, dict(p["inputs"]), dict(p["outputs"])) if p.get("allowed") else Padding(False, {}, {})
-               for v, p in d["padding"]["variables"].items()}
-    parameters = d.get("parameters")
-    return Description(d.get("module"), (parameters["file"], parameters["scope"]) if parameters else None,
-                       d.get("device"), tuple(i["name"] for i in signature["inputs"]),
-                       tuple(o["name"] for o in signature["outputs"]), bounds, functions, padding)
+    functions = tuple(_function(f, path) for f in d.each("functions"))
+    signature = d.fields("signature")
+    bounds = {v: _bounds(_Fields(b)) for v, b in (signature.optional("dims") or {}).items() if isinstance(b, dict)}
+    padding = {v: _padding(_Fields(p)) for v, p in d.fields("padding").value("variables").items()}
+    parameters = d.optional("parameters")
+    archive = _Fields(parameters)
+    return Description(d.optional("module"), (archive.value("file"), archive.value("scope")) if parameters else None,
+                       d.optional("device"), tuple(_tensor(i) for i in signature.each("inputs")),
+                       tuple(_tensor(o) for o in signature.each("outputs")), bounds,
+                       tuple(signature.optional("constraints", ())), functions, padding)
 
 
 def _read(path: str) -> tuple[dict[str, Any], Description]:
@@ -155,12 +220,12 @@ def _read(path: str) -> tuple[dict[str, Any], Description]:
         description = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise DescriptionError(f"{path}: not JSON ({e}); give the .run.json that jaxport compile wrote.") from None
-    found = description.get("format") if isinstance(description, dict) else None
+    found = _Fields(description).optional("format") if isinstance(description, dict) else None
     if found != FORMAT:
         raise DescriptionError(f"{path}: format {found!r}, but this loader reads {FORMAT!r}; give the .run.json "
                                f"that jaxport compile wrote.")
     try:
-        return description, _parse(description, path)
+        return description, _parse(_Fields(description), path)
     except (KeyError, TypeError, AttributeError) as e:
         raise DescriptionError(f"{path}: the run description lacks {e}; give the .run.json that jaxport compile "
                                f"wrote.") from None

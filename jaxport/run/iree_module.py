@@ -50,12 +50,12 @@ def signature(text: str) -> tuple[list[str], list[str]]:
     """The argument and result types of a specialized program's ``main``, as MLIR spells them."""
     with make_ir_context():
         from jax.extend.mlir import ir
+        from jax.extend.mlir.dialects import func
 
         module = ir.Module.parse(text)
         for view in module.body.operations:
-            op = view.operation
-            if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
-                ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            if isinstance(view, func.FuncOp) and view.sym_name.value == "main":
+                ftype = ir.FunctionType(view.function_type.value)
                 return [str(t) for t in ftype.inputs], [str(t) for t in ftype.results]
     raise PlatformError(f"the specialized program has no main function; {RUN_WITH_JAX}.")
 
@@ -64,19 +64,20 @@ def _renamed(text: str, prefix: str) -> str:
     """The program's functions, each renamed ``prefix + name`` and private, as MLIR text (without the module)."""
     with make_ir_context():
         from jax.extend.mlir import ir
+        from jax.extend.mlir.dialects import func
 
         module = ir.Module.parse(text)
-        funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
-        names = [ir.StringAttr(f.attributes["sym_name"]).value for f in funcs]
+        funcs = [op for op in module.body.operations if isinstance(op, func.FuncOp)]
+        names = [f.sym_name.value for f in funcs]
         for name in names:
             ir.SymbolTable.replace_all_symbol_uses(name, prefix + name, module.operation)
         for f, name in zip(funcs, names):
-            f.attributes["sym_name"] = ir.StringAttr.get(prefix + name)
-            f.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            f.sym_name = ir.StringAttr.get(prefix + name)
+            f.sym_visibility = ir.StringAttr.get("private")
         others = [op.operation.name for op in module.body.operations if op.operation.name != "func.func"]
         if others:
             raise PlatformError(f"the specialized program holds {others[0]} beside its functions; {RUN_WITH_JAX}.")
-        text = "\n".join(str(f.get_asm(enable_debug_info=False)) for f in funcs)
+        text = "\n".join(str(f.operation.get_asm(enable_debug_info=False)) for f in funcs)
         if "dense_resource<" in text:  # their bytes live in the module's resource section, not in the functions
             raise PlatformError(f"the specialized program keeps constants as MLIR resources, which jaxport cannot move "
                                 f"into a deployable module yet; {RUN_WITH_JAX}.")

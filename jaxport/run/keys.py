@@ -12,11 +12,9 @@ Imports JAX, when it makes or wraps a key.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from .. import dtypes
-from ..artifact.manifest import as_input
 from ..artifact.model import Input, replace
 from ..errors import InputError
 
@@ -24,13 +22,9 @@ from ..errors import InputError
 SEED = re.compile(r"^seed:([0-9]{1,20})$")
 
 
-#: A manifest input: its record, or (transitional, from callers still holding the manifest's JSON) its entry.
-AnInput = Input | Mapping[str, Any]
-
-
-def is_key_input(inp: AnInput) -> bool:
+def is_key_input(inp: Input) -> bool:
     """Whether a manifest input is a typed PRNG key array."""
-    return dtypes.is_key(as_input(inp).dtype)
+    return dtypes.is_key(inp.dtype)
 
 
 def data_input(inp: Input) -> Input:
@@ -39,34 +33,26 @@ def data_input(inp: Input) -> Input:
     return replace(inp, dtype="uint32", shape=(*inp.shape, *dtypes.KEYS[inp.dtype].data_shape))
 
 
-def data_entry(inp: Mapping[str, Any]) -> dict[str, Any]:
-    """``data_input`` of a manifest entry (transitional: for callers still holding the manifest's JSON), the
-    entry's other keys kept."""
-    data = data_input(as_input(inp))
-    return {**inp, "dtype": data.dtype, "shape": list(data.shape)}
-
-
 def seed_of(text: str) -> int | None:
     """The seed ``N`` of a ``seed:N`` value, else None."""
     m = SEED.match(text.strip())
     return int(m.group(1)) if m else None
 
 
-def from_seed(inp: AnInput, shape: tuple[int, ...], seed: int) -> Any:
+def from_seed(inp: Input, shape: tuple[int, ...], seed: int) -> Any:
     """The keys of a key input of ``shape`` made from ``seed`` (see the module docstring)."""
     import jax
 
-    impl = dtypes.KEYS[as_input(inp).dtype].impl
+    impl = dtypes.KEYS[inp.dtype].impl
     key = jax.random.key(seed % (1 << 32), impl=impl)
     return key if shape == () else jax.random.split(key, shape)
 
 
-def wrap(data: Any, inp: AnInput, where: str) -> Any:
+def wrap(data: Any, inp: Input, where: str) -> Any:
     """The keys whose key data ``data`` (a numpy array read from ``where``) holds, for the key input ``inp``; an
     InputError for data that cannot be keys of its implementation."""
     import jax
 
-    inp = as_input(inp)
     key = dtypes.KEYS[inp.dtype]
     axes = len(key.data_shape)
     if str(data.dtype) != "uint32" or tuple(data.shape[len(data.shape) - axes:]) != key.data_shape \

@@ -47,7 +47,7 @@ def select_function(manifest: Manifest, function: str | None, where: str) -> str
 
 def _typed(shape: Sequence[int | str], dtype: str) -> str:
     """``f32[batch, 784]``: an array type as messages show it."""
-    return summary.array_type({"shape": list(shape), "dtype": dtype})
+    return summary.type_text(dtype, shape)
 
 
 def check_payload(exported: Any, f: Function, where: str, fname: str, weights: Weights | None = None) -> None:
@@ -153,10 +153,8 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     where = str(path)
     pending: DigestCheck | None = None
     try:
-        manifest = art.manifest
         fname = select_function(art.model, function, where)
         record = art.model.functions[fname]
-        f = manifest["functions"][fname]  # the JSON, for the readers not yet on the records
         exported = runnable_program(art, fname, allow_custom_calls, where)
         weights, pending = map_weights(art, record, verify, defer=defer_verify and runtime == "jax") \
             if record.weights else ([], None)
@@ -173,7 +171,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
                 *exported.disabled_safety_checks, export.DisabledSafetyCheck.platform()))
         if exported.nr_devices > jax.device_count():
             raise PlatformError(device_count_message(f"{where}: function {fname!r}", exported.nr_devices,
-                                                     jax.device_count(), f.get("mesh")))  # the JSON mesh
+                                                     jax.device_count(), record.mesh))
         exported = explain_missing(exported, where, fname)
         jax_backend = JaxBackend(exported, weights, record, where=f"{Path(path)}: function {fname!r}", fname=fname,
                                  platform=local, platform_mismatch=mismatch,
@@ -187,5 +185,5 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
         raise
     if not weights and not borrowed:  # nothing maps the artifact's bytes any more
         art.close()
-    return Loaded(Path(path), fname, manifest, backend, local, mismatch, time.perf_counter() - start,
-                  art if weights else None, record)
+    return Loaded(Path(path), fname, art.model, backend, local, mismatch, time.perf_counter() - start,
+                  art if weights else None)

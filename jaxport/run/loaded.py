@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import dtypes, isolate, usercache
-from ..artifact import calltree, contract, summary
-from ..artifact.manifest import as_function
-from ..artifact.model import Function
+from ..artifact import calltree, contract, model, summary
+from ..artifact.model import Function, Manifest
 from ..artifact.pathtree import path_trees
 from ..errors import InputError, OutputError
 from ..sharding import gather
@@ -94,22 +93,25 @@ class Loaded:
     same output pytree. Use :func:`jaxport.load`.
     """
 
-    def __init__(self, path: Path, function: str, manifest: dict[str, Any], backend: Backend, platform: str,
-                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, record: Function | None = None):
+    def __init__(self, path: Path, function: str, model: Manifest, backend: Backend, platform: str,
+                 platform_mismatch: bool, load_seconds: float, artifact: Any = None):
         self.path = path
         self.function = function
-        self.manifest = manifest
-        #: The function's manifest entry as its record (``artifact.model.Function``), what readers read;
-        #: ``function_manifest`` is its JSON, for readers not yet on the records.
-        self.function_record = record if record is not None else as_function(manifest["functions"][function])
+        #: The artifact's manifest as records (``artifact.model.Manifest``).
+        self.model = model
+        #: The function's manifest entry as its record (``artifact.model.Function``).
+        self.function_record: Function = model.functions[function]
         #: What compiles and runs the program (``backend.Backend``).
         self.backend = backend
         self.platform = platform
         self.platform_mismatch = platform_mismatch
         self.load_seconds = load_seconds
-        f = self.function_manifest
-        self.signature = Signature(function, tuple(f["inputs"]), tuple(f["outputs"]), dict(f.get("dims") or {}),
-                                   tuple(f.get("constraints") or []), summary.signature(function, f))
+        f = self.function_record
+        sharded = f.mesh is not None
+        self.signature = Signature(function, tuple(i.to_json(sharded) for i in f.inputs),
+                                   tuple(o.to_json(sharded) for o in f.outputs),
+                                   {v: d.to_json() for v, d in f.dims.items()}, f.constraints,
+                                   summary.signature(function, f))
         self._artifact = artifact  # keeps the memory map of the weights open
         #: The solved dimension variables of each input shape signature that passed the checks.
         self._checked: dict[ShapeKey, dict[str, int]] = {}
@@ -119,7 +121,7 @@ class Loaded:
         self._compilations: dict[ShapeKey, Compilation] = {}
         #: The number of inputs when a call ``f(a, b, ...)`` passes exactly the inputs in order (each positional
         #: argument is one input array and nothing else is free): such a call skips ``bind``. Else -1.
-        self._positional = _positional_inputs(calltree.of_function(f))
+        self._positional = _positional_inputs(f.signature)
         self._input_names = tuple(self.function_record.input_names)
         #: Input signatures (as ``_seen``) -> the backend's direct call of the program compiled for them.
         self._direct: dict[tuple[Any, ...], Any] = {}
@@ -142,8 +144,9 @@ class Loaded:
         return self.backend.placement()
 
     @property
-    def function_manifest(self) -> dict[str, Any]:
-        return self.manifest["functions"][self.function]
+    def manifest(self) -> dict[str, Any]:
+        """The manifest as JSON (``model.to_json()``)."""
+        return self.model.to_json()
 
     @property
     def input_names(self) -> list[str]:
@@ -166,7 +169,7 @@ class Loaded:
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The free input arrays of a call ``f(*args, **kwargs)``, by input name (structure checked)."""
-        sig, where = calltree.of_function(self.function_manifest), f"{self.path}: function {self.function!r}"
+        sig, where = self.function_record.signature, f"{self.path}: function {self.function!r}"
         try:
             return calltree.bind(sig, self.input_names, self.function, args, kwargs, where)
         except InputError:
@@ -321,7 +324,7 @@ class Loaded:
         program's check. Returns what was compiled, and how, per signature.
         """
         where = f"{self.path}: function {self.function!r}"
-        f = self.function_manifest
+        f = self.function_record
         planned = [(dims, signature(f, dims)) for dims in combinations(f, shapes, where)]
         directory = Path(cache_dir).expanduser() if cache_dir is not None else usercache.active_cache_dir()
         done = []
@@ -331,9 +334,9 @@ class Loaded:
                                   f"(--cache-dir DIR).")
             for dims, key in planned:
                 done.append(Warmed(dict(dims), key, self._compile(key)))
-        digest = (self.manifest.get("members") or {}).get(f["payload"], {}).get("sha256")
-        if isinstance(digest, str):
-            isolate.remember(digest, directory)
+        member = self.model.members.get(f.payload)
+        if member is not None:
+            isolate.remember(member.sha256, directory)
         return done
 
     def benchmark(self, arrays: Mapping[str, Any], n: int, warmup: int = 1) -> Benchmark:
@@ -359,12 +362,11 @@ class Loaded:
 _MISS = object()
 
 
-def _positional_inputs(sig: Mapping[str, Any]) -> int:
+def _positional_inputs(sig: model.Signature) -> int:
     """How many inputs a call passes as its positional arguments, one array each in the inputs' order, when that is
     all a caller passes (every other argument bound or static); -1 for any other call tree."""
-    top = list(sig.get("args") or [])
-    if any(set(node) - {"input", "name"} or node.get("input") != i for i, node in enumerate(top)):
+    if any(node.kind != "input" or node.value != i for i, node in enumerate(sig.args)):
         return -1
-    if any(calltree.is_free(node) for node in (sig.get("kwargs") or {}).values()):
+    if any(node.is_free for node in sig.kwargs.values()):
         return -1
-    return len(top)
+    return len(sig.args)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from .._npyfile import (
 )
 from ..artifact.bounds import Bounds
 from ..artifact.contract import constant_mismatch, parsed_shape, rank_mismatch, unknown_input_error
+from ..artifact.model import Input
 from ..errors import InputError
 
 #: Arrays larger than this are checked against the input they are for from their header alone, before reading.
@@ -69,30 +71,39 @@ def final_dtype(header: Header, declared: str | None, name: str | None, where: s
     return dt.newbyteorder("=") if not dt.isnative else dt
 
 
-def check_fits(header: Header, inp: Mapping[str, Any] | None, where: str) -> None:
-    """Refuse, before any array memory is allocated or any data read, an array whose header cannot be the input
-    ``inp`` (a manifest entry): its rank, its constant dimensions, the bounds of dimensions that are a variable.
+@dataclass(frozen=True)
+class Expected:
+    """The input a file should hold (for a key input, the key data its file holds) and the function's bounds."""
+
+    input: Input
+    bounds: Mapping[str, Bounds]
+
+
+def check_fits(header: Header, expected: Expected | None, where: str) -> None:
+    """Refuse, before any array memory is allocated or any data read, an array whose header cannot be the
+    ``expected`` input: its rank, its constant dimensions, the bounds of dimensions that are a variable.
     Also refuse an array larger than this machine's memory. Small arrays are left to ``check``, which sees every
     input at once and reports the first problem in the manifest's order."""
-    if inp is not None and header.nbytes > EARLY_CHECK_BYTES:
-        name = inp["name"]
+    if expected is not None and header.nbytes > EARLY_CHECK_BYTES:
+        inp, bounds = expected.input, expected.bounds
         dims = parsed_shape(inp)
         problem = rank_mismatch(inp, dims, header.shape) or constant_mismatch(inp, dims, header.shape)
         if problem:
             raise InputError(f"{where}: {problem}")
-        bounds = inp.get("_dims") or {}
         for axis, (d, n) in enumerate(zip(dims, header.shape)):
-            if not isinstance(d, int) and d.op == "var" and d.value in bounds and \
-                    not Bounds.of(bounds[d.value]).holds(n):
-                raise InputError(f"{where}: input {name!r}: shape[{axis}] = {n}, but dimension {d.value!r} must "
-                                 f"satisfy {Bounds.of(bounds[d.value]).text(str(d.value))} (spec bound).")
+            if isinstance(d, int) or d.op != "var" or str(d.value) not in bounds:
+                continue
+            b = bounds[str(d.value)]
+            if not b.holds(n):
+                raise InputError(f"{where}: input {inp.name!r}: shape[{axis}] = {n}, but dimension {d.value!r} must "
+                                 f"satisfy {b.text(str(d.value))} (spec bound).")
     check_memory(header, where)
 
 
 def read_npy(path: str | Path, declared: str | None = None, name: str | None = None,
-             expect: Mapping[str, Any] | None = None) -> Any:
+             expect: Expected | None = None) -> Any:
     """Read one ``.npy`` file safely (see the module docstring) for the input ``name`` of dtype ``declared``;
-    ``expect`` (the input's manifest entry) lets a header that cannot fit be refused before reading the data."""
+    ``expect`` (the input it should hold) lets a header that cannot fit be refused before reading the data."""
     where = str(path)
     with open_for_reading(path, InputError, directory="a .npy file") as f:
         size = os.fstat(f.fileno()).st_size
@@ -108,11 +119,11 @@ def read_npy(path: str | Path, declared: str | None = None, name: str | None = N
 
 
 def read_npz(path: str | Path, declared: Mapping[str, str],
-             expect: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+             expect: Mapping[str, Expected] | None = None) -> dict[str, Any]:
     """Read the arrays of an ``.npz`` whose keys are input names (``declared``: input name -> manifest dtype).
 
     Every key must name an input; the zip directory is checked (count, names, declared sizes) before any data, and
-    each member's header against ``expect`` (input name -> manifest entry) before its data is inflated.
+    each member's header against ``expect`` (input name -> the input it should hold) before its data is inflated.
     """
     where = str(path)
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _safetensors, dtypes
 from .._fsio import atomic_write, check_output
@@ -16,31 +16,61 @@ from .cache import CacheState
 from .npyio import safe_member
 
 if TYPE_CHECKING:
+    from .calling import Comparison
     from .gradients import VjpResult
     from .loaded import Benchmark, Loaded, Run
     from .streaming import StreamResult
 
 
-def stats(name: str, value: Any) -> dict[str, Any]:
-    """Name, shape, dtype, min, max and mean (of the finite values) and the NaN/Inf counts of an array."""
-    import numpy as np
+class Stats(NamedTuple):
+    """Name, shape, dtype, size, min, max and mean (of the finite values) and the NaN/Inf counts of an array: an
+    entry of the report's ``outputs`` (:meth:`to_json`; :meth:`from_json` reads one back)."""
 
-    a = np.asarray(value)
-    kind = dtypes.BY_NAME[str(a.dtype)].kind if str(a.dtype) in dtypes.BY_NAME else a.dtype.kind
-    out: dict[str, Any] = {"name": name, "shape": list(a.shape), "dtype": str(a.dtype), "size": int(a.size),
-                           "min": None, "max": None, "mean": None, "nan": 0, "inf": 0}
-    if kind in ("float", "complex"):
-        wide = a.astype(np.complex128 if kind == "complex" else np.float64)
-        out["nan"] = int(np.isnan(wide).sum())
-        out["inf"] = int(np.isinf(wide).sum())
-        if kind == "float":
-            finite = wide[np.isfinite(wide)]
-            if finite.size:
-                out.update(min=float(np.min(finite)), max=float(np.max(finite)), mean=float(finite.mean()))
-    elif a.size:
-        wide = a.astype(np.int64 if kind != "uint" else np.uint64)
-        out.update(min=int(np.min(wide)), max=int(np.max(wide)), mean=float(wide.mean()))
-    return out
+    name: str
+    shape: list[int]
+    dtype: str
+    size: int
+    min: float | int | None
+    max: float | int | None
+    mean: float | None
+    nan: int
+    inf: int
+
+    @classmethod
+    def of(cls, name: str, value: Any) -> Stats:
+        """The statistics of the array ``value``."""
+        import numpy as np
+
+        a = np.asarray(value)
+        kind = dtypes.BY_NAME[str(a.dtype)].kind if str(a.dtype) in dtypes.BY_NAME else a.dtype.kind
+        lo: float | int | None = None
+        hi: float | int | None = None
+        mean: float | None = None
+        nan = inf = 0
+        if kind in ("float", "complex"):
+            wide = a.astype(np.complex128 if kind == "complex" else np.float64)
+            nan, inf = int(np.isnan(wide).sum()), int(np.isinf(wide).sum())
+            if kind == "float":
+                finite = wide[np.isfinite(wide)]
+                if finite.size:
+                    lo, hi, mean = float(np.min(finite)), float(np.max(finite)), float(finite.mean())
+        elif a.size:
+            wide = a.astype(np.int64 if kind != "uint" else np.uint64)
+            lo, hi, mean = int(np.min(wide)), int(np.max(wide)), float(wide.mean())
+        return cls(name, list(a.shape), str(a.dtype), int(a.size), lo, hi, mean, nan, inf)
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any]) -> Stats:
+        """The statistics of a report's ``outputs`` entry (its ``values``, if any, left out)."""
+        return cls(*(entry[f] for f in cls._fields))
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def stats(name: str, value: Any) -> dict[str, Any]:
+    """:class:`Stats` of an array, as the report's ``outputs`` entry."""
+    return Stats.of(name, value).to_json()
 
 
 def jsonable(value: Any) -> Any:
@@ -169,6 +199,76 @@ def check_output_path(path: str | Path, names: list[str], dtypes_: list[str] | N
 # --- the report of a call --------------------------------------------------------------------------------------
 
 
+class Timings(NamedTuple):
+    """The report's ``timings``: seconds to load, lower, compile and run, and whether the compilation was a cache
+    hit (None: not reported)."""
+
+    load_s: float
+    lower_s: float
+    compile_s: float
+    compile_cache_hit: bool | None
+    run_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Latencies(NamedTuple):
+    """The report's ``benchmark``: what the timed calls needed first, and their latencies (seconds)."""
+
+    load_s: float
+    lower_s: float
+    compile_s: float
+    compile_cache_hit: bool | None
+    warmup: int
+    n: int
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    min_s: float
+    max_s: float
+    mean_s: float
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any]) -> Latencies:
+        """The latencies of a ``benchmark`` document (``loaded.Benchmark.as_dict()``)."""
+        return cls(*(entry[f] for f in cls._fields))
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Placement(NamedTuple):
+    """The report's ``devices``: where a sharded function runs."""
+
+    devices: int
+    mesh: str
+    process_index: int
+    process_count: int
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any] | None) -> Placement | None:
+        """The placement of a backend's ``placement()`` document (None: unsharded)."""
+        return None if entry is None else cls(*(entry[f] for f in cls._fields))
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+@dataclass(frozen=True)
+class VjpSection:
+    """The report's ``vjp`` section: the input cotangents' :class:`Stats`, the inputs without one, and the output
+    cotangents used (a file, or ``ones``)."""
+
+    cotangents: list[Stats]
+    not_differentiable: list[str]
+    cotangents_of_outputs: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cotangents": [s.to_json() for s in self.cotangents], "not_differentiable": self.not_differentiable,
+                "cotangents_of_outputs": self.cotangents_of_outputs}
+
+
 @dataclass
 class CallReport:
     """What one ``jaxport call`` did: :meth:`as_dict` is the document ``call --json`` prints (its schema is
@@ -183,16 +283,21 @@ class CallReport:
     runtime: str
     dims: dict[str, int]
     inputs: list[dict[str, Any]]
-    #: :func:`stats` of each output (with its ``values`` when asked for).
+    #: :func:`stats` of each output (with its ``values`` when asked for); :meth:`output_stats` reads them.
     outputs: list[dict[str, Any]]
     output_file: str | None
-    timings: dict[str, Any]
+    timings: Timings
     cache: CacheState
-    benchmark: dict[str, Any] | None
-    devices: dict[str, Any] | None
-    #: The section of a derivative (``vjp``) or a streamed (``streaming``) call, by its key; ``call`` adds
-    #: ``expect`` (``--expect``) and ``saved_inputs`` (``--save-inputs``).
-    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    benchmark: Latencies | None
+    devices: Placement | None
+    #: The derivative of a ``vjp`` call (its ``vjp`` section).
+    vjp: VjpSection | None = None
+    #: What a streamed call did (``batch_size``; its ``streaming`` section).
+    streaming: StreamResult | None = None
+    #: The file the inputs were saved to (``save_inputs``; its ``saved_inputs`` section).
+    saved_inputs: str | None = None
+    #: The outputs compared with their references (``expect``; its ``expect`` section).
+    expect: Comparison | None = None
     #: Warnings beyond the compilation cache's (outputs stored as raw bytes).
     warnings: list[str] = field(default_factory=list)
     #: The outputs as written and compared, ``(name, array)`` (not in :meth:`as_dict`: ``call --print`` shows them).
@@ -206,16 +311,15 @@ class CallReport:
         elements carry their values (larger ones ``None``)."""
         outputs = []
         for name, value in result.leaves:
-            entry = stats(name, value)
-            if values_up_to is not None:
-                entry["values"] = jsonable(value) if entry["size"] <= values_up_to else None
-            outputs.append(entry)
+            s = Stats.of(name, value)
+            shown = {} if values_up_to is None else {"values": jsonable(value) if s.size <= values_up_to else None}
+            outputs.append({**s.to_json(), **shown})
         c = result.compilation
-        timings = {"load_s": loaded.load_seconds, "lower_s": c.lower_seconds, "compile_s": c.seconds,
-                   "compile_cache_hit": c.cache_hit, "run_s": result.run_seconds}
+        timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds)
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    _inputs(arrays, sources), outputs, str(output) if output else None, timings, cache,
-                   benchmark.as_dict() if benchmark else None, loaded.placement())
+                   Latencies.from_json(benchmark.as_dict()) if benchmark else None,
+                   Placement.from_json(loaded.placement()))
 
     @classmethod
     def of_vjp(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -223,12 +327,12 @@ class CallReport:
                cotangents: str | Path | None = None) -> CallReport:
         """The report of ``gradients.vjp(loaded, arrays, ...)`` that took ``seconds``, for the output cotangents
         read from the file ``cotangents`` (None: ones)."""
-        section = {"cotangents": [stats(n, v) for n, v in result.cotangents], "not_differentiable": result.skipped,
-                   "cotangents_of_outputs": str(cotangents) if cotangents else "ones"}
+        section = VjpSection([Stats.of(n, v) for n, v in result.cotangents], result.skipped,
+                             str(cotangents) if cotangents else "ones")
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, loaded.check(arrays),
                    _inputs(arrays, sources), [stats(n, v) for n, v in result.outputs],
-                   str(output) if output else None, _untimed(loaded, seconds), cache, None, loaded.placement(),
-                   {"vjp": section})
+                   str(output) if output else None, _untimed(loaded, seconds), cache, None,
+                   Placement.from_json(loaded.placement()), vjp=section)
 
     @classmethod
     def of_stream(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -236,17 +340,35 @@ class CallReport:
         """The report of ``streaming.call(loaded, arrays, ...)``."""
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    _inputs(arrays, sources), result.stats, result.output_file, _untimed(loaded, result.seconds),
-                   cache, None, loaded.placement(), {"streaming": result.as_dict()})
+                   cache, None, Placement.from_json(loaded.placement()), streaming=result)
+
+    def output_stats(self) -> list[Stats]:
+        """:class:`Stats` of each output, read from :attr:`outputs`."""
+        return [Stats.from_json(o) for o in self.outputs]
+
+    @property
+    def all_warnings(self) -> list[str]:
+        """The compilation cache's warning, if any, then :attr:`warnings`: the report's ``warnings``."""
+        return ([self.cache.problem] if self.cache.problem else []) + self.warnings
+
+    @property
+    def sections(self) -> dict[str, dict[str, Any]]:
+        """The sections of the report beyond every call's fields, by key: ``vjp`` or ``streaming``, then
+        ``saved_inputs`` and ``expect``, each where it applies."""
+        sections = {"vjp": self.vjp.to_json() if self.vjp else None,
+                    "streaming": self.streaming.as_dict() if self.streaming else None,
+                    "saved_inputs": {"file": self.saved_inputs} if self.saved_inputs is not None else None,
+                    "expect": self.expect.as_dict() if self.expect is not None else None}
+        return {k: v for k, v in sections.items() if v is not None}
 
     def as_dict(self) -> dict[str, Any]:
         """The ``call --json`` document."""
         return {"artifact": self.artifact, "function": self.function, "platform": self.platform,
                 "runtime": self.runtime, "dims": self.dims, "inputs": self.inputs, "outputs": self.outputs,
-                "output_file": self.output_file, "timings": self.timings,
+                "output_file": self.output_file, "timings": self.timings.to_json(),
                 "compilation_cache": str(self.cache.directory) if self.cache.directory else None,
-                "warnings": ([self.cache.problem] if self.cache.problem else []) + self.warnings,
-                "benchmark": self.benchmark,
-                **self.sections, "devices": self.devices}
+                "warnings": self.all_warnings, "benchmark": self.benchmark.to_json() if self.benchmark else None,
+                **self.sections, "devices": self.devices.to_json() if self.devices else None}
 
 
 def _inputs(arrays: Mapping[str, Any], sources: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -254,7 +376,6 @@ def _inputs(arrays: Mapping[str, Any], sources: Mapping[str, str]) -> list[dict[
             for n, a in arrays.items()]
 
 
-def _untimed(loaded: Loaded, seconds: float) -> dict[str, Any]:
+def _untimed(loaded: Loaded, seconds: float) -> Timings:
     """The timings of a call whose compilations are not reported apart (derivative, streamed)."""
-    return {"load_s": loaded.load_seconds, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
-            "run_s": seconds}
+    return Timings(loaded.load_seconds, 0.0, 0.0, None, seconds)

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import dimexpr, dtypes
-from ..artifact.manifest import as_input
 from ..artifact.model import Function, Input
 from ..errors import UsageError
 
@@ -55,10 +54,9 @@ def float_limit(dtype: str) -> float:
     return float(info.max)
 
 
-def check_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError) -> Range:
+def check_range(inp: Input, value: Any, where: str, error: Error = UsageError) -> Range:
     """The range ``value`` (``[LO, HI]``) of the manifest input ``inp``, checked against its dtype (see the module
     docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``."""
-    inp = as_input(inp)
     name, dtype = inp.name, inp.dtype
     if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
         return check_expression_range(inp, value, where, error)
@@ -99,11 +97,10 @@ def check_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: E
     return float(lo), float(hi)
 
 
-def check_expression_range(inp: Input | Mapping[str, Any], value: Any, where: str, error: Error = UsageError,
+def check_expression_range(inp: Input, value: Any, where: str, error: Error = UsageError,
                            variables: set[str] | None = None) -> Any:
     """A range with a dimension expression for a bound (see the module docstring), before the dimensions' values are
     known: an integer input's, each bound a number or an expression that parses (over ``variables`` when given)."""
-    inp = as_input(inp)
     name, dtype = inp.name, inp.dtype
     if dtypes.BY_NAME[dtype].kind not in ("int", "uint"):
         raise error(f"{where}: '{name}={value[0]}:{value[1]}': LO and HI must be finite numbers (only an integer "
@@ -142,12 +139,11 @@ def resolved(value: Any, dims: Mapping[str, int]) -> Any:
     return tuple(out)
 
 
-def check_ranges(fn: Function | Mapping[str, Any], ranges: Mapping[str, Any] | None, where: str = "--range"
+def check_ranges(fn: Function, ranges: Mapping[str, Any] | None, where: str = "--range"
                  ) -> None:
-    """Refuse (``UsageError``) ranges for inputs the function ``fn`` (a manifest entry) does not have, listing its
-    inputs, and ranges that do not fit their input's dtype (see the module docstring)."""
-    # a run description's signature (``call MODEL.run.json``) is a function's JSON without the rest of its fields
-    inputs = fn.inputs if isinstance(fn, Function) else tuple(map(as_input, fn["inputs"]))
+    """Refuse (``UsageError``) ranges for inputs the function ``fn`` does not have, listing its inputs, and ranges
+    that do not fit their input's dtype (see the module docstring)."""
+    inputs = fn.inputs
     by_name = {i.name: i for i in inputs}
     for name, value in (ranges or {}).items():
         if name not in by_name:
@@ -156,8 +152,7 @@ def check_ranges(fn: Function | Mapping[str, Any], ranges: Mapping[str, Any] | N
             raise UsageError(f"{where}: unknown input name {name!r}; the inputs are: "
                              f"{', '.join(by_name) or '(none)'}.{hint}")
         if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
-            dims = fn.dims if isinstance(fn, Function) else fn.get("dims")
-            check_expression_range(by_name[name], value, where, variables=set(dims or {}) |
+            check_expression_range(by_name[name], value, where, variables=set(fn.dims) |
                                    _shape_variables(inputs))
         else:
             check_range(by_name[name], value, where)
@@ -211,12 +206,12 @@ def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | Non
     return float(low), float(high)
 
 
-def draw(rng: Any, inp: Input | Mapping[str, Any], shape: tuple[int, ...], bounds: Range | None) -> Any:
+def draw(rng: Any, inp: Input, shape: tuple[int, ...], bounds: Range | None) -> Any:
     """A random array for the manifest input ``inp`` of ``shape``: from ``bounds`` (a checked range) when given,
     else the defaults: floats standard normal (complex: both parts), integers in [0, 8), bools fair coin flips."""
     import numpy as np
 
-    dtype = as_input(inp).dtype
+    dtype = inp.dtype
     kind = dtypes.BY_NAME[dtype].kind
     target = dtypes.to_numpy(dtype)
     if kind == "bool":

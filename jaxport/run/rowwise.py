@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import dimexpr
 from .._jax_internals import make_ir_context
@@ -30,6 +30,8 @@ from ..artifact.model import Function, Input, Output
 
 #: A value's state: the axes sized by the variable (the value is row-wise), or why it is not.
 State = frozenset[int] | str
+
+_T = TypeVar("_T")
 
 _ELEMENTWISE = frozenset(f"stablehlo.{n}" for n in (
     "abs add and atan2 cbrt ceil clamp compare complex convert cosine count_leading_zeros divide exponential "
@@ -118,11 +120,16 @@ def analyze(fn: Function, variable: str, n_weights: int, env: Mapping[str, int],
 def _functions(module: Any) -> dict[str, Any]:
     from jax.extend.mlir import ir
 
-    out = {}
-    for op in module.body.operations:
-        if op.operation.name == "func.func":
-            out[ir.StringAttr(op.operation.attributes["sym_name"]).value] = op.operation
-    return out
+    return {ir.SymbolTable.get_symbol_name(op.operation).value: op.operation for op in module.body.operations
+            if op.operation.name == "func.func"}
+
+# --- reading an operation: its attributes, each read as the kind of MLIR attribute it is, and its values' shapes ---
+
+
+def _attr(op: Any, name: str, kind: Callable[[Any], _T]) -> _T:
+    """Attribute ``name`` of ``op`` read as ``kind``: an MLIR attribute class (``stablehlo.DotDimensionNumbers``;
+    it raises ValueError on an attribute of another kind), or ``str`` for the attribute's text."""
+    return kind(op.attributes[name])
 
 
 def _ints(attr: Any) -> list[int]:
@@ -136,6 +143,21 @@ def _ints(attr: Any) -> list[int]:
             continue
     elements: Any = ir.DenseIntElementsAttr(attr)
     return [int(x) for x in elements]
+
+
+def _ints_attr(op: Any, name: str, default: list[int] | None = None) -> list[int]:
+    """Integer array attribute ``name`` of ``op`` as a flat list (:func:`_ints`); ``default`` when the operation
+    has none (None: it must have one)."""
+    if default is not None and name not in op.attributes:
+        return default
+    return _attr(op, name, _ints)
+
+
+def _int_attr(op: Any, name: str) -> int:
+    """Integer attribute ``name`` of ``op``."""
+    from jax.extend.mlir import ir
+
+    return int(_attr(op, name, ir.IntegerAttr).value)
 
 
 def _attributes(op: Any) -> dict[str, str]:
@@ -163,9 +185,7 @@ class _Lockstep:
     def main(self, n_weights: int, fn: Function, inputs: dict[str, list[int]],
              outputs: dict[str, list[int]]) -> str:
         """Why the program is not row-wise in the variable, or ""."""
-        if "main" not in self.f1 or "main" not in self.f2:
-            raise _Mismatch("no main function")
-        b1, b2 = self.f1["main"].regions[0].blocks[0], self.f2["main"].regions[0].blocks[0]
+        b1, b2 = self.bodies("main", "no main function")
         args: list[State] = []
         for i, (a1, a2) in enumerate(zip(b1.arguments, b2.arguments)):
             st = self.axes(a1, a2)
@@ -203,6 +223,13 @@ class _Lockstep:
             found.add(i)
         return frozenset(found)
 
+    def bodies(self, name: str, missing: str) -> tuple[Any, Any]:
+        """The entry blocks of function ``name`` in the two specializations (a mismatch ``missing`` when either has
+        none)."""
+        if name not in self.f1 or name not in self.f2:
+            raise _Mismatch(missing)
+        return self.f1[name].regions[0].blocks[0], self.f2[name].regions[0].blocks[0]
+
     def get(self, x: Any) -> State:
         try:
             return self.state[x]
@@ -213,9 +240,7 @@ class _Lockstep:
         key = (name, tuple(args))
         if key in self.memo:
             return self.memo[key]
-        if name not in self.f1 or name not in self.f2:
-            raise _Mismatch(f"no function {name}")
-        b1, b2 = self.f1[name].regions[0].blocks[0], self.f2[name].regions[0].blocks[0]
+        b1, b2 = self.bodies(name, f"no function {name}")
         for a1, a2, st in zip(b1.arguments, b2.arguments, args):
             own = self.axes(a1, a2)
             self.state[a1] = st if isinstance(st, str) or st == own else f"a call of {name} that moves rows"
@@ -257,7 +282,7 @@ class _Lockstep:
         if name == "func.call":
             from jax.extend.mlir import ir
 
-            got = self.call(ir.FlatSymbolRefAttr(o1.attributes["callee"]).value, ins)
+            got = self.call(_attr(o1, "callee", ir.FlatSymbolRefAttr).value, ins)
             return [g if isinstance(g, str) or g == o else f"a call that moves rows ({name})" for g, o in
                     zip(got, outs)]
         if o1.regions:
@@ -318,7 +343,6 @@ class _Lockstep:
 def _rule(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[int]], s1: int, s2: int) -> str:
     """Why an operation whose operands are row-wise mixes rows, or "" when it keeps them apart."""
     name = o1.name
-    at = o1.attributes
     if name in _ELEMENTWISE or name in ("stablehlo.iota", "stablehlo.get_tuple_element", "stablehlo.tuple"):
         if name in ("stablehlo.tuple", "stablehlo.get_tuple_element") and any(ins + outs):
             return "a tuple of {v}-sized values"
@@ -326,12 +350,12 @@ def _rule(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[int]
     if name == "stablehlo.constant":
         return _constant(o1, o2, outs[0])
     if name == "stablehlo.broadcast_in_dim":
-        dims = _ints(at["broadcast_dimensions"])
+        dims = _ints_attr(o1, "broadcast_dimensions")
         return "" if all(dims[a] in outs[0] for a in ins[0]) else "a broadcast along {v}"
     if name == "stablehlo.reshape":
         return _reshape(o1, o2, ins[0], outs[0], s1, s2)
     if name == "stablehlo.transpose":
-        perm = _ints(at["permutation"])
+        perm = _ints_attr(o1, "permutation")
         return "" if {j for j, p in enumerate(perm) if p in ins[0]} == outs[0] else "a transpose that moves {v}"
     if name == "stablehlo.bitcast_convert":
         rank = min(len(_shape(o1.operands[0]) or []), len(_shape(o1.results[0]) or []))
@@ -339,37 +363,37 @@ def _rule(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[int]
     if name == "stablehlo.dot_general":
         from jax.extend.mlir.dialects import stablehlo
 
-        d = stablehlo.DotDimensionNumbers(at["dot_dimension_numbers"])
+        d = _attr(o1, "dot_dimension_numbers", stablehlo.DotDimensionNumbers)
         if set(d.lhs_contracting_dimensions) & ins[0] or set(d.rhs_contracting_dimensions) & ins[1]:
             return "a contraction over {v}"
         return ""
     if name == "stablehlo.reduce":
-        reduced = set(_ints(at["dimensions"]))
+        reduced = set(_ints_attr(o1, "dimensions"))
         return "a reduction over {v}" if any(reduced & s for s in ins[:len(ins) // 2]) else ""
     if name == "stablehlo.reduce_window":
         return _window(o1, ins[:len(ins) // 2])
     if name == "stablehlo.concatenate":
-        return "a concatenation along {v}" if any(_ints_or(at, "dimension") in s for s in ins) else ""
+        return "a concatenation along {v}" if any(_int_attr(o1, "dimension") in s for s in ins) else ""
     if name in ("stablehlo.sort", "stablehlo.reverse"):
-        along = set(_ints(at["dimensions"])) if name == "stablehlo.reverse" else {_ints_or(at, "dimension")}
+        along = set(_ints_attr(o1, "dimensions")) if name == "stablehlo.reverse" else {_int_attr(o1, "dimension")}
         return f"a {name.split('.')[1]} along {{v}}" if any(along & s for s in ins) else ""
     if name == "stablehlo.slice":
-        start, limit, stride = (_ints(at[k]) for k in ("start_indices", "limit_indices", "strides"))
-        limit2 = _ints(o2.attributes["limit_indices"])
+        start, limit, stride = (_ints_attr(o1, k) for k in ("start_indices", "limit_indices", "strides"))
+        limit2 = _ints_attr(o2, "limit_indices")
         for a in ins[0]:
             if start[a] != 0 or stride[a] != 1 or limit[a] != s1 or limit2[a] != s2:
                 return "a slice of {v}"
         return _same_elsewhere(o1, o2, ("start_indices", "limit_indices", "strides"), ins[0])
     if name == "stablehlo.dynamic_slice":
-        sizes, sizes2 = _ints(at["slice_sizes"]), _ints(o2.attributes["slice_sizes"])
+        sizes, sizes2 = _ints_attr(o1, "slice_sizes"), _ints_attr(o2, "slice_sizes")
         if any(sizes[a] != s1 or sizes2[a] != s2 for a in ins[0]) or any(ins[1:]):
             return "a slice of {v}"
         return _same_elsewhere(o1, o2, ("slice_sizes",), ins[0])
     if name == "stablehlo.dynamic_update_slice":
         return "" if ins[0] == ins[1] == outs[0] and not any(ins[2:]) else "an update of part of {v}"
     if name == "stablehlo.pad":
-        lows, highs, interior = (_ints(at[k]) for k in ("edge_padding_low", "edge_padding_high",
-                                                        "interior_padding"))
+        lows, highs, interior = (_ints_attr(o1, k) for k in ("edge_padding_low", "edge_padding_high",
+                                                               "interior_padding"))
         return "a pad of {v}" if any(lows[a] or highs[a] or interior[a] for a in ins[0]) else ""
     if name == "stablehlo.gather":
         return _gather(o1, o2, ins, outs, s1, s2)
@@ -382,27 +406,21 @@ def _rule(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[int]
         return "" if all(a < len(_shape(x) or []) - 2 for x, s in zip(o1.operands, ins) for a in s) else \
             "a matrix factorization over {v}"
     if name == "stablehlo.fft":
-        rank, n = len(_shape(o1.operands[0]) or []), len(_ints(at["fft_length"]))
+        rank, n = len(_shape(o1.operands[0]) or []), len(_ints_attr(o1, "fft_length"))
         return "an FFT over {v}" if any(a >= rank - n for a in ins[0]) else ""
     if name in ("stablehlo.rng_bit_generator", "stablehlo.rng"):
         return "random numbers drawn for a shape that grows with {v}" if any(outs) else ""
     return "an operation not known to keep rows of {v} apart" if any(ins) or any(outs) else ""
 
 
-def _ints_or(at: Any, key: str) -> int:
-    from jax.extend.mlir import ir
-
-    return int(ir.IntegerAttr(at[key]).value)
-
-
 def _constant(o1: Any, o2: Any, axes: frozenset[int]) -> str:
     from jax.extend.mlir import ir
 
-    v1, v2 = o1.attributes["value"], o2.attributes["value"]
     if not axes:
-        return "" if str(v1) == str(v2) else "a constant computed from {v}'s value (x.shape[0], x[-1], a mean...)"
+        return "" if _attr(o1, "value", str) == _attr(o2, "value", str) else \
+            "a constant computed from {v}'s value (x.shape[0], x[-1], a mean...)"
     try:
-        d1, d2 = ir.DenseElementsAttr(v1), ir.DenseElementsAttr(v2)
+        d1, d2 = _attr(o1, "value", ir.DenseElementsAttr), _attr(o2, "value", ir.DenseElementsAttr)
     except ValueError:
         return "a constant that grows with {v}"
     if d1.is_splat and d2.is_splat and str(d1.get_splat_value()) == str(d2.get_splat_value()):
@@ -428,15 +446,10 @@ def _reshape(o1: Any, o2: Any, ins: frozenset[int], outs: frozenset[int], s1: in
 
 
 def _window(o1: Any, ins: list[frozenset[int]]) -> str:
-    at = o1.attributes
     rank = len(_shape(o1.operands[0]) or [])
-
-    def get(key: str, default: int) -> list[int]:
-        return _ints(at[key]) if key in at else [default] * rank
-
-    window, strides = get("window_dimensions", 1), get("window_strides", 1)
-    base, dilation = get("base_dilations", 1), get("window_dilations", 1)
-    padding = _ints(at["padding"]) if "padding" in at else [0] * (2 * rank)
+    window, strides = _ints_attr(o1, "window_dimensions", [1] * rank), _ints_attr(o1, "window_strides", [1] * rank)
+    base, dilation = _ints_attr(o1, "base_dilations", [1] * rank), _ints_attr(o1, "window_dilations", [1] * rank)
+    padding = _ints_attr(o1, "padding", [0] * (2 * rank))
     for s in ins:
         for a in s:
             if (window[a], strides[a], base[a], dilation[a], padding[2 * a], padding[2 * a + 1]) != (1, 1, 1, 1, 0, 0):
@@ -446,7 +459,7 @@ def _window(o1: Any, ins: list[frozenset[int]]) -> str:
 
 def _same_elsewhere(o1: Any, o2: Any, keys: tuple[str, ...], axes: frozenset[int]) -> str:
     for key in keys:
-        x1, x2 = _ints(o1.attributes[key]), _ints(o2.attributes[key])
+        x1, x2 = _ints_attr(o1, key), _ints_attr(o2, key)
         if any(x1[i] != x2[i] for i in range(len(x1)) if i not in axes):
             return "a slice whose bounds depend on {v}"
     return ""
@@ -457,8 +470,8 @@ def _gather(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[in
     whole padded axes of its operand, without indexing along them (``a[:, :, 0]``)."""
     from jax.extend.mlir.dialects import stablehlo
 
-    d = stablehlo.GatherDimensionNumbers(o1.attributes["dimension_numbers"])
-    sizes, sizes2 = _ints(o1.attributes["slice_sizes"]), _ints(o2.attributes["slice_sizes"])
+    d = _attr(o1, "dimension_numbers", stablehlo.GatherDimensionNumbers)
+    sizes, sizes2 = _ints_attr(o1, "slice_sizes"), _ints_attr(o2, "slice_sizes")
     rank_op = len(sizes)
     rank_idx, rank_out = len(_shape(o1.operands[1]) or []), len(_shape(o1.results[0]) or [])
     collapsed, batching = set(d.collapsed_slice_dims), set(d.operand_batching_dims)
@@ -485,12 +498,10 @@ def _gather(o1: Any, o2: Any, ins: list[frozenset[int]], outs: list[frozenset[in
 
 
 def _convolution(o1: Any, ins: list[frozenset[int]], outs: list[frozenset[int]]) -> str:
-    from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
-    at = o1.attributes
-    d = stablehlo.ConvDimensionNumbers(at["dimension_numbers"])
-    groups = [int(ir.IntegerAttr(at[k]).value) for k in ("feature_group_count", "batch_group_count") if k in at]
+    d = _attr(o1, "dimension_numbers", stablehlo.ConvDimensionNumbers)
+    groups = [_int_attr(o1, k) for k in ("feature_group_count", "batch_group_count") if k in o1.attributes]
     if ins[1] or not ins[0] <= {d.input_batch_dimension} or any(g != 1 for g in groups):
         return "a convolution across {v}"
     return "" if outs[0] == ({d.output_batch_dimension} if ins[0] else set()) else "a convolution across {v}"

@@ -29,7 +29,6 @@ from typing import Any, BinaryIO
 from .. import dimexpr, dtypes
 from .._fsio import atomic_output, atomic_write, open_for_reading, scratch_file, write_failure
 from .._text import plural
-from ..artifact.manifest import as_function
 from ..artifact.model import Function, Input, Output
 from ..artifact.summary import array_type
 from ..errors import InputError, UsageError
@@ -47,9 +46,8 @@ class Axis:
     expression: str
 
 
-def streamed_axis(f: Function | Mapping[str, Any], fname: str) -> Axis:
+def streamed_axis(f: Function, fname: str) -> Axis:
     """The axis to stream along, or a UsageError saying which input or output does not allow streaming."""
-    f = as_function(f)
     why = (" --batch-size streams along axis 0, which must be the same dimension variable (times a constant) in every "
            "input and output.")
     arrays: list[tuple[str, Input | Output]] = [("input", a) for a in f.inputs]
@@ -79,7 +77,7 @@ def streamed_axis(f: Function | Mapping[str, Any], fname: str) -> Axis:
 
 
 def _type(a: Input | Output) -> str:
-    return array_type({"shape": list(a.shape), "dtype": a.dtype})
+    return array_type(a)
 
 
 def _type_first(arrays: list[tuple[str, Input | Output]]) -> str:
@@ -142,10 +140,9 @@ class NpyRows:
         return flat.reshape((stop - start, *self.shape[1:])).astype(self.dtype, copy=False)
 
 
-def open_inputs(f: Function | Mapping[str, Any], items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def open_inputs(f: Function, items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The ``--inputs`` of a streamed call: each ``.npy`` as :class:`NpyRows` (read by chunks); an ``.npz`` is read
     whole (its members may be compressed)."""
-    f = as_function(f)
     positional, named, npz = classify(f, items)
     declared = {i.name: i.dtype for i in f.inputs}
     names = list(declared)

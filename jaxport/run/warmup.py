@@ -22,7 +22,6 @@ from typing import Any
 
 from .. import dtypes
 from ..artifact import contract
-from ..artifact.manifest import as_function
 from ..artifact.model import Function
 from ..errors import UsageError
 from .backend import Compilation, ShapeKey
@@ -50,7 +49,7 @@ class Warmed:
                 "lower_s": c.lower_seconds, "compile_s": c.seconds, "compile_cache_hit": c.cache_hit}
 
 
-def combinations(fn: Function | Mapping[str, Any], shapes: Shapes, where: str) -> list[dict[str, int]]:
+def combinations(fn: Function, shapes: Shapes, where: str) -> list[dict[str, int]]:
     """The dimension values of each signature to compile: ``{"batch": 8}`` gives one, ``{"batch": [1, 8]}`` two,
     ``[{"batch": 1}, {"batch": 8}]`` two. Every dimension variable of the function needs a value (a server knows
     the shapes it will serve; none is guessed)."""
@@ -93,9 +92,8 @@ def combinations(fn: Function | Mapping[str, Any], shapes: Shapes, where: str) -
     return combos
 
 
-def signature(fn: Function | Mapping[str, Any], dims: Mapping[str, int]) -> ShapeKey:
+def signature(fn: Function, dims: Mapping[str, int]) -> ShapeKey:
     """The input shape signature that ``dims`` give, checked as a call's inputs are (bounds, constraints)."""
-    fn = as_function(fn)
     env = contract.resolve_dims(fn, dims)
     infos = [contract.ArrayInfo(inp.name, contract.concrete_shape(inp, env), str(dtypes.to_numpy(inp.dtype)))
              for inp in fn.inputs]

@@ -37,7 +37,7 @@ import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InputError, JaxportError
 from . import oip
@@ -87,8 +87,8 @@ class JaxportModel(Model):
         self.version = version
         self.batched = batched
         f = batched.function_record
-        self.inputs = [oip.tensor(i, "input") for i in f.inputs]  # UsageError for a dtype OIP lacks
-        self.outputs = [oip.tensor(o, "output") for o in f.outputs]
+        self.inputs = [oip.Tensor.of(i, "input") for i in f.inputs]  # UsageError for a dtype OIP lacks
+        self.outputs = [oip.Tensor.of(o, "output") for o in f.outputs]
         self.window = max(window_ms, 0.0) / 1000
         most = batched.max_rows
         self.max_rows = min(max_rows or most, most) if most is not None else None
@@ -109,10 +109,10 @@ class JaxportModel(Model):
                          self.batched.describe())
 
     def get_input_types(self) -> list[dict[str, Any]]:
-        return [{k: t[k] for k in ("name", "datatype", "shape")} for t in self.inputs]
+        return [t.types() for t in self.inputs]
 
     def get_output_types(self) -> list[dict[str, Any]]:
-        return [{k: t[k] for k in ("name", "datatype", "shape")} for t in self.outputs]
+        return [t.types() for t in self.outputs]
 
     async def predict(self, payload: Any, headers: Mapping[str, str] | None = None,
                       response_headers: Any = None) -> Any:
@@ -140,8 +140,8 @@ class JaxportModel(Model):
             (outputs,) = await loop.run_in_executor(self._executor, self._call, [arrays])
         infer_outputs = []
         for t in self.outputs:
-            value = outputs[t["name"]]
-            out = InferOutput(name=t["name"], shape=list(value.shape), datatype=t["datatype"])
+            value = outputs[t.name]
+            out = InferOutput(name=t.name, shape=list(value.shape), datatype=t.datatype)
             out.set_data_from_numpy(value, binary_data=True)  # JSON responses convert it when encoding
             infer_outputs.append(out)
         return InferResponse(response_id=payload.id or str(uuid.uuid4()), model_name=self.name,
@@ -245,6 +245,47 @@ class Registry:
         return model
 
 
+class _Request(NamedTuple):
+    """What an inference request's JSON says (the protocol's fields; None where absent): its inputs (the binary
+    tensors' bytes follow the JSON), the outputs asked for, its id and its parameters."""
+
+    inputs: Any
+    outputs: Any
+    id: Any
+    parameters: Any
+
+
+class _RestInput(NamedTuple):
+    """One of a request's ``inputs``: its name, shape, datatype and parameters, and its JSON ``data``
+    (``has_data``), or else (the ``binary_data_size`` parameter) its bytes after the JSON."""
+
+    name: Any
+    shape: Any
+    datatype: Any
+    parameters: Any
+    data: Any
+    has_data: bool
+
+    @classmethod
+    def read(cls, entry: Any) -> _RestInput:
+        if not isinstance(entry, dict) or not {"name", "shape", "datatype"} <= set(entry):
+            raise InvalidInput('each of "inputs" has a "name", a "shape" and a "datatype".')
+        name, shape, datatype, parameters, data = _fields(entry, ("name", "shape", "datatype", "parameters", "data"))
+        return cls(name, shape, datatype, parameters, data, "data" in entry)
+
+
+class _Requested(NamedTuple):
+    """One of a request's ``outputs``: the name of an output to return, and its parameters."""
+
+    name: Any
+    parameters: Any
+
+
+def _fields(entry: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
+    """The values of the fields ``names`` of a JSON object (None for each it lacks), in order."""
+    return [entry.get(n) for n in names]
+
+
 def rest_request(body: bytes, headers: Mapping[str, str], model_name: str) -> Any:
     """An inference request from a REST body: JSON, or JSON followed by binary tensors (the binary tensor
     extension), whose bytes become arrays without passing through Python objects."""
@@ -256,17 +297,17 @@ def rest_request(body: bytes, headers: Mapping[str, str], model_name: str) -> An
         header = orjson.loads(body[:header_length])
     except (ValueError, orjson.JSONDecodeError) as e:
         raise InvalidInput(f"the request is not an inference request's JSON ({e}).") from None
-    if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):
+    request = _Request(*_fields(header, _Request._fields)) if isinstance(header, dict) else None
+    if request is None or not isinstance(request.inputs, list):
         raise InvalidInput('the request has no "inputs" list.')
     inputs, start = [], header_length
-    for entry in header["inputs"]:
-        if not isinstance(entry, dict) or not {"name", "shape", "datatype"} <= set(entry):
-            raise InvalidInput('each of "inputs" has a "name", a "shape" and a "datatype".')
-        name, shape, dtype = entry["name"], entry["shape"], entry["datatype"]
-        parameters = entry.get("parameters") or {}
-        if "data" in entry:
+    for raw in request.inputs:
+        entry = _RestInput.read(raw)
+        name, shape, dtype = entry.name, entry.shape, entry.datatype
+        parameters = entry.parameters or {}
+        if entry.has_data:
             inp = InferInput(name=name, shape=shape, datatype=dtype)
-            inp.data = entry["data"]
+            inp.data = entry.data
         elif isinstance(parameters, dict) and "binary_data_size" in parameters:
             size = parameters["binary_data_size"]
             if type(size) is not int or size < 0 or start + size > len(body):  # noqa: E721
@@ -283,11 +324,11 @@ def rest_request(body: bytes, headers: Mapping[str, str], model_name: str) -> An
             raise InvalidInput(f"input {name!r} has neither \"data\" nor a binary_data_size parameter.")
         inputs.append(inp)
     outputs = None
-    if isinstance(header.get("outputs"), list):
-        outputs = [RequestedOutput(name=o.get("name"), parameters=o.get("parameters")) for o in header["outputs"]
-                   if isinstance(o, dict)]
-    return InferRequest(model_name=model_name, infer_inputs=inputs, request_id=header.get("id"),
-                        parameters=header.get("parameters"), request_outputs=outputs)
+    if isinstance(request.outputs, list):
+        asked = [_Requested(*_fields(o, _Requested._fields)) for o in request.outputs if isinstance(o, dict)]
+        outputs = [RequestedOutput(name=o.name, parameters=o.parameters) for o in asked]
+    return InferRequest(model_name=model_name, infer_inputs=inputs, request_id=request.id,
+                        parameters=request.parameters, request_outputs=outputs)
 
 
 def _json(body: Any) -> Any:

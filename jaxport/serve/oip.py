@@ -11,7 +11,7 @@ float8, complex, PRNG keys) cannot be served: :func:`datatype` says so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import dtypes
 from ..artifact import contract
@@ -32,23 +32,44 @@ def datatype(dtype: str, what: str) -> str:
     return DATATYPES[dtype]
 
 
-def tensor(entry: Input | Output, kind: str) -> dict[str, Any]:
+class Tensor(NamedTuple):
     """One input's or output's metadata: name, datatype, shape (-1 for symbolic axes), declared shape."""
-    return {"name": entry.name, "datatype": datatype(entry.dtype, f"{kind} {entry.name!r}"),
-            "shape": [d if isinstance(d, int) else -1 for d in entry.shape],
-            "parameters": {"shape": list(entry.shape)}}
+
+    name: str
+    datatype: str
+    shape: list[int]
+    declared: list[int | str]
+
+    @classmethod
+    def of(cls, entry: Input | Output, kind: str) -> Tensor:
+        """The metadata of ``entry``, an input or output (``kind``); UsageError for a dtype the protocol lacks."""
+        return cls(entry.name, datatype(entry.dtype, f"{kind} {entry.name!r}"),
+                   [d if isinstance(d, int) else -1 for d in entry.shape], list(entry.shape))
+
+    def types(self) -> dict[str, Any]:
+        """The protocol's fields: name, datatype and shape (gRPC metadata has these only)."""
+        return {"name": self.name, "datatype": self.datatype, "shape": self.shape}
+
+    def to_json(self) -> dict[str, Any]:
+        """The protocol's fields, and the declared shape in ``parameters``."""
+        return {**self.types(), "parameters": {"shape": self.declared}}
+
+
+def tensor(entry: Input | Output, kind: str) -> dict[str, Any]:
+    """One input's or output's metadata (:class:`Tensor`) as JSON."""
+    return Tensor.of(entry, kind).to_json()
 
 
 def model(f: Function, name: str, versions: Sequence[str], function: str,
           plan: Mapping[str, Any]) -> dict[str, Any]:
-    """A model's metadata (``GET /v2/models/NAME``): the protocol's fields, and the rest in ``parameters``."""
+    """A model's metadata (``GET /v2/models/NAME``): the protocol's fields, and the rest in ``parameters``, with the
+    buckets, batch variable, most rows and padding verdicts of the serving ``plan`` (``Batched.describe()``)."""
     dims = {v: f.bounds_of(v).to_manifest() for v in contract.dimension_variables(f)}
     return {"name": name, "versions": list(versions), "platform": "jaxport",
             "inputs": [tensor(i, "input") for i in f.inputs],
             "outputs": [tensor(o, "output") for o in f.outputs],
             "parameters": {"function": function, "dims": dims, "constraints": list(f.constraints),
-                           "buckets": plan["buckets"], "batch": plan["batch"], "max_rows": plan["max_rows"],
-                           "padding": plan["padding"]}}
+                           **{k: plan[k] for k in ("buckets", "batch", "max_rows", "padding")}}}
 
 
 def decode(name: str, dtype_name: str, shape: Sequence[Any], raw: bytes | None = None,

@@ -8,7 +8,6 @@ from typing import Any
 
 from .. import dtypes
 from ..artifact.contract import concrete_shape
-from ..artifact.manifest import as_function
 from ..run.gradients import differentiable, vjp
 from .compare import OutputResult, compare
 from .live import LiveFunction
@@ -21,7 +20,7 @@ def compare_with_live(loaded: Any, live: LiveFunction, arrays: Mapping[str, Any]
     import jax
     import numpy as np
 
-    f = loaded.function_record or as_function(loaded.function_manifest)
+    f = loaded.function_record
     env = loaded.check(arrays)
     rng = np.random.default_rng(seed + 7919)
     cts = {o.name: rng.standard_normal(concrete_shape(o, env)).astype(dtypes.to_numpy(o.dtype))

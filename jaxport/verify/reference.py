@@ -9,7 +9,7 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,24 +106,24 @@ class Expectation:
     def verdict(self) -> str:
         """``1 output matches the reference``, ``2 of 3 outputs differ from the reference``, ``1 of 1 output is
         inconclusive``: the count, in agreement (as ``verify`` counts cases), with what the failed outputs did."""
-        return verdict(self.as_dict())
+        return verdict(self.outputs)
 
     def error(self, report: CallReport | None = None) -> ReferenceMismatch:
         """The failure: each output that differs, its worst value and the tolerance; the advice for outputs that
         are NaN/Inf everywhere, once."""
         failed = [o for o in self.outputs if not o.passed]
-        unsure = [o for o in failed if _inconclusive(o.as_dict())]
+        unsure = [o for o in failed if _inconclusive(o)]
         described = [f"output {o.name!r}: {o.inconclusive}" if o in unsure else o.describe() for o in failed]
         what = "; ".join(described[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
         hint = f" ({NONFINITE_ADVICE})" if unsure else ""
         return ReferenceMismatch(f"--expect {self.reference}: {self.verdict()}: {what}{hint}.", report)
 
 
-def verdict(expect: dict[str, Any]) -> str:
-    """The verdict of an ``expect`` section (:meth:`Expectation.as_dict`), as :meth:`Expectation.verdict` says it."""
-    outputs = expect["outputs"]
+def verdict(outputs: Sequence[OutputResult]) -> str:
+    """The verdict of outputs compared with their references (:attr:`Expectation.outputs`), as
+    :meth:`Expectation.verdict` says it."""
     total = len(outputs)
-    failed = [o for o in outputs if not o["passed"]]
+    failed = [o for o in outputs if not o.passed]
     if not failed:
         return f"{plural(total, 'output')} match{'es' if total == 1 else ''} the reference"
     unsure = [o for o in failed if _inconclusive(o)]
@@ -134,9 +134,9 @@ def verdict(expect: dict[str, Any]) -> str:
     return text + (f" and {len(unsure)} {'is' if len(unsure) == 1 else 'are'} inconclusive" if unsure else "")
 
 
-def _inconclusive(output: dict[str, Any]) -> bool:
-    """Whether a failed output (as in the ``expect`` section) failed only by being NaN/Inf everywhere."""
-    return bool(output["inconclusive"]) and not output["problem"] and not output["mismatched"]
+def _inconclusive(output: OutputResult) -> bool:
+    """Whether a failed output failed only by being NaN/Inf everywhere."""
+    return bool(output.inconclusive) and not output.problem and not output.mismatched
 
 
 def call(request: CallRequest, *, progress: Callable[[str], None] | None = None,

@@ -112,7 +112,7 @@ def _load_live(text: str, defaulted: bool, f: Function, bind_dir: Path, where: s
             raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in "
                                   f"{recorded.shown_root(base)}; give it with --against MODULE.mlir:main.")
         # the importer still reads a function's JSON
-        return LiveFunction(module_function(module_path, f.to_json(), allow_custom_calls=sorted(allowed)),
+        return LiveFunction(module_function(module_path, f, allow_custom_calls=sorted(allowed)),
                             f, root, where, roots=roots, binds=binds)
     try:
         entry = load_entrypoint(text, base)
@@ -296,7 +296,6 @@ def verify(
         options = _Options(atol, rtol, allow_nonfinite, runtime == "iree")
         for plan in plans:
             f = manifest.functions[plan.name]
-            f_json = f.to_json()  # run.inputs still reads a function's JSON
             for platform in plan.platforms:
                 loaded = runtime_mod.load(art, plan.name, allow_platform_mismatch=platform != local,
                                           runtime=runtime, cache_dir=cache_dir, allow_custom_calls=allowed)
@@ -307,7 +306,7 @@ def verify(
                     if plan.name in given:
                         arrays = given[plan.name]
                     else:
-                        arrays = inputs_mod.random_inputs(f_json, case.dims, seed + i,
+                        arrays = inputs_mod.random_inputs(f, case.dims, seed + i,
                                                           ranges=chosen_ranges[plan.name])
                     report.cases.append(_run_case(loaded, sides[plan.name], f, plan, platform, device, case,
                                                   arrays, seed + i, options))

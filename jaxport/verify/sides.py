@@ -81,12 +81,12 @@ def given_inputs(f: Function, given: Sequence[str] | Mapping[str, Any]
                 raise contract.unknown_input_error(name, f.input_names)
         missing = [n for n in f.input_names if n not in arrays]
         if missing:
-            raise inputs_mod.missing_error(f.to_json(), missing)  # run.inputs still reads a function's JSON
+            raise inputs_mod.missing_error(f, missing)
         sources: dict[str, str] = {}
     else:
         if isinstance(given, str):
             raise UsageError("inputs: give a list of --inputs values (or arrays by name), not one string.")
-        arrays, sources = inputs_mod.gather(f.to_json(), list(given))
+        arrays, sources = inputs_mod.gather(f, list(given))
     infos = [contract.ArrayInfo(n, tuple(int(d) for d in arrays[n].shape), str(arrays[n].dtype), sources.get(n))
              for n in f.input_names]
     dims = contract.check(f, infos)

@@ -123,10 +123,13 @@ def test_round_trip(parts):
     members = {PAYLOAD: payload, "weights/w.bin": bytes(range(256)) * 3}
     man = {**copy.deepcopy(m)}
     raw = write_artifact("a.jaxport", man, members)
-    assert man["members"]["weights/w.bin"] == {"size": 768, "sha256": hashlib.sha256(bytes(range(256)) * 3).hexdigest()}
+    assert man == m  # the caller's JSON is left as it was; the written one lists the members
+    written = {**man, "members": {PAYLOAD: {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()},
+                                  "weights/w.bin": {"size": 768,
+                                                    "sha256": hashlib.sha256(bytes(range(256)) * 3).hexdigest()}}}
     with open_artifact("a.jaxport") as art:
-        assert art.manifest == man
-        assert art.manifest_bytes == raw == manifest_bytes(man)
+        assert art.manifest == written
+        assert art.manifest_bytes == raw == manifest_bytes(written)
         assert list(art.members) == [MANIFEST_NAME, PAYLOAD, "weights/w.bin"]
         for name, data in members.items():
             assert art.read(name) == data

@@ -35,7 +35,7 @@ def _fn(artifact):
     import jaxport
 
     with jaxport.open_artifact(artifact) as art:
-        return art.manifest["functions"]["f"]
+        return art.model.functions["f"]
 
 
 def test_the_program_has_no_d_and_the_constraint_defines_it(artifact):

@@ -69,7 +69,7 @@ def test_mlp_inputs_in_each_form(call, mlp_path, form, batch):
 def test_mlp_random(call, mlp_path, batch):
     res = call(mlp_path, "--random", "--dim", f"batch={batch}", "--seed", "11", "-o", "out.npy")
     assert res.exit_code == 0, res.stderr
-    f = jaxport.open_artifact(mlp_path).manifest["functions"]["predict"]
+    f = jaxport.open_artifact(mlp_path).model.functions["predict"]
     x = inputs.random_inputs(f, {"batch": batch}, seed=11)["x"]
     _close(np.load("out.npy"), _mlp_ref(x))
 
@@ -107,7 +107,7 @@ def test_pytree_random(call, pytree_path, dims, expected):
     assert res.exit_code == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["dims"] == expected
-    f = jaxport.open_artifact(pytree_path).manifest["functions"]["encode"]
+    f = jaxport.open_artifact(pytree_path).model.functions["encode"]
     arrays = inputs.random_inputs(f, expected, seed=5)
     got, want = npz_arrays("out.npz"), _encode_ref(arrays)
     for k in want:
@@ -145,7 +145,7 @@ def test_json_report(call, mlp_path):
     assert report["inputs"] == [{"name": "x", "shape": [2, 784], "dtype": "float32", "source": "random (seed 0)"}]
     (out,) = report["outputs"]
     assert (out["name"], out["shape"], out["dtype"], out["nan"], out["inf"]) == ("output", [2, 10], "float32", 0, 0)
-    f = jaxport.open_artifact(mlp_path).manifest["functions"]["predict"]
+    f = jaxport.open_artifact(mlp_path).model.functions["predict"]
     want = _mlp_ref(inputs.random_inputs(f, {"batch": 2}, seed=0)["x"])
     _close(np.array(out["values"]), want)
     assert out["min"] == pytest.approx(float(want.min()), abs=1e-5)
@@ -346,7 +346,7 @@ def test_wrong_platform(call, tpu_path):
                           f"--platform to cover several); --allow-platform-mismatch tries anyway.\n")
     res = call(tpu_path, "--random", "--allow-platform-mismatch", "-o", "out.npy")
     assert res.exit_code == 0, res.stderr
-    f = jaxport.open_artifact(tpu_path).manifest["functions"]["predict"]
+    f = jaxport.open_artifact(tpu_path).model.functions["predict"]
     _close(np.load("out.npy"), _mlp_ref(inputs.random_inputs(f, {"batch": 1}, seed=0)["x"]))
 
 

@@ -226,6 +226,16 @@ BAD_POLICIES = {
                        "policy.yaml:2: calling_convention: min is greater than max."),
     "not a boolean": ("jaxport_policy: 1\nforbid_disabled_safety_checks: sometimes\n",
                       "policy.yaml:2: forbid_disabled_safety_checks must be true or false, found 'sometimes'."),
+    # A list or mapping where a scalar belongs is shown as written (never as the parser's own objects).
+    "a list for a boolean": ("jaxport_policy: 1\nforbid_disabled_safety_checks: [a, {b: 1}]\n",
+                             "policy.yaml:2: forbid_disabled_safety_checks must be true or false, found "
+                             "['a', {'b': 1}]."),
+    "a mapping for a size": ("jaxport_policy: 1\nmax_artifact_size: {n: 1}\n",
+                             "policy.yaml:2: max_artifact_size must be a number of bytes or a size such as '100 MB' "
+                             "or '1 GiB' (units: B, kB, MB, GB, KiB, MiB, GiB), found {'n': 1}."),
+    "a list for a version": ("jaxport_policy: 1\nformat_version: {min: [1, 0]}\n",
+                             "policy.yaml:2: format_version.min must be a quoted string \"MAJOR.MINOR\" such as "
+                             "\"1.0\" (YAML reads an unquoted 1.10 as the number 1.1), found [1, 0]."),
     "unknown metadata field": ("jaxport_policy: 1\nrequired_metadata: [versoin]\n",
                                "policy.yaml:2: required_metadata: unknown field 'versoin'. Did you mean 'version'? "
                                "Use name, version, description or labels.KEY."),

@@ -92,7 +92,7 @@ def test_load_matches_the_model_run_directly(exported_examples, example_models, 
     path = exported_examples(example, spec, fn)
     x = _example_x(example)
     loaded = jaxport.load(path)
-    assert [i["name"] for i in loaded.function_manifest["inputs"]] == ["x"]  # only the free input is left
+    assert loaded.function_record.input_names == ["x"]  # only the free input is left
     out = np.asarray(loaded(x))
     np.testing.assert_allclose(out, _reference(example_models, example, x), rtol=1e-6, atol=1e-6)
 

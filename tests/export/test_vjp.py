@@ -111,7 +111,7 @@ def test_second_order_through_load_and_beyond_the_stored_orders(arts, data):
 def test_without_derivatives_grad_says_how_to_re_export(arts, data):
     loaded = arts["none"]
     x, p, n = data
-    assert loaded.function_manifest["vjp_order"] == 0
+    assert loaded.function_record.vjp_order == 0
     with pytest.raises(jaxport.UsageError, match="^" + re.escape(
             f"{loaded.path}: function 'f' carries no derivatives, and differentiating it 1 time needs order 1. "
             f"Re-export it with --vjp-order 1 (or 'vjp_order: 1' in the spec).")):

@@ -140,17 +140,21 @@ def test_inspect_shows_devices_mesh_and_partitioning(sharded, run_cli):
     assert re.search(r"^ output +│ f32\[4\*b, 16\] +│ P\('data', None\)  \{devices=", out, re.M)
 
 
-def test_a_manifest_whose_mesh_disagrees_with_nr_devices_is_refused():
-    from jaxport.artifact.manifest import _V, _check_mesh
+def test_a_manifest_whose_mesh_disagrees_with_nr_devices_is_refused(sharded):
+    from jaxport.artifact.manifest import validate
 
-    f = {"nr_devices": 4, "mesh": {"axis_names": ["data"], "axis_sizes": [8]}, "inputs": [], "outputs": []}
+    raw = open_artifact(sharded / "predict.jaxport").manifest
+    f = raw["functions"]["predict"]
+    assert f["nr_devices"] == 8 and f["mesh"]["axis_sizes"] == [4, 2]
+    f["nr_devices"] = 4
     with pytest.raises(jaxport.FormatError, match="^" + re.escape(
-            "manifest.json: functions['f'].mesh: the axes multiply to 8 devices, but nr_devices is 4") + "$"):
-        _check_mesh(_V(), f, "functions['f']")
-    f = {"nr_devices": 8, "mesh": {"axis_names": ["data"], "axis_sizes": [8]}, "outputs": [],
-         "inputs": [{"partition_spec": ["model"]}]}
-    with pytest.raises(jaxport.FormatError, match=re.escape("'model' is not an axis of the function's mesh")):
-        _check_mesh(_V(), f, "functions['f']")
+            "manifest.json: functions['predict'].mesh: the axes multiply to 8 devices, but nr_devices is 4") + "$"):
+        validate(raw)
+    f["nr_devices"] = 8
+    f["inputs"][0]["partition_spec"] = ["tensor", None]
+    with pytest.raises(jaxport.FormatError, match=re.escape(
+            "functions['predict'].inputs[0].partition_spec[0]: 'tensor' is not an axis of the function's mesh")):
+        validate(raw)
 
 
 # --- calling -----------------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ import pytest
 from referencing import Registry, Resource
 
 import jaxport
+from jaxport.artifact import model
+from jaxport.artifact.bounds import Bounds
 from jaxport.artifact.container import open_artifact
 from jaxport.importer import build as importer
 from jaxport.importer import signature
@@ -502,7 +504,7 @@ def test_verify_with_iree_compares_the_runtimes(work, run_cli):
 
 def test_module_function_is_the_live_function_of_verify(imported):
     with open_artifact(imported["scale_rows"]) as art:
-        f = art.manifest["functions"]["scale_rows"]
+        f = art.model.functions["scale_rows"]
     live = importer.module_function(FOREIGN / "scale_rows.mlir", f)
     inputs = npz_arrays(FOREIGN / "scale_rows.inputs.npz")
     np.testing.assert_allclose(live(**inputs), npz_arrays(FOREIGN / "scale_rows.expected.npz")["output"], rtol=2e-6)
@@ -520,14 +522,13 @@ def test_a_zero_minimum_is_honoured_as_written(work):
     ``verify`` takes for an imported artifact (``artifact.bounds``): the sizes probed to fit an output expression go
     down to 0, so the first output is fitted as ``2*n``. Read as 1, as it once was, the only size probed would be 1
     and that output would be recorded as the constant 2 rows. JAX itself calls a dimension variable from 1 up."""
-    f = {"payload": "functions/stack_twice.jaxexport", "calling_convention_version": 9, "platforms": ["cpu"],
-         "inputs": [{"name": "arg0", "shape": ["n", 2], "dtype": "float32"}],
-         "outputs": [{"name": "0", "shape": ["2*n", 2], "dtype": "float32"}, {"name": "1", "shape": [2],
-                                                                              "dtype": "float32"}],
-         "dims": {"n": {"min": 0, "max": 1}}, "constraints": []}
+    inputs = (model.Input("arg0", ("n", 2), "float32"),)
+    f = model.Function("functions/stack_twice.jaxexport", 9, ("cpu",), inputs,
+                       (model.Output("0", ("2*n", 2), "float32"), model.Output("1", (2,), "float32")),
+                       model.Signature((model.CallNode("input", 0, "arg0"),)), dims={"n": model.DimVar(Bounds(0, 1))})
     spec, inputs = signature.spec_from_manifest(f, "stack_twice.mlir")
     assert {v: (d.min, d.max) for v, d in spec.dims.items()} == {"n": (0, 1)}
-    assert signature.pseudo_function(inputs, spec, [])["dims"] == {"n": {"min": 0, "max": 1}}
+    assert signature.pseudo_function(inputs, spec, []).bounds == {"n": Bounds(0, 1)}
     built = importer.build("stack_twice.mlir", inputs, spec, name="stack_twice", platforms=["cpu"],
                            calling_convention=importer._check_calling_convention(None), allow_custom_calls=[])
     assert [str(a) for a in built.lowered.exported.out_avals] == ["float32[2*n,2]", "float32[2]"]

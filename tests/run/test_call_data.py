@@ -19,7 +19,7 @@ import jaxport
 from jaxport import _safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
 from jaxport.run import inputs, npyio, outputs
-from tests.support import EXAMPLES, REPO, example, load_module, npz_arrays
+from tests.support import EXAMPLES, REPO, example, function_record, load_module, npz_arrays
 
 EMBED = '''
 import jax.numpy as jnp
@@ -101,12 +101,12 @@ def _direct(module, arrays):
 
 # --- ranges: the library --------------------------------------------------------------------------------------
 
-FN = {"inputs": [{"name": "x", "shape": [4000], "dtype": "float32"},
-                 {"name": "h", "shape": [4000], "dtype": "bfloat16"},
-                 {"name": "tok", "shape": [4000], "dtype": "int32"},
-                 {"name": "u", "shape": [4000], "dtype": "uint64"},
-                 {"name": "i8", "shape": [4000], "dtype": "int8"},
-                 {"name": "m", "shape": [64], "dtype": "bool"}], "dims": {}, "constraints": []}
+FN = function_record({"inputs": [{"name": "x", "shape": [4000], "dtype": "float32"},
+                                  {"name": "h", "shape": [4000], "dtype": "bfloat16"},
+                                  {"name": "tok", "shape": [4000], "dtype": "int32"},
+                                  {"name": "u", "shape": [4000], "dtype": "uint64"},
+                                  {"name": "i8", "shape": [4000], "dtype": "int8"},
+                                  {"name": "m", "shape": [64], "dtype": "bool"}]})
 
 
 def test_ranges_reach_the_generated_values():
@@ -136,8 +136,8 @@ def test_defaults_never_give_meaningless_integers_or_bools():
 
 
 def test_the_manifest_range_is_the_default_and_range_overrides_it():
-    fn = {"inputs": [{"name": "tok", "shape": [500], "dtype": "int32", "range": [100, 104]},
-                     {"name": "x", "shape": [500], "dtype": "float16", "range": [2.0, 3.0]}], "dims": {}}
+    fn = function_record({"inputs": [{"name": "tok", "shape": [500], "dtype": "int32", "range": [100, 104]},
+                                      {"name": "x", "shape": [500], "dtype": "float16", "range": [2.0, 3.0]}]})
     got = inputs.random_inputs(fn, {}, seed=1)
     assert set(got["tok"].tolist()) == {100, 101, 102, 103}
     assert got["x"].dtype == np.float16 and got["x"].min() >= 2 and got["x"].max() < 3
@@ -173,9 +173,10 @@ def test_bad_ranges_are_usage_errors(ranges, message):
 
 
 def test_a_bad_manifest_range_is_a_format_error():
-    fn = {"inputs": [{"name": "m", "shape": [2], "dtype": "bool", "range": [0, 1]}], "dims": {}}
-    with pytest.raises(FormatError, match=re.escape("the artifact's manifest: input 'm' is bool")):
-        inputs.random_inputs(fn, {})
+    with pytest.raises(FormatError, match="^" + re.escape(
+            "manifest.json: functions['f'].inputs[0].range: a bool input takes no range (its values are false and "
+            "true)") + "$"):  # refused when the manifest is read, before any value is drawn
+        function_record({"inputs": [{"name": "m", "shape": [2], "dtype": "bool", "range": [0, 1]}]})
 
 
 # --- ranges: the command line ---------------------------------------------------------------------------------
@@ -457,7 +458,7 @@ def test_streamed_call_uses_ranges_and_warns_about_raw_bfloat16(call, make_artif
             "--output-dtype f32.") in " ".join(res.stderr.split())
     got = npyio.read_named_arrays(path.parent / "s.npz", declared={"output": "bfloat16"})["output"]
     assert got.dtype == ml_dtypes.bfloat16 and set(got.astype(np.float32).tolist()) <= {6.0, 8.0}
-    np.testing.assert_array_equal(got, inputs.random_inputs(jaxport.load(path).function_manifest, {"b": 8},
+    np.testing.assert_array_equal(got, inputs.random_inputs(jaxport.load(path).function_record, {"b": 8},
                                                             ranges={"tok": (3, 5)})["tok"] * 2)
 
 

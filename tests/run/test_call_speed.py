@@ -194,7 +194,7 @@ def test_a_failing_direct_call_is_run_again_by_the_checked_path(mlp):
 
 def test_no_direct_call_where_a_call_needs_more(make_artifact):
     f = jaxport.load(make_artifact("def f(x):\n    return x * 2\n", "jaxport: 1\nargs: ['f64[b]']\n"))
-    assert f.function_manifest["x64"] is True
+    assert f.function_record.x64 is True
     x = np.array([1e300, 1.5], np.float64)
     for _ in range(3):
         y = f(x)

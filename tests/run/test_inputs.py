@@ -17,29 +17,29 @@ import pytest
 from jaxport.artifact import contract
 from jaxport.errors import InputError
 from jaxport.run import inputs, npyio
+from tests.support import function_record
 
 # A function entry as the manifest holds it: x: f32[b, 4], y: i32[b], constraint b >= 16.
-SIMPLE = {
+SIMPLE = function_record({
     "inputs": [{"name": "x", "shape": ["b", 4], "dtype": "float32"},
                {"name": "y", "shape": ["b"], "dtype": "int32"}],
     "dims": {"b": {"min": 1, "max": 64, "derived_from": {"input": "x", "axis": 0, "expression": "b"}}},
     "constraints": ["b >= 16"],
-}
+})
 
 # The examples/pytree manifest entry (what export writes for it).
-ENCODE = {
+ENCODE = function_record({
     "inputs": [{"name": "x", "shape": ["batch", "2*h"], "dtype": "float32"},
                {"name": "mask", "shape": ["batch", 16], "dtype": "bfloat16"},
                {"name": "params/b", "shape": [10], "dtype": "float32"},
                {"name": "params/w", "shape": ["h", 10], "dtype": "float32"}],
     "dims": {"batch": {"min": 1, "max": 4096}, "h": {"min": 2, "max": None}},
     "constraints": ["batch <= 8 * h"],
-}
+})
 
 
 def _infos(fn, arrays):
-    return [contract.ArrayInfo(i["name"], tuple(arrays[i["name"]].shape), str(arrays[i["name"]].dtype))
-            for i in fn["inputs"]]
+    return [contract.ArrayInfo(i.name, tuple(arrays[i.name].shape), str(arrays[i.name].dtype)) for i in fn.inputs]
 
 
 def _check(fn, **arrays):
@@ -428,10 +428,9 @@ def test_dtype_hint_names_the_file_to_convert():
 
 
 def test_expression_dimension_mismatch_without_a_solution():
-    fn = {"inputs": [{"name": "a", "shape": ["n"], "dtype": "float32"},
-                     {"name": "b", "shape": ["n + 1"], "dtype": "float32"},
-                     {"name": "c", "shape": ["max(n, 3)"], "dtype": "float32"}],
-          "dims": {}, "constraints": []}
+    fn = function_record({"inputs": [{"name": "a", "shape": ["n"], "dtype": "float32"},
+                                      {"name": "b", "shape": ["n + 1"], "dtype": "float32"},
+                                      {"name": "c", "shape": ["max(n, 3)"], "dtype": "float32"}]})
     good = [contract.ArrayInfo("a", (5,), "float32"), contract.ArrayInfo("b", (6,), "float32"),
             contract.ArrayInfo("c", (5,), "float32")]
     assert contract.check(fn, good) == {"n": 5}
@@ -451,8 +450,8 @@ def test_resolve_dims_takes_the_smallest_values_that_satisfy_bounds_and_constrai
     assert contract.resolve_dims(ENCODE, {"batch": 100}) == {"batch": 100, "h": 13}
     assert contract.resolve_dims(ENCODE, {"h": 5}) == {"batch": 1, "h": 5}
     assert contract.resolve_dims(SIMPLE, {}) == {"b": 16}
-    fn = {"inputs": [{"name": "a", "shape": ["m", "n"], "dtype": "float32"}], "dims": {},
-          "constraints": ["m >= 2 * n + 3", "n >= 4"]}
+    fn = function_record({"inputs": [{"name": "a", "shape": ["m", "n"], "dtype": "float32"}],
+                          "constraints": ["m >= 2 * n + 3", "n >= 4"]})
     assert contract.resolve_dims(fn, {}) == {"m": 11, "n": 4}
 
 
@@ -468,8 +467,8 @@ def test_resolve_dims_errors(given, message):
 
 
 def test_resolve_dims_when_no_free_value_fits():
-    fn = {"inputs": [{"name": "a", "shape": ["m", "n"], "dtype": "float32"}],
-          "dims": {"n": {"min": 1, "max": 4}}, "constraints": ["n >= m"]}
+    fn = function_record({"inputs": [{"name": "a", "shape": ["m", "n"], "dtype": "float32"}],
+                          "dims": {"n": {"min": 1, "max": 4}}, "constraints": ["n >= m"]})
     with pytest.raises(InputError, match=re.escape(
             "no value of n satisfies n >= m (spec constraint) with m=9 (given), n=1; give the dimensions with --dim "
             "NAME=VALUE.")):
@@ -488,8 +487,9 @@ def test_random_inputs_are_deterministic_and_typed():
         np.testing.assert_array_equal(a[name], b[name])
     assert not np.array_equal(a["x"], c["x"])
     assert _check(ENCODE, **{k.replace("/", "__"): v for k, v in a.items()}) == dims
-    ints = {"inputs": [{"name": "i", "shape": [100], "dtype": "int8"}, {"name": "u", "shape": [100], "dtype": "uint8"},
-                       {"name": "f", "shape": [4], "dtype": "bool"}], "dims": {}, "constraints": []}
+    ints = function_record({"inputs": [{"name": "i", "shape": [100], "dtype": "int8"},
+                                       {"name": "u", "shape": [100], "dtype": "uint8"},
+                                       {"name": "f", "shape": [4], "dtype": "bool"}]})
     got = inputs.random_inputs(ints, {}, seed=0)
     assert got["i"].dtype == np.int8 and got["i"].min() == 0 and got["i"].max() == 7  # never negative
     assert got["u"].dtype == np.uint8 and got["u"].max() < 8

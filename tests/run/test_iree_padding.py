@@ -102,7 +102,7 @@ def test_padding_verdicts(models, name, shape, expected):
     verdicts = _verdicts(art)
     assert {v: True if x.allowed else x.reason for v, x in verdicts.items()} == expected
     loaded = jaxport.load(art)
-    f = loaded.function_manifest
+    f = loaded.function_record
     rng = np.random.default_rng(0)
     for v, verdict in verdicts.items():
         if not verdict.allowed:
@@ -110,10 +110,10 @@ def test_padding_verdicts(models, name, shape, expected):
         # What padding promises, checked with XLA: edge-pad the inputs from 3 to 8 along v, slice the outputs back.
         sizes = {"b": 3, "t": 5}
         arrays = {}
-        for i in f["inputs"]:
-            shape_ = [sizes[d] if isinstance(d, str) else d for d in i["shape"]]
-            arrays[i["name"]] = (rng.integers(0, 50, shape_) if i["dtype"] == "int32"
-                                 else rng.standard_normal(shape_)).astype(i["dtype"])
+        for i in f.inputs:
+            shape_ = [sizes[d] if isinstance(d, str) else d for d in i.shape]
+            arrays[i.name] = (rng.integers(0, 50, shape_) if i.dtype == "int32"
+                              else rng.standard_normal(shape_)).astype(i.dtype)
         padded = {}
         for n, a in arrays.items():
             widths = [(0, 5) if ax in verdict.inputs.get(n, []) else (0, 0) for ax in range(a.ndim)]
@@ -140,7 +140,8 @@ def test_a_constrained_variable_is_not_padded(models):
 
 def _fn(dims: dict, constraints=(), shape=("b", 4)) -> model.Function:
     return model.Function("main.bin", 9, ("cpu",), (model.Input("x", tuple(shape), "float32"),), (),
-                          model.Signature(), dims={v: model.DimVar(Bounds.of(d)) for v, d in dims.items()},
+                          model.Signature(),
+                          dims={v: model.DimVar(Bounds(d.get("min", 1), d.get("max"))) for v, d in dims.items()},
                           constraints=tuple(constraints))
 
 

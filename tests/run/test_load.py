@@ -130,7 +130,7 @@ def test_python_scalars_take_the_declared_dtype(make_artifact):
 def test_x64_artifact_runs_in_64_bits(make_artifact):
     path = make_artifact("def f(x, n):\n    return x * 2, n + 1\n", "jaxport: 1\nargs: ['f64[b]', 'i64[b]']\n")
     f = jaxport.load(path)
-    assert f.function_manifest["x64"] is True
+    assert f.function_record.x64 is True
     x = np.array([1e300, 1.5], np.float64)
     n = np.array([2**40, 3], np.int64)
     y, m = f(x, n)
@@ -260,7 +260,7 @@ def test_damaged_payload_is_an_integrity_error(mlp_path, tmp_path):
 
 def test_random_inputs_match_the_command_line_generator(encode):
     arrays = encode.random_inputs({"batch": 9}, seed=4)
-    want = inputs.random_inputs(encode.function_manifest, {"batch": 9, "h": 2}, seed=4)
+    want = inputs.random_inputs(encode.function_record, {"batch": 9, "h": 2}, seed=4)
     assert list(arrays) == list(want) == ["x", "mask", "params/b", "params/w"]
     for name in want:
         np.testing.assert_array_equal(arrays[name], want[name])
@@ -407,7 +407,7 @@ def test_loaded_runs_only_through_its_backend(mlp):
     from jaxport.run.loaded import Loaded
 
     rec = _Recording(mlp.backend)
-    f = Loaded(mlp.path, mlp.function, mlp.manifest, rec, mlp.platform, False, 0.0)
+    f = Loaded(mlp.path, mlp.function, mlp.model, rec, mlp.platform, False, 0.0)
     x = np.random.default_rng(0).standard_normal((3, 784)).astype(np.float32)
     np.testing.assert_array_equal(f(x), mlp(x))
     f(x)

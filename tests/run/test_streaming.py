@@ -110,7 +110,7 @@ def test_memory_stays_bounded_by_the_chunks(arts, tmp_path):
     """A 32 MB input streamed in 1 MB chunks: Python-side allocations stay a few chunks, not the input."""
     n = 1 << 17
     _inputs(tmp_path, n)
-    arrays, _ = streaming.open_inputs(arts["rows"].function_manifest, [str(tmp_path / "x.npy"),
+    arrays, _ = streaming.open_inputs(arts["rows"].function_record, [str(tmp_path / "x.npy"),
                                                                        str(tmp_path / "y.npy")])
     assert isinstance(arrays["x"], streaming.NpyRows)
     streaming.call(arts["rows"], arrays, 4096, tmp_path / "warm.npz")  # compile outside the measurement

@@ -240,7 +240,7 @@ def test_integer_inputs_are_in_a_safe_range(in_project):
     report = verify("ids.jaxport")
     assert report.passed
     assert [c.dims for c in report.cases] == [{"n": 2}, {"n": 7}, {"n": 4096}]
-    f = jaxport.open_artifact("ids.jaxport").manifest["functions"]["ids"]
+    f = jaxport.open_artifact("ids.jaxport").model.functions["ids"]
     arrays = random_inputs(f, {"n": 4096}, 3, nonnegative=True)
     assert arrays["i"].dtype == np.int32 and arrays["i"].min() >= 0 and arrays["i"].max() < 8
     assert arrays["table"].dtype == np.float32 and arrays["table"].shape == (16, 3)
@@ -337,7 +337,8 @@ def test_bound_weights_are_loaded_again_for_the_live_function(example_dir):
 def _fn(inputs, outputs=(), dims=None, constraints=()) -> model.Function:
     return model.Function("f.bin", 9, ("cpu",), tuple(model.Input(n, tuple(s), d) for n, s, d in inputs),
                           tuple(model.Output(n, tuple(s), d) for n, s, d in outputs), model.Signature(),
-                          dims={v: model.DimVar(Bounds.of(b)) for v, b in (dims or {}).items()},
+                          dims={v: model.DimVar(Bounds(b.get("min", 1), b.get("max")))
+                                for v, b in (dims or {}).items()},
                           constraints=tuple(constraints))
 
 

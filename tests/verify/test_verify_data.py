@@ -227,7 +227,7 @@ def test_option_combinations_that_mean_nothing(golden, run_cli):
 
 
 def test_all_nan_outputs_are_inconclusive(in_project, run_cli):
-    x = random_inputs(jaxport.open_artifact("nan_log.jaxport").manifest["functions"]["nan_log"], {}, 0)["x"]
+    x = random_inputs(jaxport.open_artifact("nan_log.jaxport").model.functions["nan_log"], {}, 0)["x"]
     with np.errstate(invalid="ignore"):  # both functions really are NaN everywhere on these inputs
         assert np.isnan(np.log(-np.abs(x) - 1)).all() and np.isnan(np.sqrt(-np.abs(x) - 1)).all()
     res = run_cli("verify", "nan_log.jaxport", "--against", "model.py:nan_sqrt")
@@ -274,7 +274,7 @@ def test_inconclusive_cases_are_counted_as_such_and_advised_once():
 
 
 def test_nan_at_other_positions_is_a_mismatch(in_project):
-    x = random_inputs(jaxport.open_artifact("holes.jaxport").manifest["functions"]["holes"], {}, 0)["x"]
+    x = random_inputs(jaxport.open_artifact("holes.jaxport").model.functions["holes"], {}, 0)["x"]
     differ = int(np.count_nonzero((x > 0) != (x > 0.5)))
     assert 0 < differ < x.size
     report = verify("holes.jaxport", "model.py:other_holes")
@@ -390,7 +390,7 @@ def test_iree_is_compared_with_xla_with_the_tolerances_for_two_compilers(tmp_pat
     report = _valid(json.loads(res.stdout))
     assert report["functions"][0] | {"platforms": None} == {
         "name": "f", "against": "the JAX runtime", "actual": "iree", "sides": ["xla"], "platforms": None, "cases": 1}
-    x = random_inputs(jaxport.open_artifact("c.jaxport").manifest["functions"]["f"], {}, 0)["x"].astype(np.float64)
+    x = random_inputs(jaxport.open_artifact("c.jaxport").model.functions["f"], {}, 0)["x"].astype(np.float64)
     c = x + 16
     direct = {"centered": c - c.mean(axis=1, keepdims=True), "total": (c * c).sum(axis=1)}
     for o in report["cases"][0]["outputs"]:
