@@ -40,6 +40,13 @@ def output(artifact: str, as_json: bool, function: str | None) -> str | None:
 _MAX_ROWS = 24  # rows of a table before it is cut (the JSON has everything)
 
 
+def _may_hold_unprintable(raw: bytes) -> bool:
+    """Whether a string of the manifest with the JSON bytes ``raw`` may hold a character to escape: not when the bytes
+    are ASCII without a backslash (so no escape sequence) or DEL, since strict JSON, as the reader parses it, holds no
+    raw control character in a string. The usual manifest then skips :func:`_printable` (a copy of every record)."""
+    return not raw.isascii() or b"\\" in raw or b"\x7f" in raw
+
+
 def _printable(node):
     """The manifest's records with every string's control characters escaped (``\\x1b``): its text comes from the
     artifact, which may be hostile, and is shown on a terminal."""
@@ -59,7 +66,7 @@ def _render(art, names) -> render.Document:
     from jaxport.artifact.compat import serializer_version, window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
-    m = _printable(art.model)
+    m = _printable(art.model) if _may_hold_unprintable(art.manifest_bytes) else art.model
     out = render.Document()
     meta, prod = m.metadata, m.producer
     title = meta.name or plain(art.path.name)

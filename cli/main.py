@@ -4,9 +4,11 @@ fast path (``_inspect_fast``) that needs neither click nor rich."""
 
 from __future__ import annotations
 
+# The C module under ``signal``: the same functions and constants, without the enums ``signal`` builds on import
+# (1.4 ms of every command's start, a fortieth of ``jaxport inspect``).
+import _signal as signal
 import gc
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact

@@ -21,8 +21,10 @@ ignored. Only the command line installs this (``jaxport_cli.main``); the Python 
 
 from __future__ import annotations
 
+# The C module under ``signal``: the same functions and constants, without the enums ``signal`` builds on import
+# (1.4 ms of every command's start, a fortieth of ``jaxport inspect``).
+import _signal as signal
 import os
-import signal
 import threading
 
 #: The signals handled, with the words of the one line.

@@ -202,6 +202,27 @@ def test_plain_tables_are_what_rich_prints(pytree_artifact, bound_artifact, tmp_
     assert " x模型é │ f32[batch, 784] │ -        \n" in plain
 
 
+def test_raw_delete_and_escaped_controls_are_escaped_on_the_fast_path(bound_artifact, tmp_path):
+    """The view skips escaping when the manifest's bytes are ASCII without a backslash; a raw DEL (JSON lets it
+    stand unescaped in a string, though jaxport writes it as an escape) and a control character written as an escape
+    are still shown escaped."""
+    from jaxport_cli.inspect_view import output
+
+    from tests.hostile.corpus import artifact
+
+    with open_artifact(bound_artifact) as art:
+        manifest = copy.deepcopy(art.manifest)
+        members = {name: art.read(name) for name in art.members if name != MANIFEST_NAME}
+    for text, shown in (("rub\x7fout", "rub\\x7fout"), ("bell\x07", "bell\\x07")):
+        manifest["metadata"]["description"] = text
+        raw = json.dumps(manifest, indent=2, ensure_ascii=False).encode()
+        assert raw.isascii() and (b"rub\x7fout" in raw or b"bell\\u0007" in raw)
+        path = tmp_path / "controls.jaxport"
+        path.write_bytes(artifact(manifest, members, relist=False, raw=raw))
+        printed = output(str(path), False, None)
+        assert f"  {shown}\n" in printed and text not in printed
+
+
 def _fast(args, cwd=None):
     """``jaxport ARGS`` through the console script's ``main``, reporting which of click and rich it imported."""
     code = ("import sys\nfrom jaxport_cli.main import main\nsys.argv = ['jaxport', *sys.argv[1:]]\n"
