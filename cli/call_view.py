@@ -10,7 +10,8 @@ from . import render
 from .render import escape, plain
 
 if TYPE_CHECKING:
-    from jaxport.run.outputs import Placement, Stats
+    from jaxport.run.backend import Placement
+    from jaxport.run.outputs import Stats
     from jaxport.verify.reference import Expectation
 
 #: Outputs with at most this many values are printed by --print.

@@ -22,7 +22,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from ._machine import physical_memory
 from .errors import InputError
@@ -32,17 +32,7 @@ MAX_RANK = 64
 MAX_NPZ_MEMBERS = 10_000
 MAX_NPZ_BYTES = 16 << 30
 _MAGIC = b"\x93NUMPY"
-
-
-class _Written(NamedTuple):
-    """A ``.npy`` header's dict as written, its keys checked (exactly these fields), its values not yet."""
-
-    descr: Any
-    fortran_order: Any
-    shape: Any
-
-
-_HEADER_KEYS = set(_Written._fields)
+_HEADER_KEYS = {"descr", "fortran_order", "shape"}
 _EOCD = struct.Struct("<4s4H2LH")
 #: A one-byte float, which numpy has not: how numpy saves an ml_dtypes type of kind 'f' (``float8_e5m2`` is
 #: ``'<f1'`` under ml_dtypes 0.7). Read as the raw void bytes it is, like the ``'<V1'`` of the others.
@@ -111,8 +101,7 @@ def read_header(fp: IO[bytes], where: str, error: Error = InputError, *, numeric
         raise error(f"{where}: the .npy header is not a Python literal; the file is damaged.") from None
     if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
         raise error(f"{where}: the .npy header must be a dict with keys 'descr', 'fortran_order' and 'shape'.")
-    written = _Written(**header)
-    shape, fortran, descr = written.shape, written.fortran_order, written.descr
+    shape, fortran, descr = header["shape"], header["fortran_order"], header["descr"]
     if not isinstance(shape, tuple) or len(shape) > MAX_RANK or \
             not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise error(f"{where}: the .npy header's shape {shape!r} is not a tuple of at most {MAX_RANK} "

@@ -4,7 +4,6 @@ artifact's input checks, which the run description carries. No JAX is imported."
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -88,8 +87,7 @@ def call_deployed(ctx: click.Context, path: str | Path) -> None:
             "inputs": [{"name": n, "shape": list(arrays[n].shape), "dtype": str(arrays[n].dtype),
                         "source": sources.get(n)} for n in module.input_names],
             "outputs": entries, "output_file": str(p.output) if p.output else None,
-            "timings": {"load_s": load_s, "lower_s": 0.0, "compile_s": 0.0, "compile_cache_hit": None,
-                        "run_s": run_s},
+            "timings": outputs.Timings(load_s, 0.0, 0.0, None, run_s).to_json(),
             "compilation_cache": None, "warnings": [], "benchmark": bench.to_json() if bench else None})
         return
     out = render.stdout()
@@ -121,23 +119,15 @@ def _number(v) -> str:
 
 
 def _benchmark(module, arrays, n: int, load_s: float):
+    """The latencies of ``n`` calls after one untimed call, summed up as ``call`` with JAX sums them up."""
+    from jaxport.run.backend import Compilation
+    from jaxport.run.loaded import Benchmark
     from jaxport.run.outputs import Latencies
 
-    times = []
     module.run(arrays)  # warm-up
+    bench = Benchmark(load_s, Compilation(0.0, 0.0, None), 1)
     for _ in range(n):
         start = time.perf_counter()
         module.run(arrays)
-        times.append(time.perf_counter() - start)
-    return Latencies(load_s, 0.0, 0.0, None, 1, n, _percentile(times, 50), _percentile(times, 90),
-                     _percentile(times, 99), min(times), max(times), statistics.fmean(times))
-
-
-def _percentile(times: list[float], q: float) -> float:
-    """The ``q``-th percentile, interpolated between the two nearest ranks: ``numpy.percentile``'s default, which
-    ``call`` with JAX reports."""
-    ordered = sorted(times)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+        bench.calls.append(time.perf_counter() - start)
+    return Latencies.of(bench)

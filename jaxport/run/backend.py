@@ -19,10 +19,22 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 #: An input shape signature: ``((shape, dtype name), ...)``, one entry per free input, in the manifest's order.
 ShapeKey = tuple[tuple[tuple[int, ...], str], ...]
+
+
+class Placement(NamedTuple):
+    """Where a sharded program runs (a call report's ``devices``)."""
+
+    devices: int
+    mesh: str
+    process_index: int
+    process_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class Backend(Protocol):
         ones), through ``Exported.call``: what ``jax.grad`` and ``jax.jit`` of a Loaded see."""
         ...
 
-    def placement(self) -> dict[str, Any] | None:
+    def placement(self) -> Placement | None:
         """Where a sharded program runs: devices, mesh, processes (None for a single-device program)."""
         ...
 

@@ -26,7 +26,7 @@ from .._fsio import atomic_write
 from .._jax_internals import make_ir_context
 from ..artifact.model import Function
 from ..errors import PlatformError
-from .backend import Compilation, ShapeKey
+from .backend import Compilation, Placement, ShapeKey
 from .jax_backend import JaxBackend
 
 #: What makes a custom call vanish once the program has static shapes: JAX's shape checks and its calls that exist
@@ -229,7 +229,7 @@ class IreeBackend:
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
         return self._jax.trace(flat, weights)
 
-    def placement(self) -> dict[str, Any] | None:
+    def placement(self) -> Placement | None:
         return None
 
 

@@ -144,68 +144,43 @@ class Description:
         return tuple(o.name for o in self.outputs)
 
 
-class _Fields:
-    """One object of the parsed run description, read field by field: :meth:`value` of a field it lacks raises
-    KeyError, a field of the wrong type TypeError or AttributeError where it is used (``_read`` reports them)."""
-
-    def __init__(self, raw: Any):
-        self.raw = raw
-
-    def value(self, key: str) -> Any:
-        return self.raw[key]
-
-    def optional(self, key: str, default: Any = None) -> Any:
-        return self.raw.get(key, default)
-
-    def fields(self, key: str) -> _Fields:
-        return _Fields(self.raw[key])
-
-    def each(self, key: str) -> list[_Fields]:
-        """The objects of the list ``key``."""
-        return [_Fields(v) for v in self.raw[key]]
-
-
-def _array(entry: _Fields, fname: Any, path: str) -> Array:
-    shape = entry.value("shape")
+def _array(entry: dict[str, Any], fname: Any, path: str) -> Array:
+    shape = entry["shape"]
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise DescriptionError(f"{path}: function {fname!r} has a non-static shape.")
-    return Array(str(entry.value("name")), tuple(shape), str(entry.value("dtype")))
+    return Array(str(entry["name"]), tuple(shape), str(entry["dtype"]))
 
 
-def _function(f: _Fields, path: str) -> ModuleFunction:
-    name = f.value("name")
-    return ModuleFunction(name, dict(f.value("dims")), tuple(_array(i, name, path) for i in f.each("inputs")),
-                          tuple(_array(o, name, path) for o in f.each("outputs")))
+def _function(f: dict[str, Any], path: str) -> ModuleFunction:
+    name = f["name"]
+    return ModuleFunction(name, dict(f["dims"]), tuple(_array(i, name, path) for i in f["inputs"]),
+                          tuple(_array(o, name, path) for o in f["outputs"]))
 
 
-def _tensor(entry: _Fields) -> Tensor:
-    name, shape, dtype = entry.value("name"), tuple(entry.value("shape")), entry.value("dtype")
-    lo_hi = entry.optional("range")
-    return Tensor(name, shape, dtype, None if lo_hi is None else (lo_hi[0], lo_hi[1]))
+def _tensor(entry: dict[str, Any]) -> Tensor:
+    lo_hi = entry.get("range")
+    return Tensor(entry["name"], tuple(entry["shape"]), entry["dtype"], None if lo_hi is None else (lo_hi[0], lo_hi[1]))
 
 
-def _bounds(b: _Fields) -> tuple[int, int | None]:
-    return b.optional("min", 1), b.optional("max")
-
-
-def _padding(verdict: _Fields) -> Padding:
-    if not verdict.optional("allowed"):
+def _padding(verdict: dict[str, Any]) -> Padding:
+    if not verdict.get("allowed"):
         return Padding(False, {}, {})
-    return Padding(True, dict(verdict.value("inputs")), dict(verdict.value("outputs")))
+    return Padding(True, dict(verdict["inputs"]), dict(verdict["outputs"]))
 
 
-def _parse(d: _Fields, path: str) -> Description:
-    """The run description ``d`` (parsed JSON) as records; KeyError or TypeError for a missing or mistyped field."""
-    functions = tuple(_function(f, path) for f in d.each("functions"))
-    signature = d.fields("signature")
-    bounds = {v: _bounds(_Fields(b)) for v, b in (signature.optional("dims") or {}).items() if isinstance(b, dict)}
-    padding = {v: _padding(_Fields(p)) for v, p in d.fields("padding").value("variables").items()}
-    parameters = d.optional("parameters")
-    archive = _Fields(parameters)
-    return Description(d.optional("module"), (archive.value("file"), archive.value("scope")) if parameters else None,
-                       d.optional("device"), tuple(_tensor(i) for i in signature.each("inputs")),
-                       tuple(_tensor(o) for o in signature.each("outputs")), bounds,
-                       tuple(signature.optional("constraints", ())), functions, padding)
+def _parse(d: dict[str, Any], path: str) -> Description:
+    """The run description ``d`` (parsed JSON) as records, the only place that reads its fields; KeyError or
+    TypeError for a missing or mistyped field."""
+    functions = tuple(_function(f, path) for f in d["functions"])
+    signature = d["signature"]
+    bounds = {v: (b.get("min", 1), b.get("max")) for v, b in (signature.get("dims") or {}).items()
+              if isinstance(b, dict)}
+    padding = {v: _padding(p) for v, p in d["padding"]["variables"].items()}
+    parameters = d.get("parameters")
+    return Description(d.get("module"), (parameters["file"], parameters["scope"]) if parameters else None,
+                       d.get("device"), tuple(_tensor(i) for i in signature["inputs"]),
+                       tuple(_tensor(o) for o in signature["outputs"]), bounds,
+                       tuple(signature.get("constraints", ())), functions, padding)
 
 
 def _read(path: str) -> tuple[dict[str, Any], Description]:
@@ -220,12 +195,12 @@ def _read(path: str) -> tuple[dict[str, Any], Description]:
         description = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise DescriptionError(f"{path}: not JSON ({e}); give the .run.json that jaxport compile wrote.") from None
-    found = _Fields(description).optional("format") if isinstance(description, dict) else None
+    found = description.get("format") if isinstance(description, dict) else None
     if found != FORMAT:
         raise DescriptionError(f"{path}: format {found!r}, but this loader reads {FORMAT!r}; give the .run.json "
                                f"that jaxport compile wrote.")
     try:
-        return description, _parse(_Fields(description), path)
+        return description, _parse(description, path)
     except (KeyError, TypeError, AttributeError) as e:
         raise DescriptionError(f"{path}: the run description lacks {e}; give the .run.json that jaxport compile "
                                f"wrote.") from None

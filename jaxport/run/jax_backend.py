@@ -22,7 +22,7 @@ from ..artifact.model import Function, Mesh
 from ..checks import checked_targets
 from ..errors import FormatError, InputError, PlatformError
 from ..sharding import mesh_text, named, place, runtime_mesh
-from .backend import Compilation, ShapeKey, is_tracer
+from .backend import Compilation, Placement, ShapeKey, is_tracer
 from .cache import CacheWatch
 
 
@@ -174,13 +174,12 @@ class JaxBackend:
         with self.x64():
             return self._jit(self.weights if weights is None else weights, *flat)
 
-    def placement(self) -> dict[str, Any] | None:
+    def placement(self) -> Placement | None:
         if self.mesh is None:
             return None
         import jax
 
-        return {"devices": int(self.mesh.size), "mesh": mesh_text(self._mesh_info),
-                "process_index": jax.process_index(), "process_count": jax.process_count()}
+        return Placement(int(self.mesh.size), mesh_text(self._mesh_info), jax.process_index(), jax.process_count())
 
     def _failure(self, what: str, e: Exception, kind: type) -> Exception:
         text = str(e).strip().splitlines()[0][:500] if str(e).strip() else type(e).__name__

@@ -24,8 +24,9 @@ from ..artifact.pathtree import path_trees
 from ..errors import InputError, OutputError
 from ..sharding import gather
 from . import gradients, inputs
-from .backend import Backend, Compilation, ShapeKey, is_tracer
+from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer
 from .cache import compilation_cache
+from .outputs import Latencies
 from .warmup import Shapes, Warmed, combinations, signature
 
 
@@ -70,11 +71,8 @@ class Benchmark:
         return float(np.percentile(self.calls, q))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"load_s": self.load_seconds, "lower_s": self.compilation.lower_seconds,
-                "compile_s": self.compilation.seconds,
-                "compile_cache_hit": self.compilation.cache_hit, "warmup": self.warmup, "n": len(self.calls),
-                "p50_s": self.percentile(50), "p90_s": self.percentile(90), "p99_s": self.percentile(99),
-                "min_s": min(self.calls), "max_s": max(self.calls), "mean_s": sum(self.calls) / len(self.calls)}
+        """The report's ``benchmark`` (:class:`outputs.Latencies`)."""
+        return Latencies.of(self).to_json()
 
 
 class Prepared(NamedTuple):
@@ -139,7 +137,7 @@ class Loaded:
         """The ``jax.sharding.Mesh`` a sharded function runs on here, or None."""
         return self.backend.mesh
 
-    def placement(self) -> dict[str, Any] | None:
+    def placement(self) -> Placement | None:
         """Where a sharded function runs: devices, mesh, processes (None for an unsharded one)."""
         return self.backend.placement()
 

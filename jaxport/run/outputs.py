@@ -16,6 +16,7 @@ from .cache import CacheState
 from .npyio import safe_member
 
 if TYPE_CHECKING:
+    from .backend import Placement
     from .calling import Comparison
     from .gradients import VjpResult
     from .loaded import Benchmark, Loaded, Run
@@ -230,26 +231,12 @@ class Latencies(NamedTuple):
     mean_s: float
 
     @classmethod
-    def from_json(cls, entry: Mapping[str, Any]) -> Latencies:
-        """The latencies of a ``benchmark`` document (``loaded.Benchmark.as_dict()``)."""
-        return cls(*(entry[f] for f in cls._fields))
-
-    def to_json(self) -> dict[str, Any]:
-        return self._asdict()
-
-
-class Placement(NamedTuple):
-    """The report's ``devices``: where a sharded function runs."""
-
-    devices: int
-    mesh: str
-    process_index: int
-    process_count: int
-
-    @classmethod
-    def from_json(cls, entry: Mapping[str, Any] | None) -> Placement | None:
-        """The placement of a backend's ``placement()`` document (None: unsharded)."""
-        return None if entry is None else cls(*(entry[f] for f in cls._fields))
+    def of(cls, bench: Benchmark) -> Latencies:
+        """The latencies of a benchmark's timed calls (percentiles interpolated as ``numpy.percentile`` does)."""
+        c, calls = bench.compilation, bench.calls
+        return cls(bench.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, bench.warmup, len(calls),
+                   bench.percentile(50), bench.percentile(90), bench.percentile(99), min(calls), max(calls),
+                   sum(calls) / len(calls))
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -318,8 +305,7 @@ class CallReport:
         timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds)
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    _inputs(arrays, sources), outputs, str(output) if output else None, timings, cache,
-                   Latencies.from_json(benchmark.as_dict()) if benchmark else None,
-                   Placement.from_json(loaded.placement()))
+                   Latencies.of(benchmark) if benchmark else None, loaded.placement())
 
     @classmethod
     def of_vjp(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -332,7 +318,7 @@ class CallReport:
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, loaded.check(arrays),
                    _inputs(arrays, sources), [stats(n, v) for n, v in result.outputs],
                    str(output) if output else None, _untimed(loaded, seconds), cache, None,
-                   Placement.from_json(loaded.placement()), vjp=section)
+                   loaded.placement(), vjp=section)
 
     @classmethod
     def of_stream(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -340,7 +326,7 @@ class CallReport:
         """The report of ``streaming.call(loaded, arrays, ...)``."""
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    _inputs(arrays, sources), result.stats, result.output_file, _untimed(loaded, result.seconds),
-                   cache, None, Placement.from_json(loaded.placement()), streaming=result)
+                   cache, None, loaded.placement(), streaming=result)
 
     def output_stats(self) -> list[Stats]:
         """:class:`Stats` of each output, read from :attr:`outputs`."""
