@@ -63,7 +63,7 @@ def _printable(node):
 
 
 def _render(art, names) -> render.Document:
-    from jaxport.artifact.compat import serializer_version, window
+    from jaxport.artifact.compat import reach, serializer_version, window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
     m = _printable(art.model) if _may_hold_unprintable(art.manifest_bytes) else art.model
@@ -80,7 +80,9 @@ def _render(art, names) -> render.Document:
         out.line("  labels: " + ", ".join(f"{k}={v}" for k, v in meta.labels.items()))
     out.line(f"  format {m.format_version}, written by jaxport {prod.jaxport} with jax {prod.jax}, "
              f"jaxlib {prod.jaxlib}")
-    out.line(f"  compatibility: {window(serializer_version(prod)).sentence()}")
+    written = f"written by jax {prod.jax} for" if prod.for_jax else "written with"
+    out.line(f"  compatibility: {window(serializer_version(prod)).sentence(written=written)}")
+    out.line(f"  reach: {reach(prod, [f.stablehlo_version for f in m.functions.values()]).sentence()}")
     for fname in names:
         f = m.functions[fname]
         out.line()

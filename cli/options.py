@@ -27,6 +27,12 @@ def debug_option(f: F) -> F:
     return click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")(f)
 
 
+def for_jax_option(f: F) -> F:
+    return click.option("--for-jax", "for_jax", metavar="VERSION",
+                        help="Write the artifact for that older JAX (0.9.1 up to this one), whose jaxport then calls "
+                             "it: its StableHLO as that JAX reads it, its window dated by that JAX.")(f)
+
+
 def platform_option(f: F) -> F:
     return click.option("--platform", "platforms", multiple=True, metavar="NAME",
                         help="Target platform (cpu, cuda, rocm, tpu); repeat for several.")(f)

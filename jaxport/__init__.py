@@ -97,6 +97,7 @@ __all__ = [
     "open_artifact",
     "parse_spec",
     "rebind",
+    "upgrade",
     "verify_artifact",
 ]
 
@@ -124,6 +125,7 @@ _LAZY = {
     "compile_artifact": ("jaxport.run.deploy", "compile_artifact"),
     "import_stablehlo": ("jaxport.importer", "import_stablehlo"),
     "rebind": ("jaxport.export.rebind", "rebind"),
+    "upgrade": ("jaxport.verify.upgrade", "upgrade"),
 }
 
 
@@ -142,6 +144,7 @@ def _export(
     vjp_order: int | None = None,
     root: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    for_jax: str | None = None,
 ) -> ExportResult:
     """Export ``fn`` with the argument shapes of ``spec`` into an artifact; write it to ``output`` when given.
 
@@ -153,7 +156,8 @@ def _export(
     arrays, flax variables, an nnx module or state, an equinox module) or a source string (``params.npz``,
     ``model.py:PARAMS``); the spec need not list a bound parameter. Returns an ``ExportResult``: without ``output``
     nothing is written, and ``result.save(path)``, ``result.to_bytes()`` and ``result.load()`` give the artifact.
-    ``progress``: called with the text of each stage as it starts (``lowering predict``). See
+    ``progress``: called with the text of each stage as it starts (``lowering predict``). ``for_jax``: write the
+    artifact for that older JAX (``"0.10.2"``): its payloads as that JAX reads them, its window dated by it. See
     ``jaxport.export.pipeline.export`` for the other options.
     """
     from .export.pipeline import export as export_
@@ -162,7 +166,7 @@ def _export(
     result = export_(fn, spec, output, platforms=platforms, allow_custom_calls=allow_custom_calls, name=name,
                      version=version, strip_locations=strip_locations, write_manifest=write_manifest,
                      bind=dict(bind) if bind is not None else None, vjp_order=vjp_order, root=root,
-                     progress=progress)
+                     progress=progress, for_jax=for_jax)
     result.loader = load_  # the export layer does not import the run layer: the facade connects them
     return result
 

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from . import jaxser
+
 
 def guaranteed_stable_custom_calls() -> frozenset[str]:
     """Custom-call targets JAX's export guarantees stable, from the installed JAX."""
@@ -391,3 +393,139 @@ def serializable_node_types() -> frozenset[type]:
         return frozenset(_export.serialization_registry)
     except (ImportError, AttributeError):
         return frozenset()
+
+
+# --- serializations outside the running JAX's window (``jaxser`` reads them; JAX builds the Exported) -------------
+
+
+def exported_from_serialized(rec: Any, constraints: Sequence[str] = ()) -> Any:
+    """A ``jax.export.Exported`` built from jaxport's own reading of a JAX serialization (``jaxser.Serialized``).
+
+    What ``jax.export.deserialize`` gives for the same bytes (``tests/foundation/test_rescue.py`` compares them
+    field by field), for serializations the running JAX refuses as older than its window: the trees, avals (with
+    ``constraints``, which JAX's serialization drops, in their symbolic scope), named shardings, platforms, effects,
+    disabled checks, the module's bytes and the VJPs. No public API builds one (see :func:`make_exported`).
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import export, tree_util
+    from jax._src import core, effects  # no public API: ShapedArray, and the effect types JAX registered
+    from jax._src.export import _export  # no public API: the custom pytree nodes registered for deserialization
+
+    scope = export.SymbolicScope(list(constraints))
+
+    def dtype(name: str) -> Any:
+        return jax_dtypes_float0() if name == "float0" else jnp.dtype(name)
+
+    def aval(a: Any, sharding: Any) -> Any:
+        shape = export.symbolic_shape(",".join(a.shape), scope=scope) if a.shape else ()
+        memory = {"host": core.MemorySpace.Host, "any": core.MemorySpace.Any}.get(a.memory_space or "",
+                                                                                core.MemorySpace.Device)
+        base = core.ShapedArray(shape, dtype(a.dtype), memory_space=memory)
+        return base if sharding is None else core.update_aval_with_sharding(base, sharding)
+
+    def sharding(s: Any) -> Any:
+        if s is None or s.kind == "unspecified":
+            return None
+        if s.kind != "named":
+            raise ValueError("an XLA HloSharding, which this JAX no longer reads as a named sharding")
+        axis_type = {"auto": jax.sharding.AxisType.Auto, "explicit": jax.sharding.AxisType.Explicit,
+                     "manual": jax.sharding.AxisType.Manual}
+        mesh = jax.sharding.AbstractMesh(tuple(s.mesh.axis_sizes), tuple(s.mesh.axis_names),
+                                         axis_types=tuple(axis_type[t] for t in s.mesh.axis_types))
+        axes = [None if p is None else (p[0] if len(p) == 1 else tuple(p)) for p in s.spec]
+        spec = jax.sharding.PartitionSpec(*axes, unreduced=frozenset(s.unreduced), reduced=frozenset(s.reduced))
+        return jax.sharding.NamedSharding(mesh, spec, memory_kind=s.memory_kind)
+
+    def pytree(node: Any) -> Any:
+        children = [pytree(c) for c in node.children]
+        if node.kind == "leaf":
+            return 0.0
+        if node.kind == "none":
+            return None
+        if node.kind in ("tuple", "list"):
+            return tuple(children) if node.kind == "tuple" else children
+        if node.kind == "dict":
+            return dict(zip(node.names, children))
+        registered = _export.deserialization_registry.get(node.custom_name)
+        if registered is None:
+            raise ValueError(f"its pytree holds the custom node {node.custom_name!r}, not registered in this process "
+                             f"(jax.export.register_pytree_node_serialization)")
+        _, from_bytes, from_iter = registered
+        return from_iter(from_bytes(node.custom_auxdata or b""), children)
+
+    def effect(name: str) -> Any:
+        for kind in effects.lowerable_effects._effect_types:
+            if str(kind) == name:
+                return kind()
+        raise ValueError(f"it has the effect {name!r}, which this JAX does not know")
+
+    in_shardings = tuple(sharding(s) for s in rec.in_shardings) or (None,) * len(rec.in_avals)
+    out_shardings = tuple(sharding(s) for s in rec.out_shardings) or (None,) * len(rec.out_avals)
+    in_avals = tuple(aval(a, s) for a, s in zip(rec.in_avals, in_shardings))
+    out_avals = tuple(aval(a, s) for a, s in zip(rec.out_avals, out_shardings))
+    checks = tuple(export.DisabledSafetyCheck.custom_call(c.target) if c.kind == "custom_call"
+                   else export.DisabledSafetyCheck.platform() for c in rec.disabled_checks
+                   if c.kind in ("custom_call", "platform"))
+    legacy = {"_has_named_shardings": True} if _has_field(export.Exported, "_has_named_shardings") else {}
+    vjp = rec.vjp
+    return export.Exported(
+        **legacy,
+        fun_name=rec.function_name,
+        in_tree=tree_util.tree_structure(pytree(rec.in_tree)),
+        in_avals=in_avals,
+        out_tree=tree_util.tree_structure(pytree(rec.out_tree)),
+        out_avals=out_avals,
+        _in_named_shardings=in_shardings,
+        _out_named_shardings=out_shardings,
+        in_shardings_hlo=(None,) * len(in_avals),
+        out_shardings_hlo=(None,) * len(out_avals),
+        nr_devices=rec.nr_devices,
+        platforms=tuple(rec.platforms),
+        ordered_effects=tuple(effect(e) for e in rec.ordered_effects),
+        unordered_effects=tuple(effect(e) for e in rec.unordered_effects),
+        disabled_safety_checks=checks,
+        mlir_module_serialized=bytes(rec.module),
+        calling_convention_version=rec.calling_convention,
+        module_kept_var_idx=tuple(rec.kept_var_idx),
+        uses_global_constants=rec.uses_global_constants,
+        _get_vjp=(lambda _: exported_from_serialized(vjp, constraints)) if vjp is not None else None,
+    )
+
+
+def jax_dtypes_float0() -> Any:
+    """JAX's ``float0`` dtype (the tangent type of integer arguments)."""
+    from jax import dtypes
+
+    return dtypes.float0
+
+
+#: What ``jax.export.deserialize`` says when it refuses a serialization as older than its window (jax >= 0.11.1).
+_EXPIRED = ("older than the 6-month", "backward-compatibility window")
+
+
+def read_exported(payload: bytes, constraints: Sequence[str] = ()) -> tuple[Any, str | None]:
+    """A payload as a ``jax.export.Exported``, and why jaxport read it itself (None when JAX's reader did).
+
+    ``jax.export.deserialize`` first. Where it refuses the bytes as older than its window (a serialization whose
+    layout JAX stopped reading: the 16-bit device count of serialization versions 1-4, XLA's HloSharding protos),
+    the same ``Exported`` is built from jaxport's own reading of them (``jaxser``, checked against JAX's reader by
+    ``tests/foundation/test_rescue.py``): the StableHLO inside is read by this JAX's StableHLO, whose promise spans
+    years. Any other failure, and anything jaxport's reader refuses, is raised as JAX raised it.
+    """
+    from jax import export
+
+    try:
+        return export.deserialize(bytearray(payload)), None
+    except Exception as e:  # noqa: BLE001 - re-raised unless it is JAX's refusal of an old serialization
+        if not any(s in str(e) for s in _EXPIRED):
+            raise
+        refusal = e
+    try:
+        rec = jaxser.read(payload, "payload")
+        exported = exported_from_serialized(rec, constraints)
+    except Exception:  # noqa: BLE001 - jaxport cannot read it either: JAX's own words say why
+        raise refusal from None
+    writer = f"jax {rec.jax_version}" if rec.jax_version else \
+        f"an older JAX (serialization version {rec.serialization_version})"
+    return exported, f"written by {writer}, older than this JAX's window: jaxport read it and runs its StableHLO"

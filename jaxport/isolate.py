@@ -38,6 +38,7 @@ from ._jax_internals import (
     deserialize_portable_artifact,
     make_ir_context,
     mlir_ir,
+    read_exported,
     stablehlo_dialect,
 )
 from ._text import human_bytes
@@ -101,11 +102,10 @@ def _read_program_bytes(payload: bytes) -> None:
     exception."""
     stage = _EXCEPTION
     try:
-        from jax import export
         mlir_ir()  # loaded before the memory limit, as JAX itself
 
         limit_memory_now()
-        exported = export.deserialize(bytearray(payload))
+        exported, _ = read_exported(payload)
         stage = _MODULE
         scan = scan_module(exported.mlir_module_serialized)
         stage = _LIMIT
@@ -168,9 +168,7 @@ def check_payload(payload: bytes, where: str, fname: str) -> None:
         return
     if isolated():  # this child is the sacrifice: the same limits, read here (a crash: exit 15)
         try:
-            from jax import export
-
-            module = export.deserialize(bytearray(payload)).mlir_module_serialized
+            module = read_exported(payload)[0].mlir_module_serialized
             check_operation_count(scan_module(module).operations)
             _has_main(module, in_checking_child=False)
         except ProgramLimitError as e:

@@ -151,3 +151,100 @@ def test_named_shardings_survive_across_versions(sides, writer, reader, tmp_path
         return
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1]) == expected, (reader, writer)
+
+
+# --- beyond JAX's window: old serializations, artifacts for an older JAX, upgrades ---------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "jaxexport"
+#: Run under a JAX: import every single-device golden serialization (jax 0.4.35 - 0.8.3) and call it at both sizes;
+#: prints one JSON object: case -> the largest difference from the producer's outputs (or the error).
+_IMPORT_GOLDENS = """
+import json, sys
+from pathlib import Path
+import ml_dtypes, numpy as np
+import jaxport
+golden, out = Path(sys.argv[1]), Path(sys.argv[2])
+found = {}
+for vdir in sorted(p for p in golden.iterdir() if p.is_dir()):
+    for case, info in json.loads((vdir / "cases.json").read_text())["cases"].items():
+        if info["nr_devices"] != 1:
+            continue
+        key = f"{vdir.name}/{case}"
+        try:
+            jaxport.import_stablehlo(vdir / f"{case}.jaxexport", output=out / f"{vdir.name}-{case}.jaxport")
+            loaded = jaxport.load(out / f"{vdir.name}-{case}.jaxport")
+            with np.load(vdir / f"{case}.npz") as npz:
+                z = dict(npz)
+            arr = lambda k: z[k] if k in z else z[k + "_bf16bits"].view(ml_dtypes.bfloat16)
+            worst = 0.0
+            for s in ("s0", "s1"):
+                names = loaded.function_record.input_names
+                run = loaded.run({n: arr(f"{s}_in_{i}") for i, n in enumerate(names)})
+                for k, (_, v) in enumerate(run.leaves):
+                    want = arr(f"{s}_out_{k}")
+                    assert v.shape == want.shape and v.dtype == want.dtype, (v.shape, want.shape)
+                    if want.size:
+                        worst = max(worst, float(np.max(np.abs(np.asarray(v, np.float64) - want.astype(np.float64)))))
+            found[key] = worst
+        except Exception as e:
+            found[key] = f"{type(e).__name__}: {e}"
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("python", OTHERS)
+def test_old_serializations_import_and_give_their_producers_outputs_under_an_older_jax(python, tmp_path):
+    """jax 0.9.1 and 0.10.2 import what jax 0.4.35 - 0.8.3 serialized (the newest: tests/importer)."""
+    res = _run(python, "-c", _IMPORT_GOLDENS, str(GOLDEN), str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    found = json.loads(res.stdout.splitlines()[-1])
+    assert len(found) == 40, sorted(found)  # 5 producers x 8 single-device cases
+    bad = {k: v for k, v in found.items() if not (isinstance(v, float) and v <= 2e-7)}
+    assert bad == {}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("reader", range(1, len(PYTHONS)), ids=lambda i: f"env{i}")
+def test_an_artifact_written_for_an_older_jax_runs_there(sides, name, reader, tmp_path):
+    """The newest JAX exports ``--for-jax`` the reader's JAX; the reader calls it and gets its own export's numbers
+    (the same function, each JAX lowering it its own way: float32 rounding apart)."""
+    r_py, r_jax, r_dir = sides[reader]
+    d = EXAMPLES / name
+    entry, spec = CASES[name][0], CASES[name][1]
+    made = _run(sys.executable, "-c", "from jaxport_cli.main import main; main()", "export", entry, "--shapes", spec,
+                "--for-jax", r_jax, "-o", str(tmp_path / "for.jaxport"), cwd=d)
+    assert made.returncode == 0, made.stderr
+    out, own = tmp_path / "out.npy", tmp_path / "own.npy"
+    res = _call(r_py, tmp_path / "for.jaxport", name, out)
+    assert res.returncode == 0, res.stderr
+    assert _call(r_py, r_dir / f"{name}.jaxport", name, own).returncode == 0
+    np.testing.assert_allclose(np.load(out), np.load(own), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("writer", range(1, len(PYTHONS)), ids=lambda i: f"env{i}")
+def test_an_older_jaxs_artifact_upgrades_to_this_one(sides, name, writer, tmp_path):
+    """The newest JAX upgrades what jax 0.9.1 / 0.10.2 wrote: written by it, a fresh window (``check
+    --min-days-left 90``), the same numbers as the old artifact called under it."""
+    _, w_jax, w_dir = sides[writer]
+    devices = CASES[name][3]
+    host = ["--host-devices", str(devices)] if devices else []
+    cli = ["-c", "from jaxport_cli.main import main; main()"]
+    res = _run(sys.executable, *cli, "upgrade", str(w_dir / f"{name}.jaxport"), "-o", str(tmp_path / "new.jaxport"),
+               *host, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "same outputs as the old program" in res.stdout, res.stdout
+    manifest = json.loads((tmp_path / "new.jaxport.manifest.json").read_text())
+    import jax
+
+    assert manifest["producer"]["jax"] == jax.__version__
+    assert manifest["producer"]["upgraded_from"]["jax"] == w_jax
+    # Today: the newest JAX's release day, when its window is fresh, whatever day the test runs.
+    env = {**os.environ, "JAXPORT_TODAY": window(jax.__version__).dating.released.isoformat()}
+    check = subprocess.run([sys.executable, *cli, "check", str(tmp_path / "new.jaxport"), "--min-days-left", "90"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert check.returncode == 0, check.stdout + check.stderr
+    new, old = tmp_path / "new.npy", tmp_path / "old.npy"
+    assert _call(sys.executable, tmp_path / "new.jaxport", name, new).returncode == 0
+    assert _call(sys.executable, w_dir / f"{name}.jaxport", name, old).returncode == 0
+    np.testing.assert_array_equal(np.load(new), np.load(old))

@@ -15,6 +15,8 @@ COMMANDS = {
                                                "artifact."),
     "completion": ("jaxport_cli.commands.completion", "Print the shell completion script (bash, zsh or fish)."),
     "rebind": ("jaxport_cli.commands.rebind", "Replace an artifact's bound weights without re-exporting."),
+    "upgrade": ("jaxport_cli.commands.upgrade", "Re-serialize an artifact with this JAX (or for an older one), "
+                                                "checked to compute the same."),
     "warmup": ("jaxport_cli.commands.warmup", "Check and compile an artifact ahead for given shapes, into the cache."),
     "serve": ("jaxport_cli.commands.serve", "Serve artifacts over the Open Inference Protocol (v2): REST and gRPC."),
 }

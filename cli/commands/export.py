@@ -11,6 +11,7 @@ from ..options import (
     artifact_write_options,
     bind_root_options,
     debug_option,
+    for_jax_option,
     json_option,
     lowering_custom_call_option,
     platform_option,
@@ -34,10 +35,11 @@ from ..progress import enabled as progress_lines
 @click.option("--vjp-order", type=click.IntRange(0, 4), metavar="N",
               help="Store N orders of derivatives (VJPs) with each function, so that jax.grad and 'call --vjp' work "
                    "on the artifact (overrides the spec's vjp_order).")
+@for_jax_option
 @json_option
 @debug_option
 def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, version, strip_locations, no_manifest,
-            binds, root, vjp_order, as_json, debug):
+            binds, root, vjp_order, for_jax, as_json, debug):
     """Export a JAX function into an artifact, from a YAML shape spec.
 
     ENTRYPOINT is path/to/model.py:NAME or package.module:NAME (optional when the spec names its functions).
@@ -46,7 +48,7 @@ def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, 
     Examples:
       jaxport export examples/mlp/model.py:predict --shapes examples/mlp/spec.yaml -o mlp.jaxport
       jaxport export examples/mlp/model.py:apply --shapes examples/mlp/spec-npz.yaml -o mlp-bound.jaxport
-      jaxport export examples/mlp/model.py:predict -s examples/mlp/spec.yaml --platform cuda -o gpu.jaxport
+      jaxport export examples/mlp/model.py:predict -s examples/mlp/spec.yaml --for-jax 0.9.1 -o mlp-0.9.jaxport
     """
 
     def body():
@@ -60,7 +62,8 @@ def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, 
                                     platforms=list(platforms) or None,
                                     allow_custom_calls=list(allow_custom_calls), name=name, version=version,
                                     strip_locations=strip_locations, write_manifest=not no_manifest,
-                                    bind=binds or None, vjp_order=vjp_order, root=root, progress=stages)
+                                    bind=binds or None, vjp_order=vjp_order, root=root, progress=stages,
+                                    for_jax=for_jax)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,

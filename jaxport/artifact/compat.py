@@ -30,7 +30,7 @@ from .._text import plural
 from .._version import __version__
 from ..errors import UsageError
 from .model import Producer
-from .releases import RELEASES, REVIEWED, SUPPORTED_JAX
+from .releases import RELEASES, REVIEWED, STABLEHLO, SUPPORTED_JAX
 
 BACKWARD_MONTHS = 6  # JAX: "up to 6 months newer than the version of JAX used for exporting"
 FORWARD = _dt.timedelta(days=21)  # JAX: "up to 3 weeks older"
@@ -299,23 +299,24 @@ class Window:
             return None
         return (self.loadable_until - (on or today())).days
 
-    def sentence(self, on: _dt.date | None = None) -> str:
-        """The window in one sentence, for ``inspect``."""
+    def sentence(self, on: _dt.date | None = None, written: str = "written with") -> str:
+        """The window in one sentence, for ``inspect`` (``written``: how the sentence says who dates it, ``written
+        for`` an artifact exported ``--for-jax``)."""
         d = self.dating
         if self.loadable_until is not None and self.loadable_from is not None:
             left = self.days_left(on) or 0
             state = f"{n_days(left)} left" if left >= 0 else f"closed {n_days(-left)} ago"
             known = f"; known releases in it: jax {self.oldest_jax} .. {self.newest_jax}" \
                 if self.oldest_jax and self.newest_jax else ""
-            return (f"written with {d.text}: JAX guarantees loading by releases from "
+            return (f"{written} {d.text}: JAX guarantees loading by releases from "
                     f"{self.loadable_from.isoformat()} to {self.loadable_until.isoformat()} ({state}){known}")
         if d.after is not None:
             todo = "upgrade jaxport for the exact window" if d.final else \
                 "re-export it with a release jaxport supports for an exact window"
-            return (f"written with {d.text}: JAX guarantees loading by releases until {window_end(d.after)} or "
+            return (f"{written} {d.text}: JAX guarantees loading by releases until {window_end(d.after)} or "
                     f"later; {todo}")
         if d.before is not None:
-            return (f"written with {d.text}: JAX's guarantee that later releases load it ends by "
+            return (f"{written} {d.text}: JAX's guarantee that later releases load it ends by "
                     f"{window_end(d.before)}; re-export it with a release jaxport supports for an exact window")
         return f"the JAX that wrote it is unknown ({d.text}), and so is JAX's compatibility window for it"
 
@@ -327,8 +328,11 @@ def serializer_version(producer: Producer) -> str:
     jax and jaxlib releases share version numbers and dates; in a mixed install (jax 0.12.0.1 over jaxlib 0.11.2) the
     payload's StableHLO and serializer are the jaxlib's, so dating by the jax version would promise a window one to
     two months too late. Only when both versions are dated and the jaxlib is the older: anything else is judged by
-    ``producer.jax``, so that a version the table cannot date is still reported as such.
+    ``producer.jax``, so that a version the table cannot date is still reported as such. An artifact exported
+    ``--for-jax`` an older JAX is dated by that JAX (``producer.for_jax``): its payloads are what that JAX writes.
     """
+    if producer.for_jax is not None:  # export --for-jax: written for that JAX, its payloads as that JAX writes them
+        return producer.for_jax
     jaxlib, jax = producer.jaxlib, producer.jax
     if (dating(jaxlib).released is not None and dating(jax).released is not None
             and version_key(jaxlib) < version_key(jax)):
@@ -344,3 +348,51 @@ def window(jax_version: object) -> Window:
     start, end = d.released - FORWARD, window_end(d.released)
     inside = [k.version for k in KNOWN if start <= k.released <= end and not k.yanked]
     return Window(d.version, d, start, end, inside[0] if inside else None, inside[-1] if inside else None)
+
+
+#: StableHLO's promise for a portable artifact: StableHLO releases up to this many years newer than the one that
+#: wrote it read it (the StableHLO compatibility RFC: "5 years of backward compatibility").
+STABLEHLO_BACKWARD_YEARS = 5
+
+
+def _triple(text: str | None) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")) if text and re.fullmatch(r"\d{1,4}(\.\d{1,4}){2}", text) else ()
+
+
+@dataclass(frozen=True)
+class Reach:
+    """jaxport's reach for an artifact: the StableHLO its payloads are written as, the supported JAX releases whose
+    StableHLO reads it, and until when StableHLO promises that newer releases read it. jaxport runs a payload from
+    its StableHLO when JAX refuses its serialization as too old (``payload.deserialize``), so the artifact lives as
+    long as StableHLO reads it, not as long as JAX's window."""
+
+    stablehlo: str | None  # the newest StableHLO version among the payloads
+    oldest_jax: str | None  # the oldest supported JAX whose StableHLO reads that version
+    readable_until: _dt.date | None  # StableHLO's promise, from the day the payload was written
+
+    def days_left(self, on: _dt.date | None = None) -> int | None:
+        return None if self.readable_until is None else (self.readable_until - (on or today())).days
+
+    def sentence(self, on: _dt.date | None = None) -> str:
+        """The reach in one sentence, for ``inspect``."""
+        if self.stablehlo is None:
+            return "the payloads do not say which StableHLO wrote them"
+        readers = f"read by jax {self.oldest_jax} and newer" if self.oldest_jax else \
+            "no supported JAX release is known to read it"
+        until = f"; StableHLO promises newer readers until {self.readable_until.isoformat()} " \
+                f"({n_days(self.days_left(on) or 0)} left)" if self.readable_until is not None else ""
+        return (f"StableHLO {self.stablehlo}, {readers}{until}, and jaxport after 0.1.0 runs it from its "
+                f"StableHLO once JAX's window closes ('jaxport upgrade' renews that window)")
+
+
+def reach(producer: Producer, stablehlo_versions: list[str | None]) -> Reach:
+    """The reach of an artifact whose payloads are written as ``stablehlo_versions`` by ``producer``."""
+    known = [v for v in stablehlo_versions if _triple(v)]
+    if not known:
+        return Reach(None, None, None)
+    newest = max(known, key=_triple)
+    readers = sorted((v for v, h in STABLEHLO.items() if _triple(h) >= _triple(newest)), key=version_key)
+    written = dating(serializer_version(producer))
+    start = written.released or written.after or written.before
+    until = add_months(start, 12 * STABLEHLO_BACKWARD_YEARS) if start is not None else None
+    return Reach(newest, readers[0] if readers else None, until)

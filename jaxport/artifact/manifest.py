@@ -199,13 +199,22 @@ def validate(m: Any) -> model.Manifest:
 
 def _producer(p: _Fields) -> model.Producer:
     jaxport, jax, jaxlib = (p.string(k, 64) for k in ("jaxport", "jax", "jaxlib"))
-    if p.value("calling_convention_range", None) is None:
-        return model.Producer(jaxport, jax, jaxlib)
-    given = p.list("calling_convention_range", 2)
-    if len(given) != 2:
-        raise _fail(p.at("calling_convention_range"), "expected [oldest, newest]")
-    oldest, newest = (_integer(x, f"{p.at('calling_convention_range')}[{i}]", 0, 1 << 20) for i, x in enumerate(given))
-    return model.Producer(jaxport, jax, jaxlib, (oldest, newest))
+    for_jax = p.optional_string("for_jax", 64)
+    upgraded = None
+    if p.value("upgraded_from", None) is not None:
+        u = p.fields("upgraded_from")
+        upgraded = model.UpgradedFrom(u.string("jaxport", 64), u.string("jax", 64), u.string("jaxlib", 64),
+                                      _digest(u.value("sha256", None), u.at("sha256")),
+                                      u.optional_string("for_jax", 64))
+    ccr = None
+    if p.value("calling_convention_range", None) is not None:
+        given = p.list("calling_convention_range", 2)
+        if len(given) != 2:
+            raise _fail(p.at("calling_convention_range"), "expected [oldest, newest]")
+        oldest, newest = (_integer(x, f"{p.at('calling_convention_range')}[{i}]", 0, 1 << 20)
+                          for i, x in enumerate(given))
+        ccr = (oldest, newest)
+    return model.Producer(jaxport, jax, jaxlib, ccr, for_jax, upgraded)
 
 
 def _source(s: _Fields) -> model.Source:

@@ -57,6 +57,23 @@ def _partition_json(spec: tuple[PartitionEntry, ...] | None) -> list[Any] | None
 
 
 @dataclass(frozen=True)
+class UpgradedFrom:
+    """What an upgraded artifact was upgraded from (``jaxport upgrade``): the old artifact's producer and the sha256
+    of its file."""
+
+    jaxport: str
+    jax: str
+    jaxlib: str
+    sha256: str
+    #: The old artifact's ``producer.for_jax``, when it had one.
+    for_jax: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jaxport": self.jaxport, "jax": self.jax, "jaxlib": self.jaxlib,
+                **_given(for_jax=self.for_jax), "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
 class Producer:
     """The software that wrote the artifact."""
 
@@ -65,11 +82,17 @@ class Producer:
     jaxlib: str
     #: The oldest and newest calling convention versions the exporting JAX could run; None when not recorded.
     calling_convention_range: tuple[int, int] | None = None
+    #: ``export --for-jax``: the older JAX the payloads were written for (their StableHLO version and calling
+    #: convention are that JAX's), which dates the window; None for an artifact written for its own JAX.
+    for_jax: str | None = None
+    #: ``jaxport upgrade``: the artifact this one was upgraded from; None when it was not.
+    upgraded_from: UpgradedFrom | None = None
 
     def to_json(self) -> dict[str, Any]:
         ccr = self.calling_convention_range
         return {"jaxport": self.jaxport, "jax": self.jax, "jaxlib": self.jaxlib,
-                **_given(calling_convention_range=list(ccr) if ccr is not None else None)}
+                **_given(calling_convention_range=list(ccr) if ccr is not None else None, for_jax=self.for_jax,
+                         upgraded_from=self.upgraded_from.to_json() if self.upgraded_from is not None else None)}
 
 
 @dataclass(frozen=True)

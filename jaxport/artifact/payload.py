@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._jax_internals import stablehlo_dialect
+from .._jax_internals import read_exported, stablehlo_dialect
 from ..errors import FormatError
 from ..isolate import check_payload
 from .compat import window
@@ -61,20 +61,22 @@ def check_readable(payload: bytes, calling_convention: int, writer_jax: str, whe
     raise FormatError(f"{where}: function {fname!r} was written with jax {writer_jax} ({as_written}calling "
                       f"convention {calling_convention}); this jax {jax.__version__} (StableHLO up to "
                       f"{_dotted(readable)}, calling conventions {lo}..{hi}) cannot read it: {reason}. {span}; "
-                      f"{advice}, or re-export it with jax {jax.__version__} for consumers on it.")
+                      f"{advice}, or write it for jax {jax.__version__} where it was made: jaxport export --for-jax "
+                      f"{jax.__version__}, or jaxport upgrade ARTIFACT --for-jax {jax.__version__} -o NEW.")
 
 
 def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str | None = None,
-                calling_convention: int | None = None) -> Any:
+                calling_convention: int | None = None, notes: list[str] | None = None) -> Any:
     """``jax.export.deserialize`` with its failures reported as a damaged artifact.
+
+    A payload the running JAX refuses as older than its window is read by jaxport from its StableHLO
+    (``_jax_internals.read_exported``), with the same checks after; ``notes``, when given, gets one line saying so.
 
     The bytes must already have passed the artifact's digest check (``Artifact.read``), so what reaches JAX's
     flatbuffer reader is what the artifact's writer stored. Because a hostile writer can store anything with a
     matching digest, a child process reads the bytes first (``isolate.check_payload``): a program that crashes JAX's
     native readers is refused without being read here.
     """
-    from jax import export
-
     def newer_than_this_jax() -> None:  # a reader failed: from a newer JAX? then say which to install
         if writer_jax and calling_convention is not None:
             check_readable(payload, calling_convention, writer_jax, where, fname, failed=True)
@@ -86,7 +88,7 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
             newer_than_this_jax()
         raise
     try:
-        return export.deserialize(bytearray(payload))
+        exported, note = read_exported(payload)
     except Exception as e:  # noqa: BLE001 - flatbuffer and MLIR readers raise many kinds
         import jax
 
@@ -96,6 +98,10 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
                f"it, install jax=={writer_jax}." if writer_jax and writer_jax != jax.__version__ else ""
         raise FormatError(f"{where}: function {fname!r}: the payload cannot be deserialized by this JAX "
                           f"({type(e).__name__}: {str(e)[:300]}).{hint}") from None
+    if note is not None and notes is not None:
+        notes.append(f"{where}: function {fname!r} was {note}; 'jaxport upgrade' re-serializes it with this JAX "
+                     f"for a fresh window.")
+    return exported
 
 
 def module_bytes(payload: bytes, where: Path | str, fname: str) -> bytes:

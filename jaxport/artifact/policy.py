@@ -51,10 +51,11 @@ RULES = (
     "max_embedded_constant_size",
     "max_producer_age_days",
     "min_days_left",
+    "min_reach_days",
 )
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
              "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
-             "max_embedded_constant_size", "max_producer_age_days", "min_days_left", "max_age_days")
+             "max_embedded_constant_size", "max_producer_age_days", "min_days_left", "min_reach_days", "max_age_days")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
           "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -87,6 +88,8 @@ class Policy:
     max_producer_age_days: int | None = None
     #: Days that must remain in JAX's compatibility window for the artifact.
     min_days_left: int | None = None
+    #: Days that must remain in StableHLO's promise that readers load the artifact's payloads (``compat.reach``).
+    min_reach_days: int | None = None
     #: Notes on the policy itself (a deprecated key), reported with the check.
     notes: list[tuple[str, str]] = field(default_factory=list)
 
@@ -118,6 +121,7 @@ class Policy:
             "max_embedded_constant_size": self.max_embedded_constant_size is not None,
             "max_producer_age_days": self.max_producer_age_days is not None,
             "min_days_left": self.min_days_left is not None,
+            "min_reach_days": self.min_reach_days is not None,
         }
         return [r for r in RULES if active[r]]
 
@@ -352,6 +356,7 @@ _KEYS = (
          _Renamed("max_age_days", (age.PRODUCER_AGE, age.DEPRECATED_MAX_AGE.format(
              old="max_age_days", new="max_producer_age_days", left="min_days_left")))),
     _Key("min_days_left", _sets("min_days_left", _Parser.integer)),
+    _Key("min_reach_days", _sets("min_reach_days", _Parser.integer)),
 )
 
 
@@ -506,7 +511,8 @@ def evaluate(policy: Policy, manifest: model.Manifest, size: int) -> list[Violat
                     f"requires {_range_text(cc_lo, cc_hi)}.")
     if policy.min_consumer_jax is not None:
         oldest = _jax_version(policy.min_consumer_jax)
-        producer = manifest.producer.jax
+        # An artifact written --for-jax an older JAX holds that JAX's payloads: it loads there (export.target).
+        producer = manifest.producer.for_jax or manifest.producer.jax
         made = _jax_version(producer)
         if made is None:
             add("min_consumer_jax", None, f"the artifact does not say which JAX exported it (producer.jax is "
@@ -566,6 +572,19 @@ def assess(policy: Policy, manifest: model.Manifest, size: int,
         bad, said = age.evaluate(jax_version, policy.max_producer_age_days, policy.min_days_left, today)
         out += [Violation(rule, None, message) for rule, message in bad]
         notes += said
+    if policy.min_reach_days is not None:
+        r = compat.reach(manifest.producer, [f.stablehlo_version for f in manifest.functions.values()])
+        left = r.days_left(today or compat.today())
+        if left is None:
+            out.append(Violation("min_reach_days", None, "the artifact's payloads do not say which StableHLO wrote "
+                                 "them (stablehlo_version), or the JAX that wrote them cannot be dated, so the reach "
+                                 "of StableHLO's promise is unknown; export it again with a supported JAX."))
+        elif left < policy.min_reach_days:
+            assert r.readable_until is not None
+            out.append(Violation("min_reach_days", None, f"StableHLO promises that newer readers load its payloads "
+                                 f"(StableHLO {r.stablehlo}) until {r.readable_until.isoformat()}, "
+                                 f"{compat.n_days(left)} from today, fewer than {policy.min_reach_days}; "
+                                 f"'jaxport upgrade' re-serializes it with this JAX for a later end."))
     return out, notes
 
 

@@ -72,3 +72,19 @@ RELEASES: dict[str, Release] = {
     "0.12.0": Release("2026-10-19", "3.12"),
     "0.12.0.1": Release("2026-10-21", "3.12"),
 }
+
+#: The newest StableHLO version the jaxlib of each supported JAX release reads (``stablehlo.get_current_version()``
+#: there, measured), which ``export --for-jax`` writes payloads as. A supported release missing here reads at least
+#: what the newest older row reads (StableHLO only grows). Add a row with each new JAX release.
+STABLEHLO: dict[str, str] = {
+    "0.9.1": "1.13.8",
+    "0.9.2": "1.14.0",
+    "0.10.0": "1.16.0",
+    "0.10.1": "1.17.0",
+    "0.10.2": "1.17.0",
+    "0.11.0": "1.18.0",
+    "0.11.1": "1.19.0",
+    "0.11.2": "1.20.0",
+    "0.12.0": "1.22.0",
+    "0.12.0.1": "1.22.0",
+}

@@ -5,6 +5,7 @@ Each stage lives in its own module; this one runs them in order and decides name
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._text import human_bytes
-from ..artifact.model import Function, Source
+from ..artifact.model import Function, Source, replace
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
 from ..spec import ShapeSpec, check_platform
@@ -21,8 +22,9 @@ from . import gradients, lower
 from .binding import apply_binds
 from .entrypoint import in_memory_values, load_entrypoint
 from .live import live_entry
-from .manifest import build_function_entry
+from .manifest import build_function_entry, versions
 from .paths import IN_MEMORY, RootPaths
+from .target import Target, for_target, target
 from .write import ExportResult, artifact_metadata, build_result
 
 #: Embedded constants above this many bytes in total draw a warning.
@@ -44,6 +46,7 @@ def export(
     vjp_order: int | None = None,
     root: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    for_jax: str | None = None,
 ) -> ExportResult:
     """Export the function(s) of a spec into an artifact; write it to ``output`` when given.
 
@@ -64,6 +67,8 @@ def export(
     directory; the current directory for a spec given as text, a dict or a ``Spec``) is the directory the manifest
     records paths relative to (see ``paths``): the same inputs give the same bytes from any current directory.
     ``progress``, when given, is called with the text of each stage as it starts (``lowering predict``).
+    ``for_jax`` writes the artifact for that older JAX (``target``): its payloads' StableHLO at the version that JAX
+    reads, the window dated by it (``producer.for_jax``); a program it cannot hold is an ``ExportError``.
 
     Returns an ``ExportResult``: without ``output`` nothing is written, and ``save``, ``to_bytes`` and ``load`` give
     the artifact.
@@ -75,15 +80,16 @@ def export(
     plats = [check_platform(p, "--platform") for p in platforms] if platforms else spec.platforms
     allowed = sorted(set(spec.allow_custom_calls) | set(allow_custom_calls))
     sources, in_memory = _bind_sources(bind)
+    written_for = target(for_jax) if for_jax is not None else None
     with in_memory_values({**likes, **in_memory}):
         return _export(fn, spec, output, spec_dir, paths, plats, allowed, name, version, strip_locations,
-                       write_manifest, sources, vjp_order, progress or (lambda text: None))
+                       write_manifest, sources, vjp_order, progress or (lambda text: None), written_for)
 
 
 def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path, paths: RootPaths,
             plats: list[str] | None, allowed: list[str], name: str | None, version: str | None,
             strip_locations: bool, write_manifest: bool, bind: dict[str, str], vjp_order: int | None,
-            progress: Callable[[str], None]) -> ExportResult:
+            progress: Callable[[str], None], written_for: Target | None = None) -> ExportResult:
     jobs: list[tuple[str, Any, Any, str]] = []  # (function name, FunctionSpec, Entrypoint, recorded entry)
     warnings: list[str] = []
     for fname, fspec in spec.functions.items():
@@ -123,6 +129,9 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
                                                                   f"the bound source {leaf.source} ({leaf.where})"))
 
         check_custom_calls(entry.spec, low.scan, set(allowed))
+        if written_for is not None:
+            progress(f"writing {fname} for jax {written_for.jax}")
+            low = dataclasses.replace(low, exported=for_target(low.exported, written_for, entry.spec, fname))
         payload_name = f"functions/{fname}.jaxexport"
         order = spec.vjp_order if vjp_order is None else vjp_order
         check_effects(low.exported, entry.spec, fname)
@@ -164,8 +173,10 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, spec_dir: Path,
                 f"{largest.type}, {human_bytes(largest.bytes or 0)}{at}). Closed-over arrays bloat the artifact and "
                 f"slow export: pass them as arguments instead.")
 
+    producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
     result = build_result(meta, spec.file, functions, payloads, all_tensors, write_manifest=write_manifest,
-                          warnings=paths.warnings() + warnings, source=source, wait=output is None)
+                          warnings=paths.warnings() + warnings, source=source, wait=output is None,
+                          producer=producer)
     if output is not None:
         progress("writing the artifact")
         result.save(output)

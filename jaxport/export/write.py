@@ -18,7 +18,7 @@ from typing import Any
 
 from .._fsio import atomic_write, check_output
 from ..artifact import bulkwrite, container, manifest, tensors
-from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Source, Weights, replace
+from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
 from ..isolate import trust
@@ -285,7 +285,7 @@ def artifact_metadata(spec_metadata: Mapping[str, Any], name: str | None, versio
 def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str, Function],
                  payloads: dict[str, bytes], bound: list[Tensor], *, write_manifest: bool = True,
                  warnings: list[str] | None = None, source: Source | None = None,
-                 wait: bool = True) -> ExportResult:
+                 wait: bool = True, producer: Producer | None = None) -> ExportResult:
     """The artifact of ``functions`` (manifest entries by name) and their ``payloads`` (member name -> serialized
     ``Exported``, produced by this process) with the ``bound`` tensors packed into the weights member, in memory.
 
@@ -293,7 +293,8 @@ def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str,
     is recorded relative to the current directory, unless it is a placeholder such as ``<no spec>``.
     ``write_manifest`` is ``save``'s default for writing the sidecar manifest. Without ``wait``, the weights'
     digests may still be computing when it returns: the result waits for them when first asked for its manifest or
-    bytes, and a ``save`` meanwhile writes the weights while they finish.
+    bytes, and a ``save`` meanwhile writes the weights while they finish. ``producer`` (default: this process's
+    versions) is what the manifest records as its writer.
     """
     for payload in payloads.values():
         trust(payload)  # serialized by JAX in this process: no child check when it is loaded here
@@ -304,7 +305,7 @@ def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str,
         packed = tensors.pack(bound, wait=wait)
         weights = Weights(manifest.WEIGHTS_MEMBER, packed.index)
         members[manifest.WEIGHTS_MEMBER] = packed
-    m = Manifest(manifest.FORMAT_VERSION, versions(), {}, functions, metadata,
+    m = Manifest(manifest.FORMAT_VERSION, producer or versions(), {}, functions, metadata,
                        source if source is not None else Source(recorded_spec), weights, manifest.FORMAT_NAME)
     read = [spec_file] if spec_file and not spec_file.startswith("<") else []
     return ExportResult(m, members, warnings=warnings, read=read, write_manifest=write_manifest)
@@ -313,13 +314,13 @@ def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str,
 def write_artifact(output: str | Path | None, metadata: Metadata, spec_file: str | None,
                    functions: dict[str, Function], payloads: dict[str, bytes], bound: list[Tensor], *,
                    write_manifest: bool = True, warnings: list[str] | None = None,
-                   source: Source | None = None) -> ExportResult:
+                   source: Source | None = None, producer: Producer | None = None) -> ExportResult:
     """``build_result``, saved to ``output``: the artifact's path or a directory (default: ``<name>.jaxport`` in the
     current directory). With ``write_manifest``, the manifest is also written next to the artifact as
     ``<artifact>.manifest.json``. Both outputs are checked (``check_output``: never a device, FIFO or directory, never
     the spec or another file the export read) before either is written.
     """
     result = build_result(metadata, spec_file, functions, payloads, bound, write_manifest=write_manifest,
-                          warnings=warnings, source=source)
+                          warnings=warnings, source=source, producer=producer)
     result.save(output if output is not None else Path("."))
     return result

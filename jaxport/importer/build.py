@@ -45,6 +45,7 @@ from .mlir import (
     serialize,
     wrap_main,
 )
+from .serialized import import_serialization, is_serialization, module_callable
 from .signature import (
     check_against_main,
     derived_inputs,
@@ -241,7 +242,18 @@ def import_stablehlo(
     no arguments in it, main's own (static) argument types are taken. ``calling_convention`` is the version
     recorded (default: the one this JAX's ``jax.export`` writes). The other options are those of ``export``;
     ``function`` names the function in the artifact (default: the module file's name).
+
+    A file holding a JAX serialization (``Exported.serialize()``'s bytes, from any JAX since 0.4.30) is recognized
+    by its content and imported with the signature it records (``serialized.import_serialization``); a spec then
+    adds only bounds, constraints, output names, the name and metadata.
     """
+    if is_serialization(module):  # a jax.export serialization, whatever its name: its own signature
+        with jax_config(**({"jax_export_calling_convention_version": _check_calling_convention(calling_convention)}
+                           if calling_convention is not None else {})):
+            return import_serialization(module, spec, output=output, platforms=platforms,
+                                        allow_custom_calls=allow_custom_calls, name=name, version=version,
+                                        function=function, strip_locations=strip_locations,
+                                        write_manifest=write_manifest)
     if spec is None:
         spec_obj = ShapeSpec("<no spec>", 1, {}, [], {None: FunctionSpec(None, None, [], {}, Where("<no spec>", 0))})
     elif isinstance(spec, ShapeSpec):
@@ -273,7 +285,10 @@ def module_function(module_path: str | Path, f: Function,
                     allow_custom_calls: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
     """The module's ``main`` as a JAX-callable function with the signature a manifest records for it, imported
     afresh from the file (``verify`` uses it as the live function of an imported artifact). ``allow_custom_calls``
-    are the caller's allowances: the manifest's own list grants nothing (``checks.check_runnable``)."""
+    are the caller's allowances: the manifest's own list grants nothing (``checks.check_runnable``). A JAX
+    serialization's function takes the pytrees it records, as the artifact imported from it does."""
+    if is_serialization(module_path):
+        return module_callable(module_path)
     spec, inputs = spec_from_manifest(f, str(module_path))
     imported = build(module_path, inputs, spec, name=function_name(module_path),
                      platforms=list(f.platforms or ["cpu"]),

@@ -108,17 +108,18 @@ def map_weights(art: Artifact, f: Function, verify: bool, defer: bool = False
 
 
 def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str] | None = None,
-                     where: str | None = None) -> Any:
+                     where: str | None = None, notes: list[str] | None = None) -> Any:
     """Function ``fname`` of an open artifact, deserialized and checked as ``load`` checks it before compiling (the
     payload against the manifest, the custom calls against the allowlist and the caller's allowances), without
     preparing it to run: ``verify`` refuses a program before it imports anything. ``where`` starts messages
-    (default: the artifact's path)."""
+    (default: the artifact's path); ``notes`` gets a line when jaxport, not JAX, read the payload (one older than
+    this JAX's window: ``payload.deserialize``)."""
     where = str(art.path) if where is None else where
     f = art.model.functions[fname]
     payload = art.read(f.payload)
     writer = str(art.model.producer.jax)
     check_readable(payload, f.calling_convention_version, writer, where, fname)
-    exported = deserialize(payload, where, fname, writer, f.calling_convention_version)
+    exported = deserialize(payload, where, fname, writer, f.calling_convention_version, notes)
     check_payload(exported, f, where, fname, art.model.weights)
     return check_runnable(exported, f"{where}: function {fname!r}", allow_custom_calls)
 
@@ -155,7 +156,8 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     try:
         fname = select_function(art.model, function, where)
         record = art.model.functions[fname]
-        exported = runnable_program(art, fname, allow_custom_calls, where)
+        notes: list[str] = []
+        exported = runnable_program(art, fname, allow_custom_calls, where, notes)
         weights, pending = map_weights(art, record, verify, defer=defer_verify and runtime == "jax") \
             if record.weights else ([], None)
         local = export.default_export_platform()
@@ -186,4 +188,4 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     if not weights and not borrowed:  # nothing maps the artifact's bytes any more
         art.close()
     return Loaded(Path(path), fname, art.model, backend, local, mismatch, time.perf_counter() - start,
-                  art if weights else None)
+                  art if weights else None, notes)

@@ -92,8 +92,10 @@ class Loaded:
     """
 
     def __init__(self, path: Path, function: str, model: Manifest, backend: Backend, platform: str,
-                 platform_mismatch: bool, load_seconds: float, artifact: Any = None):
+                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, notes: list[str] | None = None):
         self.path = path
+        #: Lines about how the program was read (one older than this JAX's window is read by jaxport).
+        self.notes: list[str] = list(notes or [])
         self.function = function
         #: The artifact's manifest as records (``artifact.model.Manifest``).
         self.model = model

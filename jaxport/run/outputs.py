@@ -305,7 +305,7 @@ class CallReport:
         timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds)
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    _inputs(arrays, sources), outputs, str(output) if output else None, timings, cache,
-                   Latencies.of(benchmark) if benchmark else None, loaded.placement())
+                   Latencies.of(benchmark) if benchmark else None, loaded.placement(), warnings=list(loaded.notes))
 
     @classmethod
     def of_vjp(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -318,7 +318,7 @@ class CallReport:
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, loaded.check(arrays),
                    _inputs(arrays, sources), [stats(n, v) for n, v in result.outputs],
                    str(output) if output else None, _untimed(loaded, seconds), cache, None,
-                   loaded.placement(), vjp=section)
+                   loaded.placement(), vjp=section, warnings=list(loaded.notes))
 
     @classmethod
     def of_stream(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -326,7 +326,7 @@ class CallReport:
         """The report of ``streaming.call(loaded, arrays, ...)``."""
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    _inputs(arrays, sources), result.stats, result.output_file, _untimed(loaded, result.seconds),
-                   cache, None, loaded.placement(), streaming=result)
+                   cache, None, loaded.placement(), streaming=result, warnings=list(loaded.notes))
 
     def output_stats(self) -> list[Stats]:
         """:class:`Stats` of each output, read from :attr:`outputs`."""

@@ -44,7 +44,7 @@ from ..spec import MAX_SPEC_BYTES, BindLeaf, ShapeSpec
 #: Recorded paths longer than this are refused before any file system call.
 MAX_RECORDED_PATH = 4096
 #: Suffixes of the foreign modules an imported artifact records as its entry point.
-MODULE_SUFFIXES = (".mlir", ".mlirbc")
+MODULE_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport")
 #: Suffixes of the data files a ``bind:`` names (anything else with a ``:`` is a Python attribute).
 BIND_FILE_SUFFIXES = (".npz", ".npy", ".safetensors")
 #: The search for the recorded spec below the current directory looks at no more directory entries than this, and

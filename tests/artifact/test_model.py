@@ -120,6 +120,7 @@ OBJECTS = {
     model.EmbeddedConstants: FUNCTION["embedded_constants"],
     model.Constant: FUNCTION["embedded_constants"]["properties"]["largest"]["items"],
     model.Mesh: FUNCTION["mesh"],
+    model.UpgradedFrom: SCHEMA["properties"]["producer"]["properties"]["upgraded_from"],
 }
 #: Record fields that hold several schema properties, and fields that are not the format's.
 COMBINED = {(model.DimVar, "bounds"): {"min", "max"}}

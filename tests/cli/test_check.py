@@ -4,6 +4,7 @@ are read safely with file:line errors; checking never imports JAX."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import re
 import subprocess
@@ -138,6 +139,27 @@ def test_compliant_rules_pass(text, artifacts):
     assert _check(artifacts["mlp"], text).violations == []
 
 
+def test_min_reach_days_counts_stablehlos_five_years_from_the_writing_jax(artifacts):
+    released = compat.window(jax.__version__).dating.released
+    if released is None:
+        pytest.skip(f"jax {jax.__version__} is not in the release table")
+    rules = policy.parse_policy("jaxport_policy: 1\nmin_reach_days: 30\n", "policy.yaml")
+    end = compat.add_months(released, 60)
+    f = jaxport.open_artifact(artifacts["mlp"]).model.functions["predict"]
+    late = policy.check(artifacts["mlp"], rules, today=end - datetime.timedelta(days=10))
+    assert _messages(late) == [("min_reach_days", None, f"StableHLO promises that newer readers load its payloads "
+                                f"(StableHLO {f.stablehlo_version}) until {end.isoformat()}, 10 days from today, "
+                                f"fewer than 30; 'jaxport upgrade' re-serializes it with this JAX for a later end.")]
+    assert policy.check(artifacts["mlp"], rules, today=released).passed
+
+
+def test_an_artifact_written_for_an_older_jax_passes_that_consumer(artifacts, tmp_path):
+    with contextlib.chdir(EXAMPLES / "mlp"):
+        older = jaxport.export("model.py:predict", "spec.yaml", output=tmp_path / "o.jaxport", for_jax="0.9.1").path
+    assert _check(older, 'min_consumer_jax: "0.9.1"\n').passed
+    assert not _check(artifacts["mlp"], 'min_consumer_jax: "0.9.1"\n').passed or jax.__version__ == "0.9.1"
+
+
 def test_calling_convention_newer_than_the_oldest_consumer(artifacts):
     with jaxport.open_artifact(artifacts["mlp"]) as art:
         manifest = json.loads(art.manifest_bytes)
@@ -200,7 +222,7 @@ BAD_POLICIES = {
                     "policy.yaml:2: unknown key 'platfroms' in the policy. Did you mean 'platforms'? Allowed keys: "
                     "jaxport_policy, platforms, custom_calls, max_artifact_size, format_version, calling_convention, "
                     "min_consumer_jax, required_metadata, forbid_disabled_safety_checks, max_embedded_constant_size, "
-                    "max_producer_age_days, min_days_left, max_age_days."),
+                    "max_producer_age_days, min_days_left, min_reach_days, max_age_days."),
     "unknown nested key": ("jaxport_policy: 1\nplatforms:\n  alowed: [cpu]\n",
                            "policy.yaml:3: unknown key 'alowed' in 'platforms'. Did you mean 'allowed'? Allowed keys: "
                            "allowed, required."),

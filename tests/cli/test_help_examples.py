@@ -39,7 +39,8 @@ def test_examples_name_existing_example_files():
 
 
 #: The order the examples run in: each command's inputs are the files the examples before it wrote.
-ORDER = ["export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind", "warmup"]
+ORDER = ["export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind", "upgrade",
+         "warmup"]
 #: Examples that exit non-zero on purpose: a CI gate that fails.
 EXPECTED_EXIT = {"jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply --fail-on breaking --json": 13}
 

@@ -30,7 +30,8 @@ FRESH_EXPORT_PASSES_THE_EXAMPLE_POLICY = pytest.mark.skipif(
 SCHEMAS = REPO / "specs" / "schemas"
 CLI_SCHEMAS = SCHEMAS / "cli"
 CLI_DOC = (REPO / "specs" / "CLI.md").read_text()
-COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind")
+COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind",
+            "upgrade")
 
 
 def _registry() -> Registry:
@@ -143,6 +144,17 @@ def test_diff_json(cli):
     code, out = cli("diff", "mlp.jaxport", "bound.jaxport")
     assert code == 0 and out["breaking"] > 0
     assert _errors("diff", out) == []
+
+
+def test_upgrade_json(cli, work, tmp_path):
+    with contextlib.chdir(work):
+        jaxport.export("model.py:predict", "spec.yaml", output=tmp_path / "old.jaxport", for_jax="0.9.1")
+    code, out = cli("upgrade", str(tmp_path / "old.jaxport"), "-o", str(tmp_path / "new.jaxport"))
+    assert code == 0 and _errors("upgrade", out) == []
+    assert (out["old_for_jax"], out["for_jax"], out["compared"]) == ("0.9.1", None, {"predict": 3})
+    code, out = cli("upgrade", "mlp.jaxport", "-o", str(tmp_path / "same.jaxport"))
+    assert code == 0 and _errors("upgrade", out) == []
+    assert out["nothing_to_do"] is True and out["artifact"] is None and out["manifest"] is None
 
 
 @FRESH_EXPORT_PASSES_THE_EXAMPLE_POLICY

@@ -1,0 +1,254 @@
+"""Importing a JAX serialization: the bytes of ``jax.export.Exported.serialize()``, from any JAX since 0.4.30.
+
+A file is one by its content, whatever its name (``.jaxexport`` by convention): ``jaxser.looks_like_serialization``.
+jaxport reads it itself (``jaxser``: the flatbuffer's published schema, every serialization version), so a file
+older than the running JAX's window imports as one inside it; the signature comes from the file, not a spec: the
+input and output avals with their symbolic dimensions, the input pytree (positional and keyword arguments) and the
+output pytree (custom nodes, which need their Python type registered, become tuples), the platforms and the stored
+VJPs. A spec (``--shapes``) may add what the file does not keep: bounds of the dimension variables, constraints
+(JAX's serialization drops them), the name and metadata.
+
+The program is the file's StableHLO, called through ``jax.export`` as the running JAX calls it (``Exported.call``)
+and exported again by the same lowering as ``jaxport export``: the artifact gets this JAX's calling convention and
+serialization and a fresh window, its shape assertions and custom calls are the file's (checked against the
+allowlist like any export), and ``verify`` follows the recorded file (``module_function``). Serializations for
+several devices are refused: their shardings would have to be proved to mean the same over the new mesh.
+
+Trust model: the file is read by jaxport's defensive reader and its StableHLO first in a child process
+(``isolate.check_payload``); nothing in it is executed while importing, except that lowering traces the call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import dimexpr, jaxser
+from .._jax_internals import exported_from_serialized, read_exported
+from .._yaml import load
+from ..artifact.model import replace
+from ..checks import check_custom_calls
+from ..errors import EntrypointError, FormatError, SpecError, UsageError
+from ..export import gradients, lower
+from ..export.entrypoint import Entrypoint
+from ..export.manifest import build_function_entry
+from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
+from ..isolate import check_payload
+from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
+from ..specbuild import DICT, as_shape_spec
+
+#: A serialization larger than this is refused before it is read (the program and its constants, no weights).
+MAX_SERIALIZATION_BYTES = 2 << 30
+
+#: The keys a spec for a serialization may give: the signature itself comes from the file.
+SPEC_KEYS = ("jaxport", "name", "dims", "constraints", "outputs", "metadata", "allow_custom_calls")
+
+
+def is_serialization(path: str | Path) -> bool:
+    """Whether the file at ``path`` holds a JAX serialization (by its content)."""
+    try:
+        p = Path(path)
+        if not p.is_file() or p.stat().st_size > MAX_SERIALIZATION_BYTES:
+            return False
+        return jaxser.looks_like_serialization(p.read_bytes())
+    except OSError:
+        return False
+
+
+def read_serialization(path: str | Path) -> tuple[bytes, jaxser.Serialized]:
+    """The bytes of a serialization file and jaxport's reading of them (``FormatError`` when damaged)."""
+    display = str(path)
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_SERIALIZATION_BYTES:
+            raise FormatError(f"{display}: {size} bytes, more than the {MAX_SERIALIZATION_BYTES} a JAX serialization "
+                              f"may have here (weights belong beside the program, not inside it).")
+        data = p.read_bytes()
+    except OSError as e:
+        raise UsageError(f"{display}: cannot be read ({e.strerror or type(e).__name__}).") from None
+    return data, jaxser.read(data, display)
+
+
+def _tuples(node: jaxser.TreeNode) -> jaxser.TreeNode:
+    """``node`` with every custom node (a registered dataclass, a namedtuple) as a tuple of its children."""
+    children = tuple(_tuples(c) for c in node.children)
+    if node.kind == "custom":
+        return jaxser.TreeNode("tuple", children, (), None, None)
+    return jaxser.TreeNode(node.kind, children, node.names, node.custom_name, node.custom_auxdata)
+
+
+def local_record(rec: jaxser.Serialized) -> jaxser.Serialized:
+    """``rec`` with its custom pytree nodes as tuples, down its VJPs: what any process can build an ``Exported`` of."""
+    vjp = local_record(rec.vjp) if rec.vjp is not None else None
+    return replace(rec, in_tree=_tuples(rec.in_tree), out_tree=_tuples(rec.out_tree), vjp=vjp)
+
+
+def flat_call(exported: Any, n_args: int, keywords: list[str]) -> Callable[..., Any]:
+    """A function of ``n_args`` positional arrays (``arg0``, ...) and the keyword arrays ``keywords`` (each a pytree
+    as ``exported`` takes it) that calls ``exported``: its arguments are regrouped by their leaves, in order."""
+    from jax import tree_util
+
+    def program(*args: Any, **kwargs: Any) -> Any:
+        leaves = tree_util.tree_leaves((args, {k: kwargs[k] for k in keywords}))
+        call_args, call_kwargs = tree_util.tree_unflatten(exported.in_tree, leaves)
+        return exported.call(*call_args, **call_kwargs)
+
+    params = [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(n_args)]
+    params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in keywords]
+    program.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    program.__name__ = exported.fun_name
+    return program
+
+
+def _leaf(aval: jaxser.Aval) -> str:
+    return f"{aval.dtype}[{', '.join(aval.shape)}]"
+
+
+def _spec_tree(node: jaxser.TreeNode, avals: list[jaxser.Aval]) -> Any:
+    """The spec's value for one argument pytree: leaves as ``dtype[dims]``, consuming ``avals`` in order."""
+    if node.kind == "leaf":
+        return _leaf(avals.pop(0))
+    if node.kind == "none":
+        return {"static": None}
+    if node.kind == "dict":
+        return {k: _spec_tree(c, avals) for k, c in zip(node.names, node.children)}
+    return [_spec_tree(c, avals) for c in node.children]  # tuple, list (custom nodes are tuples by now)
+
+
+def signature_spec(rec: jaxser.Serialized, display: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The spec (as a dict with the YAML's structure) of a serialization's signature, with what ``given`` adds."""
+    root = rec.in_tree
+    if root.kind != "tuple" or len(root.children) != 2 or root.children[0].kind != "tuple" \
+            or root.children[1].kind != "dict":
+        raise FormatError(f"{display}: the input pytree is not JAX's (positional arguments, keyword arguments) pair; "
+                          f"the file is not a jax.export serialization of a function.")
+    avals = list(rec.in_avals)
+    args = [_spec_tree(c, avals) for c in root.children[0].children]
+    kwargs = {k: _spec_tree(c, avals) for k, c in zip(root.children[1].names, root.children[1].children)}
+    variables: list[str] = []
+    for a in (*rec.in_avals, *rec.out_avals):
+        for d in a.shape:
+            try:
+                found = dimexpr.variables(dimexpr.parse(d))
+            except dimexpr.DimExprError:
+                raise FormatError(f"{display}: the dimension {d!r} is not an expression jaxport reads.") from None
+            variables += sorted(v for v in found if v not in variables)
+    given = dict(given or {})
+    dims = dict(given.pop("dims", None) or {})
+    unknown = sorted(set(dims) - set(variables))
+    if unknown:
+        raise SpecError(f"the spec's dims names {', '.join(unknown)}, which {display} "
+                        f"does not have (its dimension variables: {', '.join(variables) or 'none'}).")
+    spec: dict[str, Any] = {"jaxport": 1, "dims": {v: dims.get(v) or {} for v in variables}, "args": args}
+    if kwargs:
+        spec["kwargs"] = kwargs
+    spec["platforms"] = list(rec.platforms)
+    for key in ("name", "constraints", "outputs", "metadata", "allow_custom_calls"):
+        if given.get(key) is not None:
+            spec[key] = given[key]
+    return spec
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _given_spec(spec: Any) -> dict[str, Any] | None:
+    """What a user's spec (a file, YAML text or a dict with the YAML's structure) adds to a serialization's
+    signature: the keys of ``SPEC_KEYS``; a spec that gives arguments is refused (the file gives them). The merged
+    spec is checked as a whole by the spec language's own parser."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        file, value = DICT, dict(spec)
+    else:
+        path = Path(spec)
+        file = str(path)
+        value = load(SPEC_DOCUMENT.read(path), file, SPEC_DOCUMENT)[0]
+    if not isinstance(value, dict):
+        raise SpecError(f"{file}: a spec is a YAML mapping (jaxport: 1, dims: ..., ...).")
+    value = _plain(value)
+    extra = [k for k in value if k not in SPEC_KEYS]
+    if extra:
+        raise SpecError(f"{file}: a spec for a JAX serialization gives no {', '.join(extra)}: the file gives the "
+                        f"signature. Keep dims (bounds), constraints, outputs (names), name and metadata.")
+    return value
+
+
+def import_serialization(module: str | Path, spec: Any = None, *, output: str | Path | None = None,
+                         platforms: list[str] | None = None, allow_custom_calls: list[str] | tuple[str, ...] = (),
+                         name: str | None = None, version: str | None = None, function: str | None = None,
+                         strip_locations: bool = False, write_manifest: bool = True) -> ExportResult:
+    """Import a JAX serialization file into an artifact (see the module docstring); returns an ``ExportResult``."""
+    display = str(module)
+    data, rec = read_serialization(module)
+    if rec.nr_devices != 1:
+        raise EntrypointError(
+            f"{display}: the serialization is for {rec.nr_devices} devices; jaxport imports single-device "
+            f"serializations, since a sharded program's shardings would have to be proved to mean the same over "
+            f"this JAX's mesh. Export the function again with jaxport (its spec's mesh:).")
+    stem = re.sub(r"\W", "_", Path(module).name.split(".")[0]) or "main"
+    fname = stem if stem.isidentifier() else f"_{stem}"
+    check_payload(data, display, fname)
+    warnings: list[str] = []
+    try:
+        from jax import export
+
+        export.deserialize(bytearray(data))
+    except Exception as e:  # noqa: BLE001 - only JAX's refusal of an old serialization is worth a note
+        if "older than" in str(e):
+            writer = f"jax {rec.jax_version}" if rec.jax_version else \
+                f"an older JAX (serialization version {rec.serialization_version})"
+            warnings.append(f"{display} was written by {writer}, older than this JAX's window (JAX's own reader "
+                            f"refuses it); jaxport read it itself and re-serialized it with this JAX.")
+    local = local_record(rec)
+    if local.in_tree != rec.in_tree or local.out_tree != rec.out_tree:
+        warnings.append(f"{display}: custom pytree nodes of the signature are imported as tuples.")
+    try:
+        exported = exported_from_serialized(local)
+    except ValueError as e:
+        raise FormatError(f"{display}: cannot be imported: {e}.") from None
+
+    given = _given_spec(spec)
+    spec_dict = signature_spec(rec, display, given)
+    plats = [check_platform(p, "--platform") for p in platforms] if platforms else list(rec.platforms)
+    missing = [p for p in plats if p not in rec.platforms]
+    if missing:
+        raise UsageError(f"--platform {missing[0]}: {display} holds a program for {', '.join(rec.platforms)} only.")
+    spec_dict["platforms"] = plats
+    spec_obj: ShapeSpec = as_shape_spec(spec_dict)
+    fspec = next(iter(spec_obj.functions.values()))
+    fname = function or (name if name is not None and name.isidentifier() else None) or spec_obj.name or fname
+    root = rec.in_tree.children
+    program = flat_call(exported, len(root[0].children), list(root[1].names))
+    entry = Entrypoint(program, f"{relative_path(Path(module))}:main", fname, Path.cwd())
+    allowed = sorted(set(spec_obj.allow_custom_calls) | set(allow_custom_calls))
+    low = lower.lower(entry, fspec, spec_obj, name=fname, platforms=plats, allow_custom_calls=allowed,
+                      strip_locations=strip_locations)
+    check_custom_calls(display, low.scan, set(allowed))
+    payload_name = f"functions/{fname}.jaxexport"
+    order = rec.vjp_order()
+    payload = gradients.serialize(low.exported, order, entry.spec, fname, root=Path.cwd(), strip=strip_locations)
+    meta = artifact_metadata(spec_obj.metadata, name, version, fname)
+    functions = {fname: build_function_entry(low, spec_obj, entry.spec, payload_name, allowed, vjp_order=order)}
+    return write_artifact(output, meta, None, functions, {payload_name: payload}, low.tensors,
+                          write_manifest=write_manifest, warnings=warnings)
+
+
+def module_callable(path: str | Path) -> Callable[..., Any]:
+    """A serialization file's function, callable with its own pytrees (``verify``'s live side of an artifact
+    imported from one)."""
+    data, rec = read_serialization(path)
+    check_payload(data, str(path), "main")
+    exported, _ = read_exported(data) if rec == local_record(rec) else (exported_from_serialized(local_record(rec)),
+                                                                        None)
+    root = rec.in_tree.children
+    return flat_call(exported, len(root[0].children), list(root[1].names))

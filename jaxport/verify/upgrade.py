@@ -1,0 +1,178 @@
+"""``jaxport upgrade``: an artifact re-serialized by the running JAX, checked to compute what the old one computes.
+
+Each function's program is read as ``load`` reads it (every check: digests, the payload against the manifest, the
+custom-call allowlist, the program rules; a payload older than the running JAX's window is read by jaxport,
+``payload.deserialize``) and exported again through ``jax.export``, calling the old program as the running JAX
+calls it: the new payload has this JAX's calling convention, StableHLO and serialization, and a fresh window
+(``--for-jax`` writes it for an older JAX instead, ``export.target``). The signature, names, bounds, weights and
+metadata are the old manifest's; ``producer.upgraded_from`` records the old producer and the sha256 of the old file.
+
+Before anything is written, old and new are loaded and called on the inputs ``verify`` draws (the smallest sizes,
+one that is not a power of two and the upper bounds, under a memory budget) and their outputs compared: any
+difference refuses the upgrade (``VerificationError``). The artifact is written like every other one: atomically,
+reproducible bytes. An artifact already written by the running JAX (for the same target) is left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._fsio import atomic_write, check_output
+from ..artifact import container
+from ..artifact.container import open_artifact
+from ..artifact.model import Constant, CustomCall, EmbeddedConstants, Function, Manifest, UpgradedFrom, replace
+from ..checks import guaranteed_stable_custom_calls
+from ..errors import OutputError, VerificationError
+from ..export import gradients
+from ..export.manifest import versions
+from ..export.relower import reexport
+from ..export.target import Target, for_target, target
+from ..module_scan import scan_module, short_location, stablehlo_version
+from ..run import load as load_mod
+from ..run.inputs import random_inputs
+from .plan import plan_cases
+
+
+@dataclass
+class UpgradeResult:
+    """What ``upgrade`` did: the artifact written (None when there was nothing to do), the old and new producers'
+    JAX, and each function's comparison (cases run, outputs compared)."""
+
+    path: Path | None
+    source: Path
+    old_jax: str
+    new_jax: str
+    for_jax: str | None
+    nothing_to_do: bool
+    #: What the old artifact was written for (its ``producer.for_jax``), None when for its own JAX.
+    old_for_jax: str | None = None
+    compared: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+    size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"artifact": str(self.path) if self.path else None, "source": str(self.source),
+                "old_jax": self.old_jax, "new_jax": self.new_jax, "for_jax": self.for_jax,
+                "old_for_jax": self.old_for_jax, "nothing_to_do": self.nothing_to_do,
+                "compared": dict(self.compared), "notes": list(self.notes), "size": self.size}
+
+
+def _upgraded_function(f: Function, new: Any) -> Function:
+    """The manifest entry of the old function for its new program: what the program determines is re-read."""
+    scan = scan_module(new.mlir_module_serialized)
+    stable = guaranteed_stable_custom_calls()
+    counts = scan.custom_call_counts()
+    allowed = set(f.allowed_custom_calls)
+    big = sorted(scan.constants, key=lambda c: -c.nbytes)
+    return replace(
+        f, calling_convention_version=new.calling_convention_version,
+        stablehlo_version=stablehlo_version(new.mlir_module_serialized),
+        shape_assertions=tuple(scan.shape_assertions),
+        custom_calls=tuple(CustomCall(t, counts[t], "guaranteed" if t in stable else "allowed")
+                           for t in sorted(counts) if t in stable or t in allowed),
+        disabled_safety_checks=tuple(str(c) for c in new.disabled_safety_checks),
+        kept_inputs=tuple(new.module_kept_var_idx),
+        embedded_constants=EmbeddedConstants(
+            len(big), scan.constant_bytes(),
+            tuple(_constant(c) for c in big[:5] if c.nbytes > 0)))
+
+
+def _constant(c: Any) -> Constant:
+    return Constant(c.type, c.nbytes, short_location(c.location))
+
+
+def _compare(old_path: Path, new_path: Path, f: Function, fname: str, allowed: list[str] | None) -> int:
+    """Call the old and the new artifact's function on the inputs ``verify`` draws; raise on any difference.
+    Returns the number of cases compared."""
+    import numpy as np
+
+    old = load_mod.load(old_path, fname, allow_custom_calls=allowed)
+    new = load_mod.load(new_path, fname, allow_custom_calls=allowed)
+    cases = plan_cases(f)
+    for k, case in enumerate(cases):
+        arrays = random_inputs(f, case.dims, seed=k)
+        a = old.run(arrays, {})
+        b = new.run(arrays, {})
+        for (name, x), (_, y) in zip(a.leaves, b.leaves):
+            x, y = np.asarray(x), np.asarray(y)
+            same = x.shape == y.shape and x.dtype == y.dtype and (
+                np.array_equal(x, y, equal_nan=True) if x.dtype.kind in "fc" else np.array_equal(x, y))
+            if not same:
+                dims = ", ".join(f"{v}={n}" for v, n in case.dims.items()) or "static shapes"
+                raise VerificationError(
+                    f"{old_path}: function {fname!r}: the upgraded program's output {name!r} differs from the old "
+                    f"program's at {dims}; nothing was written. Keep the old artifact, or export the function "
+                    f"again with this JAX.")
+    return len(cases)
+
+
+def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = None,
+            allow_custom_calls: Iterable[str] | None = None, write_manifest: bool = True) -> UpgradeResult:
+    """Write ``output``: ``artifact`` re-serialized by the running JAX (see the module docstring).
+
+    ``for_jax`` writes it for that older JAX instead (``export --for-jax``). ``allow_custom_calls`` are the
+    custom-call targets beyond JAX's guaranteed-stable ones that the programs may call (as for ``load``). An
+    artifact already written by the running JAX (and for the same ``for_jax``) is not rewritten: the result says
+    ``nothing_to_do``.
+    """
+    import jax
+
+    source = Path(artifact)
+    allowed = list(allow_custom_calls) if allow_custom_calls is not None else None
+    t: Target | None = target(for_jax) if for_jax is not None else None
+    now = versions()
+    with open_artifact(source) as art:
+        old: Manifest = art.model
+        wanted = t.jax if t is not None else None
+        notes: list[str] = []
+        programs = {fname: load_mod.runnable_program(art, fname, allowed, str(source), notes)
+                    for fname in old.functions}
+        if (old.producer.jax == now.jax and old.producer.jaxlib == now.jaxlib and old.producer.for_jax == wanted
+                and not notes):  # written here, and every payload read by this JAX's own reader
+            return UpgradeResult(None, source, old.producer.jax, now.jax, wanted, True, old_for_jax=wanted)
+        out = Path(output)
+        if out.is_dir():
+            out = out / source.name
+        if out.exists() and os.path.samefile(out, source):
+            raise OutputError(f"{out}: is the artifact being upgraded; upgrade writes a new artifact and never "
+                              f"replaces its input. Choose another output path (and rename it over the old artifact "
+                              f"afterwards if you mean to replace it).")
+        sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
+        for path in (out, sidecar):
+            if path is not None:
+                check_output(path, [source])
+        functions: dict[str, Function] = {}
+        members: dict[str, Any] = {n: art.read(n) for n in old.members}
+        for fname, f in old.functions.items():
+            new = reexport(programs[fname], f, f"{source}: function {fname!r}")
+            if t is not None:
+                new = for_target(new, t, str(source), fname)
+            payload = gradients.serialize(new, f.vjp_order, str(source), fname)
+            members[f.payload] = payload
+            functions[fname] = _upgraded_function(f, new)
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        p = old.producer
+        producer = replace(now, for_jax=wanted,
+                           upgraded_from=UpgradedFrom(p.jaxport, p.jax, p.jaxlib, digest, p.for_jax))
+        manifest = replace(old, producer=producer, functions=functions)
+    tmp = out.with_name(f".{out.name}.upgrading-{os.getpid()}")
+    compared: dict[str, int] = {}
+    try:
+        container.write_artifact(tmp, manifest, members)
+        for fname, f in functions.items():
+            compared[fname] = _compare(source, tmp, f, fname, allowed)
+        raw = container.write_artifact(out, manifest, members)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if sidecar is not None:
+        atomic_write(sidecar, lambda fh: fh.write(raw), inputs=[source])
+    written = container.with_members(manifest, members).to_json()
+    return UpgradeResult(out, source, old.producer.jax, jax.__version__, wanted, False, p.for_jax, compared, notes,
+                         written, out.stat().st_size)
+
