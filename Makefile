@@ -79,7 +79,9 @@ test-compat: install-test $(COMPAT)/.installed-$(COMPAT_JAX)
 	$(COMPAT)/bin/python -m pytest -q $(FAST)
 	$(MAKE) test-cross
 
-# `test-cross`: only the cross-version matrix (three JAX releases, each calling the others' artifacts).
+# `test-cross`: only the cross-version matrix (three JAX releases, each calling the others' artifacts; the golden
+# serializations of jax 0.4.35 - 0.12.0.1 imported under each; `--for-jax` exports of the newest called under the older
+# two; their artifacts upgraded by the newest).
 test-cross: install-test $(COMPAT)/.installed-$(COMPAT_JAX) $(COMPAT_MID)/.installed-$(MID_JAX)
 	JAXPORT_COMPAT_PYTHON=$(abspath $(COMPAT))/bin/python:$(abspath $(COMPAT_MID))/bin/python \
 		$(BIN)/python -m pytest -q tests/test_cross_version.py

@@ -83,7 +83,7 @@ def test_from_python_examples_run(tmp_path):
     """The "From Python" section's code blocks, run in order as one script (a later block uses the names an earlier
     one defined) in a fresh process, in a directory holding a copy of the examples."""
     blocks = _python_blocks("## From Python")
-    assert len(blocks) == 3 and "from flax import nnx" in blocks[0] and "import equinox as eqx" in blocks[1]
+    assert len(blocks) == 4 and "from flax import nnx" in blocks[0] and "import equinox as eqx" in blocks[1]
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     script = tmp_path / "from_python.py"
     script.write_text("\n".join(blocks))
@@ -91,10 +91,12 @@ def test_from_python_examples_run(tmp_path):
     res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    for name in ("mlp-nnx.jaxport", "mlp-eqx.jaxport", "mlp.jaxport"):
+    for name in ("mlp-nnx.jaxport", "mlp-eqx.jaxport", "mlp.jaxport", "mlp-0.9.jaxport", "mlp-new.jaxport",
+                 "imported.jaxport"):
         assert (tmp_path / name).is_file(), name
     assert "jaxport: 1\ndims:\n  batch: {min: 1, max: 1024}\nargs: ['f32[batch, 16]']\n" in res.stdout
     assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
+    assert "{'predict': 3}" in res.stdout
 
 
 

@@ -10,6 +10,7 @@ from .. import errors, render
 from ..options import (
     artifact_write_options,
     debug_option,
+    for_jax_option,
     json_option,
     lowering_custom_call_option,
     platform_option,
@@ -28,14 +29,16 @@ from ..options import (
 @click.option("--function", "function", metavar="NAME",
               help="Name of the function in the artifact (default: the module file's name).")
 @artifact_write_options()
+@for_jax_option
 @json_option
 @debug_option
 def command(module, spec_path, output, calling_convention, platforms, allow_custom_calls, function, name, version,
-            strip_locations, no_manifest, as_json, debug):
+            strip_locations, no_manifest, for_jax, as_json, debug):
     """Import a StableHLO module written by another producer into an artifact.
 
     MODULE is MLIR text (.mlir), MLIR bytecode or a StableHLO portable artifact (.mlirbc); its public function
-    main becomes the artifact's function. See specs/IMPORT.md.
+    main becomes the artifact's function. A JAX serialization (Exported.serialize() bytes, from any JAX since
+    0.4.30; .jaxexport) imports with the signature it records. See specs/IMPORT.md.
 
     \b
     Examples:
@@ -51,7 +54,8 @@ def command(module, spec_path, output, calling_convention, platforms, allow_cust
             result = import_stablehlo(module, spec_path, output=output, calling_convention=calling_convention,
                                       platforms=list(platforms) or None, allow_custom_calls=list(allow_custom_calls),
                                       name=name, version=version, function=function,
-                                      strip_locations=strip_locations, write_manifest=not no_manifest)
+                                      strip_locations=strip_locations, write_manifest=not no_manifest,
+                                      for_jax=for_jax)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,

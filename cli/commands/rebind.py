@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..options import artifact_write_options, bind_root_options, debug_option, json_option
+from ..options import artifact_write_options, bind_root_options, debug_option, for_jax_option, json_option
 
 
 @click.command("rebind")
@@ -20,9 +20,10 @@ from ..options import artifact_write_options, bind_root_options, debug_option, j
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="The new artifact (a directory puts ARTIFACT's file name in it); never ARTIFACT itself.")
 @artifact_write_options(rebinding=True)
+@for_jax_option
 @json_option
 @debug_option
-def command(artifact, binds, output, root, version, no_manifest, as_json, debug):
+def command(artifact, binds, output, root, version, no_manifest, for_jax, as_json, debug):
     """Replace an artifact's bound weights without re-exporting; the program stays byte-identical.
 
     The new weights must have the names, shapes and dtypes of the old: the first difference is refused (exit 9).
@@ -37,7 +38,7 @@ def command(artifact, binds, output, root, version, no_manifest, as_json, debug)
         import jaxport
 
         result = jaxport.rebind(artifact, binds, output, root=root, version=version,
-                                write_manifest=not no_manifest)
+                                write_manifest=not no_manifest, for_jax=for_jax)
         if as_json:
             render.print_json({
                 "artifact": str(result.path), "input": str(artifact), "size": result.size,
@@ -56,7 +57,10 @@ def command(artifact, binds, output, root, version, no_manifest, as_json, debug)
         for r in result.rebound:
             out.print(f"  {render.plain(r.name)} <- {render.plain(r.source)}: {len(r.tensors)} tensor"
                       f"{'' if len(r.tensors) == 1 else 's'}, {len(r.changed)} changed", markup=False)
-        out.print(f"  programs kept byte for byte: {render.plain(', '.join(result.kept_members))}", markup=False)
+        if for_jax is not None:
+            out.print(f"  programs written for jax {render.plain(for_jax)}", markup=False)
+        else:
+            out.print(f"  programs kept byte for byte: {render.plain(', '.join(result.kept_members))}", markup=False)
         if result.manifest_path:
             out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
 

@@ -21,13 +21,13 @@ def stablehlo_version(payload: bytes) -> tuple[int, int, int] | None:
     return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 
-def _readable_stablehlo() -> tuple[int, int, int]:
+def readable_stablehlo() -> tuple[int, int, int]:
     """The newest StableHLO version the installed jaxlib reads."""
     major, minor, patch, *_ = [int(p) for p in str(stablehlo_dialect().get_current_version()).split(".")] + [0, 0, 0]
     return major, minor, patch
 
 
-def _dotted(version: tuple[int, ...]) -> str:
+def dotted(version: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in version)
 
 
@@ -46,21 +46,21 @@ def check_readable(payload: bytes, calling_convention: int, writer_jax: str, whe
     convention_ok = lo <= calling_convention <= hi
     if convention_ok and not failed:  # the common case: nothing more to read
         return
-    written, readable = stablehlo_version(payload), _readable_stablehlo()
+    written, readable = stablehlo_version(payload), readable_stablehlo()
     if convention_ok and not (written is not None and written > readable):
         return
     w = window(writer_jax)
     advice = f"install jax=={writer_jax}" + (f" (or a release from jax {w.oldest_jax} to {w.newest_jax})"
                                              if w.oldest_jax and w.newest_jax and w.oldest_jax != w.newest_jax
                                              else "")
-    as_written = f"StableHLO {_dotted(written)}, " if written else ""
+    as_written = f"StableHLO {dotted(written)}, " if written else ""
     reason = (f"calling convention {calling_convention} is outside {lo}..{hi}" if not convention_ok
-              else f"StableHLO {_dotted(written or ())} is newer than the {_dotted(readable)} it reads")
+              else f"StableHLO {dotted(written or ())} is newer than the {dotted(readable)} it reads")
     span = (f"JAX guarantees loading by releases from {w.loadable_from} to {w.loadable_until}"
             if w.loadable_from and w.loadable_until else "JAX's compatibility window for it is unknown")
     raise FormatError(f"{where}: function {fname!r} was written with jax {writer_jax} ({as_written}calling "
                       f"convention {calling_convention}); this jax {jax.__version__} (StableHLO up to "
-                      f"{_dotted(readable)}, calling conventions {lo}..{hi}) cannot read it: {reason}. {span}; "
+                      f"{dotted(readable)}, calling conventions {lo}..{hi}) cannot read it: {reason}. {span}; "
                       f"{advice}, or write it for jax {jax.__version__} where it was made: jaxport export --for-jax "
                       f"{jax.__version__}, or jaxport upgrade ARTIFACT --for-jax {jax.__version__} -o NEW.")
 

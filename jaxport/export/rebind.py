@@ -27,15 +27,20 @@ from typing import Any
 
 from .. import dtypes
 from .._fsio import atomic_write, check_output, open_regular, read_at_most
+from .._jax_internals import read_exported
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
 from ..artifact.private_copy import private_member
 from ..errors import InputError, OutputError, SpecError, UsageError
+from ..module_scan import stablehlo_version
 from ..sharding import text as spec_text
 from ..spec import MAX_SPEC_BYTES
+from . import gradients
 from .bind import flatten_bound, load_bind_source
+from .manifest import versions
 from .paths import BIND_FILE_SUFFIXES, IN_MEMORY, RootPaths, is_file_target
+from .target import Target, for_target, target
 
 #: Names shown in a message before it says ``...``.
 _SHOWN = 8
@@ -91,7 +96,7 @@ def bound_arguments(manifest: Manifest) -> dict[str, _BoundArgument]:
 
 
 def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *, root: str | Path | None = None,
-           version: str | None = None, write_manifest: bool = True) -> RebindResult:
+           version: str | None = None, write_manifest: bool = True, for_jax: str | None = None) -> RebindResult:
     """Write ``output``: ``artifact`` with the weights of each bound argument in ``bind`` replaced, its programs
     byte-identical.
 
@@ -105,7 +110,9 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
     current directory, the artifact's directory and each new file's directory that holds the spec the artifact
     records (see ``_root``). ``version`` replaces ``metadata.version``. With ``write_manifest``, the manifest is also
     written beside the artifact as ``<output>.manifest.json``. ``output`` (a file, or a directory to put the
-    artifact's file name in) is never the input artifact: rebind writes a new file, atomically.
+    artifact's file name in) is never the input artifact: rebind writes a new file, atomically. ``for_jax`` also
+    writes the programs for that older JAX (``target``): the same programs, their StableHLO re-serialized as the
+    version it reads, so they are then not byte-identical; the manifest records the target (``producer.for_jax``).
     """
     if not bind:
         raise UsageError("rebind: no weights to bind: give at least one NAME=SOURCE (e.g. params=finetuned.npz).")
@@ -143,7 +150,9 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
         packed = tensors.pack([tensors.Tensor(n, arrays[n]) for n in old_index])
         manifest = _new_manifest(art.model, packed, rebound, version)
         members = {n: packed if n == weights.member else art.read(n) for n in art.model.members}
-        kept = [n for n in members if n != weights.member]
+        if for_jax is not None:
+            manifest = _for_jax(manifest, members, target(for_jax), str(artifact))
+        kept = [n for n in members if n != weights.member and (for_jax is None or n not in _payloads(manifest))]
         sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
         inputs: list[str | Path] = [artifact, *files]
         for path in (out, sidecar):
@@ -157,6 +166,22 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
                for a, source, recorded in rebound]
     return RebindResult(out, container.with_members(manifest, members).to_json(), out.stat().st_size, sidecar,
                         results, kept, warnings)
+
+
+def _payloads(manifest: Manifest) -> set[str]:
+    return {f.payload for f in manifest.functions.values()}
+
+
+def _for_jax(manifest: Manifest, members: dict[str, Any], t: Target, where: str) -> Manifest:
+    """``manifest`` with each function's payload in ``members`` written for ``t`` (and its ``stablehlo_version``),
+    the producer recording the target."""
+    functions = {}
+    for fname, f in manifest.functions.items():
+        exported, _ = read_exported(members[f.payload])
+        new = for_target(exported, t, where, fname)
+        members[f.payload] = gradients.serialize(new, f.vjp_order, where, fname)
+        functions[fname] = replace(f, stablehlo_version=stablehlo_version(new.mlir_module_serialized))
+    return replace(manifest, functions=functions, producer=replace(versions(), for_jax=t.jax))
 
 
 def _refuse_input_as_output(out: Path, artifact: Path) -> None:

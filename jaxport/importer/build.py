@@ -15,6 +15,7 @@ only folds shapes); calling the artifact runs its program, as for any artifact.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from typing import Any
 from .. import dimexpr, dtypes
 from .._jax_internals import make_exported
 from ..artifact.contract import concrete_shape, resolve_dims
-from ..artifact.model import CallNode, Function, OutputNode, Signature
+from ..artifact.model import CallNode, Function, OutputNode, Signature, replace
 from ..checks import check_custom_calls
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
 from ..export.lower import InputLeaf, Lowered, function_constraints
-from ..export.manifest import build_function_entry
+from ..export.manifest import build_function_entry, versions
+from ..export.target import for_target, target
 from ..export.tracing import jax_config, x64_enabled
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
 from ..module_scan import scan_module
@@ -232,6 +234,7 @@ def import_stablehlo(
     function: str | None = None,
     strip_locations: bool = False,
     write_manifest: bool = True,
+    for_jax: str | None = None,
 ) -> ExportResult:
     """Import a StableHLO module written by another producer into an artifact; returns an ``ExportResult``.
 
@@ -241,7 +244,8 @@ def import_stablehlo(
     ``constraints``, ``platforms`` (default cpu), ``allow_custom_calls`` and ``metadata``; without a spec, or with
     no arguments in it, main's own (static) argument types are taken. ``calling_convention`` is the version
     recorded (default: the one this JAX's ``jax.export`` writes). The other options are those of ``export``;
-    ``function`` names the function in the artifact (default: the module file's name).
+    ``function`` names the function in the artifact (default: the module file's name). ``for_jax`` writes the
+    artifact for that older JAX, as ``export --for-jax`` does.
 
     A file holding a JAX serialization (``Exported.serialize()``'s bytes, from any JAX since 0.4.30) is recognized
     by its content and imported with the signature it records (``serialized.import_serialization``); a spec then
@@ -253,7 +257,7 @@ def import_stablehlo(
             return import_serialization(module, spec, output=output, platforms=platforms,
                                         allow_custom_calls=allow_custom_calls, name=name, version=version,
                                         function=function, strip_locations=strip_locations,
-                                        write_manifest=write_manifest)
+                                        write_manifest=write_manifest, for_jax=for_jax)
     if spec is None:
         spec_obj = ShapeSpec("<no spec>", 1, {}, [], {None: FunctionSpec(None, None, [], {}, Where("<no spec>", 0))})
     elif isinstance(spec, ShapeSpec):
@@ -261,6 +265,7 @@ def import_stablehlo(
     else:
         spec_obj = load_spec(spec)
     convention = _check_calling_convention(calling_convention)
+    written_for = target(for_jax) if for_jax is not None else None
     plats = [check_platform(p, "--platform") for p in platforms] if platforms else (spec_obj.platforms or ["cpu"])
     plats = list(dict.fromkeys(plats))
     allowed = sorted(set(spec_obj.allow_custom_calls) | set(allow_custom_calls))
@@ -274,11 +279,14 @@ def import_stablehlo(
     imported = build(module, inputs, spec_obj, name=fname, platforms=plats, calling_convention=convention,
                      allow_custom_calls=allowed, strip_locations=strip_locations)
     low = imported.lowered
+    if written_for is not None:
+        low = dataclasses.replace(low, exported=for_target(low.exported, written_for, str(module), fname))
     payload = f"functions/{fname}.jaxexport"
     entry = f"{relative_path(Path(module))}:main"
     functions = {fname: build_function_entry(low, spec_obj, entry, payload, allowed)}
+    producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
     return write_artifact(output, meta, spec_obj.file, functions, {payload: bytes(low.exported.serialize())}, [],
-                          write_manifest=write_manifest, warnings=imported.warnings)
+                          write_manifest=write_manifest, warnings=imported.warnings, producer=producer)
 
 
 def module_function(module_path: str | Path, f: Function,

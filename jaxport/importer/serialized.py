@@ -20,6 +20,7 @@ Trust model: the file is read by jaxport's defensive reader and its StableHLO fi
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from collections.abc import Callable
@@ -30,11 +31,13 @@ from .. import dimexpr, jaxser
 from .._jax_internals import exported_from_serialized, read_exported
 from .._yaml import load
 from ..artifact.model import replace
+from ..artifact.payload import dotted, readable_stablehlo, stablehlo_version
 from ..checks import check_custom_calls
 from ..errors import EntrypointError, FormatError, SpecError, UsageError
 from ..export import gradients, lower
 from ..export.entrypoint import Entrypoint
-from ..export.manifest import build_function_entry
+from ..export.manifest import build_function_entry, versions
+from ..export.target import for_target, target
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
 from ..isolate import check_payload
 from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
@@ -104,19 +107,57 @@ def flat_call(exported: Any, n_args: int, keywords: list[str]) -> Callable[..., 
     return program
 
 
-def _leaf(aval: jaxser.Aval) -> str:
-    return f"{aval.dtype}[{', '.join(aval.shape)}]"
+def _partition(sharding: jaxser.Sharding) -> list[Any]:
+    """A named sharding's PartitionSpec as a spec writes it: one entry per leading axis (null, an axis, axes)."""
+    return [None if p is None else (p[0] if len(p) == 1 else list(p)) for p in sharding.spec]
 
 
-def _spec_tree(node: jaxser.TreeNode, avals: list[jaxser.Aval]) -> Any:
-    """The spec's value for one argument pytree: leaves as ``dtype[dims]``, consuming ``avals`` in order."""
+def _leaf(aval: jaxser.Aval, sharding: jaxser.Sharding | None) -> Any:
+    if sharding is None:
+        return f"{aval.dtype}[{', '.join(aval.shape)}]"
+    return {"shape": ", ".join(aval.shape), "dtype": aval.dtype, "sharding": _partition(sharding)}
+
+
+def _spec_tree(node: jaxser.TreeNode, leaves: list[tuple[jaxser.Aval, jaxser.Sharding | None]]) -> Any:
+    """The spec's value for one argument pytree: leaves as ``dtype[dims]`` (with their shardings), consuming
+    ``leaves`` in order."""
     if node.kind == "leaf":
-        return _leaf(avals.pop(0))
+        return _leaf(*leaves.pop(0))
     if node.kind == "none":
         return {"static": None}
     if node.kind == "dict":
-        return {k: _spec_tree(c, avals) for k, c in zip(node.names, node.children)}
-    return [_spec_tree(c, avals) for c in node.children]  # tuple, list (custom nodes are tuples by now)
+        return {k: _spec_tree(c, leaves) for k, c in zip(node.names, node.children)}
+    return [_spec_tree(c, leaves) for c in node.children]  # tuple, list (custom nodes are tuples by now)
+
+
+def mesh_of(rec: jaxser.Serialized, display: str) -> dict[str, int] | None:
+    """The mesh (axis name -> size) of a serialization for several devices, None for one device. Its shardings
+    must be stated exactly in a spec: named shardings over one mesh whose sizes multiply to the device count,
+    without memory kinds or reductions; anything else is refused (``EntrypointError``) naming why."""
+    if rec.nr_devices == 1:
+        return None
+
+    def refuse(why: str) -> EntrypointError:
+        return EntrypointError(f"{display}: the serialization is for {rec.nr_devices} devices, and {why}, so its "
+                               f"shardings cannot be shown to mean the same over this JAX's mesh. Export the "
+                               f"function again with jaxport (a spec with mesh: and sharding:).")
+
+    given = [s for s in (*rec.in_shardings, *rec.out_shardings) if s is not None]
+    if any(s.kind != "named" or s.mesh is None for s in given):
+        raise refuse("its shardings are XLA HloSharding protos (jax before 0.9 wrote them), not a mesh's "
+                     "PartitionSpecs")
+    meshes = {(s.mesh.axis_names, s.mesh.axis_sizes) for s in given if s.mesh is not None}
+    if len(meshes) != 1:
+        raise refuse("no sharding names its mesh" if not meshes else "its shardings are over several meshes")
+    if any(s.memory_kind not in (None, "device") or s.unreduced or s.reduced for s in given):
+        raise refuse("a sharding places an array in host memory or holds a reduction")
+    names, sizes = meshes.pop()
+    total = 1
+    for n in sizes:
+        total *= n
+    if total != rec.nr_devices:
+        raise refuse(f"its mesh ({', '.join(f'{a}={n}' for a, n in zip(names, sizes))}) holds {total} devices")
+    return dict(zip(names, sizes))
 
 
 def signature_spec(rec: jaxser.Serialized, display: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -126,9 +167,10 @@ def signature_spec(rec: jaxser.Serialized, display: str, given: dict[str, Any] |
             or root.children[1].kind != "dict":
         raise FormatError(f"{display}: the input pytree is not JAX's (positional arguments, keyword arguments) pair; "
                           f"the file is not a jax.export serialization of a function.")
-    avals = list(rec.in_avals)
-    args = [_spec_tree(c, avals) for c in root.children[0].children]
-    kwargs = {k: _spec_tree(c, avals) for k, c in zip(root.children[1].names, root.children[1].children)}
+    mesh = mesh_of(rec, display)
+    leaves = list(zip(rec.in_avals, rec.in_shardings or (None,) * len(rec.in_avals)))
+    args = [_spec_tree(c, leaves) for c in root.children[0].children]
+    kwargs = {k: _spec_tree(c, leaves) for k, c in zip(root.children[1].names, root.children[1].children)}
     variables: list[str] = []
     for a in (*rec.in_avals, *rec.out_avals):
         for d in a.shape:
@@ -146,6 +188,11 @@ def signature_spec(rec: jaxser.Serialized, display: str, given: dict[str, Any] |
     spec: dict[str, Any] = {"jaxport": 1, "dims": {v: dims.get(v) or {} for v in variables}, "args": args}
     if kwargs:
         spec["kwargs"] = kwargs
+    if mesh is not None:
+        spec["mesh"] = mesh
+        outs = rec.out_shardings or (None,) * len(rec.out_avals)
+        if any(o is not None for o in outs):
+            spec["outputs_sharding"] = [None if o is None else _partition(o) for o in outs]
     spec["platforms"] = list(rec.platforms)
     for key in ("name", "constraints", "outputs", "metadata", "allow_custom_calls"):
         if given.get(key) is not None:
@@ -186,18 +233,29 @@ def _given_spec(spec: Any) -> dict[str, Any] | None:
 def import_serialization(module: str | Path, spec: Any = None, *, output: str | Path | None = None,
                          platforms: list[str] | None = None, allow_custom_calls: list[str] | tuple[str, ...] = (),
                          name: str | None = None, version: str | None = None, function: str | None = None,
-                         strip_locations: bool = False, write_manifest: bool = True) -> ExportResult:
-    """Import a JAX serialization file into an artifact (see the module docstring); returns an ``ExportResult``."""
+                         strip_locations: bool = False, write_manifest: bool = True,
+                         for_jax: str | None = None) -> ExportResult:
+    """Import a JAX serialization file into an artifact (see the module docstring); returns an ``ExportResult``.
+    ``for_jax`` writes it for that older JAX (``export.target``)."""
     display = str(module)
+    written_for = target(for_jax) if for_jax is not None else None
     data, rec = read_serialization(module)
-    if rec.nr_devices != 1:
-        raise EntrypointError(
-            f"{display}: the serialization is for {rec.nr_devices} devices; jaxport imports single-device "
-            f"serializations, since a sharded program's shardings would have to be proved to mean the same over "
-            f"this JAX's mesh. Export the function again with jaxport (its spec's mesh:).")
+    mesh_of(rec, display)  # a sharded serialization whose shardings a spec cannot state is refused first
     stem = re.sub(r"\W", "_", Path(module).name.split(".")[0]) or "main"
     fname = stem if stem.isidentifier() else f"_{stem}"
-    check_payload(data, display, fname)
+    try:
+        check_payload(data, display, fname)
+    except FormatError:
+        written, readable = stablehlo_version(rec.module), readable_stablehlo()
+        if written is None or written <= readable:
+            raise
+        import jax
+
+        by = f" by jax {rec.jax_version}" if rec.jax_version else ""
+        raise FormatError(f"{display}: its program is written as StableHLO {dotted(written)}{by}, newer than the "
+                          f"{dotted(readable)} this jax {jax.__version__} reads, and uses what that version lacks. "
+                          f"Import it under the JAX that wrote it with --for-jax {jax.__version__} (jaxport import "
+                          f"{Path(module).name} --for-jax {jax.__version__}) and call that artifact here.") from None
     warnings: list[str] = []
     try:
         from jax import export
@@ -234,13 +292,16 @@ def import_serialization(module: str | Path, spec: Any = None, *, output: str | 
     low = lower.lower(entry, fspec, spec_obj, name=fname, platforms=plats, allow_custom_calls=allowed,
                       strip_locations=strip_locations)
     check_custom_calls(display, low.scan, set(allowed))
+    if written_for is not None:
+        low = dataclasses.replace(low, exported=for_target(low.exported, written_for, display, fname))
     payload_name = f"functions/{fname}.jaxexport"
     order = rec.vjp_order()
     payload = gradients.serialize(low.exported, order, entry.spec, fname, root=Path.cwd(), strip=strip_locations)
     meta = artifact_metadata(spec_obj.metadata, name, version, fname)
     functions = {fname: build_function_entry(low, spec_obj, entry.spec, payload_name, allowed, vjp_order=order)}
+    producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
     return write_artifact(output, meta, None, functions, {payload_name: payload}, low.tensors,
-                          write_manifest=write_manifest, warnings=warnings)
+                          write_manifest=write_manifest, warnings=warnings, producer=producer)
 
 
 def module_callable(path: str | Path) -> Callable[..., Any]:

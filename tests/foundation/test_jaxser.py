@@ -5,6 +5,11 @@ the same bytes; serializations written with JAX's own generated flatbuffer build
 layouts (per-argument avals and shardings, the 16-bit device count, HloSharding protos) and for hostile files, each
 refused with its exact message. Golden serializations written by older JAX releases, when present under
 ``tests/golden/jaxexport/<version>/``, are read and compared with what that JAX printed (``cases.json``).
+
+The suite runs under every supported JAX (0.9.1 to 0.12): what a real serialization stores and what JAX's reader
+makes of a hand-built one are asserted as the running JAX writes and reads them (the release constants below), and
+the builders of schema fields newer than the running JAX's generated code are written from their pinned slots
+(``LATER_FIELDS``).
 """
 
 from __future__ import annotations
@@ -37,9 +42,31 @@ from jaxport import jaxser
 from jaxport.errors import FormatError
 from tests.support import REPO
 
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
 WHERE = "f.jaxexport"
 GOLDEN = REPO / "tests" / "golden" / "jaxexport"
 MAGIC = b"ML\xefR"
+
+#: The running JAX's release, and what it writes and reads by release (jaxser's module docstring).
+JAX = _version(jax.__version__)
+#: jax 0.10.0 and later write (and read first) the unique avals, meshes and named shardings, by index (schema
+#: version 10), behind the per-argument tables that they keep writing for older readers.
+UNIQUE_TABLES = JAX >= (0, 10, 0)
+#: jax 0.11.1 and later refuse the 16-bit device count and HloSharding protos as older than their window.
+REFUSES_EXPIRED = JAX >= (0, 11, 1)
+NOT_READ_BEFORE_0_10 = "jax 0.9.x reads no unique avals or shardings (schema version 10, jax 0.10.0)"
+
+
+def stored_version(writer: tuple[int, ...]) -> tuple[int, bool]:
+    """The serialization_version that the JAX release WRITER stores, and whether it stores its jax_version: 2 up to
+    jax 0.8.1, 3 up to 0.11.0, from 0.11.1 the schema version (12) and the writer's version."""
+    if writer < (0, 8, 2):
+        return 2, False
+    return (3, False) if writer < (0, 11, 1) else (12, True)
 
 Point = collections.namedtuple("Point", ["x", "y"])
 POINT_NAME = "tests.foundation.test_jaxser.Point"
@@ -129,7 +156,8 @@ def assert_same(rec: jaxser.Serialized, exp: Any, vjp_order: int) -> None:
     assert rec.calling_convention == exp.calling_convention_version
     assert rec.kept_var_idx == exp.module_kept_var_idx
     assert rec.uses_global_constants == exp.uses_global_constants
-    assert rec.serialization_version >= 12 and rec.jax_version == jax.__version__
+    version, with_jax_version = stored_version(JAX)
+    assert (rec.serialization_version, rec.jax_version) == (version, jax.__version__ if with_jax_version else None)
     assert rec.vjp_order() == vjp_order
     if vjp_order:
         assert rec.vjp is not None
@@ -287,14 +315,62 @@ def camel(name: str) -> str:
 
 Build = Callable[[flatbuffers.Builder], Any]
 
+#: The fields of JAX's schema that the generated builders of jax 0.9.1 (schema version 6) lack, by table: each
+#: field's vtable slot and the flatbuffers.Builder method that writes it, as serialization_generated writes it from
+#: jax 0.10.0 (jax_version: 0.11.1). ``table`` writes them so where the running JAX has no builder for them;
+#: test_the_later_fields_are_written_as_jax_writes_them compares them with the running JAX's builders where it has
+#: them.
+LATER_FIELDS: dict[str, dict[str, tuple[int, str]]] = {
+    "Exported": {name: (slot, "PrependUOffsetTRelativeSlot") for slot, name in enumerate(
+        "unique_avals unique_abstract_meshes unique_named_shardings in_avals_idxs out_avals_idxs in_shardings_idxs "
+        "out_shardings_idxs jax_version".split(), start=19)},
+    "NamedSharding": {"abstract_mesh_idx": (3, "PrependUint32Slot")},
+}
+
+
+def has_builder(type_name: str, name: str) -> bool:
+    """Whether the running JAX's generated code writes field NAME of table TYPE_NAME."""
+    return hasattr(fb, f"{type_name}Add{camel(name)}")
+
 
 def table(b: flatbuffers.Builder, type_name: str, /, **fields: Any) -> int:
     """A table of JAX's schema (``Exported``, ``PyTreeDef``, ...) with FIELDS, each a number or an already written
-    offset."""
-    getattr(fb, f"{type_name}Start")(b)
+    offset: with JAX's generated builders, those of the LATER_FIELDS the running JAX lacks from their pinned
+    slots."""
+    later = [name for name in fields if not has_builder(type_name, name)]
+    if later:  # the later fields' slots follow the older ones: a vtable this long holds both
+        b.StartObject(1 + max(LATER_FIELDS[type_name][name][0] for name in later))
+    else:
+        getattr(fb, f"{type_name}Start")(b)
     for name, value in fields.items():
-        getattr(fb, f"{type_name}Add{camel(name)}")(b, value)
-    return getattr(fb, f"{type_name}End")(b)
+        if name in later:
+            slot, prepend = LATER_FIELDS[type_name][name]
+            getattr(b, prepend)(slot, value, 0)
+        else:
+            getattr(fb, f"{type_name}Add{camel(name)}")(b, value)
+    return b.EndObject()  # what every generated ...End does
+
+
+@pytest.mark.skipif(not any(has_builder(t, n) for t, names in LATER_FIELDS.items() for n in names),
+                    reason=f"jax {jax.__version__}'s generated builders have none of the later fields")
+@pytest.mark.parametrize(("type_name", "name"), [(t, n) for t, names in LATER_FIELDS.items() for n in names])
+def test_the_later_fields_are_written_as_jax_writes_them(type_name, name):
+    if not has_builder(type_name, name):
+        pytest.skip(f"jax {jax.__version__}'s generated builders lack {type_name}.{name}")
+    written = []
+    for pinned in (False, True):
+        b = flatbuffers.Builder(64)
+        value = 7 if LATER_FIELDS[type_name][name][1] == "PrependUint32Slot" else b.CreateString("v")
+        if pinned:
+            slot, prepend = LATER_FIELDS[type_name][name]
+            b.StartObject(slot + 1)
+            getattr(b, prepend)(slot, value, 0)
+            at = b.EndObject()
+        else:
+            at = table(b, type_name, **{name: value})
+        b.Finish(at)
+        written.append(bytes(b.Output()))
+    assert written[0] == written[1]
 
 
 def offsets(b: flatbuffers.Builder, items: list[int]) -> int:
@@ -720,10 +796,6 @@ def golden_cases() -> list[tuple[str, str]]:
             for name, case in json.loads((d / "cases.json").read_text())["cases"].items() if case["status"] == "ok"]
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
-
-
 def hlo_sharding_text(proto: bytes) -> str:
     from jax._src.lib import xla_client
 
@@ -759,12 +831,9 @@ def assert_matches_case(rec: jaxser.Serialized, case: dict, writer: str) -> None
         "disabled_safety_checks"]
     assert rec.vjp_order() == case["vjp_order"] and rec.module[:4] == MAGIC
     # What each generation stored (jaxser's module docstring): not the schema version, and the 16-bit device count.
-    old = _version(writer) < (0, 8, 2)
-    assert rec.short_device_count == old
-    if _version(writer) < (0, 11, 1):
-        assert (rec.serialization_version, rec.jax_version) == ((2 if old else 3), None)
-    else:
-        assert rec.serialization_version >= 12 and rec.jax_version == writer
+    assert rec.short_device_count == (_version(writer) < (0, 8, 2))
+    version, with_jax_version = stored_version(_version(writer))
+    assert (rec.serialization_version, rec.jax_version) == (version, writer if with_jax_version else None)
 
 
 @pytest.mark.skipif(not golden_cases(), reason=f"no golden serializations under {GOLDEN.relative_to(REPO)}/<version>/")
