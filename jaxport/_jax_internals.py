@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from . import jaxser
+from . import dtypes, jaxser
 
 
 def guaranteed_stable_custom_calls() -> frozenset[str]:
@@ -415,7 +415,9 @@ def exported_from_serialized(rec: Any, constraints: Sequence[str] = ()) -> Any:
     scope = export.SymbolicScope(list(constraints))
 
     def dtype(name: str) -> Any:
-        return jax_dtypes_float0() if name == "float0" else jnp.dtype(name)
+        if name == "float0":
+            return jax_dtypes_float0()
+        return dtypes.to_numpy(name) if dtypes.is_key(name) else jnp.dtype(name)  # a typed PRNG key: JAX's dtype
 
     def aval(a: Any, sharding: Any) -> Any:
         shape = export.symbolic_shape(",".join(a.shape), scope=scope) if a.shape else ()

@@ -35,9 +35,9 @@ from ._record import dataclass
 from ._text import plural
 from .errors import FormatError
 
-#: The deepest pytree read (nesting levels below the root). JAX's pytrees are far shallower; the limit also keeps
-#: ``==`` and ``repr`` of the records (which recurse) well inside Python's recursion limit.
-MAX_TREE_DEPTH = 256
+#: The deepest pytree read (levels below the root). JAX's are far shallower; the limit keeps the records' recursive
+#: ``==`` and ``repr`` inside Python's recursion limit (3.11 counts C calls too: repr fails near 200 levels, == 250).
+MAX_TREE_DEPTH = 128
 #: The most nested VJP levels read (``serialize(vjp_order=N)`` stores N).
 MAX_VJP_ORDER = 16
 #: The most vector elements (tree nodes, avals, dimensions, shardings, names, indices) read from one file.

@@ -15,6 +15,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: The examples whose artifacts hold source locations inside a library (flax's layers, equinox's modules): their
+#: bytes change with the library's release, so the digest file records the release each was exported with.
+LIBRARIES = {"flax_linen": "flax", "flax_nnx": "flax", "equinox": "equinox"}
+
 #: (example directory, spec file, entry point) for every example spec shipped in ``examples/``.
 EXAMPLES = [
     ("equinox", "spec.yaml", "model.py:apply"),
@@ -36,6 +40,13 @@ EXAMPLES = [
     ("pytree", "spec.yaml", "model.py:encode"),
     ("sharded", "spec.yaml", "model.py:predict"),
 ]
+
+
+def library_versions() -> dict[str, str]:
+    """The installed release of each library in :data:`LIBRARIES`."""
+    import importlib.metadata
+
+    return {lib: importlib.metadata.version(lib) for lib in sorted(set(LIBRARIES.values()))}
 
 
 def digests() -> list[tuple[str, str]]:
@@ -63,6 +74,7 @@ if __name__ == "__main__":
           f"{jax.__version__} / jaxlib {jaxlib.__version__}.")
     print("# Regenerate (only when a change is meant to alter artifacts, with a CHANGELOG line): "
           "scripts/example_digests.py > tests/golden/example-digests/jax-VERSION.txt under that JAX")
+    print("# libraries: " + ", ".join(f"{lib} {v}" for lib, v in library_versions().items()))
     for name, digest in digests():
         print(f"{name} {digest}")
     sys.stdout.flush()

@@ -201,7 +201,7 @@ def test_serializations_import_and_give_their_producers_outputs_under_an_older_j
     assert res.returncode == 0, res.stderr
     found = json.loads(res.stdout.splitlines()[-1])
     producers = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir())
-    assert len(found) == 8 * len(producers), sorted(found)  # 8 single-device cases each
+    assert len(found) == 9 * len(producers), sorted(found)  # 9 single-device cases each
     reader = _version(_run(python, "-c", "import jax; print(jax.__version__)", cwd=tmp_path).stdout.strip())
     refused = "FormatError: "
     bad = {k: v for k, v in found.items()

@@ -69,4 +69,17 @@ def test_examples_export_to_the_recorded_bytes():
     if jaxlib.__version__ != jaxlib_version:
         pytest.skip(f"digests for jax {jax_version} were recorded with jaxlib {jaxlib_version}; this is jaxlib "
                     f"{jaxlib.__version__}")
-    assert dict(_script().digests()) == recorded
+    script = _script()
+    # An example holding a library's source locations is compared only under the library release it was recorded
+    # with (a new flax moves the lines its layers are at); the others always.
+    libraries = _libraries(path)
+    other = {lib for lib, v in script.library_versions().items() if libraries.get(lib) != v}
+    keep = {name for name in recorded if script.LIBRARIES.get(name.split("/")[0]) not in other}
+    assert keep, "every example depends on a library release other than the recorded one"
+    assert {k: v for k, v in script.digests() if k in keep} == {k: recorded[k] for k in keep}
+
+
+def _libraries(path: Path) -> dict[str, str]:
+    """The library releases a digest file was recorded with (its ``# libraries:`` line)."""
+    m = re.search(r"^# libraries: (.*)$", path.read_text(), re.M)
+    return dict(item.rsplit(" ", 1) for item in m.group(1).split(", ")) if m else {}

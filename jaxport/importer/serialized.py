@@ -22,13 +22,22 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import dimexpr, jaxser
-from .._jax_internals import exported_from_serialized, read_exported
+from .._jax_internals import (
+    deserialize_portable_artifact,
+    exported_from_serialized,
+    make_ir_context,
+    read_exported,
+    serialize_portable_artifact,
+    serialize_with_sdy,
+    stablehlo_dialect,
+)
 from .._yaml import load
 from ..artifact.model import replace
 from ..artifact.payload import dotted, readable_stablehlo, stablehlo_version
@@ -41,7 +50,8 @@ from ..export.target import for_target, target
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
 from ..isolate import check_payload
 from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
-from ..specbuild import DICT, as_shape_spec
+from ..specbuild import DICT, TEXT, as_shape_spec
+from .recompose import recompose
 
 #: A serialization larger than this is refused before it is read (the program and its constants, no weights).
 MAX_SERIALIZATION_BYTES = 2 << 30
@@ -59,6 +69,18 @@ def is_serialization(path: str | Path) -> bool:
         return jaxser.looks_like_serialization(p.read_bytes())
     except OSError:
         return False
+
+
+def _recomposed(rec: jaxser.Serialized) -> tuple[jaxser.Serialized, list[str]]:
+    """``rec`` with the CHLO operations its StableHLO wrote as ``mhlo.*`` custom calls recomposed (``recompose``),
+    in its module and its VJPs' (re-serialized as this JAX's StableHLO), and the targets replaced."""
+    vjp, below = _recomposed(rec.vjp) if rec.vjp is not None else (None, [])
+    with make_ir_context():
+        module = deserialize_portable_artifact(rec.module)
+        replaced = recompose(module)
+        data = serialize_portable_artifact(module, str(stablehlo_dialect().get_current_version()),
+                                           serialize_with_sdy()) if replaced else rec.module
+    return replace(rec, module=data, vjp=vjp), replaced + below
 
 
 def read_serialization(path: str | Path) -> tuple[bytes, jaxser.Serialized]:
@@ -216,10 +238,14 @@ def _given_spec(spec: Any) -> dict[str, Any] | None:
         return None
     if isinstance(spec, dict):
         file, value = DICT, dict(spec)
+    elif isinstance(spec, str) and ("\n" in spec or spec.lstrip().startswith(("jaxport:", "{"))):
+        file, value = TEXT, load(spec, TEXT, SPEC_DOCUMENT)[0]
+    elif isinstance(spec, (str, os.PathLike)):
+        file = str(spec)
+        value = load(SPEC_DOCUMENT.read(Path(spec)), file, SPEC_DOCUMENT)[0]
     else:
-        path = Path(spec)
-        file = str(path)
-        value = load(SPEC_DOCUMENT.read(path), file, SPEC_DOCUMENT)[0]
+        raise UsageError(f"a spec for a JAX serialization is a file, YAML text or a dict, not a "
+                         f"{type(spec).__name__}: the file gives the signature, the spec only bounds and names.")
     if not isinstance(value, dict):
         raise SpecError(f"{file}: a spec is a YAML mapping (jaxport: 1, dims: ..., ...).")
     value = _plain(value)
@@ -270,6 +296,11 @@ def import_serialization(module: str | Path, spec: Any = None, *, output: str | 
     local = local_record(rec)
     if local.in_tree != rec.in_tree or local.out_tree != rec.out_tree:
         warnings.append(f"{display}: custom pytree nodes of the signature are imported as tuples.")
+    local, replaced = _recomposed(local)
+    if replaced:
+        counts = {t: replaced.count(t) for t in sorted(set(replaced))}
+        warnings.append(f"{display}: the custom calls {', '.join(f'{t} ({n}x)' for t, n in counts.items())}, which "
+                        f"its StableHLO wrote for CHLO operations, are the CHLO operations again.")
     try:
         exported = exported_from_serialized(local)
     except ValueError as e:

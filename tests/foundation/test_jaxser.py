@@ -432,11 +432,23 @@ def blob(**overrides: Build | None) -> bytes:
     return bytes(b.Output())
 
 
-def test_the_builder_writes_what_jax_reads():
-    """The hand-built serialization these tests vary is one JAX reads, and so does jaxser."""
-    data = blob()
+#: The per-argument avals and shardings of blob()'s input and output, which writers from jax 0.10.0 keep next to the
+#: unique tables for older readers.
+PER_ARGUMENT: dict[str, Build] = {
+    "in_avals": lambda b: offsets(b, [aval(b, ["3"])]), "out_avals": lambda b: offsets(b, [aval(b, ["3"])]),
+    "in_shardings": lambda b: offsets(b, [table(b, "Sharding")]),
+    "out_shardings": lambda b: offsets(b, [table(b, "Sharding")])}
+
+
+@pytest.mark.parametrize("layout", [
+    pytest.param("unique", marks=pytest.mark.skipif(not UNIQUE_TABLES, reason=NOT_READ_BEFORE_0_10)), "both"])
+def test_the_builder_writes_what_jax_reads(layout):
+    """The hand-built serialization these tests vary is one JAX reads, and so does jaxser: as they are (the unique
+    tables only), and with the per-argument tables that every JAX reads (jax 0.9.x only those)."""
+    data = blob() if layout == "unique" else blob(**PER_ARGUMENT)
     exp = export.deserialize(bytearray(data))
     rec = jaxser.read(data, WHERE)
+    assert rec == jaxser.read(blob(), WHERE)
     assert [aval_of_record(a) for a in rec.in_avals] == [aval_of_jax(a) for a in exp.in_avals] == [
         (("3",), "float32", "device")]
     assert rec.in_shardings == (None,) and exp._in_named_shardings == (None,)
@@ -466,14 +478,17 @@ def test_reads_the_old_per_argument_layout_as_jax_does():
     assert (rec.serialization_version, rec.jax_version, rec.nr_devices, rec.short_device_count) == (2, None, 2, True)
     assert rec.in_avals == (jaxser.Aval(("b", "2*b"), "bfloat16", None),)
     assert rec.out_avals == (jaxser.Aval((), "int32", None),) and rec.in_shardings == rec.out_shardings == (None,)
-    with pytest.raises(ValueError, match=re.escape("older than the 6-month backward-compatibility window")):
-        export.deserialize(bytearray(data))  # JAX 0.12 refuses it; with its escape hatch it reads what jaxser reads
-    jax.config.update("jax_export_deserialize_expired_versions", True)
-    try:
-        with pytest.warns(DeprecationWarning, match="serialization version 2"):
-            exp = export.deserialize(bytearray(data))
-    finally:
-        jax.config.update("jax_export_deserialize_expired_versions", False)
+    if REFUSES_EXPIRED:
+        with pytest.raises(ValueError, match=re.escape("older than the 6-month backward-compatibility window")):
+            export.deserialize(bytearray(data))  # with its escape hatch, this JAX reads what jaxser reads
+        jax.config.update("jax_export_deserialize_expired_versions", True)
+        try:
+            with pytest.warns(DeprecationWarning, match="serialization version 2"):
+                exp = export.deserialize(bytearray(data))
+        finally:
+            jax.config.update("jax_export_deserialize_expired_versions", False)
+    else:  # jax <= 0.11.0 read the 16-bit device count as it is
+        exp = export.deserialize(bytearray(data))
     assert exp.nr_devices == 2 and [aval_of_jax(a) for a in exp.in_avals] == [(("b", "2*b"), "bfloat16", "device")]
     assert str(treedef(rec.in_tree)) == str(exp.in_tree) == "PyTreeDef((*, None))"
 
@@ -484,8 +499,14 @@ def test_an_hlo_sharding_is_read_as_its_proto():
         b, "Sharding", kind=fb.ShardingKind.hlo_sharding, hlo_sharding_proto=b.CreateByteVector(proto))]))
     assert jaxser.read(data, WHERE).in_shardings == (jaxser.Sharding("hlo", proto, None, (), (), (), None),)
     assert hlo_sharding_text(proto) == "{devices=[2,1]<=[2]}"
-    with pytest.raises(ValueError, match=re.escape("older than the 6-month backward-compatibility window")):
-        export.deserialize(bytearray(data))  # JAX 0.12 refuses an HloSharding proto, whatever the device count
+    if REFUSES_EXPIRED:
+        with pytest.raises(ValueError, match=re.escape("older than the 6-month backward-compatibility window")):
+            export.deserialize(bytearray(data))  # it refuses an HloSharding proto, whatever the device count
+    else:  # jax <= 0.11.0 read it as an HloSharding, and then no named shardings
+        exp = export.deserialize(bytearray(data))
+        assert [str(s) for s in exp.in_shardings_hlo] == ["{devices=[2,1]<=[2]}"]
+        assert exp.out_shardings_hlo == (None,) and not exp._has_named_shardings
+        assert exp._in_named_shardings == exp._out_named_shardings == (None,)
 
 
 def mesh(b: flatbuffers.Builder, axis: str = "x", axis_type: int = fb.AxisType.Auto) -> int:
@@ -523,13 +544,47 @@ def test_the_fields_jax_reads_first_win():
         out_shardings_idxs=lambda b: numbers(b, [1]),
         out_shardings=lambda b: offsets(b, [table(b, "Sharding")]))
     rec = jaxser.read(data, WHERE)
-    exp = export.deserialize(bytearray(data))
-    assert rec.nr_devices == exp.nr_devices == 2 and not rec.short_device_count
+    assert rec.nr_devices == 2 and not rec.short_device_count
     assert [aval_of_record(a) for a in rec.in_avals + rec.out_avals] == [
-        aval_of_jax(a) for a in exp.in_avals + exp.out_avals] == [(("3",), "int8", "host"), (("3",), "int8", "device")]
+        (("3",), "int8", "host"), (("3",), "int8", "device")]
     unique = jaxser.Mesh(("u",), (2,), ("auto",))  # the unique mesh, not the sharding's own (explicit) copy
     assert rec.in_shardings == (jaxser.Sharding("named", None, unique, (("u",), None), (), (), "pinned_host"),)
     assert rec.out_shardings == (jaxser.Sharding("named", None, unique, (("u",), None), (), (), "device"),)
+    if not UNIQUE_TABLES:  # it would read the per-argument f64[7] (which the 2-way sharding does not divide), no
+        # out_avals at all
+        pytest.skip(f"{NOT_READ_BEFORE_0_10}: jaxser's reading is not this JAX's")
+    exp = export.deserialize(bytearray(data))
+    assert exp.nr_devices == 2
+    assert [aval_of_jax(a) for a in exp.in_avals + exp.out_avals] == [aval_of_record(a) for a in
+                                                                     rec.in_avals + rec.out_avals]
+    assert [sharding_of_record(s) for s in rec.in_shardings + rec.out_shardings] == [
+        sharding_of_jax(s) for s in exp._in_named_shardings + exp._out_named_shardings]
+
+
+def test_the_per_argument_fields_jax_reads_first_win():
+    """Without the unique tables (as jax 0.9.x writes and reads it), of the fields stored twice: the 32-bit device
+    count, a Sharding's named sharding over its HloSharding proto, its memory kind over its aval's memory space."""
+    def sharding(memory_kind):
+        return lambda b: offsets(b, [table(b, "Sharding", kind=fb.ShardingKind.hlo_sharding,
+                                           hlo_sharding_proto=b.CreateByteVector(b"\x08\x01"),
+                                           named_sharding=named_sharding(b, "u", memory_kind=memory_kind))])
+
+    data = blob(
+        unique_avals=None, in_avals_idxs=None, out_avals_idxs=None, in_shardings_idxs=None, out_shardings_idxs=None,
+        in_avals=lambda b: offsets(b, [aval(b, ["4", "2"], fb.DType.i8, memory_space=fb.MemorySpace.Device)]),
+        out_avals=lambda b: offsets(b, [aval(b, ["4", "2"], fb.DType.i8, memory_space=fb.MemorySpace.Host)]),
+        nr_devices=lambda b: 2, nr_devices_short=lambda b: 5,
+        in_shardings=sharding("pinned_host"), out_shardings=sharding("device"))
+    rec = jaxser.read(data, WHERE)
+    exp = export.deserialize(bytearray(data))
+    assert rec.nr_devices == exp.nr_devices == 2 and not rec.short_device_count
+    assert [aval_of_record(a) for a in rec.in_avals + rec.out_avals] == [
+        aval_of_jax(a) for a in exp.in_avals + exp.out_avals] == [(("4", "2"), "int8", "host"),
+                                                                  (("4", "2"), "int8", "device")]
+    own = jaxser.Mesh(("u",), (2,), ("explicit",))  # the sharding's own mesh, there being no unique one
+    assert rec.in_shardings + rec.out_shardings == (
+        jaxser.Sharding("named", None, own, (("u",), None), (), (), "pinned_host"),
+        jaxser.Sharding("named", None, own, (("u",), None), (), (), "device"))
     assert [sharding_of_record(s) for s in rec.in_shardings + rec.out_shardings] == [
         sharding_of_jax(s) for s in exp._in_named_shardings + exp._out_named_shardings]
 
@@ -591,14 +646,22 @@ def test_refuses_a_truncated_serialization(mlp_blob):
     cut = root + size - 1
     refused(data[:cut], not_one(f"the root table ({size} bytes at offset {root}) runs past the end of the "
                                 f"{cut}-byte file"))
-    cut = root + size  # the root table alone: the first field jaxser reads (JAX too) is the unique avals
-    refused(data[:cut], not_one(f"unique_avals (offset {target_of(data, 42)}) is past the end of the {cut}-byte "
-                                f"file"))
-    # Half the module: what was written before it lies after it (a flatbuffer is written back to front), the
-    # vtable of the first unique aval too (the writer shares a vtable between tables of one layout, the per-argument
-    # avals' written first).
+    # The root table alone: the first field jaxser reads (JAX too) is the unique avals, where this JAX writes them
+    # (jax 0.9.x writes none, and the function name is the first one stored).
+    cut = root + size
+    first = f"unique_avals (offset {target_of(data, 42)})" if UNIQUE_TABLES else \
+        f"function_name (offset {target_of(data, 6)})"
+    refused(data[:cut], not_one(f"{first} is past the end of the {cut}-byte file"))
+    # Half the module: what was written before it lies after it (a flatbuffer is written back to front): the
+    # function name, written first, and with jax 0.9.x the first thing read; the vtable of the first unique aval
+    # too (the writer shares a vtable between tables of one layout, the per-argument avals' written first).
     module = target_of(data, 30)
     cut = module + 4 + struct.unpack_from("<I", data, module)[0] // 2
+    if not UNIQUE_TABLES:
+        name = target_of(data, 6)
+        assert name > cut
+        refused(data[:cut], not_one(f"function_name (offset {name}) is past the end of the {cut}-byte file"))
+        return
     avals = target_of(data, 42) + 4
     first = avals + struct.unpack_from("<I", data, avals)[0]
     vtable = first - struct.unpack_from("<i", data, first)[0]
@@ -631,12 +694,21 @@ def chain(b: flatbuffers.Builder, depth: int) -> int:
     return at
 
 
+def vjps_of(b: flatbuffers.Builder, levels: int, depth: int = 0) -> int:
+    """An Exported table whose VJPs nest LEVELS more levels, each with an in_tree DEPTH tuples deep."""
+    return exported_table(b, in_tree=lambda b: chain(b, depth),
+                          vjp=(lambda b: vjps_of(b, levels - 1, depth)) if levels else None)
+
+
 def test_reads_a_tree_as_deep_as_the_limit_and_refuses_a_deeper_one():
     rec = jaxser.read(blob(in_tree=lambda b: chain(b, jaxser.MAX_TREE_DEPTH)), WHERE)
-    assert rec.in_tree.num_leaves() == 1 and rec == jaxser.read(blob(in_tree=lambda b: chain(b, 256)), WHERE)
+    assert rec.in_tree.num_leaves() == 1 and rec == jaxser.read(blob(in_tree=lambda b: chain(b, 128)), WHERE)
     assert repr(rec).count("TreeNode(kind='tuple'") == jaxser.MAX_TREE_DEPTH  # repr and == stay within recursion
+    vjps = blob(in_tree=lambda b: chain(b, 128), vjp=lambda b: vjps_of(b, jaxser.MAX_VJP_ORDER - 1, 128))
+    deepest = jaxser.read(vjps, WHERE)  # each of the 16 VJP levels with the deepest tree: Python 3.11 too
+    assert deepest.vjp_order() == 16 and deepest == jaxser.read(vjps, WHERE) and len(repr(deepest)) > len(repr(rec))
     refused(blob(in_tree=lambda b: chain(b, jaxser.MAX_TREE_DEPTH + 1)),
-            not_one("the in_tree nests deeper than 256 levels, this reader's limit"))
+            not_one("the in_tree nests deeper than 128 levels, this reader's limit"))
 
 
 def test_refuses_a_tree_that_shares_a_table():
@@ -738,11 +810,8 @@ def test_refuses_files_beyond_its_limits():
             "the JAX serialization is too large for this reader: with module_kept_var_idx it holds more than "
             "1,000,000 tree nodes, avals, dimensions, shardings and names.")
 
-    def vjps(b, levels):
-        return exported_table(b, vjp=(lambda b: vjps(b, levels - 1)) if levels else None)
-
-    assert jaxser.read(blob(vjp=lambda b: vjps(b, jaxser.MAX_VJP_ORDER - 1)), WHERE).vjp_order() == 16
-    refused(blob(vjp=lambda b: vjps(b, jaxser.MAX_VJP_ORDER)),
+    assert jaxser.read(blob(vjp=lambda b: vjps_of(b, jaxser.MAX_VJP_ORDER - 1)), WHERE).vjp_order() == 16
+    refused(blob(vjp=lambda b: vjps_of(b, jaxser.MAX_VJP_ORDER)),
             not_one("it nests more than 16 vjp levels, this reader's limit"))
 
 
@@ -814,14 +883,19 @@ def assert_matches_case(rec: jaxser.Serialized, case: dict, writer: str) -> None
             p["shape"] for p in printed]
         assert [a.dtype for a in avals] == [p["dtype"] for p in printed]
         assert str(treedef(getattr(rec, f"{side}_tree"))) == case[f"{side}_tree"]
-        for s, hlo in zip(getattr(rec, f"{side}_shardings"), case[f"{side}_shardings_hlo"], strict=True):
-            if hlo is None or s is None:
-                assert s is None and hlo is None, (s, hlo)
-            elif s.kind == "hlo":
+        specs = case.get(f"{side}_partition_specs") or [None] * len(avals)  # the sharded case's, as made
+        for s, hlo, spec in zip(getattr(rec, f"{side}_shardings"), case[f"{side}_shardings_hlo"], specs, strict=True):
+            if s is None:
+                assert hlo is None and spec is None, (hlo, spec)
+            elif s.kind == "hlo":  # up to jax 0.8.x
                 assert s.hlo_proto is not None and hlo_sharding_text(s.hlo_proto) == hlo
-            else:  # jax 0.9.0 and later store a named sharding (0.9.0 its HloSharding proto too)
-                assert s.kind == "named" and s.mesh is not None and case.get("mesh", {}).get("axis_names") in (
-                    None, list(s.mesh.axis_names))
+            else:  # jax 0.9.0 and later store a named sharding; the goldens' Exported printed its HloSharding up
+                # to jax 0.9.1, none from 0.10.2 on
+                assert s.kind == "named" and s.mesh is not None
+                assert (list(s.mesh.axis_names), list(s.mesh.axis_sizes)) == (case["mesh"]["axis_names"],
+                                                                             case["mesh"]["shape"])
+                assert [None if p is None else p[0] if len(p) == 1 else list(p) for p in s.spec] == spec
+                assert (hlo is None) == (_version(writer) >= (0, 10, 0)), hlo
     assert rec.platforms == tuple(case["platforms"])
     assert rec.nr_devices == case["nr_devices"]
     assert rec.calling_convention == case["calling_convention_version"]

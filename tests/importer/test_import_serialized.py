@@ -26,7 +26,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "jaxexport"
 VERSIONS = sorted((p.name for p in GOLDEN.iterdir() if p.is_dir()), key=version_key)
 #: Producers older than JAX's window as jax 0.12 counts it (their layout: serialization versions 1-4).
 EXPIRED = [v for v in VERSIONS if version_key(v) < (0, 8, 2)]
-SINGLE_DEVICE = ["mlp", "scan", "dict_io", "gather", "bf16", "multiplatform", "constrained", "vjp"]
+SINGLE_DEVICE = ["mlp", "scan", "dict_io", "gather", "bf16", "multiplatform", "constrained", "vjp", "chlo"]
 #: The fast tier: every case of the oldest producer, two of the others; the slow tier runs them all.
 FAST = {(VERSIONS[0], c) for c in SINGLE_DEVICE} | {(v, c) for v in VERSIONS[1:] for c in ("mlp", "dict_io")}
 RUNNING = version_key(jax.__version__)
@@ -163,3 +163,17 @@ def test_a_serialization_with_named_shardings_imports_over_its_mesh(version, tmp
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1]) == {"mesh": [["x"], [2]], "devices": 2, "spec": [["x", None]],
                                                        "same": True}
+
+
+@pytest.mark.parametrize("version,targets", [
+    ("0.4.35", "mhlo.erf (1x), mhlo.topk (1x)"),
+    ("0.8.3", "mhlo.acos (1x), mhlo.asinh (1x), mhlo.erf (1x), mhlo.sinh (1x), mhlo.topk (1x)"),
+])
+def test_chlo_operations_written_as_custom_calls_are_chlo_again(version, targets, tmp_path):
+    """Older StableHLO wrote erf, top_k, asinh, ... as ``mhlo.*`` custom calls, which no JAX guarantees: imported,
+    they are the CHLO operations again, so the allowlist sees only the program's own custom calls."""
+    blob = GOLDEN / version / "chlo.jaxexport"
+    result = jaxport.import_stablehlo(blob, output=tmp_path / "c.jaxport")
+    assert f"{blob}: the custom calls {targets}, which its StableHLO wrote for CHLO operations, are the CHLO " \
+           f"operations again." in result.warnings
+    assert [c.target for c in result.model.functions["chlo"].custom_calls] == ["shape_assertion"]

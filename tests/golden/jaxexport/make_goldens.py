@@ -177,6 +177,22 @@ def case_vjp():
         vjp_order=1)
 
 
+def _chlo(x):
+    return (jax.scipy.special.erf(x), jnp.arcsinh(x), jnp.arccos(x * 0.25), jnp.sinh(x),
+            jax.lax.top_k(x, 2)[0])
+
+
+def case_chlo():
+    return dict(
+        description="CHLO operations that older StableHLO writes as mhlo.* custom calls (erf and top_k in every "
+                    "version, asinh, acos and sinh from jax 0.8): f(x f32[b, 6]) = (erf(x), asinh(x), "
+                    "acos(x / 4), sinh(x), top_k(x, 2) values); symbolic b.",
+        fun=jax.jit(_chlo),
+        args=(jax.ShapeDtypeStruct(export.symbolic_shape("b, 6"), F32),), kwargs={},
+        platforms=["cpu"], sizes=[{"b": 2}, {"b": 3}],
+        make=lambda rng, d: ((_normal(rng, (d["b"], 6)),), {}))
+
+
 def _sharding():
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -208,6 +224,7 @@ CASES = {
     "multiplatform": case_multiplatform,
     "constrained": case_constrained,
     "vjp": case_vjp,
+    "chlo": case_chlo,
     "sharded2": case_sharded2,
 }
 
