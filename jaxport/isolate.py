@@ -42,6 +42,7 @@ from ._jax_internals import (
     stablehlo_dialect,
 )
 from ._text import human_bytes
+from .dtypes import to_numpy
 from .errors import CrashError, FormatError
 from .interrupts import WATCHER_NAME
 from .module_scan import (
@@ -368,3 +369,53 @@ def trust(payload: bytes) -> None:
     """Remember a payload this process produced itself (``export`` just serialized it with JAX), so loading it in
     the same process needs no child check."""
     _CHECKED.add(hashlib.sha256(payload).hexdigest())
+
+
+# --- running a program once, in a child (``import`` of a JAX serialization) --------------------------------------
+
+
+def check_runs(payload: bytes, inputs: list[tuple[tuple[int, ...], str]]) -> str | None:
+    """Compile and run a payload once, on zeros of the given ``(shape, dtype)`` inputs (flat, in the program's
+    order), in a fresh child under ``payload_limits``; None when it ran, else why not, on one line. A kernel that
+    this jaxlib provides under the same name in another calling form fails, or crashes the child, here rather than
+    in the caller's process. Inside an isolated child the program is run in this process, which is the sacrifice."""
+    if isolated():
+        try:
+            _run_program_bytes(payload, inputs)
+        except Exception as e:  # noqa: BLE001 - reported to the caller in one line
+            return f"{type(e).__name__}: {_last_line(str(e))[:300]}"
+        return None
+    limits = payload_limits(len(payload))
+    outcome = run("jaxport.isolate:_run_program", [json.dumps([[list(s), d] for s, d in inputs])], limits,
+                  stdin=payload, light=True)
+    death = outcome.death(limits)
+    if death is not None:
+        return f"JAX {death} running it in a test process"
+    if outcome.returncode == _MEMORY:
+        return f"running it needs more than {human_bytes(limits.memory_bytes or 0, binary=True)} of memory"
+    if outcome.returncode != 0:
+        return _child_error(outcome)
+    return None
+
+
+def _run_program() -> None:
+    """Child target of :func:`check_runs`: the payload on stdin, the inputs' shapes and dtypes in ``argv[1]``."""
+    payload = sys.stdin.buffer.read()
+    try:
+        _run_program_bytes(payload, [(tuple(s), d) for s, d in json.loads(sys.argv[1])])
+    except MemoryError:
+        os._exit(_MEMORY)
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        _report_and_exit(_EXCEPTION, e)
+    os._exit(0)
+
+
+def _run_program_bytes(payload: bytes, inputs: list[tuple[tuple[int, ...], str]]) -> None:
+    import jax
+    import numpy as np
+    from jax import tree_util
+
+    exported, _ = read_exported(payload)
+    zeros = [np.zeros(shape, dtype=to_numpy(dtype)) for shape, dtype in inputs]
+    args, kwargs = tree_util.tree_unflatten(exported.in_tree, zeros)
+    jax.block_until_ready(jax.jit(exported.call)(*args, **kwargs))

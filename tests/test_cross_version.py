@@ -201,15 +201,17 @@ def test_serializations_import_and_give_their_producers_outputs_under_an_older_j
     assert res.returncode == 0, res.stderr
     found = json.loads(res.stdout.splitlines()[-1])
     producers = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir())
-    assert len(found) == 9 * len(producers), sorted(found)  # 9 single-device cases each
+    assert len(found) == 10 * len(producers), sorted(found)  # 10 single-device cases each
     reader = _version(_run(python, "-c", "import jax; print(jax.__version__)", cwd=tmp_path).stdout.strip())
     refused = "FormatError: "
+    legacy = "PolicyError: " + str(GOLDEN / "0.4.35" / "linalg.jaxexport") + ": its program calls blas_strsm"
     bad = {k: v for k, v in found.items()
-           if not (isinstance(v, float) and v <= 2e-7)
+           if not (isinstance(v, float) and v <= 2e-7) and not (k == "0.4.35/linalg" and str(v).startswith(legacy))
            and not (_version(k.split("/")[0]) > reader and isinstance(v, str) and v.startswith(refused)
                     and "its program is written as StableHLO 1." in v)}
     assert bad == {}
-    assert all(isinstance(v, float) for k, v in found.items() if _version(k.split("/")[0]) <= reader)
+    assert all(isinstance(v, float) for k, v in found.items() if _version(k.split("/")[0]) <= reader
+               and k != "0.4.35/linalg")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

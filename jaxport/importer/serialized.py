@@ -32,6 +32,7 @@ from .. import dimexpr, jaxser
 from .._jax_internals import (
     deserialize_portable_artifact,
     exported_from_serialized,
+    guaranteed_stable_custom_calls,
     make_ir_context,
     read_exported,
     serialize_portable_artifact,
@@ -39,16 +40,18 @@ from .._jax_internals import (
     stablehlo_dialect,
 )
 from .._yaml import load
-from ..artifact.model import replace
+from ..artifact.contract import concrete_shape, resolve_dims
+from ..artifact.model import Function, replace
 from ..artifact.payload import dotted, readable_stablehlo, stablehlo_version
 from ..checks import check_custom_calls
-from ..errors import EntrypointError, FormatError, SpecError, UsageError
+from ..errors import EntrypointError, ExportError, FormatError, InputError, PolicyError, SpecError, UsageError
 from ..export import gradients, lower
 from ..export.entrypoint import Entrypoint
 from ..export.manifest import build_function_entry, versions
 from ..export.target import for_target, target
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
-from ..isolate import check_payload
+from ..isolate import check_payload, check_runs
+from ..module_scan import scan_module
 from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
 from ..specbuild import DICT, TEXT, as_shape_spec
 from .recompose import recompose
@@ -81,6 +84,28 @@ def _recomposed(rec: jaxser.Serialized) -> tuple[jaxser.Serialized, list[str]]:
         data = serialize_portable_artifact(module, str(stablehlo_dialect().get_current_version()),
                                            serialize_with_sdy()) if replaced else rec.module
     return replace(rec, module=data, vjp=vjp), replaced + below
+
+
+def _ffi_form(target: str, stable: frozenset[str]) -> str | None:
+    """The kernel the running JAX guarantees in place of a legacy target (``lapack_spotrf``: ``lapack_spotrf_ffi``;
+    ``blas_strsm``: ``lapack_strsm_ffi``), or None."""
+    for name in (f"{target}_ffi", f"lapack_{target.removeprefix('blas_')}_ffi"):
+        if name in stable and target not in stable:
+            return name
+    return None
+
+
+def _refuse_legacy_kernels(rec: jaxser.Serialized, display: str) -> None:
+    """Refuse a program that calls a kernel by its legacy name (``lapack_spotrf``, ``blas_strsm``: jax before 0.4.36
+    wrote them) where the running JAX guarantees only the new one (``lapack_spotrf_ffi``): this jaxlib no longer
+    provides the legacy kernel, so the program cannot run here whatever is allowed."""
+    stable = guaranteed_stable_custom_calls()
+    legacy = {t: f for t in sorted(scan_module(rec.module).custom_call_counts()) if (f := _ffi_form(t, stable))}
+    if legacy:
+        shown = ", ".join(f"{t} (now {f})" for t, f in legacy.items())
+        raise PolicyError(f"{display}: its program calls {shown}: the legacy form of a kernel this JAX provides only "
+                          f"in its new form, so it cannot run under this JAX (jaxlib removed the legacy kernels). Run "
+                          f"it under the JAX that wrote it, or export the function again with a current JAX.")
 
 
 def read_serialization(path: str | Path) -> tuple[bytes, jaxser.Serialized]:
@@ -297,6 +322,7 @@ def import_serialization(module: str | Path, spec: Any = None, *, output: str | 
     if local.in_tree != rec.in_tree or local.out_tree != rec.out_tree:
         warnings.append(f"{display}: custom pytree nodes of the signature are imported as tuples.")
     local, replaced = _recomposed(local)
+    _refuse_legacy_kernels(local, display)
     if replaced:
         counts = {t: replaced.count(t) for t in sorted(set(replaced))}
         warnings.append(f"{display}: the custom calls {', '.join(f'{t} ({n}x)' for t, n in counts.items())}, which "
@@ -330,9 +356,32 @@ def import_serialization(module: str | Path, spec: Any = None, *, output: str | 
     payload = gradients.serialize(low.exported, order, entry.spec, fname, root=Path.cwd(), strip=strip_locations)
     meta = artifact_metadata(spec_obj.metadata, name, version, fname)
     functions = {fname: build_function_entry(low, spec_obj, entry.spec, payload_name, allowed, vjp_order=order)}
+    _smoke_run(payload, low.exported, functions[fname], display)
     producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
     return write_artifact(output, meta, None, functions, {payload_name: payload}, low.tensors,
                           write_manifest=write_manifest, warnings=warnings, producer=producer)
+
+
+def _smoke_run(payload: bytes, exported: Any, f: Function, display: str) -> None:
+    """Compile and run the new program once, in a child, on zeros at the smallest sizes its bounds allow, when it
+    calls kernels (custom calls beyond shape assertions) and this machine is one of its platforms: a file whose
+    kernels this jaxlib provides under the same name in another calling form (jax 0.5's LAPACK kernels: "Wrong number
+    of arguments", or a crash) is refused at import, not at every call."""
+    from jax import export
+
+    kernels = [c.target for c in f.custom_calls if c.target != "shape_assertion"]
+    if not kernels or export.default_export_platform() not in exported.platforms or exported.nr_devices != 1:
+        return
+    try:
+        env = resolve_dims(f, {})
+    except InputError:
+        return
+    failed = check_runs(payload, [(concrete_shape(i, env), i.dtype) for i in f.inputs])
+    if failed is not None:
+        dims = ", ".join(f"{v}={n}" for v, n in env.items()) or "its static shapes"
+        raise ExportError(f"{display}: this JAX cannot run its program (tried on zeros at {dims}): {failed}. A "
+                          f"kernel it calls (a custom call) may exist here in another form: run it under the JAX that "
+                          f"wrote it, or export the function again with a current JAX.")
 
 
 def module_callable(path: str | Path) -> Callable[..., Any]:

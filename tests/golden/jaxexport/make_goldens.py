@@ -193,6 +193,23 @@ def case_chlo():
         make=lambda rng, d: ((_normal(rng, (d["b"], 6)),), {}))
 
 
+def _linalg(a, b):
+    spd = a @ a.T + 4 * jnp.eye(4, dtype=a.dtype)
+    return jnp.linalg.cholesky(spd), jnp.linalg.solve(spd, b)
+
+
+def case_linalg():
+    return dict(
+        description="LAPACK through jnp.linalg: f(a f32[4, 4], b f32[4, k]) = (cholesky(a a^T + 4 I), "
+                    "solve(a a^T + 4 I, b)); symbolic k. jax 0.4.35 calls the legacy kernels (lapack_spotrf, "
+                    "blas_strsm), later releases their FFI forms.",
+        fun=jax.jit(_linalg),
+        args=(jax.ShapeDtypeStruct((4, 4), F32), jax.ShapeDtypeStruct(export.symbolic_shape("4, k"), F32)),
+        kwargs={},
+        platforms=["cpu"], sizes=[{"k": 2}, {"k": 3}],
+        make=lambda rng, d: ((_normal(rng, (4, 4)), _normal(rng, (4, d["k"]))), {}))
+
+
 def _sharding():
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -225,6 +242,7 @@ CASES = {
     "constrained": case_constrained,
     "vjp": case_vjp,
     "chlo": case_chlo,
+    "linalg": case_linalg,
     "sharded2": case_sharded2,
 }
 
