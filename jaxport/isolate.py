@@ -36,6 +36,7 @@ from . import usercache
 from ._jax_internals import (
     backends_initialized,
     deserialize_portable_artifact,
+    initialize_lapack,
     make_ir_context,
     mlir_ir,
     read_exported,
@@ -416,6 +417,7 @@ def _run_program_bytes(payload: bytes, inputs: list[tuple[tuple[int, ...], str]]
     from jax import tree_util
 
     exported, _ = read_exported(payload)
+    initialize_lapack()  # jax 0.9.x: a LAPACK kernel called before it is initialized is a SIGSEGV (as ``call`` does)
     zeros = [np.zeros(shape, dtype=to_numpy(dtype)) for shape, dtype in inputs]
     args, kwargs = tree_util.tree_unflatten(exported.in_tree, zeros)
     jax.block_until_ready(jax.jit(exported.call)(*args, **kwargs))
