@@ -59,12 +59,32 @@ def derivations(inputs: Sequence[model.Input]) -> dict[str, model.Derivation]:
     return out
 
 
+def program_fields(exported: Any, scan: Any) -> dict[str, Any]:
+    """The fields of a function's manifest entry that its program determines (``scan``: ``module_scan`` of its
+    module): the calling convention, StableHLO version, shape assertions, custom calls, disabled checks, kept
+    inputs and embedded constants. ``upgrade`` re-reads them for a re-serialized program."""
+    stable = guaranteed_stable_custom_calls()
+    counts = scan.custom_call_counts()
+    big = sorted(scan.constants, key=lambda c: -c.nbytes)
+    return {
+        "calling_convention_version": exported.calling_convention_version,
+        "stablehlo_version": stablehlo_version(exported.mlir_module_serialized),
+        "shape_assertions": tuple(scan.shape_assertions),
+        "custom_calls": tuple(model.CustomCall(t, counts[t], "guaranteed" if t in stable else "allowed")
+                              for t in sorted(counts)),
+        "disabled_safety_checks": tuple(str(c) for c in exported.disabled_safety_checks),
+        "kept_inputs": tuple(exported.module_kept_var_idx),
+        "embedded_constants": model.EmbeddedConstants(
+            len(big), scan.constant_bytes(),
+            tuple(model.Constant(c.type, c.nbytes, short_location(c.location)) for c in big[:5] if c.nbytes > 0)),
+    }
+
+
 def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str, allowed_custom_calls: list[str],
                          vjp_order: int = 0) -> model.Function:
     """The manifest entry of one lowered function (see ``lower.Lowered``), whose payload carries ``vjp_order``
     orders of derivatives."""
     exp = lowered.exported
-    stable = guaranteed_stable_custom_calls()
     mesh, in_shardings, out_shardings = describe(exp)
     positions = lowered.input_positions or list(range(len(lowered.inputs)))
     inputs = []
@@ -75,35 +95,24 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
     outputs = [model.Output(name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), sh, pspec)
                for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings)]
     dims = {v: model.DimVar(Bounds.of(spec.dims.get(v)), d) for v, d in derivations(inputs).items()}
-    counts = lowered.scan.custom_call_counts()
-    big = sorted(lowered.scan.constants, key=lambda c: -c.nbytes)
     return model.Function(
         payload=payload,
-        calling_convention_version=exp.calling_convention_version,
         platforms=tuple(exp.platforms),
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         signature=lowered.signature,
         entrypoint=entrypoint,
-        stablehlo_version=stablehlo_version(exp.mlir_module_serialized),
         x64=lowered.x64,
         weights=tuple(t.name for t in lowered.tensors),
         output_tree=lowered.output_tree,
         dims=dims,
         constraints=tuple(function_constraints(lowered.inputs, spec)[1]),
-        shape_assertions=tuple(lowered.scan.shape_assertions),
-        custom_calls=tuple(model.CustomCall(t, counts[t], "guaranteed" if t in stable else "allowed")
-                           for t in sorted(counts)),
         allowed_custom_calls=tuple(sorted(set(allowed_custom_calls))),
-        disabled_safety_checks=tuple(str(c) for c in exp.disabled_safety_checks),
-        kept_inputs=tuple(exp.module_kept_var_idx),
         effects=model.Effects(tuple(str(e) for e in exp.ordered_effects),
                               tuple(str(e) for e in exp.unordered_effects)),
         nr_devices=exp.nr_devices,
         vjp_order=vjp_order,
-        embedded_constants=model.EmbeddedConstants(
-            len(big), lowered.scan.constant_bytes(),
-            tuple(model.Constant(c.type, c.nbytes, short_location(c.location)) for c in big[:5] if c.nbytes > 0)),
+        **program_fields(exp, lowered.scan),
         mesh=None if mesh is None else model.Mesh(tuple(mesh[0]), tuple(mesh[1])),
         weights_partition_specs=None if mesh is None else {
             t.name: in_shardings[pos][1] for t, pos in zip(lowered.tensors, lowered.weight_positions)})

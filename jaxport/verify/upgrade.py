@@ -25,14 +25,13 @@ from typing import Any
 from .._fsio import atomic_write, check_output
 from ..artifact import container
 from ..artifact.container import open_artifact
-from ..artifact.model import Constant, CustomCall, EmbeddedConstants, Function, Manifest, UpgradedFrom, replace
-from ..checks import guaranteed_stable_custom_calls
+from ..artifact.model import Function, Manifest, UpgradedFrom, replace
 from ..errors import OutputError, VerificationError
 from ..export import gradients
-from ..export.manifest import versions
+from ..export.manifest import program_fields, versions
 from ..export.relower import reexport
 from ..export.target import Target, for_target, target
-from ..module_scan import scan_module, short_location, stablehlo_version
+from ..module_scan import scan_module
 from ..run import load as load_mod
 from ..run.inputs import random_inputs
 from .plan import plan_cases
@@ -64,27 +63,8 @@ class UpgradeResult:
 
 
 def _upgraded_function(f: Function, new: Any) -> Function:
-    """The manifest entry of the old function for its new program: what the program determines is re-read."""
-    scan = scan_module(new.mlir_module_serialized)
-    stable = guaranteed_stable_custom_calls()
-    counts = scan.custom_call_counts()
-    allowed = set(f.allowed_custom_calls)
-    big = sorted(scan.constants, key=lambda c: -c.nbytes)
-    return replace(
-        f, calling_convention_version=new.calling_convention_version,
-        stablehlo_version=stablehlo_version(new.mlir_module_serialized),
-        shape_assertions=tuple(scan.shape_assertions),
-        custom_calls=tuple(CustomCall(t, counts[t], "guaranteed" if t in stable else "allowed")
-                           for t in sorted(counts) if t in stable or t in allowed),
-        disabled_safety_checks=tuple(str(c) for c in new.disabled_safety_checks),
-        kept_inputs=tuple(new.module_kept_var_idx),
-        embedded_constants=EmbeddedConstants(
-            len(big), scan.constant_bytes(),
-            tuple(_constant(c) for c in big[:5] if c.nbytes > 0)))
-
-
-def _constant(c: Any) -> Constant:
-    return Constant(c.type, c.nbytes, short_location(c.location))
+    """The manifest entry of the old function for its new program: the fields the program determines re-read."""
+    return replace(f, **program_fields(new, scan_module(new.mlir_module_serialized)))
 
 
 def _compare(old_path: Path, new_path: Path, f: Function, fname: str, allowed: list[str] | None) -> int:
@@ -156,7 +136,8 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
             payload = gradients.serialize(new, f.vjp_order, str(source), fname)
             members[f.payload] = payload
             functions[fname] = _upgraded_function(f, new)
-        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        with open(source, "rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
         p = old.producer
         producer = replace(now, for_jax=wanted,
                            upgraded_from=UpgradedFrom(p.jaxport, p.jax, p.jaxlib, digest, p.for_jax))
