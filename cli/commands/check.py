@@ -21,11 +21,14 @@ from ..render import escape, plain
 @click.option("--min-days-left", "min_days_left", type=click.IntRange(min=0), metavar="DAYS",
               help="Fail when fewer than DAYS remain in JAX's compatibility window for the artifact (6 months from "
                    "its JAX's release; rule min_days_left; overrides the policy's).")
+@click.option("--min-reach-days", "min_reach_days", type=click.IntRange(min=0), metavar="DAYS",
+              help="Fail when fewer than DAYS remain in StableHLO's promise that newer readers load the artifact's "
+                   "payloads (5 years; rule min_reach_days; overrides the policy's).")
 @click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
               help="Deprecated: the old name of --max-producer-age, which it now sets.")
 @json_option
 @debug_option
-def command(artifact, policy_path, max_producer_age, min_days_left, max_age, as_json, debug):
+def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_days, max_age, as_json, debug):
     """Check an artifact against a policy (platforms, custom calls, ..., the age of its JAX).
 
     Every rule of the policy is checked and every violation listed; exits with 14 when there is one. Reads the
@@ -43,9 +46,10 @@ def command(artifact, policy_path, max_producer_age, min_days_left, max_age, as_
         from jaxport.artifact.policy import Policy, check, load_policy
         from jaxport.errors import PolicyViolation
 
-        if policy_path is None and max_producer_age is None and min_days_left is None and max_age is None:
+        if policy_path is None and max_producer_age is None and min_days_left is None and max_age is None \
+                and min_reach_days is None:
             raise click.UsageError("give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left "
-                                   "DAYS.")
+                                   "DAYS / --min-reach-days DAYS.")
         if max_age is not None and max_producer_age is not None:
             raise click.UsageError("--max-age is the deprecated name of --max-producer-age; give only "
                                    "--max-producer-age.")
@@ -58,6 +62,8 @@ def command(artifact, policy_path, max_producer_age, min_days_left, max_age, as_
             policy.max_producer_age_days = max_producer_age
         if min_days_left is not None:
             policy.min_days_left = min_days_left
+        if min_reach_days is not None:
+            policy.min_reach_days = min_reach_days
         report = check(artifact, policy)
         if as_json:
             render.print_json(report.as_dict())

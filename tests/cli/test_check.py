@@ -153,6 +153,17 @@ def test_min_reach_days_counts_stablehlos_five_years_from_the_writing_jax(artifa
     assert policy.check(artifacts["mlp"], rules, today=released).passed
 
 
+def test_min_reach_days_on_the_command_line(artifacts, run_cli, monkeypatch):
+    released = compat.window(jax.__version__).dating.released
+    if released is None:
+        pytest.skip(f"jax {jax.__version__} is not in the release table")
+    monkeypatch.setenv("JAXPORT_TODAY", (compat.add_months(released, 60) - datetime.timedelta(days=3)).isoformat())
+    res = run_cli("check", str(artifacts["mlp"]), "--min-reach-days", "5", "--json")
+    assert res.exit_code == 14
+    assert [r["rule"] for r in json.loads(res.stdout)["violations"]] == ["min_reach_days"]
+    assert run_cli("check", str(artifacts["mlp"]), "--min-reach-days", "2").exit_code == 0
+
+
 def test_an_artifact_written_for_an_older_jax_passes_that_consumer(artifacts, tmp_path):
     with contextlib.chdir(EXAMPLES / "mlp"):
         older = jaxport.export("model.py:predict", "spec.yaml", output=tmp_path / "o.jaxport", for_jax="0.9.1").path
@@ -402,4 +413,5 @@ def test_check_needs_a_policy_or_an_age_rule(run_cli):
     golden = Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport"
     res = run_cli("check", golden)
     assert res.exit_code == 2
-    assert "give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left DAYS." in res.stderr
+    assert "give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left DAYS / --min-reach-days " \
+           "DAYS." in res.stderr
