@@ -251,7 +251,9 @@ def import_stablehlo(
     by its content and imported with the signature it records (``serialized.import_serialization``); a spec then
     adds only bounds, constraints, output names, the name and metadata.
     """
-    if is_serialization(module):  # a jax.export serialization, whatever its name: its own signature
+    if is_serialization(module) or str(module).lower().endswith(".jaxexport"):
+        # a jax.export serialization, whatever its name (by its content), or one by its name that jaxport's reader
+        # then says what is wrong with: its own signature
         with jax_config(**({"jax_export_calling_convention_version": _check_calling_convention(calling_convention)}
                            if calling_convention is not None else {})):
             return import_serialization(module, spec, output=output, platforms=platforms,

@@ -83,7 +83,7 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
                      lambda n: f"{display}: the module is {n} bytes; at most {MAX_MODULE_BYTES} are read.",
                      missing="module file", directory="a StableHLO module", reading="the module")
     how = ("Give MLIR text (.mlir), MLIR bytecode, or a StableHLO portable artifact (.mlirbc) whose functions use the "
-           "func, stablehlo and chlo dialects.")
+           "func, stablehlo and chlo dialects, or a JAX serialization (.jaxexport: Exported.serialize()'s bytes).")
     _check_limits(data, display)
     ctx = make_ir_context()
     version = None

@@ -31,7 +31,7 @@ from tests.support import REPO, npz_arrays
 FOREIGN = Path(__file__).resolve().parents[1] / "foreign"
 CASES = json.loads((FOREIGN / "cases.json").read_text())
 HOW = ("Give MLIR text (.mlir), MLIR bytecode, or a StableHLO portable artifact (.mlirbc) whose functions use the "
-       "func, stablehlo and chlo dialects.")
+       "func, stablehlo and chlo dialects, or a JAX serialization (.jaxexport: Exported.serialize()'s bytes).")
 
 
 def _assert_outputs(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:

@@ -197,3 +197,14 @@ def test_chlo_operations_written_as_custom_calls_are_chlo_again(version, targets
     assert f"{blob}: the custom calls {targets}, which its StableHLO wrote for CHLO operations, are the CHLO " \
            f"operations again." in result.warnings
     assert [c.target for c in result.model.functions["chlo"].custom_calls] == ["shape_assertion"]
+
+
+def test_a_damaged_jaxexport_file_is_refused_by_jaxports_reader(run_cli, tmp_path, monkeypatch):
+    """A ``.jaxexport`` file is read as a serialization, so its damage is named, not "not a StableHLO module"."""
+    monkeypatch.chdir(tmp_path)
+    data = (GOLDEN / VERSIONS[0] / "mlp.jaxexport").read_bytes()
+    (tmp_path / "cut.jaxexport").write_bytes(data[:1500])
+    res = run_cli("import", "cut.jaxexport", "-o", "x.jaxport")
+    assert res.exit_code == 7
+    assert res.stderr.startswith("error[format]: cut.jaxexport: not a JAX serialization: "), res.stderr
+    assert "past the end of the 1500-byte file" in res.stderr and not (tmp_path / "x.jaxport").exists()
