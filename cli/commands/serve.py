@@ -8,7 +8,7 @@ import time
 
 import click
 
-from .. import errors
+from .. import errors, render
 from ..devices import apply, device_options
 from ..options import allow_custom_call_option, debug_option, dim_option, function_option
 
@@ -97,6 +97,8 @@ def command(artifacts, dims, function, host, http_port, grpc_port, batch_window_
             start = time.perf_counter()
             with compilation_cache(directory):
                 loaded = load(path, function, allow_custom_calls=allow_custom_calls)
+            for note in loaded.notes:  # a program older than this JAX's window, read by jaxport
+                render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
             variables = contract.dimension_variables(loaded.function_record)
             seen.update(v for v in dims if v in variables)
             batched = Batched(loaded, {k: v for k, v in dims.items() if k in variables})

@@ -61,6 +61,8 @@ def command(artifact, dims, function, cache_dir, allow_platform_mismatch, allow_
             loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
                           allow_custom_calls=allow_custom_calls)
         done = loaded.warmup(dims, cache_dir=directory)
+        for note in loaded.notes:  # a program older than this JAX's window, read by jaxport
+            render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
         check = ("fetched" if verdicts_before[loaded.function] else
                  "checked, now cached" if isolate.has_verdict(digests[loaded.function], directory) else "checked")
         if as_json:

@@ -269,7 +269,7 @@ def verify(
                 plats = [_local_platform()]
             else:
                 plats = _platforms(fname, f, platforms, where)
-                runtime_mod.runnable_program(art, fname, allowed, where)  # refused before anything is imported
+                runtime_mod.runnable_program(art, fname, allowed, where, notes)  # refused before anything runs
             if against is not None or (expect is None and runtime != "iree"):
                 text = against if against is not None else f.entrypoint
                 if not isinstance(text, str):
