@@ -408,6 +408,7 @@ def exported_from_serialized(rec: Any, constraints: Sequence[str] = ()) -> Any:
     """
     import jax
     import jax.numpy as jnp
+    from jax import dtypes as jax_dtypes
     from jax import export, tree_util
     from jax._src import core, effects  # no public API: ShapedArray, and the effect types JAX registered
     from jax._src.export import _export  # no public API: the custom pytree nodes registered for deserialization
@@ -416,7 +417,7 @@ def exported_from_serialized(rec: Any, constraints: Sequence[str] = ()) -> Any:
 
     def dtype(name: str) -> Any:
         if name == "float0":
-            return jax_dtypes_float0()
+            return jax_dtypes.float0
         return dtypes.to_numpy(name) if dtypes.is_key(name) else jnp.dtype(name)  # a typed PRNG key: JAX's dtype
 
     def aval(a: Any, sharding: Any) -> Any:
@@ -495,15 +496,19 @@ def exported_from_serialized(rec: Any, constraints: Sequence[str] = ()) -> Any:
     )
 
 
-def jax_dtypes_float0() -> Any:
-    """JAX's ``float0`` dtype (the tangent type of integer arguments)."""
-    from jax import dtypes
-
-    return dtypes.float0
-
-
 #: What ``jax.export.deserialize`` says when it refuses a serialization as older than its window (jax >= 0.11.1).
 _EXPIRED = ("older than the 6-month", "backward-compatibility window")
+
+
+def is_expired_refusal(e: BaseException) -> bool:
+    """Whether an error of ``jax.export.deserialize`` is its refusal of a serialization older than its window."""
+    return any(s in str(e) for s in _EXPIRED)
+
+
+def writer_of(rec: Any) -> str:
+    """Who wrote a serialization (``jaxser.Serialized``), as a message names it: the JAX release when it says."""
+    return f"jax {rec.jax_version}" if rec.jax_version else \
+        f"an older JAX (serialization version {rec.serialization_version})"
 
 
 def read_exported(payload: bytes, constraints: Sequence[str] = ()) -> tuple[Any, str | None]:
@@ -520,7 +525,7 @@ def read_exported(payload: bytes, constraints: Sequence[str] = ()) -> tuple[Any,
     try:
         return export.deserialize(bytearray(payload)), None
     except Exception as e:  # noqa: BLE001 - re-raised unless it is JAX's refusal of an old serialization
-        if not any(s in str(e) for s in _EXPIRED):
+        if not is_expired_refusal(e):
             raise
         refusal = e
     try:
@@ -528,6 +533,5 @@ def read_exported(payload: bytes, constraints: Sequence[str] = ()) -> tuple[Any,
         exported = exported_from_serialized(rec, constraints)
     except Exception:  # noqa: BLE001 - jaxport cannot read it either: JAX's own words say why
         raise refusal from None
-    writer = f"jax {rec.jax_version}" if rec.jax_version else \
-        f"an older JAX (serialization version {rec.serialization_version})"
-    return exported, f"written by {writer}, older than this JAX's window: jaxport read it and runs its StableHLO"
+    return exported, f"written by {writer_of(rec)}, older than this JAX's window: jaxport read it and runs its " \
+                     f"StableHLO"

@@ -33,11 +33,12 @@ from .._jax_internals import (
     deserialize_portable_artifact,
     exported_from_serialized,
     guaranteed_stable_custom_calls,
+    is_expired_refusal,
     make_ir_context,
-    read_exported,
     serialize_portable_artifact,
     serialize_with_sdy,
     stablehlo_dialect,
+    writer_of,
 )
 from .._yaml import load
 from ..artifact.contract import concrete_shape, resolve_dims
@@ -313,11 +314,9 @@ def import_serialization(module: str | Path, spec: Any = None, *, output: str | 
 
         export.deserialize(bytearray(data))
     except Exception as e:  # noqa: BLE001 - only JAX's refusal of an old serialization is worth a note
-        if "older than" in str(e):
-            writer = f"jax {rec.jax_version}" if rec.jax_version else \
-                f"an older JAX (serialization version {rec.serialization_version})"
-            warnings.append(f"{display} was written by {writer}, older than this JAX's window (JAX's own reader "
-                            f"refuses it); jaxport read it itself and re-serialized it with this JAX.")
+        if is_expired_refusal(e):
+            warnings.append(f"{display} was written by {writer_of(rec)}, older than this JAX's window (JAX's own "
+                            f"reader refuses it); jaxport read it itself and re-serialized it with this JAX.")
     local = local_record(rec)
     if local.in_tree != rec.in_tree or local.out_tree != rec.out_tree:
         warnings.append(f"{display}: custom pytree nodes of the signature are imported as tuples.")
@@ -386,10 +385,9 @@ def _smoke_run(payload: bytes, exported: Any, f: Function, display: str) -> None
 
 def module_callable(path: str | Path) -> Callable[..., Any]:
     """A serialization file's function, callable with its own pytrees (``verify``'s live side of an artifact
-    imported from one)."""
+    imported from one), read as ``import_serialization`` reads it."""
     data, rec = read_serialization(path)
     check_payload(data, str(path), "main")
-    exported, _ = read_exported(data) if rec == local_record(rec) else (exported_from_serialized(local_record(rec)),
-                                                                        None)
+    exported = exported_from_serialized(_recomposed(local_record(rec))[0])
     root = rec.in_tree.children
     return flat_call(exported, len(root[0].children), list(root[1].names))
