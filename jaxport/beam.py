@@ -21,7 +21,8 @@ from apache_beam.ml.inference import base
 from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .errors import InputError, UsageError
-from .serve.batching import Dims, Engine, first_axis_bound
+from .serve.batching import Dims
+from .serve.engine import Engine, first_axis_bound
 
 __all__ = ["ModelHandler"]
 

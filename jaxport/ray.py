@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .serve.batching import Dims, Engine, column_arrays
+from .serve.batching import Dims
+from .serve.engine import Engine, column_arrays
 
 __all__ = ["Predictor"]
 

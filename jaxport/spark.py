@@ -22,7 +22,8 @@ from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .artifact.model import Output
 from .errors import UsageError
-from .serve.batching import Dims, Engine, first_axis_bound
+from .serve.batching import Dims
+from .serve.engine import Engine, first_axis_bound
 
 __all__ = ["predict_udf"]
 
