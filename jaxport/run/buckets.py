@@ -121,20 +121,32 @@ def plan(fn: Function, *, fixed: Mapping[str, int] | None = None,
     return propose(fn)
 
 
-def propose(fn: Function) -> Plan:
-    """Buckets from the spec's bounds (see the module docstring)."""
+def ladder(lo: int, hi: int, steps: int = 1) -> list[int]:
+    """The sizes inside ``lo..hi`` that buckets take: every power of two, with ``steps - 1`` sizes evenly spaced
+    between each and the next (``steps=4``: 8, 10, 12, 14, 16, 20, ...), and ``hi`` itself."""
+    values = sorted({(1 << k) * (steps + j) // steps for k in range(max(hi, 1).bit_length()) for j in range(steps)})
+    values = [v for v in values if lo <= v <= hi]
+    if not values or values[-1] != hi:
+        values.append(hi)
+    return values
+
+
+def propose(fn: Function, steps: int = 1, most: int = MAX_PROPOSED) -> Plan:
+    """Buckets from the spec's bounds (see the module docstring): each variable's :func:`ladder` of ``steps`` sizes
+    per power of two (fewer, down to 1, where the combinations would pass ``most``), thinned (keeping the largest)
+    to at most ``most`` combinations."""
     variables = contract.dimension_variables(fn)
-    lists: dict[str, list[int]] = {}
     for v in variables:
-        b = fn.bounds_of(v)
-        if b.hi is None:
+        if fn.bounds_of(v).hi is None:
             raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
                              f"give the sizes to build with --dim {v}=N1,N2,... (or one with --dim {v}=N).")
-        values = [1 << k for k in range(max(b.hi, 1).bit_length()) if b.lo <= 1 << k <= b.hi]
-        if not values or values[-1] != b.hi:
-            values.append(b.hi)
-        lists[v] = values
-    keep = max(1, math.floor(MAX_PROPOSED ** (1 / len(variables)) + 1e-9))
+    per = steps
+    while True:
+        lists = {v: ladder(fn.bounds_of(v).lo, fn.bounds_of(v).hi or 1, per) for v in variables}
+        if per == 1 or math.prod(len(x) for x in lists.values()) <= most:
+            break
+        per = max(1, per // 2)
+    keep = max(1, math.floor(most ** (1 / len(variables)) + 1e-9))
     for v in variables:
         values = lists[v]
         if len(values) > keep:
@@ -142,8 +154,9 @@ def propose(fn: Function) -> Plan:
             lists[v] = sorted(values[::-1][::step])
     result = _combined(fn, variables, lists, "spec bounds", "proposed bucket")
     shown = "; ".join(f"{v} in {', '.join(map(str, lists[v]))}" for v in variables)
+    between = "" if per == 1 else f" and {per - 1} sizes between each power of two"
     result.notes.insert(0, f"no --dim or --bucket given: buckets proposed from the spec's bounds (powers of two "
-                           f"inside them and the upper bound, at most {MAX_PROPOSED} functions): {shown}")
+                           f"inside them{between} and the upper bound, at most {most} functions): {shown}")
     return result
 
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import dtypes
 from ..artifact import contract
@@ -45,7 +46,12 @@ from ..run.iree import specialize
 from ..run.jax_backend import JaxBackend
 from ..run.loaded import Loaded
 from ..run.rowwise import Verdict
-from ..run.warmup import Warmed
+from ..run.warmup import Warmed, signature
+
+#: Sizes per power of two that serving and batch inference pad to by default (``run.buckets.ladder``): 2^k,
+#: 1.25 * 2^k, 1.5 * 2^k and 1.75 * 2^k. Padding a call to the next wastes under 25% of its rows (under 9% over
+#: request sizes 1..100, where powers of two alone waste 45%); more buckets cost only compilations at warm-up.
+STEPS = 4
 
 #: What a plan is given: sizes per dimension variable (one size, or several: every combination).
 Dims = Mapping[str, int | Sequence[int]]
@@ -75,7 +81,7 @@ def plan_buckets(f: Function, dims: Dims | None = None) -> buckets_mod.Plan:
     if not variables:
         return buckets_mod.Plan([{}], "static")
     if not given:
-        return buckets_mod.propose(f)
+        return buckets_mod.propose(f, STEPS, buckets_mod.MAX_BUCKETS)
     lists: dict[str, list[int]] = {}
     for v in variables:
         if v in given:
@@ -86,9 +92,7 @@ def plan_buckets(f: Function, dims: Dims | None = None) -> buckets_mod.Plan:
             raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
                              f"give the sizes to compile with --dim {v}=N1,N2,... (dims={{{v!r}: [...]}} in "
                              f"Python).")
-        lists[v] = [1 << k for k in range(max(b.hi, 1).bit_length()) if b.lo <= 1 << k <= b.hi]
-        if not lists[v] or lists[v][-1] != b.hi:
-            lists[v].append(b.hi)
+        lists[v] = buckets_mod.ladder(b.lo, b.hi)
     chosen = buckets_mod.plan(f, grid=lists)
     chosen.source = "--dim"
     return chosen
@@ -145,23 +149,39 @@ def batch_variable(f: Function, verdicts: Mapping[str, Verdict]) -> tuple[str | 
 @dataclass
 class BucketStats:
     """What one bucket ran: program calls, real rows (of the batch variable; 1 per call without one), the rows
-    padding added, and the input elements padding added (the waste, for any variable)."""
+    padding added, the input elements padding added (the waste, for any variable), and the seconds its program
+    calls took."""
 
     calls: int = 0
     rows: int = 0
     padded_rows: int = 0
     padded_elements: int = 0
+    seconds: float = 0.0
+
+
+class Admitted(NamedTuple):
+    """A request checked once (:meth:`Batched.admit`): its input arrays in the inputs' order, the solved dimension
+    values, its rows (None without a batch variable), what a request must share with others to run in one call
+    with them (the shapes past axis 0 and the dtypes), and the chunks a batch over the largest bucket runs as."""
+
+    flat: list[Any]
+    dims: dict[str, int]
+    rows: int | None
+    key: tuple[Any, ...]
+    chunks: tuple[Admitted, ...] = ()
 
 
 class Batched:
     """A loaded function called on a fixed set of compiled buckets (see the module docstring).
 
     ``batched(arrays)`` takes input arrays by name and returns the outputs by name (numpy), equal to the function
-    called directly on ``arrays``. ``dims`` chooses the buckets (default: from the spec's bounds).
+    called directly on ``arrays``. ``dims`` chooses the buckets (default: from the spec's bounds). ``lazy``: no
+    up-front warm-up; a call runs on the smallest compiled bucket that fits and compiles the smallest planned one
+    that fits only when none does (what a batch job wants: the bucket of its batch size, once).
     """
 
     def __init__(self, loaded: Loaded, dims: Dims | None = None, *,
-                 verdicts: Mapping[str, Verdict] | None = None):
+                 verdicts: Mapping[str, Verdict] | None = None, lazy: bool = False):
         self.loaded = loaded
         f = self.function_record = loaded.function_record
         self.where = f"{loaded.path}: function {loaded.function!r}"
@@ -171,14 +191,25 @@ class Batched:
         self.verdicts: dict[str, Verdict] = dict(verdicts) if verdicts is not None else verdicts_of(loaded)
         self.input_names = f.input_names
         self.output_names = f.output_names
+        self.lazy = lazy
         #: The batch variable (axis 0 of everything, padding proven), or None; why not, when None.
         self.batch, self.no_batch_reason = batch_variable(f, self.verdicts) if self.variables else \
             (None, "the function has no dimension variables")
         self._elements = [sum(math.prod(contract.concrete_shape(i, b)) for i in f.inputs) for b in self.buckets]
         self._order = sorted(range(len(self.buckets)), key=lambda k: self._elements[k])
         self.stats: dict[str, BucketStats] = {bucket_label(b): BucketStats() for b in self.buckets}
+        #: The axes padded per input and sliced per output, per variable that may be padded.
+        self._pad_inputs = [[(v, axis) for v, d in self.verdicts.items() if d.allowed
+                             for axis in d.inputs.get(i.name, [])] for i in f.inputs]
+        self._pad_outputs = [[(v, axis) for v, d in self.verdicts.items() if d.allowed
+                              for axis in d.outputs.get(o.name, [])] for o in f.outputs]
         self._lock = threading.Lock()
         self._warm: int | None = None
+        self._cache_dir: str | Path | None = None
+        #: Bucket index -> the call of its compiled program on the inputs in order (``_runner``).
+        self._runners: dict[int, Any] = {}
+        #: Solved dimension values -> the bucket index a call with them runs on.
+        self._chosen: dict[tuple[tuple[str, int], ...], int] = {}
 
     def __repr__(self) -> str:
         return f"<jaxport.serve.Batched {self.loaded.function!r}: {len(self.buckets)} buckets>"
@@ -203,19 +234,39 @@ class Batched:
 
     # -- warm-up --
 
-    def warmup(self, cache_dir: str | Path | None = None) -> list[Warmed]:
-        """Compile every bucket (``Loaded.warmup``, into JAX's persistent cache in ``cache_dir``); from then on
-        :attr:`compilations_after_warmup` counts compilations (0 is the contract)."""
-        done = self.loaded.warmup([dict(b) for b in self.buckets], cache_dir=cache_dir)
+    def warmup(self, cache_dir: str | Path | None = None,
+               buckets: Sequence[Mapping[str, int]] | None = None) -> list[Warmed]:
+        """Compile every bucket, or the planned ``buckets`` given (``Loaded.warmup``, into JAX's persistent cache in
+        ``cache_dir``); from then on :attr:`compilations_after_warmup` counts compilations (0 is the contract)."""
+        chosen = [dict(b) for b in self.buckets] if buckets is None else [dict(b) for b in buckets]
+        for b in chosen:
+            if b not in self.buckets:
+                raise UsageError(f"{self.where}: {bucket_label(b)} is not one of the planned buckets "
+                                 f"({'; '.join(map(bucket_label, self.buckets))}).")
+        self._cache_dir = cache_dir
+        done = self.loaded.warmup(chosen, cache_dir=cache_dir)
         self._warm = len(self.loaded.compiled_signatures)
         return done
 
+    def bucket_of_rows(self, rows: int) -> dict[str, int] | None:
+        """The smallest planned bucket a batch of ``rows`` rows runs on (the batch variable at least ``rows``, the
+        other variables at their smallest), or None without a batch variable or above the largest bucket."""
+        if self.batch is None:
+            return None
+        fits = [self.buckets[k] for k in self._order if self.buckets[k][self.batch] >= rows]
+        return fits[0] if fits else None
+
+    @property
+    def compilations(self) -> int:
+        """Programs compiled for this function so far (warm-up included)."""
+        return len(self.loaded.compiled_signatures)
+
     @property
     def compilations_after_warmup(self) -> int | None:
-        """Programs compiled since :meth:`warmup` (None before it)."""
+        """Programs compiled since :meth:`warmup` (lazy: since the first bucket compiled); None before either."""
         return None if self._warm is None else len(self.loaded.compiled_signatures) - self._warm
 
-    # -- calls --
+    # -- checks --
 
     def _named(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
         import numpy as np
@@ -246,18 +297,17 @@ class Batched:
                                  f"{counts[first]}; every input's axis 0 is {self.batch}.")
         return counts[first]
 
-    def _chunks(self, named: dict[str, Any]) -> list[dict[str, Any]]:
-        rows, most = self.rows(named), self.max_rows
-        if rows is None or most is None or rows <= most:
-            return [named]
-        return [{n: a[lo:lo + most] for n, a in named.items()} for lo in range(0, rows, most)]
-
     def choose(self, dims: Mapping[str, int]) -> dict[str, int]:
         """The smallest bucket that fits a call's dimension values; InputError saying why none does."""
-        for k in self._order:
-            b = self.buckets[k]
-            if all(v not in dims or b[v] == dims[v] or (self.padding(v) and b[v] >= dims[v]) for v in self.variables):
-                return b
+        return self.buckets[self._fitting(dims)[0]]
+
+    def _fitting(self, dims: Mapping[str, int]) -> list[int]:
+        """The indices of the buckets that fit, smallest first; InputError saying why none does."""
+        fits = [k for k in self._order
+                if all(v not in dims or self.buckets[k][v] == dims[v] or
+                       (self.padding(v) and self.buckets[k][v] >= dims[v]) for v in self.variables)]
+        if fits:
+            return fits
         shown = ", ".join(f"{v}={dims[v]}" for v in self.variables if v in dims)
         why = []
         for v in self.variables:
@@ -275,62 +325,149 @@ class Batched:
         raise InputError(f"{self.where}: no compiled bucket fits {shown}: {detail}. Serve with --dim to compile "
                          f"the sizes you call with (dims={{...}} in Python).")
 
+    def admit(self, arrays: Mapping[str, Any]) -> Admitted:
+        """Check a request once, as a call would, without running it (the artifact's checks, then a bucket that
+        fits); :meth:`run` takes what this returns. Raises InputError (the artifact's message, or why no bucket
+        fits)."""
+        named = self._named(arrays)
+        rows, most = self.rows(named), self.max_rows
+        if rows is not None and most is not None and rows > most:
+            chunks = [{n: a[lo:lo + most] for n, a in named.items()} for lo in range(0, rows, most)]
+            first, last = self._admit_one(chunks[0]), self._admit_one(chunks[-1])
+            # the middle chunks have the first's shapes, which passed the checks
+            middle = [first._replace(flat=[c[n] for n in self.input_names]) for c in chunks[1:-1]]
+            return Admitted(first.flat, first.dims, rows, first.key, (first, *middle, last))
+        return self._admit_one(named)
+
+    def _admit_one(self, named: Mapping[str, Any]) -> Admitted:
+        prepared = self.loaded.prepare(named)
+        self._fitting(prepared.dims)
+        rows = prepared.dims.get(self.batch) if self.batch else None
+        key = tuple((tuple(v.shape[1:]), str(v.dtype)) for v in prepared.flat)
+        return Admitted(prepared.flat, prepared.dims, rows, key)
+
     def check(self, arrays: Mapping[str, Any]) -> list[dict[str, int]]:
         """Check a batch as a call would, without running it: the bucket each chunk runs on. Raises InputError
         (the artifact's message, or why no bucket fits)."""
-        chunks = self._chunks(self._named(arrays))
-        ends = chunks if len(chunks) < 3 else [chunks[0], chunks[-1]]  # the middle chunks have the first's shapes
-        chosen = [self.choose(self.loaded.prepare(c).dims) for c in ends]
-        return chosen if len(chunks) < 3 else [chosen[0]] * (len(chunks) - 1) + [chosen[1]]
+        admitted = self.admit(arrays)
+        return [self.choose(a.dims) for a in admitted.chunks or (admitted,)]
+
+    # -- calls --
 
     def __call__(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The outputs by name for input arrays by name (any number of rows; see the module docstring)."""
+        return self.run([self.admit(arrays)])[0]
+
+    def run(self, requests: Sequence[Admitted]) -> list[dict[str, Any]]:
+        """Run admitted requests as one program call (several only along the batch variable, with the same
+        :attr:`Admitted.key`), and give each its outputs by name: what each gives called alone."""
         import numpy as np
 
-        named = self._named(arrays)
-        chunks = self._chunks(named)
-        if len(chunks) > 1:
-            self.check(named)  # every chunk's shapes before the first runs
-        parts = [self._one(c) for c in chunks]
-        if len(parts) == 1:
-            return parts[0]
-        return {n: np.concatenate([p[n] for p in parts]) for n in self.output_names}
+        if len(requests) == 1:
+            (one,) = requests
+            if not one.chunks:
+                return [self._execute(one.flat, one.dims)]
+            parts = [self._execute(c.flat, c.dims) for c in one.chunks]
+            return [{n: np.concatenate([p[n] for p in parts]) for n in self.output_names}]
+        assert self.batch is not None and all(r.key == requests[0].key and not r.chunks for r in requests)
+        flat = [np.concatenate([np.asarray(r.flat[i]) for r in requests]) for i in range(len(self.input_names))]
+        total = sum(r.rows or 0 for r in requests)
+        merged = self._execute(flat, {**requests[0].dims, self.batch: total})
+        out, start = [], 0
+        for r in requests:
+            stop = start + (r.rows or 0)
+            out.append({k: v[start:stop] for k, v in merged.items()})
+            start = stop
+        return out
 
-    def _one(self, arrays: dict[str, Any]) -> dict[str, Any]:
+    def _bucket(self, dims: Mapping[str, int]) -> int:
+        """The bucket a call with these dimension values runs on, compiled (see the class docstring: ``lazy``)."""
+        key = tuple(dims.items())
+        chosen = self._chosen.get(key)
+        if chosen is not None:
+            return chosen
+        fits = self._fitting(dims)
+        chosen = fits[0]
+        if self.lazy:
+            warm = [k for k in fits if k in self._runners]
+            chosen = warm[0] if warm else fits[0]
+        if chosen not in self._runners:
+            with self._lock:
+                if chosen not in self._runners:
+                    first = self._warm is None
+                    self.loaded.warmup([dict(self.buckets[chosen])], cache_dir=self._cache_dir)
+                    if first:
+                        self._warm = len(self.loaded.compiled_signatures)
+                    self._runners[chosen] = self._runner(chosen)
+        if not self.lazy or all(k in self._runners for k in fits[:fits.index(chosen)]):
+            self._chosen[key] = chosen  # lazily, a smaller bucket compiled later may take it
+        return chosen
+
+    def _runner(self, k: int) -> Any:
+        """The program compiled for bucket ``k`` as a call on its inputs in order: the compiled executable itself
+        where the backend offers it (``direct``), else ``execute``; the outputs as a list of arrays."""
+        import jax
+
+        loaded, key = self.loaded, signature(self.function_record, self.buckets[k])
+        backend = loaded.backend
+        direct = getattr(backend, "direct", None)
+        program = direct(key) if direct is not None else None
+
+        def reported(flat: list[Any]) -> Any:
+            return backend.execute(key, backend.place(flat))
+
+        def run(flat: list[Any]) -> list[Any]:
+            out = None
+            if program is not None:
+                try:
+                    out = program(*flat)
+                except Exception:  # noqa: BLE001 - execute runs it again and reports the failure
+                    out = None
+            return jax.tree_util.tree_leaves(reported(flat) if out is None else out)
+
+        return run
+
+    def _execute(self, flat: list[Any], dims: Mapping[str, int]) -> dict[str, Any]:
         import numpy as np
 
-        dims = self.loaded.prepare(arrays).dims
-        bucket = self.choose(dims)
-        f = self.function_record
-        padded: dict[str, Any] = {}
-        for inp in f.inputs:
-            a = arrays[inp.name]
-            widths = [(0, 0)] * len(a.shape)
-            for v, verdict in self.verdicts.items():
-                if v in dims and bucket[v] > dims[v]:
-                    for axis in verdict.inputs.get(inp.name, []):
-                        widths[axis] = (0, bucket[v] - dims[v])
-            if any(w for _, w in widths):
-                a = np.asarray(a)
-                a = np.pad(a, widths, mode="edge") if a.size else np.pad(a, widths)
-            padded[inp.name] = a
+        k = self._bucket(dims)
+        bucket = self.buckets[k]
+        grown = {v: bucket[v] - dims[v] for v in self.variables if v in dims and bucket[v] > dims[v]}
+        padded = flat
+        if grown:
+            padded = []
+            for a, axes in zip(flat, self._pad_inputs):
+                widths = [(0, 0)] * len(a.shape)
+                for v, axis in axes:
+                    if v in grown:
+                        widths[axis] = (0, grown[v])
+                if any(w for _, w in widths):
+                    a = np.asarray(a)
+                    a = np.pad(a, widths, mode="edge") if a.size else np.pad(a, widths)
+                padded.append(a)
+        run = self._runners[k]
         with self._lock:
-            run = self.loaded.run(padded)
+            start = time.perf_counter()
+            leaves = run(padded)
+            values = [np.asarray(v) for v in leaves]
+            seconds = time.perf_counter() - start
             stats = self.stats[bucket_label(bucket)]
             stats.calls += 1
+            stats.seconds += seconds
             rows = dims[self.batch] if self.batch else 1
             stats.rows += rows
             stats.padded_rows += bucket[self.batch] - rows if self.batch else 0
-            stats.padded_elements += sum(math.prod(np.shape(padded[n])) - math.prod(np.shape(arrays[n]))
-                                         for n in self.input_names)
+            if grown:
+                stats.padded_elements += sum(int(p.size) - int(np.size(a)) for p, a in zip(padded, flat))
         out = {}
-        for (name, value), o in zip(run.leaves, f.outputs):
-            index = [slice(None)] * np.ndim(value)
-            for v, verdict in self.verdicts.items():
-                if v in dims and bucket[v] > dims[v]:
-                    for axis in verdict.outputs.get(o.name, []):
-                        index[axis] = slice(0, dims[v])
-            out[name] = np.asarray(value)[tuple(index)]
+        for name, value, axes in zip(self.output_names, values, self._pad_outputs):
+            cut = [(axis, dims[v]) for v, axis in axes if v in grown]
+            if cut:
+                index = [slice(None)] * value.ndim
+                for axis, size in cut:
+                    index[axis] = slice(0, size)
+                value = value[tuple(index)]
+            out[name] = value
         return out
 
     def empty_outputs(self) -> dict[str, Any]:

@@ -26,7 +26,11 @@ def _x(rows: int, seed: int = 0) -> np.ndarray:
 
 def test_buckets_come_from_the_bounds_or_the_given_sizes(mlp):
     f = jaxport.load(mlp).function_record
-    assert plan_buckets(f).buckets == [{"batch": b} for b in (1, 4, 16, 64, 256, 1024, 4096)]
+    # powers of two with three sizes between each: 1, 2, ..., 8, 10, 12, 14, 16, 20, ..., 3584, 4096
+    expected = sorted({(1 << k) * (4 + j) // 4 for k in range(13) for j in range(4)} - {4480, 5120, 6144, 7168})
+    assert plan_buckets(f).buckets == [{"batch": b} for b in expected]
+    assert len(expected) == 44 and expected[:12] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16]
+    assert plan_buckets(f).source == "spec bounds"
     assert plan_buckets(f, {"batch": [32, 1, 8]}).buckets == [{"batch": 1}, {"batch": 8}, {"batch": 32}]
     with pytest.raises(jaxport.UsageError, match=re.escape(
             "--dim batch=8,5000: 5000 is outside the spec bound 1 <= batch <= 4096.")):
@@ -80,3 +84,42 @@ def test_refuses_with_the_reason_where_padding_is_not_proven(make_artifact):
             "input 'x': shape[1] = 2, but the artifact expects 3 (f32[batch, 3]).")):
         batched({"x": x[:, :2]})
     assert batched.compilations_after_warmup == 0
+
+
+def test_padding_to_the_default_buckets_wastes_under_a_tenth_of_the_rows_over_sizes_1_to_100(mlp):
+    f = jaxport.load(mlp).function_record
+    sizes = [b["batch"] for b in plan_buckets(f).buckets]
+    padded = sum(min(s for s in sizes if s >= n) - n for n in range(1, 101))
+    assert padded / sum(range(1, 101)) < 0.09  # powers of two alone: 0.45
+
+
+def test_admitted_requests_merge_into_one_call_and_split_back(mlp):
+    loaded = jaxport.load(mlp)
+    batched = Batched(loaded, {"batch": [1, 8, 32]})
+    batched.warmup()
+    xs = [_x(n, n) for n in (1, 3, 2)]
+    admitted = [batched.admit({"x": x}) for x in xs]
+    assert [a.rows for a in admitted] == [1, 3, 2] and len({a.key for a in admitted}) == 1
+    outs = batched.run(admitted)
+    direct = jaxport.load(mlp)
+    for x, out in zip(xs, outs):
+        np.testing.assert_allclose(out["output"], np.asarray(direct(x)), rtol=1e-5, atol=1e-6)
+    s = batched.stats["batch=8"]
+    assert (s.calls, s.rows, s.padded_rows) == (1, 6, 2)
+    assert batched.compilations_after_warmup == 0
+
+
+def test_lazy_compiles_the_first_bucket_a_call_needs_and_pads_smaller_calls_to_it(mlp):
+    loaded = jaxport.load(mlp)
+    batched = Batched(loaded, {"batch": [1, 8, 32, 64]}, lazy=True)
+    assert (batched.compilations, batched.compilations_after_warmup) == (0, None)
+    direct = jaxport.load(mlp)
+    for rows in (20, 3, 32, 1):  # 20 compiles 32; 3, 32 and 1 run on it
+        x = _x(rows, rows)
+        np.testing.assert_allclose(batched({"x": x})["output"], np.asarray(direct(x)), rtol=1e-5, atol=1e-6)
+    assert (batched.compilations, batched.compilations_after_warmup) == (1, 0)
+    assert batched.stats["batch=32"].calls == 4 and batched.stats["batch=1"].calls == 0
+    batched({"x": _x(50)})  # over the compiled bucket: 64 compiles, once
+    batched({"x": _x(40)})
+    assert (batched.compilations, batched.compilations_after_warmup) == (2, 1)
+    assert batched.bucket_of_rows(9) == {"batch": 32} and batched.bucket_of_rows(65) is None

@@ -1,0 +1,225 @@
+"""Requests of one :class:`batching.Batched` run on one worker thread, merged where they can be: the engine-free
+dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothing here imports a server).
+
+- **Dispatch when the worker is free.** A request is checked once (``Batched.admit``) and queued; whenever the
+  worker is free it takes the oldest request and every queued one that can share its call (the same shapes past
+  axis 0, ``Admitted.key``), oldest first, up to ``max_rows`` rows, and runs them as one program call. What queues
+  behind a running call is merged into the next, however long the call takes.
+- **The window bounds waiting; it is never a floor.** When the worker is free it waits for more requests only while
+  others are arriving (a transport counts them with :meth:`Batcher.arrival`: a request being read or decoded) and
+  only until the oldest queued request has waited ``window`` seconds. A request that arrives to an idle worker with
+  nothing else arriving runs at once.
+- **Fast calls skip the thread.** A request that arrives to an idle worker with nothing queued or arriving, on a
+  bucket whose calls took less than :data:`INLINE_SECONDS` so far, runs on the caller's thread
+  (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls always go to the
+  worker, so an event loop is never held longer than that.
+- Merging needs a batch variable (``Batched.batch``) and ``merge``; otherwise every request is its own call, still
+  on the worker. A failure of a merged call goes to every request in it.
+
+Statistics for ``/metrics``: requests per program call (``per_call``), seconds queued and seconds running.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import contextvars
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .batching import Admitted, Batched
+
+#: Calls faster than this (seconds, the bucket's mean so far) run on the caller's thread when nothing waits.
+INLINE_SECONDS = 0.001
+
+#: The arrival of the request the current context serves (set by :meth:`Batcher.arrival`).
+_ARRIVAL: contextvars.ContextVar[object | None] = contextvars.ContextVar("jaxport_arrival", default=None)
+
+
+@dataclass
+class _Queued:
+    admitted: Admitted
+    future: concurrent.futures.Future[dict[str, Any]]
+    since: float
+
+
+@dataclass
+class Waits:
+    """Seconds requests spent queued and program calls spent running, summed, with their counts."""
+
+    queued_seconds: float = 0.0
+    requests: int = 0
+    run_seconds: float = 0.0
+    calls: int = 0
+    inline: int = 0
+    #: How many requests each program call served: ``{requests: calls}``.
+    per_call: dict[int, int] = field(default_factory=dict)
+
+
+class Batcher:
+    """One worker thread running a :class:`Batched`'s admitted requests (see the module docstring)."""
+
+    def __init__(self, batched: Batched, *, merge: bool = True, max_rows: int | None = None,
+                 window_ms: float = 0.0, name: str = "jaxport"):
+        self.batched = batched
+        most = batched.max_rows
+        self.max_rows = min(max_rows or most, most) if most is not None else None
+        self.merge = merge and batched.batch is not None and self.max_rows is not None
+        self.window = max(window_ms, 0.0) / 1000
+        self.waits = Waits()
+        self._queue: deque[_Queued] = deque()
+        self._arriving: set[object] = set()
+        self._busy = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._seconds: dict[tuple[tuple[str, int], ...], tuple[float, int]] = {}
+        self._thread = threading.Thread(target=self._work, name=f"{name}-worker", daemon=True)
+        self._thread.start()
+
+    # -- arrivals --
+
+    @contextlib.contextmanager
+    def arrival(self) -> Iterator[None]:
+        """Count a request as arriving while the transport reads and decodes it (until :meth:`submit` or the end
+        of the block): the worker waits for arriving requests, up to the window, before it runs a call."""
+        token = object()
+        with self._cond:
+            self._arriving.add(token)
+        reset = _ARRIVAL.set(token)
+        try:
+            yield
+        finally:
+            _ARRIVAL.reset(reset)
+            with self._cond:
+                if token in self._arriving:
+                    self._arriving.discard(token)
+                    self._cond.notify_all()
+
+    def _arrived(self) -> None:
+        token = _ARRIVAL.get()
+        if token is not None:
+            self._arriving.discard(token)
+
+    # -- requests --
+
+    def inline(self, admitted: Admitted) -> dict[str, Any] | None:
+        """The outputs of a request run on the caller's thread, when the worker is idle, nothing is queued or
+        arriving and the request's calls are fast (see the module docstring); else None (then :meth:`submit`)."""
+        if admitted.chunks:
+            return None
+        seconds, count = self._seconds.get(tuple(admitted.dims.items()), (0.0, 0))
+        if not count or seconds / count >= INLINE_SECONDS:
+            return None
+        with self._cond:
+            self._arrived()
+            if self._busy or self._queue or self._arriving or self._closed:
+                return None
+            self._busy = True
+        try:
+            return self._run([admitted], inline=True)[0]
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def submit(self, admitted: Admitted) -> concurrent.futures.Future[dict[str, Any]]:
+        """Queue a request for the worker; the future gives its outputs by name (or the call's error)."""
+        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the batcher is closed")
+            self._arrived()
+            self._queue.append(_Queued(admitted, future, time.perf_counter()))
+            self._cond.notify_all()
+        return future
+
+    def __call__(self, admitted: Admitted) -> dict[str, Any]:
+        """Run a request (inline or on the worker) and wait for its outputs."""
+        out = self.inline(admitted)
+        return out if out is not None else self.submit(admitted).result()
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Let the queued requests finish, then stop the worker."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    # -- the worker --
+
+    def _take(self) -> list[_Queued]:
+        """The oldest queued request and the queued ones that may share its call (see the module docstring)."""
+        first = self._queue.popleft()
+        taken = [first]
+        if not self.merge or first.admitted.chunks or first.admitted.rows is None:
+            return taken
+        assert self.max_rows is not None
+        rows, kept = first.admitted.rows, deque[_Queued]()
+        while self._queue:
+            q = self._queue.popleft()
+            a = q.admitted
+            if a.key == first.admitted.key and not a.chunks and a.rows is not None and rows + a.rows <= self.max_rows:
+                taken.append(q)
+                rows += a.rows
+            else:
+                kept.append(q)
+        self._queue = kept
+        return taken
+
+    def _queued_rows(self) -> int:
+        return sum(q.admitted.rows or 0 for q in self._queue)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed or self._busy:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                if self.merge and self.window:
+                    assert self.max_rows is not None
+                    deadline = self._queue[0].since + self.window
+                    while self._arriving and self._queued_rows() < self.max_rows and not self._closed:
+                        left = deadline - time.perf_counter()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                taken = [q for q in self._take() if q.future.set_running_or_notify_cancel()]
+                self._busy = True
+            try:
+                started = time.perf_counter()
+                try:
+                    results = self._run([q.admitted for q in taken]) if taken else []
+                except BaseException as e:  # noqa: BLE001 - every request of the call gets its error
+                    for q in taken:
+                        q.future.set_exception(e)
+                else:
+                    for q, r in zip(taken, results):
+                        q.future.set_result(r)
+                with self._cond:
+                    self.waits.queued_seconds += sum(started - q.since for q in taken)
+                    self.waits.requests += len(taken)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _run(self, requests: list[Admitted], *, inline: bool = False) -> list[dict[str, Any]]:
+        start = time.perf_counter()
+        try:
+            return self.batched.run(requests)
+        finally:
+            seconds = time.perf_counter() - start
+            w = self.waits
+            w.run_seconds += seconds
+            w.calls += 1
+            w.inline += inline
+            w.per_call[len(requests)] = w.per_call.get(len(requests), 0) + 1
+            if len(requests) == 1:
+                key = tuple(requests[0].dims.items())
+                total, count = self._seconds.get(key, (0.0, 0))
+                self._seconds[key] = (total + seconds, count + 1)
