@@ -10,7 +10,7 @@ dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothin
   only until the oldest queued request has waited ``window`` seconds. A request that arrives to an idle worker with
   nothing else arriving runs at once.
 - **Fast calls skip the thread.** A request that arrives to an idle worker with nothing queued or arriving, on a
-  bucket whose calls took less than :data:`INLINE_SECONDS` so far, runs on the caller's thread
+  bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far, runs on the caller's thread
   (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls always go to the
   worker, so an event loop is never held longer than that.
 - Merging needs a batch variable (``Batched.batch``) and ``merge``; otherwise every request is its own call, still
@@ -64,12 +64,13 @@ class Batcher:
     """One worker thread running a :class:`Batched`'s admitted requests (see the module docstring)."""
 
     def __init__(self, batched: Batched, *, merge: bool = True, max_rows: int | None = None,
-                 window_ms: float = 0.0, name: str = "jaxport"):
+                 window_ms: float = 0.0, inline_seconds: float = INLINE_SECONDS, name: str = "jaxport"):
         self.batched = batched
         most = batched.max_rows
         self.max_rows = min(max_rows or most, most) if most is not None else None
         self.merge = merge and batched.batch is not None and self.max_rows is not None
         self.window = max(window_ms, 0.0) / 1000
+        self.inline_seconds = inline_seconds
         self.waits = Waits()
         self._queue: deque[_Queued] = deque()
         self._arriving: set[object] = set()
@@ -112,7 +113,7 @@ class Batcher:
         if admitted.chunks:
             return None
         seconds, count = self._seconds.get(tuple(admitted.dims.items()), (0.0, 0))
-        if not count or seconds / count >= INLINE_SECONDS:
+        if not count or seconds / count >= self.inline_seconds:
             return None
         with self._cond:
             self._arrived()

@@ -159,6 +159,10 @@ class BucketStats:
     seconds: float = 0.0
 
 
+#: The most input signatures :meth:`Batched.admit` remembers (a client sending every shape cannot grow it further).
+_ADMITTED_SIGNATURES = 4096
+
+
 class Admitted(NamedTuple):
     """A request checked once (:meth:`Batched.admit`): its input arrays in the inputs' order, the solved dimension
     values, its rows (None without a batch variable), what a request must share with others to run in one call
@@ -208,6 +212,8 @@ class Batched:
         self._cache_dir: str | Path | None = None
         #: Bucket index -> the call of its compiled program on the inputs in order (``_runner``).
         self._runners: dict[int, Any] = {}
+        #: ``((shape, dtype), ...)`` of numpy inputs that passed the checks -> what :meth:`admit` gave them.
+        self._admitted: dict[tuple[Any, ...], Admitted] = {}
         #: Solved dimension values -> the bucket index a call with them runs on.
         self._chosen: dict[tuple[tuple[str, int], ...], int] = {}
 
@@ -329,6 +335,28 @@ class Batched:
         """Check a request once, as a call would, without running it (the artifact's checks, then a bucket that
         fits); :meth:`run` takes what this returns. Raises InputError (the artifact's message, or why no bucket
         fits)."""
+        import numpy as np
+
+        # The checks depend only on the names, shapes and dtypes: numpy arrays of a signature that passed once
+        # pass again, with the same dimension values (the steady state of a server).
+        if len(arrays) == len(self.input_names):
+            try:
+                flat = [arrays[n] for n in self.input_names]
+                signature_ = tuple([(a.shape, a.dtype) for a in flat if type(a) is np.ndarray])
+            except KeyError:
+                signature_ = ()
+            if len(signature_) == len(flat):
+                seen = self._admitted.get(signature_)
+                if seen is not None:
+                    return seen._replace(flat=flat)
+                admitted = self._admit(arrays)
+                if not admitted.chunks and all(a.dtype.kind != "V" for a in flat) and \
+                        len(self._admitted) < _ADMITTED_SIGNATURES:
+                    self._admitted[signature_] = admitted
+                return admitted
+        return self._admit(arrays)
+
+    def _admit(self, arrays: Mapping[str, Any]) -> Admitted:
         named = self._named(arrays)
         rows, most = self.rows(named), self.max_rows
         if rows is not None and most is not None and rows > most:
@@ -343,7 +371,7 @@ class Batched:
         prepared = self.loaded.prepare(named)
         self._fitting(prepared.dims)
         rows = prepared.dims.get(self.batch) if self.batch else None
-        key = tuple((tuple(v.shape[1:]), str(v.dtype)) for v in prepared.flat)
+        key = tuple((tuple(v.shape[1:]), v.dtype) for v in prepared.flat)
         return Admitted(prepared.flat, prepared.dims, rows, key)
 
     def check(self, arrays: Mapping[str, Any]) -> list[dict[str, int]]:

@@ -5,6 +5,7 @@ directly."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -37,6 +38,26 @@ def direct(mlp):
 
 def _x(rows: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((rows, 784), dtype=np.float32)
+
+
+@contextlib.contextmanager
+def _arriving_elsewhere(batcher):
+    """Another thread's request, arriving (being read) while the block runs."""
+    started, release = threading.Event(), threading.Event()
+
+    def arriving() -> None:
+        with batcher.arrival():
+            started.set()
+            release.wait(30)
+
+    t = threading.Thread(target=arriving)
+    t.start()
+    try:
+        assert started.wait(30)
+        yield
+    finally:
+        release.set()
+        t.join(30)
 
 
 def _expect(direct, x, out):
@@ -111,31 +132,27 @@ def test_a_request_being_read_is_waited_for_up_to_the_window(batched, direct):
 
         # an arrival that never submits (a bad request) holds a queued one for the window, no longer
         batcher2 = Batcher(batched, merge=True, window_ms=400)
-        done = threading.Event()
-
-        def bad_request() -> None:
-            with batcher2.arrival():
-                reading.set()
-                done.wait(30)
-
-        reading.clear()
-        t = threading.Thread(target=bad_request)
-        t.start()
         try:
-            assert reading.wait(30)
-            start = time.perf_counter()
-            _expect(direct, x1, batcher2.submit(batched.admit({"x": x1})).result(timeout=60))
-            assert 0.35 < time.perf_counter() - start < 3.0
+            with _arriving_elsewhere(batcher2):
+                start = time.perf_counter()
+                _expect(direct, x1, batcher2.submit(batched.admit({"x": x1})).result(timeout=60))
+                assert 0.35 < time.perf_counter() - start < 3.0
         finally:
-            done.set()
-            t.join(30)
             batcher2.close()
     finally:
         batcher.close()
 
 
 def test_fast_calls_with_nothing_waiting_run_on_the_callers_thread(batched, direct):
-    batcher = Batcher(batched, merge=True, window_ms=2)
+    slow = Batcher(batched, merge=True, window_ms=2, inline_seconds=0)  # no call is that fast
+    try:
+        x = _x(1, 5)
+        for _ in range(3):
+            _expect(direct, x, slow(batched.admit({"x": x})))
+        assert slow.waits.inline == 0 and slow.waits.calls == 3
+    finally:
+        slow.close()
+    batcher = Batcher(batched, merge=True, window_ms=2, inline_seconds=60)  # every call is that fast
     try:
         x = _x(1, 5)
         admitted = batched.admit({"x": x})
@@ -144,7 +161,7 @@ def test_fast_calls_with_nothing_waiting_run_on_the_callers_thread(batched, dire
         inline = batcher.inline(admitted)
         assert inline is not None and batcher.waits.inline == 1
         _expect(direct, x, inline)
-        with batcher.arrival():  # another request arriving: the worker runs it, so that the two may merge
+        with _arriving_elsewhere(batcher):  # another request arriving: the worker runs this one, so they may merge
             assert batcher.inline(batched.admit({"x": x})) is None
     finally:
         batcher.close()
