@@ -10,9 +10,9 @@ dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothin
   only until the oldest queued request has waited ``window`` seconds. A request that arrives to an idle worker with
   nothing else arriving runs at once.
 - **Fast calls skip the thread.** A request that arrives to an idle worker with nothing queued or arriving, on a
-  bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far, runs on the caller's thread
-  (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls always go to the
-  worker, so an event loop is never held longer than that.
+  bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far, runs on the
+  caller's thread (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls
+  always go to the worker, so an event loop is never held longer than that.
 - Merging needs a batch variable (``Batched.batch``) and ``merge``; otherwise every request is its own call, still
   on the worker. A failure of a merged call goes to every request in it.
 

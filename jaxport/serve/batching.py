@@ -340,11 +340,8 @@ class Batched:
         # The checks depend only on the names, shapes and dtypes: numpy arrays of a signature that passed once
         # pass again, with the same dimension values (the steady state of a server).
         if len(arrays) == len(self.input_names):
-            try:
-                flat = [arrays[n] for n in self.input_names]
-                signature_ = tuple([(a.shape, a.dtype) for a in flat if type(a) is np.ndarray])
-            except KeyError:
-                signature_ = ()
+            flat = [arrays.get(n) for n in self.input_names]
+            signature_ = tuple([(a.shape, a.dtype) for a in flat if type(a) is np.ndarray])
             if len(signature_) == len(flat):
                 seen = self._admitted.get(signature_)
                 if seen is not None:

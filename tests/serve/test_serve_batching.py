@@ -123,3 +123,21 @@ def test_lazy_compiles_the_first_bucket_a_call_needs_and_pads_smaller_calls_to_i
     batched({"x": _x(40)})
     assert (batched.compilations, batched.compilations_after_warmup) == (2, 1)
     assert batched.bucket_of_rows(9) == {"batch": 32} and batched.bucket_of_rows(65) is None
+
+
+def test_admit_remembers_only_what_passed_and_checks_every_name_and_dtype(mlp):
+    batched = Batched(jaxport.load(mlp), {"batch": [1, 8]})
+    x = _x(3)
+    assert batched.admit({"x": x}).dims == {"batch": 3}  # remembered from here on
+    for arrays, message in [
+            ({"y": x}, "unknown input name 'y'; the inputs are: x."),
+            ({}, "missing input 'x'."),
+            ({"x": x, "y": x}, "unknown input name 'y'; the inputs are: x."),
+            ({"x": x.astype(np.float64)}, "input 'x' has dtype float64, but the artifact expects float32. Convert "
+                                          "it with x.astype(np.float32) (import numpy as np)."),
+            ({"x": x[:, :5]}, "input 'x': shape[1] = 5, but the artifact expects 784 (f32[batch, 784]).")]:
+        with pytest.raises(jaxport.InputError) as e:
+            batched.admit(arrays)
+        assert str(e.value) == message
+    admitted = batched.admit({"x": x + 1})
+    np.testing.assert_array_equal(admitted.flat[0], x + 1)  # the remembered check, this request's arrays
