@@ -81,6 +81,23 @@ def install() -> None:
     _installed = True
 
 
+class deferred:  # lower case: used as a function, ``with interrupts.deferred():``
+    """Within: SIGINT and SIGTERM are left to the Python handlers the caller installs, such as a server that lets the
+    requests in flight finish before it ends (then calls :func:`stop`). The watcher thread stops ending the process
+    from native code; the caller installs and restores its handlers; on leaving, the watcher is woken again. Outside
+    the main thread, or where :func:`install` did not run, it changes nothing. (A class, not ``contextlib``: this
+    module is imported by every command's start.)"""
+
+    def __enter__(self) -> None:
+        self._previous: int | None = None
+        if _installed and threading.current_thread() is threading.main_thread():
+            self._previous = signal.set_wakeup_fd(-1)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.set_wakeup_fd(self._previous, warn_on_full_buffer=False)
+
+
 def _reset_in_child() -> None:
     """In a forked child (``sandbox.fork_run``): the parent's handling is not the child's (its parent kills it)."""
     global _installed

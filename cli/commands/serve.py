@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import signal
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import click
 
+from jaxport import interrupts
+from jaxport.artifact import contract
+from jaxport.artifact.container import Artifact, open_artifact
+from jaxport.errors import UsageError
+from jaxport.run.cache import compilation_cache, default_cache_dir
+from jaxport.run.load import load, select_function
+from jaxport.serve import ports
+from jaxport.serve.batching import Batched
+
 from .. import errors, render
 from ..devices import apply, device_options
-from ..options import allow_custom_call_option, debug_option, dim_option, function_option
+from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option
 
 _NAMED = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(@(?P<version>[A-Za-z0-9][A-Za-z0-9_.-]*))?=(?P<path>.+)")
+_SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
 
 _dims_option = dim_option("Sizes of a dimension variable to compile a bucket for (e.g. batch=1,8,32); repeat for "
@@ -23,8 +38,6 @@ _dims_option = dim_option("Sizes of a dimension variable to compile a bucket for
 def _parse(spec: str) -> tuple[str, str, str]:
     """``[NAME[@VERSION]=]ARTIFACT`` as (name, version, path); the name defaults to the file's stem, the version
     to 1."""
-    from pathlib import Path
-
     m = _NAMED.fullmatch(spec)
     if m and not Path(spec).exists():
         name, version, path = m.group("name", "version", "path")
@@ -36,6 +49,38 @@ def _parse(spec: str) -> tuple[str, str, str]:
 
 def _say(text: str) -> None:
     click.echo(f"jaxport serve: {text}", err=True)
+
+
+def _event(as_json: bool, event: str, **fields: Any) -> None:
+    """One ``--json`` event, a JSON object on one line of stdout (specs/schemas/cli/serve.schema.json), flushed."""
+    if as_json:
+        click.echo(json.dumps({"event": event, **fields}))
+
+
+def _distinct(parsed: list[tuple[str, str, str]]) -> None:
+    """Refuse a model name and version given twice, before anything is loaded."""
+    first: dict[tuple[str, str], str] = {}
+    for name, version, path in parsed:
+        if (name, version) in first:
+            raise UsageError(f"model {name!r} version {version} is given twice ({first[name, version]} and {path}); "
+                             f"give each artifact its own name or version: NAME=ARTIFACT or NAME@VERSION=ARTIFACT.")
+        first[name, version] = path
+
+
+def _opened(stack: contextlib.ExitStack, parsed: list[tuple[str, str, str]], function: str | None,
+            dims: dict[str, Any]) -> list[tuple[Artifact, str]]:
+    """Every artifact opened and checked (the manifest, without JAX), with the function to serve; a ``--dim`` that
+    no served function has is refused here, before anything compiles."""
+    opened, seen = [], set()
+    for _, _, path in parsed:
+        art = stack.enter_context(open_artifact(path))
+        fname = select_function(art.model, function, path)
+        seen.update(contract.dimension_variables(art.model.functions[fname]))
+        opened.append((art, fname))
+    unused = [v for v in dims if v not in seen]
+    if unused:
+        raise UsageError(f"--dim {unused[0]}: no served function has a dimension variable {unused[0]!r}.")
+    return opened
 
 
 @click.command("serve")
@@ -58,9 +103,10 @@ def _say(text: str) -> None:
                    "that ran 'jaxport warmup' at build time starts without compiling.")
 @allow_custom_call_option
 @device_options
+@json_option
 @debug_option
 def command(artifacts, dims, function, host, http_port, grpc_port, batch_window_ms, max_batch_rows, cache_dir,
-            allow_custom_calls, devices, debug):
+            allow_custom_calls, devices, as_json, debug):
     """Serve artifacts over the Open Inference Protocol (v2, KServe and Triton clients), REST and gRPC.
 
     Each ARTIFACT is served as a model named after its file (or NAME=ARTIFACT), version 1 (or
@@ -68,7 +114,10 @@ def command(artifacts, dims, function, host, http_port, grpc_port, batch_window_
     bucket is compiled before the server listens, so /v2/health/ready means nothing compiles any more; a request
     is padded to the smallest bucket that fits where the program is proven to work row by row, split over the
     largest, and refused with the reason elsewhere. Bad inputs get HTTP 400 / gRPC INVALID_ARGUMENT with the
-    artifact's message. Needs the optional extra jaxport[serve] (kserve).
+    artifact's message. A model given twice, an artifact that cannot be read and an address that cannot be
+    listened on are refused before anything compiles. SIGTERM or Ctrl-C: the requests in flight are answered, then
+    exit 143 or 130. --json prints one JSON object a line on stdout per event (listening, ready, stopped). Needs
+    the optional extra jaxport[serve] (kserve).
 
     \b
     Examples:
@@ -77,49 +126,63 @@ def command(artifacts, dims, function, host, http_port, grpc_port, batch_window_
     """
 
     def body():
-        from jaxport.errors import UsageError
-
         apply(devices)  # before JAX starts
+        parsed = [_parse(spec) for spec in artifacts]
+        _distinct(parsed)
+        with contextlib.ExitStack() as stack:
+            opened = _opened(stack, parsed, function, dims)
+            ports.check(host, http_port, grpc_port)  # before the minutes of compiling
+            _serve(parsed, opened)
+
+    def _serve(parsed, opened):
         try:
             from jaxport.serve import kserve_server
         except ImportError as e:
             raise UsageError(f"'jaxport serve' needs the optional extra jaxport[serve] (kserve), which is not "
                              f"installed ({e}): pip install 'jaxport[serve]'.") from None
-        from jaxport.artifact import contract
-        from jaxport.run.cache import compilation_cache, default_cache_dir
-        from jaxport.run.load import load
-        from jaxport.serve.batching import Batched
-
         directory = cache_dir or default_cache_dir()
-        parsed = [_parse(spec) for spec in artifacts]
-        models, seen = [], set()
-        for name, version, path in parsed:
+        models, described = [], []
+        for (name, version, path), (art, fname) in zip(parsed, opened):
             start = time.perf_counter()
             with compilation_cache(directory):
-                loaded = load(path, function, allow_custom_calls=allow_custom_calls)
+                loaded = load(art, fname, allow_custom_calls=allow_custom_calls)
             for note in loaded.notes:  # a program older than this JAX's window, read by jaxport
                 render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
             variables = contract.dimension_variables(loaded.function_record)
-            seen.update(v for v in dims if v in variables)
             batched = Batched(loaded, {k: v for k, v in dims.items() if k in variables})
             batched.warmup(directory)
             model = kserve_server.JaxportModel(name, version, batched, window_ms=batch_window_ms,
                                                max_rows=max_batch_rows)
             models.append(model)
+            elapsed = time.perf_counter() - start
             plan = "; ".join(f"{v} in {', '.join(str(x) for x in sorted({b[v] for b in batched.buckets}))}"
                              for v in variables) or "static shapes"
             batching = ("batching up to " + str(model.max_rows) + " rows") if model.batching else \
                 "no batching" if batch_window_ms == 0 else f"no batching ({batched.no_batch_reason})"
             _say(f"{name} version {version} ({path}, function {loaded.function}): {len(batched.buckets)} "
                  f"bucket{'s' if len(batched.buckets) != 1 else ''} compiled ({plan}), {batching}, in "
-                 f"{time.perf_counter() - start:.1f} s")
-        unused = [v for v in dims if v not in seen]
-        if unused:
-            raise UsageError(f"--dim {unused[0]}: no served function has a dimension variable {unused[0]!r}.")
+                 f"{elapsed:.1f} s")
+            described.append({"name": name, "version": version, "artifact": path, "function": loaded.function,
+                              "buckets": [dict(b) for b in batched.buckets], "batching": bool(model.batching),
+                              "max_batch_rows": model.max_rows if model.batching else None,
+                              "warmup_s": round(elapsed, 3)})
         server = kserve_server.Server(models, host=host, http_port=http_port, grpc_port=grpc_port)
-        _say(f"listening on http://{host}:{http_port} (REST) and {host}:{grpc_port} (gRPC); ready when "
-             f"/v2/health/ready says so")
-        sys.stderr.flush()
-        server.serve()
+        rest, grpc = f"http://{ports.address(host, http_port)}", ports.address(host, grpc_port)
 
-    errors.run(body, debug=debug, as_json=False)
+        def listening():
+            _say(f"listening on {rest} (REST) and {grpc} (gRPC), ready: every bucket is compiled")
+            sys.stderr.flush()
+            _event(as_json, "listening", host=host, http_port=http_port, grpc_port=grpc_port, rest=rest, grpc=grpc,
+                   models=[{"name": m["name"], "version": m["version"]} for m in described])
+            _event(as_json, "ready", models=described)
+
+        stopped_by = server.serve(listening)
+        if stopped_by is None:
+            return
+        _event(as_json, "stopped", signal=_SIGNALS.get(stopped_by, str(stopped_by)), exit_code=128 + stopped_by)
+        sys.stdout.flush()
+        if interrupts.installed():
+            interrupts.stop(stopped_by)  # the line every command prints for it, exit 130 or 143
+        sys.exit(128 + stopped_by)
+
+    errors.run(body, debug=debug, as_json=as_json)

@@ -20,6 +20,12 @@ Where kserve 0.21 falls short, this adapter does the work itself (README, "Servi
 - kserve's metadata drops ``versions`` and ``parameters``: REST metadata is answered here (gRPC's
   ``ModelMetadataResponse`` has no ``parameters`` field, so gRPC metadata has names, datatypes and shapes only);
 - kserve parses the process's command line when imported (its own flags): it is imported here with an empty one.
+- gRPC sets ``SO_REUSEPORT``, so a second server on a port in use starts and shares it silently: it is turned off,
+  and a port that cannot be bound is a ``UsageError`` (``ports``), as is every address ``jaxport serve`` checks
+  before it compiles;
+- uvicorn binds its own socket, and exits the process when it cannot: the REST sockets are bound here
+  (``ports.bind``); SIGINT and SIGTERM stop both servers, the requests in flight answered first.
+
 
 Metrics: kserve's own (request latency histograms) and, per model, version and bucket, program calls, real rows,
 rows and input elements added by padding, requests per program call, and compilations after warm-up, on
@@ -34,18 +40,21 @@ import functools
 import logging
 import signal
 import sys
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .. import interrupts
 from ..errors import InputError, JaxportError
-from . import oip
+from . import oip, ports
 from .batching import Batched
 
 _argv, sys.argv = sys.argv, sys.argv[:1]  # kserve.model_server parses sys.argv when imported
 try:
     import orjson
+    import uvicorn
     from fastapi import Request
     from fastapi.responses import Response
     from grpc import aio
@@ -64,6 +73,8 @@ try:
 finally:
     sys.argv = _argv
 
+#: Seconds the requests in flight get to finish after SIGINT or SIGTERM, over REST and gRPC alike.
+GRACE_S = 30
 #: The most bytes one gRPC message may carry, each way.
 GRPC_MESSAGE_BYTES = 1 << 30
 #: Requests per program call, the buckets of the ``jaxport_requests_per_call`` histogram.
@@ -443,6 +454,41 @@ def quiet_logs() -> None:
         logging.getLogger(name).addFilter(_QuietInputErrors())
 
 
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server on sockets bound here, saying when it listens and which signals stopped it."""
+
+    def __init__(self, config: Any, on_started: Callable[[], None]):
+        super().__init__(config)
+        self.on_started = on_started
+        self.signals: list[int] = []
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self.signals.append(sig)
+        super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and not self.should_exit:
+            self.on_started()
+
+
+def _logs_to_stderr() -> None:
+    """Every log line on stderr (kserve writes uvicorn's access lines on stdout): stdout is ``--json``'s events."""
+    loggers = [logging.getLogger(), *(v for v in logging.root.manager.loggerDict.values()
+                                      if isinstance(v, logging.Logger))]
+    for log in loggers:
+        for handler in log.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+                handler.setStream(sys.stderr)
+
+
+async def _stop_when_told(rest: _Uvicorn, grpc_server: Any) -> None:
+    """Stop gRPC when REST is told to stop (a signal), giving its calls in flight ``GRACE_S`` to finish."""
+    while not rest.should_exit:
+        await asyncio.sleep(0.1)  # as uvicorn itself polls
+    await grpc_server.stop(grace=GRACE_S)
+
+
 class Server(ModelServer):
     """kserve's ``ModelServer`` listening on ``host``, with the routes and servicer of this adapter."""
 
@@ -458,31 +504,60 @@ class Server(ModelServer):
         REGISTRY.register(self.metrics)
 
     async def _grpc(self) -> Any:
+        # gRPC sets SO_REUSEPORT by default: a second server on the same port would bind too, and share it silently.
         server = aio.server(concurrent.futures.ThreadPoolExecutor(max_workers=self.max_threads),
                             interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
                             options=[("grpc.max_send_message_length", GRPC_MESSAGE_BYTES),
-                                     ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES)])
+                                     ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES),
+                                     ("grpc.so_reuseport", 0)])
         grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
             Servicer(self.registry, self.dataplane, self.model_repository_extension), server)
-        address = f"[{self.host}]:{self.grpc_port}" if ":" in self.host else f"{self.host}:{self.grpc_port}"
-        server.add_insecure_port(address)
+        try:
+            bound = server.add_insecure_port(ports.address(self.host, self.grpc_port))
+        except RuntimeError:  # "Failed to bind to address": the reason is only in gRPC's log
+            bound = 0
+        if not bound:
+            raise ports.grpc_refusal(self.host, self.grpc_port)
         await server.start()
         return server
 
-    async def _serve_all(self, rest: Any) -> None:
+    async def _serve_all(self, rest: _Uvicorn, sockets: list[Any]) -> None:
         grpc_server = await self._grpc()
+        stopping = asyncio.create_task(_stop_when_told(rest, grpc_server))
         try:
-            await rest.start()  # until SIGINT or SIGTERM (uvicorn's handlers)
+            await rest.serve(sockets=sockets)  # until SIGINT or SIGTERM, then the requests in flight finish
         finally:
-            await grpc_server.stop(grace=5)
+            rest.should_exit = True
+            await stopping
 
-    def serve(self) -> None:
-        """Listen on REST and gRPC until SIGINT or SIGTERM."""
+    def serve(self, on_listening: Callable[[], None] | None = None) -> int | None:
+        """Listen on REST and gRPC until SIGINT or SIGTERM, then let the requests in flight finish (``GRACE_S`` at
+        most) and return the signal that stopped it (None if none did).
+
+        ``on_listening`` is called once both listen. An address that cannot be listened on is a ``UsageError``
+        (``ports``): ``jaxport serve`` checks them before it compiles (``ports.check``), but a port may be taken in
+        between. In the main thread, the signals are this server's until it returns (``interrupts.deferred``):
+        the previous handlers are restored then."""
         add_routes(self.registry)
         quiet_logs()
+        _logs_to_stderr()
         rest = RESTServer(FASTAPI_APP_IMPORT_STRING, self.dataplane, self.model_repository_extension,
-                          self.http_port, workers=1, timeout_keep_alive=self.timeout_keep_alive)
+                          self.http_port, workers=1, timeout_keep_alive=self.timeout_keep_alive, grace_period=GRACE_S)
         rest.config.host = self.host
-        for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn re-raises the signal it stopped for: exit quietly
-            signal.signal(sig, lambda *_: None)
-        asyncio.run(self._serve_all(rest))
+        rest.create_application()
+        server = _Uvicorn(rest.config, on_listening or (lambda: None))
+        sockets = ports.bind(self.host, self.http_port, "--http-port")
+        main = threading.current_thread() is threading.main_thread()
+        # Installed before the loop starts and restored after it ends (uvicorn installs the same handler while it
+        # serves): a signal at any moment in between stops the server gracefully, none is lost.
+        previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)} \
+            if main else {}
+        try:
+            with interrupts.deferred():
+                asyncio.run(self._serve_all(server, sockets))
+        finally:
+            for sock in sockets:
+                sock.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return server.signals[0] if server.signals else None

@@ -31,7 +31,7 @@ SCHEMAS = REPO / "specs" / "schemas"
 CLI_SCHEMAS = SCHEMAS / "cli"
 CLI_DOC = (REPO / "specs" / "CLI.md").read_text()
 COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind",
-            "upgrade")
+            "upgrade", "serve")
 
 
 def _registry() -> Registry:

@@ -1,0 +1,109 @@
+"""The addresses ``jaxport serve`` listens on, checked before anything compiles: engine-free (no kserve here).
+
+A server compiles every bucket before it listens, which may take minutes; an address it cannot listen on must be
+refused before that, in one line that names the option, not after it with a framework's traceback. :func:`check`
+refuses the same port for REST and gRPC and a host that does not resolve, and binds each port once (then closes
+it): a port another process listens on (another ``jaxport serve`` included) is refused there. :func:`bind` is the
+same bind, kept open: the REST server listens on its sockets, so the check and the real bind cannot disagree.
+
+Sockets are bound as uvicorn binds them: ``SO_REUSEADDR`` (a port a stopped server left in TIME_WAIT is free) and
+never ``SO_REUSEPORT`` (which would let a second server share a port silently); IPv6 sockets are IPv6 only, as
+asyncio makes them, so that a host name resolving to both families gets one socket each. An IPv6 address that the
+machine does not have (IPv6 disabled in a container) is skipped, as asyncio skips it, unless it is the only one.
+Every refusal is a :class:`UsageError`.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from ..errors import UsageError
+
+
+def address(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets (``[::1]:8081``), as gRPC and URLs write it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def check(host: str, http_port: int, grpc_port: int) -> None:
+    """Refuse addresses ``jaxport serve`` could not listen on (see the module docstring); bind nothing for good."""
+    if http_port == grpc_port:
+        raise UsageError(f"--http-port and --grpc-port are both {http_port}: REST and gRPC each need a port of their "
+                         f"own; give --grpc-port another one.")
+    for option, port in (("--http-port", http_port), ("--grpc-port", grpc_port)):
+        for sock in bind(host, port, option):
+            sock.close()
+
+
+def bind(host: str, port: int, option: str = "--http-port") -> list[socket.socket]:
+    """Sockets bound (not listening) on every address ``host`` resolves to, at ``port``; ``option`` is the
+    command-line option that gave the port, named by the error when one cannot be bound."""
+    sockets: list[socket.socket] = []
+    unavailable: OSError | None = None
+    try:
+        for family, kind, proto, sockaddr in _resolve(host, port):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(sockaddr)
+            except OSError as e:
+                sock.close()
+                if e.errno == errno.EADDRNOTAVAIL:  # this family or address is not on this machine
+                    unavailable = e
+                    continue
+                raise UsageError(refusal(e, host, port, option)) from None
+            sockets.append(sock)
+        if not sockets:
+            reason = unavailable.strerror if unavailable is not None else "no address"
+            raise UsageError(f"--host {host}: {address(host, port)} is not an address of this machine ({reason}); "
+                             f"give one of its addresses (127.0.0.1, or 0.0.0.0 for every interface).")
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def refusal(e: OSError, host: str, port: int, option: str) -> str:
+    """What a failed bind of ``host:port`` (given by ``option``) means, and what to do."""
+    where = address(host, port)
+    if e.errno == errno.EADDRINUSE:
+        return (f"{option} {port}: {where} is already in use (another process listens there, perhaps another "
+                f"'jaxport serve'); stop it, or give {option} another port.")
+    if e.errno == errno.EACCES:
+        low = "; ports below 1024 need privileges" if port < 1024 else ""
+        return (f"{option} {port}: listening on {where} is not permitted ({e.strerror}){low}; give {option} another "
+                f"port.")
+    return (f"{option} {port}: cannot listen on {where} ({e.strerror}); give {option} another port, or --host "
+            f"another address.")
+
+
+def grpc_refusal(host: str, port: int) -> UsageError:
+    """The error for a gRPC server that could not bind ``host:port`` (gRPC says only "Failed to bind"): the reason
+    a plain bind of the same address gives now, else a general one."""
+    try:
+        for sock in bind(host, port, "--grpc-port"):
+            sock.close()
+    except UsageError as e:
+        return e
+    return UsageError(f"--grpc-port {port}: gRPC could not listen on {address(host, port)} (it was in use a moment "
+                      f"ago); give --grpc-port another port, or start again.")
+
+
+def _resolve(host: str, port: int) -> list[tuple[int, int, int, tuple]]:
+    """The distinct stream addresses ``host`` resolves to, for a server (``AI_PASSIVE``)."""
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, socket.gaierror) else str(e)
+        raise UsageError(f"--host {host}: no address found for it ({reason}); give an address of this machine "
+                         f"(127.0.0.1, or 0.0.0.0 for every interface) or a host name that resolves to "
+                         f"one.") from None
+    seen: list[tuple[int, int, int, tuple]] = []
+    for family, kind, proto, _, sockaddr in infos:
+        if family in (socket.AF_INET, socket.AF_INET6) and (family, kind, proto, sockaddr) not in seen:
+            seen.append((family, kind, proto, sockaddr))
+    return seen
