@@ -347,7 +347,7 @@ class Batched:
                 if seen is not None:
                     return seen._replace(flat=flat)
                 admitted = self._admit(arrays)
-                if not admitted.chunks and all(a.dtype.kind != "V" for a in flat) and \
+                if not admitted.chunks and all(dtype.kind != "V" for _, dtype in signature_) and \
                         len(self._admitted) < _ADMITTED_SIGNATURES:
                     self._admitted[signature_] = admitted
                 return admitted

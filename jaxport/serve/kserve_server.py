@@ -3,10 +3,12 @@
 
 Each artifact is a :class:`JaxportModel` over a :class:`batching.Batched`: every bucket is compiled before the
 server starts listening, so ``/v2/health/ready`` answers only once nothing is left to compile. A request's tensors
-are checked by the artifact's own checks; an error is HTTP 400 / gRPC ``INVALID_ARGUMENT`` with the artifact's
-message (kserve's ``InvalidInput``). The program runs on one worker thread per model, off the event loop. With a
-batching window (``window_ms > 0``), requests of one model that arrive within it, with the same shapes past axis
-0, are concatenated along the batch axis (up to ``max_rows``), run as one call, and split back.
+are checked once, by the artifact's own checks; an error is HTTP 400 / gRPC ``INVALID_ARGUMENT`` with the
+artifact's message (kserve's ``InvalidInput``). The program runs on one worker thread per model (``batcher``: a
+call that is fast, with nothing waiting, on the event loop itself). With a batching window (``window_ms > 0``),
+what queues while the worker runs a call is concatenated along the batch axis (up to ``max_rows``), run as the
+next call, and split back; the REST and gRPC handlers count a request as arriving while they read it, which the
+worker waits for, up to the window.
 
 Where kserve 0.21 falls short, this adapter does the work itself (README, "Serving and batch inference"):
 
@@ -26,7 +28,6 @@ Where kserve 0.21 falls short, this adapter does the work itself (README, "Servi
 - uvicorn binds its own socket, and exits the process when it cannot: the REST sockets are bound here
   (``ports.bind``); SIGINT and SIGTERM stop both servers, the requests in flight answered first.
 
-
 Metrics: kserve's own (request latency histograms) and, per model, version and bucket, program calls, real rows,
 rows and input elements added by padding, requests per program call, and compilations after warm-up, on
 ``/metrics`` (Prometheus text).
@@ -36,19 +37,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import interrupts
 from ..errors import InputError, JaxportError
 from . import oip, ports
+from .batcher import Batcher
 from .batching import Batched
 
 _argv, sys.argv = sys.argv, sys.argv[:1]  # kserve.model_server parses sys.argv when imported
@@ -61,15 +62,21 @@ try:
     from kserve import InferInput, InferOutput, InferRequest, InferResponse, Model, ModelServer
     from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING, INFERENCE_CONTENT_LENGTH_HEADER
     from kserve.errors import InferenceError, InvalidInput, ModelNotFound
+    from kserve.metrics import PREDICT_HIST_TIME, get_labels
     from kserve.model_server import app
     from kserve.protocol.grpc import grpc_predict_v2_pb2 as pb
     from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc
     from kserve.protocol.grpc.interceptors import ExceptionToStatusInterceptor, LoggingInterceptor
     from kserve.protocol.grpc.servicer import InferenceServicer
-    from kserve.protocol.infer_type import RequestedOutput
+    from kserve.protocol.infer_type import RequestedOutput, get_content
     from kserve.protocol.rest.server import RESTServer
     from prometheus_client import REGISTRY
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        SummaryMetricFamily,
+    )
 finally:
     sys.argv = _argv
 
@@ -79,14 +86,6 @@ GRACE_S = 30
 GRPC_MESSAGE_BYTES = 1 << 30
 #: Requests per program call, the buckets of the ``jaxport_requests_per_call`` histogram.
 _PER_CALL = (1, 2, 4, 8, 16, 32, 64, 128)
-
-
-@dataclass
-class _Pending:
-    key: tuple[Any, ...]
-    arrays: dict[str, Any]
-    rows: int
-    future: asyncio.Future[dict[str, Any]]
 
 
 class JaxportModel(Model):
@@ -100,20 +99,15 @@ class JaxportModel(Model):
         f = batched.function_record
         self.inputs = [oip.Tensor.of(i, "input") for i in f.inputs]  # UsageError for a dtype OIP lacks
         self.outputs = [oip.Tensor.of(o, "output") for o in f.outputs]
-        self.window = max(window_ms, 0.0) / 1000
-        most = batched.max_rows
-        self.max_rows = min(max_rows or most, most) if most is not None else None
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxport-{name}")
-        self._pending: list[_Pending] = []
-        self._pending_rows = 0
-        self._timer: asyncio.TimerHandle | None = None
-        #: How many requests each program call served: ``{requests: calls}``.
-        self.per_call: dict[int, int] = {}
+        self.batcher = Batcher(batched, merge=window_ms > 0, max_rows=max_rows, window_ms=window_ms,
+                               name=f"jaxport-{name}")
+        self.max_rows = self.batcher.max_rows
+        self._latency = PREDICT_HIST_TIME.labels(**get_labels(name))
         self.ready = True  # every bucket was compiled before the model was made
 
     @property
     def batching(self) -> bool:
-        return self.window > 0 and self.batched.batch is not None
+        return self.batcher.merge
 
     def metadata(self, versions: Sequence[str]) -> dict[str, Any]:
         return oip.model(self.batched.function_record, self.name, versions, self.batched.loaded.function,
@@ -124,6 +118,23 @@ class JaxportModel(Model):
 
     def get_output_types(self) -> list[dict[str, Any]]:
         return [t.types() for t in self.outputs]
+
+    async def outputs_of(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
+        """The outputs by name of one request's input arrays: checked once, run on the event loop when that is
+        fastest, else on the worker (``batcher``), merged with others when batching. The request's errors are
+        kserve's ``InvalidInput`` (400), a failed call ``InferenceError`` (500)."""
+        start = time.perf_counter()
+        try:
+            admitted = self.batched.admit(arrays)  # the one check of this request
+            outputs = self.batcher.inline(admitted)
+            if outputs is None:
+                outputs = await asyncio.wrap_future(self.batcher.submit(admitted))
+        except InputError as e:
+            raise InvalidInput(str(e)) from None
+        except JaxportError as e:
+            raise InferenceError(str(e)) from None
+        self._latency.observe(time.perf_counter() - start)
+        return outputs
 
     async def predict(self, payload: Any, headers: Mapping[str, str] | None = None,
                       response_headers: Any = None) -> Any:
@@ -138,17 +149,7 @@ class JaxportModel(Model):
             except (ValueError, TypeError) as e:
                 raise InvalidInput(f"input {inp.name!r}: its data does not fill shape {list(inp.shape)} of "
                                    f"{inp.datatype} ({e}).") from None
-        try:
-            self.batched.check(arrays)
-            rows = self.batched.rows(arrays)
-        except InputError as e:
-            raise InvalidInput(str(e)) from None
-        outputs: dict[str, Any]
-        if self.batching and rows is not None and self.max_rows is not None and 0 < rows <= self.max_rows:
-            outputs = await self._queued(arrays, rows)
-        else:
-            loop = asyncio.get_running_loop()
-            (outputs,) = await loop.run_in_executor(self._executor, self._call, [arrays])
+        outputs = await self.outputs_of(arrays)
         infer_outputs = []
         for t in self.outputs:
             value = outputs[t.name]
@@ -160,72 +161,43 @@ class JaxportModel(Model):
                              use_binary_outputs=payload.use_binary_outputs,
                              requested_outputs=payload.request_outputs)
 
-    # -- batching of concurrent requests --
-
-    async def _queued(self, arrays: dict[str, Any], rows: int) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        key = tuple((n, a.shape[1:], str(a.dtype)) for n, a in arrays.items())
-        pending = _Pending(key, arrays, rows, loop.create_future())
-        self._pending.append(pending)
-        self._pending_rows += rows
-        assert self.max_rows is not None
-        if self._pending_rows >= self.max_rows:
-            self._dispatch()
-        elif self._timer is None:
-            self._timer = loop.call_later(self.window, self._dispatch)
-        return await pending.future
-
-    def _dispatch(self) -> None:
-        """Send the pending requests to the worker: grouped by shapes past axis 0, at most ``max_rows`` a call."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        pending, self._pending, self._pending_rows = self._pending, [], 0
-        groups: dict[tuple[Any, ...], list[list[_Pending]]] = {}
-        assert self.max_rows is not None
-        for p in pending:
-            runs = groups.setdefault(p.key, [[]])
-            if sum(q.rows for q in runs[-1]) + p.rows > self.max_rows:
-                runs.append([])
-            runs[-1].append(p)
-        loop = asyncio.get_running_loop()
-        for runs in groups.values():
-            for run in runs:
-                future = loop.run_in_executor(self._executor, self._call, [p.arrays for p in run])
-                future.add_done_callback(functools.partial(_settle, run=run))
-
-    def _call(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run requests (on the worker thread) as one call, split back per request."""
+    def grpc_response(self, request_id: str, outputs: Mapping[str, Any]) -> Any:
+        """A gRPC ``ModelInferResponse`` of the outputs, every tensor's bytes in ``raw_output_contents``."""
         import numpy as np
 
-        self.per_call[len(requests)] = self.per_call.get(len(requests), 0) + 1
+        tensors, raw = [], []
+        for t in self.outputs:
+            value = np.ascontiguousarray(outputs[t.name])
+            tensors.append(pb.ModelInferResponse.InferOutputTensor(name=t.name, datatype=t.datatype,
+                                                                   shape=list(value.shape)))
+            raw.append(value.tobytes())
+        return pb.ModelInferResponse(id=request_id or str(uuid.uuid4()), model_name=self.name,
+                                     model_version=self.version, outputs=tensors, raw_output_contents=raw)
+
+
+def grpc_inputs(request: Any) -> dict[str, Any]:
+    """A gRPC ``ModelInferRequest``'s input tensors as arrays by name, from ``raw_input_contents`` (straight from
+    the bytes) or each tensor's typed ``contents``; kserve's ``InvalidInput`` naming what is wrong."""
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(request.inputs):
+        raise InvalidInput(f"the request has {len(request.inputs)} inputs but {len(raw)} raw_input_contents; give "
+                           f"one raw_input_contents entry per input, in the inputs' order.")
+    arrays: dict[str, Any] = {}
+    for k, tensor in enumerate(request.inputs):
+        name = tensor.name
+        if name in arrays:
+            raise InvalidInput(f"input {name!r} is given twice.")
         try:
-            if len(requests) == 1:
-                return [self.batched(requests[0])]
-            names = self.batched.input_names
-            merged = self.batched({n: np.concatenate([r[n] for r in requests]) for n in names})
+            if raw:
+                if tensor.HasField("contents"):
+                    raise InvalidInput(f"input {name!r} has contents as well as raw_input_contents; give one.")
+                arrays[name] = oip.decode(name, tensor.datatype, list(tensor.shape), raw=raw[k])
+            else:
+                data = get_content(tensor.datatype, tensor.contents) if tensor.datatype in oip.DTYPES else None
+                arrays[name] = oip.decode(name, tensor.datatype, list(tensor.shape), data=data)
         except InputError as e:
             raise InvalidInput(str(e)) from None
-        except JaxportError as e:
-            raise InferenceError(str(e)) from None
-        out, start = [], 0
-        first = names[0]
-        for r in requests:
-            stop = start + int(r[first].shape[0])
-            out.append({k: v[start:stop] for k, v in merged.items()})
-            start = stop
-        return out
-
-
-def _settle(future: asyncio.Future[list[dict[str, Any]]], *, run: list[_Pending]) -> None:
-    error = future.exception()
-    for i, p in enumerate(run):
-        if p.future.done():
-            continue
-        if error is not None:
-            p.future.set_exception(error)
-        else:
-            p.future.set_result(future.result()[i])
+    return arrays
 
 
 def _version_key(version: str) -> tuple[int, Any]:
@@ -367,9 +339,10 @@ def add_routes(registry: Registry) -> None:
 
     async def infer(request: Request, model_name: str, model_version: str | None = None) -> Any:
         model = registry.get(model_name, model_version)
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        payload = rest_request(await request.body(), headers, model_name)
-        response, _ = await model(payload, headers=headers)
+        with model.batcher.arrival():  # the batcher waits for a request being read, up to its window
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            payload = rest_request(await request.body(), headers, model_name)
+            response = await model.predict(payload, headers)  # kserve's pre- and postprocess are no-ops here
         return _rest_response(response)
 
     prefix = "/v2/models/{model_name}"
@@ -402,9 +375,9 @@ class Servicer(InferenceServicer):
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:  # noqa: N802
         model = self.registry.get(request.model_name, request.model_version)
-        self.validate_grpc_request(request)
-        response, _ = await model(InferRequest.from_grpc(request), headers={})
-        return response.to_grpc()
+        with model.batcher.arrival():
+            outputs = await model.outputs_of(grpc_inputs(request))
+        return model.grpc_response(request.id, outputs)
 
 
 class Metrics:
@@ -425,6 +398,14 @@ class Metrics:
                                      labels=["model", "version"])
         per_call = HistogramMetricFamily("jaxport_requests_per_call", "Requests served by one program call",
                                          labels=["model", "version"])
+        queued = SummaryMetricFamily("jaxport_queue_seconds", "Seconds requests waited for the worker",
+                                     labels=["model", "version"])
+        running = SummaryMetricFamily("jaxport_run_seconds", "Seconds program calls took (padding, the call, "
+                                      "the outputs to host memory)", labels=["model", "version"])
+        bucket_seconds = CounterMetricFamily("jaxport_bucket_seconds", "Seconds the program calls of a bucket took",
+                                             labels=labels)
+        inline = CounterMetricFamily("jaxport_inline_calls", "Program calls run on the event loop (fast, nothing "
+                                     "waiting) rather than the worker", labels=["model", "version"])
         for (name, version), m in self.registry.models.items():
             for bucket, s in m.batched.stats.items():
                 key = [name, version, bucket]
@@ -432,12 +413,17 @@ class Metrics:
                 rows.add_metric(key, s.rows)
                 padded.add_metric(key, s.padded_rows)
                 elements.add_metric(key, s.padded_elements)
+                bucket_seconds.add_metric(key, s.seconds)
             compiled.add_metric([name, version], m.batched.compilations_after_warmup or 0)
-            counts = dict(m.per_call)
+            counts = dict(m.batcher.waits.per_call)
             buckets = [(str(edge), sum(c for n, c in counts.items() if n <= edge)) for edge in _PER_CALL]
             buckets.append(("+Inf", sum(counts.values())))
             per_call.add_metric([name, version], buckets, sum(n * c for n, c in counts.items()))
-        yield from (calls, rows, padded, elements, compiled, per_call)
+            w = m.batcher.waits
+            queued.add_metric([name, version], w.requests, w.queued_seconds)
+            running.add_metric([name, version], w.calls, w.run_seconds)
+            inline.add_metric([name, version], w.inline)
+        yield from (calls, rows, padded, elements, bucket_seconds, compiled, per_call, queued, running, inline)
 
 
 class _QuietInputErrors(logging.Filter):

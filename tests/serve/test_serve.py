@@ -290,3 +290,38 @@ def test_concurrent_requests_are_batched_and_nothing_compiles_after_ready(server
     assert "Traceback" not in log
     assert re.search(r"jaxport serve: mlp version 1 \(.*mlp\.jaxport, function predict\): 3 buckets compiled "
                      r"\(batch in 1, 8, 32\), batching up to 32 rows", log), log[-3000:]
+
+
+def test_grpc_typed_contents_and_malformed_raw_contents(server, direct):
+    """jaxport decodes gRPC tensors itself: typed ``contents`` equal the raw bytes; raw and typed contents mixed,
+    or a raw_input_contents count that does not match the inputs, are INVALID_ARGUMENT naming what is wrong."""
+    import grpc
+    from tritonclient.grpc import service_pb2 as pb  # the protocol's messages, as the client ships them
+    from tritonclient.grpc import service_pb2_grpc as pb_grpc
+
+    x = _x(2, 7)
+    tensor = pb.ModelInferRequest.InferInputTensor
+    with grpc.insecure_channel(server["grpc"]) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        typed = tensor(name="x", datatype="FP32", shape=[2, 784],
+                       contents=pb.InferTensorContents(fp32_contents=x.reshape(-1).tolist()))
+        reply = stub.ModelInfer(pb.ModelInferRequest(model_name="mlp", model_version="1", inputs=[typed]),
+                                timeout=60)
+        assert (reply.model_name, reply.model_version, list(reply.outputs[0].shape)) == ("mlp", "1", [2, 10])
+        got = np.frombuffer(reply.raw_output_contents[0], dtype=np.float32).reshape(2, 10)
+        np.testing.assert_allclose(got, direct["1"](x), rtol=1e-6)
+        cases = [
+            (pb.ModelInferRequest(model_name="mlp", inputs=[typed], raw_input_contents=[x.tobytes()]),
+             "input 'x' has contents as well as raw_input_contents; give one."),
+            (pb.ModelInferRequest(model_name="mlp", inputs=[tensor(name="x", datatype="FP32", shape=[2, 784])],
+                                  raw_input_contents=[x.tobytes(), x.tobytes()]),
+             "the request has 1 inputs but 2 raw_input_contents; give one raw_input_contents entry per input, in "
+             "the inputs' order."),
+            (pb.ModelInferRequest(model_name="mlp", inputs=[tensor(name="x", datatype="FP32", shape=[2, 784])],
+                                  raw_input_contents=[x.tobytes()[:-4]]),
+             "input 'x': 6268 bytes of data for shape [2, 784] of FP32, which takes 6272."),
+        ]
+        for request, message in cases:
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelInfer(request, timeout=60)
+            assert (e.value.code(), e.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
