@@ -32,7 +32,8 @@ _SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
 _dims_option = dim_option("Sizes of a dimension variable to compile a bucket for (e.g. batch=1,8,32); repeat for "
                           "each variable (every combination is compiled). Default: the powers of two inside the "
-                          "spec's bounds and the upper bound, as 'jaxport compile' proposes them.")
+                          "spec's bounds with three sizes between each (8, 10, 12, 14, 16, ...) and the upper "
+                          "bound.")
 
 
 def _parse(spec: str) -> tuple[str, str, str]:
@@ -94,8 +95,9 @@ def _opened(stack: contextlib.ExitStack, parsed: list[tuple[str, str, str]], fun
 @click.option("--grpc-port", type=click.IntRange(1, 65535), default=8081, show_default=True,
               help="The gRPC port (inference.GRPCInferenceService).")
 @click.option("--batch-window-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Batch concurrent requests: wait up to this long after a request for others with the same shapes "
-                   "past axis 0, and run them as one call (0: every request is its own call).")
+              help="Batch concurrent requests: whenever the worker is free, the queued requests with the same "
+                   "shapes past axis 0 run as one call. A request waits at most this long for others (a request "
+                   "that finds the worker idle runs at once); 0: every request is its own call.")
 @click.option("--max-batch-rows", type=click.IntRange(min=1), default=None,
               help="The most rows one batched call takes (default: the largest bucket's).")
 @click.option("--cache-dir", type=click.Path(file_okay=False),

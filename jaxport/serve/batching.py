@@ -6,9 +6,11 @@ A request path that calls a program at whatever batch size it meets compiles a n
 every actor). :class:`Batched` compiles a fixed set of shape *buckets* ahead and runs every batch on one of them:
 
 - The buckets: for each dimension variable, the sizes given (``dims={"batch": [1, 8, 32]}``, ``--dim
-  batch=1,8,32``), or else the sizes ``jaxport compile`` proposes from the spec's bounds (``run.buckets``: the
-  powers of two inside them and the upper bound, at most 8 buckets); every combination that satisfies the spec's
-  constraints. :meth:`Batched.warmup` compiles them all.
+  batch=1,8,32``), or else the sizes proposed from the spec's bounds by the rule ``jaxport compile`` uses
+  (``run.buckets.propose``), finer: the powers of two inside them with three sizes between each (:data:`STEPS`)
+  and the upper bound, at most 64 buckets; every combination that satisfies the spec's constraints.
+  :meth:`Batched.warmup` compiles them all (a server); ``lazy`` compiles the first bucket a call needs (a batch
+  job: the bucket of its batch size, which its ragged last batch reuses).
 - A call runs on the smallest bucket that fits it (the fewest input elements): each variable equal to the
   bucket's value, or not above it where the program is proven to work row by row along the variable
   (``run.rowwise``, the proof ``jaxport compile`` records for IREE modules). There the inputs are padded along
@@ -19,7 +21,9 @@ every actor). :class:`Batched` compiles a fixed set of shape *buckets* ahead and
   one padded), called one by one and concatenated; so are batches over the spec's upper bound.
 - Where padding is not proven safe, a call must match a bucket exactly; otherwise it is refused with the proof's
   reason (an InputError). Inputs are checked by the artifact's own checks (``Loaded.prepare``: names, dtypes,
-  shapes, bounds, constraints) before anything runs, with the artifact's messages.
+  shapes, bounds, constraints) before anything runs, with the artifact's messages, once per request
+  (:meth:`Batched.admit`); :meth:`Batched.run` runs admitted requests, several merged along the batch variable
+  into one call (``batcher``), on the compiled program itself.
 
 Nothing here compiles after :meth:`Batched.warmup`: every call runs on a bucket's signature
 (:attr:`Batched.compilations_after_warmup` counts, and tests assert, 0). Calls are serialized by a lock (one
