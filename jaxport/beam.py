@@ -2,15 +2,27 @@
 
 ``RunInference(jaxport.beam.ModelHandler("m.jaxport"))`` over a PCollection of examples: each example is one row
 without the batch axis, a numpy array for a function of one input, or a dict of arrays by input name. Beam's
-batching (``BatchElements``) is capped at the largest compiled bucket (``batch_elements_kwargs``), so a batch never
-grows past the artifact's bound; each worker loads the artifact once and compiles every bucket before its first
-batch; a ragged batch is padded to a bucket, so nothing compiles mid-job. Each result is a ``PredictionResult``
-whose ``inference`` is the output row (a dict by output name for several outputs). Beam metrics (namespace
-``jaxport``): ``rows``, ``program_calls`` and ``compilations_after_warmup`` (0). Needs ``jaxport[beam]``.
+batching (``BatchElements``) is capped at ``max_batch_size`` (default and most: the largest bucket's,
+``batch_elements_kwargs``), and each worker loads the artifact once and compiles one program, the bucket covering
+``max_batch_size``, before its first batch; every smaller batch is padded to it, so nothing compiles mid-job (give
+``max_batch_size`` to the batch you want: a batch padded from far below wastes the padding's work). Each result is
+a ``PredictionResult`` whose ``inference`` is the output row (a dict by output name for several outputs).
+
+The artifact reaches the workers as a path or URL that Beam's ``FileSystems`` reads (``gs://``, ``s3://``,
+``hdfs://``, or a local path every worker sees), read on each worker, or as the artifact's bytes, carried by the
+handler itself (small artifacts: the pipeline holds them); received bytes are written once per worker to the user's
+cache, named by their sha256 (``serve.engine``), and checked as ``jaxport.load`` checks any artifact. ``cache_dir``:
+JAX's persistent compilation cache, filled by ``jaxport warmup --cache-dir DIR`` (bake it into the workers'
+container image, e.g. Dataflow's ``--sdk_container_image``), from which a worker fetches its program.
+
+Beam metrics (namespace ``jaxport``), summed over workers: ``workers``, ``rows``, ``program_calls``,
+``compilations`` (programs compiled or fetched from the cache: one per worker), ``compilation_cache_hits`` (of them,
+fetched) and ``compilations_after_warmup`` (0). Needs ``jaxport[beam]``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,38 +34,78 @@ from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .errors import InputError, UsageError
 from .serve.batching import Dims
-from .serve.engine import Engine, first_axis_bound
+from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound
 
 __all__ = ["ModelHandler"]
 
 
-class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
-    """Runs an artifact's function on Beam's batches (see the module docstring). ``dims``: the bucket sizes, as
-    ``jaxport serve --dim``; ``max_batch_size`` lowers the cap (never above the largest bucket)."""
+def _is_url(text: str) -> bool:
+    return "://" in text
 
-    def __init__(self, artifact: str | Path, function: str | None = None, dims: Dims | None = None, *,
+
+def _fetched(url: str) -> bytes:
+    """The bytes at ``url``, read by Beam's ``FileSystems`` (the schemes its installed extras register)."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        with FileSystems.open(url, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            return bytes(f.read())
+    except Exception as e:  # noqa: BLE001 - each filesystem raises its own errors
+        raise UsageError(f"{url}: Beam's FileSystems cannot read the artifact ({type(e).__name__}: "
+                         f"{str(e)[:300]}).") from None
+
+
+def _stacked(name: str, values: Sequence[Any]) -> Any:
+    """One input's examples stacked along a new axis 0; InputError naming the first example of another shape."""
+    import numpy as np
+
+    arrays = [np.asarray(v) for v in values]
+    for i, a in enumerate(arrays):
+        if a.shape != arrays[0].shape:
+            raise InputError(f"input {name!r}: example {i} of the batch has shape {list(a.shape)}, example 0 has "
+                             f"{list(arrays[0].shape)}; every example of an input has the same shape.")
+    return np.stack(arrays)
+
+
+class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
+    """Runs an artifact's function on Beam's batches (see the module docstring). ``artifact``: a path or URL
+    (``FileSystems``), or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``;
+    ``max_batch_size`` lowers the cap (never above the largest bucket) and chooses the bucket each worker
+    compiles."""
+
+    def __init__(self, artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
                  min_batch_size: int = 1, max_batch_size: int | None = None, cache_dir: str | Path | None = None,
                  allow_custom_calls: Iterable[str] | None = None):
         super().__init__()
-        self.artifact, self.function, self.dims = str(artifact), function, dict(dims or {})
+        if isinstance(artifact, (bytes, bytearray, memoryview)):
+            self.artifact: str | bytes = bytes(artifact)
+            local = artifact_path(self.artifact)
+        elif isinstance(artifact, (str, os.PathLike)):
+            self.artifact = os.fspath(artifact).removeprefix("file://")
+            local = artifact_path(_fetched(self.artifact)) if _is_url(self.artifact) else Path(self.artifact)
+        else:
+            raise UsageError(f"the artifact is a path, a URL or its bytes, not {type(artifact).__name__}.")
+        self.function, self.dims = function, dict(dims or {})
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.allow_custom_calls = list(allow_custom_calls or [])
-        manifest = open_artifact(artifact).model
+        manifest = open_artifact(local).model
         names = function_names(manifest, function)
         if len(names) > 1:
-            raise UsageError(f"{artifact}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
+            raise UsageError(f"{local}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
                              f"with function=NAME.")
         f = manifest.functions[names[0]]
         self.input_names = f.input_names
         cap = first_axis_bound(f, dims)
         self.max_batch_size = cap if max_batch_size is None or cap is None else max(1, min(max_batch_size, cap))
         self.min_batch_size = max(1, min(min_batch_size, self.max_batch_size or min_batch_size))
-        self._rows = Metrics.counter("jaxport", "rows")
-        self._calls = Metrics.counter("jaxport", "program_calls")
-        self._compiled = Metrics.counter("jaxport", "compilations_after_warmup")
+        self._counters = {name: Metrics.counter("jaxport", name) for name in COUNTS}
 
     def load_model(self) -> Engine:
-        return Engine(self.artifact, self.function, self.dims, cache_dir=self.cache_dir,
+        source: str | bytes = self.artifact
+        if isinstance(source, str) and _is_url(source):
+            source = _fetched(source)
+        return Engine(source, self.function, self.dims, batch_size=self.max_batch_size, cache_dir=self.cache_dir,
                       allow_custom_calls=self.allow_custom_calls)
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
@@ -62,7 +114,6 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
 
     def run_inference(self, batch: Sequence[Any], model: Engine,
                       inference_args: dict[str, Any] | None = None) -> Iterable[base.PredictionResult]:
-        import numpy as np
 
         if inference_args:
             raise InputError(f"jaxport's ModelHandler takes no inference_args (got {', '.join(inference_args)}).")
@@ -70,19 +121,21 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
         if not rows:
             return []
         if isinstance(rows[0], Mapping):
-            arrays = {n: np.stack([np.asarray(r[n]) for r in rows]) for n in self.input_names if n in rows[0]}
-            arrays.update({k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0] if k not in arrays})
+            for i, r in enumerate(rows):
+                missing = [n for n in self.input_names if n not in r]
+                if missing:
+                    raise InputError(f"example {i} of the batch has no {', '.join(map(repr, missing))} (it has "
+                                     f"{', '.join(map(repr, r)) or 'nothing'}); give every input by name.")
+            arrays = {n: _stacked(n, [r[n] for r in rows]) for n in self.input_names}
+            arrays.update({k: _stacked(k, [r.get(k) for r in rows]) for k in rows[0] if k not in arrays})
         elif len(self.input_names) == 1:
-            arrays = {self.input_names[0]: np.stack([np.asarray(r) for r in rows])}
+            arrays = {self.input_names[0]: _stacked(self.input_names[0], rows)}
         else:
             raise InputError(f"the function takes {len(self.input_names)} inputs ({', '.join(self.input_names)}); "
                              f"give each example as a dict of arrays by input name.")
-        before = model.batched.compilations_after_warmup or 0
-        calls = sum(s.calls for s in model.batched.stats.values())
         outputs = model.predict(arrays)
-        self._rows.inc(len(rows))
-        self._calls.inc(sum(s.calls for s in model.batched.stats.values()) - calls)
-        self._compiled.inc((model.batched.compilations_after_warmup or 0) - before)
+        for name, value in model.increments().items():
+            self._counters[name].inc(value)  # 0 too: a counter Beam reports as 0 says it was counted
         names = model.output_names
         if len(names) == 1:
             return [base.PredictionResult(r, outputs[names[0]][i]) for i, r in enumerate(rows)]

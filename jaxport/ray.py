@@ -1,8 +1,14 @@
-"""Batch inference on Ray Data: ``ds.map_batches(jaxport.ray.Predictor, fn_constructor_args=("m.jaxport",), ...)``.
+"""Batch inference on Ray Data: ``ds.map_batches(jaxport.ray.Predictor, fn_constructor_args=(ARTIFACT,), ...)``.
 
-Each actor loads the artifact once, compiles every bucket (``jaxport.serve.batching``) before its first batch, and
-runs every batch on them: a ragged last batch is padded to a bucket, a batch over the largest bucket (or the spec's
-bound) is split; nothing compiles mid-job. Needs the optional extra ``jaxport[ray]``.
+Each actor loads the artifact once and compiles one program: the bucket (``jaxport.serve.batching``) that covers
+``batch_size=`` when given (at start), else the first batch's (when it comes). A ragged last batch is padded to
+it, a batch over the largest bucket (or the spec's bound) is split into chunks of it, so a job compiles one program
+per actor. The artifact reaches the actors by Ray's own transfer when given as an ``ObjectRef`` to its bytes
+(``ref = ray.put(Path("m.jaxport").read_bytes())``, then ``fn_constructor_args=(ref,)``): no node needs the
+driver's path; each node writes it once to its user cache, named by its sha256 (``serve.engine``). With
+``cache_dir``, an actor fetches the program from JAX's persistent compilation cache there (filled by ``jaxport warmup
+--cache-dir DIR`` or an earlier actor: bake it into the nodes' image, or ship it with
+``runtime_env={"working_dir": ...}`` and a relative ``cache_dir``). Needs the optional extra ``jaxport[ray]``.
 """
 
 from __future__ import annotations
@@ -11,27 +17,49 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .serve.batching import Dims
 from .serve.engine import Engine, column_arrays
 
 __all__ = ["Predictor"]
 
 
+def _resolved(artifact: Any) -> str | Path | bytes:
+    """The artifact as a path or bytes: an ``ObjectRef`` (Ray Data passes constructor arguments through as they are)
+    is fetched from the object store."""
+    if isinstance(artifact, (str, Path, bytes)):
+        return artifact
+    import ray
+
+    if isinstance(artifact, ray.ObjectRef):
+        value = ray.get(artifact)
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise UsageError(f"the ObjectRef {artifact.hex()} holds a {type(value).__name__}, not an artifact's bytes; "
+                         f"put the bytes: ray.put(Path('m.jaxport').read_bytes()).")
+    raise UsageError(f"the artifact is a path, its bytes or an ObjectRef to its bytes, not {type(artifact).__name__}.")
+
+
 class Predictor:
     """A Ray Data callable class: ``batch -> batch`` with the artifact's outputs added as columns.
 
-    ``ds.map_batches(Predictor, fn_constructor_args=("m.jaxport",), batch_size=256, concurrency=2)``. Batches are
-    numpy (``batch_format="numpy"``, Ray's default) or pandas, with a column per input, named after it (or mapped:
-    ``columns={"x": "image"}``). ``keep_inputs=False`` returns the outputs only. ``report_compilations=True`` adds
-    a column ``jaxport_compilations``: the programs this actor compiled after its warm-up (0, always).
-    ``dims``: the bucket sizes, as ``jaxport serve --dim`` (default: powers of two inside the spec's bounds).
+    ``ds.map_batches(Predictor, fn_constructor_args=(ARTIFACT,), batch_size=256, concurrency=2)``, ARTIFACT a path
+    every node can read, the bytes, or an ``ObjectRef`` to them (``ray.put``). Batches are numpy
+    (``batch_format="numpy"``, Ray's default) or pandas, with a column per input, named after it (or mapped:
+    ``columns={"x": "image"}``). ``keep_inputs=False`` returns the outputs only. ``batch_size``: the batch size
+    given to ``map_batches``, so the actor compiles its bucket at start (default: the first batch's, then).
+    ``report_compilations=True`` adds two columns: ``jaxport_compilations``, the programs this actor compiled after
+    its warm-up (0: every batch fits the bucket of the first), and ``jaxport_compilations_total``, all it compiled
+    or fetched from the compilation cache (1). ``dims``: the bucket sizes, as ``jaxport serve --dim`` (default:
+    the spec's bounds' sizes). ``cache_dir``: JAX's persistent compilation cache (see the module docstring).
     """
 
-    def __init__(self, artifact: str | Path, function: str | None = None, dims: Dims | None = None, *,
+    def __init__(self, artifact: Any, function: str | None = None, dims: Dims | None = None, *,
                  columns: Mapping[str, str] | None = None, keep_inputs: bool = True,
-                 report_compilations: bool = False, cache_dir: str | Path | None = None,
-                 allow_custom_calls: Iterable[str] | None = None):
-        self.engine = Engine(artifact, function, dims, cache_dir=cache_dir, allow_custom_calls=allow_custom_calls)
+                 report_compilations: bool = False, batch_size: int | None = None,
+                 cache_dir: str | Path | None = None, allow_custom_calls: Iterable[str] | None = None):
+        self.engine = Engine(_resolved(artifact), function, dims, batch_size=batch_size, cache_dir=cache_dir,
+                             allow_custom_calls=allow_custom_calls)
         self.columns = dict(columns or {})
         self.keep_inputs = keep_inputs
         self.report_compilations = report_compilations
@@ -42,8 +70,8 @@ class Predictor:
         outputs = self.engine.predict(column_arrays(batch, self.engine.input_names, self.columns))
         if self.report_compilations:
             rows = len(next(iter(outputs.values()))) if outputs else 0
-            outputs = {**outputs,
-                       "jaxport_compilations": np.full(rows, self.engine.batched.compilations_after_warmup or 0)}
+            outputs = {**outputs, "jaxport_compilations": np.full(rows, self.engine.compilations_after_warmup),
+                       "jaxport_compilations_total": np.full(rows, self.engine.compilations)}
         if hasattr(batch, "columns") and hasattr(batch, "assign"):  # pandas
             import pandas as pd
 

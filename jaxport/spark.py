@@ -3,17 +3,34 @@
 ``df.withColumn("y", jaxport.spark.predict_udf("m.jaxport")("x"))``: the UDF takes one column per input, in the
 manifest's order (a tensor input as a flat array column, reshaped to the input's fixed shape past axis 0), and
 returns the output: a scalar column for an output of one axis, an array column for more (flattened past axis 0,
-as Spark holds tensors), a struct of them for several outputs. Each Python worker loads the artifact once and
-compiles every bucket before its first batch; Spark's batches are capped at the largest bucket and a ragged last
-batch is padded to one, so nothing compiles mid-job. Needs the optional extra ``jaxport[spark]`` (and Java).
+as Spark holds tensors), a struct of them for several outputs.
+
+Each Python worker loads the artifact once and compiles one program: the bucket covering ``batch_size`` when given
+(at start), else the first batch's (Spark's batches are ``batch_size`` rows, default and most the largest bucket's,
+or a partition's rows where fewer). A partition's ragged last batch is padded to it, so a job compiles one program
+per Python worker. The artifact reaches the executors by Spark itself: ``ship=True`` (the default) adds it with
+``SparkContext.addFile`` under its content's name (``SHA256.jaxport``) and each worker reads it by
+``SparkFiles.get``, so only the driver needs the file (or the bytes, given instead of a path); ``ship=False`` reads
+the path as given on every executor (an image's file, a shared mount). ``cache_dir``: JAX's persistent compilation
+cache, from which a worker fetches its program instead of compiling it; a relative ``cache_dir`` names a
+directory in SparkFiles' root, so a cache filled by ``jaxport warmup m.jaxport --dim batch=N --cache-dir cache``
+ships with the job as an archive (``spark.archives`` = ``cache.tgz#jaxport-cache``, ``cache_dir="jaxport-cache"``).
+
+Counts (as Beam's counters): pass ``metrics=jaxport.spark.metrics(spark)``, an accumulator whose ``value``, after an
+action, sums the workers' ``workers``, ``rows``, ``program_calls``, ``compilations`` (compiled or fetched from the
+cache: one per worker), ``compilation_cache_hits`` and ``compilations_after_warmup`` (0). Like every accumulator
+updated in a transformation it counts again what Spark runs again (a retried task, a plan that evaluates the UDF
+twice: select its output once, or cache it). Needs the optional extra ``jaxport[spark]`` (and Java).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.ml.functions import predict_batch_udf
 from pyspark.sql import types as T
 
@@ -23,9 +40,9 @@ from .artifact.manifest import function_names
 from .artifact.model import Output
 from .errors import UsageError
 from .serve.batching import Dims
-from .serve.engine import Engine, first_axis_bound
+from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound, keep_file
 
-__all__ = ["predict_udf"]
+__all__ = ["metrics", "predict_udf"]
 
 _SPARK_TYPES = {d.name: getattr(T, d.spark) for d in dtypes.TABLE if d.spark is not None}
 
@@ -42,43 +59,119 @@ def _field(name: str) -> str:
     return name.replace("/", "_").replace(".", "_")
 
 
-def predict_udf(artifact: str | Path, function: str | None = None, dims: Dims | None = None, *,
-                batch_size: int | None = None, cache_dir: str | Path | None = None,
-                allow_custom_calls: Iterable[str] | None = None) -> Any:
-    """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``dims``: the bucket sizes,
-    as ``jaxport serve --dim``; ``batch_size`` (default and most: the largest bucket's) is Spark's batch."""
-    manifest = open_artifact(artifact).model
+class Counts(AccumulatorParam):
+    """Sums of jaxport's counts by name (``serve.engine.COUNTS``): the parameter of :func:`metrics`."""
+
+    def zero(self, value: dict[str, int]) -> dict[str, int]:
+        return {}
+
+    def addInPlace(self, value1: dict[str, int], value2: dict[str, int]) -> dict[str, int]:  # noqa: N802 - Spark's
+        for name, count in value2.items():
+            value1[name] = value1.get(name, 0) + count
+        return value1
+
+
+def metrics(spark: Any) -> Accumulator:
+    """An accumulator for ``predict_udf(..., metrics=...)``: its ``value`` sums the workers' counts by name (see the
+    module docstring), each 0 before an action."""
+    return spark.sparkContext.accumulator(dict.fromkeys(COUNTS, 0), Counts())
+
+
+#: Accumulator id -> the copy of it that the task this Python worker runs deserialized (Spark sends a task's own
+#: copies back when it ends; a model cached from an earlier task must add to the running task's).
+_TASK_ACCUMULATORS: dict[int, Accumulator] = {}
+
+
+class _Sink:
+    """An accumulator that a cached worker adds to across tasks: unpickled with each task, it records the task's
+    copy (:func:`_task_sink`), and :meth:`add` adds to the running task's."""
+
+    def __init__(self, accumulator: Accumulator):
+        self.accumulator = accumulator
+
+    def __reduce__(self) -> Any:
+        return _task_sink, (self.accumulator,)
+
+    def add(self, counts: dict[str, int]) -> None:
+        changed = {k: v for k, v in counts.items() if v}
+        if changed:
+            _TASK_ACCUMULATORS.get(self.accumulator.aid, self.accumulator).add(changed)
+
+
+def _task_sink(accumulator: Accumulator) -> _Sink:
+    _TASK_ACCUMULATORS[accumulator.aid] = accumulator
+    return _Sink(accumulator)
+
+
+def _shipped(local: Path) -> str:
+    """Add ``local`` to the active SparkContext under its content's name; the name executors get it by."""
+    from pyspark.sql import SparkSession
+
+    kept, _ = keep_file(local)
+    session = SparkSession.getActiveSession()
+    try:
+        context = session.sparkContext if session is not None else None
+    except Exception:  # noqa: BLE001 - Spark Connect's sessions have no SparkContext
+        context = None
+    if context is None:
+        raise UsageError(f"{local}: predict_udf ships the artifact with SparkContext.addFile, which needs an active "
+                         f"SparkSession (classic, not Spark Connect): create it first, or pass ship=False with a "
+                         f"path every executor can read.")
+    context.addFile(str(kept))
+    return kept.name
+
+
+def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
+                batch_size: int | None = None, cache_dir: str | Path | None = None, ship: bool = True,
+                metrics: Accumulator | None = None, allow_custom_calls: Iterable[str] | None = None) -> Any:
+    """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``artifact``: a path on the
+    driver, or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``; ``batch_size``
+    (default and most: the largest bucket's) is Spark's batch; ``metrics``: an accumulator from :func:`metrics`."""
+    given_bytes = isinstance(artifact, (bytes, bytearray, memoryview))
+    local = artifact_path(artifact)
+    manifest = open_artifact(local).model
     names = function_names(manifest, function)
     if len(names) > 1:
-        raise UsageError(f"{artifact}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
+        raise UsageError(f"{local}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
                          f"with function=NAME.")
     f = manifest.functions[names[0]]
     outputs = f.outputs
     if any(len(o.shape) == 0 or isinstance(o.shape[0], int) for o in outputs):
-        raise UsageError(f"{artifact}: every output needs a batch axis (axis 0 sized by a dimension variable) for "
+        raise UsageError(f"{local}: every output needs a batch axis (axis 0 sized by a dimension variable) for "
                          f"a Spark column; function {names[0]!r} has outputs "
                          f"{', '.join(o.name + str(list(o.shape)) for o in outputs)}.")
     shapes: list[list[int] | None] = []
     for i in f.inputs:
         rest = [d for d in i.shape[1:] if isinstance(d, int)]
         if len(rest) != len(i.shape[1:]):
-            raise UsageError(f"{artifact}: input {i.name!r} has shape {list(i.shape)}; a Spark column holds a fixed "
+            raise UsageError(f"{local}: input {i.name!r} has shape {list(i.shape)}; a Spark column holds a fixed "
                              f"shape past axis 0.")
         shapes.append(rest or None)
+    if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
+        raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
     cap = first_axis_bound(f, dims) or 1
-    size = cap if batch_size is None else max(1, min(batch_size, cap))
+    size = cap if batch_size is None else min(batch_size, cap)
     if len(outputs) == 1:
         return_type = _spark_type(outputs[0])
     else:
         return_type = T.StructType([T.StructField(_field(o.name), _spark_type(o)) for o in outputs])
-    path, dims_, cache = str(artifact), dict(dims or {}), None if cache_dir is None else str(cache_dir)
-    allowed = list(allow_custom_calls or [])
+    shipped = _shipped(local) if ship or given_bytes else None
+    path, dims_, allowed = str(local), dict(dims or {}), list(allow_custom_calls or [])
+    cache = None if cache_dir is None else os.fspath(cache_dir)
+    warm = None if batch_size is None else size
+    sink = None if metrics is None else _Sink(metrics)
 
     def make_predict_fn() -> Any:
-        engine = Engine(path, function, dims_, cache_dir=cache, allow_custom_calls=allowed)
+        from pyspark import SparkFiles
+
+        source = SparkFiles.get(shipped) if shipped is not None else path
+        where = cache if cache is None or os.path.isabs(cache) else SparkFiles.get(cache)
+        engine = Engine(source, function, dims_, batch_size=warm, cache_dir=where, allow_custom_calls=allowed)
 
         def predict(*columns: Any) -> Any:
             out = engine.predict(dict(zip(engine.input_names, columns)))
+            if sink is not None:
+                sink.add(engine.increments())
             flat = {o: v.reshape(v.shape[0], -1) if v.ndim > 2 else v for o, v in out.items()}
             if len(flat) == 1:
                 return next(iter(flat.values()))

@@ -1,29 +1,118 @@
 """What every batch-engine adapter (``jaxport.ray``, ``jaxport.beam``, ``jaxport.spark``) holds per worker: an
-artifact's function on a :class:`batching.Batched`, the input columns of a batch as arrays, and the most rows one
-program call takes (what an engine caps its batches at)."""
+artifact's function on a lazy :class:`batching.Batched`, the input columns of a batch as arrays, the most rows one
+program call takes (what an engine caps its batches at), and the artifact itself when it arrives as bytes.
+
+Start-up is what a batch job pays per worker, so a worker compiles only what its job reaches: the one bucket that
+covers the engine's batch size when the adapter knows it (Spark's ``batch_size``, Beam's ``max_batch_size``, Ray's
+``batch_size=``), at start; else the bucket of the first batch, when it comes. A smaller batch (a ragged last one)
+is padded to that bucket, a batch over the largest bucket is split into chunks of it; a whole job compiles one
+program per worker. Only a batch larger than every bucket compiled so far compiles another (counted in
+``compilations_after_warmup``). With ``cache_dir`` (JAX's persistent cache: ``run.cache``), a worker fetches the
+program that ``jaxport warmup --cache-dir DIR`` or an earlier worker compiled instead of compiling it, and finds the
+program check's verdict there too (``isolate``), so it starts no checking child.
+
+An artifact given as bytes (Ray's object store, a Beam handler's own copy) is written once per machine and content
+to a private file named by its sha256 in the user's cache (``usercache``: ``CACHE/artifacts/SHA256.jaxport``) and
+loaded from there, with every check ``jaxport.load`` makes (a damaged transfer is refused with its message).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import usercache
+from .._fsio import atomic_write
 from ..artifact import contract
 from ..artifact.model import Function
-from ..errors import InputError
+from ..errors import FormatError, InputError, OutputError, UsageError
+from ..run.cache import compilation_cache
 from ..run.load import load
 from .batching import Batched, Dims, plan_buckets
 
+#: What an adapter takes as the artifact: a path every worker can read, or the artifact's bytes.
+ArtifactSource = str | Path | bytes
 
-def open_batched(path: str | Path, function: str | None = None, dims: Dims | None = None, *,
-                 cache_dir: str | Path | None = None, warm: bool = True,
-                 allow_custom_calls: Iterable[str] | None = None) -> Batched:
-    """Load an artifact's function (``jaxport.load``), plan its buckets and (``warm``) compile them all."""
-    loaded = load(path, function, allow_custom_calls=allow_custom_calls)
-    batched = Batched(loaded, dims)
-    if warm:
-        batched.warmup(cache_dir)
-    return batched
+#: The counts an Engine keeps (``Engine.counts``), as the engines report them (Beam counters, Spark's metrics
+#: accumulator, Ray columns).
+COUNTS = ("workers", "rows", "program_calls", "compilations", "compilation_cache_hits", "compilations_after_warmup")
+
+
+def artifacts_dir() -> Path:
+    """Where artifacts received as bytes are kept: ``artifacts/`` in the user's cache (``usercache``)."""
+    return usercache.default_cache_dir() / "artifacts"
+
+
+def _sha256_file(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _private_dir() -> Path:
+    directory = artifacts_dir()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot keep a received artifact in {directory}: {e.strerror or e}; point "
+                          f"$JAXPORT_CACHE_DIR at a directory of this user's.") from None
+    reason = usercache.untrusted_reason(directory)
+    if reason is not None:
+        raise OutputError(f"not keeping a received artifact in {directory}: {reason}, so what it holds cannot be "
+                          f"trusted; point $JAXPORT_CACHE_DIR at a directory of this user's (mode 0700).")
+    return directory
+
+
+def artifact_file(data: bytes | bytearray | memoryview) -> Path:
+    """The file of an artifact received as bytes: ``artifacts/SHA256.jaxport`` in the user's cache, written once
+    (atomically) and reused while its content still has that digest. The bytes are not trusted: ``jaxport.load``
+    checks the file as it checks any artifact."""
+    view = memoryview(data)
+    digest = hashlib.sha256(view).hexdigest()
+    path = _private_dir() / f"{digest}.jaxport"
+    if not (path.is_file() and not path.is_symlink() and _sha256_file(path) == digest):
+        atomic_write(path, lambda f: f.write(view))
+        os.chmod(path, 0o600)
+    return path
+
+
+def keep_file(path: str | Path) -> tuple[Path, str]:
+    """A local artifact file kept under its content's name, ``artifacts/SHA256.jaxport`` in the user's cache (a
+    hard link, else a copy), and that sha256: a name an engine can ship it by that no other artifact shares."""
+    source = Path(path)
+    digest = _sha256_file(source)
+    if digest is None:
+        raise UsageError(f"{source}: cannot read the artifact (no such file, or no permission).")
+    kept = _private_dir() / f"{digest}.jaxport"
+    if kept.is_file() and not kept.is_symlink() and _sha256_file(kept) == digest:
+        return kept, digest
+    with contextlib.suppress(FileNotFoundError):
+        kept.unlink()
+    try:
+        os.link(source, kept)
+    except OSError:
+        atomic_write(kept, lambda f: f.write(source.read_bytes()))
+        os.chmod(kept, 0o600)
+    return kept, digest
+
+
+def artifact_path(artifact: ArtifactSource) -> Path:
+    """The local file of an artifact given as a path (as it is) or as bytes (:func:`artifact_file`)."""
+    if isinstance(artifact, (bytes, bytearray, memoryview)):
+        return artifact_file(artifact)
+    if isinstance(artifact, (str, os.PathLike)):
+        return Path(artifact)
+    raise UsageError(f"the artifact is a path or its bytes, not {type(artifact).__name__}.")
 
 
 def first_axis_bound(f: Function, dims: Dims | None = None) -> int | None:
@@ -56,18 +145,56 @@ def column_arrays(columns: Mapping[str, Any], names: Sequence[str],
         value = value.to_numpy() if hasattr(value, "to_numpy") else value
         array = np.asarray(value)
         if array.dtype == object:  # a column of per-row arrays (pandas, Arrow tensors as objects)
-            array = np.stack([np.asarray(v) for v in array]) if len(array) else array
+            try:
+                array = np.stack([np.asarray(v) for v in array]) if len(array) else array
+            except ValueError:
+                sizes = sorted({np.shape(v) for v in array}, key=str)[:4]
+                raise InputError(f"column {column!r} (input {name!r}) holds rows of different shapes "
+                                 f"({', '.join(map(str, sizes))}); every row of an input has the same shape.") \
+                    from None
         out[name] = array
     return out
 
 
 class Engine:
-    """What every engine adapter holds per worker: the loaded function on warm buckets, called per batch."""
+    """What every engine adapter holds per worker: the loaded function on a lazy :class:`Batched`, called per
+    batch (see the module docstring). ``batch_size``: the engine's batch, when known; its bucket compiles here."""
 
-    def __init__(self, artifact: str | Path, function: str | None = None, dims: Dims | None = None, *,
-                 cache_dir: str | Path | None = None, allow_custom_calls: Iterable[str] | None = None):
-        self.batched = open_batched(artifact, function, dims, cache_dir=cache_dir,
-                                    allow_custom_calls=allow_custom_calls)
+    def __init__(self, artifact: ArtifactSource, function: str | None = None, dims: Dims | None = None, *,
+                 batch_size: int | None = None, cache_dir: str | Path | None = None,
+                 allow_custom_calls: Iterable[str] | None = None):
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
+            raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
+        self.cache_dir = cache_dir
+        path = artifact_path(artifact)
+        # load with the cache on, so that the program check's verdict is read from it (no checking child)
+        try:
+            with compilation_cache(cache_dir) if cache_dir is not None else contextlib.nullcontext():
+                loaded = load(path, function, allow_custom_calls=allow_custom_calls)
+        except FormatError:  # IntegrityError included
+            if isinstance(artifact, (bytes, bytearray, memoryview)):  # refused: keep no damaged copy
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        self.batched = Batched(loaded, dims, lazy=True)
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(COUNTS, 0)
+        self._counts["workers"] = 1
+        self._reported = dict.fromkeys(COUNTS, 0)
+        self.batch_size = batch_size
+        if batch_size is not None:
+            most = self.batched.max_rows
+            bucket = self.batched.bucket_of_rows(batch_size if most is None else min(batch_size, most))
+            if bucket is not None:
+                self._warm([bucket])
+                # Batched's lazy choice takes the buckets its own calls compiled: one call of the bucket's exact
+                # shape makes it take this one (compiling nothing more) for every smaller batch
+                self.batched(self.batched.loaded.random_inputs(bucket))
+        self._calls_before = self._all_calls()
+
+    def _warm(self, buckets: list[dict[str, int]]) -> None:
+        done = self.batched.warmup(self.cache_dir, buckets=buckets)
+        self._counts["compilation_cache_hits"] += sum(1 for w in done if w.compilation.cache_hit)
 
     @property
     def input_names(self) -> list[str]:
@@ -77,10 +204,52 @@ class Engine:
     def output_names(self) -> list[str]:
         return self.batched.output_names
 
+    @property
+    def compilations(self) -> int:
+        """Programs this worker compiled (or fetched from the compilation cache), its warm-up included."""
+        return self.batched.compilations
+
+    @property
+    def compilations_after_warmup(self) -> int:
+        """Programs compiled after the first bucket this worker needed (0 when every batch fits it)."""
+        return self.batched.compilations_after_warmup or 0
+
     def predict(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The outputs of a batch by name; a batch of 0 rows gives outputs of 0 rows."""
         named = {n: arrays[n] for n in self.input_names if n in arrays}
         if named and self.batched.batch is not None and all(len(getattr(a, "shape", ())) and a.shape[0] == 0
                                                             for a in named.values()):
             return self.batched.empty_outputs()
-        return self.batched(arrays)
+        if self.batched.compilations_after_warmup is None:  # the first batch: its bucket, through the cache
+            with self._lock:
+                if self.batched.compilations_after_warmup is None:
+                    self._warm(self.batched.check(arrays)[:1])
+        calls = self.program_calls
+        outputs = self.batched(arrays)
+        with self._lock:
+            self._counts["program_calls"] += self.program_calls - calls
+            self._counts["rows"] += len(next(iter(outputs.values()))) if outputs and self.batched.batch else 1
+        return outputs
+
+    def _all_calls(self) -> int:
+        return sum(s.calls for s in self.batched.stats.values())
+
+    @property
+    def program_calls(self) -> int:
+        """Program calls this worker's batches made (a batch over the largest bucket makes several)."""
+        return self._all_calls() - self._calls_before
+
+    def counts(self) -> dict[str, int]:
+        """This worker's counts (:data:`COUNTS`): 1 worker, the rows and program calls of its batches, the programs
+        it compiled (cache hits included) and fetched from the compilation cache, and those after its warm-up."""
+        with self._lock:
+            return {**self._counts, "compilations": self.compilations,
+                    "compilations_after_warmup": self.compilations_after_warmup}
+
+    def increments(self) -> dict[str, int]:
+        """What :meth:`counts` gained since the last call (the first call: everything), for an engine's counters."""
+        now = self.counts()
+        with self._lock:
+            delta = {k: now[k] - self._reported[k] for k in COUNTS}
+            self._reported = now
+        return delta

@@ -143,6 +143,16 @@ def test_beam_model_handler(workdir, monkeypatch, capsys):
     assert counters["rows"] == len(x)
     assert counters["compilations_after_warmup"] == 0
     assert counters["program_calls"] >= len(x) // 64
+    # one program per worker: the bucket of max_batch_size (64), every smaller batch padded to it
+    assert counters["compilations"] == counters["workers"] >= 1
+    # the artifact as bytes, carried by the handler: the same results
+    handler = jaxport.beam.ModelHandler((workdir / "small.jaxport").read_bytes(), max_batch_size=40)
+    assert handler.batch_elements_kwargs() == {"min_batch_size": 1, "max_batch_size": 40}
+    p = beam.Pipeline(runner="DirectRunner")
+    results = (p | beam.Create([(i, x[i]) for i in range(len(x))]) | RunInference(KeyedModelHandler(handler))
+               | beam.Map(lambda kv: (kv[0], kv[1].inference)))
+    assert_that(results, matches)
+    p.run().wait_until_finish()
 
 
 def test_spark_predict_udf(workdir, monkeypatch):
@@ -169,3 +179,72 @@ def test_spark_predict_udf(workdir, monkeypatch):
                                    atol=1e-6)
     finally:
         ns["spark"].stop()
+
+
+def test_engine_takes_bytes_and_refuses_a_damaged_transfer(workdir, monkeypatch, tmp_path):
+    """An artifact given as bytes is written once to the user's cache, named by its sha256, and loaded with every
+    check: a damaged copy is refused with jaxport's message (and not kept); the batch size's bucket is the only
+    program compiled, and a compilation cache filled by `jaxport warmup` serves it."""
+    import hashlib
+
+    from jaxport.errors import IntegrityError
+    from jaxport.serve.engine import Engine, artifacts_dir
+
+    monkeypatch.setenv("JAXPORT_CACHE_DIR", str(tmp_path / "user-cache"))
+    data = (workdir / "mlp.jaxport").read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    x = np.random.default_rng(4).standard_normal((300, 784), dtype=np.float32)
+    engine = Engine(data, dims={"batch": [64, 256]}, batch_size=200)
+    kept = artifacts_dir() / f"{digest}.jaxport"
+    assert kept.read_bytes() == data and oct(kept.stat().st_mode & 0o777) == "0o600"
+    for n in (200, 7, 300):  # 300: 256 + 44, the 44 padded to 256
+        np.testing.assert_allclose(engine.predict({"x": x[:n]})["output"], _direct(workdir, "mlp.jaxport", x[:n])[
+            "output"], rtol=1e-5, atol=1e-6)
+    assert engine.counts() == {"workers": 1, "rows": 507, "program_calls": 4, "compilations": 1,
+                               "compilation_cache_hits": 0, "compilations_after_warmup": 0}
+    written = kept.stat().st_mtime_ns
+    Engine(data, dims={"batch": [64, 256]})
+    assert kept.stat().st_mtime_ns == written  # reused, not rewritten
+
+    damaged = bytearray(data)
+    damaged[len(data) // 2] ^= 0xFF
+    bad = hashlib.sha256(damaged).hexdigest()
+    with pytest.raises(IntegrityError, match=re.escape(
+            f"{artifacts_dir()}/{bad}.jaxport: member 'functions/predict.jaxexport' is damaged: its sha256 is ")):
+        Engine(bytes(damaged))
+    assert not (artifacts_dir() / f"{bad}.jaxport").exists()
+
+    # a cache filled by `jaxport warmup` (what a job ships): the worker fetches its one program from it
+    from click.testing import CliRunner
+    from jaxport_cli.main import cli
+
+    cache = tmp_path / "shipped-cache"
+    result = CliRunner().invoke(cli, ["warmup", str(kept), "--dim", "batch=256", "--cache-dir", str(cache)])
+    assert result.exit_code == 0, result.output
+    warm = Engine(data, dims={"batch": [64, 256]}, batch_size=200, cache_dir=cache)
+    assert warm.counts()["compilations"] == warm.counts()["compilation_cache_hits"] == 1
+
+
+def test_ray_predictor_resolves_object_refs_and_names_bad_ones(workdir):
+    _needs("ray", "ray")
+    import ray
+
+    import jaxport.ray
+    from jaxport.errors import UsageError
+
+    try:
+        ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+        predictor = jaxport.ray.Predictor(ray.put((workdir / "small.jaxport").read_bytes()), batch_size=10,
+                                          report_compilations=True)
+        x = np.random.default_rng(5).standard_normal((10, 3), dtype=np.float32)
+        out = predictor({"x": x})
+        np.testing.assert_allclose(out["y"], 2 * x + 1, rtol=1e-6)
+        assert out["jaxport_compilations"].tolist() == [0] * 10
+        assert out["jaxport_compilations_total"].tolist() == [1] * 10
+        ref = ray.put([1, 2])
+        with pytest.raises(UsageError, match=re.escape(
+                f"the ObjectRef {ref.hex()} holds a list, not an artifact's bytes; put the bytes: "
+                f"ray.put(Path('m.jaxport').read_bytes()).")):
+            jaxport.ray.Predictor(ref)
+    finally:
+        ray.shutdown()
