@@ -76,6 +76,8 @@ class Batcher:
         self._arriving: set[object] = set()
         self._busy = False
         self._closed = False
+        #: How many requests the last call took: the clients it answered are likely to send the next ones.
+        self._last = 0
         self._cond = threading.Condition()
         self._seconds: dict[tuple[tuple[str, int], ...], tuple[float, int]] = {}
         self._thread = threading.Thread(target=self._work, name=f"{name}-worker", daemon=True)
@@ -184,12 +186,14 @@ class Batcher:
                 if self.merge and self.window:
                     assert self.max_rows is not None
                     deadline = self._queue[0].since + self.window
-                    while self._arriving and self._queued_rows() < self.max_rows and not self._closed:
+                    while (self._arriving or len(self._queue) < self._last) and \
+                            self._queued_rows() < self.max_rows and not self._closed:
                         left = deadline - time.perf_counter()
                         if left <= 0:
                             break
                         self._cond.wait(left)
                 taken = [q for q in self._take() if q.future.set_running_or_notify_cancel()]
+                self._last = len(taken)
                 self._busy = True
             try:
                 started = time.perf_counter()

@@ -255,6 +255,9 @@ class Batched:
                                  f"({'; '.join(map(bucket_label, self.buckets))}).")
         self._cache_dir = cache_dir
         done = self.loaded.warmup(chosen, cache_dir=cache_dir)
+        for b in chosen:  # the compiled buckets a call may run on (``lazy`` takes only these, then compiles)
+            k = self.buckets.index(b)
+            self._runners.setdefault(k, self._runner(k))
         self._warm = len(self.loaded.compiled_signatures)
         return done
 

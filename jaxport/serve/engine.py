@@ -186,11 +186,7 @@ class Engine:
             most = self.batched.max_rows
             bucket = self.batched.bucket_of_rows(batch_size if most is None else min(batch_size, most))
             if bucket is not None:
-                self._warm([bucket])
-                # Batched's lazy choice takes the buckets its own calls compiled: one call of the bucket's exact
-                # shape makes it take this one (compiling nothing more) for every smaller batch
-                self.batched(self.batched.loaded.random_inputs(bucket))
-        self._calls_before = self._all_calls()
+                self._warm([bucket])  # every smaller batch runs on it (Batched's lazy choice)
 
     def _warm(self, buckets: list[dict[str, int]]) -> None:
         done = self.batched.warmup(self.cache_dir, buckets=buckets)
@@ -231,13 +227,10 @@ class Engine:
             self._counts["rows"] += len(next(iter(outputs.values()))) if outputs and self.batched.batch else 1
         return outputs
 
-    def _all_calls(self) -> int:
-        return sum(s.calls for s in self.batched.stats.values())
-
     @property
     def program_calls(self) -> int:
         """Program calls this worker's batches made (a batch over the largest bucket makes several)."""
-        return self._all_calls() - self._calls_before
+        return sum(s.calls for s in self.batched.stats.values())
 
     def counts(self) -> dict[str, int]:
         """This worker's counts (:data:`COUNTS`): 1 worker, the rows and program calls of its batches, the programs

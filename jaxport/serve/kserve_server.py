@@ -126,6 +126,10 @@ class JaxportModel(Model):
         start = time.perf_counter()
         try:
             admitted = self.batched.admit(arrays)  # the one check of this request
+            if self.batcher.merge:
+                # let the handlers of requests already read reach their arrival first: with others arriving, this
+                # one goes to the worker, which merges them (inline, each would run alone)
+                await asyncio.sleep(0)
             outputs = self.batcher.inline(admitted)
             if outputs is None:
                 outputs = await asyncio.wrap_future(self.batcher.submit(admitted))

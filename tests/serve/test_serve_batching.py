@@ -141,3 +141,16 @@ def test_admit_remembers_only_what_passed_and_checks_every_name_and_dtype(mlp):
         assert str(e.value) == message
     admitted = batched.admit({"x": x + 1})
     np.testing.assert_array_equal(admitted.flat[0], x + 1)  # the remembered check, this request's arrays
+
+
+def test_lazy_runs_smaller_calls_on_a_bucket_warmed_ahead(mlp):
+    batched = Batched(jaxport.load(mlp), {"batch": [1, 8, 32, 64]}, lazy=True)
+    batched.warmup(buckets=[{"batch": 32}])
+    direct = jaxport.load(mlp)
+    for rows in (1, 5, 32):
+        x = _x(rows, rows)
+        np.testing.assert_allclose(batched({"x": x})["output"], np.asarray(direct(x)), rtol=1e-5, atol=1e-6)
+    assert (batched.compilations, batched.compilations_after_warmup) == (1, 0)
+    assert batched.stats["batch=32"].calls == 3
+    with pytest.raises(jaxport.UsageError, match=re.escape("batch=7 is not one of the planned buckets")):
+        batched.warmup(buckets=[{"batch": 7}])
