@@ -6,9 +6,10 @@ dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothin
   axis 0, ``Admitted.key``), oldest first, up to ``max_rows`` rows, and runs them as one program call. What queues
   behind a running call is merged into the next, however long the call takes.
 - **The window bounds waiting; it is never a floor.** When the worker is free it waits for more requests only while
-  others are arriving (a transport counts them with :meth:`Batcher.arrival`: a request being read or decoded) and
-  only until the oldest queued request has waited ``window`` seconds. A request that arrives to an idle worker with
-  nothing else arriving runs at once.
+  others are arriving (a transport counts them with :meth:`Batcher.arrival`: a request being read or decoded), or
+  while fewer are queued than its last call served (the clients it just answered are sending their next ones), and
+  only until the oldest queued request has waited ``window`` seconds. A lone client's request (its last call served
+  one) with nothing else arriving runs at once.
 - **Fast calls skip the thread.** A request that arrives to an idle worker with nothing queued or arriving, on a
   bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far, runs on the
   caller's thread (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls
