@@ -22,6 +22,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._fsio import atomic_write
 from ._version import __version__
@@ -115,9 +116,9 @@ def has_verdict(directory: Path, key: dict[str, str]) -> bool:
     return found == key
 
 
-def _read_small(path: Path) -> bytes | None:
+def _read_small(path: Path, most: int = MAX_VERDICT_BYTES) -> bytes | None:
     """The bytes of ``path`` if it is a regular file (never through a symbolic link, never a FIFO or device) of at
-    most ``MAX_VERDICT_BYTES``; None otherwise, or if it cannot be read."""
+    most ``most`` bytes; None otherwise, or if it cannot be read."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -125,12 +126,12 @@ def _read_small(path: Path) -> bytes | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_VERDICT_BYTES:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > most:
             return None
         if hasattr(os, "geteuid") and (info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
             return None  # a file someone else wrote or may rewrite
-        data = os.read(fd, MAX_VERDICT_BYTES + 1)
-        return data if len(data) <= MAX_VERDICT_BYTES else None
+        data = os.read(fd, most + 1)
+        return data if len(data) <= most else None
     except OSError:
         return None
     finally:
@@ -150,4 +151,51 @@ def write_verdict(directory: Path, key: dict[str, str]) -> bool:
         os.chmod(path, 0o644)  # read only if no one else can write it, whatever the umask
         return True
     except (OSError, OutputError):
+        return False
+
+
+#: The most bytes a remembered record (:func:`read_record`) may take.
+MAX_RECORD_BYTES = 1 << 16
+
+
+def record_path(directory: Path, kind: str, digest: str) -> Path:
+    """The file of a record of ``kind`` about the program of sha256 ``digest``, for this jaxlib and jaxport."""
+    return directory / f"jaxport-{_safe(kind)}-{_safe(digest)}-{_safe(jaxlib_version())}-{_safe(__version__)}.json"
+
+
+def read_record(directory: Path, kind: str, digest: str) -> Any:
+    """A JSON value remembered by :func:`write_record` for ``kind`` and ``digest`` (under this jaxlib and jaxport),
+    read as verdicts are (a regular file of this user's that no one else can write, in a directory no one else can
+    write, at most :data:`MAX_RECORD_BYTES`); None when there is none or it is not one."""
+    if untrusted_reason(directory) is not None:
+        return None
+    data = _read_small(record_path(directory, kind, digest), MAX_RECORD_BYTES)
+    if data is None:
+        return None
+    try:
+        found = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    key = {"kind": kind, "sha256": digest, "jaxlib": jaxlib_version(), "jaxport": __version__}
+    if not isinstance(found, dict) or found.get("key") != key:
+        return None
+    return found.get("value")
+
+
+def write_record(directory: Path, kind: str, digest: str, value: Any) -> bool:
+    """Remember a JSON ``value`` of ``kind`` about the program of sha256 ``digest`` in ``directory``, atomically;
+    False if it could not be written."""
+    key = {"kind": kind, "sha256": digest, "jaxlib": jaxlib_version(), "jaxport": __version__}
+    try:
+        data = (json.dumps({"key": key, "value": value}, sort_keys=True) + "\n").encode("utf-8")
+        if len(data) > MAX_RECORD_BYTES:
+            return False
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if untrusted_reason(directory) is not None:
+            return False
+        path = record_path(directory, kind, digest)
+        atomic_write(path, lambda f: f.write(data))
+        os.chmod(path, 0o644)
+        return True
+    except (OSError, OutputError, TypeError, ValueError):
         return False

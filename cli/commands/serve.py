@@ -151,7 +151,7 @@ def command(artifacts, dims, function, host, http_port, grpc_port, batch_window_
             for note in loaded.notes:  # a program older than this JAX's window, read by jaxport
                 render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
             variables = contract.dimension_variables(loaded.function_record)
-            batched = Batched(loaded, {k: v for k, v in dims.items() if k in variables})
+            batched = Batched(loaded, {k: v for k, v in dims.items() if k in variables}, cache_dir=directory)
             batched.warmup(directory)
             model = kserve_server.JaxportModel(name, version, batched, window_ms=batch_window_ms,
                                                max_rows=max_batch_rows)

@@ -32,6 +32,8 @@ program runs at a time per function; XLA itself uses every core).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import threading
 import time
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import dtypes
+from .. import dtypes, usercache
 from ..artifact import contract
 from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
@@ -102,9 +104,11 @@ def plan_buckets(f: Function, dims: Dims | None = None) -> buckets_mod.Plan:
     return chosen
 
 
-def verdicts_of(loaded: Loaded) -> dict[str, Verdict]:
+def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str, Verdict]:
     """Whether calls may pad each dimension variable of a loaded function (``run.rowwise``, as ``jaxport compile``
-    decides it): the program specialized at two sizes of each variable and compared."""
+    decides it): the program specialized at two sizes of each variable and compared. The verdicts are remembered in
+    ``cache_dir`` (default: the active cache directory), keyed by the program and the function's record, so that
+    the next worker of a batch job, or the next start of a server, does not specialize the program again."""
     import jax
 
     f = loaded.function_record
@@ -113,6 +117,15 @@ def verdicts_of(loaded: Loaded) -> dict[str, Verdict]:
     if not isinstance(backend, JaxBackend):
         return {v: Verdict(v, False, f"the {loaded.runtime} runtime offers no program to check it on")
                 for v in variables}
+    member = loaded.model.members.get(f.payload)
+    directory = Path(cache_dir).expanduser() if cache_dir is not None else usercache.active_cache_dir()
+    digest = None
+    if member is not None:
+        record = json.dumps([member.sha256, f.to_json(), len(f.weights)], sort_keys=True, default=str)
+        digest = hashlib.sha256(record.encode()).hexdigest()
+        remembered = _remembered(usercache.read_record(directory, PADDING_RECORD, digest), variables)
+        if remembered is not None:
+            return remembered
     cache: dict[tuple[tuple[str, int], ...], str] = {}
 
     def specialized(env: Mapping[str, int]) -> str:
@@ -123,7 +136,35 @@ def verdicts_of(loaded: Loaded) -> dict[str, Verdict]:
             cache[key] = specialize(backend, structs)
         return cache[key]
 
-    return padding_verdicts(f, len(f.weights), specialized)
+    verdicts = padding_verdicts(f, len(f.weights), specialized)
+    if digest is not None:
+        usercache.write_record(directory, PADDING_RECORD, digest,
+                               {v: {"allowed": d.allowed, "reason": d.reason, "inputs": d.inputs,
+                                    "outputs": d.outputs} for v, d in verdicts.items()})
+    return verdicts
+
+
+#: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one.
+PADDING_RECORD = "padding-verdicts-1"
+
+
+def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:
+    """Verdicts read back from their record, or None for anything that is not exactly one per variable."""
+    if not isinstance(value, dict) or sorted(value) != sorted(variables):
+        return None
+    out = {}
+    for v in variables:
+        d = value[v]
+        if not isinstance(d, dict) or type(d.get("allowed")) is not bool or not isinstance(d.get("reason"), str):
+            return None
+        axes: list[dict[str, list[int]]] = []
+        for a in (d.get("inputs"), d.get("outputs")):
+            if not isinstance(a, dict) or not all(isinstance(k, str) and isinstance(x, list) and
+                                                  all(type(i) is int for i in x) for k, x in a.items()):
+                return None
+            axes.append(dict(a))
+        out[v] = Verdict(v, d["allowed"], d["reason"], axes[0], axes[1])
+    return out
 
 
 def batch_variable(f: Function, verdicts: Mapping[str, Verdict]) -> tuple[str | None, str]:
@@ -185,18 +226,21 @@ class Batched:
     ``batched(arrays)`` takes input arrays by name and returns the outputs by name (numpy), equal to the function
     called directly on ``arrays``. ``dims`` chooses the buckets (default: from the spec's bounds). ``lazy``: no
     up-front warm-up; a call runs on the smallest compiled bucket that fits and compiles the smallest planned one
-    that fits only when none does (what a batch job wants: the bucket of its batch size, once).
+    that fits only when none does (what a batch job wants: the bucket of its batch size, once). ``cache_dir``: where
+    the padding verdicts are remembered and, until :meth:`warmup` names another, programs compiled lazily go.
     """
 
     def __init__(self, loaded: Loaded, dims: Dims | None = None, *,
-                 verdicts: Mapping[str, Verdict] | None = None, lazy: bool = False):
+                 verdicts: Mapping[str, Verdict] | None = None, lazy: bool = False,
+                 cache_dir: str | Path | None = None):
         self.loaded = loaded
         f = self.function_record = loaded.function_record
         self.where = f"{loaded.path}: function {loaded.function!r}"
         self.plan = plan_buckets(f, dims)
         self.buckets: list[dict[str, int]] = self.plan.buckets
         self.variables = contract.dimension_variables(f)
-        self.verdicts: dict[str, Verdict] = dict(verdicts) if verdicts is not None else verdicts_of(loaded)
+        self.verdicts: dict[str, Verdict] = dict(verdicts) if verdicts is not None else \
+            verdicts_of(loaded, cache_dir)
         self.input_names = f.input_names
         self.output_names = f.output_names
         self.lazy = lazy
@@ -213,7 +257,7 @@ class Batched:
                               for axis in d.outputs.get(o.name, [])] for o in f.outputs]
         self._lock = threading.Lock()
         self._warm: int | None = None
-        self._cache_dir: str | Path | None = None
+        self._cache_dir: str | Path | None = cache_dir
         #: Bucket index -> the call of its compiled program on the inputs in order (``_runner``).
         self._runners: dict[int, Any] = {}
         #: ``((shape, dtype), ...)`` of numpy inputs that passed the checks -> what :meth:`admit` gave them.
@@ -253,8 +297,8 @@ class Batched:
             if b not in self.buckets:
                 raise UsageError(f"{self.where}: {bucket_label(b)} is not one of the planned buckets "
                                  f"({'; '.join(map(bucket_label, self.buckets))}).")
-        self._cache_dir = cache_dir
-        done = self.loaded.warmup(chosen, cache_dir=cache_dir)
+        self._cache_dir = cache_dir if cache_dir is not None else self._cache_dir
+        done = self.loaded.warmup(chosen, cache_dir=self._cache_dir)
         for b in chosen:  # the compiled buckets a call may run on (``lazy`` takes only these, then compiles)
             k = self.buckets.index(b)
             self._runners.setdefault(k, self._runner(k))

@@ -176,7 +176,7 @@ class Engine:
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        self.batched = Batched(loaded, dims, lazy=True)
+        self.batched = Batched(loaded, dims, lazy=True, cache_dir=cache_dir)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTS, 0)
         self._counts["workers"] = 1

@@ -154,3 +154,29 @@ def test_lazy_runs_smaller_calls_on_a_bucket_warmed_ahead(mlp):
     assert batched.stats["batch=32"].calls == 3
     with pytest.raises(jaxport.UsageError, match=re.escape("batch=7 is not one of the planned buckets")):
         batched.warmup(buckets=[{"batch": 7}])
+
+
+def test_padding_verdicts_are_remembered_in_the_cache_and_a_damaged_record_is_ignored(mlp, tmp_path, monkeypatch):
+    from jaxport.serve import batching
+
+    cache = tmp_path / "cache"
+    first = Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache)
+    records = sorted(cache.glob(f"jaxport-{batching.PADDING_RECORD.replace('-', '_')}-*.json"))
+    assert len(records) == 1 and first.verdicts["batch"].allowed
+
+    def no_specializing(*args, **kwargs):
+        raise AssertionError("the program was specialized again")
+
+    monkeypatch.setattr(batching, "specialize", no_specializing)
+    second = Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache)
+    assert second.verdicts == first.verdicts and second.batch == "batch"
+    monkeypatch.undo()
+
+    for damage in ('{"key": 1}', "[]", "not json", '{"key": ' + records[0].read_text().split('"key": ', 1)[1]
+                   .replace('"allowed": true', '"allowed": "yes"')):
+        records[0].write_text(damage)
+        again = Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache)
+        assert again.verdicts == first.verdicts  # recomputed, and remembered again
+    cache.chmod(0o777)  # a directory others can write: its records are not read
+    records[0].write_text(records[0].read_text().replace('"allowed": true', '"allowed": false'))
+    assert Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache).verdicts["batch"].allowed
