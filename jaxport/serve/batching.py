@@ -32,6 +32,7 @@ program runs at a time per function; XLA itself uses every core).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -43,8 +44,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import dtypes, usercache
+from .._jax_internals import lapack_left_alone, lapack_targets
 from ..artifact import contract
 from ..artifact.model import Function, Input, Output
+from ..checks import checked_targets
 from ..errors import InputError, UsageError
 from ..run import buckets as buckets_mod
 from ..run.deploy import padding_verdicts
@@ -136,7 +139,13 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
             cache[key] = specialize(backend, structs)
         return cache[key]
 
-    verdicts = padding_verdicts(f, len(f.weights), specialized)
+    # Lowering a call of the exported program initializes jaxlib's LAPACK kernels (importing scipy.linalg: 0.3-0.4 s
+    # of a batch worker's start) unless told not to; a program the allowlist check found no LAPACK call in does not
+    # need them, as ``JaxBackend.compile`` decides for its own lowering.
+    targets = checked_targets(backend.exported.mlir_module_serialized)
+    quiet = targets is not None and not targets & lapack_targets()
+    with lapack_left_alone() if quiet else contextlib.nullcontext():
+        verdicts = padding_verdicts(f, len(f.weights), specialized)
     if digest is not None:
         usercache.write_record(directory, PADDING_RECORD, digest,
                                {v: {"allowed": d.allowed, "reason": d.reason, "inputs": d.inputs,
