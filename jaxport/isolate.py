@@ -249,16 +249,23 @@ def _check(payload: bytes, digest: str, directory: Path) -> None:
 FORK_ENV = "JAXPORT_CHECK_FORK"
 
 
+#: The modules of Python threads a fork may leave behind, since the copy needs nothing they hold: rich's refresh
+#: thread (it only draws on the terminal; the copy never draws) and Ray's garbage-collection timer in every Ray
+#: worker (it only calls ``gc.collect`` now and then), without which a Ray actor's check would start a fresh
+#: interpreter (0.7 s; 1.7 - 1.9 s with two actors starting at once).
+_HARMLESS_THREADS = frozenset({"rich.live", "ray._private.gc_collect_manager"})
+
+
 def _can_fork() -> bool:
     """Whether the check may run in a fork of this process (``sandbox.fork_run``) instead of a fresh interpreter,
     which spends most of its time importing JAX again: on Linux, with JAX imported here, its backends not started
-    (they run threads, and JAX warns against forking then), and no other Python thread but a progress display's
-    (rich's refresh thread, which only draws on the terminal; the copy never draws). The modules the check uses are
+    (they run threads, and JAX warns against forking then), and no other Python thread but harmless ones
+    (:data:`_HARMLESS_THREADS`, the signal watcher). The modules the check uses are
     imported here first (this process needs them next, to run the program)."""
     if os.environ.get(FORK_ENV) == "0" or not sys.platform.startswith("linux") or "jax" not in sys.modules:
         return False
-    if any(t is not threading.current_thread() and type(t).__module__ != "rich.live" and t.name != WATCHER_NAME
-           for t in threading.enumerate()):  # the signal watcher only waits on a pipe (``interrupts``)
+    if any(t is not threading.current_thread() and type(t).__module__ not in _HARMLESS_THREADS and
+           t.name != WATCHER_NAME for t in threading.enumerate()):  # the signal watcher only waits on a pipe
         return False
     try:
         if backends_initialized():
