@@ -156,6 +156,19 @@ def column_arrays(columns: Mapping[str, Any], names: Sequence[str],
     return out
 
 
+def _job_dims(f: Function, dims: Dims | None, batch_size: int | None) -> Dims | None:
+    """The buckets of a job: ``dims`` when given; else, with the engine's batch size known, that size itself as the
+    only bucket of the variable sizing the first input's axis 0 (when the spec's bounds hold it), so that full
+    batches run unpadded and the ragged last one is padded to it; else None (the default plan)."""
+    if dims is not None or batch_size is None or not f.inputs or not f.inputs[0].shape:
+        return dims
+    axis0 = f.inputs[0].shape[0]
+    variable = axis0.strip() if isinstance(axis0, str) else None
+    if variable not in contract.dimension_variables(f) or not f.bounds_of(variable).holds(batch_size):
+        return dims
+    return {variable: [batch_size]}
+
+
 class Engine:
     """What every engine adapter holds per worker: the loaded function on a lazy :class:`Batched`, called per
     batch (see the module docstring). ``batch_size``: the engine's batch, when known; its bucket compiles here."""
@@ -176,7 +189,8 @@ class Engine:
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        self.batched = Batched(loaded, dims, lazy=True, cache_dir=cache_dir)
+        self.batched = Batched(loaded, _job_dims(loaded.function_record, dims, batch_size), lazy=True,
+                               cache_dir=cache_dir)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTS, 0)
         self._counts["workers"] = 1

@@ -180,3 +180,18 @@ def test_padding_verdicts_are_remembered_in_the_cache_and_a_damaged_record_is_ig
     cache.chmod(0o777)  # a directory others can write: its records are not read
     records[0].write_text(records[0].read_text().replace('"allowed": true', '"allowed": false'))
     assert Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache).verdicts["batch"].allowed
+
+
+def test_a_batch_jobs_known_batch_size_is_its_one_bucket(mlp):
+    from jaxport.serve.engine import Engine
+
+    engine = Engine(mlp, batch_size=1000)
+    assert engine.batched.buckets == [{"batch": 1000}] and engine.batched.compilations == 1
+    direct = jaxport.load(mlp)
+    for rows in (1000, 1000, 37, 2500):  # full batches unpadded, a ragged one padded to 1000, a larger one split
+        x = _x(rows, rows)
+        np.testing.assert_allclose(engine.predict({"x": x})["output"], np.asarray(direct(x)), rtol=1e-5, atol=1e-6)
+    s = engine.batched.stats["batch=1000"]
+    assert (s.calls, s.rows, s.padded_rows) == (6, 4537, 963 + 500)
+    assert (engine.batched.compilations, engine.compilations_after_warmup) == (1, 0)
+    assert Engine(mlp, batch_size=5000).batched.buckets[-1] == {"batch": 4096}  # outside the bound: the default plan
