@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import jaxport
+from jaxport import dtypes
 from tests.support import EXAMPLES, REPO
 
 SCHEMAS = REPO / "specs" / "schemas"
@@ -116,3 +117,18 @@ def test_schema_refuses_fields_it_does_not_describe(example_dir, tmp_path: Path,
         "'complex128', 'float8_e4m3fn', 'float8_e5m2', 'key<fry>', 'key<rbg>', 'key<urbg>']",
         "functions/predict: Additional properties are not allowed ('new_field' was unexpected)",
     ]
+
+
+def test_the_schemas_dtype_enums_are_the_dtype_table():
+    """A dtype added to (or removed from) ``jaxport.dtypes.TABLE`` must reach the schemas in the same change."""
+    manifest = json.loads((SCHEMAS / "manifest.schema.json").read_text())["$defs"]
+    spec = json.loads((SCHEMAS / "spec.schema.json").read_text())["$defs"]
+    assert manifest["dtype"]["enum"] == [d.name for d in dtypes.TABLE if not d.key]
+    assert manifest["input_dtype"]["enum"] == [d.name for d in dtypes.TABLE]
+    assert spec["dtype"]["enum"] == dtypes.spellings()
+    shapes = [v["pattern"] for v in spec.values() if isinstance(v, dict) and "(key<" in str(v.get("pattern", ""))]
+    assert shapes, "the spec schema's shape pattern"
+    for pattern in shapes:
+        spelled = set(pattern.split("(", 1)[1].split(")\\s*", 1)[0].replace("(?:", "").replace(")", "").split("|"))
+        missing = [s for s in dtypes.spellings() if not s.startswith("key") and s not in spelled]
+        assert not missing, missing
