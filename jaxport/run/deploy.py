@@ -27,17 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import dtypes
 from .._fsio import atomic_write, check_output
 from .._text import plural
 from ..artifact import contract
 from ..artifact.bounds import Bounds
 from ..artifact.container import manifest_bytes
 from ..artifact.model import CallNode, DimVar, Function, Input, Output, Signature
-from ..errors import JaxportError
 from . import buckets as buckets_mod
-from . import rowwise
-from .iree import check_supported, compile_error, compile_module, iree_version, specialize
+from .buckets import rowwise
+from .buckets.padding import padding_verdicts, specializer, structs
+from .iree import check_supported, compile_error, compile_module, iree_version
 from .iree_loader import Array, Description
 from .iree_module import SCOPE, Specialized, assemble, write_archive
 from .jax_backend import JaxBackend
@@ -53,14 +52,12 @@ BUCKET_RULE = ("a call runs on the function of the smallest bucket that fits it:
                "the bucket's value, or not above it where padding is allowed for that variable; the smallest is "
                "the one with the fewest input elements, the first listed among equals")
 PADDING_RULE = ("a variable may be padded only where the program was proven to work row by row along it "
-                "(jaxport.run.rowwise; a reduction, contraction, slice or gather across it, or a use of its value, "
-                "refuses it): the inputs are padded along the listed axes with copies of their last row (fill "
+                "(jaxport.run.buckets.rowwise; a reduction, contraction, slice or gather across it, or a use of its "
+                "value, refuses it): the inputs are padded along the listed axes with copies of their last row (fill "
                 "'edge') up to the bucket's size, and the outputs sliced back along the listed axes; a variable "
                 "that may not be padded must equal a bucket's value")
 
-#: Sizes tried first when a variable is specialized twice to find the axes it sizes: small, odd, and unlikely to
-#: equal another dimension of the program.
-_PROBE_SIZES = (13, 11, 7, 5, 3, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
+
 
 
 @dataclass(frozen=True)
@@ -174,7 +171,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     weight_structs = [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in backend.weights]
     functions = []
     for name, bucket in zip(names, chosen.buckets):
-        s = _structs(f, bucket)
+        s = structs(f, bucket)
         with backend.x64():
             outs = jax.tree_util.tree_leaves(jax.eval_shape(backend.program, weight_structs, *s))
         argv = run_command(module_path.name, irpa_path.name if weight_names else None, name, f.input_names,
@@ -197,73 +194,6 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     return Compiled(description, module_path, run_path, irpa_path if weight_names else None,
                     list(chosen.notes) + _padding_notes(verdicts), sizes, seconds, loaded.function, chosen.source,
                     functions, dict(verdicts), weight_names)
-
-
-def _structs(f: Function, env: Mapping[str, int]) -> list[Any]:
-    import jax
-
-    return [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i.dtype)) for i in f.inputs]
-
-
-def specializer(backend: JaxBackend, f: Function) -> Callable[[Mapping[str, int]], str]:
-    """``specialize`` for an assignment of the variables, each assignment specialized once."""
-    cache: dict[tuple[tuple[str, int], ...], str] = {}
-
-    def specialized(env: Mapping[str, int]) -> str:
-        key = tuple(sorted(env.items()))
-        if key not in cache:
-            cache[key] = specialize(backend, _structs(f, env))
-        return cache[key]
-
-    return specialized
-
-
-def padding_verdicts(f: Function, n_weights: int,
-                     specialized: Callable[[Mapping[str, int]], str]) -> dict[str, rowwise.Verdict]:
-    """Whether calls may pad each dimension variable (``rowwise``), from two specializations per variable at sizes
-    chosen to be unlike the program's other dimensions."""
-    variables = contract.dimension_variables(f)
-    env, others = _probe_sizes(f, variables)
-    verdicts = {}
-    for v in variables:
-        if env is None or others.get(v) is None:
-            verdicts[v] = rowwise.Verdict(v, False, f"{v} has no two valid sizes to compare the program at")
-            continue
-        try:
-            verdicts[v] = rowwise.analyze(f, v, n_weights, env, others[v], specialized)
-        except JaxportError as e:
-            verdicts[v] = rowwise.Verdict(v, False, f"the program could not be specialized to check it ({e})")
-    return verdicts
-
-
-def _valid(f: Function, env: Mapping[str, int]) -> bool:
-    try:
-        contract.resolve_dims(f, env)
-    except JaxportError:
-        return False
-    return True
-
-
-def _probe_sizes(f: Function, variables: list[str]) -> tuple[dict[str, int] | None, dict[str, int]]:
-    """One valid assignment of every variable to distinct, odd-looking sizes, and for each variable a second size
-    valid with the others unchanged (None where there is none)."""
-    env: dict[str, int] = {}
-    candidates: dict[str, list[int]] = {}
-    for v in variables:
-        b = f.bounds_of(v)
-        near = range(max(b.lo, 2), max(b.lo, 2) + 64)
-        candidates[v] = [c for c in [*_PROBE_SIZES, *near, b.lo] if b.holds(c)]
-        pick = next((c for c in candidates[v] if c not in env.values() and _valid(f, {**env, v: c})), None)
-        if pick is None:
-            return None, {}
-        env[v] = pick
-    if not _valid(f, env):
-        return None, {}
-    others = {}
-    for v in variables:
-        taken = set(env.values())  # a size equal to another variable's could let MLIR fold the two together
-        others[v] = next((c for c in candidates[v] if c not in taken and _valid(f, {**env, v: c})), None)
-    return env, {v: c for v, c in others.items() if c is not None}
 
 
 def _padding_notes(verdicts: Mapping[str, rowwise.Verdict]) -> list[str]:

@@ -16,25 +16,17 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from .. import dtypes
 from .._fsio import atomic_write
-from .._jax_internals import make_ir_context
 from ..artifact.model import Function
 from ..errors import PlatformError
 from .backend import Compilation, Placement, ShapeKey
+from .buckets.specialize import DYNAMIC_PREFIX, GONE_WHEN_STATIC, RUN_WITH_JAX, custom_call_error, specialize
 from .jax_backend import JaxBackend
-
-#: What makes a custom call vanish once the program has static shapes: JAX's shape checks and its calls that exist
-#: only for dynamic shapes (``stablehlo.dynamic_top_k``, ``stablehlo.dynamic_reduce_window``, ...).
-_GONE_WHEN_STATIC = ("shape_assertion",)
-_DYNAMIC_PREFIX = "stablehlo.dynamic_"
-#: What IREE is told to do when the caller gives no other flags.
-RUN_WITH_JAX = "run it with the JAX runtime (--runtime jax)"
 
 
 def compile_module(module: bytes | str, cpu: str = "host") -> bytes:
@@ -74,18 +66,6 @@ def iree_version() -> str:
         return "unknown"
 
 
-def custom_call_error(where: str, counts: Mapping[str, int]) -> PlatformError:
-    """IREE provides no custom-call kernels: the error naming the program's custom calls (with how often each is
-    called) and what to do."""
-    shown = ", ".join(f"{t} ({n}x)" for t, n in sorted(counts.items()))
-    hint = (" (on CPU, jnp.linalg decompositions and solvers lower to LAPACK custom calls)"
-            if any(t.startswith("lapack_") for t in counts) else "")
-    several = len(counts) > 1
-    return PlatformError(f"{where}: IREE cannot run this program: it calls the custom call{'s' if several else ''} "
-                         f"{shown}, for which IREE has no kernel{hint}; {RUN_WITH_JAX}, or export the function "
-                         f"without the operation that lowers to {'them' if several else 'it'}.")
-
-
 def check_supported(f: Function, where: str) -> None:
     """Refuse early what IREE cannot run whatever the shapes: programs sharded over several devices and custom calls
     that stay in the program once its shapes are static. The specialized program is checked again
@@ -96,54 +76,10 @@ def check_supported(f: Function, where: str) -> None:
                             f"without a mesh.")
     staying: Counter[str] = Counter()
     for c in f.custom_calls:
-        if c.target not in _GONE_WHEN_STATIC and not c.target.startswith(_DYNAMIC_PREFIX):
+        if c.target not in GONE_WHEN_STATIC and not c.target.startswith(DYNAMIC_PREFIX):
             staying[c.target] += 1 if c.count is None else c.count
     if staying:
         raise custom_call_error(where, staying)
-
-
-def static_module(backend: JaxBackend, structs: list[Any]) -> bytes:
-    """The program specialized to concrete input shapes, as MLIR bytecode of this JAX's MLIR, static shapes only.
-
-    Its arguments are the function's bound tensors (in the manifest's order), then its free inputs; unused ones are
-    kept, so every caller passes the same list. Bound tensors are lowered as abstract arguments: their values are
-    not read.
-    """
-    import jax
-    from jax.extend import mlir as jmlir
-
-    weights = [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in backend.weights]
-    with backend.x64():
-        lowered = jax.jit(backend.program, keep_unused=True).lower(weights, *structs)
-    text = lowered.as_text(debug_info=False)  # without locations: the same program gives the same bytes
-    try:
-        return bytes(jmlir.refine_polymorphic_shapes(text.encode("utf-8")))
-    except Exception as e:  # noqa: BLE001 - the refinement reports shape-assertion failures as errors
-        raise PlatformError(f"{backend.where}: cannot specialize the program to these shapes for IREE: "
-                            f"{str(e).strip().splitlines()[0][:300]}") from None
-
-
-def specialize(backend: JaxBackend, structs: list[Any]) -> str:
-    """The program specialized to concrete shapes as MLIR text without locations, which IREE reads; refused (a
-    platform error) when custom calls are left in it."""
-    refined = static_module(backend, structs)
-    with make_ir_context():
-        from jax.extend.mlir import ir
-        from jax.extend.mlir.dialects import stablehlo
-
-        module = ir.Module.parse(refined)
-        targets: list[str] = []
-
-        def visit(op: Any) -> Any:
-            view = op.opview
-            if isinstance(view, stablehlo.CustomCallOp):
-                targets.append(view.call_target_name.value)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-        if targets:
-            raise custom_call_error(backend.where, Counter(targets))
-        return str(module.operation.get_asm(enable_debug_info=False))
 
 
 def shapes_text(key: ShapeKey | list[Any]) -> str:

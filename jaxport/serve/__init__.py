@@ -2,7 +2,7 @@
 
 ``batching`` is the engine-free core: a bucket plan from the spec's bounds (the rule ``jaxport compile`` uses,
 ``run.buckets``), every bucket compiled ahead, a batch padded to the smallest bucket that fits where the program is
-proven to work row by row (``run.rowwise``), split over the largest bucket, refused with the reason elsewhere.
+proven to work row by row (``run.buckets.rowwise``), split over the largest bucket, refused with the reason elsewhere.
 ``batcher`` runs a server's requests on one worker thread, merging what queues behind a running call; ``engine``
 is what a batch engine's worker holds; ``ports`` checks the addresses a server will bind. ``oip`` maps an
 artifact's signature to the Open Inference Protocol (v2). The engine adapters are thin layers over them:

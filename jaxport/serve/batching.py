@@ -13,8 +13,8 @@ every actor). :class:`Batched` compiles a fixed set of shape *buckets* ahead and
   job: the bucket of its batch size, which its ragged last batch reuses).
 - A call runs on the smallest bucket that fits it (the fewest input elements): each variable equal to the
   bucket's value, or not above it where the program is proven to work row by row along the variable
-  (``run.rowwise``, the proof ``jaxport compile`` records for IREE modules). There the inputs are padded along
-  that variable's axes with copies of their last row (``edge``: a padded row is a valid row) and the outputs
+  (``run.buckets.rowwise``, the proof ``jaxport compile`` records for IREE modules). There the inputs are padded
+  along that variable's axes with copies of their last row (``edge``: a padded row is a valid row) and the outputs
   sliced back, which gives what the call gives unpadded.
 - The *batch variable* is the one that sizes axis 0 of every input and every output, exactly, with a row-wise
   proof. A batch of more rows than the largest bucket holds is split into chunks of that bucket's size (the last
@@ -50,11 +50,10 @@ from ..artifact.model import Function, Input, Output
 from ..checks import checked_targets
 from ..errors import InputError, UsageError
 from ..run import buckets as buckets_mod
-from ..run.deploy import padding_verdicts
-from ..run.iree import specialize
+from ..run.buckets.padding import padding_verdicts, specializer
+from ..run.buckets.rowwise import Verdict
 from ..run.jax_backend import JaxBackend
 from ..run.loaded import Loaded
-from ..run.rowwise import Verdict
 from ..run.warmup import Warmed, signature
 
 #: Sizes per power of two that serving and batch inference pad to by default (``run.buckets.ladder``): 2^k,
@@ -108,11 +107,10 @@ def plan_buckets(f: Function, dims: Dims | None = None) -> buckets_mod.Plan:
 
 
 def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str, Verdict]:
-    """Whether calls may pad each dimension variable of a loaded function (``run.rowwise``, as ``jaxport compile``
-    decides it): the program specialized at two sizes of each variable and compared. The verdicts are remembered in
-    ``cache_dir`` (default: the active cache directory), keyed by the program and the function's record, so that
-    the next worker of a batch job, or the next start of a server, does not specialize the program again."""
-    import jax
+    """Whether calls may pad each dimension variable of a loaded function (``run.buckets.rowwise``, as ``jaxport
+    compile`` decides it): the program specialized at two sizes of each variable and compared. The verdicts are
+    remembered in ``cache_dir`` (default: the active cache directory), keyed by the program and the function's
+    record, so that the next worker of a batch job, or the next start of a server, does not specialize it again."""
 
     f = loaded.function_record
     variables = contract.dimension_variables(f)
@@ -129,16 +127,7 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
         remembered = _remembered(usercache.read_record(directory, PADDING_RECORD, digest), variables)
         if remembered is not None:
             return remembered
-    cache: dict[tuple[tuple[str, int], ...], str] = {}
-
-    def specialized(env: Mapping[str, int]) -> str:
-        key = tuple(sorted(env.items()))
-        if key not in cache:
-            structs = [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i.dtype))
-                       for i in f.inputs]
-            cache[key] = specialize(backend, structs)
-        return cache[key]
-
+    specialized = specializer(backend, f)
     # Lowering a call of the exported program initializes jaxlib's LAPACK kernels (importing scipy.linalg: 0.3-0.4 s
     # of a batch worker's start) unless told not to; a program the allowlist check found no LAPACK call in does not
     # need them, as ``JaxBackend.compile`` decides for its own lowering.

@@ -1,4 +1,4 @@
-"""Which dimension variables a deployed module may pad (``jaxport.run.rowwise``), and which buckets ``compile``
+"""Which dimension variables a deployed module may pad (``jaxport.run.buckets.rowwise``), and which buckets ``compile``
 builds (``jaxport.run.buckets``). Padding is allowed only where the program provably works row by row; every
 program allowed here gives, run by XLA on edge-padded inputs and sliced back, what it gives at the exact size."""
 
@@ -14,7 +14,7 @@ from jaxport.artifact import model
 from jaxport.artifact.bounds import Bounds
 from jaxport.errors import UsageError
 from jaxport.run import buckets
-from jaxport.run.deploy import padding_verdicts, specializer
+from jaxport.run.buckets.padding import padding_verdicts, specializer
 
 MODELS = '''
 import jax

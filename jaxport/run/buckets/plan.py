@@ -24,9 +24,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..artifact import contract
-from ..artifact.model import Function
-from ..errors import InputError, UsageError
+from ...artifact import contract
+from ...artifact.model import Function
+from ...errors import InputError, UsageError
 
 #: Most functions proposed from the spec's bounds when no buckets are given.
 MAX_PROPOSED = 8

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .. import dimexpr
-from .._jax_internals import make_ir_context
-from ..artifact.model import Function, Input, Output
+from ... import dimexpr
+from ..._jax_internals import make_ir_context
+from ...artifact.model import Function, Input, Output
 
 #: A value's state: the axes sized by the variable (the value is row-wise), or why it is not.
 State = frozenset[int] | str
