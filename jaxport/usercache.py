@@ -104,19 +104,24 @@ def untrusted_reason(directory: str | os.PathLike[str]) -> str | None:
 def has_verdict(directory: Path, key: dict[str, str]) -> bool:
     """Whether ``directory`` holds a passed verdict of exactly ``key`` (see the module docstring for what is
     ignored), read only from a directory of this user's that no one else can write (:func:`untrusted_reason`)."""
+    return _read_json(directory, verdict_path(directory, key), MAX_VERDICT_BYTES) == key
+
+
+def _read_json(directory: Path, path: Path, most: int) -> Any:
+    """The JSON value in ``path`` inside ``directory``, read only from a directory no one else may write
+    (:func:`untrusted_reason`) and as :func:`_read_small` reads; None when it cannot be read or is not JSON."""
     if untrusted_reason(directory) is not None:
-        return False
-    data = _read_small(verdict_path(directory, key))
+        return None
+    data = _read_small(path, most)
     if data is None:
-        return False
+        return None
     try:
-        found = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        return False
-    return found == key
+        return None
 
 
-def _read_small(path: Path, most: int = MAX_VERDICT_BYTES) -> bytes | None:
+def _read_small(path: Path, most: int) -> bytes | None:
     """The bytes of ``path`` if it is a regular file (never through a symbolic link, never a FIFO or device) of at
     most ``most`` bytes; None otherwise, or if it cannot be read."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -141,12 +146,17 @@ def _read_small(path: Path, most: int = MAX_VERDICT_BYTES) -> bytes | None:
 def write_verdict(directory: Path, key: dict[str, str]) -> bool:
     """Record ``key``'s passed verdict in ``directory`` (created if needed), atomically; False if it could not be
     written (a read-only or full disk: the check runs again next time)."""
+    data = (json.dumps(key, indent=1, sort_keys=True) + "\n").encode("ascii")
+    return _write(directory, verdict_path(directory, key), data)
+
+
+def _write(directory: Path, path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` in ``directory`` (created if needed, mode 0700), atomically, readable by all and
+    writable only by this user; False if it could not be written or the directory is not one to trust."""
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         if untrusted_reason(directory) is not None:
             return False  # never leave a verdict where it would not be read, or where others could see it planted
-        data = (json.dumps(key, indent=1, sort_keys=True) + "\n").encode("ascii")
-        path = verdict_path(directory, key)
         atomic_write(path, lambda f: f.write(data))
         os.chmod(path, 0o644)  # read only if no one else can write it, whatever the umask
         return True
@@ -167,17 +177,8 @@ def read_record(directory: Path, kind: str, digest: str) -> Any:
     """A JSON value remembered by :func:`write_record` for ``kind`` and ``digest`` (under this jaxlib and jaxport),
     read as verdicts are (a regular file of this user's that no one else can write, in a directory no one else can
     write, at most :data:`MAX_RECORD_BYTES`); None when there is none or it is not one."""
-    if untrusted_reason(directory) is not None:
-        return None
-    data = _read_small(record_path(directory, kind, digest), MAX_RECORD_BYTES)
-    if data is None:
-        return None
-    try:
-        found = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    key = {"kind": kind, "sha256": digest, "jaxlib": jaxlib_version(), "jaxport": __version__}
-    if not isinstance(found, dict) or found.get("key") != key:
+    found = _read_json(directory, record_path(directory, kind, digest), MAX_RECORD_BYTES)
+    if not isinstance(found, dict) or found.get("key") != _record_key(kind, digest):
         return None
     return found.get("value")
 
@@ -185,17 +186,12 @@ def read_record(directory: Path, kind: str, digest: str) -> Any:
 def write_record(directory: Path, kind: str, digest: str, value: Any) -> bool:
     """Remember a JSON ``value`` of ``kind`` about the program of sha256 ``digest`` in ``directory``, atomically;
     False if it could not be written."""
-    key = {"kind": kind, "sha256": digest, "jaxlib": jaxlib_version(), "jaxport": __version__}
     try:
-        data = (json.dumps({"key": key, "value": value}, sort_keys=True) + "\n").encode("utf-8")
-        if len(data) > MAX_RECORD_BYTES:
-            return False
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if untrusted_reason(directory) is not None:
-            return False
-        path = record_path(directory, kind, digest)
-        atomic_write(path, lambda f: f.write(data))
-        os.chmod(path, 0o644)
-        return True
-    except (OSError, OutputError, TypeError, ValueError):
+        data = (json.dumps({"key": _record_key(kind, digest), "value": value}, sort_keys=True) + "\n").encode()
+    except (TypeError, ValueError):
         return False
+    return len(data) <= MAX_RECORD_BYTES and _write(directory, record_path(directory, kind, digest), data)
+
+
+def _record_key(kind: str, digest: str) -> dict[str, str]:
+    return {"kind": kind, "sha256": digest, "jaxlib": jaxlib_version(), "jaxport": __version__}

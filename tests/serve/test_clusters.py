@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 import jaxport
+from tests.serve.servers import free_port
 from tests.support import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -45,12 +46,6 @@ WAIT_S = 90  # the most any start-up may take on two busy cores
 def _needs(module: str, extra: str) -> None:
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"needs the extra jaxport[{extra}] (pip install 'jaxport[{extra}]'; make test-serve)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _until(what: str, check, log: Path | None = None, limit: float = WAIT_S):
@@ -228,18 +223,18 @@ def test_ray_data_on_two_nodes(artifact, processes, tmp_path):
     ray_cli = str(Path(sys.executable).parent / "ray")
     temp = Path(tempfile.mkdtemp(prefix="jxray", dir="/tmp"))  # short: Ray's socket paths live under it
     caches = [tmp_path / "head-cache", tmp_path / "node-cache"]
-    port = _free_port()
+    port = free_port()
     common = ["--block", "--num-cpus=1", "--node-ip-address=127.0.0.1", "--object-store-memory=100000000",
               "--disable-usage-stats", "--include-log-monitor=false"]
     try:
         head = processes.start("ray-head", [ray_cli, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                                            f"--temp-dir={temp}", f"--ray-client-server-port={_free_port()}",
-                                            f"--dashboard-agent-listen-port={_free_port()}", *common],
+                                            f"--temp-dir={temp}", f"--ray-client-server-port={free_port()}",
+                                            f"--dashboard-agent-listen-port={free_port()}", *common],
                                {**_node_env(caches[0]), **token})
         _until("the Ray head's GCS listening", lambda: socket.create_connection(("127.0.0.1", port), 1).close() or 1,
                head)
         processes.start("ray-node", [ray_cli, "start", f"--address=127.0.0.1:{port}",
-                                     f"--dashboard-agent-listen-port={_free_port()}", *common],
+                                     f"--dashboard-agent-listen-port={free_port()}", *common],
                         {**_node_env(caches[1]), **token})
         (tmp_path / "driver.py").write_text(RAY_DRIVER)
         (tmp_path / "f.jaxport").write_bytes(data)
@@ -296,7 +291,7 @@ def test_spark_standalone(artifact, processes, tmp_path, monkeypatch, run_cli):
     spark_class = str(_spark_home() / "bin" / "spark-class")
     env = _node_env(tmp_path / "executor-cache")
     env.update(SPARK_HOME=str(_spark_home()), SPARK_DAEMON_MEMORY="512m")
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     master = processes.start("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
                                               "127.0.0.1", "--port", str(port), "--webui-port", str(ui)], env)
 
@@ -309,7 +304,7 @@ def test_spark_standalone(artifact, processes, tmp_path, monkeypatch, run_cli):
     worker = processes.start("spark-worker", [spark_class, "org.apache.spark.deploy.worker.Worker",
                                               f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--cores", "2",
                                               "--memory", "2g", "--work-dir", str(work), "--webui-port",
-                                              str(_free_port())], env)
+                                              str(free_port())], env)
     _until("a Spark worker registered", lambda: workers_alive() == 1, worker)
 
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)

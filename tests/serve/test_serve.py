@@ -7,11 +7,7 @@ import importlib.util
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -19,6 +15,7 @@ import numpy as np
 import pytest
 
 import jaxport
+from tests.serve.servers import free_port, serving
 from tests.support import EXAMPLES, REPO
 
 # The server runs in its own process: kserve's protocol classes and tritonclient's share names, and one process
@@ -36,12 +33,6 @@ READY_S = 300
 TWICE = "def f(x):\n    return 2.0 * x + 1.0\n"
 CENTERED = "def f(x):\n    return x - x.mean(axis=0)\n"
 SPEC3 = "jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\nargs:\n  - \"f32[batch, 3]\"\n"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -76,39 +67,14 @@ def server(tmp_path_factory):
         (d / "model.py").write_text(src)
         (d / "spec.yaml").write_text(spec)
         paths[name] = jaxport.export(f"{d}/model.py:f", d / "spec.yaml", output=root / f"{name}.jaxport").path
-    http, grpc = _port(), _port()
+    http, grpc = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAXPORT_CACHE_DIR": str(root / "cache")}
-    log = open(root / "server.log", "w+")
-    argv = [sys.executable, "-c", "from jaxport_cli.main import main; main()", "serve", f"mlp@1={mlp}",
-            f"mlp@2={paths['twice']}", str(paths["centered"]), "--dim", "batch=1,8,32", "--dim", "n=2,4",
-            "--host", "127.0.0.1", "--http-port", str(http), "--grpc-port", str(grpc), "--batch-window-ms", "50"]
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{http}"
-    deadline = time.monotonic() + READY_S
-    for _ in range(READY_S * 4):  # bounded in count and time
-        if proc.poll() is not None or time.monotonic() > deadline:
-            break
-        try:
-            if _get(f"{base}/v2/health/ready")[0] == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.25)
-    else:
-        pass
-    try:
-        if proc.poll() is not None or _get(f"{base}/v2/health/ready")[0] != 200:
-            log.seek(0)
-            pytest.fail(f"jaxport serve did not become ready:\n{log.read()[-4000:]}")
-        yield {"base": base, "http": f"127.0.0.1:{http}", "grpc": f"127.0.0.1:{grpc}", "paths": paths, "log": log}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
+    args = [f"mlp@1={mlp}", f"mlp@2={paths['twice']}", str(paths["centered"]), "--dim", "batch=1,8,32", "--dim",
+            "n=2,4", "--host", "127.0.0.1", "--http-port", str(http), "--grpc-port", str(grpc), "--batch-window-ms",
+            "50"]
+    with open(root / "server.log", "w+") as log, serving(args, http=http, env=env, log=log, ready_s=READY_S):
+        yield {"base": f"http://127.0.0.1:{http}", "http": f"127.0.0.1:{http}", "grpc": f"127.0.0.1:{grpc}",
+               "paths": paths, "log": log}
 
 
 def _x(rows: int, seed: int = 0, cols: int = 784) -> np.ndarray:

@@ -12,18 +12,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jaxport
+from tests.serve.servers import free_port, serving
 from tests.support import EXAMPLES, REPO
 
 if importlib.util.find_spec("kserve") is None:
@@ -42,12 +39,6 @@ def _block(language: str, containing: str) -> str:
     return block
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A directory with the examples and the quick start's mlp.jaxport, served on free ports: (directory, the
@@ -55,43 +46,17 @@ def served(tmp_path_factory):
     d = tmp_path_factory.mktemp("readme-serve")
     shutil.copytree(EXAMPLES, d / "examples")
     jaxport.export(f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml", output=d / "mlp.jaxport")
-    http, grpc = _port(), _port()
+    http, grpc = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAXPORT_CACHE_DIR": str(d / "cache")}
-    log = open(d / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-c", "from jaxport_cli.main import main; main()", "serve",
-                             "mlp.jaxport", "--dim", "batch=1,4", "--http-port", str(http), "--grpc-port", str(grpc)],
-                            cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + READY_S
-    ready = False
-    for _ in range(READY_S * 4):  # bounded in count and time
-        if proc.poll() is not None or time.monotonic() > deadline:
-            break
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=10) as r:
-                ready = r.status == 200
-        except (OSError, urllib.error.HTTPError):
-            pass
-        if ready:
-            break
-        time.sleep(0.25)
-    try:
-        if not ready:
-            log.seek(0)
-            pytest.fail(f"jaxport serve did not become ready:\n{log.read()[-4000:]}")
+    with open(d / "server.log", "w+") as log, serving(["mlp.jaxport", "--dim", "batch=1,4", "--http-port", str(http),
+                                                         "--grpc-port", str(grpc)], http=http, env=env, log=log,
+                                                        ready_s=READY_S, cwd=d):
 
         def ported(text: str) -> str:
             assert "127.0.0.1:8080" in text or "127.0.0.1:8081" in text
             return text.replace("127.0.0.1:8080", f"127.0.0.1:{http}").replace("127.0.0.1:8081", f"127.0.0.1:{grpc}")
 
         yield d, ported
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import jaxport
+from tests.serve.servers import free_port
 from tests.support import REPO
 
 if importlib.util.find_spec("kserve") is None:
@@ -54,12 +55,6 @@ IN_USE = ("error[usage]: {option} {port}: 127.0.0.1:{port} is already in use (an
 SCHEMA = json.loads((REPO / "specs" / "schemas" / "cli" / "serve.schema.json").read_text())
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(root) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "JAXPORT_CACHE_DIR": str(root / "cache")}
 
@@ -87,7 +82,7 @@ def _serve(work, *args: str) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def _ports(*args: str) -> list[str]:
-    return [*args, "--http-port", str(_port()), "--grpc-port", str(_port())]
+    return [*args, "--http-port", str(free_port()), "--grpc-port", str(free_port())]
 
 
 # --- refused before anything compiles ------------------------------------------------------------------------------
@@ -136,7 +131,7 @@ def test_a_model_given_twice_is_refused_before_loading(work, args, line):
 
 
 def test_the_same_port_for_rest_and_grpc_is_refused(work):
-    port = _port()
+    port = free_port()
     res, _ = _serve(work, "a.jaxport", "--http-port", str(port), "--grpc-port", str(port))
     assert (res.returncode, res.stderr) == (2, f"error[usage]: --http-port and --grpc-port are both {port}: REST and "
                                                f"gRPC each need a port of their own; give --grpc-port another one.\n")
@@ -162,7 +157,7 @@ def test_a_port_another_process_listens_on_is_refused_before_compiling(work, opt
         taken.listen()
         port = taken.getsockname()[1]
         other = "--grpc-port" if option == "--http-port" else "--http-port"
-        res, _ = _serve(work, "a.jaxport", option, str(port), other, str(_port()))
+        res, _ = _serve(work, "a.jaxport", option, str(port), other, str(free_port()))
     assert (res.returncode, res.stderr) == (2, IN_USE.format(option=option, port=port))
 
 
@@ -172,7 +167,7 @@ class Running:
     """A ``jaxport serve --json`` process and its stdout events, read by a thread (every wait bounded)."""
 
     def __init__(self, work, *args: str):
-        self.http, self.grpc = _port(), _port()
+        self.http, self.grpc = free_port(), free_port()
         self.stderr = open(work / f"serve-{self.http}.log", "w+")
         self.proc = subprocess.Popen([*SERVE, *args, "--json", "--host", "127.0.0.1", "--http-port", str(self.http),
                                       "--grpc-port", str(self.grpc)], cwd=work, env=_env(work),
@@ -252,7 +247,7 @@ def test_json_events_a_second_server_on_its_ports_and_sigint(work, running):
     # share the gRPC port.
     for option, port, other in (("--grpc-port", server.grpc, "--http-port"),
                                 ("--http-port", server.http, "--grpc-port")):
-        res, _ = _serve(work, "a.jaxport", option, str(port), other, str(_port()))
+        res, _ = _serve(work, "a.jaxport", option, str(port), other, str(free_port()))
         assert (res.returncode, res.stderr) == (2, IN_USE.format(option=option, port=port))
     assert server.stop(signal.SIGINT) == 130
     assert server.next_event(30) == {"event": "stopped", "signal": "SIGINT", "exit_code": 130}
@@ -359,7 +354,7 @@ def test_a_port_taken_after_the_check_is_a_usage_error(work):
     as error[usage], exit 2): a gRPC port taken by a server with SO_REUSEPORT, then a REST port taken."""
     script = work / "race.py"
     script.write_text(RACE)
-    http, grpc_port = _port(), _port()
+    http, grpc_port = free_port(), free_port()
     res = subprocess.run([sys.executable, str(script), str(work / "a.jaxport"), str(http), str(grpc_port)], cwd=work,
                          env=_env(work), capture_output=True, text=True, timeout=EXIT_S)
     assert res.returncode == 0, res.stderr[-4000:]
