@@ -34,6 +34,8 @@ from .gradients import explain_missing
 from .iree import IreeBackend
 from .jax_backend import JaxBackend
 from .loaded import Loaded
+from .options import LoadOptions
+from .options import runtime as runtime_named
 
 
 def select_function(manifest: Manifest, function: str | None, where: str) -> str:
@@ -142,8 +144,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     compiles, and the first run waits for it: a damaged weights member is then refused (``IntegrityError``) by the
     first call rather than by ``load``, and nothing runs on it either way.
     """
-    if runtime not in ("jax", "iree"):
-        raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
+    runtime_named(runtime)  # UsageError for one there is not
     import jax
     from jax import export
 
@@ -189,3 +190,18 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
         art.close()
     return Loaded(Path(path), fname, art.model, backend, local, mismatch, time.perf_counter() - start,
                   art if weights else None, notes)
+
+
+def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: str | Path | None = None,
+              defer_verify: bool = False) -> Loaded:
+    """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record. ``cache_dir`` is JAX's compilation
+    cache directory in use (``cache.compilation_cache``), beside which a runtime that compiles on its own keeps its
+    modules (``Runtime.cache_subdir``)."""
+    sub = options.runs_on.cache_subdir
+    own_cache = None
+    if sub is not None and cache_dir is not None:
+        base = Path(cache_dir)
+        own_cache = base.with_name(sub) if base.name == "xla" else base / sub
+    return load(path, options.function, allow_platform_mismatch=options.allow_platform_mismatch,
+                verify=options.verify_weights, runtime=options.runtime, cache_dir=own_cache,
+                allow_custom_calls=options.allow_custom_calls, defer_verify=defer_verify)

@@ -1,0 +1,120 @@
+"""How to load an artifact's function, said once: the runtimes that can run one (:data:`RUNTIMES`, each with what
+it can do) and :class:`LoadOptions`, the record ``call``, ``verify``, ``warmup``, ``serve`` and the batch engines'
+adapters hold, which :func:`jaxport.run.load.load_with` opens a function by.
+
+A request that holds the record (``CallRequest``, ``VerifyRequest``) is decorated with :func:`holding_load_options`:
+its constructor takes the record's fields by keyword as well (``CallRequest(path, runtime="iree")``, what the
+command line's options say), so that an option of how to load is added in this module, in ``load_with`` and in the
+command line's option group, and nowhere else. No JAX at import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import UsageError
+
+__all__ = ["LOAD_FIELDS", "RUNTIMES", "LoadOptions", "Runtime", "holding_load_options", "runtime"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One runtime an artifact's program runs on, and what it can do."""
+
+    name: str  # what ``--runtime`` and ``runtime=`` take
+    title: str  # how reports and verify's sides name it ("XLA", "IREE")
+    summary: str  # one line for help texts
+    derivatives: bool  # runs the stored derivatives (``call --vjp``, verify's gradient checks)
+    streaming: bool  # streams inputs in chunks (``call --batch-size``)
+    platforms: tuple[str, ...] | None  # the platforms it runs on; None: JAX's own
+    cache_subdir: str | None  # the compiled modules' directory beside JAX's compilation cache; None: JAX's cache
+
+
+#: Every runtime, by name, in the order help texts list them.
+RUNTIMES: dict[str, Runtime] = {
+    "jax": Runtime("jax", "XLA", "JAX's own compiler (XLA), on JAX's platform", derivatives=True, streaming=True,
+                   platforms=None, cache_subdir=None),
+    "iree": Runtime("iree", "IREE", "IREE, compiled for the CPU (the optional extra jaxport[iree])",
+                    derivatives=False, streaming=False, platforms=("cpu",), cache_subdir="iree"),
+}
+
+
+def runtime(name: str) -> Runtime:
+    """The runtime called ``name``; ``UsageError`` (exit 2) for one there is not."""
+    found = RUNTIMES.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise UsageError(f"unknown runtime {name!r}: use {' or '.join(repr(n) for n in RUNTIMES)}.")
+    return found
+
+
+def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to open an artifact's function to run it (the options ``call``, ``verify``, ``warmup`` and ``serve``
+    share; :func:`jaxport.run.load.load` documents each).
+
+    ``function``: the function to run, when the artifact holds several. ``runtime``: a name in :data:`RUNTIMES`.
+    ``allow_platform_mismatch``: try a function exported for other platforms on the local one.
+    ``allow_custom_calls``: custom-call targets beyond JAX's guaranteed-stable ones the program may call.
+    ``verify_weights``: check the bound weights' sha256 (the default). ``cache_dir``: the compilation cache (default:
+    ``jaxport.run.cache.default_cache_dir()``); ``cache=False``: none.
+    """
+
+    function: str | None = None
+    runtime: str = "jax"
+    allow_platform_mismatch: bool = False
+    allow_custom_calls: tuple[str, ...] = ()
+    verify_weights: bool = True
+    cache_dir: str | Path | None = None
+    cache: bool = True
+
+    def __post_init__(self) -> None:
+        runtime(self.runtime)
+        object.__setattr__(self, "allow_custom_calls", _names(self.allow_custom_calls))  # frozen: normalised once
+
+    @property
+    def runs_on(self) -> Runtime:
+        """The runtime record of ``runtime``."""
+        return RUNTIMES[self.runtime]
+
+
+#: The fields of :class:`LoadOptions`, which a request holding one also takes by keyword.
+LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(LoadOptions))
+
+T = TypeVar("T")
+
+
+def holding_load_options(cls: type[T]) -> type[T]:
+    """Decorate a frozen dataclass with a field ``load: LoadOptions``: its constructor takes the fields of
+    :class:`LoadOptions` by keyword too (merged into ``load``), and reads them as attributes (``request.runtime``
+    is ``request.load.runtime``)."""
+    if "load" not in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
+        raise TypeError(f"{cls.__name__} has no field 'load' to hold LoadOptions in")
+    made: Callable[..., None] = cls.__init__  # type: ignore[misc]
+
+    @functools.wraps(made)
+    def __init__(self: Any, *args: Any, load: LoadOptions | None = None, **kwargs: Any) -> None:
+        given = {k: kwargs.pop(k) for k in LOAD_FIELDS if k in kwargs}
+        if load is not None and not isinstance(load, LoadOptions):
+            raise UsageError(f"load must be a jaxport.LoadOptions, not {type(load).__name__}.")
+        options = load or LoadOptions()
+        made(self, *args, load=dataclasses.replace(options, **given) if given else options, **kwargs)
+
+    def __getattr__(self: Any, name: str) -> Any:
+        if name in LOAD_FIELDS:
+            return getattr(object.__getattribute__(self, "load"), name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    return cls
