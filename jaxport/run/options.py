@@ -115,6 +115,6 @@ def holding_load_options(cls: type[T]) -> type[T]:
             return getattr(object.__getattribute__(self, "load"), name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__init__ = __init__  # type: ignore[method-assign]
     cls.__getattr__ = __getattr__  # type: ignore[attr-defined]
     return cls
