@@ -82,7 +82,9 @@ def shapes_option(help: str, *, required: bool = False) -> Callable[[F], F]:
 
 def runtime_option(help: str) -> Callable[[F], F]:
     """``--runtime jax|iree`` (as ``runtime_name``, default ``jax``)."""
-    return click.option("--runtime", "runtime_name", type=click.Choice(["jax", "iree"]), default="jax",
+    from jaxport.run.options import RUNTIMES
+
+    return click.option("--runtime", "runtime_name", type=click.Choice(list(RUNTIMES)), default="jax",
                         show_default=True, help=help)
 
 
@@ -122,6 +124,66 @@ allow_custom_call_option = custom_call_option(
 #: ``--allow-custom-call`` of the commands that write a program (export, import): what the artifact may record.
 lowering_custom_call_option = custom_call_option(
     "Allow a custom-call target JAX does not guarantee stable; repeatable.")
+
+
+# --- how to load: one option group, one record --------------------------------------------------------------------
+
+#: The command-line option of each ``LoadOptions`` field (``jaxport.run.options``): (field, option factory taking a
+#: help text or None for the default, the parameter the option gives, how its value becomes the field's).
+_LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, Callable[[Any], Any]], ...] = (
+    ("function", lambda h: click.option("--function", "function", metavar="NAME",
+                                        help=h or "Function of the artifact to use when it holds several."),
+     "function", lambda v: v),
+    ("runtime", lambda h: runtime_option(h or "Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree])."),
+     "runtime_name", lambda v: v),
+    ("allow_platform_mismatch", lambda h: click.option(
+        "--allow-platform-mismatch", is_flag=True,
+        help=h or "Try to run a function exported for other platforms than the local one."),
+     "allow_platform_mismatch", bool),
+    ("allow_custom_calls", lambda h: custom_call_option(h) if h else allow_custom_call_option,
+     "allow_custom_calls", tuple),
+    ("verify_weights", lambda h: click.option(
+        "--no-verify", is_flag=True,
+        help=h or "Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact."),
+     "no_verify", lambda v: not v),
+    ("cache_dir", lambda h: cache_dir_option(h) if h else cache_dir_option(), "cache_dir", lambda v: v),
+    ("cache", lambda h: click.option("--no-cache", is_flag=True,
+                                     help=h or "Do not use the persistent compilation cache."),
+     "no_cache", lambda v: not v),
+)
+
+
+def load_options(*, omit: tuple[str, ...] = (), help: dict[str, str] | None = None) -> Callable[[F], F]:
+    """The options of how to load an artifact's function, which the command receives as one parameter ``load``, a
+    ``jaxport.run.options.LoadOptions`` (as Polygraphy's argument groups build library objects): ``--function``,
+    ``--runtime``, ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir`` and
+    ``--no-cache``, less the fields in ``omit`` (which keep their defaults), with a command's own ``help`` by
+    field. A field added to ``LoadOptions`` is added to ``_LOAD_OPTIONS`` and every command that loads takes it.
+    A value the record refuses is a usage error (exit 2)."""
+    texts = help or {}
+    unknown = [name for name in (*omit, *texts) if name not in {entry[0] for entry in _LOAD_OPTIONS}]
+    if unknown:
+        raise ValueError(f"load_options: no load option {unknown[0]!r}")
+    kept = [entry for entry in _LOAD_OPTIONS if entry[0] not in omit]
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            from jaxport.errors import UsageError
+            from jaxport.run.options import LoadOptions
+
+            values = {name: convert(kwargs.pop(param)) for name, _, param, convert in kept}
+            try:
+                kwargs["load"] = LoadOptions(**values)
+            except UsageError as e:
+                raise click.UsageError(str(e)) from None
+            return f(*args, **kwargs)
+
+        for name, option, _, _ in reversed(kept):
+            command = option(texts.get(name))(command)
+        return command
+
+    return decorate
 
 
 # --- tolerances -----------------------------------------------------------------------------------------------------
