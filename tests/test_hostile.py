@@ -52,7 +52,7 @@ def test_the_corpus_covers_every_class_of_the_issue(built):
                           ("special-file", 100), ("write", 30), ("terminal", 80), ("internal-error", 50),
                           ("code-import", 12), ("isolate", 8), ("known-gap", 20)):
         assert counts.get(cls, 0) >= at_least, cls
-    # issue 24's (tests/hostile/round3.py; interrupts, rewrites and API types are runs of round3_runs.py)
+    # issue 24's (tests/hostile/runtime_classes.py; interrupts, rewrites and API types are runs of process_runs.py)
     for cls, at_least in (("run-time-program", 40), ("environment", 30), ("cache-trust", 8)):
         assert counts.get(cls, 0) >= at_least, cls
     assert sum(c.canary for c in cases) >= 20

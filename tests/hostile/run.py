@@ -5,7 +5,7 @@
     python -m tests.hostile.run --list           # the classes and their case counts
     python -m tests.hostile.run --json out.json  # also write every failure and the table as JSON
     python -m tests.hostile.run --no-faults      # skip the writer kill points (tests/hostile/faults.py)
-    python -m tests.hostile.run --class interrupt --trials 60   # a class of round3_runs, 60 interrupts a writer
+    python -m tests.hostile.run --class interrupt --trials 60   # a class of process_runs, 60 interrupts a writer
 
 Each (case, command) pair ends in one of:
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .corpus import CANARY, MODEL, SPEC_BIND_HOSTILE, Base, Case, build
-from .round3 import HOOKS as ROUND3_HOOKS
+from .runtime_classes import HOOKS as RUNTIME_HOOKS
 
 #: Commands per kind: (label, argv with {file}).
 COMMANDS: dict[str, list[tuple[str, list[str]]]] = {
@@ -413,7 +413,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))
 """,
 }
 
-HOOKS.update(ROUND3_HOOKS)  # environments, shared caches and markers (issue 24)
+HOOKS.update(RUNTIME_HOOKS)  # environments, shared caches and markers (issue 24)
 
 #: The jaxport process as run for a case with a hook: the hook, then the CLI.
 _HOOKED = "import os, sys; exec(os.environ['JXHOSTILE_HOOK']); from jaxport_cli.main import main; main()"
@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the classes and case counts, run nothing")
     ap.add_argument("--json", type=Path, help="write the table and every failure to this file")
     ap.add_argument("--no-faults", action="store_true", help="skip the writer kill points")
-    ap.add_argument("--trials", type=int, default=40, help="interrupts per writing command (round3_runs; default 40)")
+    ap.add_argument("--trials", type=int, default=40, help="interrupts per writing command (process_runs; default 40)")
     args = ap.parse_args(argv)
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         sub = sample([c for c in cases if not c.timeout], args.subprocess, args.seed + 1)
         report = run(base, chosen, scratch / "runs", sub, progress=True)
         kills = [] if args.no_faults else run_faults(base, scratch / "faults")
-        extra = _round3_runs(base, scratch / "round3", args)
+        extra = _process_runs(base, scratch / "runs", args)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(report.table())
@@ -591,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(faults_table(kills))
     if extra:
-        from .round3_runs import table
+        from .process_runs import table
 
         print()
         print(table(extra))
@@ -614,19 +614,19 @@ def main(argv: list[str] | None = None) -> int:
                                 if r.status == "accepted"}),
             "rejected": sorted({f"{r.case.id} [{r.command}]: {r.detail}" for r in report.results
                                 if r.status == "rejected"}),
-            "faults": [k.__dict__ for k in kills], "round3": [r.__dict__ for r in extra]}, indent=2))
+            "faults": [k.__dict__ for k in kills], "runs": [r.__dict__ for r in extra]}, indent=2))
     return 1 if report.failures or any(k.problems for k in kills) or any(r.problems for r in extra) else 0
 
 
-def _round3_runs(base: Base, scratch: Path, args: argparse.Namespace) -> list:
-    """The classes of ``round3_runs`` (interrupts, rewrites, API types): all when no class is named, else those
+def _process_runs(base: Base, scratch: Path, args: argparse.Namespace) -> list:
+    """The classes of ``process_runs`` (interrupts, rewrites, API types): all when no class is named, else those
     named."""
-    from . import round3_runs
+    from . import process_runs
 
-    if args.classes and not set(args.classes) & set(round3_runs.CLASSES):
+    if args.classes and not set(args.classes) & set(process_runs.CLASSES):
         return []
     print("  interrupts, rewrites and the API's types...", file=sys.stderr, flush=True)
-    return round3_runs.run(base.dir, scratch, args.classes, args.trials, args.seed)
+    return process_runs.run(base.dir, scratch, args.classes, args.trials, args.seed)
 
 
 def run_faults(base: Base, scratch: Path) -> list:

@@ -150,7 +150,7 @@ def test_the_signal_watcher_does_not_stop_the_check_from_forking():
 # --- class 3: weights rewritten after their check -------------------------------------------------------------------
 
 def _weights_span(path: Path) -> tuple[int, int]:
-    from tests.hostile.round3_runs import _weights_span as span
+    from tests.hostile.process_runs import _weights_span as span
 
     return span(path)
 
@@ -228,7 +228,7 @@ def test_a_limit_above_the_inherited_hard_limit_is_clamped_to_it():
 # --- class 5: the Python API's types --------------------------------------------------------------------------------
 
 def test_every_public_function_rejects_wrong_types_and_malformed_values(tmp_path: Path):
-    from tests.hostile.round3_runs import api_types
+    from tests.hostile.process_runs import api_types
 
     rows = api_types(tmp_path)
     assert {r.name for r in rows} >= {"parse_spec", "load", "export", "check", "verify_artifact", "rebind"}

@@ -519,7 +519,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.hostile.round3_runs [--class C] [--trials N]``: these classes alone."""
+    """``python -m tests.hostile.process_runs [--class C] [--trials N]``: these classes alone."""
     import argparse
 
     from .corpus import build_base
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    scratch = Path(tempfile.mkdtemp(prefix="jaxport-round3-"))
+    scratch = Path(tempfile.mkdtemp(prefix="jaxport-runs-"))
     try:
         build_base(scratch / "base")
         t = time.perf_counter()

@@ -1,6 +1,6 @@
 """The third round of trust-boundary classes (issue 24), as cases of the corpus (``Case``: whole command lines run as
 real processes). The classes whose outcome is not one command's exit (interrupts at random moments, an artifact
-rewritten while it runs, the Python API walked with wrong types) are runs of their own, in ``round3_runs``.
+rewritten while it runs, the Python API walked with wrong types) are runs of their own, in ``process_runs``.
 
 - ``run-time-program``: programs that would crash or block only once compiled or run: a function calling itself
   through ``func.call`` (``main``, a private function, inside a region), functions calling one another, and the
