@@ -108,8 +108,9 @@ def listing(members: dict[str, Any]) -> dict[str, MemberInfo]:
 
 
 def with_members(manifest: Manifest, members: dict[str, Any]) -> Manifest:
-    """The manifest with ``members`` listed (``listing``)."""
-    return replace(manifest, members=listing(members))
+    """The manifest as it is written: ``members`` listed (``listing``), labelled with the format version its fields
+    need (``manifest.written_version``)."""
+    return replace(manifest, members=listing(members), format_version=manifest_mod.written_version(manifest))
 
 
 def fill_members(manifest: dict[str, Any], members: dict[str, Any]) -> bytes:

@@ -29,8 +29,21 @@ if TYPE_CHECKING:
 #:        Before 1.0 was released it gained, additively, the weights section and member, vjp_order values above 0,
 #:        and, for sharded functions, mesh, weights_partition_specs and each array's partition_spec; then an input's
 #:        range, source.spec_sha256 and source.binds, with recorded paths relative to the export root.
-FORMAT_VERSION = "1.0"
+#:   1.1 (2026-12-03): producer.for_jax (export --for-jax) and producer.upgraded_from (jaxport upgrade), optional.
+#: A writer labels an artifact with the oldest version that has every field it holds (``written_version``): one that
+#: uses no field a later minor added is the 1.0 it always was, byte for byte.
+FORMAT_VERSION = "1.1"
 FORMAT_MAJOR = 1
+
+
+def written_version(m: model.Manifest) -> str:
+    """The format version an artifact is written as: the oldest that has every field ``m`` holds (1.1 for
+    ``producer.for_jax`` and ``producer.upgraded_from``, else 1.0), so that an older jaxport's reader and a policy's
+    ``format_version`` range see what the artifact needs, not which jaxport wrote it."""
+    p = m.producer
+    return "1.1" if p.for_jax is not None or p.upgraded_from is not None else "1.0"
+
+
 FORMAT_NAME = "jaxport"
 
 MAX_RANK = 64

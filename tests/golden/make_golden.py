@@ -24,12 +24,19 @@ import jaxport
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent.parent / "examples"
 
-#: name -> (entry point, spec, dims of the golden inputs)
+#: format version -> name -> (entry point, spec, dims of the golden inputs, export's other options): the cases of
+#: each version are artifacts that version's fields describe (a writer labels an artifact with the oldest version
+#: that has every field it holds, so a version's cases use what it added).
 CASES = {
-    "mlp": ("mlp/model.py:predict", "mlp/spec.yaml", {"batch": 3}),
-    "mlp-bound": ("mlp/model.py:apply", "mlp/spec-npz.yaml", {"batch": 5}),
-    "mlp-multiplatform": ("mlp/model.py:predict", "mlp/spec-multiplatform.yaml", {"batch": 2}),
-    "encoder": ("pytree/model.py:encode", "pytree/spec.yaml", {"batch": 4, "h": 3}),
+    "1.0": {
+        "mlp": ("mlp/model.py:predict", "mlp/spec.yaml", {"batch": 3}, {}),
+        "mlp-bound": ("mlp/model.py:apply", "mlp/spec-npz.yaml", {"batch": 5}, {}),
+        "mlp-multiplatform": ("mlp/model.py:predict", "mlp/spec-multiplatform.yaml", {"batch": 2}, {}),
+        "encoder": ("pytree/model.py:encode", "pytree/spec.yaml", {"batch": 4, "h": 3}, {}),
+    },
+    "1.1": {
+        "mlp-for-jax-0.9.1": ("mlp/model.py:predict", "mlp/spec.yaml", {"batch": 3}, {"for_jax": "0.9.1"}),
+    },
 }
 
 
@@ -59,9 +66,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / jaxport.FORMAT_VERSION
         work.mkdir()
-        for name, (entry, spec, dims) in CASES.items():
+        for name, (entry, spec, dims, options) in CASES[jaxport.FORMAT_VERSION].items():
             path = work / f"{name}.jaxport"
-            jaxport.export(f"{EXAMPLES}/{entry}", EXAMPLES / spec, output=path, write_manifest=False)
+            jaxport.export(f"{EXAMPLES}/{entry}", EXAMPLES / spec, output=path, write_manifest=False, **options)
+            with jaxport.open_artifact(path) as art:
+                assert art.model.format_version == jaxport.FORMAT_VERSION, (name, art.model.format_version)
             loaded = jaxport.load(path)
             arrays = loaded.random_inputs(dims, seed=0)
             np.savez(work / f"{name}.inputs.npz", **arrays)
