@@ -31,6 +31,7 @@ class Runtime:
     summary: str  # one line for help texts
     derivatives: bool  # runs the stored derivatives (``call --vjp``, verify's gradient checks)
     streaming: bool  # streams inputs in chunks (``call --batch-size``)
+    serving: bool  # compiles shape buckets ahead and serves them (``jaxport serve``, the batch engines' adapters)
     platforms: tuple[str, ...] | None  # the platforms it runs on; None: JAX's own
     cache_subdir: str | None  # the compiled modules' directory beside JAX's compilation cache; None: JAX's cache
 
@@ -38,9 +39,9 @@ class Runtime:
 #: Every runtime, by name, in the order help texts list them.
 RUNTIMES: dict[str, Runtime] = {
     "jax": Runtime("jax", "XLA", "JAX's own compiler (XLA), on JAX's platform", derivatives=True, streaming=True,
-                   platforms=None, cache_subdir=None),
+                   serving=True, platforms=None, cache_subdir=None),
     "iree": Runtime("iree", "IREE", "IREE, compiled for the CPU (the optional extra jaxport[iree])",
-                    derivatives=False, streaming=False, platforms=("cpu",), cache_subdir="iree"),
+                    derivatives=False, streaming=False, serving=False, platforms=("cpu",), cache_subdir="iree"),
 }
 
 
