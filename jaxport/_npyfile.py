@@ -200,27 +200,38 @@ def _check_eocd(f: IO[bytes], size: int, where: str, error: Error, max_members: 
     f.seek(0)
 
 
-def read_npz_file(f: IO[bytes], where: str, *, error: Error = InputError, max_members: int | None = None,
-                  max_bytes: int | None = None, holds: str = "only arrays named after inputs",
-                  numeric_only: bool = True, max_ratio: int | None = None,
+@dataclass(frozen=True)
+class NpzRules:
+    """What an ``.npz`` may hold (:func:`read_npz_file`): the error its refusals raise; at most ``max_members``
+    members (default ``MAX_NPZ_MEMBERS``) declaring at most ``max_bytes`` in all (default ``MAX_NPZ_BYTES``);
+    ``holds`` says what the file should hold, for the message about a member that is not a ``.npy``;
+    ``numeric_only``: see ``read_header``. With ``max_ratio``, a member over ``BOMB_FLOOR`` bytes that inflates more
+    than ``max_ratio`` times its compressed size is refused as a zip bomb before it is inflated (for files with no
+    declared shape to check a member against, like bound weights)."""
+
+    error: Error = InputError
+    max_members: int | None = None
+    max_bytes: int | None = None
+    holds: str = "only arrays named after inputs"
+    numeric_only: bool = True
+    max_ratio: int | None = None
+
+
+def read_npz_file(f: IO[bytes], where: str, rules: NpzRules = NpzRules(), *,
                   accept: Callable[[str], None] = lambda key: None,
                   prepare: Callable[[str, Header, str], Any] | None = None) -> dict[str, Any]:
     """The arrays of the ``.npz`` open as ``f`` (a regular file), by key (the member name without ``.npy``).
 
-    The zip directory is checked first (at most ``max_members`` members, default ``MAX_NPZ_MEMBERS``; names;
-    methods; declared sizes totalling at most ``max_bytes``, default ``MAX_NPZ_BYTES``); ``accept(key)`` may refuse
-    a key before any data is read. Each member's header is then read and ``prepare(key, header, where)`` returns the
-    dtype the array is read as (and may refuse it from its header, before its data is inflated; default: as stored);
-    arrays larger than this machine's memory are refused. A member yields exactly its declared size. ``holds`` says
-    what the file should hold, for the message about a member that is not a ``.npy``; ``numeric_only``: see
-    ``read_header``. With ``max_ratio``, a member over ``BOMB_FLOOR`` bytes that inflates more than ``max_ratio``
-    times its compressed size is refused as a zip bomb before it is inflated (for files with no declared shape to
-    check a member against, like bound weights).
+    The zip directory is checked first (``rules``: members, names, methods, declared sizes); ``accept(key)`` may
+    refuse a key before any data is read. Each member's header is then read and ``prepare(key, header, where)``
+    returns the dtype the array is read as (and may refuse it from its header, before its data is inflated; default:
+    as stored); arrays larger than this machine's memory are refused. A member yields exactly its declared size.
     """
     import numpy as np
 
-    max_members = MAX_NPZ_MEMBERS if max_members is None else max_members
-    max_bytes = MAX_NPZ_BYTES if max_bytes is None else max_bytes
+    error, holds, numeric_only, max_ratio = rules.error, rules.holds, rules.numeric_only, rules.max_ratio
+    max_members = MAX_NPZ_MEMBERS if rules.max_members is None else rules.max_members
+    max_bytes = MAX_NPZ_BYTES if rules.max_bytes is None else rules.max_bytes
     size = os.fstat(f.fileno()).st_size
     _check_eocd(f, size, where, error, max_members)
     try:

@@ -33,6 +33,7 @@ from pathlib import Path
 from .._fsio import atomic_write, open_regular
 from .._json import strict_json
 from .._record import dataclass
+from .._text import plural
 from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
 from . import zipwrite
@@ -42,6 +43,7 @@ from .model import Manifest, MemberInfo, replace
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     import mmap
+    from collections.abc import Callable
     from typing import Any
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -244,7 +246,7 @@ def open_artifact(path: str | Path) -> Artifact:
     data = _FileBytes(fd, where)
     try:
         if len(data) < 22:
-            raise FormatError(f"{where}: not a jaxport artifact: the file is {_plural(len(data), 'byte')}, too "
+            raise FormatError(f"{where}: not a jaxport artifact: the file is {plural(len(data), 'byte')}, too "
                               f"short for a zip archive.")
         return _open(path, data, len(data))
     except BaseException:
@@ -345,11 +347,45 @@ def _unpack(layout: struct.Struct, data: _FileBytes | bytes, offset: int) -> tup
 
 
 def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
+    """The artifact in ``data`` (``size`` bytes), every rule of the container checked (specs/FORMAT.md, "What a
+    reader checks"): the zip directory, each member's headers and place, the manifest, and the members it lists."""
     where = str(path)
 
     def bad(msg: str) -> FormatError:
         return FormatError(f"{where}: {msg}")
 
+    infos, start_dir = _directory_entries(data, size, bad)
+    members: dict[str, Member] = {}
+    folded: set[str] = set()
+    expected_offset = 0
+    for i, info in enumerate(infos):
+        name = info.filename
+        if not is_safe_member_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
+            raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, '..', backslash or NUL).")
+        if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
+            raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "
+                      f"as UTF-8.")
+        if name in members:
+            raise bad(f"member {name!r} appears twice.")
+        if name.casefold() in folded:
+            raise bad(f"member {name!r} differs from another member's name only in case; it would overwrite it "
+                      f"when extracted on some systems.")
+        folded.add(name.casefold())
+        members[name] = _member(data, info, expected_offset, start_dir, bad)
+        expected_offset = members[name].offset + info.compress_size
+        if i == 0 and name != MANIFEST_NAME:
+            raise bad(f"not a jaxport artifact: the first member is {name!r}, not {MANIFEST_NAME!r}.")
+    if expected_offset != start_dir:
+        raise bad(f"damaged artifact: {start_dir - expected_offset} unaccounted bytes between the last member and "
+                  f"the zip directory.")
+    raw, manifest, typed = _manifest(data, members[MANIFEST_NAME], infos[0].CRC, where, bad)
+    _check_listing(typed.members, members, where, bad)
+    return Artifact(path, data, typed, members, raw, manifest)
+
+
+def _directory_entries(data: _FileBytes, size: int, bad: Callable[[str], FormatError]
+                       ) -> tuple[list[zipfile.ZipInfo], int]:
+    """The zip directory's entries and its offset, checked against the end record."""
     if data[:4] != b"PK\x03\x04":
         raise bad("not a jaxport artifact: it does not start with a zip local header (PK\\x03\\x04).")
     if data[size - 22:size - 18] != _EOCD or data[size - 2:size] != b"\0\0":
@@ -369,73 +405,61 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     if len(infos) != count or start_dir != dir_offset:
         raise bad(f"damaged artifact: the zip directory holds {len(infos)} entries at offset {start_dir}, "
                   f"but the end record says {count} at offset {dir_offset}. Re-download or re-export the artifact.")
-    members: dict[str, Member] = {}
-    folded: set[str] = set()
-    expected_offset = 0
-    for i, info in enumerate(infos):
-        name = info.filename
-        if not is_safe_member_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
-            raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, '..', backslash or NUL).")
-        if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
-            raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "
-                      f"as UTF-8.")
-        if name in members:
-            raise bad(f"member {name!r} appears twice.")
-        if name.casefold() in folded:
-            raise bad(f"member {name!r} differs from another member's name only in case; it would overwrite it "
-                      f"when extracted on some systems.")
-        folded.add(name.casefold())
-        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x9:
-            raise bad(f"member {name!r} is compressed, encrypted or streamed; jaxport artifacts store members "
-                      f"as is.")
-        if info.flag_bits & ~_UTF8_NAME or info.volume:
-            raise bad(f"member {name!r} uses zip features jaxport artifacts do not (flags {info.flag_bits:#06x}, "
-                      f"disk {info.volume}).")
-        if info.file_size != info.compress_size:
-            raise bad(f"member {name!r}: stored size {info.compress_size} differs from its size {info.file_size}.")
-        if info.header_offset != expected_offset:
-            raise bad(f"member {name!r} starts at offset {info.header_offset}, expected {expected_offset}: "
-                      f"members must follow each other with no gaps or overlaps.")
-        if info.header_offset + 30 > start_dir:
-            raise bad(f"member {name!r}: local header lies past the zip directory.")
-        fields = _unpack(_LOCAL, data, info.header_offset)
-        if fields[0] != b"PK\x03\x04":
-            raise bad(f"member {name!r}: no local header at offset {info.header_offset}.")
-        name_len, extra_len = fields[9], fields[10]
-        if info.header_offset + 30 + name_len + extra_len > start_dir:
-            raise bad(f"member {name!r}: local header lies past the zip directory.")
-        raw_name = data[info.header_offset + 30:info.header_offset + 30 + name_len]
-        if raw_name != name.encode("utf-8") and raw_name != name.encode("cp437", "replace"):
-            raise bad(f"member {name!r}: local header names a different file.")
-        local_extra = data[info.header_offset + 30 + name_len:info.header_offset + 30 + name_len + extra_len]
-        if not _extra_fields_tile(local_extra, 0, extra_len) or \
-                not _extra_fields_tile(info.extra, 0, len(info.extra)):
-            raise bad(f"member {name!r}: a malformed zip extra field. Re-download or re-export the artifact.")
-        local_sizes = _local_sizes(local_extra, 0, extra_len, fields[7], fields[8])
-        if (fields[2], fields[3], fields[6]) != (info.flag_bits, info.compress_type, info.CRC) or \
-                local_sizes != (info.compress_size, info.file_size):
-            raise bad(f"member {name!r}: its local header disagrees with the zip directory (flags, method, CRC or "
-                      f"sizes). Re-download or re-export the artifact.")
-        offset = info.header_offset + 30 + name_len + extra_len
-        end = offset + info.compress_size
-        if end > start_dir:
-            raise bad(f"member {name!r}: its data (offset {offset}, size {info.compress_size}) runs past the zip "
-                      f"directory at {start_dir}: the file is truncated or the sizes are wrong.")
-        members[name] = Member(name, offset, info.file_size)
-        expected_offset = end
-        if i == 0 and name != MANIFEST_NAME:
-            raise bad(f"not a jaxport artifact: the first member is {name!r}, not {MANIFEST_NAME!r}.")
-    if expected_offset != start_dir:
-        raise bad(f"damaged artifact: {start_dir - expected_offset} unaccounted bytes between the last member and "
-                  f"the zip directory.")
+    return infos, start_dir
 
-    mm = members[MANIFEST_NAME]
+
+def _member(data: _FileBytes, info: zipfile.ZipInfo, expected_offset: int, start_dir: int,
+            bad: Callable[[str], FormatError]) -> Member:
+    """One member, its flags, local header and place checked: it starts at ``expected_offset``, where the one before
+    it ended, and ends before the zip directory."""
+    name = info.filename
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x9:
+        raise bad(f"member {name!r} is compressed, encrypted or streamed; jaxport artifacts store members "
+                  f"as is.")
+    if info.flag_bits & ~_UTF8_NAME or info.volume:
+        raise bad(f"member {name!r} uses zip features jaxport artifacts do not (flags {info.flag_bits:#06x}, "
+                  f"disk {info.volume}).")
+    if info.file_size != info.compress_size:
+        raise bad(f"member {name!r}: stored size {info.compress_size} differs from its size {info.file_size}.")
+    if info.header_offset != expected_offset:
+        raise bad(f"member {name!r} starts at offset {info.header_offset}, expected {expected_offset}: "
+                  f"members must follow each other with no gaps or overlaps.")
+    if info.header_offset + 30 > start_dir:
+        raise bad(f"member {name!r}: local header lies past the zip directory.")
+    fields = _unpack(_LOCAL, data, info.header_offset)
+    if fields[0] != b"PK\x03\x04":
+        raise bad(f"member {name!r}: no local header at offset {info.header_offset}.")
+    name_len, extra_len = fields[9], fields[10]
+    if info.header_offset + 30 + name_len + extra_len > start_dir:
+        raise bad(f"member {name!r}: local header lies past the zip directory.")
+    raw_name = data[info.header_offset + 30:info.header_offset + 30 + name_len]
+    if raw_name != name.encode("utf-8") and raw_name != name.encode("cp437", "replace"):
+        raise bad(f"member {name!r}: local header names a different file.")
+    local_extra = data[info.header_offset + 30 + name_len:info.header_offset + 30 + name_len + extra_len]
+    if not _extra_fields_tile(local_extra, 0, extra_len) or \
+            not _extra_fields_tile(info.extra, 0, len(info.extra)):
+        raise bad(f"member {name!r}: a malformed zip extra field. Re-download or re-export the artifact.")
+    local_sizes = _local_sizes(local_extra, 0, extra_len, fields[7], fields[8])
+    if (fields[2], fields[3], fields[6]) != (info.flag_bits, info.compress_type, info.CRC) or \
+            local_sizes != (info.compress_size, info.file_size):
+        raise bad(f"member {name!r}: its local header disagrees with the zip directory (flags, method, CRC or "
+                  f"sizes). Re-download or re-export the artifact.")
+    offset = info.header_offset + 30 + name_len + extra_len
+    if offset + info.compress_size > start_dir:
+        raise bad(f"member {name!r}: its data (offset {offset}, size {info.compress_size}) runs past the zip "
+                  f"directory at {start_dir}: the file is truncated or the sizes are wrong.")
+    return Member(name, offset, info.file_size)
+
+
+def _manifest(data: _FileBytes, mm: Member, crc: int, where: str, bad: Callable[[str], FormatError]
+              ) -> tuple[bytes, Any, Manifest]:
+    """The manifest member's bytes, its JSON and its records, its size, CRC-32, JSON and fields checked."""
     if mm.size > MAX_MANIFEST_BYTES:
         raise bad(f"manifest.json is {mm.size} bytes; at most {MAX_MANIFEST_BYTES} are allowed.")
     raw = data[mm.offset:mm.offset + mm.size]
-    if zlib.crc32(raw) != infos[0].CRC:
+    if zlib.crc32(raw) != crc:
         raise IntegrityError(f"{where}: manifest.json is damaged: its CRC-32 is {zlib.crc32(raw):08x}, the zip "
-                             f"directory says {infos[0].CRC:08x}. Re-download or re-export the artifact.")
+                             f"directory says {crc:08x}. Re-download or re-export the artifact.")
     try:
         manifest = strict_json(raw)
     except UnicodeDecodeError as e:
@@ -450,7 +474,12 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
         # a gap in validate: still a refusal of the file, never a crash of the reader (and a bug to report)
         raise bad(f"manifest.json is malformed in a way the validator does not name ({type(e).__name__}: {e}). "
                   f"Re-export the artifact, and report this message.") from None
-    listed = typed.members
+    return raw, manifest, typed
+
+
+def _check_listing(listed: dict[str, MemberInfo], members: dict[str, Member], where: str,
+                   bad: Callable[[str], FormatError]) -> None:
+    """The archive's members are exactly those the manifest lists, each of the listed size."""
     for name, member in members.items():
         if name == MANIFEST_NAME:
             continue
@@ -462,11 +491,6 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     for name in listed:
         if name not in members:
             raise bad(f"member {name!r} is listed in the manifest but missing from the archive.")
-    return Artifact(path, data, typed, members, raw, manifest)
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _directory(data: _FileBytes, size: int, bad: Any) -> tuple[int, int, int]:
@@ -547,7 +571,7 @@ def _misplaced_end(data: _FileBytes, size: int) -> str:
                 if comment and comment == extra:
                     return (f"the zip archive carries a {comment}-byte comment; jaxport artifacts have none. "
                             f"Re-export the artifact.")
-                return (f"damaged artifact: the file has {_plural(extra - comment, 'unexpected byte')} after the "
+                return (f"damaged artifact: the file has {plural(extra - comment, 'unexpected byte')} after the "
                         f"end of the zip archive (at offset {pos + 22 + comment}). Remove them, or re-download or "
                         f"re-export the artifact.")
         pos = data.rfind(_EOCD, 0, pos)

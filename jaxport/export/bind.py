@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import _safetensors, dtypes
 from .._fsio import open_for_reading
-from .._npyfile import read_header, read_npz_file, size_text
+from .._npyfile import NpzRules, read_header, read_npz_file, size_text
 from .._text import plural
 from ..artifact.calltree import key_name
 from ..artifact.summary import type_text
@@ -120,8 +120,8 @@ def load_bind_source(source: str, base_dir: Path, where: str,
             if suffix == ".npy":
                 return _map_npy(f, here)
             if suffix == ".npz":
-                return _nest(read_npz_file(f, here, error=SpecError, max_members=MAX_BIND_FILE_MEMBERS,
-                                           holds="only arrays", numeric_only=False, max_ratio=MAX_BIND_RATIO),
+                return _nest(read_npz_file(f, here, NpzRules(SpecError, MAX_BIND_FILE_MEMBERS, holds="only arrays",
+                                                                 numeric_only=False, max_ratio=MAX_BIND_RATIO)),
                              f"{where}: {source}")
             return _nest(_safetensors.read(f, here, SpecError, mmap=True, max_tensors=MAX_BIND_FILE_MEMBERS),
                          f"{where}: {source}")

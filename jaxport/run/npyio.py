@@ -33,6 +33,7 @@ from .._npyfile import (
     MAX_NPZ_MEMBERS,
     MAX_RANK,
     Header,
+    NpzRules,
     check_memory,
     read_header,
     read_npy_data,
@@ -137,7 +138,7 @@ def read_npz(path: str | Path, declared: Mapping[str, str],
         return dtype
 
     with open_for_reading(path, InputError, directory="a .npz file") as f:
-        return read_npz_file(f, where, max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES, accept=accept,
+        return read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES), accept=accept,
                              prepare=prepare)
 
 
@@ -189,5 +190,5 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
     if suffix == ".safetensors":
         return _safetensors.read_file(path, where, InputError)
     with open_for_reading(path, InputError, directory="a .npz file") as f:
-        return read_npz_file(f, where, max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
-                             holds="arrays keyed by name", prepare=dtype_of)
+        return read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
+                                                 holds="arrays keyed by name"), prepare=dtype_of)
