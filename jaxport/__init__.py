@@ -50,8 +50,9 @@ if TYPE_CHECKING:
     from .run.load import load
     from .run.loaded import Loaded
     from .run.outputs import CallReport
-    from .spec import ShapeSpec, load_spec, parse_spec
-    from .specbuild import Like, Spec, like
+    from .spec.build import Like, Spec, like
+    from .spec.model import ShapeSpec
+    from .spec.parse import load_spec, parse_spec
     from .verify.reference import ReferenceMismatch
     from .verify.reference import call as call
     from .verify.runner import verify as verify_artifact
@@ -105,12 +106,12 @@ __all__ = [
 #: Public name -> (module, attribute), imported on first use so that ``import jaxport`` stays light.
 _LAZY = {
     "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
-    "ShapeSpec": ("jaxport.spec", "ShapeSpec"),
-    "Spec": ("jaxport.specbuild", "Spec"),
-    "Like": ("jaxport.specbuild", "Like"),
-    "like": ("jaxport.specbuild", "like"),
-    "load_spec": ("jaxport.spec", "load_spec"),
-    "parse_spec": ("jaxport.spec", "parse_spec"),
+    "ShapeSpec": ("jaxport.spec.model", "ShapeSpec"),
+    "Spec": ("jaxport.spec.build", "Spec"),
+    "Like": ("jaxport.spec.build", "Like"),
+    "like": ("jaxport.spec.build", "like"),
+    "load_spec": ("jaxport.spec.parse", "load_spec"),
+    "parse_spec": ("jaxport.spec.parse", "parse_spec"),
     "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
     "call": ("jaxport.verify.reference", "call"),
@@ -177,8 +178,8 @@ def _classes() -> dict[str, type]:
 
     from .artifact.policy import Policy
     from .run.calling import CallRequest
-    from .spec import ShapeSpec
-    from .specbuild import Spec
+    from .spec.build import Spec
+    from .spec.model import ShapeSpec
 
     return {"Artifact": Artifact, "ShapeSpec": ShapeSpec, "Spec": Spec, "Policy": Policy, "date": datetime.date,
             "CallRequest": CallRequest}

@@ -5,14 +5,15 @@
 1. Layers. Each module belongs to one layer; it imports only from its own layer and the layers this table allows:
 
    ========== =========================================================
-   foundation the flat top-level modules (errors, dtypes, dimexpr, spec, ...): foundation only
-   artifact   ``jaxport.artifact``: foundation
-   export     ``jaxport.export``: artifact, foundation
-   importer   ``jaxport.importer``: export, artifact, foundation
-   run        ``jaxport.run``: artifact, foundation
-   verify     ``jaxport.verify``: run, importer, export, artifact, foundation
+   foundation the flat top-level modules (errors, dtypes, dimexpr, sharding, ...): foundation only
+   spec       ``jaxport.spec``, the spec language: foundation
+   artifact   ``jaxport.artifact``: spec, foundation
+   export     ``jaxport.export``: artifact, spec, foundation
+   importer   ``jaxport.importer``: export, artifact, spec, foundation
+   run        ``jaxport.run``: artifact, spec, foundation
+   verify     ``jaxport.verify``: run, importer, export, artifact, spec, foundation
    serve      ``jaxport.serve`` and the engine adapters ``jaxport.ray``, ``.beam``, ``.spark``: run, artifact,
-              foundation
+              spec, foundation
    facade     ``jaxport/__init__.py``: anything
    ========== =========================================================
 
@@ -25,7 +26,7 @@
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
    (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
    to the package.
-5. The format layer stays light: ``artifact`` and foundation modules import jax, jaxlib, numpy, ml_dtypes,
+5. The format layer stays light: ``artifact``, ``spec`` and foundation modules import jax, jaxlib, numpy, ml_dtypes,
    safetensors and iree only inside functions, so that reading a manifest imports none of them.
 
 The command line (``jaxport_cli``, the directory ``cli/``) sits above the library and may import any of it, lazily
@@ -47,20 +48,23 @@ from pathlib import Path
 
 PACKAGE = "jaxport"
 CLI_PACKAGE = "jaxport_cli"  # the package name of the directory cli/
+#: The layers below the artifact's life cycle, which every package of it may import.
+BASE = {"spec", "foundation"}
 ALLOWED = {
     "foundation": {"foundation"},
-    "artifact": {"artifact", "foundation"},
-    "export": {"export", "artifact", "foundation"},
-    "importer": {"importer", "export", "artifact", "foundation"},
-    "run": {"run", "artifact", "foundation"},
-    "verify": {"verify", "run", "importer", "export", "artifact", "foundation"},
-    "serve": {"serve", "run", "artifact", "foundation"},
+    "spec": BASE,
+    "artifact": {"artifact", *BASE},
+    "export": {"export", "artifact", *BASE},
+    "importer": {"importer", "export", "artifact", *BASE},
+    "run": {"run", "artifact", *BASE},
+    "verify": {"verify", "run", "importer", "export", "artifact", *BASE},
+    "serve": {"serve", "run", "artifact", *BASE},
 }
-SUBPACKAGES = ("artifact", "export", "importer", "run", "verify", "serve")
+SUBPACKAGES = ("spec", "artifact", "export", "importer", "run", "verify", "serve")
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
 ENGINE_MODULES = ("ray", "beam", "spark")
 HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree")
-LIGHT_LAYERS = ("artifact", "foundation")
+LIGHT_LAYERS = ("artifact", "spec", "foundation")
 
 
 @dataclass

@@ -57,14 +57,26 @@ def test_a_lower_layer_importing_a_higher_one_is_reported(tmp_path):
     root = _package(tmp_path, {"artifact/a.py": "from ..run import r\n", "run/r.py": ""})
     assert check_layers.violations(root) == [
         "jaxport/artifact/a.py:1: jaxport.artifact.a (artifact) imports jaxport.run.r (run); artifact may import "
-        "only from artifact, foundation"]
+        "only from artifact, foundation, spec"]
 
 
 def test_run_and_export_are_independent(tmp_path):
     root = _package(tmp_path, {"run/r.py": "from ..export import e\n", "export/e.py": ""})
     assert check_layers.violations(root) == [
         "jaxport/run/r.py:1: jaxport.run.r (run) imports jaxport.export.e (export); run may import only from "
-        "artifact, foundation, run"]
+        "artifact, foundation, run, spec"]
+
+
+def test_the_spec_language_sits_between_the_foundation_and_the_artifact(tmp_path):
+    root = _package(tmp_path, {
+        "spec/__init__.py": "", "spec/model.py": "from ..errors import X\n",
+        "spec/parse.py": "from ..artifact import a\n", "artifact/a.py": "from ..spec import model\n",
+        "dimexpr.py": "from .spec import model\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/dimexpr.py:1: jaxport.dimexpr (foundation) imports jaxport.spec.model (spec); foundation may import "
+        "only from foundation",
+        "jaxport/spec/parse.py:1: jaxport.spec.parse (spec) imports jaxport.artifact.a (artifact); spec may import "
+        "only from foundation, spec"]
 
 
 def test_a_cycle_hidden_in_a_function_body_is_reported(tmp_path):

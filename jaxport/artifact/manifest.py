@@ -13,7 +13,7 @@ from .. import dimexpr, dtypes
 from .._text import plural
 from .._version import __version__
 from ..errors import FormatError, UsageError
-from ..spec_values import dimension_range, input_range
+from ..spec.values import dimension_range, input_range
 from . import model
 from .bounds import Bounds
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name

@@ -25,7 +25,7 @@ from ..artifact import pathtree
 from ..artifact.calltree import key_name
 from ..errors import SpecError
 from ..spec import ArrayLeaf, FunctionSpec, ShapeSpec, Where
-from ..spec_like import LikeLeaf
+from ..spec.like import LikeLeaf
 from .bind import entry_modules, load_bind_source
 
 

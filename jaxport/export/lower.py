@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dimexpr, dtypes, output_names
+from .. import dimexpr, dtypes
 from .._jax_internals import export_allowing_every_custom_call
 from .._text import plural
 from ..artifact import calltree
@@ -26,7 +26,7 @@ from ..errors import ExportError, PolicyError, SpecError
 from ..module_scan import ModuleScan, scan_module
 from ..module_scan import strip_locations as strip_module_locations
 from ..sharding import jit_sharded, spec_leaf
-from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf
+from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf, outputs
 from .bind import bound_note, entry_modules, load_binds, missing_bound_key, missing_key_error, weight_partition_specs
 from .entrypoint import Entrypoint
 from .like import LikeTree, expand_likes, like_types, plain_outputs
@@ -487,7 +487,7 @@ def _outputs(exported: Any, fspec: FunctionSpec) -> tuple[list[str], Any]:
     n = len(exported.out_avals)
     names, paths, tree = output_structure(tree_util.tree_unflatten(exported.out_tree, list(range(n))))
     if fspec.outputs is not None:
-        names = output_names.assign(fspec.outputs, tree, paths, names, str(fspec.outputs_where or fspec.where))
+        names = outputs.assign(fspec.outputs, tree, paths, names, str(fspec.outputs_where or fspec.where))
     return names, tree
 
 

@@ -17,7 +17,7 @@ from ..artifact.model import Function, Source, replace
 from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
 from ..spec import ShapeSpec, check_platform
-from ..specbuild import as_shape_spec, like_values
+from ..spec.build import as_shape_spec, like_values
 from . import gradients, lower
 from .binding import apply_binds
 from .entrypoint import in_memory_values, load_entrypoint

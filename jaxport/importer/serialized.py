@@ -54,7 +54,7 @@ from ..export.write import ExportResult, artifact_metadata, relative_path, write
 from ..isolate import check_payload, check_runs
 from ..module_scan import scan_module
 from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
-from ..specbuild import DICT, TEXT, as_shape_spec
+from ..spec.build import DICT, TEXT, as_shape_spec
 from .recompose import recompose
 
 #: A serialization larger than this is refused before it is read (the program and its constants, no weights).

@@ -1,6 +1,6 @@
 """Specs written in Python: the ``jaxport.Spec`` builder, and the forms ``jaxport.export`` takes as its spec.
 
-A spec is always the YAML language of ``specs/SPEC.md``, read by ``spec.parse_spec``: a ``Spec`` or a dict with the
+A spec is always the YAML language of ``specs/SPEC.md``, read by ``parse.parse_spec``: a ``Spec`` or a dict with the
 YAML's structure (``{"jaxport": 1, "dims": {...}, "args": [...]}``) is written out as YAML text
 (``yaml.safe_dump``) and parsed like a file, so every rule and every message is the file's. Messages name
 ``<jaxport.Spec>`` or ``<spec dict>`` and the place inside it (``<spec dict>: args[0]: unknown dtype 'f33'...``),
@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from ._yaml import Map, Seq, load
-from .errors import SpecError
-from .spec import SPEC_DOCUMENT, ShapeSpec, Where, load_spec, parse_spec
+from .._yaml import Map, Seq, load
+from ..errors import SpecError
+from .model import ShapeSpec, Where
+from .parse import SPEC_DOCUMENT, load_spec, parse_spec
 
 #: How messages name a spec given as a ``Spec``, as a dict, and as YAML text.
 BUILT = "<jaxport.Spec>"

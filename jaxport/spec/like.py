@@ -1,5 +1,5 @@
 """The ``like:`` argument of the spec language (``specs/SPEC.md``, "Arguments shaped like a Python value"): its
-parsed form and its reader, which ``spec`` calls with its own readers of dimensions and array leaves."""
+parsed form and its reader, which ``parse`` calls with its own readers of dimensions and array leaves."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._yaml import Map
-from .errors import SpecError
+from .._yaml import Map
+from ..errors import SpecError
 
 #: The keys a ``like:`` argument may have.
 LIKE_KEYS = ("like", "sizes", "leaves")
@@ -25,11 +25,11 @@ class LikeLeaf:
     """
 
     source: str
-    where: Any  # spec.Where
+    where: Any  # model.Where
     base_dir: Path | None = None
     #: ``(size, dimension)`` pairs: every axis of that size in the value's leaves has that dimension.
     sizes: tuple[tuple[int, int | str], ...] = ()
-    #: ``(leaf path, spec.ArrayLeaf)`` pairs: the leaves the spec gives itself (a shape, a dtype, a range).
+    #: ``(leaf path, model.ArrayLeaf)`` pairs: the leaves the spec gives itself (a shape, a dtype, a range).
     leaves: tuple[tuple[str, Any], ...] = ()
 
 
@@ -37,7 +37,7 @@ def parse_like(raw: Map, path: str, where: Callable[[int], Any], leaf: Callable[
                dimension: Callable[[Any, str, int], int | str], array_leaf: type) -> LikeLeaf:
     """``{like: SOURCE, sizes: {SIZE: DIM}, leaves: {PATH: LEAF}}`` at ``path`` of a spec (its keys checked by the
     caller). ``where(line)`` places a line, ``leaf`` reads an argument's entry, ``dimension`` one dimension (both
-    ``spec``'s own readers, so dimensions and leaves follow every rule of the language); ``array_leaf`` is the class
+    ``parse``'s own readers, so dimensions and leaves follow every rule of the language); ``array_leaf`` is the class
     of an array leaf."""
 
     def fail(line: int, msg: str) -> SpecError:

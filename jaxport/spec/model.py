@@ -1,4 +1,4 @@
-"""A parsed shape spec as records: what ``spec.parse_spec`` returns and the export, ``import`` and ``verify`` read
+"""A parsed shape spec as records: what ``parse.parse_spec`` returns and the export, ``import`` and ``verify`` read
 (the language: ``specs/SPEC.md``). ``jaxport.spec`` gives the same names."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class FunctionSpec:
     where: Where
     #: One PartitionSpec (or None: unspecified) per output leaf, in flattening order; None when not given.
     outputs_sharding: list[Any] | None = None
-    #: The output names (``outputs:``, see ``output_names``): a tree of names, lists and dicts; None when not given.
+    #: The output names (``outputs:``, see ``outputs``): a tree of names, lists and dicts; None when not given.
     outputs: Any = None
     #: Where ``outputs:`` is, for messages.
     outputs_where: Where | None = None

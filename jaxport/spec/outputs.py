@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import SpecError
+from ..errors import SpecError
 
 #: A declared output name: an identifier, since it becomes a file key (``call -o``) and a path component.
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

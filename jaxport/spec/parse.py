@@ -18,13 +18,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import dimexpr, dtypes, output_names
-from ._yaml import Document, Map, Seq, load
-from .errors import SpecError
-from .sharding import indivisible, parse_mesh, parse_partition_spec
-from .spec_like import LIKE_KEYS, parse_like
-from .spec_model import ArrayLeaf, BindLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, StaticLeaf, Where
-from .spec_values import check_artifact_name, check_function_name, check_platform, parse_range, suggest
+from .. import dimexpr, dtypes
+from .._yaml import Document, Map, Seq, load
+from ..errors import SpecError
+from ..sharding import indivisible, parse_mesh, parse_partition_spec
+from . import outputs
+from .like import LIKE_KEYS, parse_like
+from .model import ArrayLeaf, BindLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, StaticLeaf, Where
+from .values import check_artifact_name, check_function_name, check_platform, parse_range, suggest
 
 #: Spec format versions this release reads. History:
 #: 1 (2026-11-29): first version.
@@ -290,7 +291,7 @@ class _Parser:
         given, line = raw.entry("outputs")
         if given is not None:
             names_where = self.where(line)
-            names = output_names.parse(given, str(names_where))
+            names = outputs.parse(given, str(names_where))
         return FunctionSpec(name, entry, args, kwargs, self.where(raw.line), outs, names, names_where)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import re
 
-from . import dimexpr, dtypes
-from .errors import SpecError
+from .. import dimexpr, dtypes
+from ..errors import SpecError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:

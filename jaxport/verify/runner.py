@@ -49,7 +49,7 @@ from ..importer import module_function
 from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
 from ..spec import load_spec
-from ..specbuild import as_shape_spec, like_values
+from ..spec.build import as_shape_spec, like_values
 from . import recorded
 from .compare import OutputResult, compare
 from .gradients import compare_with_live

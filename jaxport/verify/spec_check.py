@@ -18,7 +18,7 @@ from ..artifact.bounds import Bounds
 from ..artifact.model import CallNode, Function
 from ..artifact.summary import array_type
 from ..spec import ArrayLeaf, StaticLeaf
-from ..spec_like import LikeLeaf
+from ..spec.like import LikeLeaf
 
 
 def _equalities(texts: list[str]) -> list[tuple[str, dimexpr.Expr]]:

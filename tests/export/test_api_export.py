@@ -20,7 +20,7 @@ import jaxport
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import EntrypointError, SpecError, UsageError
 from jaxport.export.entrypoint import load_attribute
-from jaxport.specbuild import is_yaml_text
+from jaxport.spec import is_yaml_text
 from tests.support import EXAMPLES
 
 TIGHT = {"rtol": 1e-5, "atol": 1e-6}
