@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import click
@@ -117,6 +118,17 @@ def _keeps_newlines(kind: str) -> bool:
         return False
     ctx = click.get_current_context(silent=True)
     return kind != "policy" or (ctx is not None and ctx.info_name in _LOWERING_COMMANDS)
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """A library ``UsageError`` raised while a command reads its command line (builds its request, before the body
+    runs) reported as a command-line mistake: the ``error[usage]:`` line that names the command's help, exit 2
+    (:func:`report_usage_error`)."""
+    try:
+        yield
+    except errors.UsageError as e:
+        raise click.UsageError(str(e)) from None
 
 
 def report_usage_error(e: click.ClickException, as_json: bool) -> NoReturn:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .spec.parse import load_spec, parse_spec
     from .verify.reference import ReferenceMismatch
     from .verify.reference import call as call
+    from .verify.request import VerifyRequest
     from .verify.runner import verify as verify_artifact
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "SpecError",
     "UsageError",
     "VerificationError",
+    "VerifyRequest",
     "__version__",
     "call",
     "check",
@@ -119,6 +121,7 @@ _LAZY = {
     "CallReport": ("jaxport.run.outputs", "CallReport"),
     "ReferenceMismatch": ("jaxport.verify.reference", "ReferenceMismatch"),
     "verify_artifact": ("jaxport.verify.runner", "verify"),
+    "VerifyRequest": ("jaxport.verify.request", "VerifyRequest"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),
     "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),
     "check": ("jaxport.artifact.policy", "check"),
@@ -180,9 +183,10 @@ def _classes() -> dict[str, type]:
     from .run.calling import CallRequest
     from .spec.build import Spec
     from .spec.model import ShapeSpec
+    from .verify.request import VerifyRequest
 
     return {"Artifact": Artifact, "ShapeSpec": ShapeSpec, "Spec": Spec, "Policy": Policy, "date": datetime.date,
-            "CallRequest": CallRequest}
+            "CallRequest": CallRequest, "VerifyRequest": VerifyRequest}
 
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked

@@ -33,8 +33,10 @@ from apache_beam.ml.inference import base
 from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .errors import InputError, UsageError
+from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound
+from .serve.loading import check_serving, merged
 
 __all__ = ["ModelHandler"]
 
@@ -72,12 +74,15 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
     """Runs an artifact's function on Beam's batches (see the module docstring). ``artifact``: a path or URL
     (``FileSystems``), or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``;
     ``max_batch_size`` lowers the cap (never above the largest bucket) and chooses the bucket each worker
-    compiles."""
+    compiles. ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as
+    well (``cache_dir``, ``allow_custom_calls``, ...)."""
 
     def __init__(self, artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
-                 min_batch_size: int = 1, max_batch_size: int | None = None, cache_dir: str | Path | None = None,
-                 allow_custom_calls: Iterable[str] | None = None):
+                 min_batch_size: int = 1, max_batch_size: int | None = None, load: LoadOptions | None = None,
+                 **load_fields: Any):
         super().__init__()
+        self.load = merged(load, {"function": function, **load_fields}, "ModelHandler")
+        check_serving(self.load)
         if isinstance(artifact, (bytes, bytearray, memoryview)):
             self.artifact: str | bytes = bytes(artifact)
             local = artifact_path(self.artifact)
@@ -86,11 +91,9 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
             local = artifact_path(_fetched(self.artifact)) if _is_url(self.artifact) else Path(self.artifact)
         else:
             raise UsageError(f"the artifact is a path, a URL or its bytes, not {type(artifact).__name__}.")
-        self.function, self.dims = function, dict(dims or {})
-        self.cache_dir = None if cache_dir is None else str(cache_dir)
-        self.allow_custom_calls = list(allow_custom_calls or [])
+        self.dims = dict(dims or {})
         manifest = open_artifact(local).model
-        names = function_names(manifest, function)
+        names = function_names(manifest, self.load.function)
         if len(names) > 1:
             raise UsageError(f"{local}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
                              f"with function=NAME.")
@@ -105,8 +108,7 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
         source: str | bytes = self.artifact
         if isinstance(source, str) and _is_url(source):
             source = _fetched(source)
-        return Engine(source, self.function, self.dims, batch_size=self.max_batch_size, cache_dir=self.cache_dir,
-                      allow_custom_calls=self.allow_custom_calls)
+        return Engine(source, dims=self.dims, batch_size=self.max_batch_size, load=self.load)
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
         return {"min_batch_size": self.min_batch_size,

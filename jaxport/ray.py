@@ -13,13 +13,15 @@ driver's path; each node writes it once to its user cache, named by its sha256 (
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import Engine, column_arrays
+from .serve.loading import merged
 
 __all__ = ["Predictor"]
 
@@ -51,15 +53,17 @@ class Predictor:
     ``report_compilations=True`` adds two columns: ``jaxport_compilations``, the programs this actor compiled after
     its warm-up (0: every batch fits the bucket of the first), and ``jaxport_compilations_total``, all it compiled
     or fetched from the compilation cache (1). ``dims``: the bucket sizes, as ``jaxport serve --dim`` (default:
-    the spec's bounds' sizes). ``cache_dir``: JAX's persistent compilation cache (see the module docstring).
+    the spec's bounds' sizes). ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes
+    by keyword as well: ``cache_dir``, JAX's persistent compilation cache (see the module docstring),
+    ``allow_custom_calls``, ...
     """
 
     def __init__(self, artifact: Any, function: str | None = None, dims: Dims | None = None, *,
                  columns: Mapping[str, str] | None = None, keep_inputs: bool = True,
-                 report_compilations: bool = False, batch_size: int | None = None,
-                 cache_dir: str | Path | None = None, allow_custom_calls: Iterable[str] | None = None):
-        self.engine = Engine(_resolved(artifact), function, dims, batch_size=batch_size, cache_dir=cache_dir,
-                             allow_custom_calls=allow_custom_calls)
+                 report_compilations: bool = False, batch_size: int | None = None, load: LoadOptions | None = None,
+                 **load_fields: Any):
+        self.engine = Engine(_resolved(artifact), dims=dims, batch_size=batch_size,
+                             load=merged(load, {"function": function, **load_fields}, "Predictor"))
         self.columns = dict(columns or {})
         self.keep_inputs = keep_inputs
         self.report_compilations = report_compilations

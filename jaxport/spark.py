@@ -27,9 +27,10 @@ twice: select its output once, or cache it). Needs the optional extra ``jaxport[
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,10 @@ from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .artifact.model import Output
 from .errors import InputError, UsageError
+from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound, keep_file
+from .serve.loading import check_serving, merged
 
 __all__ = ["metrics", "predict_udf"]
 
@@ -124,15 +127,19 @@ def _shipped(local: Path) -> str:
 
 
 def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
-                batch_size: int | None = None, cache_dir: str | Path | None = None, ship: bool = True,
-                metrics: Accumulator | None = None, allow_custom_calls: Iterable[str] | None = None) -> Any:
+                batch_size: int | None = None, ship: bool = True, metrics: Accumulator | None = None,
+                load: LoadOptions | None = None, **load_fields: Any) -> Any:
     """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``artifact``: a path on the
     driver, or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``; ``batch_size``
-    (default and most: the largest bucket's) is Spark's batch; ``metrics``: an accumulator from :func:`metrics`."""
+    (default and most: the largest bucket's) is Spark's batch; ``metrics``: an accumulator from :func:`metrics`.
+    ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as well
+    (``cache_dir``, ``allow_custom_calls``, ...)."""
+    options = merged(load, {"function": function, **load_fields}, "predict_udf")
+    check_serving(options)
     given_bytes = isinstance(artifact, (bytes, bytearray, memoryview))
     local = artifact_path(artifact)
     manifest = open_artifact(local).model
-    names = function_names(manifest, function)
+    names = function_names(manifest, options.function)
     if len(names) > 1:
         raise UsageError(f"{local}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "
                          f"with function=NAME.")
@@ -158,8 +165,8 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     else:
         return_type = T.StructType([T.StructField(_field(o.name), _spark_type(o)) for o in outputs])
     shipped = _shipped(local) if ship or given_bytes else None
-    path, dims_, allowed = str(local), dict(dims or {}), list(allow_custom_calls or [])
-    cache = None if cache_dir is None else os.fspath(cache_dir)
+    path, dims_ = str(local), dict(dims or {})
+    cache = os.fspath(options.cache_dir) if options.cache and options.cache_dir is not None else None
     warm = None if batch_size is None else size
     sink = None if metrics is None else _Sink(metrics)
 
@@ -168,7 +175,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
 
         source = SparkFiles.get(shipped) if shipped is not None else path
         where = cache if cache is None or os.path.isabs(cache) else SparkFiles.get(cache)
-        engine = Engine(source, function, dims_, batch_size=warm, cache_dir=where, allow_custom_calls=allowed)
+        engine = Engine(source, dims=dims_, batch_size=warm, load=dataclasses.replace(options, cache_dir=where))
 
         def predict(*columns: Any) -> Any:
             out = engine.predict(dict(zip(engine.input_names, columns)))

@@ -11,17 +11,15 @@ from .. import errors, render
 from ..devices import apply, device_options
 from ..options import (
     INPUT_FILES,
-    allow_custom_call_option,
     bind_root_options,
     debug_option,
     dim_option,
     expect_option,
-    function_option,
     inputs_option,
     json_option,
+    load_options,
     platform_option,
     range_option,
-    runtime_option,
     seed_option,
     shapes_option,
     tolerance_options,
@@ -42,7 +40,6 @@ from ..render import escape, plain
               "instead of the source the artifact records; repeatable.",
     root_help="The directory the entry point, spec and bound sources the artifact records are relative to (default: "
               "the current directory). Recorded paths outside it are refused.")
-@function_option
 @inputs_option(f"Verify on these inputs (one case) instead of random ones, as 'call' takes them: {INPUT_FILES} "
                f"(e.g. from 'call --save-inputs'). Repeatable.")
 @expect_option("Compare the outputs for --inputs with reference outputs: an .npz or .safetensors keyed by output "
@@ -54,14 +51,13 @@ from ..render import escape, plain
 @platform_option
 @tolerance_options()
 @seed_option(0, "Seed of the random inputs.")
-@runtime_option("iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the tolerances "
-                "for two compilers (no live function).")
-@allow_custom_call_option
+@load_options(omit=("allow_platform_mismatch", "verify_weights", "cache_dir", "cache"), help={
+    "runtime": "iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the tolerances "
+               "for two compilers (no live function)."})
 @device_options
 @json_option
 @debug_option
-def command(artifact, against, spec_path, binds, root, function, items, expect, dims, ranges, platforms, atol, rtol,
-            allow_nonfinite, seed, runtime_name, allow_custom_calls, devices, as_json, debug):
+def command(artifact, spec_path, items, platforms, devices, as_json, debug, **options):
     """Compare an artifact with its live function, golden outputs or XLA.
 
     The cases are assignments of the dimension variables chosen from the bounds and constraints (smallest valid
@@ -76,30 +72,23 @@ def command(artifact, against, spec_path, binds, root, function, items, expect, 
       jaxport verify mlp.jaxport --dim batch=1,7,4096 --json
       jaxport verify mlp.jaxport --inputs in.npz --expect out.npz
     """
-    if expect and not items:
-        raise click.UsageError("--expect compares the outputs for given inputs with reference outputs; give those "
-                               "inputs with --inputs (e.g. the file 'jaxport call --save-inputs FILE.npz' wrote).")
-    if items and dims:
-        raise click.UsageError("--dim chooses the cases of random inputs; with --inputs the dimensions come from the "
-                               "inputs' shapes. Leave out --dim.")
-    if items and ranges:
-        raise click.UsageError("--range chooses the values of random inputs; with --inputs they are given. Leave "
-                               "out --range.")
-    if devices.distributed:
-        raise click.UsageError("verify runs in one process: --coordinator, --num-processes and --process-id are "
-                               "for 'call'. Simulate the devices of a sharded artifact with --host-devices N.")
+    from jaxport.errors import UsageError
+    from jaxport.verify.request import VerifyRequest
+
+    with errors.usage_errors():
+        request = VerifyRequest(artifact, spec=spec_path, inputs=list(items) or None,
+                                platforms=[p.lower() for p in platforms] or None,
+                                cache_dir=_module_cache(options["load"]), **options)
+        if devices.distributed:
+            raise UsageError("verify runs in one process: --coordinator, --num-processes and --process-id are for "
+                             "'call'. Simulate the devices of a sharded artifact with --host-devices N.")
 
     def body():
         apply(devices)  # before JAX starts
         from jaxport.errors import VerificationError
-        from jaxport.verify import runner as verify
+        from jaxport.verify.runner import verify
 
-        run = lambda progress: verify.verify(  # noqa: E731
-            artifact, against, spec_path, function=function, dims=dims or None,
-            platforms=[p.lower() for p in platforms] or None, atol=atol, rtol=rtol, seed=seed, progress=progress,
-            runtime=runtime_name, cache_dir=_iree_cache() if runtime_name == "iree" else None, root=root,
-            binds=binds, allow_custom_calls=allow_custom_calls, inputs=list(items) or None, expect=expect,
-            ranges=ranges or None, allow_nonfinite=allow_nonfinite)
+        run = lambda progress: verify(request, progress=progress)  # noqa: E731
         if as_json:
             report = run(None)
             render.print_json(report.as_dict())
@@ -112,7 +101,10 @@ def command(artifact, against, spec_path, binds, root, function, items, expect, 
     errors.run(body, debug=debug, as_json=as_json)
 
 
-def _iree_cache():
+def _module_cache(load):
+    """Where a runtime that compiles on its own (IREE) keeps its modules: beside JAX's compilation cache."""
+    if load.runs_on.cache_subdir is None:
+        return None
     from jaxport.run.cache import default_cache_dir
     from jaxport.run.iree import iree_cache_dir
 
@@ -155,7 +147,7 @@ def _number(v) -> str:
 def _render(report):
     from rich.table import Table
 
-    from jaxport.verify.compare import NONFINITE
+    from jaxport.tolerance import NONFINITE
     from jaxport.verify.report import failing
 
     out = render.stdout()

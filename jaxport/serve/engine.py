@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,9 @@ from .._fsio import atomic_write
 from ..artifact import contract
 from ..artifact.model import Function
 from ..errors import FormatError, InputError, OutputError, UsageError
-from ..run.cache import compilation_cache
-from ..run.load import load
+from ..run.options import LoadOptions
 from .batching import Batched, Dims, plan_buckets
+from .loading import check_serving, load_served, merged
 
 #: What an adapter takes as the artifact: a path every worker can read, or the artifact's bytes.
 ArtifactSource = str | Path | bytes
@@ -171,26 +171,28 @@ def _job_dims(f: Function, dims: Dims | None, batch_size: int | None) -> Dims | 
 
 class Engine:
     """What every engine adapter holds per worker: the loaded function on a lazy :class:`Batched`, called per
-    batch (see the module docstring). ``batch_size``: the engine's batch, when known; its bucket compiles here."""
+    batch (see the module docstring). ``batch_size``: the engine's batch, when known; its bucket compiles here.
+    ``load``: how to load the function (``LoadOptions``), whose fields it takes by keyword as well (``function``,
+    ``cache_dir``, ``allow_custom_calls``, ...: ``serve.loading``); JAX's compilation cache is used only where
+    ``cache_dir`` is given."""
 
     def __init__(self, artifact: ArtifactSource, function: str | None = None, dims: Dims | None = None, *,
-                 batch_size: int | None = None, cache_dir: str | Path | None = None,
-                 allow_custom_calls: Iterable[str] | None = None):
+                 batch_size: int | None = None, load: LoadOptions | None = None, **load_fields: Any):
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
             raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
-        self.cache_dir = cache_dir
+        self.load = merged(load, {"function": function, **load_fields}, "Engine")
+        self.cache_dir = self.load.cache_dir if self.load.cache else None
+        check_serving(self.load)
         path = artifact_path(artifact)
-        # load with the cache on, so that the program check's verdict is read from it (no checking child)
         try:
-            with compilation_cache(cache_dir) if cache_dir is not None else contextlib.nullcontext():
-                loaded = load(path, function, allow_custom_calls=allow_custom_calls)
+            loaded = load_served(path, self.load, self.cache_dir)
         except FormatError:  # IntegrityError included
             if isinstance(artifact, (bytes, bytearray, memoryview)):  # refused: keep no damaged copy
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
         self.batched = Batched(loaded, _job_dims(loaded.function_record, dims, batch_size), lazy=True,
-                               cache_dir=cache_dir)
+                               cache_dir=self.cache_dir)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTS, 0)
         self._counts["workers"] = 1

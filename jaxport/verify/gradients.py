@@ -9,7 +9,7 @@ from typing import Any
 from .. import dtypes
 from ..artifact.contract import concrete_shape
 from ..run.gradients import differentiable, vjp
-from .compare import OutputResult, compare
+from ..tolerance import OutputResult, compare
 from .live import LiveFunction
 
 

@@ -1,8 +1,9 @@
 """The live function: the original function called as the export called it, for ``verify`` to compare with.
 
-It runs under ``jax.jit``, with the arguments the manifest's call tree describes: positional arguments in order with
-the static values put back, keyword arguments by name, bound weights loaded again from their source (relative to the
-spec's directory, else to the current directory; a recorded source only under the root, see ``recorded``, one the
+:func:`load_live` finds it (``--against``, or the entry point the artifact records); it runs under ``jax.jit``,
+with the arguments the manifest's call tree describes: positional arguments in order with the static values put
+back, keyword arguments by name, bound weights loaded again from their source (relative to the spec's directory,
+else to the current directory; a recorded source only under the root, see ``recorded``, one the
 user names with ``--bind`` as given). Imports JAX only when it builds or runs one.
 """
 
@@ -10,14 +11,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..artifact import calltree
 from ..artifact.model import Function
-from ..errors import JaxportError, VerificationError
+from ..errors import EntrypointError, JaxportError, VerificationError
 from ..export.bind import flatten_bound, load_bind_source
+from ..export.entrypoint import load_entrypoint
+from ..export.like import called_like
 from ..export.lower import output_structure
+from ..importer import module_function
 from . import recorded
 
 
@@ -94,3 +99,47 @@ def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str) -> A
         except JaxportError:
             pass
         raise
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a live function and its bound weights may come from: ``root``, the directory the recorded entry point
+    and bound sources are relative to (as export records them, ``export.paths``); ``roots``, the directories
+    recorded bound sources must lie under; ``binds``, the sources the user names (``--bind NAME=SOURCE``);
+    ``allowed``, the custom-call targets an imported artifact's module may call."""
+
+    root: Path
+    roots: list[Path]
+    binds: Mapping[str, str]
+    allowed: frozenset[str]
+
+
+def load_live(text: str, defaulted: bool, f: Function, where: str, sources: Sources, *, spec: Any = None,
+              fspec: Any = None) -> LiveFunction:
+    """The live function of ``text``: ``--against``, or the entry point the artifact records when ``defaulted``
+    (followed only under ``sources.root``). ``spec``/``fspec``: the spec and its entry for the function, whose
+    ``like:`` arguments reach the live function as the artifact records them."""
+    root = sources.root
+    if defaulted:
+        recorded.entry_point(text, root, where)
+    base = root if defaulted else Path(".")
+    module_file = text.rpartition(":")[0]
+    if module_file.lower().endswith(recorded.MODULE_SUFFIXES):
+        # An imported artifact: its live function is the foreign module's main, imported afresh.
+        module_path = base / module_file
+        if not module_path.is_file():
+            raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in "
+                                  f"{recorded.shown_root(base)}; give it with --against MODULE.mlir:main.")
+        # the importer still reads a function's JSON
+        return LiveFunction(module_function(module_path, f, allow_custom_calls=sorted(sources.allowed)),
+                            f, root, where, roots=sources.roots, binds=sources.binds)
+    try:
+        entry = load_entrypoint(text, base)
+    except EntrypointError as e:
+        if defaulted:
+            raise EntrypointError(f"{e} (the entry point recorded in the artifact, relative to "
+                                  f"{recorded.shown_root(root)}; give the live function with --against "
+                                  f"FILE.py:NAME, or the directory it is relative to with --root DIR)") from None
+        raise
+    function = called_like(entry.function, fspec, spec) if fspec is not None else entry.function
+    return LiveFunction(function, f, root, where, roots=sources.roots, binds=sources.binds)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._text import plural
-from .compare import OutputResult
+from ..tolerance import OutputResult
 from .plan import Case
 
 

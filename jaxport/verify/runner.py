@@ -31,31 +31,32 @@ Everything here imports JAX only when it runs something.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..artifact import calltree, contract
-from ..artifact.container import open_artifact
+from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
 from ..checks import caller_allowances
-from ..errors import EntrypointError, JaxportError, PlatformError, UsageError
-from ..export.entrypoint import in_memory_values, load_entrypoint
-from ..export.like import called_like
-from ..importer import module_function
+from ..errors import JaxportError, PlatformError, UsageError
+from ..export.entrypoint import in_memory_values
 from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
-from ..spec import load_spec
-from ..spec.build import as_shape_spec, like_values
+from ..run.options import RUNTIMES, LoadOptions
+from ..spec import ShapeSpec, as_shape_spec, like_values, load_spec
+from ..tolerance import OutputResult, compare
 from . import recorded
-from .compare import OutputResult, compare
 from .gradients import compare_with_live
-from .live import LiveFunction
-from .plan import DEFAULT_BUDGET_BYTES, Case, chosen_for, plan_cases
+from .live import LiveFunction, Sources, load_live
+from .plan import Case, chosen_for, plan_cases
 from .report import CaseResult, FunctionPlan, VerifyReport
+from .request import JAX_RUNTIME, VerifyRequest
 from .sides import NONFINITE_FIX, Side, given_inputs, reference_side
 from .spec_check import spec_differences
 
@@ -63,76 +64,127 @@ from .spec_check import spec_differences
 #: (a :class:`LiveFunction`, or with ``runtime="iree"`` the artifact run by JAX).
 Reference = Callable[[Mapping[str, Any]], list[tuple[str, Any]]]
 
-def _devices(platform: str) -> list[Any]:
-    import jax
+def verify(artifact: str | Path | VerifyRequest, against: str | None = None, spec: Any = None, *,
+           progress: Callable[[int, int, str], None] | None = None, **options: Any) -> VerifyReport:
+    """Verify an artifact against the live function(s) it was exported from (see the module docstring).
 
-    try:
-        return list(jax.devices(platform))
-    except RuntimeError:
-        return []
-
-
-def _platforms(fname: str, f: Function, requested: list[str] | None, where: str) -> list[str]:
-    from jax import export
-
-    exported_for = list(f.platforms)
-    if requested:
-        for p in requested:
-            if p not in exported_for:
-                raise PlatformError(f"{where}: function {fname!r} was exported for {', '.join(exported_for)}, not "
-                                    f"{p}; verify it on one of those.")
-            if not _devices(p):
-                raise PlatformError(f"{where}: --platform {p}: JAX here has no {p} device. Verify on a machine "
-                                    f"with one, or leave --platform out to verify on every platform available here.")
-        return list(dict.fromkeys(requested))
-    local = export.default_export_platform()
-    order = [local] + [p for p in exported_for if p != local]
-    found = [p for p in order if p in exported_for and (p == local or _devices(p))]
-    if not found:
-        raise PlatformError(f"{where}: function {fname!r} was exported for {', '.join(exported_for)}, and JAX here "
-                            f"runs on {local}. Verify it on a machine with one of its platforms.")
-    return found
+    ``artifact``: a :class:`VerifyRequest`, or the artifact's path with the request's fields as keywords (``against``,
+    ``spec``, ``dims``, ``inputs``, ``expect``, ``runtime``, ...; the request documents each), which replace a given
+    request's. ``progress(done, total, description)`` is called before and after each case.
+    Returns the report; raises only for problems that stop verification (options, artifact, entry point, spec,
+    platform, inputs, reference file).
+    """
+    request = _request(artifact, against, spec, options)
+    recorded.find_root(request.root, None, None, [])  # a --root that is not a directory, refused first
+    with open_artifact(request.artifact) as art:  # opened once: every function and platform below loads from it
+        setting = _setting(request, art)
+        prepared = [_prepare(setting, fname) for fname in setting.names]
+        report = VerifyReport(setting.where, request.seed, request.budget_bytes, setting.spec_shown,
+                              setting.differences, [p.plan for p in prepared], notes=setting.notes)
+        _run(setting, prepared, report, progress)
+        return report
 
 
-def _load_live(text: str, defaulted: bool, f: Function, bind_dir: Path, where: str, *, root: Path,
-               roots: list[Path], binds: Mapping[str, str], allowed: frozenset[str],
-               spec: Any = None, fspec: Any = None) -> LiveFunction:
-    """The live function of ``text`` (``--against``, or the entry point the artifact records when ``defaulted``,
-    followed only under ``root``). Its recorded bound sources are relative to ``root``, as export records them
-    (``export.paths``), whatever the spec's directory ``bind_dir``."""
-    del bind_dir  # the recorded sources are relative to the export root, which ``root`` is
-    if defaulted:
-        recorded.entry_point(text, root, where)
-    base = root if defaulted else Path(".")
-    module_file = text.rpartition(":")[0]
-    if module_file.lower().endswith(recorded.MODULE_SUFFIXES):
-        # An imported artifact: its live function is the foreign module's main, imported afresh.
-        module_path = base / module_file
-        if not module_path.is_file():
-            raise EntrypointError(f"{where}: the module {module_file} the artifact was imported from is not in "
-                                  f"{recorded.shown_root(base)}; give it with --against MODULE.mlir:main.")
-        # the importer still reads a function's JSON
-        return LiveFunction(module_function(module_path, f, allow_custom_calls=sorted(allowed)),
-                            f, root, where, roots=roots, binds=binds)
-    try:
-        entry = load_entrypoint(text, base)
-    except EntrypointError as e:
-        if defaulted:
-            raise EntrypointError(f"{e} (the entry point recorded in the artifact, relative to "
-                                  f"{recorded.shown_root(root)}; give the live function with --against "
-                                  f"FILE.py:NAME, or the directory it is relative to with --root DIR)") from None
-        raise
-    # ``like:`` arguments reach the live function as the artifact records them: rebuilt as the spec describes
-    function = called_like(entry.function, fspec, spec) if fspec is not None else entry.function
-    return LiveFunction(function, f, root, where, roots=roots, binds=binds)
+def _request(artifact: str | Path | VerifyRequest, against: str | None, spec: Any,
+             options: dict[str, Any]) -> VerifyRequest:
+    """The request of ``verify``'s arguments: one built of them, or the request given with the other arguments
+    given replacing its fields."""
+    if not isinstance(artifact, VerifyRequest):
+        return VerifyRequest(artifact, against, spec, **options)
+    given: dict[str, Any] = {k: v for k, v in (("against", against), ("spec", spec)) if v is not None}
+    return dataclasses.replace(artifact, **given, **options)
 
 
-def _root(root: str | Path | None, manifest: Manifest | None = None, spec: str | Path | None = None,
-          notes: list[str] | None = None) -> Path:
-    """The directory recorded paths are followed under (``recorded.find_root``): ``root``, else where the recorded
-    paths resolve (the current directory, the directory of ``spec``, or one below the current directory holding
-    the recorded spec). Without ``manifest``, only checks ``root``."""
-    return recorded.find_root(root, manifest, spec, notes if notes is not None else [])
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature with its ``**options`` spelled out as the request's fields, keyword-only, the load options
+    among them: what ``help()`` shows and the facade's argument checks read (``jaxport._api_types``), which then
+    refuse a keyword that is no option and an option of a type it does not take."""
+    own = inspect.signature(fn)
+    named = set(own.parameters)
+    fields = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, default=None if p.name == "load" else p.default)
+              for p in inspect.signature(VerifyRequest).parameters.values() if p.name not in named]
+    loads = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=_WIDER.get(p.name, p.annotation))
+             for p in inspect.signature(LoadOptions).parameters.values()]
+    kept = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return own.replace(parameters=[*kept, *fields, *loads])
+
+
+#: The load options whose keyword takes more than the record keeps: any iterable of targets (or none), kept as a tuple.
+_WIDER = {"allow_custom_calls": "Iterable[str] | None"}
+verify.__signature__ = _signature(verify)  # type: ignore[attr-defined]
+
+
+@dataclass
+class _Setting:
+    """What every verified function shares: the request, the artifact open, the functions verified, the root the
+    recorded paths are followed under, the spec found (with the signature's differences from it), where live
+    functions come from, the custom-call targets allowed, and the notes for the report."""
+
+    request: VerifyRequest
+    art: Artifact
+    names: list[str]
+    spec: ShapeSpec | None
+    spec_shown: str | None
+    differences: list[str]
+    sources: Sources
+    likes: dict[str, Any]
+    ranges: dict[str, dict[str, tuple[float, float]]]
+    notes: list[str]
+
+    @property
+    def where(self) -> str:
+        return str(self.request.artifact)
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.art.model
+
+
+def _setting(request: VerifyRequest, art: Artifact) -> _Setting:
+    """Read what the request asks of this artifact, refusing what does not apply to it, in the order ``verify``
+    reports problems: the functions, the spec, ``--bind``, ``--dim`` and ``--range``."""
+    manifest, where = art.model, str(request.artifact)
+    names = function_names(manifest, request.load.function)
+    request.check_functions(names)
+    notes: list[str] = []
+    spec = request.spec
+    given_path = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else None  # else a Spec, a dict or none
+    likes = like_values(spec)  # a spec given from Python holds its jaxport.like values
+    root = recorded.find_root(request.root, manifest, given_path, notes)
+    found, shown = _spec(spec, given_path, manifest, root, notes)
+    _check_binds(request.binds or {}, manifest, names, where)
+    differences: list[str] = []
+    if found is not None:
+        found = recorded.as_exported(found, manifest, root)  # with the export's command-line binds
+        for fname in names:
+            differences += spec_differences(found, fname, manifest.functions[fname], len(manifest.functions))
+    _check_dims(request.dims, manifest, names, where)
+    # Recorded bound sources stay under the root, or under the directory of a spec the user named.
+    roots = [root] + ([Path(given_path).parent] if given_path is not None else [])
+    sources = Sources(root, roots, request.binds or {}, caller_allowances(request.load.allow_custom_calls))
+    return _Setting(request, art, names, found, shown, differences, sources, likes,
+                    _ranges_by_function(request.ranges, manifest, names), notes)
+
+
+def _spec(spec: Any, given_path: str | None, manifest: Manifest, root: Path,
+          notes: list[str]) -> tuple[ShapeSpec | None, str | None]:
+    """The spec the signature is compared with, and how the report names it: one given from Python (a
+    ``jaxport.Spec`` or a dict, which also holds its ``jaxport.like`` values), the file given, or the one the
+    manifest records when it is found under ``root`` (else a note)."""
+    if spec is not None and given_path is None:
+        built = as_shape_spec(spec)
+        return built, built.file
+    if given_path is not None:
+        return load_spec(given_path), given_path
+    recorded_spec = manifest.source.spec
+    if recorded_spec is None:
+        return None, None
+    spec_file = recorded.spec_path(recorded_spec, root)
+    if spec_file.is_file():
+        return load_spec(spec_file), recorded_spec
+    notes.append(f"the spec the artifact records ({recorded_spec}) is not in {recorded.shown_root(root)}; the "
+                 f"signature was not compared with a spec (give one with --shapes)")
+    return None, None
 
 
 def _check_binds(binds: Mapping[str, str], manifest: Manifest, names: list[str], where: str) -> None:
@@ -145,188 +197,16 @@ def _check_binds(binds: Mapping[str, str], manifest: Manifest, names: list[str],
                              f"{', '.join(bound) or 'none'}.")
 
 
-def verify(
-    artifact: str | Path,
-    against: str | None = None,
-    spec: Any = None,
-    *,
-    function: str | None = None,
-    dims: Mapping[str, list[int]] | None = None,
-    platforms: list[str] | None = None,
-    atol: float | None = None,
-    rtol: float | None = None,
-    seed: int = 0,
-    budget_bytes: int = DEFAULT_BUDGET_BYTES,
-    progress: Callable[[int, int, str], None] | None = None,
-    runtime: str = "jax",
-    cache_dir: str | Path | None = None,
-    root: str | Path | None = None,
-    binds: Mapping[str, str] | None = None,
-    allow_custom_calls: Iterable[str] | None = None,
-    inputs: Sequence[str] | Mapping[str, Any] | None = None,
-    expect: str | Path | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    allow_nonfinite: bool = False,
-) -> VerifyReport:
-    """Verify an artifact against the live function(s) it was exported from (see the module docstring).
-
-    ``against`` (``model.py:NAME``) and ``spec`` default to the entry point and spec the manifest records, relative
-    to ``root`` (default: the current directory) and refused when they are not files under it (see ``recorded``);
-    a recorded spec that is not found is skipped with a note; from Python, ``spec`` may also be a ``jaxport.Spec`` or
-    a spec dict (its ``jaxport.like`` values are read from it). ``binds`` maps bound arguments to sources the user
-    names (``--bind NAME=SOURCE``), replacing the recorded ones. ``allow_custom_calls``: the custom-call targets
-    beyond JAX's guaranteed-stable ones the artifact (and an imported artifact's module) may use, as for ``load``.
-    ``dims`` maps dimension variables to the values to try; ``ranges`` (input name -> ``(LO, HI)``) the values of
-    random inputs, as ``run.inputs.random_inputs`` takes them. ``inputs`` replaces the planned random cases by one
-    case on the given inputs: ``--inputs`` values as ``call`` takes them, or arrays by name. ``expect`` (with
-    ``inputs``): a file of reference outputs keyed by output name (as ``call -o`` writes them) to compare with; the
-    live function is then compared too only when ``against`` is given. ``allow_nonfinite``: an output that is
-    NaN/Inf everywhere on both sides passes instead of failing as inconclusive. ``progress(done, total,
-    description)`` is called before and after each case.
-    With ``runtime="iree"``, the artifact run by IREE is compared with the same artifact run by JAX (``xla``)
-    instead of the live function (no entry point needed); ``cache_dir`` keeps IREE's compiled modules.
-    Returns the report; raises only for problems that stop verification (artifact, entry point, spec, platform,
-    inputs, reference file).
-    """
-    where = str(artifact)
-    root_dir = _root(root)
-    allowed = caller_allowances(allow_custom_calls)
-    if runtime not in ("jax", "iree"):
-        raise UsageError(f"unknown runtime {runtime!r}: use 'jax' or 'iree'.")
-    _check_input_options(inputs, expect, dims, ranges)
-    with open_artifact(artifact) as art:  # opened once: every function and platform below loads from it
-        manifest = art.model
-        names = function_names(manifest, function)
-        if against is not None and len(names) > 1:
-            raise UsageError(f"{where}: --against names one function, but the artifact holds {len(names)} "
-                             f"({', '.join(names)}); choose one with --function NAME.")
-        if inputs is not None and len(names) > 1:
-            raise UsageError(f"{where}: --inputs gives the inputs of one function, but the artifact holds "
-                             f"{len(names)} ({', '.join(names)}); choose one with --function NAME.")
-
-        notes: list[str] = []
-        # a spec given from Python as a jaxport.Spec or a dict (it holds its jaxport.like values), else a path
-        likes, built, given_spec = like_values(spec), None, spec
-        if spec is not None and not isinstance(spec, (str, os.PathLike)):
-            built, spec = as_shape_spec(spec), None
-        root_dir = _root(root, manifest, spec, notes)
-        recorded_spec = manifest.source.spec
-        spec_obj = None
-        spec_shown: str | None = None
-        if built is not None:
-            spec_obj, spec_shown = built, built.file
-        elif spec is not None:
-            spec_obj = load_spec(spec)
-            spec_shown = str(spec)
-        elif recorded_spec is not None:
-            spec_file = recorded.spec_path(recorded_spec, root_dir)
-            if spec_file.is_file():
-                spec_obj = load_spec(spec_file)
-                spec_shown = recorded_spec
-            else:
-                notes.append(f"the spec the artifact records ({recorded_spec}) is not in "
-                             f"{recorded.shown_root(root_dir)}; the signature was not compared with a spec (give one "
-                             f"with --shapes)")
-        if spec is not None:
-            bind_dir = Path(spec).parent
-        elif spec_shown and given_spec is None:
-            bind_dir = (root_dir / spec_shown).parent
-        else:
-            bind_dir = root_dir
-        # Recorded bound sources stay under the root, or under the directory of a spec the user named.
-        roots = [root_dir] + ([Path(spec).parent] if spec is not None else [])
-        _check_binds(binds or {}, manifest, names, where)
-
-        differences: list[str] = []
-        if spec_obj is not None:
-            spec_obj = recorded.as_exported(spec_obj, manifest, root_dir)  # with the export's command-line binds
-            for fname in names:
-                differences += spec_differences(spec_obj, fname, manifest.functions[fname], len(manifest.functions))
-
-        if dims:
-            known = {v for fname in names for v in contract.dimension_variables(manifest.functions[fname])}
-            unknown = [k for k in dims if k not in known]
-            if unknown and len(names) > 1:
-                raise UsageError(f"--dim {unknown[0]}: no function of {where} has a dimension variable "
-                                 f"{unknown[0]!r}; they have {', '.join(sorted(known)) or 'none'}.")
-        chosen_ranges = _ranges_by_function(ranges, manifest, names)
-
-        plans: list[FunctionPlan] = []
-        sides: dict[str, list[Side]] = {}
-        given: dict[str, Any] = {}
-        for fname in names:
-            f = manifest.functions[fname]
-            if inputs is not None:
-                given[fname], case = given_inputs(f, inputs)
-                cases = [case]
-            else:
-                cases = plan_cases(f, chosen_for(f, dims, len(names) > 1), budget_bytes)
-            sides[fname] = []
-            stored = reference_side(expect, f) if expect is not None else None  # refused before any import
-            if runtime == "iree":
-                reference = runtime_mod.load(art, fname, allow_custom_calls=allowed)
-                sides[fname].append(Side("xla", "the JAX runtime", _outputs_of(reference)))
-                plats = [_local_platform()]
-            else:
-                plats = _platforms(fname, f, platforms, where)
-                runtime_mod.runnable_program(art, fname, allowed, where, notes)  # refused before anything runs
-            if against is not None or (expect is None and runtime != "iree"):
-                text = against if against is not None else f.entrypoint
-                if not isinstance(text, str):
-                    raise UsageError(f"{where}: function {fname!r} records no entry point; give it with --against.")
-                if against is None and text.rpartition(":")[0].lower().endswith(recorded.MODULE_SUFFIXES):
-                    raise UsageError(_imported_message(where, fname, text))
-                fspec = None if spec_obj is None else spec_obj.functions.get(
-                    fname, spec_obj.functions.get(None) if len(manifest.functions) == 1 else None)
-                with in_memory_values(likes):
-                    live = _load_live(text, against is None, f, bind_dir, f"{where}: function {fname!r}",
-                                      root=root_dir, roots=roots, binds=binds or {}, allowed=allowed, spec=spec_obj,
-                                      fspec=fspec)
-                sides[fname].append(Side("live", text, live))
-            if stored is not None:
-                sides[fname].append(stored)
-            plans.append(FunctionPlan(fname, " and ".join(s.shown for s in sides[fname]), plats, cases,
-                                      actual="iree" if runtime == "iree" else "artifact",
-                                      sides=[s.label for s in sides[fname]]))
-
-        report = VerifyReport(where, seed, budget_bytes, spec_shown, differences, plans, notes=notes)
-        total = sum(len(p.cases) * len(p.platforms) for p in plans)
-        done = 0
-        local = _local_platform()
-        options = _Options(atol, rtol, allow_nonfinite, runtime == "iree")
-        for plan in plans:
-            f = manifest.functions[plan.name]
-            for platform in plan.platforms:
-                loaded = runtime_mod.load(art, plan.name, allow_platform_mismatch=platform != local,
-                                          runtime=runtime, cache_dir=cache_dir, allow_custom_calls=allowed)
-                device = _devices(platform)[0]
-                for i, case in enumerate(plan.cases):
-                    if progress:
-                        progress(done, total, _shown_case(plan.name, platform, case))
-                    if plan.name in given:
-                        arrays = given[plan.name]
-                    else:
-                        arrays = inputs_mod.random_inputs(f, case.dims, seed + i,
-                                                          ranges=chosen_ranges[plan.name])
-                    report.cases.append(_run_case(loaded, sides[plan.name], f, plan, platform, device, case,
-                                                  arrays, seed + i, options))
-                    done += 1
-                    if progress:
-                        progress(done, total, _shown_case(plan.name, platform, case))
-        return report
-
-
-def _check_input_options(inputs: Any, expect: Any, dims: Any, ranges: Any) -> None:
-    """Refuse combinations of ``inputs``, ``expect``, ``dims`` and ``ranges`` that mean nothing."""
-    if expect is not None and inputs is None:
-        raise UsageError("--expect compares the outputs for given inputs with reference outputs; give those inputs "
-                         "with --inputs (e.g. the file 'jaxport call --save-inputs FILE.npz' wrote).")
-    if inputs is not None and dims:
-        raise UsageError("--dim chooses the cases of random inputs; with --inputs the dimensions come from the "
-                         "inputs' shapes. Leave out --dim.")
-    if inputs is not None and ranges:
-        raise UsageError("--range chooses the values of random inputs; with --inputs they are given. Leave out "
-                         "--range.")
+def _check_dims(dims: Mapping[str, list[int]] | None, manifest: Manifest, names: list[str], where: str) -> None:
+    """With several functions, every ``--dim NAME`` must name a dimension variable of one of them (the only
+    function checks its own, ``plan.plan_cases``)."""
+    if not dims or len(names) < 2:
+        return
+    known = {v for fname in names for v in contract.dimension_variables(manifest.functions[fname])}
+    unknown = [k for k in dims if k not in known]
+    if unknown:
+        raise UsageError(f"--dim {unknown[0]}: no function of {where} has a dimension variable {unknown[0]!r}; they "
+                         f"have {', '.join(sorted(known)) or 'none'}.")
 
 
 def _ranges_by_function(ranges: Mapping[str, tuple[float, float]] | None, manifest: Manifest,
@@ -348,11 +228,108 @@ def _ranges_by_function(ranges: Mapping[str, tuple[float, float]] | None, manife
     return out
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """One function made ready: its plan, the sides its outputs are compared with, and the inputs given
+    (``--inputs``; None: random inputs for each case)."""
+
+    function: Function
+    plan: FunctionPlan
+    sides: list[Side]
+    given: dict[str, Any] | None
+
+
+def _prepare(s: _Setting, fname: str) -> _Prepared:
+    """Plan one function's cases and find its sides, refusing what cannot run before anything does."""
+    r, f = s.request, s.manifest.functions[fname]
+    given = None
+    if r.inputs is not None:
+        given, case = given_inputs(f, r.inputs)
+        cases = [case]
+    else:
+        cases = plan_cases(f, chosen_for(f, r.dims, len(s.names) > 1), r.budget_bytes)
+    sides: list[Side] = []
+    stored = reference_side(r.expect, f) if r.expect is not None else None  # refused before any import
+    if r.across_compilers:
+        reference = runtime_mod.load(s.art, fname, allow_custom_calls=s.sources.allowed)
+        sides.append(Side(_JAX_SIDE, "the JAX runtime", _outputs_of(reference)))
+        platforms = [_local_platform()]
+    else:
+        platforms = _platforms(fname, f, r.platforms, s.where, r.load.allow_platform_mismatch)
+        runtime_mod.runnable_program(s.art, fname, s.sources.allowed, s.where, s.notes)  # refused before it runs
+    if r.against is not None or (r.expect is None and not r.across_compilers):
+        sides.append(_live_side(s, fname, f))
+    if stored is not None:
+        sides.append(stored)
+    plan = FunctionPlan(fname, " and ".join(side.shown for side in sides), platforms, cases,
+                        actual=r.load.runtime if r.across_compilers else "artifact",
+                        sides=[side.label for side in sides])
+    return _Prepared(f, plan, sides, given)
+
+
+def _live_side(s: _Setting, fname: str, f: Function) -> Side:
+    """The live function of ``fname``: ``--against``, else the entry point the artifact records."""
+    against = s.request.against
+    text = against if against is not None else f.entrypoint
+    if not isinstance(text, str):
+        raise UsageError(f"{s.where}: function {fname!r} records no entry point; give it with --against.")
+    if against is None and text.rpartition(":")[0].lower().endswith(recorded.MODULE_SUFFIXES):
+        raise UsageError(_imported_message(s.where, fname, text))
+    spec = s.spec
+    fspec = None if spec is None else spec.functions.get(
+        fname, spec.functions.get(None) if len(s.manifest.functions) == 1 else None)
+    with in_memory_values(s.likes):
+        live = load_live(text, against is None, f, f"{s.where}: function {fname!r}", s.sources, spec=spec,
+                         fspec=fspec)
+    return Side("live", text, live)
+
+
 def _imported_message(where: str, fname: str, text: str) -> str:
     return (f"{where}: function {fname!r} was imported from the StableHLO module {text.rpartition(':')[0]}, and "
             f"comparing the module with itself proves nothing. Compare its outputs with reference outputs (--inputs "
             f"IN.npz --expect OUT.npz, e.g. from the producer that wrote the module) or with a Python reference "
             f"function (--against model.py:NAME).")
+
+
+def _devices(platform: str) -> list[Any]:
+    import jax
+
+    try:
+        return list(jax.devices(platform))
+    except RuntimeError:
+        return []
+
+
+def _platforms(fname: str, f: Function, requested: list[str] | None, where: str, mismatch: bool) -> list[str]:
+    """The platforms ``fname`` is verified on: those ``requested``, else every platform it was exported for that
+    JAX here has (the local one first), else with ``mismatch`` (``allow_platform_mismatch``) the local one."""
+    from jax import export
+
+    exported_for = list(f.platforms)
+    if requested:
+        for p in requested:
+            if p not in exported_for:
+                raise PlatformError(f"{where}: function {fname!r} was exported for {', '.join(exported_for)}, not "
+                                    f"{p}; verify it on one of those.")
+            if not _devices(p):
+                raise PlatformError(f"{where}: --platform {p}: JAX here has no {p} device. Verify on a machine "
+                                    f"with one, or leave --platform out to verify on every platform available here.")
+        return list(dict.fromkeys(requested))
+    local = export.default_export_platform()
+    order = [local] + [p for p in exported_for if p != local]
+    found = [p for p in order if p in exported_for and (p == local or _devices(p))]
+    if not found and mismatch:
+        return [local]
+    if not found:
+        raise PlatformError(f"{where}: function {fname!r} was exported for {', '.join(exported_for)}, and JAX here "
+                            f"runs on {local}. Verify it on a machine with one of its platforms.")
+    return found
+
+
+def _local_platform() -> str:
+    from jax import export
+
+    return export.default_export_platform()
 
 
 def _outputs_of(loaded: Any) -> Reference:
@@ -364,16 +341,48 @@ def _outputs_of(loaded: Any) -> Reference:
     return outputs
 
 
+# --- running the cases ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Target:
+    """One function loaded on one platform (its device), with what it is compared with and how."""
+
+    loaded: Any
+    prepared: _Prepared
+    platform: str
+    device: Any
+    request: VerifyRequest
+
+
+def _run(s: _Setting, prepared: list[_Prepared], report: VerifyReport,
+         progress: Callable[[int, int, str], None] | None) -> None:
+    """Run every case of every function on each of its platforms, adding the results to ``report``."""
+    r = s.request
+    total = sum(len(p.plan.cases) * len(p.plan.platforms) for p in prepared)
+    done = 0
+    local = _local_platform()
+    for p in prepared:
+        for platform in p.plan.platforms:
+            loaded = runtime_mod.load(s.art, p.plan.name, allow_platform_mismatch=platform != local,
+                                      verify=r.load.verify_weights, runtime=r.load.runtime, cache_dir=r.module_cache,
+                                      allow_custom_calls=s.sources.allowed)
+            target = _Target(loaded, p, platform, _devices(platform)[0], r)
+            for i, case in enumerate(p.plan.cases):
+                shown = _shown_case(p.plan.name, platform, case)
+                if progress:
+                    progress(done, total, shown)
+                arrays = p.given if p.given is not None else inputs_mod.random_inputs(
+                    p.function, case.dims, r.seed + i, ranges=s.ranges[p.plan.name])
+                report.cases.append(_run_case(target, case, arrays, r.seed + i))
+                done += 1
+                if progress:
+                    progress(done, total, shown)
+
 
 def _shown_case(function: str, platform: str, case: Case) -> str:
     """``f on cpu at b=512 (b: upper bound)``: a case as the progress shows it, and the report (``where``)."""
     dims = ", ".join(f"{k}={v}" for k, v in case.dims.items()) or "fixed shapes"
     return f"{function} on {platform} at {dims} ({case.label})"
-
-def _local_platform() -> str:
-    from jax import export
-
-    return export.default_export_platform()
 
 
 def _first_line(e: BaseException) -> str:
@@ -381,31 +390,27 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:300]}" if text else type(e).__name__
 
 
-@dataclass(frozen=True)
-class _Options:
-    """How outputs are compared: the tolerance overrides, ``--allow-nonfinite``, and whether two compilers are."""
-
-    atol: float | None
-    rtol: float | None
-    allow_nonfinite: bool
-    across_compilers: bool
+#: How a case's error names each side: the artifact's (as run by a runtime other than JAX's, by its title), and
+#: those it is compared with when their output names differ.
+_JAX_SIDE = JAX_RUNTIME.title.lower()
+_ACTUAL_NAMES = {"artifact": "the artifact", **{r.name: r.title for r in RUNTIMES.values() if r is not JAX_RUNTIME}}
+_EXPECTED_NAMES = {"live": "the live function", _JAX_SIDE: JAX_RUNTIME.title, "reference": "the reference"}
 
 
-def _run_case(loaded: Any, sides: list[Side], f: Function, plan: FunctionPlan, platform: str,
-              device: Any, case: Case, arrays: Mapping[str, Any], seed: int, options: _Options) -> CaseResult:
+def _run_case(target: _Target, case: Case, arrays: Mapping[str, Any], seed: int) -> CaseResult:
+    """One case on one platform: the artifact's outputs (and stored derivatives) compared with each side's."""
     import jax
 
-    result = CaseResult(plan.name, platform, case.label, dict(case.dims), case.note)
-    actual_side = plan.actual
-    failed = "IREE failed" if actual_side == "iree" else "the artifact failed"
-    with jax.default_device(device):
+    plan, sides = target.prepared.plan, target.prepared.sides
+    result = CaseResult(plan.name, platform=target.platform, label=case.label, dims=dict(case.dims), note=case.note)
+    with jax.default_device(target.device):
         try:
-            actual = loaded.run(arrays).leaves
+            actual = target.loaded.run(arrays).leaves
         except JaxportError as e:
-            result.error = f"{failed}: {e}"
+            result.error = f"{_ACTUAL_NAMES[plan.actual]} failed: {e}"
             return result
         except Exception as e:  # noqa: BLE001 - XLA's runtime errors; reported as this case's failure
-            result.error = f"{failed}: {_first_line(e)}"
+            result.error = f"{_ACTUAL_NAMES[plan.actual]} failed: {_first_line(e)}"
             return result
         expected_by_side = []
         for side in sides:
@@ -417,31 +422,26 @@ def _run_case(loaded: Any, sides: list[Side], f: Function, plan: FunctionPlan, p
     names = [n for n, _ in actual]
     for side, expected in zip(sides, expected_by_side):
         if names != [n for n, _ in expected]:
-            result.error = (f"{_ACTUAL_NAMES[actual_side]} returns outputs {', '.join(names) or '(none)'}, "
+            result.error = (f"{_ACTUAL_NAMES[plan.actual]} returns outputs {', '.join(names) or '(none)'}, "
                             f"{_EXPECTED_NAMES.get(side.label, side.label)} "
                             f"{', '.join(n for n, _ in expected) or '(none)'}")
             return result
         by_name = dict(expected)
         for name, value in actual:
-            result.outputs.append(_compared(name, by_name[name], value, options, (actual_side, side.label)))
-        if f.vjp_order >= 1 and isinstance(side.outputs, LiveFunction):  # the stored derivative, as outputs
-            with jax.default_device(device):
+            result.outputs.append(_compared(name, by_name[name], value, target.request, (plan.actual, side.label)))
+        if target.prepared.function.vjp_order >= 1 and isinstance(side.outputs, LiveFunction):
+            with jax.default_device(target.device):  # the stored derivative, compared as outputs
                 try:
-                    result.outputs += compare_with_live(loaded, side.outputs, arrays, seed, options.atol,
-                                                        options.rtol)
+                    result.outputs += compare_with_live(target.loaded, side.outputs, arrays, seed,
+                                                        target.request.atol, target.request.rtol)
                 except Exception as e:  # noqa: BLE001 - either side's derivative failed: this case's failure
                     result.error = f"the derivatives failed: {_first_line(e)}"
     return result
 
 
-#: How a case's error names each side when their output names differ.
-_ACTUAL_NAMES = {"artifact": "the artifact", "iree": "IREE"}
-_EXPECTED_NAMES = {"live": "the live function", "xla": "XLA", "reference": "the reference"}
-
-
-def _compared(name: str, expected: Any, actual: Any, options: _Options, sides: tuple[str, str]) -> OutputResult:
-    result = compare(name, expected, actual, options.atol, options.rtol, allow_nonfinite=options.allow_nonfinite,
-                     across_compilers=options.across_compilers, sides=sides)
-    if result.inconclusive and not options.allow_nonfinite:
+def _compared(name: str, expected: Any, actual: Any, r: VerifyRequest, sides: tuple[str, str]) -> OutputResult:
+    result = compare(name, expected, actual, r.atol, r.rtol, allow_nonfinite=r.allow_nonfinite,
+                     across_compilers=r.across_compilers, sides=sides)
+    if result.inconclusive and not r.allow_nonfinite:
         result.inconclusive = f"{result.inconclusive}; {NONFINITE_FIX}"
     return result

@@ -195,3 +195,19 @@ def test_a_batch_jobs_known_batch_size_is_its_one_bucket(mlp):
     assert (s.calls, s.rows, s.padded_rows) == (6, 4537, 963 + 500)
     assert (engine.batched.compilations, engine.compilations_after_warmup) == (1, 0)
     assert Engine(mlp, batch_size=5000).batched.buckets[-1] == {"batch": 4096}  # outside the bound: the default plan
+
+
+def test_an_engine_loads_by_load_options_and_takes_their_fields_by_keyword(mlp, tmp_path):
+    from jaxport.errors import UsageError
+    from jaxport.run.options import LoadOptions
+    from jaxport.serve.engine import Engine
+
+    cache = tmp_path / "cache"
+    engine = Engine(mlp, load=LoadOptions(verify_weights=False), cache_dir=cache, function=None)
+    assert (engine.load, engine.cache_dir) == (LoadOptions(verify_weights=False, cache_dir=cache), cache)
+    assert Engine(mlp, load=LoadOptions(cache_dir=cache, cache=False)).cache_dir is None
+    with pytest.raises(UsageError, match=re.escape("runtime 'iree' cannot serve: serving compiles every shape bucket "
+                                                   "ahead, which the 'jax' runtime does; load with that one.")):
+        Engine(mlp, load=LoadOptions(runtime="iree"))
+    with pytest.raises(TypeError, match=re.escape("Engine() got an unexpected keyword argument 'cache_directory'")):
+        Engine(mlp, cache_directory=cache)
