@@ -22,7 +22,8 @@
    TYPE_CHECKING:`` blocks excluded).
 3. Imports of jaxport modules sit at module top level: a lazy import inside a function hides a dependency (and so
    a cycle). Only the facade imports lazily, to keep ``import jaxport`` light, and a subpackage's ``__init__``
-   its own submodules (PEP 562 ``__getattr__``: ``jaxport.run.call`` without importing it with every ``run`` module).
+   its own submodules (PEP 562 ``__getattr__``: ``jaxport.run.call`` without importing it with every ``run`` module),
+   and ``jaxport serve`` its kserve transport (``OPTIONAL_MODULES``), once its arguments are checked.
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
    (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
    to the package.
@@ -63,6 +64,9 @@ ALLOWED = {
 SUBPACKAGES = ("spec", "artifact", "export", "importer", "run", "verify", "serve")
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
 ENGINE_MODULES = ("ray", "beam", "spark")
+#: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
+#: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
+OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
 HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree")
 LIGHT_LAYERS = ("artifact", "spec", "foundation")
 
@@ -275,7 +279,7 @@ def violations(root: Path) -> list[str]:
                 out.append(f"{where}:{imp.line}: {mod.name} imports the facade ({PACKAGE}); import the module "
                            f"that defines the name")
             own_submodule = mod.is_package and target.startswith(mod.name + ".")
-            if not imp.top and src_layer != "facade" and not own_submodule:
+            if not imp.top and src_layer != "facade" and not own_submodule and target not in OPTIONAL_MODULES:
                 out.append(f"{where}:{imp.line}: {mod.name} imports {target} inside a function; move the import "
                            f"to the top of the module (only jax, numpy, yaml, iree and safetensors stay lazy)")
             for name in imp.names:

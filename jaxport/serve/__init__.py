@@ -4,8 +4,22 @@
 ``run.buckets``), every bucket compiled ahead, a batch padded to the smallest bucket that fits where the program is
 proven to work row by row (``run.buckets.rowwise``), split over the largest bucket, refused with the reason elsewhere.
 ``batcher`` runs a server's requests on one worker thread, merging what queues behind a running call; ``engine``
-is what a batch engine's worker holds; ``ports`` checks the addresses a server will bind. ``oip`` maps an
-artifact's signature to the Open Inference Protocol (v2). The engine adapters are thin layers over them:
-``kserve_server`` (``jaxport serve``, extra ``jaxport[serve]``), and ``jaxport.ray``, ``jaxport.beam`` and
-``jaxport.spark`` (extras ``jaxport[ray]``, ``jaxport[beam]``, ``jaxport[spark]``).
+is what a batch engine's worker holds; ``loading`` loads for them all by one ``LoadOptions``; ``ports`` checks the
+addresses a server will bind. ``oip`` maps an artifact's signature to the Open Inference Protocol (v2). ``models``
+is ``jaxport serve`` in Python (:func:`open_models`, :func:`serve_models`). The engine adapters are thin layers over
+them: ``kserve_server`` (``jaxport serve``, extra ``jaxport[serve]``; with ``rest``, ``grpc_service``, ``metrics``,
+``lifecycle`` and ``kserve_imports``), and ``jaxport.ray``, ``jaxport.beam`` and ``jaxport.spark`` (extras
+``jaxport[ray]``, ``jaxport[beam]``, ``jaxport[spark]``).
 """
+
+__all__ = ["Listen", "ModelSpec", "ServedModel", "open_models", "serve_models"]
+
+
+def __getattr__(name: str) -> object:
+    """``jaxport.serve.open_models(...)`` and the rest of ``models`` without importing it with every module of this
+    package (the batch engines' adapters import ``engine`` alone)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import models
+
+    return getattr(models, name)

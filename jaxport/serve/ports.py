@@ -5,6 +5,7 @@ refused before that, in one line that names the option, not after it with a fram
 refuses the same port for REST and gRPC and a host that does not resolve, and binds each port once (then closes
 it): a port another process listens on (another ``jaxport serve`` included) is refused there. :func:`bind` is the
 same bind, kept open: the REST server listens on its sockets, so the check and the real bind cannot disagree.
+:class:`Listen` is where a server listens, as ``jaxport serve --json`` reports it.
 
 Sockets are bound as uvicorn binds them: ``SO_REUSEADDR`` (a port a stopped server left in TIME_WAIT is free) and
 never ``SO_REUSEPORT`` (which would let a second server share a port silently); IPv6 sockets are IPv6 only, as
@@ -17,8 +18,39 @@ from __future__ import annotations
 
 import errno
 import socket
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Listen:
+    """The address a server listens on: REST (Open Inference Protocol v2, ``/metrics``) and gRPC each on a port of
+    their own, of ``host`` (0.0.0.0: every interface, as in a container)."""
+
+    host: str = "127.0.0.1"
+    http_port: int = 8080
+    grpc_port: int = 8081
+
+    @property
+    def rest(self) -> str:
+        """The REST base URL: ``http://HOST:PORT``."""
+        return f"http://{address(self.host, self.http_port)}"
+
+    @property
+    def grpc(self) -> str:
+        """The gRPC address: ``HOST:PORT`` (``[HOST]:PORT`` for IPv6)."""
+        return address(self.host, self.grpc_port)
+
+    def check(self) -> None:
+        """:func:`check` of this address."""
+        check(self.host, self.http_port, self.grpc_port)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The address as ``jaxport serve --json``'s ``listening`` event gives it."""
+        return {"host": self.host, "http_port": self.http_port, "grpc_port": self.grpc_port, "rest": self.rest,
+                "grpc": self.grpc}
 
 
 def address(host: str, port: int) -> str:

@@ -161,6 +161,55 @@ def test_a_port_another_process_listens_on_is_refused_before_compiling(work, opt
     assert (res.returncode, res.stderr) == (2, IN_USE.format(option=option, port=port))
 
 
+# In a process of its own, as the servers: kserve's protocol buffers and tritonclient's (imported here) collide.
+OPEN_MODELS = textwrap.dedent("""\
+    import json, sys
+
+    import jaxport.serve
+    from jaxport.errors import UsageError
+    from jaxport.run.options import LoadOptions
+
+    artifact, cache = sys.argv[1:]
+    lines = []
+    with jaxport.serve.open_models([f"m@2={artifact}"], dims={"batch": [1, 4]}, load=LoadOptions(cache_dir=cache),
+                                   window_ms=5, on_line=lines.append) as served:
+        print(json.dumps({"described": [m.as_dict() for m in served], "lines": lines,
+                          "summaries": [m.summary() for m in served]}))
+    for args in (dict(load=LoadOptions(runtime="iree")), dict(load=LoadOptions(cache=False)),
+                 dict(dims={"rows": [2]})):
+        try:
+            with jaxport.serve.open_models([artifact], **args):
+                pass
+        except UsageError as e:
+            print(e)
+    """)
+
+
+def test_open_models_is_jaxport_serve_in_python(work):
+    """``jaxport.serve.open_models``: what the command prints and reports, from Python, with its refusals."""
+    script = work / "open_models.py"
+    script.write_text(OPEN_MODELS)
+    artifact = work / "a.jaxport"
+    res = subprocess.run([sys.executable, str(script), str(artifact), str(work / "cache")], cwd=work, env=_env(work),
+                         capture_output=True, text=True, timeout=EXIT_S)
+    assert res.returncode == 0, res.stderr[-4000:]
+    first, *refusals = res.stdout.splitlines()
+    report = json.loads(first)
+    (described,) = report["described"]
+    assert {k: described[k] for k in ("name", "version", "artifact", "function", "buckets", "batching",
+                                      "max_batch_rows")} == {
+        "name": "m", "version": "2", "artifact": str(artifact), "function": "f",
+        "buckets": [{"batch": 1}, {"batch": 4}], "batching": True, "max_batch_rows": 4}
+    assert report["lines"] == report["summaries"] and report["lines"][0].startswith(
+        f"m version 2 ({artifact}, function f): 2 buckets compiled (batch in 1, 4), batching up to 4 rows, in ")
+    assert refusals == [
+        "runtime 'iree' cannot serve: serving compiles every shape bucket ahead, which the 'jax' runtime does; load "
+        "with that one.",
+        "a server compiles every bucket into JAX's compilation cache before it listens: give cache_dir=DIR rather "
+        "than cache=False.",
+        "--dim rows: no served function has a dimension variable 'rows'."]
+
+
 # --- a running server: its events, a second server on its ports, SIGINT --------------------------------------------
 
 class Running:
