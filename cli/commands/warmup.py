@@ -6,16 +6,7 @@ import click
 
 from .. import errors, render
 from ..devices import apply, device_options
-from ..options import (
-    DEFAULT_CACHE,
-    allow_custom_call_option,
-    allow_platform_mismatch_option,
-    cache_dir_option,
-    debug_option,
-    dim_option,
-    function_option,
-    json_option,
-)
+from ..options import DEFAULT_CACHE, debug_option, dim_option, json_option, load_options
 from ..render import plain
 
 
@@ -23,17 +14,15 @@ from ..render import plain
 @click.argument("artifact", type=click.Path())
 @dim_option("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for each variable. "
             "Several values: every combination.")
-@function_option
-@cache_dir_option(f"The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: "
-                  f"{DEFAULT_CACHE}). Give the same directory to 'jaxport call --cache-dir' (or ship it as the "
-                  f"default) where the artifact runs.")
-@allow_platform_mismatch_option("compile")
-@allow_custom_call_option
+@load_options(omit=("runtime", "verify_weights", "cache"), help={
+    "cache_dir": f"The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: {DEFAULT_CACHE}). "
+                 f"Give the same directory to 'jaxport call --cache-dir' (or ship it as the default) where the "
+                 f"artifact runs.",
+    "allow_platform_mismatch": "Try to compile a function exported for other platforms than the local one."})
 @device_options
 @json_option
 @debug_option
-def command(artifact, dims, function, cache_dir, allow_platform_mismatch, allow_custom_calls, devices, as_json,
-            debug):
+def command(artifact, dims, load, devices, as_json, debug):
     """Check an artifact's program and compile it ahead for the shapes of --dim, into the cache.
 
     A later 'jaxport call' (or a jaxport.load with the same JAX compilation cache) on this machine then starts no
@@ -52,14 +41,13 @@ def command(artifact, dims, function, cache_dir, allow_platform_mismatch, allow_
         apply(devices)  # before JAX starts
         from jaxport import isolate
         from jaxport.run.cache import compilation_cache, default_cache_dir
-        from jaxport.run.load import load
+        from jaxport.run.load import load_with
 
-        directory = cache_dir or default_cache_dir()
+        directory = load.cache_dir or default_cache_dir()
         digests = _payload_digests(artifact)
         verdicts_before = {name: isolate.has_verdict(d, directory) for name, d in digests.items()}
         with compilation_cache(directory):  # the check's verdict goes there too
-            loaded = load(artifact, function, allow_platform_mismatch=allow_platform_mismatch,
-                          allow_custom_calls=allow_custom_calls)
+            loaded = load_with(artifact, load, cache_dir=directory)
         done = loaded.warmup(dims, cache_dir=directory)
         for note in loaded.notes:  # a program older than this JAX's window, read by jaxport
             render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
