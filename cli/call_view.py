@@ -1,4 +1,4 @@
-"""How ``jaxport call`` shows a ``CallReport`` (``jaxport.run.outputs.CallReport``) as text: the timing line, the
+"""How ``jaxport call`` shows a ``CallReport`` (``jaxport.run.report.CallReport``) as text: the timing line, the
 output statistics, printed values, the benchmark, what was written, and the ``--expect`` comparison, each read from
 the report (what ``--json`` prints); and the spinner and progress bar shown while a call runs on a terminal."""
 
@@ -11,8 +11,8 @@ from .render import escape, plain
 
 if TYPE_CHECKING:
     from jaxport.run.backend import Placement
+    from jaxport.run.expect import Expectation
     from jaxport.run.outputs import Stats
-    from jaxport.verify.reference import Expectation
 
 #: Outputs with at most this many values are printed by --print.
 PRINT_LIMIT = 1000
@@ -55,7 +55,8 @@ def show(report: Any, print_values: bool) -> None:
 
 
 def _timing_line(report: Any) -> list[Any]:
-    """The first line of a call's report, as spans: ``NAME on PLATFORM[ with IREE]  DIMS  load ..., run ...``."""
+    """The first line of a call's report, as spans: ``NAME on PLATFORM[ with IREE]  DIMS  load ..., run ...``; a
+    compiled module's call (compiled ahead of time: no lowering or compilation) says what it padded instead."""
     dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
     t = report.timings
     hit = t.compile_cache_hit
@@ -64,8 +65,12 @@ def _timing_line(report: Any) -> list[Any]:
     spans: list[Any] = [(report.function, "bold cyan"), f" on {report.platform}{via}"]
     if dims:
         spans += ["  ", (dims, "dim")]
-    spans.append(f"  load {seconds(t.load_s)}, lower {seconds(t.lower_s)}, compile {seconds(t.compile_s)}"
-                 f"{cached}, run {seconds(t.run_s)}")
+    if report.padded:
+        spans.append("  (" + "; ".join(f"{v} padded from {n} to {bucket}" for v, (n, bucket) in report.padded.items())
+                     + ")")
+    compiled = f", lower {seconds(t.lower_s)}, compile {seconds(t.compile_s)}{cached}" \
+        if t.lower_s or t.compile_s or hit is not None else ""
+    spans.append(f"  load {seconds(t.load_s)}{compiled}, run {seconds(t.run_s)}")
     return spans
 
 

@@ -45,16 +45,15 @@ if TYPE_CHECKING:
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
     from .importer.build import import_stablehlo
-    from .run.calling import CallRequest
+    from .run.calling import CallReport, CallRequest
+    from .run.calling import call as call
     from .run.deploy import compile_artifact
     from .run.load import load
     from .run.loaded import Loaded
-    from .run.outputs import CallReport
+    from .run.report import ReferenceMismatch
     from .spec.build import Like, Spec, like
     from .spec.model import ShapeSpec
     from .spec.parse import load_spec, parse_spec
-    from .verify.reference import ReferenceMismatch
-    from .verify.reference import call as call
     from .verify.request import VerifyRequest
     from .verify.runner import verify as verify_artifact
 
@@ -116,10 +115,10 @@ _LAZY = {
     "parse_spec": ("jaxport.spec.parse", "parse_spec"),
     "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
-    "call": ("jaxport.verify.reference", "call"),
+    "call": ("jaxport.run.calling", "call"),
     "CallRequest": ("jaxport.run.calling", "CallRequest"),
-    "CallReport": ("jaxport.run.outputs", "CallReport"),
-    "ReferenceMismatch": ("jaxport.verify.reference", "ReferenceMismatch"),
+    "CallReport": ("jaxport.run.calling", "CallReport"),
+    "ReferenceMismatch": ("jaxport.run.report", "ReferenceMismatch"),
     "verify_artifact": ("jaxport.verify.runner", "verify"),
     "VerifyRequest": ("jaxport.verify.request", "VerifyRequest"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),

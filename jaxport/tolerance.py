@@ -1,5 +1,6 @@
-"""Comparing an artifact's output with a reference (the live function, stored reference outputs, or the same
-artifact run by XLA): per-dtype tolerances, non-finite values and error statistics.
+"""The rule of comparing an output with a reference, said once: ``call --expect`` (``run.expect``) and ``verify``
+(the live function, stored reference outputs, or the same artifact run by XLA) compare by it. Per-dtype tolerances,
+non-finite values and error statistics.
 
 An output passes when ``|actual - expected| <= atol + rtol * |expected|`` everywhere; NaN must match NaN and an
 infinity the same infinity, at the same positions (a NaN where the other side has a number, or at another position,
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dtypes
+from . import dtypes
 
 #: Default ``(atol, rtol)`` by float or complex output dtype (``DType.tolerance``): an output passes when
 #: ``|actual - expected| <= atol + rtol * |expected|`` everywhere. Integers and booleans must be equal.

@@ -1,7 +1,9 @@
-"""``jaxport call``: run an artifact on inputs from files or generated from its signature.
+"""``jaxport call``: run an artifact, or a module ``jaxport compile`` built, on inputs from files or generated from
+its signature.
 
 The command parses its options into a ``jaxport.run.calling.CallRequest`` (which refuses combinations that do not
-fit), runs it with ``jaxport.call`` and shows the report (``call_view``); a compiled module goes to ``call_iree``."""
+fit; how to load the function comes whole from the option group ``load_options``), runs it with ``jaxport.call``
+and shows the report (``call_view``)."""
 
 from __future__ import annotations
 
@@ -16,28 +18,22 @@ from ..call_view import PRINT_LIMIT, Busy, show
 from ..devices import apply, device_options
 from ..options import (
     IsolatableCommand,
-    allow_custom_call_option,
-    allow_platform_mismatch_option,
     at_most,
-    cache_dir_option,
     debug_option,
     expect_option,
-    function_option,
     input_selection_options,
     isolate_options,
     json_option,
+    load_options,
     range_option,
     run_isolated,
-    runtime_option,
     tolerance_options,
 )
-from .call_iree import call_deployed, is_deployed
 
 
 @click.command("call", cls=IsolatableCommand)
 @click.argument("artifact", type=click.Path())
 @input_selection_options
-@function_option
 @range_option
 @click.option("--cast", is_flag=True,
               help="Convert an input array whose dtype differs from the input's when every value in it is kept "
@@ -59,13 +55,7 @@ from .call_iree import call_deployed, is_deployed
 @click.option("--benchmark", type=click.IntRange(min=1), callback=at_most(1_000_000), metavar="N",
               help="Time N calls (at most 1000000) after a warm-up call; report load, compile and per-call latency "
                    "(p50, p90, p99, min, max).")
-@allow_platform_mismatch_option("run")
-@allow_custom_call_option
-@cache_dir_option()
-@click.option("--no-cache", is_flag=True, help="Do not use the persistent compilation cache.")
-@runtime_option("Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree]).")
-@click.option("--no-verify", is_flag=True,
-              help="Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact.")
+@load_options()
 @click.option("--vjp", is_flag=True,
               help="Also run the derivative: write the input cotangents (-o) for the output cotangents of "
                    "--cotangents (default: ones). Needs an artifact exported with --vjp-order 1 or more.")
@@ -82,7 +72,8 @@ def command(artifact, print_values, devices, isolate, memory_limit, time_limit, 
     """Run an artifact on real inputs, checking them first.
 
     Every input is checked against the artifact's signature (structure, rank, dtype, dimensions, bounds and
-    constraints) before anything is compiled, and before JAX is imported when the inputs are files.
+    constraints) before anything is compiled, and before JAX is imported when the inputs are files. A module that
+    jaxport compile built (MODEL.run.json, or MODEL.vmfb beside it) runs with IREE, without JAX.
 
     \b
     Examples:
@@ -92,42 +83,60 @@ def command(artifact, print_values, devices, isolate, memory_limit, time_limit, 
     """
     request = _request(artifact, as_json and print_values, options)
     ctx = click.get_current_context()
-    if is_deployed(artifact):  # a module jaxport compile built: run with IREE through its run description
-        errors.run(lambda: call_deployed(ctx, artifact), debug=debug, as_json=as_json)
-    elif isolate:
+    if isolate and not request.compiled:
         errors.run(lambda: run_isolated(ctx, str(artifact), memory_limit, time_limit), debug=debug, as_json=as_json)
     else:
-        errors.run(lambda: _call(request, devices, print_values, as_json), debug=debug, as_json=as_json)
+        errors.run(lambda: _call(ctx, request, devices, print_values, as_json), debug=debug, as_json=as_json)
 
 
-#: The options whose parameter is named otherwise in the request, and those that say the opposite of its field.
-RENAMED = {"items": "inputs", "use_random": "random", "runtime_name": "runtime"}
-NEGATED = {"no_cache": "cache", "no_verify": "verify_weights"}
+#: The options whose parameter is named otherwise in the request.
+RENAMED = {"items": "inputs", "use_random": "random"}
+#: The parameters of the options that run an artifact's program in a way a compiled module does not take (the
+#: request refuses the others: ``CallRequest.module_problem``).
+ARTIFACT_ONLY = ("host_devices", "coordinator", "num_processes", "process_id", "isolate", "memory_limit", "time_limit")
 
 
 def _request(artifact, values, options):
-    """The request of the parsed options; a combination it refuses is a command-line usage error (exit 2)."""
+    """The request of the parsed options (``load``, a ``LoadOptions``, among them); a combination it refuses is a
+    command-line usage error (exit 2)."""
     from jaxport.run.calling import CallRequest
 
-    fields = {NEGATED[k]: not v for k, v in options.items() if k in NEGATED}
-    fields.update((RENAMED.get(k, k), v) for k, v in options.items() if k not in NEGATED)
     try:
-        return CallRequest(artifact, values=values, **fields)
+        return CallRequest(artifact, values=values, **{RENAMED.get(k, k): v for k, v in options.items()})
     except UsageError as e:
         raise click.UsageError(str(e)) from None
 
 
-def _call(request, devices, print_values, as_json):
+def _given(ctx, name):
+    """Whether the option of parameter ``name`` was given on the command line (or by the environment)."""
+    return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT,
+                                                  click.core.ParameterSource.DEFAULT_MAP, None)
+
+
+def _refuse_for_module(ctx, request):
+    """What a compiled module does not take (exit 2): the request's own refusals, then an explicit --runtime jax."""
+    given = [max(p.opts, key=len) for p in ctx.command.params if p.name in ARTIFACT_ONLY and _given(ctx, p.name)]
+    problem = request.module_problem(given)
+    if problem:
+        raise UsageError(problem)
+    if request.load.runtime == "jax" and _given(ctx, "runtime_name"):
+        raise UsageError(f"{request.artifact} is an IREE module; it runs with --runtime iree (leave out --runtime "
+                         f"jax).")
+
+
+def _call(ctx, request, devices, print_values, as_json):
     """Run the request and show its report; outputs that differ from ``--expect`` exit 12 after it is shown."""
     import jaxport
-    from jaxport.verify.reference import ReferenceMismatch
 
-    apply(devices)  # before JAX starts
+    if request.compiled:
+        _refuse_for_module(ctx, request)
+    else:
+        apply(devices)  # before JAX starts
     failure = None
     with Busy(not as_json and render.is_terminal(sys.stderr), request.batch_size) as busy:
         try:
             report = jaxport.call(request, progress=busy.stage, rows=busy.rows)
-        except ReferenceMismatch as e:
+        except jaxport.ReferenceMismatch as e:
             if e.report is None:
                 raise
             report, failure = e.report, e

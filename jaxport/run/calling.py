@@ -1,18 +1,18 @@
 """``jaxport call`` as a library function: a :class:`CallRequest` says what to run on what, :func:`call` runs it and
-returns the :class:`~jaxport.run.outputs.CallReport` that ``call`` prints (``call --json`` prints its ``as_dict()``).
+returns the :class:`CallReport` that ``call`` prints (``call --json`` prints its ``as_dict()``).
 
 The work is ordered so that a mistake costs as little as possible. Building the request checks the combination of
 options (``UsageError``, exit 2, with the messages of ``jaxport call``). :func:`call` then reads the artifact's
 manifest and checks, before JAX is imported: the output files (``-o``, ``--save-inputs``), the ranges, the
-dimension values of ``--random``, the reference file of ``expect`` (read in full), the streamed axis of
-``batch_size``, and every input file against the signature, from the ``.npy`` headers (and the ``.npz`` members),
-before any ``.npy`` data is read: a wrong shape, dtype, dimension, bound or constraint is an ``InputError``
-(exit 9) raised in a process that has not imported JAX. Only then is the program loaded (its own checks: payload,
-custom calls, platform), the inputs read, and the function run.
+dimension values of ``--random``, the reference file of ``expect`` (read in full by :mod:`.expect`), the streamed
+axis of ``batch_size``, and every input file against the signature, from the ``.npy`` headers (and the ``.npz``
+members), before any ``.npy`` data is read: a wrong shape, dtype, dimension, bound or constraint is an
+``InputError`` (exit 9) raised in a process that has not imported JAX. Only then is the program loaded (its own
+checks: payload, custom calls, platform), the inputs read, and the function run.
 
-The reference comparison of ``expect`` is ``jaxport.verify``'s, which this layer does not import: :func:`call`
-takes it as ``references`` (a :data:`ReadReferences`), and ``jaxport.call(request)`` passes
-``jaxport.verify.reference.read``. No JAX at import.
+A module ``jaxport compile`` built (its ``.run.json``, or the ``.vmfb`` beside one) is called the same way: it runs
+with IREE through :mod:`.iree_loader`, on the smallest bucket that fits, after the artifact's input checks, which
+the run description carries, and without JAX. No JAX at import.
 """
 
 from __future__ import annotations
@@ -24,20 +24,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 from .. import dtypes
 from .._fsio import check_output
 from ..artifact import contract
 from ..artifact.container import open_artifact
-from ..errors import JaxportError, UsageError
-from . import gradients, inputs, outputs, streaming
-from .cache import compilation_cache, default_cache_dir
-from .iree import iree_cache_dir
-from .load import load, select_function
-from .outputs import CallReport
+from ..errors import FormatError, InputError, PlatformError, UsageError
+from . import expect, gradients, inputs, iree_loader, outputs, streaming
+from .backend import Compilation
+from .cache import CacheState, compilation_cache, default_cache_dir
+from .deploy import is_compiled_module, run_description_path, signature_function
+from .load import load_with, select_function
+from .loaded import Benchmark, Latencies
+from .options import LoadOptions, holding_load_options
+from .outputs import output_entries
+from .report import CallReport, ReferenceMismatch, Timings, input_entries
 
-__all__ = ["MAX_BENCHMARK_CALLS", "PRINT_LIMIT", "CallRequest", "Comparison", "References", "ReadReferences", "call"]
+__all__ = ["MAX_BENCHMARK_CALLS", "PRINT_LIMIT", "CallReport", "CallRequest", "call"]
 
 #: The most calls ``benchmark`` times.
 MAX_BENCHMARK_CALLS = 1_000_000
@@ -45,34 +49,13 @@ MAX_BENCHMARK_CALLS = 1_000_000
 PRINT_LIMIT = 1000
 #: The output dtypes ``output_dtype`` may name (``f32``: every real floating-point output as float32).
 OUTPUT_DTYPES = {"f32": "float32", "float32": "float32"}
-RUNTIMES = ("jax", "iree")
-
-
-class Comparison(Protocol):
-    """The outputs compared with their references (``jaxport.verify.reference.Expectation``)."""
-
-    @property
-    def passed(self) -> bool: ...
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``expect`` section of the report."""
-        ...
-
-    def error(self, report: CallReport) -> JaxportError:
-        """The failure, carrying ``report``: a ``VerificationError`` (exit 12)."""
-        ...
-
-
-class References(Protocol):
-    """Reference outputs read before the call, to compare the call's outputs with after it."""
-
-    def compare(self, leaves: list[tuple[str, Any]], native: list[str], *, atol: float | None, rtol: float | None,
-                allow_nonfinite: bool) -> Comparison: ...
-
-
-#: Reads the references of ``expect`` (path, output names, their dtypes) before anything runs; raises what is wrong
-#: with the file (``InputError``, exit 9).
-ReadReferences = Callable[[str | Path, list[str], list[str]], References]
+#: What a compiled module does not take, by the request's field, with the option of ``call`` that sets it.
+NOT_FOR_MODULES = (("function", "--function"), ("cast", "--cast"), ("save_inputs", "--save-inputs"),
+                   ("output_dtype", "--output-dtype"), ("expect", "--expect"), ("atol", "--atol"), ("rtol", "--rtol"),
+                   ("allow_nonfinite", "--allow-nonfinite"), ("allow_platform_mismatch", "--allow-platform-mismatch"),
+                   ("allow_custom_calls", "--allow-custom-call"), ("cache_dir", "--cache-dir"), ("cache", "--no-cache"),
+                   ("verify_weights", "--no-verify"), ("vjp", "--vjp"), ("cotangents", "--cotangents"),
+                   ("batch_size", "--batch-size"))
 
 
 def _paths(value: str | Path | Iterable[str | Path]) -> tuple[str, ...]:
@@ -81,27 +64,31 @@ def _paths(value: str | Path | Iterable[str | Path]) -> tuple[str, ...]:
     return tuple(os.fspath(v) for v in value)
 
 
+@holding_load_options
 @dataclass(frozen=True)
 class CallRequest:
     """What to run on what: the options of ``jaxport call``, checked together when the request is built.
 
-    ``artifact``: the ``.jaxport`` file. Inputs come from ``inputs`` (what ``--inputs`` takes: ``FILE.npy`` in the
-    order ``inspect`` lists the inputs, ``NAME=FILE.npy``, an ``.npz`` keyed by input names, ``NAME=seed:N`` for a
-    PRNG key input) or are generated with ``random=True`` at ``dims`` (``{"batch": 8}``; other dimension variables
-    take their smallest valid values) from ``seed`` (default 0), each input from ``ranges[name]`` (``(LO, HI)``,
-    half-open) when given. ``cast``: convert an input file's array of another dtype when every value is kept.
-    ``save_inputs``: write the inputs used to this ``.npz``. ``output``: write the outputs (``.npz``,
-    ``.safetensors``, or ``.npy`` for one output); ``output_dtype="f32"`` converts real floating-point outputs to
-    float32 first. ``expect``: compare the outputs with the reference file, at ``atol``/``rtol`` (default by output
-    dtype) and accepting all-NaN/Inf outputs with ``allow_nonfinite``. ``values``: outputs of at most
-    :data:`PRINT_LIMIT` elements carry their values in the report (``call --print --json``). ``benchmark``: time
-    that many calls after a warm-up call. ``vjp``: run the derivative too, for the output cotangents of the file
-    ``cotangents`` (default ones). ``batch_size``: stream the inputs through in chunks of that many rows. The other
-    fields are those of :func:`jaxport.run.load.load` and of the compilation cache (``cache_dir``, or none with
-    ``cache=False``).
+    ``artifact``: the ``.jaxport`` file, or a module ``jaxport compile`` built (``.run.json`` or ``.vmfb``; it takes the
+    inputs, ``output``, ``values`` and ``benchmark``, and runs with IREE). Inputs come from ``inputs`` (what
+    ``--inputs`` takes: ``FILE.npy`` in the order ``inspect`` lists the inputs, ``NAME=FILE.npy``, an ``.npz`` keyed by
+    input names, ``NAME=seed:N`` for a PRNG key input) or are generated with ``random=True`` at ``dims`` (``{"batch":
+    8}``; other dimension variables take their smallest valid values) from ``seed`` (default 0), each input from
+    ``ranges[name]`` (``(LO, HI)``, half-open) when given. ``cast``: convert an input file's array of another dtype when
+    every value is kept. ``save_inputs``: write the inputs used to this ``.npz``. ``output``: write the outputs
+    (``.npz``, ``.safetensors``, or ``.npy`` for one output); ``output_dtype="f32"`` converts real floating-point
+    outputs to float32 first. ``expect``: compare the outputs with the reference file, at ``atol``/``rtol`` (default by
+    output dtype) and accepting all-NaN/Inf outputs with ``allow_nonfinite``. ``values``: outputs of at most
+    :data:`PRINT_LIMIT` elements carry their values in the report (``call --print --json``). ``benchmark``: time that
+    many calls after a warm-up call. ``vjp``: run the derivative too, for the output cotangents of the file
+    ``cotangents`` (default ones). ``batch_size``: stream the inputs through in chunks of that many rows. ``load``: how
+    to load the function (:class:`~jaxport.run.options.LoadOptions`; its fields are keywords of the request too:
+    ``function``, ``runtime``, ``allow_platform_mismatch``, ``allow_custom_calls``, ``verify_weights``, and the
+    compilation cache, ``cache_dir``, or none with ``cache=False``).
 
     Combinations ``jaxport call`` refuses raise ``UsageError`` (exit 2) here, with its messages, which name the
-    command-line options (``--batch-size`` for ``batch_size``).
+    command-line options (``--batch-size`` for ``batch_size``); what a compiled module does not take
+    (:meth:`module_problem`) is refused by :func:`call`, as ``jaxport call`` refuses it.
     """
 
     artifact: str | Path
@@ -110,7 +97,6 @@ class CallRequest:
     dims: Mapping[str, int] = field(default_factory=dict)
     seed: int | None = None
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    function: str | None = None
     cast: bool = False
     save_inputs: str | Path | None = None
     output: str | Path | None = None
@@ -121,21 +107,14 @@ class CallRequest:
     allow_nonfinite: bool = False
     values: bool = False
     benchmark: int | None = None
-    allow_platform_mismatch: bool = False
-    allow_custom_calls: tuple[str, ...] = ()
-    cache_dir: str | Path | None = None
-    cache: bool = True
-    runtime: str = "jax"
-    verify_weights: bool = True
     vjp: bool = False
     cotangents: str | Path | None = None
     batch_size: int | None = None
+    load: LoadOptions = field(default_factory=LoadOptions)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise the containers once, here
         set_(self, "inputs", _paths(self.inputs))
-        set_(self, "allow_custom_calls", (self.allow_custom_calls,) if isinstance(self.allow_custom_calls, str)
-             else tuple(self.allow_custom_calls))
         set_(self, "dims", MappingProxyType(dict(self.dims)))  # read-only, as the rest of a frozen request
         set_(self, "ranges", MappingProxyType(dict(self.ranges)))
         self._check_values()
@@ -143,9 +122,8 @@ class CallRequest:
             raise UsageError(problem)
 
     def _check_values(self) -> None:
-        """What the command line's option types refuse, refused here for a caller in Python."""
-        if self.runtime not in RUNTIMES:
-            raise UsageError(f"unknown runtime {self.runtime!r}: use 'jax' or 'iree'.")
+        """What the command line's option types refuse, refused here for a caller in Python (``LoadOptions`` refuses
+        an unknown runtime)."""
         if self.output_dtype is not None and self.output_dtype not in OUTPUT_DTYPES:
             raise UsageError(f"output_dtype {self.output_dtype!r}: the one output dtype is 'f32' (float32).")
         for name, value, least in (("benchmark", self.benchmark, 1), ("batch_size", self.batch_size, 1),
@@ -182,16 +160,18 @@ class CallRequest:
                    f"ending in .npz.")
         if self.save_inputs and self.output and os.path.abspath(self.save_inputs) == os.path.abspath(self.output):
             yield "--save-inputs and -o name the same file; give two files."
-        if not self.cache and self.cache_dir:
+        if not self.load.cache and self.load.cache_dir:
             yield "--cache-dir and --no-cache contradict each other."
         if self.cotangents and not self.vjp:
             yield "--cotangents gives the output cotangents of --vjp; add --vjp."
-        with_jax: tuple[tuple[str, object], ...] = (("--vjp", self.vjp), ("--batch-size", self.batch_size))
-        for flag, value in with_jax:
+        runs_on = self.load.runs_on
+        with_jax: tuple[tuple[str, object, bool], ...] = (("--vjp", self.vjp, runs_on.derivatives),
+                                                          ("--batch-size", self.batch_size, runs_on.streaming))
+        for flag, value, can in with_jax:
             if value and self.benchmark:
                 yield f"{flag} and --benchmark cannot be combined."
-            if value and self.runtime == "iree":
-                yield f"{flag} runs with JAX; leave out --runtime iree."
+            if value and not can:
+                yield f"{flag} runs with JAX; leave out --runtime {runs_on.name}."
         if self.vjp and self.batch_size:
             yield "--vjp and --batch-size cannot be combined."
 
@@ -200,23 +180,39 @@ class CallRequest:
         """How the inputs were chosen, as the report's ``source`` of a random input says it."""
         return f"random (seed {self.seed or 0})"
 
+    @property
+    def compiled(self) -> bool:
+        """Whether ``artifact`` is a module ``jaxport compile`` built rather than an artifact."""
+        return is_compiled_module(self.artifact)
+
+    def module_problem(self, given: Iterable[str] = ()) -> str | None:
+        """Why a compiled module cannot run this request: the first option it sets that a module does not take
+        (:data:`NOT_FOR_MODULES`), else the first of ``given``, options of a command line beyond the request's
+        fields (``--isolate``); None when there is none."""
+        plain = CallRequest(self.artifact)
+        refused = [flag for name, flag in NOT_FOR_MODULES if getattr(self, name) != getattr(plain, name)]
+        refused += given
+        if not refused:
+            return None
+        return f"{refused[0]} applies to artifacts; {self.artifact} is a module jaxport compile built."
+
 
 @dataclass
 class _Checked:
     """What the checks before JAX produced: the function, the references, the random inputs' dimensions."""
 
     fname: str
-    references: References | None = None
+    references: expect.References | None = None
     dims: dict[str, int] | None = None
     stream_inputs: tuple[dict[str, Any], dict[str, str]] | None = None
 
 
-def _check_before_jax(request: CallRequest, read_references: ReadReferences | None) -> _Checked:
+def _check_before_jax(request: CallRequest) -> _Checked:
     """Every check the manifest and the files allow, before JAX is imported (see the module docstring)."""
     r = request
     where = str(r.artifact)
     with open_artifact(r.artifact) as art:
-        fname = select_function(art.model, r.function, where)
+        fname = select_function(art.model, r.load.function, where)
         f = art.model.functions[fname]
     checked = _Checked(fname)
     names = f.output_names
@@ -235,10 +231,7 @@ def _check_before_jax(request: CallRequest, read_references: ReadReferences | No
     if r.ranges:
         inputs.check_ranges(f, r.ranges)
     if r.expect:
-        if read_references is None:
-            raise UsageError("expect= compares the outputs with jaxport.verify's rule, which jaxport.run does not "
-                             "import; call jaxport.call(request), which passes it.")
-        checked.references = read_references(r.expect, names, native)
+        checked.references = expect.read(r.expect, names, native)
     if r.random:
         checked.dims = contract.resolve_dims(f, r.dims)
     elif r.batch_size:
@@ -248,22 +241,23 @@ def _check_before_jax(request: CallRequest, read_references: ReadReferences | No
     return checked
 
 
-def call(request: CallRequest, *, references: ReadReferences | None = None,
-         progress: Callable[[str], None] | None = None,
+def call(request: CallRequest, *, progress: Callable[[str], None] | None = None,
          rows: Callable[[int, int | None], None] | None = None) -> CallReport:
     """Run ``request`` (see :class:`CallRequest` and the module docstring for the order of the checks); returns
-    the report of the call, of its derivative (``vjp``) or of the streamed call (``batch_size``).
+    the report of the call, of its derivative (``vjp``), of the streamed call (``batch_size``) or of the compiled
+    module's call.
 
-    ``references`` reads the reference file of ``expect`` (``jaxport.call`` passes ``jaxport.verify``'s);
-    outputs that differ from it raise the comparison's error (``jaxport.verify.reference.ReferenceMismatch``, a
-    ``VerificationError``, exit 12) carrying the finished report (its ``report`` attribute), after the outputs are
-    written. ``progress`` is called with the text of each stage as it starts (``Loading mlp.jaxport...``);
-    ``rows(done, total)`` with the rows a streamed call has done. Errors are ``JaxportError`` subclasses (each with
-    the exit code ``jaxport call`` documents for it)."""
+    Outputs that differ from the references of ``expect`` (compared by :mod:`.expect`) raise
+    :class:`~jaxport.run.report.ReferenceMismatch` (a ``VerificationError``, exit 12) carrying the finished report
+    (its ``report`` attribute), after the outputs are written. ``progress`` is called with the text of each stage
+    as it starts (``Loading mlp.jaxport...``); ``rows(done, total)`` with the rows a streamed call has done. Errors
+    are ``JaxportError`` subclasses (each with the exit code ``jaxport call`` documents for it)."""
     r = request
     say = progress or (lambda text: None)
-    checked = _check_before_jax(r, references)
-    directory = None if not r.cache else (r.cache_dir or default_cache_dir())
+    if r.compiled:
+        return _call_module(r, say)
+    checked = _check_before_jax(r)
+    directory = None if not r.load.cache else (r.load.cache_dir or default_cache_dir())
     with compilation_cache(directory) as cache:
         import gc
 
@@ -271,9 +265,7 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
         # collector need not walk it again (one took 40-50 ms of a first call's lowering).
         gc.freeze()
         say(f"Loading {r.artifact}...")
-        loaded = load(r.artifact, checked.fname, allow_platform_mismatch=r.allow_platform_mismatch,
-                      verify=r.verify_weights, runtime=r.runtime, cache_dir=iree_cache_dir(cache.directory),
-                      allow_custom_calls=r.allow_custom_calls, defer_verify=True)
+        loaded = load_with(r.artifact, r.load, cache_dir=cache.directory, defer_verify=True)
         f = loaded.function_record
         if r.batch_size:
             return _stream(r, loaded, checked, cache, rows)
@@ -297,11 +289,17 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
         if r.benchmark:
             say(f"Benchmarking {r.benchmark} calls...")
             bench = loaded.benchmark(arrays, r.benchmark)
-    leaves = outputs.cast_outputs(result.leaves, "float32") if r.output_dtype else result.leaves
-    result.leaves = leaves
+    result.leaves = outputs.cast_outputs(result.leaves, "float32") if r.output_dtype else result.leaves
     report = CallReport.of_run(r.artifact, loaded, arrays, sources, result, cache, output=r.output, benchmark=bench,
                                values_up_to=PRINT_LIMIT if r.values else None)
-    report.leaves = leaves
+    return _written_and_compared(r, report, checked.references, [o.dtype for o in f.outputs])
+
+
+def _written_and_compared(r: CallRequest, report: CallReport, references: expect.References | None,
+                          native: list[str]) -> CallReport:
+    """A plain call's report after its outputs are written (``output``) and compared with ``references``, the
+    default tolerances those of the function's own output dtypes (``native``)."""
+    leaves = report.leaves
     if r.output:
         outputs.save_outputs(r.output, leaves)
         raw = outputs.raw_in_npy(leaves)
@@ -309,13 +307,11 @@ def call(request: CallRequest, *, references: ReadReferences | None = None,
             report.warnings.append(outputs.raw_warning(r.output, raw))
     if r.save_inputs:
         report.saved_inputs = str(r.save_inputs)
-    if checked.references is not None:
-        native = [o.dtype for o in loaded.function_record.outputs]
-        comparison = checked.references.compare(leaves, native, atol=r.atol, rtol=r.rtol,
-                                                allow_nonfinite=r.allow_nonfinite)
+    if references is not None:
+        comparison = references.compare(leaves, native, atol=r.atol, rtol=r.rtol, allow_nonfinite=r.allow_nonfinite)
         report.expect = comparison
         if not comparison.passed:
-            raise comparison.error(report)
+            raise ReferenceMismatch(comparison.failure(), report)
     return report
 
 
@@ -353,3 +349,66 @@ def _stream(r: CallRequest, loaded: Any, checked: _Checked, cache: Any,
     if r.output and raw:
         report.warnings.append(outputs.raw_warning(r.output, raw, streamed=True))
     return report
+
+
+def _call_module(r: CallRequest, say: Callable[[str], None]) -> CallReport:
+    """A module ``jaxport compile`` built: the artifact's input checks (which its run description carries), then
+    the call with IREE on the smallest bucket that fits (``iree_loader``), padded where the program allows it."""
+    problem = r.module_problem()
+    if problem:
+        raise UsageError(problem)
+    run_json = run_description_path(r.artifact)
+    start = time.perf_counter()
+    say(f"Loading {r.artifact}...")
+    try:
+        module = iree_loader.load(run_json)
+    except iree_loader.DescriptionError as e:
+        raise FormatError(str(e)) from None
+    fn = signature_function(module.parsed)
+    if r.output:
+        outputs.check_output_path(r.output, module.output_names, [o.dtype for o in fn.outputs], safetensors=True)
+    if r.ranges:
+        inputs.check_ranges(fn, r.ranges)
+    if r.random:
+        arrays = inputs.random_inputs(fn, contract.resolve_dims(fn, r.dims), r.seed or 0, ranges=r.ranges)
+        sources = {n: r.source for n in arrays}
+    else:
+        arrays, sources = inputs.gather(fn, list(r.inputs))
+    dims = contract.check(fn, [contract.ArrayInfo(n, tuple(arrays[n].shape), str(arrays[n].dtype), sources.get(n))
+                               for n in fn.input_names])
+    try:
+        choice = module.choose({n: a.shape for n, a in arrays.items()})
+        module.start()
+        load_s = time.perf_counter() - start
+        say(f"Running {choice.function} with IREE...")
+        start = time.perf_counter()
+        result = module.run(arrays)
+        run_s = time.perf_counter() - start
+        bench = _benchmark_module(module, arrays, r.benchmark, load_s) if r.benchmark else None
+    except iree_loader.CallError as e:
+        raise InputError(f"{run_json}: {e}") from None
+    except iree_loader.DescriptionError as e:
+        raise FormatError(str(e)) from None
+    except iree_loader.DeployError as e:
+        raise PlatformError(str(e)) from None
+    leaves = [(n, result[n]) for n in module.output_names]
+    if r.output:
+        outputs.save_outputs(r.output, leaves)
+    # the modules jaxport compile builds run with IREE on the CPU (iree-llvm-cpu)
+    return CallReport(str(r.artifact), choice.function, "cpu", "iree", dims,
+                      input_entries({n: arrays[n] for n in module.input_names}, sources),
+                      output_entries(leaves, PRINT_LIMIT if r.values else None), str(r.output) if r.output else None,
+                      Timings(load_s, 0.0, 0.0, None, run_s), CacheState(None), bench, None, leaves=leaves,
+                      padded={v: (choice.sizes[v], choice.dims[v]) for v in choice.padded})
+
+
+def _benchmark_module(module: iree_loader.Deployed, arrays: Mapping[str, Any], n: int, load_s: float) -> Latencies:
+    """The latencies of ``n`` calls of a compiled module after one untimed call, summed up as a call of an
+    artifact's are (its compilation was done ahead of time)."""
+    module.run(arrays)  # warm-up
+    bench = Benchmark(load_s, Compilation(0.0, 0.0, None), 1)
+    for _ in range(n):
+        start = time.perf_counter()
+        module.run(arrays)
+        bench.calls.append(time.perf_counter() - start)
+    return Latencies.of(bench)

@@ -14,8 +14,8 @@ where no Python JAX exists. Needs the optional extra ``jaxport[iree]``.
   line that runs it on ``NAME.npy`` files. It names the other two files relative to its own directory and records
   no time or absolute path, so compiling the same artifact with the same options and tools gives the same bytes.
 
-``iree_loader`` (numpy and ``iree.runtime`` only) and ``jaxport call out.run.json`` read it, pick the smallest
-bucket that fits a call and pad and slice where the program allows it.
+``iree_loader`` (numpy and ``iree.runtime`` only) and ``jaxport call out.run.json`` (``calling.call``) read it, pick the
+smallest bucket that fits a call and pad and slice where the program allows it.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from .load import load
 
 #: The ``format`` of a run description; a reader refuses others.
 RUN_FORMAT = "jaxport-iree-run/1"
+#: What ``call`` takes for a compiled module rather than an artifact: its run description, or the module beside one.
+SUFFIXES = (".run.json", ".vmfb")
 #: The program that runs a function of the module from the command line, and the device it is told to use.
 TOOL = "iree-run-module"
 DEVICE = "local-task"
@@ -56,8 +58,6 @@ PADDING_RULE = ("a variable may be padded only where the program was proven to w
                 "value, refuses it): the inputs are padded along the listed axes with copies of their last row (fill "
                 "'edge') up to the bucket's size, and the outputs sliced back along the listed axes; a variable "
                 "that may not be padded must equal a bucket's value")
-
-
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,16 @@ def output_paths(output: str | Path) -> tuple[Path, Path, Path]:
     module = Path(output)
     stem = module.name[:-5] if module.name.lower().endswith(".vmfb") and len(module.name) > 5 else module.name
     return module, module.with_name(f"{stem}.run.json"), module.with_name(f"{stem}.irpa")
+
+
+def is_compiled_module(path: str | Path) -> bool:
+    """Whether ``call``'s ARTIFACT is a compiled module (:data:`SUFFIXES`) rather than an artifact."""
+    return str(path).lower().endswith(SUFFIXES)
+
+
+def run_description_path(path: str | Path) -> Path:
+    """The run description of a compiled module: ``path`` itself, or the ``.run.json`` beside a ``.vmfb``."""
+    return output_paths(path)[1] if str(path).lower().endswith(".vmfb") else Path(path)
 
 
 def compile_artifact(path: str | Path, output: str | Path, *, function: str | None = None,
@@ -179,8 +189,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
         functions.append(BucketFunction(
             name, dict(bucket), tuple(Array(i.name, tuple(x.shape), i.dtype) for i, x in zip(f.inputs, s)),
             tuple(Array(o.name, tuple(a.shape), o.dtype) for o, a in zip(f.outputs, outs)), argv))
-    description = _description(path, loaded.function, f, module_path, irpa_path if weight_names else None,
-                               weight_names, cpu, chosen, verdicts, functions)
+    description = _description(path, loaded.function, f, module_path, irpa_path, cpu, chosen, verdicts, functions)
     archive_size = None
     if weight_names:
         tensors = [(n, np.asarray(w)) for n, w in zip(weight_names, backend.weights)]
@@ -227,9 +236,12 @@ def run_command(module: str, parameters: str | None, function: str, inputs: Sequ
     return argv
 
 
-def _description(path: str | Path, fname: str, f: Function, module_path: Path, irpa_path: Path | None,
-                 weight_names: list[str], cpu: str, chosen: buckets_mod.Plan,
-                 verdicts: Mapping[str, rowwise.Verdict], functions: list[BucketFunction]) -> dict[str, Any]:
+def _description(path: str | Path, fname: str, f: Function, module_path: Path, irpa_path: Path, cpu: str,
+                 chosen: buckets_mod.Plan, verdicts: Mapping[str, rowwise.Verdict],
+                 functions: list[BucketFunction]) -> dict[str, Any]:
+    """The run description (:data:`RUN_FORMAT`) of the module ``module_path`` compiled from function ``fname``
+    (``f``) of the artifact ``path``, with its bound tensors in ``irpa_path`` when it has any."""
+    weight_names = list(f.weights)
     inputs = [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype,
                **({"range": list(i.range)} if i.range is not None else {})} for i in f.inputs]
     description: dict[str, Any] = {
@@ -237,7 +249,7 @@ def _description(path: str | Path, fname: str, f: Function, module_path: Path, i
         "artifact": Path(path).name,
         "function": fname,
         "module": module_path.name,
-        "parameters": {"file": irpa_path.name, "scope": SCOPE, "tensors": weight_names} if irpa_path else None,
+        "parameters": {"file": irpa_path.name, "scope": SCOPE, "tensors": weight_names} if weight_names else None,
         "target": "iree-llvm-cpu",
         "cpu": cpu,
         "iree": iree_version(),

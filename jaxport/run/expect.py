@@ -1,6 +1,7 @@
 """A call's outputs compared with stored reference outputs (``call --expect REF``, ``expect=`` of
-:class:`jaxport.run.calling.CallRequest`), with ``verify``'s comparison (:mod:`.compare`), and :func:`call`, which runs
-a request with this comparison plugged in (``jaxport.call``).
+:class:`jaxport.run.calling.CallRequest`): :func:`read` reads the references before anything runs, and
+:meth:`References.compare` compares the outputs with them by the rule of :mod:`jaxport.tolerance`, which ``verify``
+compares by too.
 
 The reference file is untrusted: it is read by ``run.npyio.read_named_arrays`` (regular files only, capped reads,
 never unpickled), before anything runs, and must hold exactly one array per output, named as ``call -o`` names
@@ -9,20 +10,17 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._text import plural
-from ..errors import InputError, VerificationError
-from ..run.calling import CallRequest
-from ..run.calling import call as run_call
-from ..run.npyio import read_named_arrays
-from ..run.outputs import CallReport
-from .compare import OutputResult, compare, tolerance
+from ..errors import InputError
+from ..tolerance import OutputResult, compare, tolerance
+from .npyio import read_named_arrays
 
-__all__ = ["SIDES", "Expectation", "ReferenceMismatch", "References", "call", "read"]
+__all__ = ["SIDES", "Expectation", "References", "read"]
 
 #: How the two sides of a comparison are named: the artifact's outputs against the reference file's.
 SIDES = ("artifact", "reference")
@@ -32,14 +30,6 @@ NONFINITE_ADVICE = "add --allow-nonfinite to accept outputs that are NaN/Inf eve
 
 def _listed(names: list[str]) -> str:
     return ", ".join(repr(n) for n in names) or "(none)"
-
-
-class ReferenceMismatch(VerificationError):
-    """Outputs of a call differ from their references (exit 12); ``report`` is the call's finished report."""
-
-    def __init__(self, message: str, report: CallReport | None = None):
-        super().__init__(message)
-        self.report = report
 
 
 @dataclass
@@ -108,15 +98,15 @@ class Expectation:
         inconclusive``: the count, in agreement (as ``verify`` counts cases), with what the failed outputs did."""
         return verdict(self.outputs)
 
-    def error(self, report: CallReport | None = None) -> ReferenceMismatch:
-        """The failure: each output that differs, its worst value and the tolerance; the advice for outputs that
-        are NaN/Inf everywhere, once."""
+    def failure(self) -> str:
+        """What failed, as the message of the call's ``ReferenceMismatch`` (``jaxport.run.report``): each output that
+        differs, its worst value and the tolerance; the advice for outputs that are NaN/Inf everywhere, once."""
         failed = [o for o in self.outputs if not o.passed]
         unsure = [o for o in failed if _inconclusive(o)]
         described = [f"output {o.name!r}: {o.inconclusive}" if o in unsure else o.describe() for o in failed]
         what = "; ".join(described[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
         hint = f" ({NONFINITE_ADVICE})" if unsure else ""
-        return ReferenceMismatch(f"--expect {self.reference}: {self.verdict()}: {what}{hint}.", report)
+        return f"--expect {self.reference}: {self.verdict()}: {what}{hint}."
 
 
 def verdict(outputs: Sequence[OutputResult]) -> str:
@@ -137,10 +127,3 @@ def verdict(outputs: Sequence[OutputResult]) -> str:
 def _inconclusive(output: OutputResult) -> bool:
     """Whether a failed output failed only by being NaN/Inf everywhere."""
     return bool(output.inconclusive) and not output.problem and not output.mismatched
-
-
-def call(request: CallRequest, *, progress: Callable[[str], None] | None = None,
-         rows: Callable[[int, int | None], None] | None = None) -> CallReport:
-    """``jaxport.call``: :func:`jaxport.run.calling.call` with ``expect`` compared by :func:`read`'s
-    :class:`References` (outputs that differ raise :class:`ReferenceMismatch`, exit 12, carrying the report)."""
-    return run_call(request, references=read, progress=progress, rows=rows)

@@ -29,9 +29,10 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np  # imported where a call needs it: importing this module (jaxport does, for every call) is light
 
 #: The run-description format this loader reads.
 FORMAT = "jaxport-iree-run/1"
@@ -62,6 +63,8 @@ class Choice:
 
 
 def _dtype(name: str) -> Any:
+    import numpy as np
+
     try:
         return np.dtype(name)
     except TypeError:
@@ -320,6 +323,8 @@ class Deployed:
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Outputs by name for inputs by name."""
+        import numpy as np
+
         arrays = {n: np.asarray(v) for n, v in inputs.items()}
         choice = self.choose({n: a.shape for n, a in arrays.items()})
         f = self.functions[choice.function]

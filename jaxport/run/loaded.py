@@ -26,7 +26,6 @@ from ..sharding import gather
 from . import gradients, inputs
 from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer
 from .cache import compilation_cache
-from .outputs import Latencies
 from .warmup import Shapes, Warmed, combinations, signature
 
 
@@ -71,8 +70,36 @@ class Benchmark:
         return float(np.percentile(self.calls, q))
 
     def as_dict(self) -> dict[str, Any]:
-        """The report's ``benchmark`` (:class:`outputs.Latencies`)."""
+        """The report's ``benchmark`` (:class:`Latencies`)."""
         return Latencies.of(self).to_json()
+
+
+class Latencies(NamedTuple):
+    """The report's ``benchmark``: what the timed calls needed first, and their latencies (seconds)."""
+
+    load_s: float
+    lower_s: float
+    compile_s: float
+    compile_cache_hit: bool | None
+    warmup: int
+    n: int
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    min_s: float
+    max_s: float
+    mean_s: float
+
+    @classmethod
+    def of(cls, bench: Benchmark) -> Latencies:
+        """The latencies of a benchmark's timed calls (percentiles interpolated as ``numpy.percentile`` does)."""
+        c, calls = bench.compilation, bench.calls
+        return cls(bench.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, bench.warmup, len(calls),
+                   bench.percentile(50), bench.percentile(90), bench.percentile(99), min(calls), max(calls),
+                   sum(calls) / len(calls))
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
 
 class Prepared(NamedTuple):

@@ -10,11 +10,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from jaxport import _safetensors, dtypes
+from jaxport import _safetensors, dtypes, tolerance
 from jaxport.errors import InputError
 from jaxport.importer import mlir
 from jaxport.run import npyio, outputs
-from jaxport.verify import compare
 
 REPO = Path(__file__).resolve().parents[2]
 ARRAY_TYPES = [d for d in dtypes.TABLE if d.kind != "key"]
@@ -27,12 +26,12 @@ def test_the_derived_tables_follow_the_entries():
     assert {m: d.name for m, d in dtypes.BY_MLIR.items()} == {d.mlir: d.name for d in ARRAY_TYPES}
     assert dtypes.KEYS == {d.name: d.key for d in dtypes.TABLE if d.kind == "key"}
     assert outputs.NOT_IN_NPY == dtypes.NOT_IN_NPY == tuple(d.name for d in dtypes.TABLE if d.ml_dtypes)
-    assert compare.TOLERANCES == {d.name: d.tolerance for d in ARRAY_TYPES if d.kind in ("float", "complex")}
-    assert compare.COMPILER_TOLERANCES == {d.name: d.compiler_tolerance for d in ARRAY_TYPES
-                                           if d.kind in ("float", "complex")}
+    assert tolerance.TOLERANCES == {d.name: d.tolerance for d in ARRAY_TYPES if d.kind in ("float", "complex")}
+    assert tolerance.COMPILER_TOLERANCES == {d.name: d.compiler_tolerance for d in ARRAY_TYPES
+                                             if d.kind in ("float", "complex")}
     for d in dtypes.TABLE:
-        assert compare.tolerance(d.name) == d.tolerance
-        assert compare.tolerance(d.name, across_compilers=True) == d.compiler_tolerance
+        assert tolerance.tolerance(d.name) == d.tolerance
+        assert tolerance.tolerance(d.name, across_compilers=True) == d.compiler_tolerance
         assert _safetensors.tag_of(d.name) == d.safetensors
 
 

@@ -211,7 +211,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
 
     from jaxport_cli import call_view, render
 
-    from jaxport.run import outputs
+    from jaxport.run.report import CallReport
     from tests.cli.test_inspect import _CONSOLES, _Terminal
 
     f = jaxport.load(mlp)
@@ -219,8 +219,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
     compared = 0
     for xs in (x, np.concatenate([x, x[:1]])):
         result = f.run({"x": xs})
-        report = outputs.CallReport.of_run(mlp, f, {"x": xs}, {"x": "x.npy"}, result, None,
-                                           output=str(tmp_path / "y.npy"))
+        report = CallReport.of_run(mlp, f, {"x": xs}, {"x": "x.npy"}, result, None, output=str(tmp_path / "y.npy"))
         for print_values in (False, True):
             doc = call_view._document(report, print_values)
             for kind, env in _CONSOLES:

@@ -59,6 +59,7 @@ def pair(tmp_path_factory):
     ({"random": True, "cotangents": "ct.npz"}, "--cotangents gives the output cotangents of --vjp; add --vjp."),
     ({"random": True, "vjp": True, "benchmark": 3}, "--vjp and --benchmark cannot be combined."),
     ({"random": True, "batch_size": 2, "runtime": "iree"}, "--batch-size runs with JAX; leave out --runtime iree."),
+    ({"random": True, "vjp": True, "runtime": "iree"}, "--vjp runs with JAX; leave out --runtime iree."),
     ({"random": True, "vjp": True, "batch_size": 2}, "--vjp and --batch-size cannot be combined."),
     ({"random": True, "benchmark": 0}, "benchmark must be an integer of at least 1, not 0."),
     ({"random": True, "benchmark": 2_000_000}, "benchmark 2000000 is more than 1000000, the most it takes."),
@@ -72,6 +73,34 @@ def test_request_refuses_what_the_command_refuses(options, message):
         CallRequest("mlp.jaxport", **options)
     assert str(e.value) == message
     assert exit_code(e.value) == 2
+
+
+def test_request_holds_how_to_load_as_one_record():
+    from jaxport.run.options import LoadOptions
+
+    r = CallRequest("mlp.jaxport", random=True, function="predict", runtime="iree", cache=False)
+    assert r.load == LoadOptions(function="predict", runtime="iree", cache=False)
+    assert (r.function, r.runtime, r.cache) == ("predict", "iree", False)  # the record's fields, read through
+    given = CallRequest("mlp.jaxport", random=True, load=LoadOptions(verify_weights=False), cache=False)
+    assert given.load == LoadOptions(verify_weights=False, cache=False)  # keywords replace the given record's
+
+
+@pytest.mark.parametrize("options,flag", [
+    ({"expect": "r.npz"}, "--expect"), ({"function": "f"}, "--function"), ({"cache": False}, "--no-cache"),
+    ({"verify_weights": False}, "--no-verify"), ({"allow_custom_calls": ["k"]}, "--allow-custom-call"),
+    ({"output_dtype": "f32"}, "--output-dtype"), ({"vjp": True}, "--vjp"), ({"batch_size": 2}, "--batch-size"),
+])
+def test_a_compiled_module_refuses_what_it_does_not_take(options, flag, tmp_path):
+    for name in ("m.run.json", "m.vmfb"):
+        request = CallRequest(tmp_path / name, random=True, **options)
+        assert request.compiled
+        with pytest.raises(UsageError) as e:
+            jaxport.call(request)
+        assert str(e.value) == f"{flag} applies to artifacts; {tmp_path / name} is a module jaxport compile built."
+    plain = CallRequest("m.run.json", random=True, runtime="iree", benchmark=2, values=True, output="y.npz")
+    assert plain.module_problem() is None
+    assert plain.module_problem(["--isolate"]) == ("--isolate applies to artifacts; m.run.json is a module jaxport "
+                                                  "compile built.")
 
 
 def test_request_is_frozen_and_takes_one_file_as_inputs():
@@ -131,11 +160,14 @@ def test_random_inputs_save_and_expect(mlp, tmp_path):
     assert relaxed.sections["expect"]["passed"] is True
 
 
-def test_the_run_layer_alone_asks_for_the_comparison(mlp, tmp_path):
+def test_the_run_layer_compares_with_the_references_itself(mlp, tmp_path):
     from jaxport.run.calling import call
 
-    with pytest.raises(UsageError, match="call jaxport.call\\(request\\), which passes it"):
-        call(CallRequest(mlp, random=True, expect=tmp_path / "ref.npz", cache=False))
+    assert call is jaxport.call.__wrapped__ and jaxport.call.__module__ == "jaxport.run.calling"
+    call(CallRequest(mlp, random=True, output=tmp_path / "ref.npz", cache=False))
+    again = call(CallRequest(mlp, random=True, expect=tmp_path / "ref.npz", cache=False))
+    assert again.sections["expect"]["reference"] == str(tmp_path / "ref.npz")
+    assert again.sections["expect"]["passed"] is True
 
 
 def test_jaxport_run_call_is_the_run_layers_call(mlp, tmp_path):

@@ -275,13 +275,21 @@ def test_compile_and_call_the_module_from_the_command_line(mlp, run_cli, tmp_pat
         assert res.exit_code == 0, res.stderr
         report = json.loads(res.stdout)
         assert (report["function"], report["runtime"], report["dims"]) == ("main_batch16", "iree", {"batch": 5})
+        assert (report["artifact"], report["devices"], report["compilation_cache"]) == (str(tmp_path / target), None,
+                                                                                        None)
         assert_close(np.load(tmp_path / "y.npy"), np.asarray(jaxport.load(art)(x)))
     res = run_cli("call", tmp_path / "m.run.json", "--inputs", tmp_path / "x.npy", "-o", tmp_path / "z.npy",
                   "--benchmark", "2")
     assert res.exit_code == 0, res.stderr
-    assert f"Wrote {tmp_path / 'z.npy'} (1 array)" in res.stdout and "benchmark (2 calls): p50 " in res.stdout
-    assert ", p99 " in res.stdout and ", max " in res.stdout
+    first = res.stdout.splitlines()[0]  # the view of every call: no lowering or compiling, the padding instead
+    assert first.startswith("main_batch16 on cpu with IREE  batch=5  (batch padded from 5 to 16)  load ")
+    assert ", run " in first and "compile" not in first
+    assert f"Wrote {tmp_path / 'z.npy'} (1 array)" in res.stdout and "benchmark (2 calls after 1 warm-up)" in res.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), np.load(tmp_path / "y.npy"))
+    report = jaxport.call(jaxport.CallRequest(tmp_path / "m.vmfb", inputs=[tmp_path / "x.npy"], values=True))
+    assert (report.function, report.padded, report.leaves[0][0]) == ("main_batch16", {"batch": (5, 16)}, "output")
+    np.testing.assert_array_equal(report.leaves[0][1], np.load(tmp_path / "y.npy"))
+    assert report.as_dict()["outputs"][0]["values"] == report.leaves[0][1].tolist()
     res = run_cli("call", tmp_path / "m.run.json", "--random", "--dim", "batch=17")
     assert res.exit_code == 9
     assert res.stderr == (f"error[input]: {tmp_path / 'm.run.json'}: no function of m.vmfb fits inputs x (17, 784): "
@@ -290,9 +298,14 @@ def test_compile_and_call_the_module_from_the_command_line(mlp, run_cli, tmp_pat
     res = run_cli("call", tmp_path / "m.run.json", "--random", "--dim", "batch=5000")
     assert res.exit_code == 9
     assert "must satisfy 1 <= batch <= 4096" in res.stderr
-    res = run_cli("call", tmp_path / "m.run.json", "--inputs", tmp_path / "x.npy", "--vjp")
-    assert (res.exit_code, res.stderr) == (2, f"error[usage]: --vjp applies to artifacts; {tmp_path / 'm.run.json'} "
-                                              f"is a module jaxport compile built.\n")
+    for option in (["--vjp"], ["--no-cache"], ["--isolate"], ["--host-devices", "2"]):
+        res = run_cli("call", tmp_path / "m.run.json", "--inputs", tmp_path / "x.npy", *option)
+        assert (res.exit_code, res.stderr) == (2, f"error[usage]: {option[0]} applies to artifacts; "
+                                                  f"{tmp_path / 'm.run.json'} is a module jaxport compile built.\n")
+    res = run_cli("call", tmp_path / "m.run.json", "--inputs", tmp_path / "x.npy", "--runtime", "jax", "--json")
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["error"]["message"] == (f"{tmp_path / 'm.run.json'} is an IREE module; it runs "
+                                                           f"with --runtime iree (leave out --runtime jax).")
 
 
 def test_print_command_prints_each_function_s_command_line(mlp, run_cli, tmp_path):

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport import tolerance
 from jaxport.artifact import model
 from jaxport.artifact.bounds import Bounds
 from jaxport.errors import InputError, UsageError
 from jaxport.run.inputs import random_inputs
-from jaxport.verify import compare, plan, spec_check
+from jaxport.verify import plan, spec_check
 from jaxport.verify.runner import verify
 from tests.support import EXAMPLES
 
@@ -383,68 +384,68 @@ def test_plan_without_dimension_variables_is_one_case():
 
 def test_compare_floats_nan_and_tolerance():
     e = np.array([1.0, np.nan, np.inf, 2.0], np.float32)
-    assert compare.compare("o", e, e.copy()).passed
+    assert tolerance.compare("o", e, e.copy()).passed
     a = np.array([1.0, np.nan, -np.inf, 2.5], np.float32)
-    r = compare.compare("o", e, a)
+    r = tolerance.compare("o", e, a)
     assert not r.passed and r.mismatched == 2
     assert r.max_abs_error == 0.5 and r.max_rel_error == 0.25
     assert r.worst == {"index": [2], "expected": "inf", "actual": "-inf"}
-    assert compare.compare("o", e[[0, 3]], a[[0, 3]], atol=0.5).passed
+    assert tolerance.compare("o", e[[0, 3]], a[[0, 3]], atol=0.5).passed
 
 
 def test_compare_all_nonfinite_is_inconclusive():
     e = np.array([np.nan, np.inf, -np.inf], np.float32)
-    r = compare.compare("o", e, e.copy())
+    r = tolerance.compare("o", e, e.copy())
     assert (r.passed, r.inconclusive, r.mismatched, r.max_abs_error, r.max_rel_error) == (
         False, "every value is NaN/Inf on both sides", 0, None, None)
     assert r.describe() == "output 'o': inconclusive: every value is NaN/Inf on both sides"
     assert r.as_dict()["inconclusive"] == "every value is NaN/Inf on both sides"
-    allowed = compare.compare("o", e, e.copy(), allow_nonfinite=True)
+    allowed = tolerance.compare("o", e, e.copy(), allow_nonfinite=True)
     assert allowed.passed and allowed.inconclusive == "every value is NaN/Inf on both sides"
-    other = compare.compare("o", e, np.array([np.nan, np.nan, -np.inf], np.float32), allow_nonfinite=True)
+    other = tolerance.compare("o", e, np.array([np.nan, np.nan, -np.inf], np.float32), allow_nonfinite=True)
     assert not other.passed and other.mismatched == 1 and other.worst == {"index": [1], "expected": "inf",
                                                                           "actual": "nan"}
-    some_finite = compare.compare("o", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
+    some_finite = tolerance.compare("o", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
     assert some_finite.passed and some_finite.inconclusive is None
-    assert compare.compare("o", np.zeros(0, np.float32), np.zeros(0, np.float32)).passed
+    assert tolerance.compare("o", np.zeros(0, np.float32), np.zeros(0, np.float32)).passed
 
 
 def test_compare_nan_at_other_positions_is_a_mismatch():
     e = np.array([np.nan, 1.0, 2.0, np.nan], np.float32)
     a = np.array([1.0, np.nan, 2.0, np.nan], np.float32)
-    r = compare.compare("o", e, a, allow_nonfinite=True)
+    r = tolerance.compare("o", e, a, allow_nonfinite=True)
     assert (r.passed, r.inconclusive, r.mismatched) == (False, None, 2)
     assert r.max_abs_error == 0.0  # over the values finite on both sides
 
 
 def test_compare_names_its_sides():
-    r = compare.compare("o", np.zeros(3, np.float32), np.ones(3, np.float32), sides=("artifact", "reference"))
+    r = tolerance.compare("o", np.zeros(3, np.float32), np.ones(3, np.float32), sides=("artifact", "reference"))
     assert r.describe().endswith("worst at index (0,): artifact 1, reference 0")
     assert r.as_dict()["sides"] == {"actual": "artifact", "expected": "reference"}
     assert r.as_dict()["scale"] is None
-    shape = compare.compare("o", np.zeros(3), np.zeros(4), sides=("iree", "xla"))
+    shape = tolerance.compare("o", np.zeros(3), np.zeros(4), sides=("iree", "xla"))
     assert shape.problem == "shape (4,) from IREE, (3,) from XLA"
 
 
 def test_compare_integers_exactly_and_structure():
     e = np.array([1, 2, 3], np.int32)
-    r = compare.compare("i", e, np.array([1, 2, 4], np.int32))
+    r = tolerance.compare("i", e, np.array([1, 2, 4], np.int32))
     assert (r.passed, r.mismatched, r.atol, r.rtol, r.worst) == (False, 1, 0.0, 0.0,
                                                                  {"index": [2], "expected": 3, "actual": 4})
-    assert compare.compare("i", e, np.array([1, 2, 3, 4], np.int32)).problem == (
+    assert tolerance.compare("i", e, np.array([1, 2, 3, 4], np.int32)).problem == (
         "shape (4,) from the artifact, (3,) from the live function")
-    assert compare.compare("i", e, e.astype(np.int64)).problem == (
+    assert tolerance.compare("i", e, e.astype(np.int64)).problem == (
         "dtype int64 from the artifact, int32 from the live function")
-    b = compare.compare("b", np.array([True, False]), np.array([True, True]))
+    b = tolerance.compare("b", np.array([True, False]), np.array([True, True]))
     assert (b.passed, b.mismatched) == (False, 1)
 
 
 def test_default_tolerances_by_dtype():
-    assert compare.tolerance("float32") == (1e-6, 1e-5)
-    assert compare.tolerance("bfloat16") == (1e-2, 1e-2)
-    assert compare.tolerance("int8") == (0.0, 0.0)
-    assert compare.tolerance("float32", rtol=0.1) == (1e-6, 0.1)
-    assert math.isclose(compare.tolerance("float64")[1], 1e-9)
+    assert tolerance.tolerance("float32") == (1e-6, 1e-5)
+    assert tolerance.tolerance("bfloat16") == (1e-2, 1e-2)
+    assert tolerance.tolerance("int8") == (0.0, 0.0)
+    assert tolerance.tolerance("float32", rtol=0.1) == (1e-6, 0.1)
+    assert math.isclose(tolerance.tolerance("float64")[1], 1e-9)
 
 
 def test_example_pytree_verifies(example_dir):

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import jaxport
+from jaxport import tolerance
 from jaxport.run.inputs import random_inputs
-from jaxport.verify import compare, runner
+from jaxport.verify import runner
 from jaxport.verify.runner import verify
 from tests.support import EXAMPLES, REPO
 
@@ -250,7 +251,7 @@ def test_all_nan_outputs_are_inconclusive(in_project, run_cli):
 
 
 def test_inconclusive_cases_are_counted_as_such_and_advised_once():
-    from jaxport.verify.compare import NONFINITE, OutputResult
+    from jaxport.tolerance import NONFINITE, OutputResult
     from jaxport.verify.report import CaseResult, VerifyReport, failing
     from jaxport.verify.runner import NONFINITE_FIX
 
@@ -406,17 +407,17 @@ def test_iree_is_compared_with_xla_with_the_tolerances_for_two_compilers(tmp_pat
 def test_compiler_tolerance_rule():
     e = np.array([16.0, 15.9, 1e-3], np.float32)
     a = e + np.array([2.6e-5, 0, 2.6e-5], np.float32)
-    assert not compare.compare("o", e, a).passed  # per value: 2.6e-5 is far beyond 1e-6 + 1e-5 * 1e-3
-    r = compare.compare("o", e, a, across_compilers=True, sides=("iree", "xla"))
+    assert not tolerance.compare("o", e, a).passed  # per value: 2.6e-5 is far beyond 1e-6 + 1e-5 * 1e-3
+    r = tolerance.compare("o", e, a, across_compilers=True, sides=("iree", "xla"))
     assert r.passed and r.scale == 16.0 and (r.atol, r.rtol) == (1e-6, 1e-4)
     assert r.max_rel_error == np.abs(a.astype(np.float64) - e).max() / 16  # about 2.6e-5 / 16
-    wrong = compare.compare("o", e, e * 1.01, across_compilers=True, sides=("iree", "xla"))
+    wrong = tolerance.compare("o", e, e * 1.01, across_compilers=True, sides=("iree", "xla"))
     assert not wrong.passed and wrong.mismatched == 2
     assert wrong.describe().startswith("output 'o': 2 of 3 values differ (max abs error 0.16, tolerance 1e-06 + "
                                        "0.0001*max(|expected|, 16)); worst at index (0,): iree 16.16, xla 16")
-    assert compare.tolerance("bfloat16", across_compilers=True) == (1e-2, 4e-2)
-    assert compare.tolerance("int32", across_compilers=True) == (0.0, 0.0)
-    assert compare.tolerance("float32", atol=0.5, across_compilers=True) == (0.5, 1e-4)
+    assert tolerance.tolerance("bfloat16", across_compilers=True) == (1e-2, 4e-2)
+    assert tolerance.tolerance("int32", across_compilers=True) == (0.0, 0.0)
+    assert tolerance.tolerance("float32", atol=0.5, across_compilers=True) == (0.5, 1e-4)
 
 
 # --- imported StableHLO --------------------------------------------------------------------------------------------
