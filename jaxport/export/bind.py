@@ -38,6 +38,7 @@ from ..artifact.tensors import Tensor, prepare
 from ..errors import EntrypointError, SpecError
 from ..sharding import indivisible
 from ..spec import BindLeaf, FunctionSpec, ShapeSpec
+from ..spec.tree import leaves
 from .entrypoint import load_attribute, split_entrypoint
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
@@ -296,22 +297,9 @@ def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modul
                ) -> tuple[dict[int, BoundTree], list[Tensor], list[BoundArgument]]:
     """Load every bound subtree of the spec: ``{id(BindLeaf): BoundTree}``, the tensors sorted by name, and what
     was bound (for messages). ``modules``: see ``load_bind_source``."""
-    found: list[tuple[BindLeaf, str]] = []
-
-    def walk(tree: Any, prefix: str) -> None:
-        if isinstance(tree, BindLeaf):
-            found.append((tree, prefix))
-        elif isinstance(tree, dict):
-            for k, v in tree.items():
-                walk(v, f"{prefix}/{k}")
-        elif isinstance(tree, list):
-            for i, v in enumerate(tree):
-                walk(v, f"{prefix}/{i}")
-
-    for i, a in enumerate(fspec.args):
-        walk(a, arg_names[i])
-    for k, v in fspec.kwargs.items():
-        walk(v, k)
+    tops = [*((arg_names[i], a) for i, a in enumerate(fspec.args)), *fspec.kwargs.items()]
+    found = [(leaf, "/".join(map(str, (top, *path)))) for top, tree in tops for path, leaf in leaves(tree)
+             if isinstance(leaf, BindLeaf)]
     bound: dict[int, BoundTree] = {}
     tensors: dict[str, Tensor] = {}
     binds: list[BoundArgument] = []

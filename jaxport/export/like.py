@@ -26,6 +26,7 @@ from ..artifact.calltree import key_name
 from ..errors import SpecError
 from ..spec import ArrayLeaf, FunctionSpec, ShapeSpec, Where
 from ..spec.like import LikeLeaf
+from ..spec.tree import leaves, map_leaves
 from .bind import entry_modules, load_bind_source
 
 
@@ -63,18 +64,13 @@ def expand_likes(fspec: FunctionSpec, spec: ShapeSpec, modules: Mapping[Path, Mo
                  ) -> FunctionSpec:
     """``fspec`` with each ``like:`` argument loaded (a ``LikeTree`` in its place)."""
 
-    def walk(tree: Any) -> Any:
-        if isinstance(tree, LikeLeaf):
-            base = tree.base_dir or spec.base_dir or Path.cwd()
-            return like_tree(tree, load_bind_source(tree.source, base, str(tree.where), modules))
-        if isinstance(tree, dict):
-            return {k: walk(v) for k, v in tree.items()}
-        if isinstance(tree, list):
-            return [walk(v) for v in tree]
-        return tree
+    def loaded(leaf: Any) -> Any:
+        if not isinstance(leaf, LikeLeaf):
+            return leaf
+        base = leaf.base_dir or spec.base_dir or Path.cwd()
+        return like_tree(leaf, load_bind_source(leaf.source, base, str(leaf.where), modules))
 
-    return dataclasses.replace(fspec, args=[walk(a) for a in fspec.args],
-                               kwargs={k: walk(v) for k, v in fspec.kwargs.items()})
+    return dataclasses.replace(fspec, args=map_leaves(loaded, fspec.args), kwargs=map_leaves(loaded, fspec.kwargs))
 
 
 def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
@@ -216,29 +212,10 @@ def called_like(fn: Any, fspec: FunctionSpec, spec: ShapeSpec) -> Any:
 
 
 def _has_like(tree: Any) -> bool:
-    if isinstance(tree, LikeLeaf):
-        return True
-    if isinstance(tree, dict):
-        return any(_has_like(v) for v in tree.values())
-    if isinstance(tree, list):
-        return any(_has_like(v) for v in tree)
-    return False
+    return any(isinstance(leaf, LikeLeaf) for _, leaf in leaves(tree))
 
 
 def like_types(fspec: FunctionSpec) -> frozenset[type]:
     """The custom node types of every ``like:`` argument of ``fspec`` (expanded by ``expand_likes``)."""
-    found: set[type] = set()
-
-    def walk(tree: Any) -> None:
-        if isinstance(tree, LikeTree):
-            found.update(tree.types)
-        elif isinstance(tree, dict):
-            for v in tree.values():
-                walk(v)
-        elif isinstance(tree, list):
-            for v in tree:
-                walk(v)
-
-    for t in [*fspec.args, *fspec.kwargs.values()]:
-        walk(t)
-    return frozenset(found)
+    return frozenset(kind for _, leaf in leaves([fspec.args, fspec.kwargs]) if isinstance(leaf, LikeTree)
+                     for kind in leaf.types)

@@ -27,6 +27,7 @@ from ..module_scan import ModuleScan, scan_module
 from ..module_scan import strip_locations as strip_module_locations
 from ..sharding import jit_sharded, spec_leaf
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf, outputs
+from ..spec.tree import map_leaves
 from .bind import bound_note, entry_modules, load_binds, missing_bound_key, missing_key_error, weight_partition_specs
 from .entrypoint import Entrypoint
 from .like import LikeTree, expand_likes, like_types, plain_outputs
@@ -113,15 +114,13 @@ def check_function_accepts_spec(fn: Callable[..., Any], fspec: FunctionSpec, lab
 
 def _spec_tree_dynamic(tree: Any) -> Any:
     """The spec pytree with static and bound leaves replaced by None (JAX treats None as an empty subtree)."""
-    if isinstance(tree, (StaticLeaf, BindLeaf)):
-        return None
-    if isinstance(tree, LikeTree):
-        return tree.mirror
-    if isinstance(tree, dict):
-        return {k: _spec_tree_dynamic(v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [_spec_tree_dynamic(v) for v in tree]
-    return tree
+
+    def dynamic(leaf: Any) -> Any:
+        if isinstance(leaf, (StaticLeaf, BindLeaf)):
+            return None
+        return leaf.mirror if isinstance(leaf, LikeTree) else leaf
+
+    return map_leaves(dynamic, tree)
 
 
 def _fill(spec_tree: Any, value: Any, bound: dict[int, Any], weights: dict[str, Any]) -> Any:

@@ -40,6 +40,7 @@ from ..errors import EntrypointError, JaxportError, UsageError
 from ..export.binding import placed_binds
 from ..export.paths import IN_MEMORY, RootPaths, is_in_memory
 from ..spec import MAX_SPEC_BYTES, BindLeaf, ShapeSpec
+from ..spec.tree import map_leaves
 
 #: Recorded paths longer than this are refused before any file system call.
 MAX_RECORDED_PATH = 4096
@@ -295,21 +296,17 @@ def as_exported(spec: ShapeSpec, manifest: Manifest, root: Path) -> ShapeSpec:
     paths = RootPaths(root)
     base = spec.base_dir or Path.cwd()
 
-    def rewrite(tree: Any) -> Any:
-        if isinstance(tree, BindLeaf):
-            return dataclasses.replace(tree, source=paths.source(tree.source, tree.base_dir or base, ""))
-        if isinstance(tree, dict):
-            return {k: rewrite(v) for k, v in tree.items()}
-        if isinstance(tree, list):
-            return [rewrite(v) for v in tree]
-        return tree
+    def rewrite(leaf: Any) -> Any:
+        if not isinstance(leaf, BindLeaf):
+            return leaf
+        return dataclasses.replace(leaf, source=paths.source(leaf.source, leaf.base_dir or base, ""))
 
     binds = manifest.source.binds or {}
     functions = manifest.functions
     out = {}
     for key, fspec in spec.functions.items():
-        args = [rewrite(a) for a in fspec.args]
-        kwargs = {k: rewrite(v) for k, v in fspec.kwargs.items()}
+        args = map_leaves(rewrite, fspec.args)
+        kwargs = map_leaves(rewrite, fspec.kwargs)
         f = functions.get(key) if key is not None else (next(iter(functions.values())) if len(functions) == 1
                                                           else None)
         names = [a.name for a in f.signature.args] if f is not None else []

@@ -19,6 +19,7 @@ from ..artifact.model import CallNode, Function
 from ..artifact.summary import array_type
 from ..spec import ArrayLeaf, StaticLeaf
 from ..spec.like import LikeLeaf
+from ..spec.tree import leaves
 
 
 def _equalities(texts: list[str]) -> list[tuple[str, dimexpr.Expr]]:
@@ -183,22 +184,6 @@ def spec_differences(spec: Any, fname: str, f: Function, n_functions: int = 1) -
 
 
 def _tree_variables(fspec: Any) -> set[str]:
-    found: set[str] = set()
-
-    def walk(tree: Any) -> None:
-        if isinstance(tree, ArrayLeaf):
-            for d in tree.shape:
-                if isinstance(d, str):
-                    found.update(dimexpr.variables(dimexpr.parse(d)))
-        elif isinstance(tree, dict):
-            for v in tree.values():
-                walk(v)
-        elif isinstance(tree, list):
-            for v in tree:
-                walk(v)
-
-    for a in fspec.args:
-        walk(a)
-    for v in fspec.kwargs.values():
-        walk(v)
-    return found
+    """The dimension variables that the shapes of ``fspec``'s array arguments name."""
+    return {v for _, leaf in leaves([fspec.args, fspec.kwargs]) if isinstance(leaf, ArrayLeaf)
+            for d in leaf.shape if isinstance(d, str) for v in dimexpr.variables(dimexpr.parse(d))}
