@@ -26,7 +26,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from . import dtypes, jaxser
+from . import dtypes
+from .program import jaxser
 
 
 def guaranteed_stable_custom_calls() -> frozenset[str]:

@@ -46,7 +46,7 @@ from ._text import human_bytes
 from .dtypes import to_numpy
 from .errors import CrashError, FormatError
 from .interrupts import WATCHER_NAME
-from .module_scan import (
+from .program.module_scan import (
     CALL_LEVELS,
     MAX_NESTING,
     MAX_OPERATIONS,

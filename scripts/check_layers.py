@@ -5,7 +5,9 @@
 1. Layers. Each module belongs to one layer; it imports only from its own layer and the layers this table allows:
 
    ========== =========================================================
-   foundation the flat top-level modules (errors, dtypes, dimexpr, sharding, ...): foundation only
+   foundation the flat top-level modules (errors, dtypes, dimexpr, sharding, ...) and ``jaxport.program``, the
+              lowered program's readers and checks (``_jax_internals`` builds on ``program.jaxser``): foundation
+              only
    spec       ``jaxport.spec``, the spec language: foundation
    artifact   ``jaxport.artifact``: spec, foundation
    export     ``jaxport.export``: artifact, spec, foundation
@@ -62,6 +64,8 @@ ALLOWED = {
     "serve": {"serve", "run", "artifact", *BASE},
 }
 SUBPACKAGES = ("spec", "artifact", "export", "importer", "run", "verify", "serve")
+#: Subpackages that belong to the foundation layer.
+FOUNDATION_PACKAGES = ("program",)
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
 ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
@@ -97,6 +101,8 @@ def layer(module: str) -> str:
         return "facade"
     if len(parts) == 2 and parts[1] in ENGINE_MODULES:
         return "serve"
+    if len(parts) >= 2 and parts[1] in FOUNDATION_PACKAGES:
+        return "foundation"
     if len(parts) >= 2 and parts[1] in SUBPACKAGES:
         return parts[1]
     return "foundation"

@@ -79,6 +79,16 @@ def test_the_spec_language_sits_between_the_foundation_and_the_artifact(tmp_path
         "only from foundation, spec"]
 
 
+def test_the_lowered_program_package_is_foundation(tmp_path):
+    root = _package(tmp_path, {
+        "_jax_internals.py": "from .program import jaxser\n", "program/__init__.py": "",
+        "program/jaxser.py": "from ..errors import X\n", "program/checks.py": "from ..spec import model\n",
+        "spec/__init__.py": "", "spec/model.py": "", "artifact/a.py": "from ..program import checks\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/program/checks.py:1: jaxport.program.checks (foundation) imports jaxport.spec.model (spec); "
+        "foundation may import only from foundation"]
+
+
 def test_a_cycle_hidden_in_a_function_body_is_reported(tmp_path):
     root = _package(tmp_path, {
         "artifact/a.py": "from . import b\n",

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxport import module_scan
-from jaxport.module_scan import MAX_NESTING, ProgramLimitError, check_program_text
+from jaxport.program import module_scan
+from jaxport.program.module_scan import MAX_NESTING, ProgramLimitError, check_program_text
 
 REPO = Path(__file__).resolve().parents[1]
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]

@@ -17,10 +17,10 @@ import pytest
 
 import jaxport
 from jaxport import interrupts, isolate, sandbox, usercache
-from jaxport.checks import check_custom_calls
 from jaxport.errors import IntegrityError, PolicyError
-from jaxport.module_scan import ModuleScan, ProgramLimitError, check_program_text
-from jaxport.program_rules import refused_op
+from jaxport.program.checks import check_custom_calls
+from jaxport.program.module_scan import ModuleScan, ProgramLimitError, check_program_text
+from jaxport.program.rules import refused_op
 
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
 MODEL = "import jax.numpy as jnp\ndef f(params, x):\n    return jnp.tanh(x @ params['w'] + params['b'])\n"

@@ -42,7 +42,7 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
             names = function_names(art.model, function)
             if mlir:
                 from jaxport.artifact.payload import module_bytes
-                from jaxport.module_scan import module_text
+                from jaxport.program.module_scan import module_text
 
                 for fname in names:
                     payload = art.read(art.model.functions[fname].payload)

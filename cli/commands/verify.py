@@ -149,6 +149,7 @@ def _render(report):
 
     from jaxport.tolerance import NONFINITE
     from jaxport.verify.report import failing
+    from jaxport.verify.request import JAX_SIDE
 
     out = render.stdout()
     for note in report.notes:
@@ -163,7 +164,7 @@ def _render(report):
     fixes = []
     for plan in report.functions:
         who = f" ({escape(plan.actual)})" if plan.actual != "artifact" else ""
-        against = f"{plan.sides[0]} ({plan.against})" if plan.sides == ["xla"] else plan.against
+        against = f"{plan.sides[0]} ({plan.against})" if plan.sides == [JAX_SIDE] else plan.against
         out.print(f"[bold cyan]{escape(plan.name)}[/]{who} against {escape(against)} on "
                   f"{escape(', '.join(plan.platforms))}")
         t = Table(show_edge=False)

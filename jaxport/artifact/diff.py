@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import dimexpr
 from ..errors import UsageError
-from ..module_scan import module_text
+from ..program.module_scan import module_text
 from . import model
 from .calltree import leaves
 from .changes import BREAKING, COMPATIBLE, UNDECIDED, Change, Collector

@@ -14,7 +14,7 @@ from typing import Any
 from .. import _safetensors, dtypes
 from .._fsio import atomic_write, check_output
 from ..errors import UsageError
-from ..module_scan import module_text
+from ..program.module_scan import module_text
 from .calltree import walk
 from .container import Artifact
 from .manifest import function_names

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._jax_internals import vjp_getter, with_vjp_getter
 from ..errors import ExportError
-from ..module_scan import strip_locations
+from ..program.module_scan import strip_locations
 from .tracing import jax_config, location_regex, on_fresh_stack
 
 

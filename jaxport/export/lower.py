@@ -21,10 +21,10 @@ from .._text import plural
 from ..artifact import calltree
 from ..artifact.calltree import WEIGHTS_KWARG
 from ..artifact.model import CallNode, OutputNode, Signature
-from ..checks import disallowed_custom_calls_error
 from ..errors import ExportError, PolicyError, SpecError
-from ..module_scan import ModuleScan, scan_module
-from ..module_scan import strip_locations as strip_module_locations
+from ..program.checks import disallowed_custom_calls_error
+from ..program.module_scan import ModuleScan, scan_module
+from ..program.module_scan import strip_locations as strip_module_locations
 from ..sharding import jit_sharded, spec_leaf
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf, outputs
 from ..spec.tree import map_leaves

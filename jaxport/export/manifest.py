@@ -14,7 +14,7 @@ from .._jax_internals import guaranteed_stable_custom_calls
 from .._version import __version__
 from ..artifact import model
 from ..artifact.bounds import Bounds
-from ..module_scan import short_location, stablehlo_version
+from ..program.module_scan import short_location, stablehlo_version
 from ..sharding import describe
 from .lower import function_constraints
 

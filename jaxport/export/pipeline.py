@@ -14,8 +14,8 @@ from typing import Any
 
 from .._text import human_bytes
 from ..artifact.model import Function, Source, replace
-from ..checks import check_custom_calls, check_effects
 from ..errors import ExportError, SpecError, UsageError
+from ..program.checks import check_custom_calls, check_effects
 from ..spec import ShapeSpec, check_platform
 from ..spec.build import as_shape_spec, like_values
 from . import gradients, lower

@@ -33,7 +33,7 @@ from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
 from ..artifact.private_copy import private_member
 from ..errors import InputError, OutputError, SpecError, UsageError
-from ..module_scan import stablehlo_version
+from ..program.module_scan import stablehlo_version
 from ..sharding import text as spec_text
 from ..spec import MAX_SPEC_BYTES
 from . import gradients

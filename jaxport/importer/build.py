@@ -26,15 +26,15 @@ from .. import dimexpr, dtypes
 from .._jax_internals import make_exported
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import CallNode, Function, OutputNode, Signature, replace
-from ..checks import check_custom_calls
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
 from ..export.lower import InputLeaf, Lowered, function_constraints
 from ..export.manifest import build_function_entry, versions
 from ..export.target import for_target, target
 from ..export.tracing import jax_config, x64_enabled
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
-from ..module_scan import scan_module
-from ..module_scan import strip_locations as strip_module_locations
+from ..program.checks import check_custom_calls
+from ..program.module_scan import scan_module
+from ..program.module_scan import strip_locations as strip_module_locations
 from ..spec import FunctionSpec, ShapeSpec, Where, check_platform, load_spec
 from .mlir import (
     bytecode,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import dimexpr, jaxser
+from .. import dimexpr
 from .._jax_internals import (
     deserialize_portable_artifact,
     exported_from_serialized,
@@ -44,7 +44,6 @@ from .._yaml import load
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import Function, replace
 from ..artifact.payload import dotted, readable_stablehlo, stablehlo_version
-from ..checks import check_custom_calls
 from ..errors import EntrypointError, ExportError, FormatError, InputError, PolicyError, SpecError, UsageError
 from ..export import gradients, lower
 from ..export.entrypoint import Entrypoint
@@ -52,7 +51,9 @@ from ..export.manifest import build_function_entry, versions
 from ..export.target import for_target, target
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
 from ..isolate import check_payload, check_runs
-from ..module_scan import scan_module
+from ..program import jaxser
+from ..program.checks import check_custom_calls
+from ..program.module_scan import scan_module
 from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
 from ..spec.build import DICT, TEXT, as_shape_spec
 from .recompose import recompose

@@ -19,8 +19,8 @@ from .. import dtypes
 from .._jax_internals import initialize_lapack, lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
 from ..artifact.model import Function, Mesh
-from ..checks import checked_targets
 from ..errors import FormatError, InputError, PlatformError
+from ..program.checks import checked_targets
 from ..sharding import mesh_text, named, place, runtime_mesh
 from .backend import Compilation, Placement, ShapeKey, is_tracer
 from .cache import CacheWatch

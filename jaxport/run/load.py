@@ -26,8 +26,8 @@ from ..artifact.model import Function, Manifest, Weights
 from ..artifact.payload import check_readable, deserialize
 from ..artifact.private_copy import DigestCheck, private_member
 from ..artifact.tensors import tensor_views
-from ..checks import check_runnable
 from ..errors import FormatError, PlatformError, UsageError
+from ..program.checks import check_runnable
 from ..sharding import device_count_message
 from .backend import Backend
 from .gradients import explain_missing

@@ -47,8 +47,8 @@ from .. import dtypes, usercache
 from .._jax_internals import lapack_left_alone, lapack_targets
 from ..artifact import contract
 from ..artifact.model import Function, Input, Output
-from ..checks import checked_targets
 from ..errors import InputError, UsageError
+from ..program.checks import checked_targets
 from ..run import buckets as buckets_mod
 from ..run.buckets.padding import padding_verdicts, specializer
 from ..run.buckets.rowwise import Verdict

@@ -18,10 +18,12 @@ from ..errors import UsageError
 from ..run.options import RUNTIMES, LoadOptions, holding_load_options
 from .plan import DEFAULT_BUDGET_BYTES
 
-__all__ = ["JAX_RUNTIME", "VerifyRequest"]
+__all__ = ["JAX_RUNTIME", "JAX_SIDE", "VerifyRequest"]
 
 #: The runtime every other one is compared with: JAX's own (XLA), which runs the artifact as it was exported.
 JAX_RUNTIME = RUNTIMES["jax"]
+#: How results name the side of the artifact run by JAX, named by its compiler: ``xla``.
+JAX_SIDE = JAX_RUNTIME.title.lower()
 
 
 @holding_load_options

@@ -1,8 +1,9 @@
 """Verification: run an artifact and compare its outputs with a reference on the same inputs.
 
-The reference is the live function it was exported from, stored reference outputs (``expect``, golden data written
-by ``call -o``), or both; with ``runtime="iree"``, the same artifact run by JAX (the sides are then named ``iree``
-and ``xla``, and compared with the tolerances for two compilers, :data:`.compare.COMPILER_TOLERANCES`).
+What to verify and how is a :class:`~.request.VerifyRequest`. The reference is the live function it was exported
+from, stored reference outputs (``expect``, golden data written by ``call -o``), or both; with ``runtime="iree"``,
+the same artifact run by JAX (the sides are then named ``iree`` and ``xla``, and compared with the tolerances for
+two compilers, :data:`jaxport.tolerance.COMPILER_TOLERANCES`).
 
 For each function, :func:`.plan.plan_cases` picks assignments of the dimension variables from the manifest's bounds
 and constraints, each kept under a memory budget; ``dims`` replaces the plan with the product of the values given.
@@ -10,8 +11,8 @@ Inputs are seeded random arrays (``run.inputs.random_inputs``: the ``ranges`` gi
 declares, else small non-negative integers, which index safely, and standard normal floats), or the one set of
 inputs ``inputs`` names (one case, its dimensions solved from their shapes). The artifact runs through
 ``run.load.load``, and the live function (:class:`.live.LiveFunction`) is called as the export called it. Every
-output is compared with :func:`.compare.compare` against per-dtype tolerances; an output that is NaN/Inf everywhere
-on both sides is inconclusive and fails unless ``allow_nonfinite``. When the artifact carries derivatives
+output is compared with :func:`jaxport.tolerance.compare` against per-dtype tolerances; an output that is NaN/Inf
+everywhere on both sides is inconclusive and fails unless ``allow_nonfinite``. When the artifact carries derivatives
 (``vjp_order >= 1``), each case also compares the input cotangents of the artifact's stored VJP with ``jax.vjp`` of
 the live function, for the same seeded output cotangents, as outputs named ``vjp(INPUT)`` (:mod:`.gradients`).
 
@@ -43,9 +44,9 @@ from ..artifact import calltree, contract
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
-from ..checks import caller_allowances
 from ..errors import JaxportError, PlatformError, UsageError
 from ..export.entrypoint import in_memory_values
+from ..program.checks import caller_allowances
 from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
 from ..run.options import RUNTIMES, LoadOptions
@@ -56,7 +57,7 @@ from .gradients import compare_with_live
 from .live import LiveFunction, Sources, load_live
 from .plan import Case, chosen_for, plan_cases
 from .report import CaseResult, FunctionPlan, VerifyReport
-from .request import JAX_RUNTIME, VerifyRequest
+from .request import JAX_RUNTIME, JAX_SIDE, VerifyRequest
 from .sides import NONFINITE_FIX, Side, given_inputs, reference_side
 from .spec_check import spec_differences
 
@@ -252,7 +253,7 @@ def _prepare(s: _Setting, fname: str) -> _Prepared:
     stored = reference_side(r.expect, f) if r.expect is not None else None  # refused before any import
     if r.across_compilers:
         reference = runtime_mod.load(s.art, fname, allow_custom_calls=s.sources.allowed)
-        sides.append(Side(_JAX_SIDE, "the JAX runtime", _outputs_of(reference)))
+        sides.append(Side(JAX_SIDE, "the JAX runtime", _outputs_of(reference)))
         platforms = [_local_platform()]
     else:
         platforms = _platforms(fname, f, r.platforms, s.where, r.load.allow_platform_mismatch)
@@ -392,9 +393,8 @@ def _first_line(e: BaseException) -> str:
 
 #: How a case's error names each side: the artifact's (as run by a runtime other than JAX's, by its title), and
 #: those it is compared with when their output names differ.
-_JAX_SIDE = JAX_RUNTIME.title.lower()
 _ACTUAL_NAMES = {"artifact": "the artifact", **{r.name: r.title for r in RUNTIMES.values() if r is not JAX_RUNTIME}}
-_EXPECTED_NAMES = {"live": "the live function", _JAX_SIDE: JAX_RUNTIME.title, "reference": "the reference"}
+_EXPECTED_NAMES = {"live": "the live function", JAX_SIDE: JAX_RUNTIME.title, "reference": "the reference"}
 
 
 def _run_case(target: _Target, case: Case, arrays: Mapping[str, Any], seed: int) -> CaseResult:

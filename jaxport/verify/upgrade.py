@@ -31,7 +31,7 @@ from ..export import gradients
 from ..export.manifest import program_fields, versions
 from ..export.relower import reexport
 from ..export.target import Target, for_target, target
-from ..module_scan import scan_module
+from ..program.module_scan import scan_module
 from ..run import load as load_mod
 from ..run.inputs import random_inputs
 from .plan import plan_cases

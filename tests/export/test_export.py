@@ -140,7 +140,7 @@ def test_locations_are_relative_or_stripped(tmp_path, monkeypatch):
     shutil.copytree(EXAMPLES / "mlp", tmp_path / "mlp")
     kept = jaxport.export("mlp/model.py:predict", "mlp/spec.yaml", output="kept.jaxport")
     stripped = jaxport.export("mlp/model.py:predict", "mlp/spec.yaml", output="bare.jaxport", strip_locations=True)
-    from jaxport.module_scan import module_text
+    from jaxport.program.module_scan import module_text
 
     kept_text = module_text(_deserialize(kept.path, "predict").mlir_module_serialized, debug_info=True)
     bare_text = module_text(_deserialize(stripped.path, "predict").mlir_module_serialized, debug_info=True)

@@ -38,7 +38,7 @@ def _jax_modules() -> None:
     from jax.extend.mlir.dialects import stablehlo
 
     from jaxport._jax_internals import serialize_portable_artifact
-    from jaxport.module_scan import strip_locations
+    from jaxport.program.module_scan import strip_locations
 
     def mlp(x, w, b):
         y = jnp.tanh(x @ w + b)

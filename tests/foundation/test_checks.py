@@ -17,8 +17,8 @@ from jaxport._jax_internals import (
     reviewed_stable_targets,
 )
 from jaxport.artifact.container import open_artifact
-from jaxport.checks import check_custom_calls, unstable_targets
-from jaxport.module_scan import CustomCall, ModuleScan
+from jaxport.program.checks import check_custom_calls, unstable_targets
+from jaxport.program.module_scan import CustomCall, ModuleScan
 from tests.support import EXAMPLES
 
 
@@ -137,7 +137,7 @@ def test_the_installed_jaxlibs_host_callbacks_are_refused():
     import jax  # noqa: F401 - the registry is read from an imported JAX
 
     from jaxport._jax_internals import registered_host_callbacks
-    from jaxport.checks import HOST_CALLBACK_TARGETS, host_callback_targets, refused_target
+    from jaxport.program.checks import HOST_CALLBACK_TARGETS, host_callback_targets, refused_target
 
     installed = registered_host_callbacks()
     assert "xla_ffi_python_cpu_callback" in installed

@@ -38,8 +38,8 @@ import pytest
 from jax import export
 from jax._src.export import serialization_generated as fb  # JAX's own writer of its schema
 
-from jaxport import jaxser
 from jaxport.errors import FormatError
+from jaxport.program import jaxser
 from tests.support import REPO
 
 
@@ -298,7 +298,7 @@ def test_reads_a_two_device_sharded_export(tmp_path):
 def test_reading_imports_neither_jax_nor_numpy_nor_flatbuffers(mlp_blob, tmp_path):
     path = tmp_path / "f.jaxexport"
     path.write_bytes(mlp_blob)
-    code = ("import sys; from jaxport import jaxser; "
+    code = ("import sys; from jaxport.program import jaxser; "
             "r = jaxser.read(open(sys.argv[1], 'rb').read(), 'f'); assert jaxser.looks_like_serialization(r.module)"
             " is False; print(sorted(m for m in ('jax', 'numpy', 'flatbuffers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,

@@ -203,5 +203,5 @@ def test_the_checking_child_imports_only_what_the_check_needs(payloads, monkeypa
     imported = {line.rsplit("|", 1)[1].strip() for line in outcome.stderr.decode().splitlines()
                 if line.startswith("import time:") and line.count("|") == 2}
     # (the target module itself is imported by importlib, which the log does not show; its imports are shown)
-    assert {"jax", "jaxport.sandbox", "jaxport.usercache", "jaxport.module_scan"} <= imported
+    assert {"jax", "jaxport.sandbox", "jaxport.usercache", "jaxport.program.module_scan"} <= imported
     assert not imported & {"jaxport.artifact", "jaxport.artifact.container", "jaxport.spec", "jaxport.run", "yaml"}

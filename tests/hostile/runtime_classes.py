@@ -152,7 +152,7 @@ SPEC_STATIC = b'jaxport: 1\nargs:\n  - "f32[2, 4]"\n'  # infeed takes static sha
 
 
 def run_time_programs(b: Base) -> Iterator[Case]:
-    from jaxport.module_scan import stablehlo_version
+    from jaxport.program.module_scan import stablehlo_version
 
     mod = b.exported.mlir_module_serialized
     version = stablehlo_version(mod) or "1.0.0"
@@ -291,7 +291,7 @@ def _planted_verdict(payload: bytes) -> tuple[str, bytes]:
 
 
 def cache_trust(b: Base) -> Iterator[Case]:
-    from jaxport.module_scan import stablehlo_version
+    from jaxport.program.module_scan import stablehlo_version
 
     mod = b.exported.mlir_module_serialized
     text = _module_text(b, mod)

@@ -230,7 +230,7 @@ def deep_modules(b: Base) -> dict[str, tuple[bytes, bytes]]:
     import jax
 
     from jaxport._jax_internals import serialize_with_sdy
-    from jaxport.module_scan import stablehlo_version
+    from jaxport.program.module_scan import stablehlo_version
 
     mod = b.exported.mlir_module_serialized
     version = stablehlo_version(mod) or "1.0.0"
@@ -297,7 +297,7 @@ def _insert_in_main(text: str, lines: str) -> str:
 
 
 def custom_call_grant(b: Base) -> Iterator[Case]:
-    from jaxport.module_scan import stablehlo_version
+    from jaxport.program.module_scan import stablehlo_version
 
     mod = b.exported.mlir_module_serialized
     version = stablehlo_version(mod) or "1.0.0"
@@ -785,7 +785,7 @@ def internal_errors(b: Base) -> Iterator[Case]:
                                                                          "--dim", "batch=1"])], {7, 9}, data=data,
              timeout=HEAVY)
     # non-UTF-8 names in imported bytecode: a private function, a result name, a location
-    from jaxport.module_scan import stablehlo_version
+    from jaxport.program.module_scan import stablehlo_version
 
     mod = b.exported.mlir_module_serialized
     version = stablehlo_version(mod) or "1.0.0"

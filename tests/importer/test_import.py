@@ -25,7 +25,7 @@ from jaxport.artifact.bounds import Bounds
 from jaxport.artifact.container import open_artifact
 from jaxport.importer import build as importer
 from jaxport.importer import signature
-from jaxport.module_scan import module_text
+from jaxport.program.module_scan import module_text
 from tests.support import REPO, npz_arrays
 
 FOREIGN = Path(__file__).resolve().parents[1] / "foreign"

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import jaxser
 from jaxport.artifact.compat import version_key
 from jaxport.errors import EntrypointError, FormatError
+from jaxport.program import jaxser
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "jaxexport"
 VERSIONS = sorted((p.name for p in GOLDEN.iterdir() if p.is_dir()), key=version_key)

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import _jax_internals, checks
+from jaxport import _jax_internals
 from jaxport.errors import InputError, IntegrityError
+from jaxport.program import checks
 from tests.support import EXAMPLES
 
 #: A fresh process that loads an artifact, calls it on ARGS (.npy files) and prints what it imported and the result.

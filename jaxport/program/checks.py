@@ -30,10 +30,10 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._jax_internals import guaranteed_stable_custom_calls, registered_host_callbacks, vjp_getter, with_vjp_getter
-from .errors import ExportError, FormatError, JaxportError, PolicyError, UsageError
+from .._jax_internals import guaranteed_stable_custom_calls, registered_host_callbacks, vjp_getter, with_vjp_getter
+from ..errors import ExportError, FormatError, JaxportError, PolicyError, UsageError
 from .module_scan import ModuleScan, scan_module, short_location
-from .program_rules import host_communication_error
+from .rules import host_communication_error
 
 #: Custom-call targets of JAX's host callbacks (``jax/_src/callback.py``, ``buffer_callback.py`` and jaxlib's
 #: registrations; the ``xla_python_*`` ones are the pre-FFI names), and of ``custom_partitioning``, whose partitioner
@@ -127,7 +127,7 @@ def _listing(found: dict[str, list[str]]) -> list[str]:
 
 def _refused_error(where: str, scan: ModuleScan) -> PolicyError | None:
     """The error for custom calls no caller can allow (host callbacks first), or None; and for operations that
-    talk to the host (``program_rules``), which nothing can allow either."""
+    talk to the host (``rules``), which nothing can allow either."""
     communicating = host_communication_error(where, scan.host_communication)
     if communicating is not None:
         return communicating

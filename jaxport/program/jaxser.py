@@ -31,9 +31,9 @@ from __future__ import annotations
 import itertools
 import struct
 
-from ._record import dataclass
-from ._text import plural
-from .errors import FormatError
+from .._record import dataclass
+from .._text import plural
+from ..errors import FormatError
 
 #: The deepest pytree read (levels below the root). JAX's are far shallower; the limit keeps the records' recursive
 #: ``==`` and ``repr`` inside Python's recursion limit (3.11 counts C calls too: repr fails near 200 levels, == 250).

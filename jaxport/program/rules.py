@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import PolicyError
+from ..errors import PolicyError
 
 #: The refused operations, by name without their dialect, with what each would wait for.
 HOST_COMMUNICATION_OPS: dict[str, str] = {

@@ -11,14 +11,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ._jax_internals import (
+from .._jax_internals import (
     deserialize_portable_artifact,
     mlir_ir,
     serialize_portable_artifact,
     serialize_with_sdy,
     stablehlo_dialect,
 )
-from .program_rules import refused_op
+from .rules import refused_op
 
 _DTYPE_BITS = re.compile(r"^(?:[fiu]|bf|ui|si)(\d+)$")
 _LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -43,7 +43,7 @@ class ModuleScan:
     constants: list[Constant] = field(default_factory=list)
     shape_assertions: list[str] = field(default_factory=list)
     operations: int = 0  # every operation of the module, nested ones included
-    #: Operations that talk to the host or a peer while the program runs (``program_rules``): (name, location).
+    #: Operations that talk to the host or a peer while the program runs (``rules``): (name, location).
     host_communication: list[tuple[str, str]] = field(default_factory=list)
 
     def custom_call_counts(self) -> Counter:
