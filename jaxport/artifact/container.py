@@ -43,7 +43,7 @@ from .model import Manifest, MemberInfo, replace
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     import mmap
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -383,8 +383,7 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     return Artifact(path, data, typed, members, raw, manifest)
 
 
-def _directory_entries(data: _FileBytes, size: int, bad: Callable[[str], FormatError]
-                       ) -> tuple[list[zipfile.ZipInfo], int]:
+def _directory_entries(data: _FileBytes, size: int, bad: Callable[[str], FormatError]) -> tuple[list[Any], int]:
     """The zip directory's entries and its offset, checked against the end record."""
     if data[:4] != b"PK\x03\x04":
         raise bad("not a jaxport artifact: it does not start with a zip local header (PK\\x03\\x04).")
@@ -436,8 +435,7 @@ def _member(data: _FileBytes, info: zipfile.ZipInfo, expected_offset: int, start
     if raw_name != name.encode("utf-8") and raw_name != name.encode("cp437", "replace"):
         raise bad(f"member {name!r}: local header names a different file.")
     local_extra = data[info.header_offset + 30 + name_len:info.header_offset + 30 + name_len + extra_len]
-    if not _extra_fields_tile(local_extra, 0, extra_len) or \
-            not _extra_fields_tile(info.extra, 0, len(info.extra)):
+    if not _extra_fields_tile(local_extra, 0, extra_len) or not _extra_fields_tile(info.extra, 0, len(info.extra)):
         raise bad(f"member {name!r}: a malformed zip extra field. Re-download or re-export the artifact.")
     local_sizes = _local_sizes(local_extra, 0, extra_len, fields[7], fields[8])
     if (fields[2], fields[3], fields[6]) != (info.flag_bits, info.compress_type, info.CRC) or \
@@ -477,7 +475,7 @@ def _manifest(data: _FileBytes, mm: Member, crc: int, where: str, bad: Callable[
     return raw, manifest, typed
 
 
-def _check_listing(listed: dict[str, MemberInfo], members: dict[str, Member], where: str,
+def _check_listing(listed: Mapping[str, MemberInfo], members: dict[str, Member], where: str,
                    bad: Callable[[str], FormatError]) -> None:
     """The archive's members are exactly those the manifest lists, each of the listed size."""
     for name, member in members.items():
