@@ -199,9 +199,8 @@ class CallRequest:
 
 @dataclass
 class _Checked:
-    """What the checks before JAX produced: the function, the references, the random inputs' dimensions."""
+    """What the checks before JAX produced: the references, the random inputs' dimensions, the streamed inputs."""
 
-    fname: str
     references: expect.References | None = None
     dims: dict[str, int] | None = None
     stream_inputs: tuple[dict[str, Any], dict[str, str]] | None = None
@@ -214,7 +213,7 @@ def _check_before_jax(request: CallRequest) -> _Checked:
     with open_artifact(r.artifact) as art:
         fname = select_function(art.model, r.load.function, where)
         f = art.model.functions[fname]
-    checked = _Checked(fname)
+    checked = _Checked()
     names = f.output_names
     native = [o.dtype for o in f.outputs]
     if r.batch_size:
