@@ -13,7 +13,7 @@ import click
 
 from jaxport import errors
 from jaxport.frontend import command_inputs, visible
-from jaxport.isolate import exit_if_out_of_memory
+from jaxport.isolation.isolate import exit_if_out_of_memory
 
 from .environment import exit_if_stdout_failed
 

@@ -505,9 +505,9 @@ def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_l
     """
     import sys
 
-    from jaxport import isolate
     from jaxport.errors import CrashError
     from jaxport.frontend import visible
+    from jaxport.isolation import isolate
 
     limits = isolate.command_limits(memory_limit, time_limit or DEFAULT_TIME_LIMIT)
     args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]

@@ -9,13 +9,14 @@
               lowered program's readers and checks (``_jax_internals`` builds on ``program.jaxser``): foundation
               only
    spec       ``jaxport.spec``, the spec language: foundation
-   artifact   ``jaxport.artifact``: spec, foundation
-   export     ``jaxport.export``: artifact, spec, foundation
-   importer   ``jaxport.importer``: export, artifact, spec, foundation
-   run        ``jaxport.run``: artifact, spec, foundation
-   verify     ``jaxport.verify``: run, importer, export, artifact, spec, foundation
-   serve      ``jaxport.serve`` and the engine adapters ``jaxport.ray``, ``.beam``, ``.spark``: run, artifact,
-              spec, foundation
+   isolation  ``jaxport.isolation``, child processes with limits and the program checks run in them: foundation
+   artifact   ``jaxport.artifact``: the base layers (spec, isolation, foundation)
+   export     ``jaxport.export``: artifact, the base layers
+   importer   ``jaxport.importer``: export, artifact, the base layers
+   run        ``jaxport.run``: artifact, the base layers
+   verify     ``jaxport.verify``: run, importer, export, artifact, the base layers
+   serve      ``jaxport.serve`` and the engine adapters ``jaxport.ray``, ``.beam``, ``.spark``: run, artifact, the
+              base layers
    facade     ``jaxport/__init__.py``: anything
    ========== =========================================================
 
@@ -29,8 +30,8 @@
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
    (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
    to the package.
-5. The format layer stays light: ``artifact``, ``spec`` and foundation modules import jax, jaxlib, numpy, ml_dtypes,
-   safetensors and iree only inside functions, so that reading a manifest imports none of them.
+5. The format layer stays light: ``artifact`` and the base layers import jax, jaxlib, numpy, ml_dtypes, safetensors
+   and iree only inside functions, so that reading a manifest imports none of them.
 
 The command line (``jaxport_cli``, the directory ``cli/``) sits above the library and may import any of it, lazily
 (``jaxport --help`` must not import JAX), but only by public names:
@@ -51,11 +52,12 @@ from pathlib import Path
 
 PACKAGE = "jaxport"
 CLI_PACKAGE = "jaxport_cli"  # the package name of the directory cli/
-#: The layers below the artifact's life cycle, which every package of it may import.
-BASE = {"spec", "foundation"}
+#: The base layers, below the artifact's life cycle (each on the foundation alone): every package of it may import them.
+BASE = {"spec", "isolation", "foundation"}
 ALLOWED = {
     "foundation": {"foundation"},
-    "spec": BASE,
+    "spec": {"spec", "foundation"},
+    "isolation": {"isolation", "foundation"},
     "artifact": {"artifact", *BASE},
     "export": {"export", "artifact", *BASE},
     "importer": {"importer", "export", "artifact", *BASE},
@@ -63,7 +65,7 @@ ALLOWED = {
     "verify": {"verify", "run", "importer", "export", "artifact", *BASE},
     "serve": {"serve", "run", "artifact", *BASE},
 }
-SUBPACKAGES = ("spec", "artifact", "export", "importer", "run", "verify", "serve")
+SUBPACKAGES = ("spec", "isolation", "artifact", "export", "importer", "run", "verify", "serve")
 #: Subpackages that belong to the foundation layer.
 FOUNDATION_PACKAGES = ("program",)
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
@@ -72,7 +74,7 @@ ENGINE_MODULES = ("ray", "beam", "spark")
 #: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
 OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
 HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree")
-LIGHT_LAYERS = ("artifact", "spec", "foundation")
+LIGHT_LAYERS = ("artifact", "spec", "isolation", "foundation")
 
 
 @dataclass

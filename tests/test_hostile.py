@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxport import isolate
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import FormatError
+from jaxport.isolation import isolate
 from tests.hostile import corpus, run
 
 REPO = Path(__file__).resolve().parents[1]

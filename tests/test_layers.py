@@ -57,14 +57,14 @@ def test_a_lower_layer_importing_a_higher_one_is_reported(tmp_path):
     root = _package(tmp_path, {"artifact/a.py": "from ..run import r\n", "run/r.py": ""})
     assert check_layers.violations(root) == [
         "jaxport/artifact/a.py:1: jaxport.artifact.a (artifact) imports jaxport.run.r (run); artifact may import "
-        "only from artifact, foundation, spec"]
+        "only from artifact, foundation, isolation, spec"]
 
 
 def test_run_and_export_are_independent(tmp_path):
     root = _package(tmp_path, {"run/r.py": "from ..export import e\n", "export/e.py": ""})
     assert check_layers.violations(root) == [
         "jaxport/run/r.py:1: jaxport.run.r (run) imports jaxport.export.e (export); run may import only from "
-        "artifact, foundation, run, spec"]
+        "artifact, foundation, isolation, run, spec"]
 
 
 def test_the_spec_language_sits_between_the_foundation_and_the_artifact(tmp_path):
@@ -77,6 +77,18 @@ def test_the_spec_language_sits_between_the_foundation_and_the_artifact(tmp_path
         "only from foundation",
         "jaxport/spec/parse.py:1: jaxport.spec.parse (spec) imports jaxport.artifact.a (artifact); spec may import "
         "only from foundation, spec"]
+
+
+def test_isolation_sits_on_the_foundation_alone(tmp_path):
+    root = _package(tmp_path, {
+        "isolation/__init__.py": "", "isolation/isolate.py": "from ..spec import model\nfrom ..program import scan\n",
+        "program/__init__.py": "", "program/scan.py": "", "spec/__init__.py": "", "spec/model.py": "",
+        "artifact/payload.py": "from ..isolation import isolate\n", "dtypes.py": "from .isolation import isolate\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/dtypes.py:1: jaxport.dtypes (foundation) imports jaxport.isolation.isolate (isolation); foundation "
+        "may import only from foundation",
+        "jaxport/isolation/isolate.py:1: jaxport.isolation.isolate (isolation) imports jaxport.spec.model (spec); "
+        "isolation may import only from foundation, isolation"]
 
 
 def test_the_lowered_program_package_is_foundation(tmp_path):

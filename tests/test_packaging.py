@@ -14,8 +14,9 @@ import pytest
 
 from tests.support import REPO
 
-SUBPACKAGES = ["jaxport", "jaxport/spec", "jaxport/program", "jaxport/artifact", "jaxport/export", "jaxport/importer",
-               "jaxport/run", "jaxport/verify", "jaxport/schemas", "jaxport_cli", "jaxport_cli/commands"]
+SUBPACKAGES = ["jaxport", "jaxport/spec", "jaxport/program", "jaxport/isolation", "jaxport/artifact", "jaxport/export",
+               "jaxport/importer", "jaxport/run", "jaxport/verify", "jaxport/schemas", "jaxport_cli",
+               "jaxport_cli/commands"]
 
 
 @pytest.fixture(scope="module")

@@ -273,8 +273,8 @@ def test_memory_limit_below_the_floor_is_a_usage_error(base_artifact, tmp_path):
     here on 2 cores under jax 0.9.0 and 0.10.2, 256M or less under jax 0.9.2 in an earlier tree) plus a thread stack
     per core. A limit under the floor measured here is refused naming it; the command line's smallest limit (256M)
     too, where the floor is above it."""
-    from jaxport import isolate
     from jaxport.errors import UsageError
+    from jaxport.isolation import isolate
 
     argv = ["call", str(base_artifact), "--random", "--no-cache"]
     with pytest.raises(UsageError) as e:  # 1M: below any floor
@@ -321,7 +321,7 @@ def test_a_realistic_limit_runs(base_artifact, tmp_path):
 
 def print_threads() -> None:
     """Child target: the thread-pool variables the child sees."""
-    from jaxport import isolate
+    from jaxport.isolation import isolate
 
     print(json.dumps({k: os.environ.get(k) for k in isolate.CHILD_THREADS}))
 
@@ -329,7 +329,7 @@ def print_threads() -> None:
 def test_child_thread_pools_and_default_time_limit(monkeypatch):
     from jaxport_cli.options import DEFAULT_TIME_LIMIT
 
-    from jaxport import isolate
+    from jaxport.isolation import isolate
 
     assert DEFAULT_TIME_LIMIT == 600
     for name in isolate.CHILD_THREADS:

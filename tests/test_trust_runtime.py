@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import interrupts, isolate, sandbox, usercache
+from jaxport import interrupts, usercache
 from jaxport.errors import IntegrityError, PolicyError
+from jaxport.isolation import isolate, sandbox
 from jaxport.program.checks import check_custom_calls
 from jaxport.program.module_scan import ModuleScan, ProgramLimitError, check_program_text
 from jaxport.program.rules import refused_op
@@ -139,7 +140,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_signal_watcher_does_not_stop_the_check_from_forking():
-    code = ("import jax, threading; from jaxport import interrupts, isolate\n"
+    code = ("import jax, threading; from jaxport import interrupts\nfrom jaxport.isolation import isolate\n"
             "interrupts.install()\n"
             "print(sorted(t.name for t in threading.enumerate()), isolate._can_fork())\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -214,7 +215,7 @@ def test_a_deleted_working_directory_is_refused_with_one_line(tmp_path: Path):
 
 
 def test_a_limit_above_the_inherited_hard_limit_is_clamped_to_it():
-    code = ("import resource; from jaxport import sandbox\n"
+    code = ("import resource; from jaxport.isolation import sandbox\n"
             "resource.setrlimit(resource.RLIMIT_DATA, (8 << 30, 8 << 30))\n"
             "resource.setrlimit(resource.RLIMIT_CPU, (100, 100))\n"
             "sandbox._apply_memory(sandbox.Limits(64 << 30, memory_kind='data'), 0)\n"

@@ -39,7 +39,7 @@ def command(artifact, dims, load, devices, as_json, debug):
 
     def body():
         apply(devices)  # before JAX starts
-        from jaxport import isolate
+        from jaxport.isolation import isolate
         from jaxport.run.cache import compilation_cache, default_cache_dir
         from jaxport.run.load import load_with
 

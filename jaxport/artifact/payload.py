@@ -8,7 +8,7 @@ from typing import Any
 
 from .._jax_internals import read_exported, stablehlo_dialect
 from ..errors import FormatError
-from ..isolate import check_payload
+from ..isolation.isolate import check_payload
 from .compat import window
 
 #: How a StableHLO portable artifact names the StableHLO version it was written as (its bytecode producer string).

@@ -21,7 +21,7 @@ from ..artifact import bulkwrite, container, manifest, tensors
 from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
-from ..isolate import trust
+from ..isolation.isolate import trust
 from ..spec import check_artifact_name
 from .manifest import versions
 

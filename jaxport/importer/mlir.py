@@ -19,7 +19,7 @@ from .. import dtypes
 from .._fsio import read_file
 from .._jax_internals import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
 from ..errors import CrashError, EntrypointError, ExportError
-from ..isolate import check_module_bytes
+from ..isolation.isolate import check_module_bytes
 from ..program.module_scan import ProgramLimitError, check_operation_count, check_program_text, stablehlo_version
 
 #: The first bytes of MLIR bytecode, plain or a StableHLO portable artifact.

@@ -50,7 +50,7 @@ from ..export.entrypoint import Entrypoint
 from ..export.manifest import build_function_entry, versions
 from ..export.target import for_target, target
 from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
-from ..isolate import check_payload, check_runs
+from ..isolation.isolate import check_payload, check_runs
 from ..program import jaxser
 from ..program.checks import check_custom_calls
 from ..program.module_scan import scan_module

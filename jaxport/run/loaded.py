@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import dtypes, isolate, usercache
+from .. import dtypes, usercache
 from ..artifact import calltree, contract, model, summary
 from ..artifact.model import Function, Manifest
 from ..artifact.pathtree import path_trees
 from ..errors import InputError, OutputError
+from ..isolation import isolate
 from ..sharding import gather
 from . import gradients, inputs
 from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 import jaxport
-from jaxport import isolate, usercache
+from jaxport import usercache
 from jaxport.errors import FormatError
+from jaxport.isolation import isolate
 from tests.support import EXAMPLES, REPO
 
 
@@ -64,7 +65,7 @@ def _key(payload):
 
 def test_a_pass_is_remembered_in_the_cache_and_used_by_the_next_process(payloads, children, monkeypatch, tmp_path):
     isolate.check_payload(payloads["mlp"], "mlp.jaxport", "predict")
-    assert children == ["jaxport.isolate:_read_program"]
+    assert children == ["jaxport.isolation.isolate:_read_program"]
     (verdict,) = _verdicts(tmp_path)
     assert json.loads(verdict.read_text()) == _key(payloads["mlp"])
     assert _key(payloads["mlp"]) == {"format": "jaxport-check-verdict/1", "sha256": verdict.name.split("-")[2],
@@ -133,7 +134,7 @@ def test_a_refusal_is_not_written_to_the_cache(payloads, children, monkeypatch, 
 FORKED = """\
 import json, os, signal, sys, threading, time
 import jax
-from jaxport import isolate, sandbox
+from jaxport.isolation import isolate, sandbox
 payload = open(sys.argv[1], "rb").read()
 case = sys.argv[2]
 forks = []
@@ -197,11 +198,11 @@ def test_the_checking_child_imports_only_what_the_check_needs(payloads, monkeypa
     """The child that reads a program imports JAX and the few jaxport modules of the check, not jaxport's public
     API (the artifact reader, the spec parser): Python's import log of a real check says so."""
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "PYTHONUNBUFFERED": "1"}  # every line, before os._exit
-    outcome = isolate.run("jaxport.isolate:_read_program", [], isolate.payload_limits(len(payloads["mlp"])),
+    outcome = isolate.run("jaxport.isolation.isolate:_read_program", [], isolate.payload_limits(len(payloads["mlp"])),
                           stdin=payloads["mlp"], env=env, light=True)
     assert outcome.returncode == 0, outcome.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in outcome.stderr.decode().splitlines()
                 if line.startswith("import time:") and line.count("|") == 2}
     # (the target module itself is imported by importlib, which the log does not show; its imports are shown)
-    assert {"jax", "jaxport.sandbox", "jaxport.usercache", "jaxport.program.module_scan"} <= imported
+    assert {"jax", "jaxport.isolation.sandbox", "jaxport.usercache", "jaxport.program.module_scan"} <= imported
     assert not imported & {"jaxport.artifact", "jaxport.artifact.container", "jaxport.spec", "jaxport.run", "yaml"}

@@ -284,7 +284,8 @@ def _planted_verdict(payload: bytes) -> tuple[str, bytes]:
     import json
     from pathlib import Path
 
-    from jaxport import isolate, usercache
+    from jaxport import usercache
+    from jaxport.isolation import isolate
 
     key = isolate._verdict_key(hashlib.sha256(payload).hexdigest())
     return usercache.verdict_path(Path("."), key).name, (json.dumps(key, indent=1, sort_keys=True) + "\n").encode()

@@ -20,7 +20,7 @@ JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
 #: target isolate._read_program) exits at once with status 99, so a call that succeeds started no check.
 TRIPWIRE = """\
 import os, sys
-if "jaxport.isolate:_read_program" in sys.argv:
+if "jaxport.isolation.isolate:_read_program" in sys.argv:
     os._exit(99)
 """
 
@@ -101,7 +101,7 @@ def _jaxlib() -> str:
 
 
 def _check_version() -> str:
-    from jaxport import isolate
+    from jaxport.isolation import isolate
 
     return isolate._CHECK_VERSION
 

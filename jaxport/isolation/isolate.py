@@ -32,8 +32,8 @@ import sys
 import threading
 from pathlib import Path
 
-from . import usercache
-from ._jax_internals import (
+from .. import usercache
+from .._jax_internals import (
     backends_initialized,
     deserialize_portable_artifact,
     initialize_lapack,
@@ -42,11 +42,11 @@ from ._jax_internals import (
     read_exported,
     stablehlo_dialect,
 )
-from ._text import human_bytes
-from .dtypes import to_numpy
-from .errors import CrashError, FormatError
-from .interrupts import WATCHER_NAME
-from .program.module_scan import (
+from .._text import human_bytes
+from ..dtypes import to_numpy
+from ..errors import CrashError, FormatError
+from ..interrupts import WATCHER_NAME
+from ..program.module_scan import (
     CALL_LEVELS,
     MAX_NESTING,
     MAX_OPERATIONS,
@@ -222,7 +222,7 @@ def _check(payload: bytes, digest: str, directory: Path) -> None:
     if run is _SPAWN and _can_fork():
         outcome = fork_run(functools.partial(_read_program_bytes, payload), limits)
     else:
-        outcome = run("jaxport.isolate:_read_program", [], limits, stdin=payload, light=True)
+        outcome = run("jaxport.isolation.isolate:_read_program", [], limits, stdin=payload, light=True)
     death = outcome.death(limits)
     if death is not None:
         raise _Refused(f"JAX's reader {death} on this program in a test process; the artifact is damaged or "
@@ -310,7 +310,7 @@ def check_module_bytes(data: bytes) -> None:
     if digest in _CHECKED:
         return
     limits = payload_limits(len(data))
-    outcome = run("jaxport.isolate:_read_module", [], limits, stdin=data, light=True)
+    outcome = run("jaxport.isolation.isolate:_read_module", [], limits, stdin=data, light=True)
     death = outcome.death(limits)
     if death is not None:
         raise CrashError(f"MLIR's reader {death} on this module in a test process; the module is damaged or hostile, "
@@ -394,7 +394,7 @@ def check_runs(payload: bytes, inputs: list[tuple[tuple[int, ...], str]]) -> str
             return f"{type(e).__name__}: {_last_line(str(e))[:300]}"
         return None
     limits = payload_limits(len(payload))
-    outcome = run("jaxport.isolate:_run_program", [json.dumps([[list(s), d] for s, d in inputs])], limits,
+    outcome = run("jaxport.isolation.isolate:_run_program", [json.dumps([[list(s), d] for s, d in inputs])], limits,
                   stdin=payload, light=True)
     death = outcome.death(limits)
     if death is not None:

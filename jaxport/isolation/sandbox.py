@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from . import interrupts
-from ._machine import physical_memory
-from ._text import human_bytes
-from .errors import CrashError, UsageError
+from .. import interrupts
+from .._machine import physical_memory
+from .._text import human_bytes
+from ..errors import CrashError, UsageError
 
 #: Set in an isolated child's environment, for information only: whether a process is an isolated child is what
 #: ``child_limits()`` says (set by ``_child`` and ``fork_run`` themselves), never an inheritable variable.
@@ -29,10 +29,11 @@ ISOLATED_ENV = "JAXPORT_ISOLATED"
 #: How a child starts: the limits first (``_child``). A light child registers the ``jaxport`` package without running
 #: its ``__init__`` (the public API, the artifact reader, the spec parser), so that it imports only what its target
 #: imports.
-_BOOT = "from jaxport.sandbox import _child; _child()"
+_BOOT = "from jaxport.isolation.sandbox import _child; _child()"
 _LIGHT_BOOT = ("import sys, types; p = types.ModuleType('jaxport'); p.__path__ = [sys.argv.pop(1)]; "
                "sys.modules['jaxport'] = p; " + _BOOT)
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: The ``jaxport`` package's directory (this module's is ``jaxport/isolation``), the path a light child gives it.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass(frozen=True)
