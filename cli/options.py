@@ -211,18 +211,25 @@ def tolerance_options(condition: str = "") -> Callable[[F], F]:
 
 # --- writing an artifact --------------------------------------------------------------------------------------------
 
+def name_option(note: str = "") -> Callable[[F], F]:
+    """``--name`` (as ``name``): the artifact's name; ``note`` adds what else it names in a command."""
+    return click.option("--name", help=f"Artifact name (overrides metadata.name){note}.")
+
+
+version_option = click.option("--version", "version", help="Artifact version (overrides metadata.version).")
+strip_locations_option = click.option("--strip-locations", is_flag=True,
+                                      help="Drop source locations from the program.")
+no_manifest_option = click.option("--no-manifest", is_flag=True,
+                                  help="Do not write the <artifact>.manifest.json sidecar.")
+
+
 def artifact_write_options(*, name_note: str = "", rebinding: bool = False) -> Callable[[F], F]:
     """``--name``, ``--version``, ``--strip-locations`` and ``--no-manifest`` (as ``name``, ``version``,
     ``strip_locations``, ``no_manifest``): the metadata and files of an artifact a command writes. ``rebinding``
     (rebind keeps the program and the name byte for byte): ``--version`` and ``--no-manifest`` only."""
-    version = click.option("--version", "version", help="Artifact version (overrides metadata.version).")
-    no_manifest = click.option("--no-manifest", is_flag=True,
-                               help="Do not write the <artifact>.manifest.json sidecar.")
     if rebinding:
-        return lambda f: _options(f, version, no_manifest)
-    name = click.option("--name", help=f"Artifact name (overrides metadata.name){name_note}.")
-    strip = click.option("--strip-locations", is_flag=True, help="Drop source locations from the program.")
-    return lambda f: _options(f, name, version, strip, no_manifest)
+        return lambda f: _options(f, version_option, no_manifest_option)
+    return lambda f: _options(f, name_option(name_note), version_option, strip_locations_option, no_manifest_option)
 
 
 # --- bound weights and the root their sources are relative to -------------------------------------------------------
@@ -242,14 +249,23 @@ def _parse_binds(example: str) -> Callable[[click.Context, click.Parameter, tupl
     return parse
 
 
+def bind_option(help: str, *, required: bool = False, example: str = "params=weights.npz") -> Callable[[F], F]:
+    """``--bind NAME=SOURCE`` (repeatable, as ``binds``: ``{name: source}``, each name once): where bound weights
+    come from."""
+    return click.option("--bind", "binds", multiple=True, required=required, metavar="NAME=SOURCE",
+                        callback=_parse_binds(example), help=help)
+
+
+def root_option(help: str) -> Callable[[F], F]:
+    """``--root DIR`` (as ``root``): the directory recorded paths are relative to."""
+    return click.option("--root", "root", type=click.Path(file_okay=False), metavar="DIR", help=help)
+
+
 def bind_root_options(bind_help: str, root_help: str, *, required: bool = False,
                       example: str = "params=weights.npz") -> Callable[[F], F]:
-    """``--bind NAME=SOURCE`` (repeatable, as ``binds``: ``{name: source}``, each name once) and ``--root DIR`` (as
-    ``root``): where bound weights come from, and the directory recorded paths are relative to."""
-    bind = click.option("--bind", "binds", multiple=True, required=required, metavar="NAME=SOURCE",
-                        callback=_parse_binds(example), help=bind_help)
-    root = click.option("--root", "root", type=click.Path(file_okay=False), metavar="DIR", help=root_help)
-    return lambda f: _options(f, bind, root)
+    """``--bind NAME=SOURCE`` and ``--root DIR`` (``bind_option``, ``root_option``): where bound weights come from,
+    and the directory recorded paths are relative to."""
+    return lambda f: _options(f, bind_option(bind_help, required=required, example=example), root_option(root_help))
 
 
 # --- input arrays ---------------------------------------------------------------------------------------------------

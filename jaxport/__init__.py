@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     from .artifact.policy import check, load_policy
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
+    from .export.request import ExportRequest
     from .importer.build import import_stablehlo
+    from .importer.request import ImportRequest
     from .run.calling import CallReport, CallRequest
     from .run.calling import call as call
     from .run.deploy import compile_artifact
@@ -65,8 +67,10 @@ __all__ = [
     "DiffError",
     "EntrypointError",
     "ExportError",
+    "ExportRequest",
     "ExportResult",
     "FormatError",
+    "ImportRequest",
     "InputError",
     "IntegrityError",
     "JaxportError",
@@ -107,6 +111,8 @@ __all__ = [
 #: Public name -> (module, attribute), imported on first use so that ``import jaxport`` stays light.
 _LAZY = {
     "ExportResult": ("jaxport.export.pipeline", "ExportResult"),
+    "ExportRequest": ("jaxport.export.request", "ExportRequest"),
+    "ImportRequest": ("jaxport.importer.request", "ImportRequest"),
     "ShapeSpec": ("jaxport.spec.model", "ShapeSpec"),
     "Spec": ("jaxport.spec.build", "Spec"),
     "Like": ("jaxport.spec.build", "Like"),
@@ -137,17 +143,9 @@ def _export(
     spec: ShapeSpec | Spec | Mapping[str, Any] | str | Path,
     output: str | Path | None = None,
     *,
-    bind: Mapping[str, Any] | None = None,
-    name: str | None = None,
-    platforms: list[str] | None = None,
-    allow_custom_calls: list[str] | tuple[str, ...] = (),
-    version: str | None = None,
-    strip_locations: bool = False,
-    write_manifest: bool = True,
-    vjp_order: int | None = None,
-    root: str | Path | None = None,
+    request: ExportRequest | None = None,
     progress: Callable[[str], None] | None = None,
-    for_jax: str | None = None,
+    **options: Any,
 ) -> ExportResult:
     """Export ``fn`` with the argument shapes of ``spec`` into an artifact; write it to ``output`` when given.
 
@@ -155,21 +153,21 @@ def _export(
     an entry point ``"model.py:NAME"`` / ``"package.module:NAME"``; None for a spec that names its functions.
     ``spec``: a spec file's path, YAML text (a string with a line break, or starting with ``jaxport:``), a dict with
     the YAML's structure (``{"jaxport": 1, "dims": {...}, "args": [...]}``), a ``jaxport.Spec`` or a parsed
-    ``ShapeSpec``. ``bind``: ``{parameter name: value}``, a value being an in-memory pytree of arrays (dicts of
-    arrays, flax variables, an nnx module or state, an equinox module) or a source string (``params.npz``,
-    ``model.py:PARAMS``); the spec need not list a bound parameter. Returns an ``ExportResult``: without ``output``
-    nothing is written, and ``result.save(path)``, ``result.to_bytes()`` and ``result.load()`` give the artifact.
-    ``progress``: called with the text of each stage as it starts (``lowering predict``). ``for_jax``: write the
-    artifact for that older JAX (``"0.10.2"``): its payloads as that JAX reads them, its window dated by it. See
-    ``jaxport.export.pipeline.export`` for the other options.
+    ``ShapeSpec``. The options are the fields of ``jaxport.ExportRequest``, given as ``request=`` or as keywords
+    (which replace the request's): ``bind``, ``name``, ``version``, ``platforms``, ``allow_custom_calls``,
+    ``strip_locations``, ``write_manifest``, ``vjp_order``, ``root``, ``for_jax``. ``bind``: ``{parameter name:
+    value}``, a value being an in-memory pytree of arrays (dicts of arrays, flax variables, an nnx module or state, an
+    equinox module) or a source string (``params.npz``, ``model.py:PARAMS``); the spec need not list a bound
+    parameter. ``for_jax``: write the artifact for that older JAX (``"0.10.2"``): its payloads as that JAX reads
+    them, its window dated by it. Returns an ``ExportResult``: without ``output`` nothing is written, and
+    ``result.save(path)``, ``result.to_bytes()`` and ``result.load()`` give the artifact. ``progress``: called with
+    the text of each stage as it starts (``lowering predict``). See ``jaxport.export.pipeline.export``.
     """
     from .export.pipeline import export as export_
+    from .export.request import ExportRequest
     from .run.load import load as load_
 
-    result = export_(fn, spec, output, platforms=platforms, allow_custom_calls=allow_custom_calls, name=name,
-                     version=version, strip_locations=strip_locations, write_manifest=write_manifest,
-                     bind=dict(bind) if bind is not None else None, vjp_order=vjp_order, root=root,
-                     progress=progress, for_jax=for_jax)
+    result = export_(fn, spec, output, ExportRequest.given(request, options), progress=progress)
     result.loader = load_  # the export layer does not import the run layer: the facade connects them
     return result
 
@@ -189,14 +187,25 @@ def _classes() -> dict[str, type]:
 
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked
+#: Public name -> the public name of the request whose fields the function's ``**options`` takes.
+_OPTIONS = {"export": "ExportRequest", "import_stablehlo": "ImportRequest"}
 
 
 def _checked(name: str, fn: Any) -> Any:
     from ._api_types import checked
 
     if getattr(_CHECKED.get(name), "__wrapped__", None) is not fn:
-        _CHECKED[name] = checked(name, fn, _classes)
+        record = _OPTIONS.get(name)
+        _CHECKED[name] = checked(name, fn, _classes, functools.partial(_lazy, record) if record else None)
     return _CHECKED[name]
+
+
+def _lazy(name: str) -> Any:
+    """The public name ``name`` of ``_LAZY``, imported."""
+    import importlib
+
+    module, attr = _LAZY[name]
+    return getattr(importlib.import_module(module), attr)
 
 
 @functools.wraps(_export)
@@ -211,10 +220,8 @@ def open_artifact(*args: Any, **kwargs: Any) -> Artifact:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
         import inspect
 
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
+        value = _lazy(name)
         return _checked(name, value) if inspect.isfunction(value) else value
     raise AttributeError(f"module 'jaxport' has no attribute {name!r}")

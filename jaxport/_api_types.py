@@ -7,13 +7,16 @@ function's own annotations (``str | Path | None``), so that they cannot drift fr
 ``str``, ``Path`` (any ``os.PathLike``), ``bool``, ``int`` (never a bool), ``float`` (an int too), ``None``,
 ``Mapping``, ``Sequence``/``list``/``tuple``/``Iterable`` (never a string or bytes), ``Callable``, and the package's
 own classes; a name the check does not know (``Any``) accepts anything. Values inside containers are the function's
-to check. An error that escapes the function without being a ``JaxportError`` (a value of the right type but of the
-wrong shape: a mapping without a key it needs, a structure nested without end) becomes the function's error class
-(``ERRORS``), its message naming the function and the exception.
+to check. A function whose options are a request's fields (``jaxport.export(fn, spec, **options)`` builds an
+``ExportRequest``) is checked as if it took them as keyword-only parameters; :func:`check_fields` checks a request's
+fields by the same rules where it is built. An error that escapes the function without being a ``JaxportError`` (a
+value of the right type but of the wrong shape: a mapping without a key it needs, a structure nested without end)
+becomes the function's error class (``ERRORS``), its message naming the function and the exception.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -138,30 +141,62 @@ def _checker(annotation: Any, classes: Mapping[str, type]) -> tuple[Callable[[ob
     return (lambda v: any(p(v) for p in preds)), " or ".join(dict.fromkeys(words))
 
 
-def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str, type]]) -> Callable[..., Any]:
+def _type_error(owner: str, param: str, value: object, check: tuple[Callable[[object], bool], str] | None
+                ) -> ArgumentTypeError | None:
+    """The error of an argument ``value`` of a type ``check`` refuses; None where it takes it."""
+    if check is None or check[0](value):
+        return None
+    return ArgumentTypeError(f"jaxport.{owner}(): {param} must be {check[1]}, not {type(value).__name__}")
+
+
+def check_fields(record: Any) -> None:
+    """Refuse a field of the dataclass instance ``record`` (a request such as ``ExportRequest``, built by its
+    ``__post_init__``) of a type its annotation does not name, as :func:`checked` refuses an argument."""
+    for f in dataclasses.fields(record):
+        error = _type_error(type(record).__name__, f.name, getattr(record, f.name), _checker(f.type, {}))
+        if error is not None:
+            raise error
+
+
+def _with_options(signature: inspect.Signature, record: type) -> inspect.Signature:
+    """``signature`` with its ``**options`` parameter replaced by the fields of the dataclass ``record``, as
+    keyword-only parameters with the fields' defaults and annotations."""
+    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    fields = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+              for f in dataclasses.fields(record)]
+    return signature.replace(parameters=kept + fields)
+
+
+def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str, type]],
+            options: Callable[[], type] | None = None) -> Callable[..., Any]:
     """``fn`` with its arguments' types checked and its malformed-value errors made ``JaxportError``s (see the module
     docstring). ``classes`` gives the package's classes an annotation may name (``ShapeSpec``, ``Artifact``, ...),
-    called at the first call (importing them is not free)."""
-    signature = inspect.signature(fn)
-    found: list[dict[str, tuple[Callable[[object], bool], str]]] = []
+    called at the first call (importing them is not free). ``options``, called then too, gives the dataclass (a
+    request, such as ``ExportRequest``) whose fields ``fn``'s ``**options`` takes: they are checked as ``fn``'s own
+    keyword-only parameters (an unknown keyword is refused as for any function), and an annotation may name it."""
+    found: list[tuple[inspect.Signature, dict[str, tuple[Callable[[object], bool], str]]]] = []
     error = ERRORS.get(name, UsageError)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not found:
-            known = classes()
-            found.append({p.name: c for p in signature.parameters.values()
-                          if (c := _checker(p.annotation, known)) is not None})
-        checks = found[0]
+            known = dict(classes())
+            signature = inspect.signature(fn)
+            if options is not None:
+                record = options()
+                known[record.__name__] = record
+                signature = _with_options(signature, record)
+            found.append((signature, {p.name: c for p in signature.parameters.values()
+                                      if (c := _checker(p.annotation, known)) is not None}))
+        signature, checks = found[0]
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentTypeError(f"jaxport.{name}(): {e}") from None
         for param, value in bound.arguments.items():
-            check = checks.get(param)
-            if check is not None and not check[0](value):
-                raise ArgumentTypeError(f"jaxport.{name}(): {param} must be {check[1]}, not "
-                                        f"{type(value).__name__}")
+            type_error = _type_error(name, param, value, checks.get(param))
+            if type_error is not None:
+                raise type_error
             if isinstance(value, (Mapping, list, tuple)) and _contains_itself(value):
                 raise PARAMETER_ERRORS.get(param, error)(
                     f"jaxport.{name}(): {param} contains itself (a dict or list that holds itself, directly or "

@@ -149,20 +149,23 @@ def make_ir_context() -> Any:
     return mlir.make_ir_context()
 
 
-def make_exported(*, fun_name: str, in_tree: Any, in_avals: Sequence[Any], out_tree: Any, out_avals: Sequence[Any],
-                  platforms: Sequence[str], mlir_module_serialized: bytes, calling_convention_version: int,
-                  uses_global_constants: bool, disabled_safety_checks: Sequence[Any]) -> Any:
+def make_exported(*, fun_name: str, in_avals: Sequence[Any], out_avals: Sequence[Any], platforms: Sequence[str],
+                  mlir_module_serialized: bytes, calling_convention_version: int, uses_global_constants: bool,
+                  disabled_safety_checks: Sequence[Any]) -> Any:
     """A ``jax.export.Exported`` around an existing serialized module (``jaxport import``).
 
     No public API builds one: ``jax.export.export`` only lowers Python functions, ``jax.export.deserialize`` only
     reads JAX's own serialization, and the constructor takes private fields (the named shardings). The module runs
-    on one device with unspecified shardings, no effects and no VJP; every argument is kept. ``in_avals`` and
-    ``out_avals`` are ``jax.ShapeDtypeStruct``s, possibly with symbolic dimensions.
+    on one device with unspecified shardings, no effects and no VJP; it takes its inputs as positional arguments, and
+    every one is kept, and returns its one output, or a tuple of several. ``in_avals`` and ``out_avals`` are
+    ``jax.ShapeDtypeStruct``s, possibly with symbolic dimensions.
     """
-    from jax import export
+    from jax import export, tree_util
     from jax._src import core  # ShapedArray: the aval type Exported holds
 
     n_in, n_out = len(in_avals), len(out_avals)
+    in_tree = tree_util.tree_structure((tuple(range(n_in)), {}))
+    out_tree = tree_util.tree_structure(0 if n_out == 1 else tuple(range(n_out)))
     # jax 0.9.1 - 0.11.0 take ``_has_named_shardings`` (True: the named shardings below are meant); 0.11.1 dropped the
     # field, every Exported having named shardings from then on.
     legacy = {"_has_named_shardings": True} if _has_field(export.Exported, "_has_named_shardings") else {}

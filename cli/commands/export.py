@@ -7,39 +7,20 @@ from pathlib import Path
 import click
 
 from .. import errors, render
-from ..options import (
-    artifact_write_options,
-    bind_root_options,
-    debug_option,
-    for_jax_option,
-    json_option,
-    lowering_custom_call_option,
-    platform_option,
-    shapes_option,
-)
+from ..options import debug_option, json_option, shapes_option
 from ..progress import Stages
 from ..progress import enabled as progress_lines
+from ..requests import EXPORT_REQUEST, request_options
 
 
 @click.command("export")
 @click.argument("entrypoint", required=False, metavar="ENTRYPOINT")
 @shapes_option("YAML shape spec (see specs/SPEC.md).", required=True)
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
-@platform_option
-@lowering_custom_call_option
-@artifact_write_options(name_note="; in a single-function export also the function's name when it is an identifier "
-                                  "(overrides the spec's name:)")
-@bind_root_options(
-    bind_help="Bind argument NAME to weights from SOURCE (.npz, .safetensors, .npy or model.py:ATTR); repeatable.",
-    root_help="Record the entry point, spec and bound sources relative to DIR (default: the spec's directory).")
-@click.option("--vjp-order", type=click.IntRange(0, 4), metavar="N",
-              help="Store N orders of derivatives (VJPs) with each function, so that jax.grad and 'call --vjp' work "
-                   "on the artifact (overrides the spec's vjp_order).")
-@for_jax_option
+@request_options("ExportRequest", EXPORT_REQUEST)
 @json_option
 @debug_option
-def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, version, strip_locations, no_manifest,
-            binds, root, vjp_order, for_jax, as_json, debug):
+def command(entrypoint, spec_path, output, request, as_json, debug):
     """Export a JAX function into an artifact, from a YAML shape spec.
 
     ENTRYPOINT is path/to/model.py:NAME or package.module:NAME (optional when the spec names its functions).
@@ -58,12 +39,8 @@ def command(entrypoint, spec_path, output, platforms, allow_custom_calls, name, 
         stages = Stages(progress_lines(as_json))
         with con.status("Exporting...", spinner="dots") if not as_json else _null(), stages:
             # without -o: <name>.jaxport in the current directory
-            result = jaxport.export(entrypoint, spec_path, output if output else Path("."),
-                                    platforms=list(platforms) or None,
-                                    allow_custom_calls=list(allow_custom_calls), name=name, version=version,
-                                    strip_locations=strip_locations, write_manifest=not no_manifest,
-                                    bind=binds or None, vjp_order=vjp_order, root=root, progress=stages,
-                                    for_jax=for_jax)
+            result = jaxport.export(entrypoint, spec_path, output if output else Path("."), request=request,
+                                    progress=stages)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,

@@ -7,33 +7,18 @@ import contextlib
 import click
 
 from .. import errors, render
-from ..options import (
-    artifact_write_options,
-    debug_option,
-    for_jax_option,
-    json_option,
-    lowering_custom_call_option,
-    platform_option,
-    shapes_option,
-)
+from ..options import debug_option, json_option, shapes_option
+from ..requests import IMPORT_REQUEST, request_options
 
 
 @click.command("import")
 @click.argument("module", metavar="MODULE")
 @shapes_option("YAML shape spec naming and shaping main's arguments (default: main's own static types).")
 @click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
-@click.option("--calling-convention", "calling_convention", type=int, metavar="N",
-              help="JAX calling-convention version to record (default: the one this JAX's export writes).")
-@platform_option
-@lowering_custom_call_option
-@click.option("--function", "function", metavar="NAME",
-              help="Name of the function in the artifact (default: the module file's name).")
-@artifact_write_options()
-@for_jax_option
+@request_options("ImportRequest", IMPORT_REQUEST)
 @json_option
 @debug_option
-def command(module, spec_path, output, calling_convention, platforms, allow_custom_calls, function, name, version,
-            strip_locations, no_manifest, for_jax, as_json, debug):
+def command(module, spec_path, output, request, as_json, debug):
     """Import a StableHLO module written by another producer into an artifact.
 
     MODULE is MLIR text (.mlir), MLIR bytecode or a StableHLO portable artifact (.mlirbc); its public function
@@ -51,11 +36,7 @@ def command(module, spec_path, output, calling_convention, platforms, allow_cust
 
         con = render.stderr()
         with con.status("Importing...", spinner="dots") if not as_json else contextlib.nullcontext():
-            result = import_stablehlo(module, spec_path, output=output, calling_convention=calling_convention,
-                                      platforms=list(platforms) or None, allow_custom_calls=list(allow_custom_calls),
-                                      name=name, version=version, function=function,
-                                      strip_locations=strip_locations, write_manifest=not no_manifest,
-                                      for_jax=for_jax)
+            result = import_stablehlo(module, spec_path, output=output, request=request)
         if as_json:
             render.print_json({"artifact": str(result.path), "size": result.size,
                                "manifest_file": str(result.manifest_path) if result.manifest_path else None,

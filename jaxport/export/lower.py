@@ -28,7 +28,15 @@ from ..program.module_scan import strip_locations as strip_module_locations
 from ..sharding import jit_sharded, spec_leaf
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf, outputs
 from ..spec.tree import map_leaves
-from .bind import bound_note, entry_modules, load_binds, missing_bound_key, missing_key_error, weight_partition_specs
+from .bind import (
+    BoundArgument,
+    bound_note,
+    entry_modules,
+    load_binds,
+    missing_bound_key,
+    missing_key_error,
+    weight_partition_specs,
+)
 from .entrypoint import Entrypoint
 from .like import LikeTree, expand_likes, like_types, plain_outputs
 from .tracing import exclude_own_frames, jax_config, location_regex, on_fresh_stack, user_frames, x64_enabled
@@ -209,49 +217,12 @@ def lower(
     dyn_arg_pos = [i for i, a in enumerate(fspec.args) if not isinstance(a, fixed)]
     dyn_kwargs = {k: _spec_tree_dynamic(v) for k, v in fspec.kwargs.items() if not isinstance(v, fixed)}
 
-    flat, _ = tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))
-    inputs: list[InputLeaf] = []
-    leaf_index: dict[int, int] = {}
-    for path, leaf in flat:
-        assert isinstance(leaf, ArrayLeaf)
-        top, *rest = path
-        if calltree.key_name(top) == "0":
-            first = calltree.key_name(rest[0])
-            pos = dyn_arg_pos[int(first)]
-            parts = [arg_names[pos]]
-            spec_path = f"args[{pos}]"
-        else:
-            parts = [calltree.key_name(rest[0])]
-            spec_path = f"kwargs[{calltree.key_name(rest[0])!r}]"
-        for k in rest[1:]:
-            parts.append(calltree.key_name(k))
-            spec_path += f"[{calltree.key_name(k)!r}]" if hasattr(k, "key") else f"[{calltree.key_name(k)}]"
-        leaf_name = "/".join(parts)
-        clash = next((i for i in inputs if i.name == leaf_name), None)
-        if clash is not None:
-            raise SpecError(f"{leaf.where}: {spec_path} and {clash.spec_path} both get the input name {leaf_name!r} "
-                            f"(names join pytree keys with '/'). Rename a key so that no key contains '/'.")
-        leaf_index[id(leaf)] = len(inputs)
-        inputs.append(InputLeaf(leaf_name, spec_path, leaf))
-
+    inputs, leaf_index = _input_leaves(tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0], dyn_arg_pos,
+                                       arg_names)
     bound, tensors, binds = load_binds(fspec, arg_names, spec, entry_modules(fn))
     x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs) or \
         any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
-    spec_args = fspec.args
-    spec_kwargs = fspec.kwargs
-    output_types = like_types(fspec)  # outputs of the like: arguments' node types are recorded by path
-
-    def program(*args, **kwargs):
-        weights = kwargs.pop(WEIGHTS_KWARG, {})
-        it = iter(args)
-        full_args = [_fill(a, None if isinstance(a, (StaticLeaf, BindLeaf)) else next(it), bound, weights)
-                     for a in spec_args]
-        full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
-        return plain_outputs(fn(*full_args, **full_kwargs), output_types)
-
-    program.__name__ = name
-    program.__qualname__ = name
-
+    program = _program(fn, fspec, bound, name)
     platforms = list(platforms) if platforms else [export.default_export_platform()]
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
     weight_specs = weight_partition_specs(binds, tensors, spec.mesh) if spec.mesh else {}
@@ -297,26 +268,9 @@ def lower(
             unsafe = on_fresh_stack(export_allowing_every_custom_call, run_export)
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
-        missing = missing_bound_key(e) if binds else None
-        if missing is not None:
-            raise missing_key_error(missing, binds) from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
-        callbacks = _host_callbacks(program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors)
-        if callbacks and all(c.endswith(_FROM_EQUINOX) for c in callbacks):
-            raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which call "
-                              f"back into Python and cannot be serialized. They are equinox's runtime checks "
-                              f"(eqx.error_if, used by diffrax, optimistix and lineax), which call back to raise "
-                              f"their error: for diffrax, pass diffeqsolve(..., throw=False) and read sol.result "
-                              f"instead; else set the environment variable EQX_ON_ERROR=nan before equinox is "
-                              f"imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN "
-                              f"instead{_EQX_NAN_STATIC}.") from None
-        if callbacks:
-            raise ExportError(f"{entry.spec}: the function uses host callbacks ({', '.join(callbacks)}), which "
-                              f"call back into Python and cannot be serialized. Remove jax.debug.print, "
-                              f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
-                              f"print outside it, or return the value as an extra output.") from None
-        raise ExportError(f"{entry.spec}: exporting with the spec's shapes failed: "
-                          f"{type(e).__name__}: {e}{_library_hint(e)}{bound_note(binds)}{user_frames(e)}") from None
+        raise _export_failed(e, entry.spec, binds, lambda: _host_callbacks(program, dyn_args, dyn_kwargs, inputs,
+                                                                            spec, x64, tensors)) from None
 
     if strip_locations:
         exported = dataclasses.replace(
@@ -334,6 +288,82 @@ def lower(
         unused = on_fresh_stack(_unread_weights, traced_jaxpr, tensors, weight_positions)
     return Lowered(exported, name, inputs, call_tree(fspec, arg_names, leaf_index, record_source), out_names,
                    out_tree, x64, scan, tensors, unused, input_positions, weight_positions)
+
+
+def _input_leaves(flat: list[tuple[Any, Any]], dyn_arg_pos: list[int], arg_names: list[str]
+                  ) -> tuple[list[InputLeaf], dict[int, int]]:
+    """The program's free inputs, named from the flattened spec pytree ``(args, kwargs)`` of its free arguments
+    (``dyn_arg_pos``: each free positional argument's position among the function's), and each leaf's index by
+    ``id``."""
+    inputs: list[InputLeaf] = []
+    leaf_index: dict[int, int] = {}
+    for path, leaf in flat:
+        assert isinstance(leaf, ArrayLeaf)
+        top, *rest = path
+        if calltree.key_name(top) == "0":
+            first = calltree.key_name(rest[0])
+            pos = dyn_arg_pos[int(first)]
+            parts = [arg_names[pos]]
+            spec_path = f"args[{pos}]"
+        else:
+            parts = [calltree.key_name(rest[0])]
+            spec_path = f"kwargs[{calltree.key_name(rest[0])!r}]"
+        for k in rest[1:]:
+            parts.append(calltree.key_name(k))
+            spec_path += f"[{calltree.key_name(k)!r}]" if hasattr(k, "key") else f"[{calltree.key_name(k)}]"
+        leaf_name = "/".join(parts)
+        clash = next((i for i in inputs if i.name == leaf_name), None)
+        if clash is not None:
+            raise SpecError(f"{leaf.where}: {spec_path} and {clash.spec_path} both get the input name {leaf_name!r} "
+                            f"(names join pytree keys with '/'). Rename a key so that no key contains '/'.")
+        leaf_index[id(leaf)] = len(inputs)
+        inputs.append(InputLeaf(leaf_name, spec_path, leaf))
+    return inputs, leaf_index
+
+
+def _program(fn: Callable[..., Any], fspec: FunctionSpec, bound: dict[int, Any], name: str) -> Callable[..., Any]:
+    """The function as the program JAX exports, named ``name``: it takes the free arrays (and the bound tensors as
+    the keyword ``WEIGHTS_KWARG``) and puts the static values and bound trees back where the spec has them."""
+    spec_args = fspec.args
+    spec_kwargs = fspec.kwargs
+    output_types = like_types(fspec)  # outputs of the like: arguments' node types are recorded by path
+
+    def program(*args, **kwargs):
+        weights = kwargs.pop(WEIGHTS_KWARG, {})
+        it = iter(args)
+        full_args = [_fill(a, None if isinstance(a, (StaticLeaf, BindLeaf)) else next(it), bound, weights)
+                     for a in spec_args]
+        full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
+        return plain_outputs(fn(*full_args, **full_kwargs), output_types)
+
+    program.__name__ = name
+    program.__qualname__ = name
+    return program
+
+
+def _export_failed(e: Exception, where: str, binds: list[BoundArgument],
+                   host_callbacks: Callable[[], list[str]]) -> Exception:
+    """The error to report for an export that raised ``e`` (custom calls aside): a bound tree without a key the
+    function reads, host callbacks (``host_callbacks`` traces the program for them), else ``e`` as the user's."""
+    missing = missing_bound_key(e) if binds else None
+    if missing is not None:
+        return missing_key_error(missing, binds)
+    callbacks = host_callbacks()
+    if callbacks and all(c.endswith(_FROM_EQUINOX) for c in callbacks):
+        return ExportError(f"{where}: the function uses host callbacks ({', '.join(callbacks)}), which call "
+                           f"back into Python and cannot be serialized. They are equinox's runtime checks "
+                           f"(eqx.error_if, used by diffrax, optimistix and lineax), which call back to raise "
+                           f"their error: for diffrax, pass diffeqsolve(..., throw=False) and read sol.result "
+                           f"instead; else set the environment variable EQX_ON_ERROR=nan before equinox is "
+                           f"imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN "
+                           f"instead{_EQX_NAN_STATIC}.")
+    if callbacks:
+        return ExportError(f"{where}: the function uses host callbacks ({', '.join(callbacks)}), which "
+                           f"call back into Python and cannot be serialized. Remove jax.debug.print, "
+                           f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
+                           f"print outside it, or return the value as an extra output.")
+    return ExportError(f"{where}: exporting with the spec's shapes failed: "
+                       f"{type(e).__name__}: {e}{_library_hint(e)}{bound_note(binds)}{user_frames(e)}")
 
 
 def check_output_dimensions(exported: Any, out_names: list[str], spec: ShapeSpec) -> None:

@@ -1,9 +1,10 @@
 """Writing an artifact: the one step that turns lowered functions into a file, shared by export and import.
 
 ``artifact_metadata`` settles the artifact's name and metadata before anything is lowered (a bad name fails
-first); ``build_result`` assembles the manifest of ``specs/FORMAT.md`` around the functions' entries and packs the
-bound weights into an ``ExportResult``, which holds the artifact in memory until it is saved (``save``, the same bytes
-as ``to_bytes``) or loaded in this process (``load``); ``write_artifact`` builds and saves in one step.
+first); ``build_result`` assembles the manifest of ``specs/FORMAT.md`` around an artifact's ``Contents`` (the
+functions' entries, their payloads, the bound weights) and packs them into an ``ExportResult``, which holds the
+artifact in memory until it is saved (``save``, the same bytes as ``to_bytes``) or loaded in this process (``load``);
+``write_artifact`` builds and saves in one step.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -282,45 +284,54 @@ def artifact_metadata(spec_metadata: Mapping[str, Any], name: str | None, versio
                     dict(given.labels or {}), tuple(order))
 
 
-def build_result(metadata: Metadata, spec_file: str | None, functions: dict[str, Function],
-                 payloads: dict[str, bytes], bound: list[Tensor], *, write_manifest: bool = True,
-                 warnings: list[str] | None = None, source: Source | None = None,
-                 wait: bool = True, producer: Producer | None = None) -> ExportResult:
-    """The artifact of ``functions`` (manifest entries by name) and their ``payloads`` (member name -> serialized
-    ``Exported``, produced by this process) with the ``bound`` tensors packed into the weights member, in memory.
+@dataclass(frozen=True)
+class Contents:
+    """What an artifact holds, before it is packed: its ``metadata``; its ``functions`` (manifest entries by name)
+    and their ``payloads`` (member name -> serialized ``Exported``, produced by this process); the ``bound`` tensors,
+    packed into the weights member; and where it came from. ``source`` is the manifest's ``source`` (export's, with
+    paths relative to its root); without it, ``spec_file`` is recorded relative to the current directory, unless it
+    is a placeholder such as ``<no spec>`` (or None). ``producer`` (default: this process's versions) is what the
+    manifest records as its writer."""
 
-    ``source`` is the manifest's ``source`` (export's, with paths relative to its root); without it, ``spec_file``
-    is recorded relative to the current directory, unless it is a placeholder such as ``<no spec>``.
-    ``write_manifest`` is ``save``'s default for writing the sidecar manifest. Without ``wait``, the weights'
-    digests may still be computing when it returns: the result waits for them when first asked for its manifest or
-    bytes, and a ``save`` meanwhile writes the weights while they finish. ``producer`` (default: this process's
-    versions) is what the manifest records as its writer.
-    """
-    for payload in payloads.values():
+    metadata: Metadata
+    functions: dict[str, Function]
+    payloads: dict[str, bytes]
+    bound: list[Tensor] = field(default_factory=list)
+    spec_file: str | None = None
+    source: Source | None = None
+    producer: Producer | None = None
+
+
+def build_result(contents: Contents, *, write_manifest: bool = True, warnings: list[str] | None = None,
+                 wait: bool = True) -> ExportResult:
+    """The artifact of ``contents``, in memory. ``write_manifest`` is ``save``'s default for writing the sidecar
+    manifest. Without ``wait``, the weights' digests may still be computing when it returns: the result waits for
+    them when first asked for its manifest or bytes, and a ``save`` meanwhile writes the weights while they
+    finish."""
+    for payload in contents.payloads.values():
         trust(payload)  # serialized by JAX in this process: no child check when it is loaded here
+    spec_file = contents.spec_file
     recorded_spec = relative_path(Path(spec_file)) if spec_file and not spec_file.startswith("<") else None
-    members: dict[str, Any] = dict(payloads)
+    members: dict[str, Any] = dict(contents.payloads)
     weights = None
-    if bound:
-        packed = tensors.pack(bound, wait=wait)
+    if contents.bound:
+        packed = tensors.pack(contents.bound, wait=wait)
         weights = Weights(manifest.WEIGHTS_MEMBER, packed.index)
         members[manifest.WEIGHTS_MEMBER] = packed
-    m = Manifest(manifest.FORMAT_VERSION, producer or versions(), {}, functions, metadata,
-                       source if source is not None else Source(recorded_spec), weights, manifest.FORMAT_NAME)
+    m = Manifest(manifest.FORMAT_VERSION, contents.producer or versions(), {}, contents.functions, contents.metadata,
+                 contents.source if contents.source is not None else Source(recorded_spec), weights,
+                 manifest.FORMAT_NAME)
     read = [spec_file] if spec_file and not spec_file.startswith("<") else []
     return ExportResult(m, members, warnings=warnings, read=read, write_manifest=write_manifest)
 
 
-def write_artifact(output: str | Path | None, metadata: Metadata, spec_file: str | None,
-                   functions: dict[str, Function], payloads: dict[str, bytes], bound: list[Tensor], *,
-                   write_manifest: bool = True, warnings: list[str] | None = None,
-                   source: Source | None = None, producer: Producer | None = None) -> ExportResult:
+def write_artifact(output: str | Path | None, contents: Contents, *, write_manifest: bool = True,
+                   warnings: list[str] | None = None) -> ExportResult:
     """``build_result``, saved to ``output``: the artifact's path or a directory (default: ``<name>.jaxport`` in the
     current directory). With ``write_manifest``, the manifest is also written next to the artifact as
     ``<artifact>.manifest.json``. Both outputs are checked (``check_output``: never a device, FIFO or directory, never
     the spec or another file the export read) before either is written.
     """
-    result = build_result(metadata, spec_file, functions, payloads, bound, write_manifest=write_manifest,
-                          warnings=warnings, source=source, producer=producer)
+    result = build_result(contents, write_manifest=write_manifest, warnings=warnings)
     result.save(output if output is not None else Path("."))
     return result

@@ -29,14 +29,15 @@ from ..artifact.model import CallNode, Function, OutputNode, Signature, replace
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
 from ..export.lower import InputLeaf, Lowered, function_constraints
 from ..export.manifest import build_function_entry, versions
-from ..export.target import for_target, target
+from ..export.target import for_target
 from ..export.tracing import jax_config, x64_enabled
-from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
+from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
 from ..program.checks import check_custom_calls
 from ..program.module_scan import scan_module
 from ..program.module_scan import strip_locations as strip_module_locations
-from ..spec import FunctionSpec, ShapeSpec, Where, check_platform, load_spec
+from ..spec import FunctionSpec, ShapeSpec, Where, load_spec
 from .mlir import (
+    MainSignature,
     bytecode,
     first_error,
     main_signature,
@@ -47,11 +48,11 @@ from .mlir import (
     serialize,
     wrap_main,
 )
+from .request import ImportRequest
 from .serialized import import_serialization, is_serialization, module_callable
 from .signature import (
     check_against_main,
     derived_inputs,
-    is_identifier,
     output_dims,
     pseudo_function,
     spec_from_manifest,
@@ -88,7 +89,7 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
           strip_locations: bool = False) -> Imported:
     """Import one module as function ``name`` (see the module docstring); ``inputs`` None takes main's types."""
     import jax
-    from jax import export, tree_util
+    from jax import export
     from jax.extend.mlir import ir
 
     display = str(module_path)
@@ -102,18 +103,7 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
     if inputs is None or (not inputs and sig.args):  # no spec, or a spec without arguments: main's own types
         inputs = derived_inputs(sig, display)
 
-    # The platform index: JAX passes one to a program exported for several platforms.
-    has_index = sig.platform_index
-    if not has_index and len(platforms) > 1 and len(sig.args) == len(inputs) + 1 and sig.args[0].shape == () \
-            and sig.args[0].dtype in ("int32", "int64"):
-        has_index = True  # older JAX wrote the platform index without the jax.global_constant attribute
-        with ctx:
-            mark_platform_index(module)
-        sig = main_signature(module, display)
-    if has_index and len(platforms) < 2:
-        raise SpecError(f"{spec.file}: main in {display} takes a platform index first (the module was lowered for "
-                        f"several platforms); list those platforms, in the module's order, under 'platforms' (or "
-                        f"repeat --platform).")
+    sig, has_index = _platform_index(module, ctx, sig, len(inputs), platforms, spec.file, display)
     arg_shapes = check_against_main(inputs, sig, spec.file, display, has_index)
 
     symbolic = any(d is None for s in arg_shapes for d in s)
@@ -140,18 +130,7 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
 
     x64 = any(dtypes.is_64bit(t.dtype or "") for t in final.args + final.results)
     bounds, constraints = function_constraints(inputs, spec)
-    plain = bytecode(module)
-
-    def probe(env: dict[str, int]) -> list[tuple[int, ...]] | None:
-        shapes = [tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), env) for d in i.leaf.shape)
-                  for i in inputs]
-        try:
-            refined = refine(plain, shapes, ctx)
-            return [tuple(d for d in t.shape if d is not None) for t in main_signature(refined, display).results]
-        except Exception:  # noqa: BLE001 - a size the module refuses (a shape assertion, say): try another
-            return None
-
-    out_dims = output_dims(final.results, inputs, spec, constraints, probe, display)
+    out_dims = _output_dims(bytecode(module), ctx, final, inputs, spec, constraints, display)
 
     with jax_config(jax_enable_x64=x64 or x64_enabled()):
         try:
@@ -170,25 +149,62 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
         in_structs = [struct(list(i.leaf.shape), i.leaf.dtype, f"{i.leaf.where}: {i.spec_path}") for i in inputs]
         out_structs = [struct(d, str(t.dtype), f"{display}: result {k}")
                        for k, (d, t) in enumerate(zip(out_dims, final.results))]
-        n_out = len(out_structs)
-        out_tree = tree_util.tree_structure(0 if n_out == 1 else tuple(range(n_out)))
         exported = make_exported(
-            fun_name=name, in_tree=tree_util.tree_structure((tuple(range(len(inputs))), {})), in_avals=in_structs,
-            out_tree=out_tree, out_avals=out_structs, platforms=platforms, mlir_module_serialized=serialized,
-            calling_convention_version=calling_convention, uses_global_constants=uses_global_constants,
+            fun_name=name, in_avals=in_structs, out_avals=out_structs, platforms=platforms,
+            mlir_module_serialized=serialized, calling_convention_version=calling_convention,
+            uses_global_constants=uses_global_constants,
             disabled_safety_checks=[export.DisabledSafetyCheck.custom_call(t) for t in allowed])
         _smoke_test(exported, inputs, spec, constraints, display, platforms)
 
+    n_out = len(out_structs)
     names = ["output"] if n_out == 1 else [str(k) for k in range(n_out)]
     output_tree = OutputNode("output", 0) if n_out == 1 else \
         OutputNode("tuple", tuple(OutputNode("output", k) for k in range(n_out)))
-    signature = Signature(tuple(CallNode("input", k, i.name) for k, i in enumerate(inputs)
-                                if i.spec_path.startswith("args")),
-                          {i.name: CallNode("input", k) for k, i in enumerate(inputs)
-                           if i.spec_path.startswith("kwargs")})
-    lowered = Lowered(exported, name, list(inputs), signature, names, output_tree, x64, scan,
+    lowered = Lowered(exported, name, list(inputs), _call_tree(inputs), names, output_tree, x64, scan,
                       input_positions=list(range(len(inputs))))
     return Imported(lowered, warnings, source_version)
+
+
+def _platform_index(module: Any, ctx: Any, sig: MainSignature, n_inputs: int, platforms: list[str], spec_file: str,
+                    display: str) -> tuple[MainSignature, bool]:
+    """Main's signature, and whether main takes the platform index that JAX passes to a program exported for
+    several platforms (marked as one where an older JAX wrote it without the ``jax.global_constant`` attribute)."""
+    has_index = sig.platform_index
+    if not has_index and len(platforms) > 1 and len(sig.args) == n_inputs + 1 and sig.args[0].shape == () \
+            and sig.args[0].dtype in ("int32", "int64"):
+        has_index = True  # older JAX wrote the platform index without the jax.global_constant attribute
+        with ctx:
+            mark_platform_index(module)
+        sig = main_signature(module, display)
+    if has_index and len(platforms) < 2:
+        raise SpecError(f"{spec_file}: main in {display} takes a platform index first (the module was lowered for "
+                        f"several platforms); list those platforms, in the module's order, under 'platforms' (or "
+                        f"repeat --platform).")
+    return sig, has_index
+
+
+def _output_dims(plain: bytes, ctx: Any, final: MainSignature, inputs: list[InputLeaf], spec: ShapeSpec,
+                 constraints: list[str], display: str) -> list[list[int | str]]:
+    """Each result's dimensions, a dynamic one as an expression of the input dimension variables, found by refining
+    the module (``plain``, its bytecode) at sizes the spec allows (``signature.output_dims``)."""
+
+    def probe(env: dict[str, int]) -> list[tuple[int, ...]] | None:
+        shapes = [tuple(d if isinstance(d, int) else dimexpr.evaluate(dimexpr.parse(d), env) for d in i.leaf.shape)
+                  for i in inputs]
+        try:
+            refined = refine(plain, shapes, ctx)
+            return [tuple(d for d in t.shape if d is not None) for t in main_signature(refined, display).results]
+        except Exception:  # noqa: BLE001 - a size the module refuses (a shape assertion, say): try another
+            return None
+
+    return output_dims(final.results, inputs, spec, constraints, probe, display)
+
+
+def _call_tree(inputs: list[InputLeaf]) -> Signature:
+    """The call tree of an imported function: each input a positional or keyword argument of its own."""
+    return Signature(tuple(CallNode("input", k, i.name) for k, i in enumerate(inputs)
+                           if i.spec_path.startswith("args")),
+                     {i.name: CallNode("input", k) for k, i in enumerate(inputs) if i.spec_path.startswith("kwargs")})
 
 
 def _smoke_test(exported: Any, inputs: list[InputLeaf], spec: ShapeSpec, constraints: list[str], display: str,
@@ -221,65 +237,51 @@ def function_name(module_path: str | Path) -> str:
     return stem if re.match(r"^[A-Za-z_]", stem) else f"_{stem}"
 
 
-def import_stablehlo(
-    module: str | Path,
-    spec: ShapeSpec | str | Path | None = None,
-    *,
-    output: str | Path | None = None,
-    calling_convention: int | None = None,
-    platforms: list[str] | None = None,
-    allow_custom_calls: list[str] | tuple[str, ...] = (),
-    name: str | None = None,
-    version: str | None = None,
-    function: str | None = None,
-    strip_locations: bool = False,
-    write_manifest: bool = True,
-    for_jax: str | None = None,
-) -> ExportResult:
+def import_stablehlo(module: str | Path, spec: ShapeSpec | str | Path | None = None, *,
+                     output: str | Path | None = None, request: ImportRequest | None = None,
+                     **options: Any) -> ExportResult:
     """Import a StableHLO module written by another producer into an artifact; returns an ``ExportResult``.
 
     ``module`` is MLIR text, MLIR bytecode or a StableHLO portable artifact whose ``main`` is the function.
     ``spec`` (a spec file or a parsed ``ShapeSpec``) names and shapes main's arguments: ``args`` (named ``arg0``,
     ...) then ``kwargs`` (named by their keys), one array leaf per argument of main, with ``dims``,
     ``constraints``, ``platforms`` (default cpu), ``allow_custom_calls`` and ``metadata``; without a spec, or with
-    no arguments in it, main's own (static) argument types are taken. ``calling_convention`` is the version
-    recorded (default: the one this JAX's ``jax.export`` writes). The other options are those of ``export``;
-    ``function`` names the function in the artifact (default: the module file's name). ``for_jax`` writes the
-    artifact for that older JAX, as ``export --for-jax`` does.
+    no arguments in it, main's own (static) argument types are taken. The options are the fields of
+    ``ImportRequest``, given as ``request=`` or as keywords (which replace the request's): ``calling_convention``
+    is the version recorded (default: the one this JAX's ``jax.export`` writes); ``function`` names the function in
+    the artifact (default: the module file's name); ``name``, ``version``, ``platforms``, ``allow_custom_calls``,
+    ``strip_locations`` and ``write_manifest`` are those of ``export``; ``for_jax`` writes the artifact for that
+    older JAX, as ``export --for-jax`` does.
 
     A file holding a JAX serialization (``Exported.serialize()``'s bytes, from any JAX since 0.4.30) is recognized
     by its content and imported with the signature it records (``serialized.import_serialization``); a spec then
     adds only bounds, constraints, output names, the name and metadata.
     """
+    request = ImportRequest.given(request, options)
     if is_serialization(module) or str(module).lower().endswith(".jaxexport"):
         # a jax.export serialization, whatever its name (by its content), or one by its name that jaxport's reader
         # then says what is wrong with: its own signature
-        with jax_config(**({"jax_export_calling_convention_version": _check_calling_convention(calling_convention)}
-                           if calling_convention is not None else {})):
-            return import_serialization(module, spec, output=output, platforms=platforms,
-                                        allow_custom_calls=allow_custom_calls, name=name, version=version,
-                                        function=function, strip_locations=strip_locations,
-                                        write_manifest=write_manifest, for_jax=for_jax)
+        convention = request.calling_convention
+        with jax_config(**({"jax_export_calling_convention_version": _check_calling_convention(convention)}
+                           if convention is not None else {})):
+            return import_serialization(module, spec, output, request)
     if spec is None:
         spec_obj = ShapeSpec("<no spec>", 1, {}, [], {None: FunctionSpec(None, None, [], {}, Where("<no spec>", 0))})
     elif isinstance(spec, ShapeSpec):
         spec_obj = spec
     else:
         spec_obj = load_spec(spec)
-    convention = _check_calling_convention(calling_convention)
-    written_for = target(for_jax) if for_jax is not None else None
-    plats = [check_platform(p, "--platform") for p in platforms] if platforms else (spec_obj.platforms or ["cpu"])
-    plats = list(dict.fromkeys(plats))
-    allowed = sorted(set(spec_obj.allow_custom_calls) | set(allow_custom_calls))
-    fname = function or function_name(module)
-    if not is_identifier(fname):
-        raise UsageError(f"--function {fname!r}: a function name must be an identifier (letters, digits, '_').")
+    convention = _check_calling_convention(request.calling_convention)
+    written_for = request.written_for()
+    plats = list(dict.fromkeys(request.chosen_platforms(spec_obj.platforms or ["cpu"]) or []))
+    allowed = request.allowed(spec_obj)
+    fname = request.function_name(function_name(module))
     inputs = spec_inputs(spec_obj) if spec is not None else None
 
-    meta = artifact_metadata(spec_obj.metadata, name, version, fname)
+    meta = artifact_metadata(spec_obj.metadata, request.name, request.version, fname)
 
     imported = build(module, inputs, spec_obj, name=fname, platforms=plats, calling_convention=convention,
-                     allow_custom_calls=allowed, strip_locations=strip_locations)
+                     allow_custom_calls=allowed, strip_locations=request.strip_locations)
     low = imported.lowered
     if written_for is not None:
         low = dataclasses.replace(low, exported=for_target(low.exported, written_for, str(module), fname))
@@ -287,8 +289,9 @@ def import_stablehlo(
     entry = f"{relative_path(Path(module))}:main"
     functions = {fname: build_function_entry(low, spec_obj, entry, payload, allowed)}
     producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
-    return write_artifact(output, meta, spec_obj.file, functions, {payload: bytes(low.exported.serialize())}, [],
-                          write_manifest=write_manifest, warnings=imported.warnings, producer=producer)
+    contents = Contents(meta, functions, {payload: bytes(low.exported.serialize())}, [], spec_obj.file,
+                        producer=producer)
+    return write_artifact(output, contents, write_manifest=request.write_manifest, warnings=imported.warnings)
 
 
 def module_function(module_path: str | Path, f: Function,

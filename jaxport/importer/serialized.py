@@ -48,15 +48,16 @@ from ..errors import EntrypointError, ExportError, FormatError, InputError, Poli
 from ..export import gradients, lower
 from ..export.entrypoint import Entrypoint
 from ..export.manifest import build_function_entry, versions
-from ..export.target import for_target, target
-from ..export.write import ExportResult, artifact_metadata, relative_path, write_artifact
+from ..export.target import for_target
+from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
 from ..isolation.isolate import check_payload, check_runs
 from ..program import jaxser
 from ..program.checks import check_custom_calls
 from ..program.module_scan import scan_module
-from ..spec import SPEC_DOCUMENT, ShapeSpec, check_platform
+from ..spec import SPEC_DOCUMENT, ShapeSpec
 from ..spec.build import DICT, TEXT, as_shape_spec
 from .recompose import recompose
+from .request import ImportRequest
 
 #: A serialization larger than this is refused before it is read (the program and its constants, no weights).
 MAX_SERIALIZATION_BYTES = 2 << 30
@@ -283,15 +284,12 @@ def _given_spec(spec: Any) -> dict[str, Any] | None:
     return value
 
 
-def import_serialization(module: str | Path, spec: Any = None, *, output: str | Path | None = None,
-                         platforms: list[str] | None = None, allow_custom_calls: list[str] | tuple[str, ...] = (),
-                         name: str | None = None, version: str | None = None, function: str | None = None,
-                         strip_locations: bool = False, write_manifest: bool = True,
-                         for_jax: str | None = None) -> ExportResult:
-    """Import a JAX serialization file into an artifact (see the module docstring); returns an ``ExportResult``.
-    ``for_jax`` writes it for that older JAX (``export.target``)."""
+def import_serialization(module: str | Path, spec: Any, output: str | Path | None,
+                         request: ImportRequest) -> ExportResult:
+    """Import a JAX serialization file into an artifact (see the module docstring) with the options of ``request``
+    (``calling_convention`` aside, which the caller sets as JAX's); returns an ``ExportResult``."""
     display = str(module)
-    written_for = target(for_jax) if for_jax is not None else None
+    written_for = request.written_for()
     data, rec = read_serialization(module)
     mesh_of(rec, display)  # a sharded serialization whose shardings a spec cannot state is refused first
     stem = re.sub(r"\W", "_", Path(module).name.split(".")[0]) or "main"
@@ -334,32 +332,34 @@ def import_serialization(module: str | Path, spec: Any = None, *, output: str | 
 
     given = _given_spec(spec)
     spec_dict = signature_spec(rec, display, given)
-    plats = [check_platform(p, "--platform") for p in platforms] if platforms else list(rec.platforms)
+    plats = request.chosen_platforms(list(rec.platforms)) or []
     missing = [p for p in plats if p not in rec.platforms]
     if missing:
         raise UsageError(f"--platform {missing[0]}: {display} holds a program for {', '.join(rec.platforms)} only.")
     spec_dict["platforms"] = plats
     spec_obj: ShapeSpec = as_shape_spec(spec_dict)
     fspec = next(iter(spec_obj.functions.values()))
-    fname = function or (name if name is not None and name.isidentifier() else None) or spec_obj.name or fname
+    name = request.name
+    fname = request.function or (name if name is not None and name.isidentifier() else None) or spec_obj.name or fname
     root = rec.in_tree.children
     program = flat_call(exported, len(root[0].children), list(root[1].names))
     entry = Entrypoint(program, f"{relative_path(Path(module))}:main", fname, Path.cwd())
-    allowed = sorted(set(spec_obj.allow_custom_calls) | set(allow_custom_calls))
+    allowed = request.allowed(spec_obj)
     low = lower.lower(entry, fspec, spec_obj, name=fname, platforms=plats, allow_custom_calls=allowed,
-                      strip_locations=strip_locations)
+                      strip_locations=request.strip_locations)
     check_custom_calls(display, low.scan, set(allowed))
     if written_for is not None:
         low = dataclasses.replace(low, exported=for_target(low.exported, written_for, display, fname))
     payload_name = f"functions/{fname}.jaxexport"
     order = rec.vjp_order()
-    payload = gradients.serialize(low.exported, order, entry.spec, fname, root=Path.cwd(), strip=strip_locations)
-    meta = artifact_metadata(spec_obj.metadata, name, version, fname)
+    payload = gradients.serialize(low.exported, order, entry.spec, fname, root=Path.cwd(),
+                                  strip=request.strip_locations)
+    meta = artifact_metadata(spec_obj.metadata, name, request.version, fname)
     functions = {fname: build_function_entry(low, spec_obj, entry.spec, payload_name, allowed, vjp_order=order)}
     _smoke_run(payload, low.exported, functions[fname], display)
     producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
-    return write_artifact(output, meta, None, functions, {payload_name: payload}, low.tensors,
-                          write_manifest=write_manifest, warnings=warnings, producer=producer)
+    contents = Contents(meta, functions, {payload_name: payload}, low.tensors, producer=producer)
+    return write_artifact(output, contents, write_manifest=request.write_manifest, warnings=warnings)
 
 
 def _smoke_run(payload: bytes, exported: Any, f: Function, display: str) -> None:

@@ -276,7 +276,7 @@ def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypat
     import zipfile
 
     from jaxport.artifact.layout import MANIFEST_NAME
-    from jaxport.export.write import artifact_metadata, write_artifact
+    from jaxport.export.write import Contents, artifact_metadata, write_artifact
 
     monkeypatch.chdir(tmp_path)
     meta = artifact_metadata({"labels": {"team": "a"}}, None, "2", "fallback")
@@ -284,8 +284,8 @@ def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypat
         {"labels": {"team": "a"}, "name": "fallback", "version": "2", "description": None})
     (tmp_path / "spec.yaml").write_text("")
     payload = b"bytes written as given"
-    result = write_artifact(tmp_path, meta, str(tmp_path / "spec.yaml"), {}, {"functions/f.jaxexport": payload}, [],
-                            warnings=["note"])
+    result = write_artifact(tmp_path, Contents(meta, {}, {"functions/f.jaxexport": payload}, [],
+                                               str(tmp_path / "spec.yaml")), warnings=["note"])
     assert (result.path, result.manifest_path, result.warnings) == (
         tmp_path / "fallback.jaxport", tmp_path / "fallback.jaxport.manifest.json", ["note"])
     assert result.manifest["source"] == {"spec": "spec.yaml"}
@@ -294,5 +294,5 @@ def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypat
         assert z.read("functions/f.jaxexport") == payload
         assert z.read(MANIFEST_NAME) == result.manifest_path.read_bytes()
     assert result.size == result.path.stat().st_size
-    unnamed = write_artifact(tmp_path / "x.jaxport", meta, "<no spec>", {}, {}, [], write_manifest=False)
+    unnamed = write_artifact(tmp_path / "x.jaxport", Contents(meta, {}, {}, [], "<no spec>"), write_manifest=False)
     assert (unnamed.manifest["source"], unnamed.manifest_path) == ({"spec": None}, None)

@@ -383,7 +383,7 @@ def api_types(scratch: Path) -> list[Row]:
     import inspect
 
     import jaxport
-    from jaxport._api_types import _checker
+    from jaxport._api_types import _checker, _with_options
 
     scratch.mkdir(parents=True, exist_ok=True)
     cwd = os.getcwd()
@@ -397,6 +397,8 @@ def api_types(scratch: Path) -> list[Row]:
                 continue
             row = Row("api-types", name)
             sig = inspect.signature(fn)
+            if name in jaxport._OPTIONS:  # ``**options``: the request's fields, as the facade checks them
+                sig = _with_options(sig, getattr(jaxport, jaxport._OPTIONS[name]))
             base: dict[str, Any] = {}
             for p in sig.parameters.values():
                 if p.default is inspect.Parameter.empty:
