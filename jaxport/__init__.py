@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .run.deploy import compile_artifact
     from .run.load import load
     from .run.loaded import Loaded
+    from .run.options import LoadOptions
     from .run.report import ReferenceMismatch
     from .spec.build import Like, Spec, like
     from .spec.model import ShapeSpec
@@ -75,6 +76,7 @@ __all__ = [
     "IntegrityError",
     "JaxportError",
     "Like",
+    "LoadOptions",
     "Loaded",
     "OutputError",
     "PlatformError",
@@ -121,6 +123,7 @@ _LAZY = {
     "parse_spec": ("jaxport.spec.parse", "parse_spec"),
     "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
+    "LoadOptions": ("jaxport.run.options", "LoadOptions"),
     "call": ("jaxport.run.calling", "call"),
     "CallRequest": ("jaxport.run.calling", "CallRequest"),
     "CallReport": ("jaxport.run.calling", "CallReport"),

@@ -614,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
                                 if r.status == "accepted"}),
             "rejected": sorted({f"{r.case.id} [{r.command}]: {r.detail}" for r in report.results
                                 if r.status == "rejected"}),
-            "faults": [k.__dict__ for k in kills], "runs": [r.__dict__ for r in extra]}, indent=2))
+            "faults": [k.__dict__ for k in kills], "process_runs": [r.__dict__ for r in extra]}, indent=2))
     return 1 if report.failures or any(k.problems for k in kills) or any(r.problems for r in extra) else 0
 
 
