@@ -5,7 +5,7 @@ Pure data: reading a manifest must not import numpy or JAX. The canonical name o
 
 Every fact about a dtype is a field of its :class:`DType` entry in :data:`TABLE` (its safetensors tag, MLIR element
 type, whether ml_dtypes defines it, precision, default tolerances, ...): the lookup tables other modules use
-(:data:`BY_SAFETENSORS`, :data:`BY_MLIR`, :data:`NOT_IN_NPY`, ``verify.compare.TOLERANCES``, ...) are derived from
+(:data:`BY_SAFETENSORS`, :data:`BY_MLIR`, :data:`NOT_IN_NPY`, ``tolerance.TOLERANCES``, ...) are derived from
 it, so a new dtype is one entry (``tests/foundation/test_dtypes.py`` checks that no module spells such a table itself).
 
 Typed PRNG keys (``jax.random.key`` arrays) are element types too, of kind ``key``: their canonical name is JAX's
@@ -54,7 +54,7 @@ class DType:
     safe_floats: tuple[str, ...] = ()
     #: The type of a complex type's real and imaginary parts.
     part: str | None = None
-    #: Default ``(atol, rtol)`` when an output of this type is compared with a reference (``verify/compare.py``).
+    #: Default ``(atol, rtol)`` when an output of this type is compared with a reference (``jaxport/tolerance.py``).
     tolerance: tuple[float, float] = EXACT
     #: Default ``(atol, rtol)`` when two compilers' outputs are compared (``verify --runtime iree``).
     compiler_tolerance: tuple[float, float] = EXACT

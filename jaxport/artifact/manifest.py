@@ -364,7 +364,7 @@ def _arrays(fn: _Fields, key: str) -> list[Any]:
 
 def _ranges(inputs: list[Any]) -> None:
     """An input's optional ``range``: ``[LO, HI]``, the half-open range of its values, by the spec's rules
-    (``spec_values.input_range``); integer bounds for integer dtypes."""
+    (``spec.values.input_range``); integer bounds for integer dtypes."""
     for k, (a, rec) in enumerate(inputs):
         if not a.has("range"):
             continue

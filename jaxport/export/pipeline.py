@@ -53,7 +53,7 @@ def export(fn: Any, spec: Any, output: str | Path | None = None, request: Export
     ``model.py:NAME`` / ``package.module:NAME`` (relative to the current directory). A multi-function spec names
     each function's entry point itself (relative to the spec file); ``fn`` is then None, or the callable for the
     functions that name none. ``spec`` is a spec file's path, YAML text, a dict with the YAML's structure, a
-    ``jaxport.Spec`` or a ``ShapeSpec`` (see ``specbuild``). The request's options override the spec's.
+    ``jaxport.Spec`` or a ``ShapeSpec`` (see ``jaxport.spec.build``). The request's options override the spec's.
 
     ``request.bind`` maps a parameter name to a bound value, as ``--bind NAME=SOURCE`` does (see ``binding``: the
     spec need not list the parameter): a source string (a file relative to the current directory, or

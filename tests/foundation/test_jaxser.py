@@ -1,4 +1,4 @@
-"""jaxport.jaxser: JAX's ``Exported`` serialization read without JAX.
+"""jaxport.program.jaxser: JAX's ``Exported`` serialization read without JAX.
 
 Real serializations of the installed JAX are compared field by field with what ``jax.export.deserialize`` makes of
 the same bytes; serializations written with JAX's own generated flatbuffer builders stand in for older writers'
