@@ -38,9 +38,12 @@ def platform_option(f: F) -> F:
                         help="Target platform (cpu, cuda, rocm, tpu); repeat for several.")(f)
 
 
-def function_option(f: F) -> F:
-    return click.option("--function", "function", metavar="NAME",
-                        help="Function of the artifact to use when it holds several.")(f)
+def function_choice_option(help: str = "Function of the artifact to use when it holds several.") -> Callable[[F], F]:
+    """``--function NAME`` (as ``function``): which of the artifact's functions a command works on."""
+    return click.option("--function", "function", metavar="NAME", help=help)
+
+
+function_option = function_choice_option()
 
 
 def finite_float(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -97,10 +100,10 @@ def cache_dir_option(help: str = f"XLA compilation cache (default: {DEFAULT_CACH
     return click.option("--cache-dir", type=click.Path(file_okay=False), help=help)
 
 
-def allow_platform_mismatch_option(verb: str = "run") -> Callable[[F], F]:
+def allow_platform_mismatch_option(
+        help: str = "Try to run a function exported for other platforms than the local one.") -> Callable[[F], F]:
     """``--allow-platform-mismatch`` (as ``allow_platform_mismatch``)."""
-    return click.option("--allow-platform-mismatch", is_flag=True,
-                        help=f"Try to {verb} a function exported for other platforms than the local one.")
+    return click.option("--allow-platform-mismatch", is_flag=True, help=help)
 
 
 def expect_option(help: str) -> Callable[[F], F]:
@@ -128,17 +131,43 @@ lowering_custom_call_option = custom_call_option(
 
 # --- how to load: one option group, one record --------------------------------------------------------------------
 
+#: An option of a library record's field: (the field, its option, the parameter the option gives, how its value
+#: becomes the field's; None: as it is).
+RecordField = tuple[str, Callable[[F], F], str, Callable[[Any], Any] | None]
+
+
+def record_options(fields: tuple[RecordField, ...] | list[RecordField], build: Callable[..., Any],
+                   parameter: str) -> Callable[[F], F]:
+    """The options of ``fields``, in that order, which the command receives as one parameter, ``parameter``: the
+    library record ``build(**values)`` (as Polygraphy's argument groups build library objects), so that the command
+    names none of its options. A value the record refuses is a usage error (exit 2)."""
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            from .errors import usage_errors
+
+            values = {name: kwargs.pop(param) for name, _, param, _ in fields}
+            values.update({name: convert(values[name]) for name, _, _, convert in fields if convert is not None})
+            with usage_errors():
+                kwargs[parameter] = build(**values)
+            return f(*args, **kwargs)
+
+        decorated: F = command
+        for _, option, _, _ in reversed(fields):  # the first field's option is the first in --help
+            decorated = option(decorated)
+        return decorated
+
+    return decorate
+
+
 #: The command-line option of each ``LoadOptions`` field (``jaxport.run.options``): (field, option factory taking a
-#: help text or None for the default, the parameter the option gives, how its value becomes the field's).
-_LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, Callable[[Any], Any]], ...] = (
-    ("function", lambda h: click.option("--function", "function", metavar="NAME",
-                                        help=h or "Function of the artifact to use when it holds several."),
-     "function", lambda v: v),
+#: command's help text or None for the default, the parameter the option gives, how its value becomes the field's).
+_LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, Callable[[Any], Any] | None], ...] = (
+    ("function", lambda h: function_choice_option(h) if h else function_option, "function", None),
     ("runtime", lambda h: runtime_option(h or "Run with JAX (XLA) or with IREE's CPU backend (needs jaxport[iree])."),
-     "runtime_name", lambda v: v),
-    ("allow_platform_mismatch", lambda h: click.option(
-        "--allow-platform-mismatch", is_flag=True,
-        help=h or "Try to run a function exported for other platforms than the local one."),
+     "runtime_name", None),
+    ("allow_platform_mismatch", lambda h: allow_platform_mismatch_option(h) if h else allow_platform_mismatch_option(),
      "allow_platform_mismatch", bool),
     ("allow_custom_calls", lambda h: custom_call_option(h) if h else allow_custom_call_option,
      "allow_custom_calls", tuple),
@@ -146,44 +175,32 @@ _LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, C
         "--no-verify", is_flag=True,
         help=h or "Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact."),
      "no_verify", lambda v: not v),
-    ("cache_dir", lambda h: cache_dir_option(h) if h else cache_dir_option(), "cache_dir", lambda v: v),
+    ("cache_dir", lambda h: cache_dir_option(h) if h else cache_dir_option(), "cache_dir", None),
     ("cache", lambda h: click.option("--no-cache", is_flag=True,
                                      help=h or "Do not use the persistent compilation cache."),
      "no_cache", lambda v: not v),
 )
 
 
+def _load_record(**values: Any) -> Any:
+    from jaxport.run.options import LoadOptions
+
+    return LoadOptions(**values)
+
+
 def load_options(*, omit: tuple[str, ...] = (), help: dict[str, str] | None = None) -> Callable[[F], F]:
     """The options of how to load an artifact's function, which the command receives as one parameter ``load``, a
-    ``jaxport.run.options.LoadOptions`` (as Polygraphy's argument groups build library objects): ``--function``,
-    ``--runtime``, ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir`` and
-    ``--no-cache``, less the fields in ``omit`` (which keep their defaults), with a command's own ``help`` by
-    field. A field added to ``LoadOptions`` is added to ``_LOAD_OPTIONS`` and every command that loads takes it.
-    A value the record refuses is a usage error (exit 2)."""
+    ``jaxport.run.options.LoadOptions`` (:func:`record_options`): ``--function``, ``--runtime``,
+    ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir`` and ``--no-cache``, less
+    the fields in ``omit`` (which keep their defaults), with a command's own ``help`` by field. A field added to
+    ``LoadOptions`` is added to ``_LOAD_OPTIONS`` and every command that loads takes it."""
     texts = help or {}
     unknown = [name for name in (*omit, *texts) if name not in {entry[0] for entry in _LOAD_OPTIONS}]
     if unknown:
         raise ValueError(f"load_options: no load option {unknown[0]!r}")
-    kept = [entry for entry in _LOAD_OPTIONS if entry[0] not in omit]
-
-    def decorate(f: F) -> F:
-        @functools.wraps(f)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            from jaxport.errors import UsageError
-            from jaxport.run.options import LoadOptions
-
-            values = {name: convert(kwargs.pop(param)) for name, _, param, convert in kept}
-            try:
-                kwargs["load"] = LoadOptions(**values)
-            except UsageError as e:
-                raise click.UsageError(str(e)) from None
-            return f(*args, **kwargs)
-
-        for name, option, _, _ in reversed(kept):
-            command = option(texts.get(name))(command)
-        return command
-
-    return decorate
+    fields = [(name, option(texts.get(name)), param, convert)
+              for name, option, param, convert in _LOAD_OPTIONS if name not in omit]
+    return record_options(fields, _load_record, "load")
 
 
 # --- tolerances -----------------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ is declared in ``options``) and ``jaxport export`` takes it; the command itself 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,34 +15,32 @@ import click
 
 from .options import (
     F,
+    RecordField,
     bind_option,
     for_jax_option,
     lowering_custom_call_option,
     name_option,
     no_manifest_option,
     platform_option,
+    record_options,
     root_option,
     strip_locations_option,
     version_option,
 )
 
-#: An option of a request's field: (the field, the option, the parameter the option gives, how its value becomes
-#: the field's; None: as it is).
-RequestField = tuple[str, Callable[[F], F], str, Callable[[Any], Any] | None]
-
 #: The fields of ``jaxport.export.request.WriteOptions`` (every command that writes a program takes them) but
 #: ``name``, whose help each command words.
-_PLATFORMS: RequestField = ("platforms", platform_option, "platforms", lambda v: list(v) or None)
-_CUSTOM_CALLS: RequestField = ("allow_custom_calls", lowering_custom_call_option, "allow_custom_calls", tuple)
-_WRITING: tuple[RequestField, ...] = (
+_PLATFORMS: RecordField = ("platforms", platform_option, "platforms", lambda v: list(v) or None)
+_CUSTOM_CALLS: RecordField = ("allow_custom_calls", lowering_custom_call_option, "allow_custom_calls", tuple)
+_WRITING: tuple[RecordField, ...] = (
     ("version", version_option, "version", None),
     ("strip_locations", strip_locations_option, "strip_locations", bool),
     ("write_manifest", no_manifest_option, "no_manifest", lambda v: not v),
 )
-_FOR_JAX: RequestField = ("for_jax", for_jax_option, "for_jax", None)
+_FOR_JAX: RecordField = ("for_jax", for_jax_option, "for_jax", None)
 
 #: The options of ``jaxport.ExportRequest``'s fields, in ``export --help``'s order.
-EXPORT_REQUEST: tuple[RequestField, ...] = (
+EXPORT_REQUEST: tuple[RecordField, ...] = (
     _PLATFORMS, _CUSTOM_CALLS,
     ("name", name_option("; in a single-function export also the function's name when it is an identifier "
                          "(overrides the spec's name:)"), "name", None),
@@ -60,7 +57,7 @@ EXPORT_REQUEST: tuple[RequestField, ...] = (
 )
 
 #: The options of ``jaxport.ImportRequest``'s fields, in ``import --help``'s order.
-IMPORT_REQUEST: tuple[RequestField, ...] = (
+IMPORT_REQUEST: tuple[RecordField, ...] = (
     ("calling_convention", click.option(
         "--calling-convention", "calling_convention", type=int, metavar="N",
         help="JAX calling-convention version to record (default: the one this JAX's export writes)."),
@@ -75,27 +72,13 @@ IMPORT_REQUEST: tuple[RequestField, ...] = (
 )
 
 
-def request_options(record: str, fields: tuple[RequestField, ...]) -> Callable[[F], F]:
+def request_options(record: str, fields: tuple[RecordField, ...]) -> Callable[[F], F]:
     """The options of ``fields``, in that order, which the command receives as one parameter ``request``: the
-    public record ``jaxport.<record>`` built from them. A value the record refuses is a usage error (exit 2)."""
+    public record ``jaxport.<record>`` built from them (:func:`options.record_options`)."""
 
-    def decorate(f: F) -> F:
-        @functools.wraps(f)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            import jaxport
-            from jaxport.errors import UsageError
+    def build(**values: Any) -> Any:
+        import jaxport
 
-            values = {name: kwargs.pop(param) for name, _, param, _ in fields}
-            values.update({name: convert(values[name]) for name, _, _, convert in fields if convert is not None})
-            try:
-                kwargs["request"] = getattr(jaxport, record)(**values)
-            except UsageError as e:
-                raise click.UsageError(str(e)) from None
-            return f(*args, **kwargs)
+        return getattr(jaxport, record)(**values)
 
-        decorated: F = command
-        for _, option, _, _ in reversed(fields):  # the first field's option is the first in --help
-            decorated = option(decorated)
-        return decorated
-
-    return decorate
+    return record_options(fields, build, "request")

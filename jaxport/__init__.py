@@ -191,7 +191,7 @@ def _classes() -> dict[str, type]:
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked
 #: Public name -> the public name of the request whose fields the function's ``**options`` takes.
-_OPTIONS = {"export": "ExportRequest", "import_stablehlo": "ImportRequest"}
+_OPTIONS = {"export": "ExportRequest", "import_stablehlo": "ImportRequest", "verify_artifact": "VerifyRequest"}
 
 
 def _checked(name: str, fn: Any) -> Any:

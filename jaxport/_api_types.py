@@ -159,12 +159,17 @@ def check_fields(record: Any) -> None:
 
 
 def _with_options(signature: inspect.Signature, record: type) -> inspect.Signature:
-    """``signature`` with its ``**options`` parameter replaced by the fields of the dataclass ``record``, as
-    keyword-only parameters with the fields' defaults and annotations."""
+    """``signature`` with its ``**options`` parameter replaced by the fields of the dataclass ``record`` that it does
+    not name already, as keyword-only parameters with the fields' defaults and annotations (a field's ``takes``
+    metadata, when the keyword takes more than the field keeps), and, for a record that holds another whose fields it
+    takes by keyword too (``record.HOLDS``: ``run.options.holding_load_options``), that record's fields."""
     kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    fields = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-              for f in dataclasses.fields(record)]
-    return signature.replace(parameters=kept + fields)
+    named = {p.name for p in kept}
+    fields = [f for r in (record, getattr(record, "HOLDS", None)) if r is not None for f in dataclasses.fields(r)
+              if f.name not in named]
+    return signature.replace(parameters=kept + [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                          annotation=f.metadata.get("takes", f.type)) for f in fields])
 
 
 def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str, type]],

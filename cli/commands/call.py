@@ -101,10 +101,8 @@ def _request(artifact, values, options):
     command-line usage error (exit 2)."""
     from jaxport.run.calling import CallRequest
 
-    try:
+    with errors.usage_errors():
         return CallRequest(artifact, values=values, **{RENAMED.get(k, k): v for k, v in options.items()})
-    except UsageError as e:
-        raise click.UsageError(str(e)) from None
 
 
 def _given(ctx, name):

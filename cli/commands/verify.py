@@ -103,12 +103,9 @@ def command(artifact, spec_path, items, platforms, devices, as_json, debug, **op
 
 def _module_cache(load):
     """Where a runtime that compiles on its own (IREE) keeps its modules: beside JAX's compilation cache."""
-    if load.runs_on.cache_subdir is None:
-        return None
     from jaxport.run.cache import default_cache_dir
-    from jaxport.run.iree import iree_cache_dir
 
-    return iree_cache_dir(default_cache_dir())
+    return load.runs_on.modules_beside(default_cache_dir())
 
 
 def _with_progress(run):

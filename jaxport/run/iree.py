@@ -181,11 +181,3 @@ def _host_cpu() -> str:
     import platform
 
     return platform.processor() or platform.machine()
-
-
-def iree_cache_dir(jax_cache_dir: str | Path | None) -> Path | None:
-    """Where compiled IREE modules are kept: an ``iree`` directory beside JAX's compilation cache."""
-    if jax_cache_dir is None:
-        return None
-    path = Path(jax_cache_dir)
-    return path.with_name("iree") if path.name == "xla" else path / "iree"

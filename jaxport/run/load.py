@@ -196,12 +196,8 @@ def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: s
               defer_verify: bool = False) -> Loaded:
     """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record. ``cache_dir`` is JAX's compilation
     cache directory in use (``cache.compilation_cache``), beside which a runtime that compiles on its own keeps its
-    modules (``Runtime.cache_subdir``)."""
-    sub = options.runs_on.cache_subdir
-    own_cache = None
-    if sub is not None and cache_dir is not None:
-        base = Path(cache_dir)
-        own_cache = base.with_name(sub) if base.name == "xla" else base / sub
+    modules (``Runtime.modules_beside``)."""
     return load(path, options.function, allow_platform_mismatch=options.allow_platform_mismatch,
-                verify=options.verify_weights, runtime=options.runtime, cache_dir=own_cache,
+                verify=options.verify_weights, runtime=options.runtime,
+                cache_dir=options.runs_on.modules_beside(cache_dir),
                 allow_custom_calls=options.allow_custom_calls, defer_verify=defer_verify)

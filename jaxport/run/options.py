@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import UsageError
 
-__all__ = ["LOAD_FIELDS", "RUNTIMES", "LoadOptions", "Runtime", "holding_load_options", "runtime"]
+__all__ = ["LOAD_FIELDS", "RUNTIMES", "LoadOptions", "Runtime", "holding_load_options", "merged", "runtime"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,14 @@ class Runtime:
     serving: bool  # compiles shape buckets ahead and serves them (``jaxport serve``, the batch engines' adapters)
     platforms: tuple[str, ...] | None  # the platforms it runs on; None: JAX's own
     cache_subdir: str | None  # the compiled modules' directory beside JAX's compilation cache; None: JAX's cache
+
+    def modules_beside(self, jax_cache_dir: str | Path | None) -> Path | None:
+        """Where this runtime keeps the modules it compiles: a ``cache_subdir`` directory beside JAX's compilation
+        cache (``~/.cache/jaxport/xla`` -> ``~/.cache/jaxport/iree``); None for JAX's own, or without a cache."""
+        if self.cache_subdir is None or jax_cache_dir is None:
+            return None
+        path = Path(jax_cache_dir)
+        return path.with_name(self.cache_subdir) if path.name == "xla" else path / self.cache_subdir
 
 
 #: Every runtime, by name, in the order help texts list them.
@@ -74,7 +82,8 @@ class LoadOptions:
     function: str | None = None
     runtime: str = "jax"
     allow_platform_mismatch: bool = False
-    allow_custom_calls: tuple[str, ...] = ()
+    #: kept as a tuple; the keyword takes any iterable of targets, or None (``takes``: what argument checks read)
+    allow_custom_calls: tuple[str, ...] = field(default=(), metadata={"takes": "Iterable[str] | None"})
     verify_weights: bool = True
     cache_dir: str | Path | None = None
     cache: bool = True
@@ -95,21 +104,27 @@ LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(LoadOptions))
 T = TypeVar("T")
 
 
+def merged(load: LoadOptions | None, fields: Mapping[str, Any]) -> LoadOptions:
+    """``load`` (default: ``LoadOptions()``) with ``fields`` replaced: what a holder of the record was given as
+    ``load=`` and as keywords. A ``load`` that is no ``LoadOptions`` is a ``UsageError``."""
+    if load is not None and not isinstance(load, LoadOptions):
+        raise UsageError(f"load must be a jaxport.LoadOptions, not {type(load).__name__}.")
+    options = load or LoadOptions()
+    return dataclasses.replace(options, **fields) if fields else options
+
+
 def holding_load_options(cls: type[T]) -> type[T]:
     """Decorate a frozen dataclass with a field ``load: LoadOptions``: its constructor takes the fields of
     :class:`LoadOptions` by keyword too (merged into ``load``), and reads them as attributes (``request.runtime``
-    is ``request.load.runtime``)."""
+    is ``request.load.runtime``). ``cls.HOLDS`` names the record, for the public functions' argument checks
+    (``jaxport._api_types``), which take its fields as the function's keywords."""
     if "load" not in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
         raise TypeError(f"{cls.__name__} has no field 'load' to hold LoadOptions in")
     made: Callable[..., None] = cls.__init__  # type: ignore[misc]
 
     @functools.wraps(made)
     def __init__(self: Any, *args: Any, load: LoadOptions | None = None, **kwargs: Any) -> None:
-        given = {k: kwargs.pop(k) for k in LOAD_FIELDS if k in kwargs}
-        if load is not None and not isinstance(load, LoadOptions):
-            raise UsageError(f"load must be a jaxport.LoadOptions, not {type(load).__name__}.")
-        options = load or LoadOptions()
-        made(self, *args, load=dataclasses.replace(options, **given) if given else options, **kwargs)
+        made(self, *args, load=merged(load, {k: kwargs.pop(k) for k in LOAD_FIELDS if k in kwargs}), **kwargs)
 
     def __getattr__(self: Any, name: str) -> Any:
         if name in LOAD_FIELDS:
@@ -117,5 +132,6 @@ def holding_load_options(cls: type[T]) -> type[T]:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.HOLDS = LoadOptions  # type: ignore[attr-defined]  # what the facade's argument checks expand (_api_types)
     cls.__getattr__ = __getattr__  # type: ignore[attr-defined]
     return cls

@@ -11,7 +11,6 @@ compiles every shape bucket ahead, which only a runtime with the ``serving`` cap
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,20 +21,17 @@ from ..run.cache import compilation_cache
 from ..run.load import load_with
 from ..run.loaded import Loaded
 from ..run.options import LOAD_FIELDS, RUNTIMES, LoadOptions
+from ..run.options import merged as with_fields
 
 
 def merged(load: LoadOptions | None, given: Mapping[str, Any], where: str) -> LoadOptions:
     """``load`` (default: ``LoadOptions()``) with the fields given by keyword that are not None (None: not given,
-    as the keywords' defaults are); a keyword that is no field is a ``TypeError`` naming ``where``, as Python's
-    own."""
+    as the keywords' defaults are; ``run.options.merged``); a keyword that is no field is a ``TypeError`` naming
+    ``where``, as Python's own."""
     unknown = [k for k in given if k not in LOAD_FIELDS]
     if unknown:
         raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}")
-    if load is not None and not isinstance(load, LoadOptions):
-        raise UsageError(f"load must be a jaxport.LoadOptions, not {type(load).__name__}.")
-    options = load or LoadOptions()
-    chosen = {k: v for k, v in given.items() if v is not None}
-    return dataclasses.replace(options, **chosen) if chosen else options
+    return with_fields(load, {k: v for k, v in given.items() if v is not None})
 
 
 def check_serving(options: LoadOptions) -> None:

@@ -33,7 +33,6 @@ Everything here imports JAX only when it runs something.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from ..export.entrypoint import in_memory_values
 from ..program.checks import caller_allowances
 from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
-from ..run.options import RUNTIMES, LoadOptions
+from ..run.options import RUNTIMES
 from ..spec import ShapeSpec, as_shape_spec, like_values, load_spec
 from ..tolerance import OutputResult, compare
 from . import recorded
@@ -94,25 +93,6 @@ def _request(artifact: str | Path | VerifyRequest, against: str | None, spec: An
         return VerifyRequest(artifact, against, spec, **options)
     given: dict[str, Any] = {k: v for k, v in (("against", against), ("spec", spec)) if v is not None}
     return dataclasses.replace(artifact, **given, **options)
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature:
-    """``fn``'s signature with its ``**options`` spelled out as the request's fields, keyword-only, the load options
-    among them: what ``help()`` shows and the facade's argument checks read (``jaxport._api_types``), which then
-    refuse a keyword that is no option and an option of a type it does not take."""
-    own = inspect.signature(fn)
-    named = set(own.parameters)
-    fields = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, default=None if p.name == "load" else p.default)
-              for p in inspect.signature(VerifyRequest).parameters.values() if p.name not in named]
-    loads = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=_WIDER.get(p.name, p.annotation))
-             for p in inspect.signature(LoadOptions).parameters.values()]
-    kept = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    return own.replace(parameters=[*kept, *fields, *loads])
-
-
-#: The load options whose keyword takes more than the record keeps: any iterable of targets (or none), kept as a tuple.
-_WIDER = {"allow_custom_calls": "Iterable[str] | None"}
-verify.__signature__ = _signature(verify)  # type: ignore[attr-defined]
 
 
 @dataclass

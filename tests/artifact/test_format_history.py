@@ -54,7 +54,7 @@ def test_every_recorded_version_has_its_history_line():
     assert doc.startswith(f"# The jaxport artifact format, version {manifest.FORMAT_VERSION}\n")
 
 
-def test_an_artifact_is_labelled_with_the_oldest_version_its_fields_need(tmp_path):
+def test_an_artifact_is_labelled_with_the_oldest_version_its_fields_need():
     plain = model.Producer("0.1.0", "0.12.0", "0.12.0")
     m = model.Manifest("1.1", plain, {}, {}, model.Metadata(), None, None, "jaxport")
     assert manifest.written_version(m) == "1.0"
