@@ -31,6 +31,9 @@ class ArrayLeaf:
     #: The values the input takes, half-open ``[LO, HI)`` (``input_range``); a bound of an integer input may be a
     #: dimension expression (``nodes``); None: not declared.
     range: tuple[int | float | str, int | float | str] | None = None
+    #: Traced weakly typed, as ``jax.jit`` traces a Python number (a ``like:`` value's ``int``/``float`` leaf), so
+    #: that it takes the other operand's dtype (``w * lr`` stays bfloat16); the artifact records the dtype alone.
+    weak: bool = False
 
     def shape_text(self) -> str:
         return ", ".join(str(d) for d in self.shape)
