@@ -20,15 +20,32 @@ SUBPACKAGES = ["jaxport", "jaxport/spec", "jaxport/program", "jaxport/isolation"
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> tuple[Path, str]:
+    """The wheel, and what building it printed."""
     out = tmp_path_factory.mktemp("wheel")
     build = tmp_path_factory.mktemp("build")
     shutil.copytree(REPO, build / "src", ignore=shutil.ignore_patterns(".venv*", ".git", "build", "*.egg-info",
                                                                          "__pycache__", ".pytest_cache"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
-                    str(out), str(build / "src")], check=True, capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+                          str(out), str(build / "src")], check=True, capture_output=True, text=True)
     (whl,) = out.glob("jaxport-*.whl")
-    return whl
+    return whl, res.stdout + res.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built) -> Path:
+    return built[0]
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_spdx_license_and_builds_without_deprecation_warnings(built):
+    whl, output = built
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+        metadata = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "deprecat" not in output.lower(), output
 
 
 @pytest.fixture(scope="module")
