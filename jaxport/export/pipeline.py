@@ -6,12 +6,14 @@ Each stage lives in its own module; this one runs them in order and decides name
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._text import human_bytes
+from ..artifact import typed
 from ..artifact.model import Function, Source, replace
 from ..errors import ExportError, SpecError
 from ..program.checks import check_custom_calls, check_effects
@@ -112,6 +114,9 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, request: Export
         check_effects(low.exported, entry.spec, fname)
         progress(f"serializing {fname}")
         payloads[payload_name] = _serialized(low.exported, order, entry, fname, request.strip_locations)
+        if low.returned is not None and low.returned.treedef is not None:
+            typed.remember(hashlib.sha256(payloads[payload_name]).hexdigest(), low.returned.treedef,
+                           low.returned.order)
         functions[fname] = build_function_entry(low, spec, recorded, payload_name, settled.allowed, vjp_order=order)
         all_tensors.extend(low.tensors)
         warnings += _function_warnings(fname, low, functions[fname])
@@ -196,7 +201,9 @@ def _function_warnings(fname: str, low: lower.Lowered, entry: Function) -> list[
         warnings.append(
             f"function {fname!r} embeds {human_bytes(total)} of constants in its program (largest: "
             f"{largest.type}, {human_bytes(largest.bytes or 0)}{at}). Closed-over arrays bloat the artifact and "
-            f"slow export: pass them as arguments instead.")
+            f"slow export: make them arguments of the function and bind them (--bind NAME=params.npz, or "
+            f"'bind: params.npz' in the spec), which stores them beside the program (README, \"Weights beside the "
+            f"program\").")
     return warnings
 
 

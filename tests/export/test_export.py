@@ -204,7 +204,9 @@ def test_large_constants_warn_with_size_and_location(make_artifact, tmp_path):
     result = jaxport.export("model.py:f", "spec.yaml", output=tmp_path / "w.jaxport")
     assert result.warnings == [
         "function 'f' embeds 2.1 MB of constants in its program (largest: tensor<1024x512xf32>, 2.1 MB). "
-        "Closed-over arrays bloat the artifact and slow export: pass them as arguments instead."]
+        "Closed-over arrays bloat the artifact and slow export: make them arguments of the function and bind them "
+        "(--bind NAME=params.npz, or 'bind: params.npz' in the spec), which stores them beside the program (README, "
+        "\"Weights beside the program\")."]
 
 
 def test_user_error_while_tracing_shows_user_frame(make_artifact):
