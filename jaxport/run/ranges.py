@@ -54,10 +54,25 @@ def float_limit(dtype: str) -> float:
     return float(info.max)
 
 
+class _AtTheseSizes(Exception):
+    """A range from dimension expressions that does not hold at the dimension values it was evaluated at."""
+
+
 def check_range(inp: Input, value: Any, where: str, error: Error = UsageError) -> Range:
     """The range ``value`` (``[LO, HI]``) of the manifest input ``inp``, checked against its dtype (see the module
-    docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``."""
+    docstring); integer bounds come back as ``int``. ``where`` starts the message of ``error``. A :class:`Resolved`
+    range that does not hold (empty, or leaving the dtype) is refused with a ``UsageError`` whatever ``error`` is:
+    its expressions are valid, and the call's dimension values are what it does not hold at (export refuses a range
+    that fails at a corner of the dimension bounds; one from an older artifact, or a ``--range``, may fail
+    between)."""
     name, dtype = inp.name, inp.dtype
+    if isinstance(value, Resolved) and not any(isinstance(v, str) for v in value):
+        try:
+            return check_range(inp, tuple(value), f"[{value.given[0]}, {value.given[1]}] evaluated at {value.at}",
+                               _AtTheseSizes)
+        except _AtTheseSizes as e:
+            raise UsageError(f"{where}: {e} Call it at other dimension values (--dim NAME=VALUE), or give the "
+                             f"input's values with --range {name}=LO:HI.") from None
     if isinstance(value, (list, tuple)) and len(value) == 2 and any(isinstance(v, str) for v in value):
         return check_expression_range(inp, value, where, error)
     if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_number(v) for v in value):
@@ -123,20 +138,36 @@ def check_expression_range(inp: Input, value: Any, where: str, error: Error = Us
     return value[0], value[1]
 
 
+class Resolved(tuple[Any, ...]):
+    """A range ``(LO, HI)`` evaluated from dimension expressions (:func:`resolved`), which remembers them: ``given``,
+    the bounds as written, and ``at``, the dimension values they were evaluated at (``n=40, k=3``)."""
+
+    given: tuple[Any, ...]
+    at: str
+
+    def __new__(cls, bounds: list[Any], given: tuple[Any, ...], at: str) -> Resolved:
+        out = super().__new__(cls, bounds)
+        out.given, out.at = given, at
+        return out
+
+
 def resolved(value: Any, dims: Mapping[str, int]) -> Any:
-    """``value`` (``[LO, HI]``) with each bound that is a dimension expression evaluated at ``dims``; the
-    expression as it is when ``dims`` lacks one of its variables (the range's check then says so)."""
+    """``value`` (``[LO, HI]``) with each bound that is a dimension expression evaluated at ``dims``, as a
+    :class:`Resolved`; the expression as it is when ``dims`` lacks one of its variables (the range's check then says
+    so)."""
     if not isinstance(value, (list, tuple)) or not any(isinstance(v, str) for v in value):
         return value
-    out = []
+    out, named = [], set()
     for bound in value:
         if isinstance(bound, str):
             try:
-                bound = dimexpr.evaluate(dimexpr.parse(bound), dict(dims))
+                expr = dimexpr.parse(bound)
+                named |= dimexpr.variables(expr)
+                bound = dimexpr.evaluate(expr, dict(dims))
             except dimexpr.DimExprError:
                 pass
         out.append(bound)
-    return tuple(out)
+    return Resolved(out, tuple(value), ", ".join(f"{v}={dims[v]}" for v in sorted(named) if v in dims))
 
 
 def check_ranges(fn: Function, ranges: Mapping[str, Any] | None, where: str = "--range"

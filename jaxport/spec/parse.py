@@ -25,7 +25,15 @@ from ..sharding import indivisible, parse_mesh, parse_partition_spec
 from . import outputs
 from .like import LIKE_KEYS, parse_like
 from .model import ArrayLeaf, BindLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, StaticLeaf, Where
-from .values import check_artifact_name, check_function_name, check_platform, parse_range, suggest
+from .values import (
+    check_artifact_name,
+    check_corners,
+    check_function_name,
+    check_platform,
+    closest,
+    parse_range,
+    suggest,
+)
 
 #: Spec format versions this release reads. History:
 #: 1 (2026-11-29): first version.
@@ -98,6 +106,8 @@ class _Parser:
         self.expressions: list[tuple[dimexpr.Expr | dimexpr.Constraint, str, int]] = []
         #: The dimension variables that ranges name (``range: [0, nodes]``), checked once every shape is read.
         self.range_variables: list[tuple[str, str, int]] = []
+        #: The ranges whose bounds are dimension expressions, checked at the corners of the bounds at the end.
+        self.dimension_ranges: list[tuple[tuple[Any, Any], str, str, int]] = []
         #: The spec's device mesh, read before the arguments (their shardings name its axes).
         self.mesh: dict[str, int] | None = None
 
@@ -237,6 +247,8 @@ class _Parser:
         except ValueError as e:
             raise self.fail(line, f"{path}.range: {e}.") from None
         self.range_variables.extend((v, f"{path}.range", line) for v in names)
+        if names:
+            self.dimension_ranges.append((bounds, dtype, f"{path}.range", line))
         return bounds
 
     def partition_spec(self, raw: Any, rank: int | None, path: str, line: int) -> tuple[Any, ...]:
@@ -303,6 +315,18 @@ def _check_ranges(p: _Parser, dims: dict[str, DimVar]) -> None:
             dimexpr.check_ranges(expr, bounds)
         except dimexpr.DimExprError as e:
             raise p.fail(line, f"{here}: {e}. Change the expression, or the bounds under 'dims'.") from None
+
+
+def _check_range_corners(p: _Parser, dims: dict[str, DimVar]) -> None:
+    """No range whose bounds are dimension expressions is empty, or leaves its dtype, at a corner of the bounds that
+    the spec's constraints allow (``values.check_corners``)."""
+    bounds = {name: (1 if d.min is None else d.min, d.max) for name, d in dims.items()}
+    constraints = [e for e, _, _ in p.expressions if isinstance(e, dimexpr.Constraint)]
+    for given, dtype, here, line in p.dimension_ranges:
+        try:
+            check_corners(given, dtype, bounds, constraints)
+        except ValueError as e:
+            raise p.fail(line, f"{here}: {e}. Change the range, or the bounds under 'dims'.") from None
 
 
 def _int_bound(bounds: Map, key: str, var: str, p: _Parser) -> int | None:
@@ -428,6 +452,16 @@ def _check_variables(p: _Parser, dims: dict[str, DimVar]) -> None:
         if v not in p.used_vars:
             raise p.fail(line, f"{here}: {v!r} is not a dimension of any argument's shape; a range may name only "
                                f"those.{suggest(v, sorted(p.used_vars))}")
+    unused = [name for name in dims if name not in p.used_vars]
+    undeclared = [v for v in p.used_vars if v not in dims]
+    for name in unused:  # a misspelt use (f32[bacth]) leaves the declared name unused: report the use
+        typo = closest(name, undeclared)
+        if typo is not None:
+            here, line = next((h, at) for e, h, at in p.expressions
+                              if isinstance(e, dimexpr.Expr) and typo in dimexpr.variables(e))
+            raise p.fail(line, f"{here}: dimension variable {typo!r} is not declared under 'dims'. Did you mean "
+                               f"{name!r}? (dims[{name!r}] at line {dims[name].where.line} is used by no argument "
+                               f"shape.)")
     for name, d in dims.items():
         if name not in p.used_vars:
             raise p.fail(d.where.line, f"dims[{name!r}] is declared but no argument shape uses it; JAX can only "
@@ -505,6 +539,7 @@ def parse_spec(text: str, file: str = "<spec>", base_dir: Path | None = None) ->
     constraints = _constraints(p, raw, dims)
     _check_ranges(p, dims)
     _check_variables(p, dims)
+    _check_range_corners(p, dims)
     return ShapeSpec(file, version, dims, constraints, functions, _platforms(p, raw), _allow_custom_calls(p, raw),
                      _metadata(p, raw), base_dir, p.mesh, vjp_order, hashlib.sha256(text.encode("utf-8")).hexdigest(),
                      function_name)

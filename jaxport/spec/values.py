@@ -15,18 +15,25 @@ from ..errors import SpecError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
-    """`` Did you mean 'X'?`` for the choice closest to ``word``, or an empty string."""
+def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
+    """The choice closest to ``word`` (a likely misspelling of it), or None."""
     import difflib  # only for messages: not imported when a manifest is read
 
     close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    return close[0] if close else None
+
+
+def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` Did you mean 'X'?`` for the choice closest to ``word``, or an empty string."""
+    close = closest(word, choices)
+    return f" Did you mean {close!r}?" if close else ""
 
 
 def _number_text(x: Any) -> str:
@@ -68,6 +75,52 @@ def dimension_range(lo: Any, hi: Any, dtype: str) -> tuple[tuple[int | str, int 
         else:
             raise ValueError(f"{name} must be an integer or a dimension expression such as 'nodes', found {x!r}")
     return (out[0], out[1]), names
+
+
+#: The size a dimension variable without a ``max`` is taken at when a range naming it is checked at export: the
+#: largest axis an int32 index addresses. A range that fits only below it needs a ``max`` under ``dims``.
+UNBOUNDED_DIMENSION = (1 << 31) - 1
+#: The most dimension variables one range may name (its corners are checked one by one: 2**N of them).
+MAX_RANGE_VARIABLES = 8
+
+
+def check_corners(bounds: tuple[Any, Any], dtype: str, dims: Mapping[str, tuple[int, int | None]],
+                  constraints: Sequence[dimexpr.Constraint] = ()) -> None:
+    """Refuse a dimension-dependent range (``dimension_range``'s bounds) that is empty or leaves ``dtype`` at some
+    corner of the dimension bounds: every variable it names at its min and its max (``dims``: ``var -> (min, max or
+    None)``, a variable not listed is at least 1; one without a max is taken at :data:`UNBOUNDED_DIMENSION`), each
+    corner where one of ``constraints`` fails left out. Raises ValueError naming the corner (no trailing period)."""
+    import itertools
+
+    exprs = [dimexpr.parse(b) if isinstance(b, str) else None for b in bounds]
+    names = sorted({v for e in exprs if e is not None for v in dimexpr.variables(e)})
+    shown = f"[{bounds[0]}, {bounds[1]}]"
+    if len(names) > MAX_RANGE_VARIABLES:
+        raise ValueError(f"{shown} names {len(names)} dimension variables; a range may name at most "
+                         f"{MAX_RANGE_VARIABLES}")
+    ends = []
+    for v in names:
+        least, most = dims.get(v, (1, None))
+        ends.append(sorted({least, UNBOUNDED_DIMENSION if most is None else most}))
+    for values in itertools.product(*ends):
+        env = dict(zip(names, values))
+        try:
+            if not all(c.holds(env) for c in constraints if c.variables() <= env.keys()):
+                continue
+        except dimexpr.DimExprError:
+            continue
+        unbounded = [v for v in names if dims.get(v, (1, None))[1] is None and env[v] == UNBOUNDED_DIMENSION]
+        corner = ", ".join(f"{v}={env[v]}" for v in names) + " (a corner of the dimension bounds" + (
+            f"; {', '.join(unbounded)} {'has' if len(unbounded) == 1 else 'have'} no max under 'dims', so "
+            f"{'it is' if len(unbounded) == 1 else 'they are'} taken as 2**31 - 1" if unbounded else "") + ")"
+        try:
+            lo, hi = (dimexpr.evaluate(e, env) if e is not None else b for e, b in zip(exprs, bounds))
+        except dimexpr.DimExprError as e:
+            raise ValueError(f"{shown} at {corner}: {e}") from None
+        try:
+            input_range(lo, hi, dtype)
+        except ValueError as e:
+            raise ValueError(f"{shown} is [{_number_text(lo)}, {_number_text(hi)}) at {corner}: {e}") from None
 
 
 def input_range(lo: Any, hi: Any, dtype: str) -> tuple[int | float, int | float]:
