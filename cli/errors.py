@@ -32,6 +32,7 @@ EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
     (errors.VerificationError, 12),
     (errors.DiffError, 13),
     (errors.PolicyViolation, 14),
+    (errors.SignatureError, 14),
     (errors.PolicyFileError, 2),
     (errors.UsageError, 2),
 ]

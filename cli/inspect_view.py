@@ -15,11 +15,30 @@ from . import render
 from .render import plain
 
 
-def document(art, function: str | None) -> render.Document:
-    """The human view of an open, verified artifact (``function``: only that one)."""
+def document(art, function: str | None, bundle_path=None, verified=None) -> render.Document:
+    """The human view of an open, verified artifact (``function``: only that one); its signature line describes the
+    bundle at ``bundle_path`` (default: ``ARTIFACT.sig``), or ``verified``, the signature check that passed."""
     from jaxport.artifact.manifest import function_names
 
-    return _render(art, function_names(art.model, function))
+    return _render(art, function_names(art.model, function), bundle_path, verified)
+
+
+def signature_line(art, bundle_path=None, verified=None) -> str:
+    """Whether a signature sits beside the artifact and by whom, unverified unless ``verified`` is given."""
+    from jaxport.artifact.signature import describe
+
+    if verified is not None:
+        return f"  signature: {plain(str(verified.signature))}: verified, {verified.method}" \
+               + (f" {verified.key_id[:16]}" if verified.key_id else "") + f" ({plain(verified.signer)})"
+    found = describe(art.path, bundle_path)
+    if found is None:
+        return "  signature: none beside it (jaxport sign signs it)"
+    if isinstance(found, str):
+        return f"  signature: {plain(found)}"
+    name = art.path.name
+    signs = "" if found.subject == name else f", for a file named {plain(repr(found.subject))}, not this one"
+    return (f"  signature: {plain(str(found.path))}, signed by {plain(found.signer_text())}{signs}; not verified "
+            f"(jaxport check ARTIFACT --signature-key PUBLIC.pem verifies it)")
 
 
 def output(artifact: str, as_json: bool, function: str | None) -> str | None:
@@ -62,7 +81,7 @@ def _printable(node):
     return node
 
 
-def _render(art, names) -> render.Document:
+def _render(art, names, bundle_path=None, verified=None) -> render.Document:
     from jaxport.artifact.compat import reach, serializer_version, window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
 
@@ -83,6 +102,7 @@ def _render(art, names) -> render.Document:
     written = f"written by jax {prod.jax} for" if prod.for_jax else "written with"
     out.line(f"  compatibility: {window(serializer_version(prod)).sentence(written=written)}")
     out.line(f"  reach: {reach(prod, [f.stablehlo_version for f in m.functions.values()]).sentence()}")
+    out.line(signature_line(art, bundle_path, verified))
     for fname in names:
         f = m.functions[fname]
         out.line()

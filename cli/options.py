@@ -129,6 +129,29 @@ lowering_custom_call_option = custom_call_option(
     "Allow a custom-call target JAX does not guarantee stable; repeatable.")
 
 
+# --- signatures (model signing) --------------------------------------------------------------------------------------
+
+def signature_path_option(help: str = "Where the artifact's signature bundle is (default: ARTIFACT.sig beside it)."
+                          ) -> Callable[[F], F]:
+    """``--signature PATH`` (as ``signature_path``): the model-signing bundle of the artifact."""
+    return click.option("--signature", "signature_path", type=click.Path(), metavar="PATH", help=help)
+
+
+def require_signature_option(
+        help: str = "Run the artifact only if it carries a signature (model signing, ARTIFACT.sig) by this trusted "
+                    "public key (PEM; or a CA certificate, for certificate-signed bundles), checked before anything "
+                    "reads it (exit 14 otherwise); repeatable: any one of them.") -> Callable[[F], F]:
+    """``--require-signature PUBLIC.pem`` (repeatable, as ``require_signature``): the trusted signers' keys."""
+    return click.option("--require-signature", "require_signature", multiple=True, type=click.Path(),
+                        metavar="PUBLIC.pem", help=help)
+
+
+def signature_key_option(help: str) -> Callable[[F], F]:
+    """``--signature-key PUBLIC.pem`` (repeatable, as ``signature_keys``): keys a signature is verified with."""
+    return click.option("--signature-key", "signature_keys", multiple=True, type=click.Path(), metavar="PUBLIC.pem",
+                        help=help)
+
+
 # --- how to load: one option group, one record --------------------------------------------------------------------
 
 #: An option of a library record's field: (the field, its option, the parameter the option gives, how its value
@@ -179,6 +202,11 @@ _LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, C
     ("cache", lambda h: click.option("--no-cache", is_flag=True,
                                      help=h or "Do not use the persistent compilation cache."),
      "no_cache", lambda v: not v),
+    ("require_signature", lambda h: require_signature_option(h) if h else require_signature_option(),
+     "require_signature", tuple),
+    ("signature", lambda h: signature_path_option(h) if h else signature_path_option(
+        "With --require-signature: where the signature bundle is (default: ARTIFACT.sig beside it)."),
+     "signature_path", None),
 )
 
 
@@ -191,7 +219,8 @@ def _load_record(**values: Any) -> Any:
 def load_options(*, omit: tuple[str, ...] = (), help: dict[str, str] | None = None) -> Callable[[F], F]:
     """The options of how to load an artifact's function, which the command receives as one parameter ``load``, a
     ``jaxport.run.options.LoadOptions`` (:func:`record_options`): ``--function``, ``--runtime``,
-    ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir`` and ``--no-cache``, less
+    ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir``, ``--no-cache``,
+    ``--require-signature`` and ``--signature``, less
     the fields in ``omit`` (which keep their defaults), with a command's own ``help`` by field. A field added to
     ``LoadOptions`` is added to ``_LOAD_OPTIONS`` and every command that loads takes it."""
     texts = help or {}

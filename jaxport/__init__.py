@@ -30,6 +30,7 @@ from .errors import (
     PolicyError,
     PolicyFileError,
     PolicyViolation,
+    SignatureError,
     SpecError,
     UsageError,
     VerificationError,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from .artifact.diff import compare_manifests
     from .artifact.diff import diff as diff_artifacts
     from .artifact.policy import check, load_policy
+    from .artifact.signature import verify_signature
+    from .artifact.signing import sign
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
     from .export.request import ExportRequest
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from .run.loaded import Loaded
     from .run.options import LoadOptions
     from .run.report import ReferenceMismatch
+    from .run.treefiles import save_inputs
     from .spec.build import Like, Spec, like
     from .spec.model import ShapeSpec
     from .spec.parse import load_spec, parse_spec
@@ -85,6 +89,7 @@ __all__ = [
     "PolicyViolation",
     "ReferenceMismatch",
     "ShapeSpec",
+    "SignatureError",
     "Spec",
     "SpecError",
     "UsageError",
@@ -105,8 +110,10 @@ __all__ = [
     "open_artifact",
     "parse_spec",
     "rebind",
+    "sign",
     "upgrade",
     "verify_artifact",
+    "verify_signature",
 ]
 
 
@@ -137,7 +144,10 @@ _LAZY = {
     "compile_artifact": ("jaxport.run.deploy", "compile_artifact"),
     "import_stablehlo": ("jaxport.importer", "import_stablehlo"),
     "rebind": ("jaxport.export.rebind", "rebind"),
+    "save_inputs": ("jaxport.run.treefiles", "save_inputs"),
     "upgrade": ("jaxport.verify.upgrade", "upgrade"),
+    "sign": ("jaxport.artifact.signing", "sign"),
+    "verify_signature": ("jaxport.artifact.signature", "verify_signature"),
 }
 
 

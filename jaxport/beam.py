@@ -33,6 +33,7 @@ from apache_beam.ml.inference import base
 from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .errors import InputError, UsageError
+from .run.load import check_signature
 from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound
@@ -92,6 +93,7 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
         else:
             raise UsageError(f"the artifact is a path, a URL or its bytes, not {type(artifact).__name__}.")
         self.dims = dict(dims or {})
+        check_signature(local, self.load)  # before the artifact is read
         manifest = open_artifact(local).model
         names = function_names(manifest, self.load.function)
         if len(names) > 1:

@@ -99,6 +99,13 @@ class PolicyViolation(JaxportError):
     kind = "violation"
 
 
+class SignatureError(JaxportError):
+    """A signature an artifact must have is missing or unreadable, by a signer not trusted, or not of this file
+    (``jaxport check --signature-key``, ``--require-signature``, ``jaxport.load(require_signature=...)``)."""
+
+    kind = "signature"
+
+
 class PolicyFileError(UsageError):
     """The policy file of ``jaxport check`` is malformed (YAML, unknown keys, wrong types)."""
 

@@ -42,6 +42,7 @@ from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .artifact.model import Output
 from .errors import InputError, UsageError
+from .run.load import check_signature
 from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound, keep_file
@@ -138,6 +139,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     check_serving(options)
     given_bytes = isinstance(artifact, (bytes, bytearray, memoryview))
     local = artifact_path(artifact)
+    check_signature(local, options)  # before the artifact is read
     manifest = open_artifact(local).model
     names = function_names(manifest, options.function)
     if len(names) > 1:

@@ -18,5 +18,6 @@ COMMANDS = {
     "upgrade": ("jaxport_cli.commands.upgrade", "Re-serialize an artifact with this JAX (or for an older one), "
                                                 "checked to compute the same."),
     "warmup": ("jaxport_cli.commands.warmup", "Check and compile an artifact ahead for given shapes, into the cache."),
+    "sign": ("jaxport_cli.commands.sign", "Sign an artifact (OpenSSF model signing): write ARTIFACT.sig beside it."),
     "serve": ("jaxport_cli.commands.serve", "Serve artifacts over the Open Inference Protocol (v2): REST and gRPC."),
 }

@@ -7,7 +7,7 @@ import click
 from jaxport.frontend import plural
 
 from .. import errors, render
-from ..options import debug_option, json_option
+from ..options import debug_option, json_option, signature_key_option, signature_path_option
 from ..render import escape, plain
 
 
@@ -26,9 +26,14 @@ from ..render import escape, plain
                    "payloads (5 years; rule min_reach_days; overrides the policy's).")
 @click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
               help="Deprecated: the old name of --max-producer-age, which it now sets.")
+@signature_key_option("Require a signature (model signing, ARTIFACT.sig) by this trusted public key (PEM; or a CA "
+                      "certificate), checked before anything else (rule signature); repeatable: any one of them. "
+                      "Overrides the keys of the policy's signature section.")
+@signature_path_option("Where the artifact's signature bundle is (default: ARTIFACT.sig beside it).")
 @json_option
 @debug_option
-def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_days, max_age, as_json, debug):
+def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_days, max_age, signature_keys,
+            signature_path, as_json, debug):
     """Check an artifact against a policy (platforms, custom calls, ..., the age of its JAX).
 
     Every rule of the policy is checked and every violation listed; exits with 14 when there is one. Reads the
@@ -39,17 +44,20 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
     Examples:
       jaxport check mlp.jaxport --policy examples/ci/policy.yaml
       jaxport check mlp.jaxport --max-producer-age 60 --json
+      jaxport check mlp.jaxport --signature-key ci-signing.pub
     """
 
     def body():
+        from pathlib import Path
+
         from jaxport.artifact.age import DEPRECATED_MAX_AGE, PRODUCER_AGE
         from jaxport.artifact.policy import Policy, check, load_policy
         from jaxport.errors import PolicyViolation
 
         if policy_path is None and max_producer_age is None and min_days_left is None and max_age is None \
-                and min_reach_days is None:
+                and min_reach_days is None and not signature_keys:
             raise click.UsageError("give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left "
-                                   "DAYS / --min-reach-days DAYS.")
+                                   "DAYS / --min-reach-days DAYS / --signature-key PUBLIC.pem.")
         if max_age is not None and max_producer_age is not None:
             raise click.UsageError("--max-age is the deprecated name of --max-producer-age; give only "
                                    "--max-producer-age.")
@@ -64,7 +72,15 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
             policy.min_days_left = min_days_left
         if min_reach_days is not None:
             policy.min_reach_days = min_reach_days
-        report = check(artifact, policy)
+        if signature_keys:
+            from jaxport.artifact.signature import Trust
+
+            given = policy.signature.identities if policy.signature is not None else ()
+            policy.signature = Trust(tuple(map(Path, signature_keys)), given, source="--signature-key")
+        elif signature_path is not None and policy.signature is None:
+            raise click.UsageError("--signature names the bundle to check, but nothing is trusted: give "
+                                   "--signature-key PUBLIC.pem, or a policy with a signature section.")
+        report = check(artifact, policy, signature=signature_path)
         if as_json:
             render.print_json(report.as_dict())
         else:

@@ -6,7 +6,16 @@ import click
 
 from .. import errors, render
 from ..inspect_view import document
-from ..options import IsolatableCommand, debug_option, function_option, isolate_options, json_option, run_isolated
+from ..options import (
+    IsolatableCommand,
+    debug_option,
+    function_option,
+    isolate_options,
+    json_option,
+    run_isolated,
+    signature_key_option,
+    signature_path_option,
+)
 from ..render import plain, plain_lines
 
 
@@ -16,9 +25,14 @@ from ..render import plain, plain_lines
 @click.option("--mlir", is_flag=True, help="Print the StableHLO text of the function(s) (imports JAX).")
 @click.option("--debug-info", is_flag=True, help="With --mlir: keep source locations in the text.")
 @function_option
+@signature_key_option("Verify the artifact's signature (model signing, ARTIFACT.sig) with this trusted public key "
+                      "(PEM; or a CA certificate) before showing it, exit 14 if it does not verify; repeatable. "
+                      "Without it, inspect says what signature sits beside the artifact, unverified.")
+@signature_path_option("The signature bundle to show or verify (default: ARTIFACT.sig beside the artifact).")
 @isolate_options
 @debug_option
-def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit, time_limit, debug):
+def command(artifact, as_json, mlir, debug_info, function, signature_keys, signature_path, isolate, memory_limit,
+            time_limit, debug):
     """Show what an artifact holds, without importing JAX.
 
     \b
@@ -26,6 +40,7 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
       jaxport inspect mlp.jaxport
       jaxport inspect mlp.jaxport --json
       jaxport inspect mlp.jaxport --mlir --function predict
+      jaxport inspect mlp.jaxport --signature-key ci-signing.pub
     """
     if isolate:
         ctx = click.get_current_context()
@@ -36,6 +51,12 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
         from jaxport.artifact.container import open_artifact
         from jaxport.artifact.manifest import function_names
 
+        verified = None
+        if signature_keys:  # checked before the artifact is read
+            from jaxport.artifact.signature import Trust, verify_signature
+
+            verified = verify_signature(artifact, Trust(tuple(signature_keys), source="--signature-key"),
+                                        signature_path)
         with open_artifact(artifact) as art:
             art.verify_all()
             m = art.manifest
@@ -54,6 +75,6 @@ def command(artifact, as_json, mlir, debug_info, function, isolate, memory_limit
             if as_json:
                 render.print_json(m)
                 return
-            document(art, function).print()
+            document(art, function, signature_path, verified).print()
 
     errors.run(body, debug=debug, as_json=as_json)

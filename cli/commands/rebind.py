@@ -5,7 +5,15 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..options import artifact_write_options, bind_root_options, debug_option, for_jax_option, json_option
+from ..options import (
+    artifact_write_options,
+    bind_root_options,
+    debug_option,
+    for_jax_option,
+    json_option,
+    require_signature_option,
+    signature_path_option,
+)
 
 
 @click.command("rebind")
@@ -21,9 +29,14 @@ from ..options import artifact_write_options, bind_root_options, debug_option, f
               help="The new artifact (a directory puts ARTIFACT's file name in it); never ARTIFACT itself.")
 @artifact_write_options(rebinding=True)
 @for_jax_option
+@require_signature_option("Rebind ARTIFACT only if it carries a signature (model signing, ARTIFACT.sig) by this "
+                          "trusted public key (PEM; or a CA certificate), checked before anything reads it (exit 14 "
+                          "otherwise); repeatable: any one of them. The new artifact is not signed.")
+@signature_path_option("With --require-signature: where ARTIFACT's signature bundle is (default: ARTIFACT.sig).")
 @json_option
 @debug_option
-def command(artifact, binds, output, root, version, no_manifest, for_jax, as_json, debug):
+def command(artifact, binds, output, root, version, no_manifest, for_jax, require_signature, signature_path,
+            as_json, debug):
     """Replace an artifact's bound weights without re-exporting; the program stays byte-identical.
 
     The new weights must have the names, shapes and dtypes of the old: the first difference is refused (exit 9).
@@ -37,21 +50,32 @@ def command(artifact, binds, output, root, version, no_manifest, for_jax, as_jso
     def body():
         import jaxport
 
+        if signature_path is not None and not require_signature:
+            raise click.UsageError("--signature names the bundle to check: give the trusted key with "
+                                   "--require-signature PUBLIC.pem.")
+        if require_signature:
+            jaxport.verify_signature(artifact, require_signature, signature_path)
+        from jaxport.artifact.signing import carry_notes
+
         result = jaxport.rebind(artifact, binds, output, root=root, version=version,
                                 write_manifest=not no_manifest, for_jax=for_jax)
+        unsigned = carry_notes(artifact, result.path)  # the new artifact is not signed: say so
         if as_json:
             render.print_json({
                 "artifact": str(result.path), "input": str(artifact), "size": result.size,
                 "manifest_file": str(result.manifest_path) if result.manifest_path else None,
                 "rebound": [{"name": r.name, "source": r.source, "recorded": r.recorded, "tensors": r.tensors,
                              "changed": r.changed} for r in result.rebound],
-                "kept_members": result.kept_members, "warnings": result.warnings, "manifest": result.manifest})
+                "kept_members": result.kept_members, "warnings": [*result.warnings, *unsigned],
+                "manifest": result.manifest})
             return
         from jaxport.artifact.summary import human_bytes
 
         con = render.stderr()
         for w in result.warnings:
             con.print(f"[yellow]warning:[/] {render.escape(w)}")
+        for note in unsigned:
+            con.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
         out = render.stdout()
         out.print(f"[green]Rebound[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
         for r in result.rebound:

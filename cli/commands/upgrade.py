@@ -41,8 +41,11 @@ def command(artifact, output, for_jax, allow_custom_calls, no_manifest, devices,
             result = jaxport.upgrade(artifact, output, for_jax=for_jax,
                                      allow_custom_calls=list(allow_custom_calls) or None,
                                      write_manifest=not no_manifest)
+        from jaxport.artifact.signing import carry_notes
+
+        unsigned = [] if result.nothing_to_do else carry_notes(artifact, result.path)  # the new one is not signed
         if as_json:
-            render.print_json({**result.to_json(), "manifest": result.manifest})
+            render.print_json({**result.to_json(), "notes": [*result.notes, *unsigned], "manifest": result.manifest})
             return
         for note in result.notes:
             con.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
@@ -62,6 +65,8 @@ def command(artifact, output, for_jax, allow_custom_calls, no_manifest, devices,
         for fname, cases in result.compared.items():
             out.print(f"  {render.plain(fname)}: same outputs as the old program in {cases} case"
                       f"{'' if cases == 1 else 's'}", markup=False, highlight=False)
+        for note in unsigned:
+            con.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
 
     errors.run(body, debug=debug, as_json=as_json)
 

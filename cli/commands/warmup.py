@@ -41,9 +41,10 @@ def command(artifact, dims, load, devices, as_json, debug):
         apply(devices)  # before JAX starts
         from jaxport.isolation import isolate
         from jaxport.run.cache import compilation_cache, default_cache_dir
-        from jaxport.run.load import load_with
+        from jaxport.run.load import check_signature, load_with
 
         directory = load.cache_dir or default_cache_dir()
+        check_signature(artifact, load)  # --require-signature: before the artifact is read
         digests = _payload_digests(artifact)
         verdicts_before = {name: isolate.has_verdict(d, directory) for name, d in digests.items()}
         with compilation_cache(directory):  # the check's verdict goes there too

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._text import plural
+from ..errors import SignatureError
 from . import age, compat, model
 from .container import open_artifact
 from .policy_language import (
@@ -31,6 +32,7 @@ from .policy_language import (
     load_policy,
     parse_policy,
 )
+from .signature import verify_signature
 from .summary import human_bytes
 
 __all__ = ["CALLING_CONVENTION_SINCE_JAX", "MAX_POLICY_BYTES", "METADATA_FIELDS", "PLATFORMS", "POLICY_DOCUMENT",
@@ -270,13 +272,26 @@ def assess(policy: Policy, manifest: model.Manifest, size: int,
     return out, notes
 
 
-def check(artifact: str | Path, policy: Policy | str | Path, today: datetime.date | None = None) -> CheckReport:
+def check(artifact: str | Path, policy: Policy | str | Path, today: datetime.date | None = None,
+          signature: str | Path | None = None) -> CheckReport:
     """Check an artifact against a policy; every member's sha256 is verified first. No JAX. ``today`` is the date the
-    days of ``min_days_left`` count from (default: ``$JAXPORT_TODAY`` if set, else today's date)."""
+    days of ``min_days_left`` count from (default: ``$JAXPORT_TODAY`` if set, else today's date). A policy's
+    ``signature`` rule is checked first, on the bundle at ``signature`` (default ``ARTIFACT.sig``): when it fails,
+    the artifact is not read further and the report holds that one violation."""
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
+    notes: list[tuple[str, str]] = []
+    if policy.signature is not None:
+        try:
+            notes.append(("signature", verify_signature(artifact, policy.signature, signature).sentence() + "."))
+        except SignatureError as e:
+            skipped = [r for r in policy.rules if r != "signature"]
+            said = [("signature", f"the other rules ({', '.join(skipped)}) were not checked: an artifact whose "
+                                  f"signature does not verify is not read further.")] if skipped else []
+            return CheckReport(str(artifact), policy.file, ["signature"], [Violation("signature", None, str(e))],
+                               said)
     with open_artifact(artifact) as art:
         art.verify_all()
         manifest, size = art.model, art.size
-    violations, notes = assess(policy, manifest, size, today)
-    return CheckReport(str(artifact), policy.file, policy.rules, violations, notes)
+    violations, said = assess(policy, manifest, size, today)
+    return CheckReport(str(artifact), policy.file, policy.rules, violations, notes + said)

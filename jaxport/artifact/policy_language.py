@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
 from . import age
+from .signature import Identity, Trust
 
 #: Policy language versions this release reads. History:
 #: 1 (2026-11-30): first version; extended 2026-12-01 with max_producer_age_days (max_age_days its deprecated name).
@@ -32,6 +33,7 @@ METADATA_FIELDS = ("name", "version", "description")
 #: The rules, in the order they are checked and reported. Each is a top-level key of the policy (``platforms`` and
 #: ``custom_calls`` hold two rules each).
 RULES = (
+    "signature",
     "platforms.allowed",
     "platforms.required",
     "custom_calls.allowed",
@@ -48,7 +50,8 @@ RULES = (
 )
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
              "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
-             "max_embedded_constant_size", "max_producer_age_days", "min_days_left", "min_reach_days", "max_age_days")
+             "max_embedded_constant_size", "max_producer_age_days", "min_days_left", "min_reach_days", "max_age_days",
+             "signature")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
           "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -83,6 +86,9 @@ class Policy:
     min_days_left: int | None = None
     #: Days that must remain in StableHLO's promise that readers load the artifact's payloads (``compat.reach``).
     min_reach_days: int | None = None
+    #: The signers one of which must have signed the artifact (its model-signing bundle, ``ARTIFACT.sig``), checked
+    #: before every other rule: the keys' paths relative to the policy's directory (``artifact.signature``).
+    signature: Trust | None = None
     #: Notes on the policy itself (a deprecated key), reported with the check.
     notes: list[tuple[str, str]] = field(default_factory=list)
 
@@ -102,6 +108,7 @@ class Policy:
     def rules(self) -> list[str]:
         """The rules this policy sets, in :data:`RULES` order."""
         active = {
+            "signature": self.signature is not None,
             "platforms.allowed": self.platforms_allowed is not None,
             "platforms.required": bool(self.platforms_required),
             "custom_calls.allowed": self.custom_calls_allowed is not None,
@@ -309,6 +316,36 @@ class _Parser:
         return {"custom_calls_allowed": [] if allowed is None else allowed, "allow_guaranteed_custom_calls": guaranteed}
 
 
+    def signature(self, node: _Node, what: str) -> dict[str, Any]:
+        self.mapping(node, ("keys", "certificate_identities"), f"'{what}'")
+        keys = node.optional("keys", self.names, f"{what}.keys") or []
+        identities = node.optional("certificate_identities", self.identities, f"{what}.certificate_identities") or []
+        if not keys and not identities:
+            raise self.fail(node.line, f"{what} needs 'keys' (trusted public keys' PEM files) or "
+                                       f"'certificate_identities', or both.")
+        base = Path(self.file).parent if not self.file.startswith("<") else Path(".")
+        paths = tuple(p if p.is_absolute() else base / p for p in map(Path, keys))
+        return {"signature": Trust(paths, tuple(identities), source=f"the policy {self.file}")}
+
+    def identities(self, node: _Node, what: str) -> list[Identity]:
+        items = node.value if isinstance(node.value, list) else None
+        if items is None:
+            raise self.fail(node.line, f"{what} must be a list of mappings with keys identity and issuer.")
+        out: list[Identity] = []
+        for item in items:
+            self.mapping(item, ("identity", "issuer"), f"an entry of {what}")
+            shown = f"{what}[{len(out)}]"
+            identity, issuer = item.child("identity"), item.child("issuer")
+            for key, given in (("identity", identity), ("issuer", issuer)):
+                if given is not None and (not isinstance(given.value, str) or not given.value.strip()):
+                    raise self.fail(given.line, f"{shown}.{key} must be a non-empty string, found {_shown(given)}.")
+            if identity is None:
+                raise self.fail(item.line, f"{shown} needs 'identity' (the signer's e-mail address or URI, as its "
+                                           f"certificate names it).")
+            out.append(Identity(identity.value.strip(), issuer.value.strip() if issuer is not None else None))
+        return out
+
+
 #: A reader of a top-level key: the Policy fields its node sets (``what`` names the key in messages).
 _Reader = Callable[[_Parser, _Node, str], dict[str, Any]]
 
@@ -336,6 +373,7 @@ class _Key:
 
 #: The top-level keys, in the order they are read.
 _KEYS = (
+    _Key("signature", _Parser.signature),
     _Key("platforms", _Parser.platforms),
     _Key("custom_calls", _Parser.custom_calls),
     _Key("max_artifact_size", _sets("max_artifact_size", _Parser.size)),

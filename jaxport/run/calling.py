@@ -35,7 +35,7 @@ from . import expect, gradients, inputs, iree_loader, outputs, streaming
 from .backend import Compilation
 from .cache import CacheState, compilation_cache, default_cache_dir
 from .deploy import is_compiled_module, run_description_path, signature_function
-from .load import load_with, select_function
+from .load import check_signature, load_with, select_function
 from .loaded import Benchmark, Latencies
 from .options import LoadOptions, holding_load_options
 from .outputs import output_entries
@@ -210,6 +210,7 @@ def _check_before_jax(request: CallRequest) -> _Checked:
     """Every check the manifest and the files allow, before JAX is imported (see the module docstring)."""
     r = request
     where = str(r.artifact)
+    check_signature(r.artifact, r.load)  # before the artifact is read (artifact.signature)
     with open_artifact(r.artifact) as art:
         fname = select_function(art.model, r.load.function, where)
         f = art.model.functions[fname]

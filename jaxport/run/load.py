@@ -25,6 +25,7 @@ from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest, Weights
 from ..artifact.payload import check_readable, deserialize
 from ..artifact.private_copy import DigestCheck, private_member
+from ..artifact.signature import Verified, verify_signature
 from ..artifact.tensors import tensor_views
 from ..errors import FormatError, PlatformError, UsageError
 from ..program.checks import check_runnable
@@ -126,9 +127,21 @@ def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str
     return check_runnable(exported, f"{where}: function {fname!r}", allow_custom_calls)
 
 
+def check_signature(path: str | Path | Artifact, options: LoadOptions) -> Verified | None:
+    """The signature check ``options`` asks for (``require_signature``, ``signature``), of the artifact at ``path``:
+    what verified, or None when no signature is required. Whatever opens an artifact to load it calls this first,
+    so that an artifact whose signature does not verify is never read (``artifact.signature``)."""
+    if not options.require_signature:
+        return None
+    where = path.path if isinstance(path, Artifact) else path
+    return verify_signature(where, options.require_signature, options.signature)
+
+
 def load(path: str | Path | Artifact, function: str | None = None, *, allow_platform_mismatch: bool = False,
          verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None,
-         allow_custom_calls: Iterable[str] | None = None, defer_verify: bool = False) -> Loaded:
+         allow_custom_calls: Iterable[str] | None = None, defer_verify: bool = False,
+         require_signature: str | Path | Iterable[str | Path] | None = None,
+         signature: str | Path | None = None) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
@@ -142,9 +155,14 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     artifact's own ``allowed_custom_calls`` grants nothing, and host callbacks are refused whatever is allowed.
     With ``defer_verify`` (what ``jaxport call`` does), the weights' sha256 check runs in a thread while the program
     compiles, and the first run waits for it: a damaged weights member is then refused (``IntegrityError``) by the
-    first call rather than by ``load``, and nothing runs on it either way.
+    first call rather than by ``load``, and nothing runs on it either way. With ``require_signature`` (a trusted
+    public key's PEM path, or several), the artifact must carry a model-signing signature by one of them (the bundle
+    ``ARTIFACT.sig``, or ``signature``), verified before anything else reads it: ``SignatureError`` otherwise
+    (``artifact.signature``; needs ``jaxport[sign]``).
     """
     runtime_named(runtime)  # UsageError for one there is not
+    if require_signature is not None or signature is not None:
+        check_signature(path, LoadOptions(require_signature=require_signature, signature=signature))  # type: ignore[arg-type]
     import jax
     from jax import export
 
@@ -196,7 +214,8 @@ def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: s
               defer_verify: bool = False) -> Loaded:
     """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record. ``cache_dir`` is JAX's compilation
     cache directory in use (``cache.compilation_cache``), beside which a runtime that compiles on its own keeps its
-    modules (``Runtime.modules_beside``)."""
+    modules (``Runtime.modules_beside``). The signature it requires is checked first (:func:`check_signature`)."""
+    check_signature(path, options)
     return load(path, options.function, allow_platform_mismatch=options.allow_platform_mismatch,
                 verify=options.verify_weights, runtime=options.runtime,
                 cache_dir=options.runs_on.modules_beside(cache_dir),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,12 @@ def runtime(name: str) -> Runtime:
     return found
 
 
+def _paths(value: str | Path | Iterable[str | Path] | None) -> tuple[str | Path, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, (str, os.PathLike)) else tuple(value)
+
+
 def _names(value: str | Iterable[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -76,7 +83,9 @@ class LoadOptions:
     ``allow_platform_mismatch``: try a function exported for other platforms on the local one.
     ``allow_custom_calls``: custom-call targets beyond JAX's guaranteed-stable ones the program may call.
     ``verify_weights``: check the bound weights' sha256 (the default). ``cache_dir``: the compilation cache (default:
-    ``jaxport.run.cache.default_cache_dir()``); ``cache=False``: none.
+    ``jaxport.run.cache.default_cache_dir()``); ``cache=False``: none. ``require_signature``: the trusted public
+    keys (PEM paths) of which one must have signed the artifact, its bundle at ``signature`` (default
+    ``ARTIFACT.sig``), checked before the artifact is read (``SignatureError``, exit 14, otherwise).
     """
 
     function: str | None = None
@@ -87,10 +96,20 @@ class LoadOptions:
     verify_weights: bool = True
     cache_dir: str | Path | None = None
     cache: bool = True
+    #: the public keys (or CA certificates, PEM) one of which must have signed the artifact, checked before anything
+    #: else reads it (``artifact.signature``); kept as a tuple of paths, the keyword takes one path or several
+    require_signature: tuple[str | Path, ...] = field(
+        default=(), metadata={"takes": "str | Path | Iterable[str | Path] | None"})
+    #: where that signature is (default: ``ARTIFACT.sig`` beside the artifact)
+    signature: str | Path | None = None
 
     def __post_init__(self) -> None:
         runtime(self.runtime)
         object.__setattr__(self, "allow_custom_calls", _names(self.allow_custom_calls))  # frozen: normalised once
+        object.__setattr__(self, "require_signature", _paths(self.require_signature))
+        if self.signature is not None and not self.require_signature:
+            raise UsageError("signature names the bundle to check, but no key is trusted: give the trusted public "
+                             "key with --require-signature PUBLIC.pem (require_signature= in Python).")
 
     @property
     def runs_on(self) -> Runtime:

@@ -26,7 +26,7 @@ from ..artifact import contract
 from ..artifact.container import Artifact, open_artifact
 from ..errors import UsageError
 from ..run.cache import default_cache_dir
-from ..run.load import select_function
+from ..run.load import check_signature, select_function
 from ..run.options import LoadOptions
 from .batching import Batched, Dims
 from .loading import check_serving, load_served
@@ -100,7 +100,7 @@ class ServedModel:
         plan = "; ".join(f"{v} in {', '.join(str(x) for x in sorted({b[v] for b in batched.buckets}))}"
                          for v in variables) or "static shapes"
         batching = f"batching up to {self.model.max_rows} rows" if self.model.batching else \
-            "no batching" if self.model.batcher.window == 0 else f"no batching ({batched.no_batch_reason})"
+            "no batching" if self.model.batcher.window == 0 else f"no batching ({batched.split_reason})"
         count = len(batched.buckets)
         return (f"{s.name} version {s.version} ({s.path}, function {batched.loaded.function}): {count} "
                 f"bucket{'s' if count != 1 else ''} compiled ({plan}), {batching}, in {self.warmup_s:.1f} s")
@@ -160,6 +160,8 @@ def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: Loa
                          "cache_dir=DIR rather than cache=False.")
     specs = model_specs(artifacts)
     given = dict(dims or {})
+    for spec in specs:
+        check_signature(spec.path, options)  # each before anything reads it
     with contextlib.ExitStack() as stack:
         opened = _opened(stack, specs, options.function, given)
         if listen is not None:

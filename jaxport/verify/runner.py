@@ -76,6 +76,7 @@ def verify(artifact: str | Path | VerifyRequest, against: str | None = None, spe
     """
     request = _request(artifact, against, spec, options)
     recorded.find_root(request.root, None, None, [])  # a --root that is not a directory, refused first
+    runtime_mod.check_signature(request.artifact, request.load)  # before the artifact is read
     with open_artifact(request.artifact) as art:  # opened once: every function and platform below loads from it
         setting = _setting(request, art)
         prepared = [_prepare(setting, fname) for fname in setting.names]
