@@ -1,9 +1,15 @@
 """examples/ci: the GitHub Actions workflow's steps run as written, with the bundled examples, in a temporary
-checkout; a breaking change against the main branch fails the diff step with exit code 13."""
+checkout; a breaking change against the main branch fails the diff step with exit code 13; the workflow's Python
+installs the newest JAX release jaxport supports, whose artifacts pass the example policy's age rule, and the policy's
+comments name that release.
+
+Steps are found by name and every `run:` step runs (with the workflow's, the job's and the step's env), so a step
+added to the workflow (signing, publishing) runs here too and needs no change to these tests."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -33,20 +39,73 @@ exit 1
 FAKE_PIP = "#!/bin/sh\nexit 0\n"
 
 
-def _steps() -> list[dict]:
+#: The steps the example gates on, in order (others may come between and after them).
+GATES = ["Install jaxport", "Export", "Check against the policy", "Verify against the live function",
+         "Export the artifact of the main branch", "Diff against main"]
+
+
+def _job() -> dict:
     (job,) = WORKFLOW["jobs"].values()
-    return job["steps"]
+    return job
+
+
+def _steps() -> list[dict]:
+    return _job()["steps"]
+
+
+def _in_order(names: list[str], wanted: list[str]) -> bool:
+    """Whether ``wanted`` appear in ``names`` in that order (others may come between)."""
+    rest = iter(names)
+    return all(w in rest for w in wanted)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(text).split("."))
 
 
 def test_workflow_runs_export_check_verify_and_diff_against_main():
+    names = [s.get("name", s.get("uses", "")) for s in _steps()]
+    assert _in_order(names, GATES), names
     runs = "\n".join(s["run"] for s in _steps() if "run" in s)
     commands = [line.split()[1] for line in runs.splitlines() if line.strip().startswith("jaxport ")]
-    assert commands == ["export", "check", "verify", "export", "diff"]
+    assert _in_order(commands, ["export", "check", "verify", "export", "diff"]), commands
     assert "--fail-on breaking" in runs
     assert "origin/main" in runs
     assert WORKFLOW["env"]["POLICY"] == "examples/ci/policy.yaml"
     assert (REPO / WORKFLOW["env"]["SPEC"]).is_file()
     assert (REPO / WORKFLOW["env"]["MODEL"].split(":")[0]).is_file()
+
+
+def test_the_workflow_python_installs_the_newest_jax_jaxport_supports():
+    """pip picks the newest JAX inside jaxport's pin that installs on the runner's Python: with a Python older than
+    the newest release needs (3.11 for jax 0.12), it gets an older JAX, which fails max_producer_age_days."""
+    from jaxport.artifact import compat
+    from jaxport.artifact.releases import RELEASES, SUPPORTED_JAX
+
+    (setup,) = [s for s in _steps() if str(s.get("uses", "")).startswith("actions/setup-python")]
+    python = _version(setup["with"]["python-version"])
+    newest = compat.CURRENT
+    assert python >= _version(newest.python), (python, newest)
+    installable = [v for v, r in RELEASES.items() if compat.supported(v) and not r.yanked
+                   and _version(r.python) <= python]
+    assert max(installable, key=compat.version_key) == newest.version
+    assert SUPPORTED_JAX in (REPO / "pyproject.toml").read_text()
+
+
+def test_the_policy_names_the_newest_jax_and_the_end_of_its_window():
+    """The example policy's age rules pass a fresh export (0 days behind, within the limit), and its comment on
+    min_days_left names the newest supported JAX and the day its window ends (so a new release table updates it)."""
+    from jaxport.artifact import age, compat
+
+    policy_text = (CI / "policy.yaml").read_text()
+    policy = yaml.safe_load(policy_text)
+    newest = compat.CURRENT
+    assert f"(jax {newest.version}: {compat.window_end(newest.released)})" in policy_text
+    today = newest.released
+    assert age.evaluate(newest.version, policy["max_producer_age_days"], None, today) == ([], [])
+    behind = [k for k in compat.KNOWN if (newest.released - k.released).days > policy["max_producer_age_days"]]
+    violations, _ = age.evaluate(behind[-1].version, policy["max_producer_age_days"], None, today)
+    assert [rule for rule, _ in violations] == ["max_producer_age_days"]
 
 
 def _checkout(root: Path, name: str) -> Path:
@@ -69,29 +128,57 @@ def _run_workflow(root: Path, workspace: Path, main: Path) -> list[tuple[str, in
     env = dict(os.environ, **WORKFLOW["env"], GITHUB_WORKSPACE=str(workspace), RUNNER_TEMP=str(runner_temp),
                FAKE_MAIN=str(main), JAXPORT_CACHE_DIR=str(root / "cache"),
                PATH=os.pathsep.join([str(bindir), str(Path(sys.executable).parent), os.environ["PATH"]]))
+    env.update({k: str(v) for k, v in _job().get("env", {}).items()})
     results = []
     for step in _steps():
         if "run" not in step:
             continue
-        res = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=workspace,
-                             env=env, capture_output=True, text=True)
+        cwd = workspace / step.get("working-directory", ".")
+        step_env = dict(env, **{k: str(v) for k, v in step.get("env", {}).items()})
+        res = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=cwd,
+                             env=step_env, capture_output=True, text=True)
         results.append((step["name"], res.returncode, res.stdout + res.stderr))
         if res.returncode != 0:
             break
     return results
 
 
+def _output(results: list[tuple[str, int, str]], name: str) -> str:
+    return next(output for step, _, output in results if step == name)
+
+
 @pytest.mark.slow
 def test_workflow_steps_pass_on_the_bundled_examples(tmp_path):
     workspace, main = _checkout(tmp_path, "workspace"), _checkout(tmp_path, "main")
     results = _run_workflow(tmp_path, workspace, main)
-    assert [(name, code) for name, code, _ in results] == [
-        ("Install jaxport", 0), ("Export", 0), ("Check against the policy", 0),
-        ("Verify against the live function", 0), ("Export the artifact of the main branch", 0),
-        ("Diff against main", 0)], results[-1][2]
+    ran = [name for name, _, _ in results]
+    assert [code for _, code, _ in results] == [0] * len(results), results[-1][2]
+    assert ran == [s["name"] for s in _steps() if "run" in s] and _in_order(ran, GATES), ran
     assert (workspace / "build" / "model.jaxport").is_file() and (workspace / "build" / "main.jaxport").is_file()
-    assert "OK: 3 cases match." in results[3][2]
-    assert "is identical to" in results[5][2]
+    import jax
+
+    assert f"jax {jax.__version__}\n" in _output(results, "Install jaxport")
+    assert "OK: 3 cases match." in _output(results, "Verify against the live function")
+    assert "is identical to" in _output(results, "Diff against main")
+
+
+@pytest.mark.slow
+def test_the_policy_with_a_consumer_jax_passes_an_artifact_written_for_it(tmp_path, monkeypatch, run_cli):
+    """The policy's commented-out min_consumer_jax, as its comment says: an export with the newest JAX fails it,
+    one written for that JAX (--for-jax) passes it and the age rule (the consumer's JAX is within the age limit)."""
+    monkeypatch.chdir(_checkout(tmp_path, "workspace"))
+    policy = Path("examples/ci/policy.yaml")
+    text = policy.read_text()
+    (consumer,) = re.findall(r'^# min_consumer_jax: "([0-9.]+)"$', text, re.M)
+    assert f"--for-jax {consumer})" in text
+    policy.write_text(text.replace(f'# min_consumer_jax: "{consumer}"', f'min_consumer_jax: "{consumer}"'))
+    model, spec = WORKFLOW["env"]["MODEL"], WORKFLOW["env"]["SPEC"]
+    for name, extra in (("newest", []), ("for", ["--for-jax", consumer])):
+        assert run_cli("export", model, "--shapes", spec, "-o", f"{name}.jaxport", *extra).exit_code == 0
+    res = run_cli("check", "newest.jaxport", "--policy", str(policy))
+    assert res.exit_code == 14 and "min_consumer_jax" in res.stdout + res.stderr, res.stdout + res.stderr
+    res = run_cli("check", "for.jaxport", "--policy", str(policy))
+    assert res.exit_code == 0, res.stdout + res.stderr
 
 
 @pytest.mark.slow
