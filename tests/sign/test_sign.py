@@ -1,0 +1,353 @@
+"""Signed artifacts (README, "Signed artifacts"; specs/CLI.md, "jaxport sign"): jaxport sign and the model_signing
+CLI's bundles both ways, and every refusal with its exact message and exit code (14), the artifact never read past
+its signature check."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("model_signing", reason="the signature tests need the extra jaxport[sign] (pip install "
+                                            "'jaxport[sign]'; make test installs it)")
+pytest.importorskip("OpenSSL", reason="model-signing needs pyopenssl beside it (pip install 'jaxport[sign]')")
+
+import jaxport  # noqa: E402
+from jaxport.artifact.signature import MAX_BUNDLE_BYTES, key_id  # noqa: E402
+
+from .keys import key_pair, keyless_bundle, pki  # noqa: E402
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "1.0"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def model_signing(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model_signing", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    return {"ci": key_pair(tmp_path, "ci"), "other": key_pair(tmp_path, "other")}
+
+
+@pytest.fixture
+def signed(tmp_path, keys, run_cli):
+    """A copy of the golden mlp artifact, signed by jaxport sign with the key ``ci``."""
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    res = run_cli("sign", art, "--key", keys["ci"][0])
+    assert res.exit_code == 0, res.stderr
+    return art
+
+
+def test_sign_writes_the_bundle_beside_it_and_keeps_the_artifact_bytes(tmp_path, keys, run_cli):
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    before = sha(art)
+    res = run_cli("sign", art, "--key", keys["ci"][0])
+    assert res.exit_code == 0, res.stderr
+    kid = key_id(keys["ci"][1])
+    assert res.stdout.replace("\n", " ").strip() == (
+        f"Signed {art}: {art}.sig (key {kid[:16]}; sha256 {before[:16]}...); the artifact's bytes are unchanged. "
+        f"Check it with 'jaxport check {art} --signature-key PUBLIC.pem'.")
+    assert sha(art) == before
+    assert Path(f"{art}.sig").is_file()
+    res = run_cli("sign", art, "--key", keys["ci"][0], "--json", "--signature", tmp_path / "elsewhere.sig")
+    assert res.exit_code == 0
+    import json
+
+    assert json.loads(res.stdout) == {"artifact": str(art), "signature": str(tmp_path / "elsewhere.sig"),
+                                      "method": "key", "key_id": kid, "sha256": before}
+
+
+def test_model_signing_verifies_what_jaxport_signs(signed, keys):
+    res = model_signing("verify", "key", signed, "--signature", f"{signed}.sig", "--public_key", keys["ci"][1])
+    assert res.returncode == 0 and "Verification succeeded" in res.stdout, res.stdout + res.stderr
+    res = model_signing("verify", "key", signed, "--signature", f"{signed}.sig", "--public_key", keys["other"][1])
+    assert res.returncode != 0
+
+
+def test_jaxport_verifies_what_model_signing_signs(tmp_path, keys, run_cli):
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    res = model_signing("sign", "key", art, "--private_key", keys["ci"][0], "--signature", f"{art}.sig")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("check", art, "--signature-key", keys["ci"][1])
+    assert res.exit_code == 0, res.stderr
+    assert f"signature verified: key {key_id(keys['ci'][1])[:16]} ({keys['ci'][1]})" in res.stdout
+    verified = jaxport.verify_signature(art, keys["ci"][1])
+    assert (verified.method, verified.key_id) == ("key", key_id(keys["ci"][1]))
+
+
+def test_a_signed_artifact_loads_and_computes_as_before(signed, keys):
+    import jax
+    import numpy as np
+
+    x = np.linspace(-1, 1, 2 * 784, dtype=np.float32).reshape(2, 784)
+    plain = jaxport.load(GOLDEN / "mlp.jaxport")
+    loaded = jaxport.load(signed, require_signature=keys["ci"][1])
+    np.testing.assert_array_equal(np.asarray(loaded(x)), np.asarray(jax.jit(plain)(x)))
+    with pytest.raises(jaxport.SignatureError, match="which is not trusted"):
+        jaxport.load(signed, require_signature=[keys["other"][1]])
+    options = jaxport.LoadOptions(require_signature=keys["ci"][1])
+    assert options.require_signature == (keys["ci"][1],)
+    with pytest.raises(jaxport.UsageError, match="signature names the bundle to check, but no key is trusted"):
+        jaxport.LoadOptions(signature="x.sig")
+
+
+def test_call_requires_the_signature_before_running(signed, keys, run_cli, tmp_path):
+    res = run_cli("call", signed, "--random", "--dim", "batch=2", "--no-cache", "--require-signature",
+                  keys["ci"][1])
+    assert res.exit_code == 0, res.stderr
+    res = run_cli("call", signed, "--random", "--dim", "batch=2", "--no-cache", "--require-signature",
+                  keys["other"][1], "--require-signature", keys["ci"][1])
+    assert res.exit_code == 0, res.stderr  # any one of the trusted keys
+    res = run_cli("call", signed, "--random", "--dim", "batch=2", "--no-cache", "--signature", "x.sig")
+    assert res.exit_code == 2
+    assert res.stderr == ("error[usage]: signature names the bundle to check, but no key is trusted: give the "
+                          "trusted public key with --require-signature PUBLIC.pem (require_signature= in Python). "
+                          "See 'jaxport call --help'.\n")
+
+
+# --- the refusals ---------------------------------------------------------------------------------------------------
+
+
+def _refusal(case: str, art: Path, keys, tmp_path: Path) -> tuple[list[str], str]:
+    """Prepare ``case`` on the signed artifact ``art``: the extra arguments and the expected message."""
+    sig = Path(f"{art}.sig")
+    pub, other = keys["ci"][1], keys["other"][1]
+    kid = key_id(pub)
+    bad = (f"{sig}: not a model-signing signature bundle: {{}}. Sign the artifact again (jaxport sign ARTIFACT "
+           f"--key PRIVATE.pem, or model_signing sign).")
+    if case == "no signature file":
+        sig.unlink()
+        return [pub], (f"{art}: no signature: {sig} not found. Sign the artifact with 'jaxport sign {art} --key "
+                       f"PRIVATE.pem', or give the bundle's path with --signature PATH (signature= in Python).")
+    if case == "truncated bundle":
+        import json
+
+        cut = sig.read_bytes()[:200]
+        sig.write_bytes(cut)
+        with pytest.raises(ValueError) as json_error:
+            json.loads(cut)
+        return [pub], bad.format(f"not valid JSON ({json_error.value}); it may be truncated")
+    if case == "garbage bundle":
+        sig.write_bytes(b"\x00\xffnot json at all")
+        return [pub], bad.format("not valid JSON ('utf-8' codec can't decode byte 0xff in position 1: invalid start "
+                                 "byte); it may be truncated")
+    if case == "oversized bundle":
+        sig.write_bytes(b" " * (MAX_BUNDLE_BYTES + 1))
+        return [pub], (f"{sig}: the signature bundle is {MAX_BUNDLE_BYTES + 1} bytes; bundles are capped at "
+                       f"{MAX_BUNDLE_BYTES} bytes (1 MiB; one of model signing is a few kB), so this is not one. "
+                       f"Sign the artifact again.")
+    if case == "untrusted key":
+        return [other], (f"{sig}: signed by key {kid[:16]}, which is not trusted (--require-signature: "
+                         f"{key_id(other)[:16]} ({other})). Do not run the artifact; trust the signer's public key "
+                         f"if it is one you expect.")
+    if case == "swapped artifact":
+        signed_sha = sha(art)
+        shutil.copy(GOLDEN / "mlp-multiplatform.jaxport", art)  # another valid artifact, under the signed name
+        return [pub], (f"{art}: not the file that was signed: its sha256 is {sha(art)[:16]}..., the signed file's "
+                       f"{signed_sha[:16]}... (changed after signing, or another artifact put beside this "
+                       f"signature). Do not run it; sign it again if it is yours.")
+    if case == "one bit changed":
+        signed_sha = sha(art)
+        data = bytearray(art.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        art.write_bytes(bytes(data))
+        return [pub], (f"{art}: not the file that was signed: its sha256 is {sha(art)[:16]}..., the signed file's "
+                       f"{signed_sha[:16]}... (changed after signing, or another artifact put beside this "
+                       f"signature). Do not run it; sign it again if it is yours.")
+    if case == "bundle for another file name":
+        renamed = art.with_name("fraud-model.jaxport")
+        shutil.copy(art, renamed)  # the very bytes that were signed, under another name
+        shutil.copy(sig, f"{renamed}.sig")
+        return [pub], (f"{renamed}.sig: the signature is for a file named 'mlp.jaxport', not 'fraud-model.jaxport': "
+                       f"a bundle made for another file. Sign this artifact, or give it its signed name back if it "
+                       f"is that file.")
+    if case == "altered bundle":
+        import base64
+        import json
+
+        doc = json.loads(sig.read_text())
+        doc["dsseEnvelope"]["signatures"][0]["sig"] = base64.b64encode(b"\x30\x06\x02\x01\x01\x02\x01\x01").decode()
+        sig.write_text(json.dumps(doc))
+        return [pub], (f"{sig}: the signature does not verify with the key {pub}: the bundle was altered after "
+                       f"signing, or made by another key with the same id. Do not run the artifact.")
+    if case == "keyless bundle offline":
+        sig.write_bytes(keyless_bundle(sig, tmp_path))
+        return [pub], (f"{sig}: a keyless Sigstore signature (certificate for dev@example.com, sigstore); verifying "
+                       f"it needs Sigstore's trust root, and no Sigstore trust root is available offline for "
+                       f"--require-signature, which trusts keys only (jaxport fetches no trust root while loading). "
+                       f"Sign with a key (jaxport sign --key) or trust the signer in a policy's "
+                       f"signature.certificate_identities.")
+    raise AssertionError(case)
+
+
+REFUSALS = ["no signature file", "truncated bundle", "garbage bundle", "oversized bundle", "untrusted key",
+            "swapped artifact", "one bit changed", "bundle for another file name", "altered bundle",
+            "keyless bundle offline"]
+
+
+def _target(case: str, art: Path) -> Path:
+    return art.with_name("fraud-model.jaxport") if case == "bundle for another file name" else art
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_call_refuses_before_reading_the_artifact(case, signed, keys, tmp_path, run_cli, monkeypatch):
+    trusted, message = _refusal(case, signed, keys, tmp_path)
+    target = _target(case, signed)
+    read = []
+    import jaxport.run.calling as calling
+
+    monkeypatch.setattr(calling, "open_artifact", lambda *a, **k: read.append(a) or (_ for _ in ()).throw(
+        AssertionError("the artifact was opened before its signature verified")))
+    args = [a for t in trusted for a in ("--require-signature", t)]
+    res = run_cli("call", target, "--random", "--dim", "batch=2", "--no-cache", *args)
+    assert (res.exit_code, res.stderr) == (14, f"error[signature]: {message}\n")
+    assert read == []
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_check_names_the_signature_rule(case, signed, keys, tmp_path, run_cli):
+    trusted, message = _refusal(case, signed, keys, tmp_path)
+    message = message.replace("--require-signature", "--signature-key")
+    target = _target(case, signed)
+    res = run_cli("check", target, *[a for t in trusted for a in ("--signature-key", t)])
+    assert res.exit_code == 14
+    assert res.stderr == (f"error[violation]: {target} breaks the command-line rules: 1 violation: [signature] "
+                          f"{message.rstrip('.')}.\n")
+
+
+@pytest.mark.parametrize("case", ["untrusted key", "one bit changed", "no signature file"])
+def test_load_raises_the_same_refusal(case, signed, keys, tmp_path):
+    trusted, message = _refusal(case, signed, keys, tmp_path)
+    with pytest.raises(jaxport.SignatureError) as raised:
+        jaxport.load(signed, require_signature=trusted)
+    assert str(raised.value) == message
+
+
+def test_an_artifact_that_is_no_artifact_is_refused_by_its_signature_first(tmp_path, keys, run_cli):
+    junk = tmp_path / "junk.jaxport"
+    junk.write_bytes(b"PK\x03\x04 not a zip")
+    res = run_cli("call", junk, "--random", "--require-signature", keys["ci"][1])
+    assert res.exit_code == 14 and res.stderr.startswith(f"error[signature]: {junk}: no signature: ")
+    # Signed (by model_signing, which signs any file): the signature verifies, then the format check refuses it.
+    assert model_signing("sign", "key", junk, "--private_key", keys["ci"][0], "--signature",
+                         f"{junk}.sig").returncode == 0
+    res = run_cli("call", junk, "--random", "--require-signature", keys["ci"][1])
+    assert res.exit_code == 7, res.stderr
+
+
+def test_sign_refuses_a_damaged_artifact_and_a_bad_key(tmp_path, keys, run_cli):
+    junk = tmp_path / "junk.jaxport"
+    junk.write_bytes(b"not an artifact")
+    res = run_cli("sign", junk, "--key", keys["ci"][0])
+    assert res.exit_code == 7 and not Path(f"{junk}.sig").exists()
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    res = run_cli("sign", art, "--key", keys["ci"][1])
+    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {keys['ci'][1]}: not a PEM private key (-----BEGIN "
+                                              f"PRIVATE KEY----- or -----BEGIN EC PRIVATE KEY-----) that can be read, "
+                                              f"or the password is wrong.\n")
+
+
+def test_without_the_extra_the_commands_say_what_to_install(signed, keys, run_cli, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "model_signing"
+                        else real(name, *a))
+    res = run_cli("sign", signed, "--key", keys["ci"][0])
+    assert (res.exit_code, res.stderr) == (10, "error[platform]: signing needs the optional extra jaxport[sign] "
+                                               "(model-signing is not installed): pip install 'jaxport[sign]'.\n")
+    res = run_cli("call", signed, "--random", "--require-signature", keys["ci"][1])
+    assert (res.exit_code, res.stderr) == (10, "error[platform]: verifying a signature needs the optional extra "
+                                               "jaxport[sign] (model-signing is not installed): pip install "
+                                               "'jaxport[sign]'.\n")
+
+
+# --- the PKI method, policies, inspect, writers of new artifacts ----------------------------------------------------
+
+
+def test_certificate_signing_round_trips_with_model_signing(tmp_path, run_cli):
+    p = pki(tmp_path)
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    res = run_cli("sign", art, "--key", p["leaf_key"], "--certificate", p["leaf"], "--certificate-chain", p["ca"])
+    assert res.exit_code == 0, res.stderr
+    res = model_signing("verify", "certificate", art, "--signature", f"{art}.sig", "--certificate_chain", p["ca"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_cli("check", art, "--signature-key", p["ca"])
+    assert res.exit_code == 0, res.stderr
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("jaxport_policy: 1\nsignature:\n  keys: [ca.crt]\n  certificate_identities:\n"
+                      "    - identity: someone@example.com\n")
+    res = run_cli("check", art, "--policy", policy)
+    assert res.exit_code == 14
+    assert "signed with a certificate for ci@example.com, ci signer (issuer jaxport test root), none of the " \
+           "trusted identities (someone@example.com)" in res.stderr
+    policy.write_text("jaxport_policy: 1\nsignature:\n  keys: [ca.crt]\n  certificate_identities:\n"
+                      "    - {identity: ci@example.com, issuer: jaxport test root}\nplatforms: {allowed: [cpu]}\n")
+    res = run_cli("check", art, "--policy", policy)
+    assert res.exit_code == 0, res.stderr
+
+
+def test_a_policy_signature_section_is_checked_first(signed, keys, tmp_path, run_cli):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("jaxport_policy: 1\nsignature:\n  keys: [other.pub]\nplatforms: {allowed: [tpu]}\n")
+    res = run_cli("check", signed, "--policy", policy, "--json")
+    assert res.exit_code == 14
+    import json
+
+    report = json.loads(res.stdout)
+    assert [r["rule"] for r in report["rules"]] == ["signature"]
+    assert report["notes"] == [{"rule": "signature", "message": "the other rules (platforms.allowed) were not "
+                                "checked: an artifact whose signature does not verify is not read further."}]
+    policy.write_text("jaxport_policy: 1\nsignature:\n  keys: [ci.pub]\nplatforms: {allowed: [tpu]}\n")
+    res = run_cli("check", signed, "--policy", policy)
+    assert res.exit_code == 14 and "[platforms.allowed]" in res.stderr
+    policy.write_text("jaxport_policy: 1\nsignature: {}\n")
+    res = run_cli("check", signed, "--policy", policy)
+    assert (res.exit_code, res.stderr) == (2, f"error[policy-file]: {policy}:2: signature needs 'keys' (trusted "
+                                              f"public keys' PEM files) or 'certificate_identities', or both.\n")
+
+
+def test_inspect_says_what_signature_sits_beside_it_without_verifying(signed, keys, tmp_path, run_cli):
+    from jaxport_cli.inspect_view import output
+
+    kid = key_id(keys["ci"][1])
+    line = [t for t in output(str(signed), False, None).splitlines() if t.startswith("  signature:")]
+    assert line == [f"  signature: {signed}.sig, signed by key {kid[:16]}; not verified (jaxport check ARTIFACT "
+                    f"--signature-key PUBLIC.pem verifies it)"]
+    res = run_cli("inspect", signed, "--signature-key", keys["ci"][1])
+    assert res.exit_code == 0
+    assert f"  signature: {signed}.sig: verified, key {kid[:16]} ({keys['ci'][1]})" in res.stdout
+    res = run_cli("inspect", signed, "--signature-key", keys["other"][1])
+    assert res.exit_code == 14
+    unsigned = tmp_path / "plain.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", unsigned)
+    assert "  signature: none beside it (jaxport sign signs it)" in output(str(unsigned), False, None)
+
+
+def test_rebind_writes_an_unsigned_artifact_and_says_so(tmp_path, keys, run_cli):
+    from jaxport.artifact.signing import carry_notes
+
+    src = tmp_path / "mlp-bound.jaxport"
+    shutil.copy(GOLDEN / "mlp-bound.jaxport", src)
+    assert run_cli("sign", src, "--key", keys["ci"][0]).exit_code == 0
+    out = tmp_path / "tuned.jaxport"
+    Path(f"{out}.sig").write_text("{}")  # a stale signature of a file the new one replaces
+    assert carry_notes(src, out) == [
+        f"{src}.sig signs {src}, not the new artifact: its signature does not carry over. Sign {out} again "
+        f"(jaxport sign {out} --key PRIVATE.pem).",
+        f"{out}.sig beside the new artifact signs the file it replaced and no longer verifies; sign {out} again."]
+    res = run_cli("rebind", src, "--bind", "params=nowhere.npz", "-o", out, "--require-signature", keys["other"][1])
+    assert res.exit_code == 14 and "which is not trusted" in res.stderr
