@@ -72,32 +72,94 @@ def test_make_demo_runs():
     assert "predict(x: f32[batch, 784]) -> f32[batch, 10]" in res.stdout
 
 
+#: A ``python`` code block, fenced at any indentation (a block inside a list item is indented).
+_PYTHON_BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
+#: The section whose blocks need a server or a batch engine: tests/serve/ runs them (``make test-serve``, in
+#: .venv-serve), each block picked by what it imports.
+SERVING = "## Serving and batch inference"
+SERVED_BY = {"import tritonclient.grpc": "tests/serve/test_serve_readme.py",
+             "import jaxport.ray\n": "tests/serve/test_batch_engines.py",
+             "import jaxport.beam\n": "tests/serve/test_batch_engines.py",
+             "import jaxport.spark\n": "tests/serve/test_batch_engines.py"}
+
+
+def _all_python_blocks() -> list[tuple[int, str, str]]:
+    """Every ``python`` code block of the README: (line, the ``## `` section it is in, its code, dedented)."""
+    out = []
+    for m in _PYTHON_BLOCK.finditer(README):
+        line = README.count("\n", 0, m.start()) + 1
+        heading = re.findall(r"^## .*$", README[:m.start()], re.M)[-1]
+        indent = len(m.group(1))
+        code = "".join(x[indent:] if x.strip() else "\n" for x in m.group(2).splitlines(keepends=True))
+        out.append((line, heading, code))
+    return out
+
+
 def _python_blocks(heading: str) -> list[str]:
     """The ``python`` code blocks of the README section under ``heading`` (up to the next ``## `` heading)."""
-    section = README.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return [code for _, section, code in _all_python_blocks() if section == heading]
+
+
+def _run_block(code: str, line: int, cwd: Path) -> subprocess.CompletedProcess:
+    """A README block run on its own, as a script in a fresh process in ``cwd``; its exit code must be 0."""
+    script = cwd / f"readme_{line}.py"
+    script.write_text(code)
+    env = dict(os.environ, JAXPORT_CACHE_DIR=str(cwd / "c"))
+    res = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, f"README.md:{line}\n{res.stdout}{res.stderr}"
+    return res
+
+
+def test_every_python_block_is_run_by_a_test():
+    """Blocks of "From Python" run in test_from_python_examples_run, the serving section's in tests/serve/, every
+    other one in test_python_block_runs_on_its_own; every block imports what it uses (none continues another)."""
+    blocks = _all_python_blocks()
+    assert len(blocks) >= 9
+    for line, section, code in blocks:
+        if section == SERVING:
+            assert [m for m in SERVED_BY if m in code], f"README.md:{line}: no test in tests/serve/ runs it"
+        code = re.sub(r"#.*", "", code)  # what the comments name is not used
+        if "jaxport." in code:
+            assert re.search(r"^import jaxport(\.\w+)?$", code, re.M), f"README.md:{line} does not import jaxport"
+        if "np." in code:
+            assert "import numpy as np\n" in code, f"README.md:{line} does not import numpy"
+
+
+_OTHER_BLOCKS = [(line, code) for line, section, code in _all_python_blocks()
+                 if section not in (SERVING, "## From Python")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("line", "code"), _OTHER_BLOCKS, ids=[f"README.md:{line}" for line, _ in _OTHER_BLOCKS])
+def test_python_block_runs_on_its_own(line, code, tmp_path):
+    """Each block outside "From Python" and the serving section, in a fresh process, in a directory holding a copy
+    of the examples (and the quick start's mlp.jaxport when it names it); the libraries it imports installed."""
+    for module in re.findall(r"^(?:import|from) (\w+)", code, re.M):
+        if importlib.util.find_spec(module) is None:  # found, not imported: keras reads KERAS_BACKEND at import
+            pytest.skip(f"README.md:{line} needs {module}")
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    if "mlp.jaxport" in code:
+        _run(_block_after("## Quick start")[0].replace(".venv/bin/jaxport", "jaxport"), tmp_path,
+             dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"))
+    _run_block(code, line, tmp_path)
 
 
 @pytest.mark.slow
 def test_from_python_examples_run(tmp_path):
-    """The "From Python" section's code blocks, run in order as one script (a later block uses the names an earlier
-    one defined) in a fresh process, in a directory holding a copy of the examples."""
+    """The "From Python" section's code blocks, each on its own in a fresh process, in order (a later block reads
+    the files an earlier one wrote, as the prose says: "mlp.jaxport from the block above"), in a directory holding
+    a copy of the examples."""
     blocks = _python_blocks("## From Python")
     assert len(blocks) == 4 and "from flax import nnx" in blocks[0] and "import equinox as eqx" in blocks[1]
     shutil.copytree(REPO / "examples", tmp_path / "examples")
-    script = tmp_path / "from_python.py"
-    script.write_text("\n".join(blocks))
-    env = dict(os.environ, JAXPORT_CACHE_DIR=str(tmp_path / "c"))
-    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
+    printed = "".join(_run_block(code, i, tmp_path).stdout for i, code in enumerate(blocks))
     for name in ("mlp-nnx.jaxport", "mlp-eqx.jaxport", "mlp.jaxport", "mlp-0.9.jaxport", "mlp-new.jaxport",
                  "imported.jaxport"):
         assert (tmp_path / name).is_file(), name
-    assert "jaxport: 1\ndims:\n  batch: {min: 1, max: 1024}\nargs: ['f32[batch, 16]']\n" in res.stdout
-    assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in res.stdout
-    assert "{'predict': 3}" in res.stdout
-
+    assert "jaxport: 1\ndims:\n  batch: {min: 1, max: 1024}\nargs: ['f32[batch, 16]']\n" in printed
+    assert "predict(x: f32[batch, 784]) -> f32[batch, 10]   where 1 <= batch <= 4096" in printed
+    assert "{'predict': 3}" in printed
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:
