@@ -3,6 +3,9 @@ straight from and to the tensors' bytes, and the server, started on ``host``.
 
 Where kserve 0.21 falls short over gRPC:
 
+- it decodes typed ``contents`` with numpy's casts (an INT8 of 300 wraps) and ignores the outputs asked for:
+  requests are decoded here (:func:`grpc_inputs`, every value kept exactly, each error ``INVALID_ARGUMENT`` naming
+  the field), and only the outputs asked for are answered (:func:`grpc_outputs`);
 - it ignores ``model_version``: versions are routed here (``kserve_server.Registry``), and metadata comes from the
   registry (gRPC's ``ModelMetadataResponse`` has no ``parameters`` field, so it has names, datatypes and shapes
   only);
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
@@ -26,7 +29,6 @@ from .kserve_imports import (
     InvalidInput,
     LoggingInterceptor,
     aio,
-    get_content,
     grpc_predict_v2_pb2_grpc,
     pb,
 )
@@ -38,39 +40,81 @@ if TYPE_CHECKING:
 GRPC_MESSAGE_BYTES = 1 << 30
 
 
-def grpc_inputs(request: Any) -> dict[str, Any]:
-    """A gRPC ``ModelInferRequest``'s input tensors as arrays by name, from ``raw_input_contents`` (straight from
-    the bytes) or each tensor's typed ``contents``; kserve's ``InvalidInput`` naming what is wrong."""
+#: The typed contents field of each datatype (FP16 has none: its bytes go in ``raw_input_contents``).
+CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+            "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents",
+            "UINT32": "uint_contents", "UINT64": "uint64_contents", "FP32": "fp32_contents",
+            "FP64": "fp64_contents"}
+
+
+def _parameters(given: Any, at: str) -> dict[str, Any]:
+    """A gRPC ``parameters`` map as ``oip.parameters`` checks it (an unset value is refused there, as JSON null)."""
+    values = {}
+    for key, p in given.items():
+        choice = p.WhichOneof("parameter_choice")
+        values[key] = None if choice is None else getattr(p, choice)
+    return oip.parameters(values, at)
+
+
+def _contents(tensor: Any, at: str) -> list[Any]:
+    """The values of a tensor's typed ``contents``: the field of its datatype (``CONTENTS``), and no other."""
+    want = CONTENTS.get(tensor.datatype)
+    given = [f.name for f, _ in tensor.contents.ListFields()]
+    wrong = [g for g in given if g != want]
+    if wrong or want is None:
+        goes = f"{tensor.datatype} data goes in contents.{want}" if want else \
+            f"{tensor.datatype} has no typed contents: send its bytes in raw_input_contents"
+        shown = f", not contents.{wrong[0]}" if wrong else ""
+        raise InputError(f"{at}.contents: {goes}{shown}.")
+    return list(getattr(tensor.contents, want))
+
+
+def grpc_inputs(request: Any, names: Sequence[str]) -> dict[str, Any]:
+    """A gRPC ``ModelInferRequest``'s input tensors as arrays by name, for a model of the inputs ``names``: from
+    ``raw_input_contents`` (straight from the bytes) or each tensor's typed ``contents``, every field checked and
+    every value kept exactly (``oip.decode``); an ``InputError`` naming the field that is wrong."""
     raw = request.raw_input_contents
     if raw and len(raw) != len(request.inputs):
-        raise InvalidInput(f"the request has {len(request.inputs)} inputs but {len(raw)} raw_input_contents; give "
-                           f"one raw_input_contents entry per input, in the inputs' order.")
+        raise InputError(f"the request has {len(request.inputs)} inputs but {len(raw)} raw_input_contents; give "
+                         f"one raw_input_contents entry per input, in the inputs' order.")
     arrays: dict[str, Any] = {}
+    seen: dict[str, str] = {}
     for k, tensor in enumerate(request.inputs):
-        name = tensor.name
-        if name in arrays:
-            raise InvalidInput(f"input {name!r} is given twice.")
-        try:
-            if raw:
-                if tensor.HasField("contents"):
-                    raise InvalidInput(f"input {name!r} has contents as well as raw_input_contents; give one.")
-                arrays[name] = oip.decode(name, tensor.datatype, list(tensor.shape), raw=raw[k])
-            else:
-                data = get_content(tensor.datatype, tensor.contents) if tensor.datatype in oip.DTYPES else None
-                arrays[name] = oip.decode(name, tensor.datatype, list(tensor.shape), data=data)
-        except InputError as e:
-            raise InvalidInput(str(e)) from None
+        at = f"inputs[{k}]"
+        name = oip.check_name(tensor.name, f"{at}.name", seen, names, "input")
+        _parameters(tensor.parameters, f"{at}.parameters")
+        datatype, shape = tensor.datatype, list(tensor.shape)
+        if raw:
+            if tensor.HasField("contents"):
+                raise InputError(f"{at} has contents as well as raw_input_contents[{k}]; give one.")
+            arrays[name] = oip.decode(at, datatype, shape, raw=raw[k], data_at=f"raw_input_contents[{k}]")
+        else:
+            data = _contents(tensor, at) if datatype in oip.DTYPES else []  # else decode names the datatype
+            arrays[name] = oip.decode(at, datatype, shape, data=data, data_at=f"{at}.contents.{CONTENTS.get(datatype)}")
     return arrays
 
 
-def grpc_response(model: JaxportModel, request_id: str, outputs: Mapping[str, Any]) -> Any:
-    """A gRPC ``ModelInferResponse`` of the outputs, every tensor's bytes in ``raw_output_contents``."""
+def grpc_outputs(request: Any, names: Sequence[str]) -> list[str]:
+    """The names of the outputs a ``ModelInferRequest`` asks for (all ``names``, the model's, when it names none);
+    an ``InputError`` naming the field that is wrong."""
+    seen: dict[str, str] = {}
+    asked = []
+    for k, tensor in enumerate(request.outputs):
+        at = f"outputs[{k}]"
+        asked.append(oip.check_name(tensor.name, f"{at}.name", seen, names, "output"))
+        _parameters(tensor.parameters, f"{at}.parameters")
+    return asked or list(names)
+
+
+def grpc_response(model: JaxportModel, request_id: str, outputs: Mapping[str, Any], asked: Sequence[str]) -> Any:
+    """A gRPC ``ModelInferResponse`` of the outputs ``asked`` for, every tensor's bytes in ``raw_output_contents``."""
     import numpy as np
 
+    datatypes = {t.name: t.datatype for t in model.outputs}
     tensors, raw = [], []
-    for t in model.outputs:
-        value = np.ascontiguousarray(outputs[t.name])
-        tensors.append(pb.ModelInferResponse.InferOutputTensor(name=t.name, datatype=t.datatype,
+    for name in asked:
+        value = np.ascontiguousarray(outputs[name])
+        tensors.append(pb.ModelInferResponse.InferOutputTensor(name=name, datatype=datatypes[name],
                                                                shape=list(value.shape)))
         raw.append(value.tobytes())
     return pb.ModelInferResponse(id=request_id or str(uuid.uuid4()), model_name=model.name,
@@ -96,8 +140,14 @@ class Servicer(InferenceServicer):
     async def ModelInfer(self, request: Any, context: Any) -> Any:  # noqa: N802
         model = self.registry.get(request.model_name, request.model_version)
         with model.batcher.arrival():
-            outputs = await model.outputs_of(grpc_inputs(request))
-        return grpc_response(model, request.id, outputs)
+            try:
+                arrays = grpc_inputs(request, [t.name for t in model.inputs])
+                asked = grpc_outputs(request, [t.name for t in model.outputs])
+                _parameters(request.parameters, "parameters")
+            except InputError as e:
+                raise InvalidInput(str(e)) from None
+            outputs = await model.outputs_of(arrays)
+        return grpc_response(model, request.id, outputs, asked)
 
 
 async def start(servicer: Servicer, host: str, port: int, threads: int) -> Any:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,9 +35,6 @@ from .kserve_imports import (
     FASTAPI_APP_IMPORT_STRING,
     PREDICT_HIST_TIME,
     InferenceError,
-    InferOutput,
-    InferRequest,
-    InferResponse,
     InvalidInput,
     Model,
     ModelNotFound,
@@ -104,28 +100,9 @@ class JaxportModel(Model):
 
     async def predict(self, payload: Any, headers: Mapping[str, str] | None = None,
                       response_headers: Any = None) -> Any:
-        if not isinstance(payload, InferRequest):
-            raise InvalidInput("jaxport serves the Open Inference Protocol (v2): POST /v2/models/NAME/infer.")
-        arrays: dict[str, Any] = {}
-        for inp in payload.inputs:
-            if inp.name in arrays:
-                raise InvalidInput(f"input {inp.name!r} is given twice.")
-            try:
-                arrays[inp.name] = inp.as_numpy()
-            except (ValueError, TypeError) as e:
-                raise InvalidInput(f"input {inp.name!r}: its data does not fill shape {list(inp.shape)} of "
-                                   f"{inp.datatype} ({e}).") from None
-        outputs = await self.outputs_of(arrays)
-        infer_outputs = []
-        for t in self.outputs:
-            value = outputs[t.name]
-            out = InferOutput(name=t.name, shape=list(value.shape), datatype=t.datatype)
-            out.set_data_from_numpy(value, binary_data=True)  # JSON responses convert it when encoding
-            infer_outputs.append(out)
-        return InferResponse(response_id=payload.id or str(uuid.uuid4()), model_name=self.name,
-                             model_version=self.version, infer_outputs=infer_outputs,
-                             use_binary_outputs=payload.use_binary_outputs,
-                             requested_outputs=payload.request_outputs)
+        """kserve's entry point, which only its own routes reach (the protocol's v1): refused. The v2 routes decode,
+        run (:meth:`outputs_of`) and encode here (``rest``, ``grpc_service``)."""
+        raise InvalidInput("jaxport serves the Open Inference Protocol (v2): POST /v2/models/NAME/infer.")
 
 
 def _version_key(version: str) -> tuple[int, Any]:
@@ -151,8 +128,8 @@ class Registry:
 
     def get(self, name: str, version: str | None = None) -> JaxportModel:
         model = self.latest.get(name) if not version else self.models.get((name, version))
-        if model is None:
-            raise ModelNotFound(f"{name} version {version}" if version else name)
+        if model is None:  # the names shortened: gRPC carries the message in its metadata (8 KiB at most)
+            raise ModelNotFound(f"{oip.shorten(name)} version {oip.shorten(version)}" if version else oip.shorten(name))
         return model
 
 

@@ -1,11 +1,14 @@
-"""The REST half of ``jaxport serve``'s kserve transport: inference requests decoded here, and the routes answered
-here, ahead of kserve's own (``add_routes``).
+"""The REST half of ``jaxport serve``'s kserve transport: inference requests decoded and responses encoded here,
+and the routes answered here, ahead of kserve's own (``add_routes``).
 
 Where kserve 0.21 falls short over REST:
 
-- its binary REST decoder turns every element into a Python object (``InferRequest.from_bytes`` calls
-  ``set_data_from_numpy(..., binary_data=False)``): REST inference requests are decoded here, the binary tensors
-  straight from the bytes (:func:`rest_request`);
+- its decoder trusts the request: an input ``name`` that is a number, ``parameters`` that are a list, a value its
+  datatype cannot hold are a 500 (or, for INT32 data of ``1.5``, silently ``1``), and its binary decoder turns every
+  element into a Python object. Requests are decoded here, every field checked and every value kept exactly
+  (``oip.read_request``), the binary tensors straight from the bytes: each error is a 400 naming the field;
+- its JSON responses write NaN and infinities as ``null``: responses are encoded here (``oip.response``), such an
+  output in binary;
 - it answers every versioned route (``/v2/models/NAME/versions/N/...``) with "not supported": versions are routed
   here (``kserve_server.Registry``), the unversioned routes serving the highest version;
 - its metadata drops ``versions`` and ``parameters``: REST metadata is answered here.
@@ -13,123 +16,61 @@ Where kserve 0.21 falls short over REST:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from . import oip
-from .kserve_imports import (
-    INFERENCE_CONTENT_LENGTH_HEADER,
-    InferInput,
-    InferRequest,
-    InvalidInput,
-    Request,
-    RequestedOutput,
-    Response,
-    app,
-    orjson,
-)
+from .kserve_imports import INFERENCE_CONTENT_LENGTH_HEADER, InvalidInput, Request, Response, app, orjson
 
 if TYPE_CHECKING:
-    from .kserve_server import Registry
+    from .kserve_server import JaxportModel, Registry
 
 
-class _Request(NamedTuple):
-    """What an inference request's JSON says (the protocol's fields; None where absent): its inputs (the binary
-    tensors' bytes follow the JSON), the outputs asked for, its id and its parameters."""
-
-    inputs: Any
-    outputs: Any
-    id: Any
-    parameters: Any
-
-
-class _RestInput(NamedTuple):
-    """One of a request's ``inputs``: its name, shape, datatype and parameters, and its JSON ``data``
-    (``has_data``), or else (the ``binary_data_size`` parameter) its bytes after the JSON."""
-
-    name: Any
-    shape: Any
-    datatype: Any
-    parameters: Any
-    data: Any
-    has_data: bool
-
-    @classmethod
-    def read(cls, entry: Any) -> _RestInput:
-        if not isinstance(entry, dict) or not {"name", "shape", "datatype"} <= set(entry):
-            raise InvalidInput('each of "inputs" has a "name", a "shape" and a "datatype".')
-        name, shape, datatype, parameters, data = _fields(entry, ("name", "shape", "datatype", "parameters", "data"))
-        return cls(name, shape, datatype, parameters, data, "data" in entry)
+def _json_length(headers: Mapping[str, str], body: bytes) -> int:
+    """How many bytes of ``body`` are the JSON: the ``Inference-Header-Content-Length`` header's (digits only, within
+    the body), else all of them."""
+    length = headers.get(INFERENCE_CONTENT_LENGTH_HEADER.lower())
+    if length is None:
+        return len(body)
+    if not (length.isascii() and length.isdigit() and len(length) <= 20) or int(length) > len(body):
+        raise InvalidInput(f"the Inference-Header-Content-Length header is {oip.shown(length)}; give the JSON's "
+                           f"length in bytes, at most the body's {len(body)}.")
+    return int(length)
 
 
-class _Requested(NamedTuple):
-    """One of a request's ``outputs``: the name of an output to return, and its parameters."""
-
-    name: Any
-    parameters: Any
-
-
-def _fields(entry: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
-    """The values of the fields ``names`` of a JSON object (None for each it lacks), in order."""
-    return [entry.get(n) for n in names]
-
-
-def rest_request(body: bytes, headers: Mapping[str, str], model_name: str) -> Any:
-    """An inference request from a REST body: JSON, or JSON followed by binary tensors (the binary tensor
-    extension), whose bytes become arrays without passing through Python objects."""
-    length = headers.get(INFERENCE_CONTENT_LENGTH_HEADER)
+def rest_request(body: bytes, headers: Mapping[str, str], model: JaxportModel) -> oip.Inference:
+    """An inference request from a REST body (``headers``: lower-case names): JSON, or JSON followed by binary tensors
+    (the binary tensor extension), for ``model``. kserve's ``InvalidInput`` (400) naming what is wrong."""
+    encoding = headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise InvalidInput(f"the request's Content-Encoding is {oip.shown(encoding)}; send the body uncompressed.")
+    length = _json_length(headers, body)
     try:
-        header_length = len(body) if length is None else int(length)
-        if not 0 <= header_length <= len(body):
-            raise ValueError(f"{header_length} is not within the body's {len(body)} bytes")
-        header = orjson.loads(body[:header_length])
-    except (ValueError, orjson.JSONDecodeError) as e:
-        raise InvalidInput(f"the request is not an inference request's JSON ({e}).") from None
-    request = _Request(*_fields(header, _Request._fields)) if isinstance(header, dict) else None
-    if request is None or not isinstance(request.inputs, list):
-        raise InvalidInput('the request has no "inputs" list.')
-    inputs, start = [], header_length
-    for raw in request.inputs:
-        entry = _RestInput.read(raw)
-        name, shape, dtype = entry.name, entry.shape, entry.datatype
-        parameters = entry.parameters or {}
-        if entry.has_data:
-            inp = InferInput(name=name, shape=shape, datatype=dtype)
-            inp.data = entry.data
-        elif isinstance(parameters, dict) and "binary_data_size" in parameters:
-            size = parameters["binary_data_size"]
-            if type(size) is not int or size < 0 or start + size > len(body):  # noqa: E721
-                raise InvalidInput(f"input {name!r}: binary_data_size {size!r} does not fit the request's "
-                                   f"{len(body) - start} remaining bytes.")
-            try:
-                array = oip.decode(str(name), str(dtype), shape, raw=body[start:start + size])
-            except InputError as e:
-                raise InvalidInput(str(e)) from None
-            start += size
-            inp = InferInput(name=name, shape=list(array.shape), datatype=dtype)
-            inp.set_data_from_numpy(array, binary_data=True)
-        else:
-            raise InvalidInput(f"input {name!r} has neither \"data\" nor a binary_data_size parameter.")
-        inputs.append(inp)
-    outputs = None
-    if isinstance(request.outputs, list):
-        asked = [_Requested(*_fields(o, _Requested._fields)) for o in request.outputs if isinstance(o, dict)]
-        outputs = [RequestedOutput(name=o.name, parameters=o.parameters) for o in asked]
-    return InferRequest(model_name=model_name, infer_inputs=inputs, request_id=request.id,
-                        parameters=request.parameters, request_outputs=outputs)
+        header = orjson.loads(body[:length])
+    except orjson.JSONDecodeError as e:
+        raise InvalidInput(f"the request is not JSON ({e}); send an inference request's JSON, "
+                           f'{{"inputs": [...]}}, then any binary tensors.') from None
+    try:
+        return oip.read_request(header, body, length, [t.name for t in model.inputs], [t.name for t in model.outputs])
+    except InputError as e:
+        raise InvalidInput(str(e)) from None
 
 
 def _json(body: Any) -> Any:
     return Response(content=orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
 
-def _rest_response(response: Any) -> Any:
-    body, json_length = response.to_rest()
-    if json_length is None:
+def rest_response(model: JaxportModel, request: oip.Inference, outputs: Mapping[str, Any]) -> Any:
+    """The REST response of ``request``'s ``outputs``: JSON, or JSON followed by the outputs sent in binary."""
+    body, raw = oip.response(model.name, model.version, request.id or str(uuid.uuid4()), model.outputs, outputs,
+                             request.outputs, request.binary)
+    if not raw:
         return _json(body)
-    return Response(content=body, media_type="application/octet-stream",
-                    headers={INFERENCE_CONTENT_LENGTH_HEADER: str(json_length)})
+    header = orjson.dumps(body)
+    return Response(content=b"".join([header, *raw]), media_type="application/octet-stream",
+                    headers={INFERENCE_CONTENT_LENGTH_HEADER: str(len(header))})
 
 
 def add_routes(registry: Registry) -> None:
@@ -139,22 +80,22 @@ def add_routes(registry: Registry) -> None:
         model = registry.get(model_name, model_version)
         return _json(model.metadata(registry.versions(model_name)))
 
-    async def ready(model_name: str, model_version: str) -> Any:
+    async def ready(model_name: str, model_version: str | None = None) -> Any:
         model = registry.get(model_name, model_version)
-        return _json({"name": model_name, "ready": bool(model.ready)})
+        return _json({"name": model.name, "ready": bool(model.ready)})
 
     async def infer(request: Request, model_name: str, model_version: str | None = None) -> Any:
         model = registry.get(model_name, model_version)
         with model.batcher.arrival():  # the batcher waits for a request being read, up to its window
             headers = {k.lower(): v for k, v in request.headers.items()}
-            payload = rest_request(await request.body(), headers, model_name)
-            response = await model.predict(payload, headers)  # kserve's pre- and postprocess are no-ops here
-        return _rest_response(response)
+            inference = rest_request(await request.body(), headers, model)
+            outputs = await model.outputs_of(inference.inputs)
+        return rest_response(model, inference, outputs)
 
     prefix = "/v2/models/{model_name}"
     routes = [(prefix, metadata, "GET"), (prefix + "/versions/{model_version}", metadata, "GET"),
-              (prefix + "/versions/{model_version}/ready", ready, "GET"), (prefix + "/infer", infer, "POST"),
-              (prefix + "/versions/{model_version}/infer", infer, "POST")]
+              (prefix + "/ready", ready, "GET"), (prefix + "/versions/{model_version}/ready", ready, "GET"),
+              (prefix + "/infer", infer, "POST"), (prefix + "/versions/{model_version}/infer", infer, "POST")]
     for path, endpoint, method in routes:
         app.add_api_route(path, endpoint, methods=[method], include_in_schema=False)
     # Routes match in order: move these ahead of any kserve registered before.

@@ -1,0 +1,324 @@
+"""``jaxport serve`` answers every wrong request with a 4xx naming the field (HTTP 400 / gRPC ``INVALID_ARGUMENT``,
+404 / ``NOT_FOUND`` for an unknown model), and never changes a value: a real server on 127.0.0.1 (ephemeral ports),
+queried with raw HTTP, tritonclient and gRPC's stub. After every bad request a canary request still gets the right
+answer, and the server's log holds no traceback. Skips without the extra jaxport[serve] or tritonclient."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+import jaxport
+from tests.serve.servers import free_port, serving
+from tests.support import REPO
+
+if importlib.util.find_spec("kserve") is None:
+    pytest.skip("jaxport serve needs the extra jaxport[serve] (pip install 'jaxport[serve]')", allow_module_level=True)
+httpclient = pytest.importorskip("tritonclient.http", reason="the tests' client: pip install 'tritonclient[all]'")
+grpcclient = pytest.importorskip("tritonclient.grpc", reason="the tests' client: pip install 'tritonclient[all]'")
+grpc = pytest.importorskip("grpc")
+from tritonclient.grpc import service_pb2 as pb  # noqa: E402 - the protocol's messages, as the client ships them
+from tritonclient.grpc import service_pb2_grpc as pb_grpc  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+READY_S = 300
+SOURCE = "import jax.numpy as jnp\n\n\ndef f(x, n, b):\n    return 2.0 * x, n + 1, jnp.logical_not(b), jnp.log(x)\n"
+SPEC = ('jaxport: 1\ndims:\n  batch: {min: 1, max: 8}\nargs:\n  - "f32[batch, 3]"\n  - "i32[batch]"\n'
+        '  - "bool[batch]"\noutputs: [y, k, nb, w]\n')
+X = np.array([[1.0, 2.0, 0.5], [4.0, 0.25, 3.0]], np.float32)
+N = np.array([1, -7], np.int32)
+B = np.array([True, False])
+INT32 = "INT32 takes integers from -2147483648 to 2147483647."
+FP32 = "FP32 takes numbers from -3.40282e+38 to 3.40282e+38."
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``jaxport serve m=m.jaxport`` (f(x, n, b) = 2x, n + 1, not b, log x), on buckets batch=1 and 2, the sizes
+    the tests call it with."""
+    root = tmp_path_factory.mktemp("requests")
+    (root / "model.py").write_text(SOURCE)
+    (root / "spec.yaml").write_text(SPEC)
+    path = jaxport.export(f"{root}/model.py:f", root / "spec.yaml", output=root / "m.jaxport").path
+    http, grpc_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "JAXPORT_CACHE_DIR": str(root / "cache")}
+    args = [f"m={path}", "--dim", "batch=1,2", "--host", "127.0.0.1", "--http-port", str(http), "--grpc-port",
+            str(grpc_port)]
+    with open(root / "server.log", "w+") as log, serving(args, http=http, env=env, log=log, ready_s=READY_S):
+        loaded = jaxport.load(path)
+        yield {"base": f"http://127.0.0.1:{http}", "http": f"127.0.0.1:{http}", "grpc": f"127.0.0.1:{grpc_port}",
+               "log": log, "direct": lambda x, n, b: [np.asarray(o) for o in loaded(x, n, b)]}
+
+
+def _post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def _tensor(name: str, array: np.ndarray, datatype: str) -> dict:
+    return {"name": name, "shape": list(array.shape), "datatype": datatype, "data": array.ravel().tolist()}
+
+
+def _good(**replace) -> dict:
+    inputs = {"x": _tensor("x", X, "FP32"), "n": _tensor("n", N, "INT32"), "b": _tensor("b", B, "BOOL")}
+    return {"inputs": [{**inputs[k], **replace.get(k, {})} for k in ("x", "n", "b")]}
+
+
+def _canary(server) -> None:
+    """A good JSON request: its outputs equal the function's, called directly."""
+    status, _, body = _post(f"{server['base']}/v2/models/m/infer", json.dumps(
+        {**_good(), "outputs": [{"name": n} for n in ("y", "k", "nb")]}).encode())
+    assert status == 200, body
+    got = {o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in json.loads(body)["outputs"]}
+    y, k, nb, _ = server["direct"](X, N, B)
+    np.testing.assert_array_equal(got["y"], y)
+    np.testing.assert_array_equal(got["k"], k)
+    np.testing.assert_array_equal(got["nb"], nb)
+
+
+def _json(value) -> bytes:
+    return json.dumps(value).encode()
+
+
+REST = [
+    # the cases of the report: a name that is not a string, an int datatype, parameters that are a list, INT32 data
+    # out of range or with a fraction (once truncated to 1)
+    (_json(_good(x={"name": 5})), {}, "inputs[0].name is 5; give the input's name, a string."),
+    (_json(_good(x={"name": [1]})), {}, "inputs[0].name is a list of 1 item; give the input's name, a string."),
+    (_json(_good(x={"name": {"a": 1}})), {}, "inputs[0].name is an object; give the input's name, a string."),
+    (_json(_good(x={"datatype": 7})), {},
+     "inputs[0].datatype is 7; jaxport serves BOOL, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, FP16, "
+     "FP32, FP64."),
+    (_json({**_good(), "parameters": [1]}), {},
+     'parameters is a list of 1 item; give an object of parameters ({"NAME": value, ...}).'),
+    (_json(_good(n={"data": [2 ** 33, 1]})), {}, f"inputs[1].data[0] is 8589934592, which INT32 cannot hold: {INT32}"),
+    (_json(_good(n={"data": [1, 1.5]})), {}, f"inputs[1].data[1] is 1.5, which INT32 cannot hold: {INT32}"),
+    # beyond them
+    (_json(_good(x={"data": [1.0, True, 0, 0, 0, 0]})), {},
+     f"inputs[0].data[1] is true, which FP32 cannot hold: {FP32}"),
+    (_json(_good(b={"data": [1, 0]})), {}, "inputs[2].data[0] is 1, which BOOL cannot hold: BOOL takes true or false."),
+    (_json(_good(x={"shape": [2, -3]})), {}, "inputs[0].shape[1] is -3; a size is a non-negative integer."),
+    (_json(_good(x={"shape": "2,3"})), {}, "inputs[0].shape is '2,3'; give a list of sizes (non-negative integers)."),
+    (_json(_good(x={"shape": [2, 4]})), {}, "inputs[0].data has 6 values, but shape [2, 4] takes 8."),
+    (_json(_good(x={"shape": [1 << 30, 1 << 30, 1 << 30]})), {},
+     "inputs[0].shape is [1073741824, 1073741824, 1073741824]: larger than any array can be."),
+    (_json(_good(x={"data": [[1.0, 2.0, 3.0], [4.0, 5.0]]})), {},
+     "inputs[0].data[1] is a list of 2 items, where shape [2, 3] takes a list of 3 (axis 1); give the data flat, or "
+     "nested as the shape."),
+    (_json({"inputs": [*_good()["inputs"], _tensor("x", X, "FP32")]}), {},
+     "inputs[3].name: input 'x' is given twice (inputs[0] and inputs[3])."),
+    (_json(_good(x={"name": "z" * 10_000})), {},
+     f"inputs[0].name: unknown input name '{'z' * 64}...'; the inputs are: x, n, b."),
+    (_json({**_good(), "outputs": [{"name": "q"}]}), {}, "outputs[0].name: unknown output name 'q'; the outputs are: "
+                                                         "y, k, nb, w."),
+    (_json({**_good(), "parameters": {"binary_data_output": 1}}), {},
+     "parameters.binary_data_output is 1; it takes true or false."),
+    (_json({**_good(), "id": 12}), {}, "id is 12; an id is a string."),
+    (_json([_good()]), {}, 'the request is a list of 1 item; give a JSON object: {"inputs": [...]}.'),
+    (_json("inputs"), {}, 'the request is \'inputs\'; give a JSON object: {"inputs": [...]}.'),
+    (b"inputs=1", {"Content-Type": "application/x-www-form-urlencoded"},
+     "the request is not JSON (unexpected character, expected a JSON value: line 1 column 1 (char 0)); send an "
+     'inference request\'s JSON, {"inputs": [...]}, then any binary tensors.'),
+    (gzip.compress(_json(_good())), {"Content-Encoding": "gzip"},
+     "the request's Content-Encoding is 'gzip'; send the body uncompressed."),
+    (_json(_good()), {"Inference-Header-Content-Length": "-1"},
+     "the Inference-Header-Content-Length header is '-1'; give the JSON's length in bytes, at most the body's "
+     f"{len(_json(_good()))}."),
+    (_json(_good()), {"Inference-Header-Content-Length": "99999"},
+     "the Inference-Header-Content-Length header is '99999'; give the JSON's length in bytes, at most the body's "
+     f"{len(_json(_good()))}."),
+    (_json(_good()) + b"\0\0", {"Inference-Header-Content-Length": str(len(_json(_good())))},
+     "the request has 2 bytes after its JSON that no input's binary_data_size covers; send the JSON, then each "
+     "binary tensor, nothing else."),
+    (_json(_good(n={"data": None, "parameters": {"binary_data_size": 8}}))[:-3] + b"]}" + N.tobytes()[:4], {},
+     None),  # replaced below: a binary_data_size larger than what follows
+]
+
+
+def _binary_request(size: int, extra: bytes = b"") -> tuple[bytes, dict[str, str]]:
+    """The good request with input n in binary, its binary_data_size ``size``, followed by n's bytes and ``extra``."""
+    request = _good()
+    del request["inputs"][1]["data"]
+    request["inputs"][1]["parameters"] = {"binary_data_size": size}
+    header = _json(request)
+    return header + N.tobytes() + extra, {"Inference-Header-Content-Length": str(len(header))}
+
+
+REST[-1] = (*_binary_request(16),
+            "inputs[1].parameters.binary_data_size is 16, but 8 bytes of the request are left after the JSON and the "
+            "tensors before it.")
+REST.append((*_binary_request(4), "inputs[1].parameters.binary_data_size: 4 bytes of data for shape [2] of INT32, "
+                                  "which takes 8."))
+REST.append((*_binary_request(-8), "inputs[1].parameters.binary_data_size is -8; it takes a non-negative integer."))
+
+
+@pytest.mark.parametrize(("body", "headers", "message"), REST)
+def test_a_wrong_rest_request_is_400_naming_the_field(server, body, headers, message):
+    status, _, reply = _post(f"{server['base']}/v2/models/m/infer", body, headers)
+    assert (status, json.loads(reply)) == (400, {"error": message})
+    _canary(server)
+
+
+def test_the_artifacts_checks_still_answer_400(server):
+    """A request whose fields decode is checked by the artifact, as a call is: a dtype that is not the input's."""
+    status, _, reply = _post(f"{server['base']}/v2/models/m/infer", _json(_good(x={"datatype": "FP64"})))
+    assert status == 400 and json.loads(reply)["error"].startswith("input 'x'"), reply
+    _canary(server)
+
+
+def test_the_content_type_is_not_consulted(server):
+    """The body is judged, not its Content-Type (curl's -d sends application/x-www-form-urlencoded)."""
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/octet-stream"):
+        status, _, reply = _post(f"{server['base']}/v2/models/m/infer", _json(_good()), {"Content-Type": content_type})
+        assert status == 200 and [o["name"] for o in json.loads(reply)["outputs"]] == ["y", "k", "nb", "w"]
+
+
+def test_a_long_model_name_is_echoed_shortened(server):
+    """A 10 KB model name comes back shortened: over gRPC the message goes in the metadata, 8 KiB at most."""
+    status, _, reply = _post(f"{server['base']}/v2/models/{'m' * 10_000}/infer", _json(_good()))
+    assert (status, json.loads(reply)) == (404, {"error": f"Model with name {'m' * 64}... does not exist."})
+    status, _, reply = _post(f"{server['base']}/v2/models/m/versions/{'9' * 10_000}/infer", _json(_good()))
+    assert (status, json.loads(reply)) == (404, {"error": f"Model with name m version {'9' * 64}... does not exist."})
+    with grpc.insecure_channel(server["grpc"]) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        for method, request, shown in (
+                (stub.ModelInfer, pb.ModelInferRequest(model_name="m" * 10_000), f"{'m' * 64}..."),
+                (stub.ModelMetadata, pb.ModelMetadataRequest(name="m" * 10_000), f"{'m' * 64}..."),
+                (stub.ModelReady, pb.ModelReadyRequest(name="m", version="9" * 10_000), f"m version {'9' * 64}...")):
+            with pytest.raises(grpc.RpcError) as e:
+                method(request, timeout=60)
+            assert (e.value.code(), e.value.details()) == (grpc.StatusCode.NOT_FOUND,
+                                                           f"Model with name {shown} does not exist.")
+    _canary(server)
+
+
+def test_nan_and_infinities_asked_for_as_json_come_in_binary(server):
+    """log(x) of 0 and -1 is -inf and NaN, which JSON cannot carry: that output comes in binary (tritonclient reads
+    it, as it reads any binary output), the others as JSON."""
+    x = np.array([[0.0, -1.0, 1.0]], np.float32)
+    n, b = np.array([3], np.int32), np.array([False])
+    client = httpclient.InferenceServerClient(url=server["http"])
+    inputs = []
+    for name, value, datatype in (("x", x, "FP32"), ("n", n, "INT32"), ("b", b, "BOOL")):
+        inp = httpclient.InferInput(name, list(value.shape), datatype)
+        inp.set_data_from_numpy(value, binary_data=False)
+        inputs.append(inp)
+    result = client.infer("m", inputs, outputs=[httpclient.InferRequestedOutput(o, binary_data=False)
+                                                for o in ("w", "k")])
+    y, k, nb, w = server["direct"](x, n, b)
+    np.testing.assert_array_equal(result.as_numpy("w"), w)
+    assert np.isneginf(result.as_numpy("w")[0, 0]) and np.isnan(result.as_numpy("w")[0, 1])
+    np.testing.assert_array_equal(result.as_numpy("k"), k)
+    response = result.get_response()
+    assert [(o["name"], o.get("parameters"), o.get("data")) for o in response["outputs"]] == [
+        ("w", {"binary_data_size": 12}, None), ("k", None, [4])]
+    status, headers, body = _post(f"{server['base']}/v2/models/m/infer", _json(
+        {"inputs": [_tensor("x", x, "FP32"), _tensor("n", n, "INT32"), _tensor("b", b, "BOOL")],
+         "outputs": [{"name": "w"}]}))
+    length = int(headers["inference-header-content-length"])
+    assert status == 200 and headers["content-type"] == "application/octet-stream"
+    assert json.loads(body[:length])["outputs"] == [{"name": "w", "datatype": "FP32", "shape": [1, 3],
+                                                     "parameters": {"binary_data_size": 12}}]
+    np.testing.assert_array_equal(np.frombuffer(body[length:], np.float32).reshape(1, 3), w)
+    _canary(server)
+
+
+def _grpc_tensor(name: str, array: np.ndarray, datatype: str, **contents):
+    return pb.ModelInferRequest.InferInputTensor(name=name, datatype=datatype, shape=list(array.shape),
+                                                 contents=pb.InferTensorContents(**contents) if contents else None)
+
+
+def _grpc_good(**replace):
+    tensors = {"x": _grpc_tensor("x", X, "FP32", fp32_contents=X.ravel().tolist()),
+               "n": _grpc_tensor("n", N, "INT32", int_contents=N.tolist()),
+               "b": _grpc_tensor("b", B, "BOOL", bool_contents=B.tolist())}
+    tensors.update(replace)
+    return [tensors[k] for k in ("x", "n", "b")]
+
+
+GRPC = [
+    (dict(inputs=_grpc_good(x=_grpc_tensor("x", X, "BF16"))),
+     "inputs[0].datatype is 'BF16'; jaxport serves BOOL, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, "
+     "FP16, FP32, FP64."),
+    (dict(inputs=_grpc_good(n=_grpc_tensor("n", N, "INT32", fp32_contents=[1.0, 2.0]))),
+     "inputs[1].contents: INT32 data goes in contents.int_contents, not contents.fp32_contents."),
+    (dict(inputs=_grpc_good(x=_grpc_tensor("x", X, "FP16", fp32_contents=X.ravel().tolist()))),
+     "inputs[0].contents: FP16 has no typed contents: send its bytes in raw_input_contents, not "
+     "contents.fp32_contents."),
+    (dict(inputs=_grpc_good(n=_grpc_tensor("n", N, "INT8", int_contents=[300, 1]))),
+     "inputs[1].contents.int_contents[0] is 300, which INT8 cannot hold: INT8 takes integers from -128 to 127."),
+    (dict(inputs=_grpc_good(n=pb.ModelInferRequest.InferInputTensor(
+        name="n", datatype="INT32", shape=[-2], contents=pb.InferTensorContents(int_contents=[1, 2])))),
+     "inputs[1].shape[0] is -2; a size is a non-negative integer."),
+    (dict(inputs=_grpc_good(n=_grpc_tensor("n", N, "INT32", int_contents=[1]))),
+     "inputs[1].contents.int_contents has 1 value, but shape [2] takes 2."),
+    (dict(inputs=[*_grpc_good(), _grpc_tensor("b", B, "BOOL", bool_contents=B.tolist())]),
+     "inputs[3].name: input 'b' is given twice (inputs[2] and inputs[3])."),
+    (dict(inputs=_grpc_good(b=_grpc_tensor("b" * 10_000, B, "BOOL", bool_contents=B.tolist()))),
+     f"inputs[2].name: unknown input name '{'b' * 64}...'; the inputs are: x, n, b."),
+    (dict(inputs=_grpc_good(), outputs=[pb.ModelInferRequest.InferRequestedOutputTensor(name="q")]),
+     "outputs[0].name: unknown output name 'q'; the outputs are: y, k, nb, w."),
+    (dict(inputs=_grpc_good(), outputs=[pb.ModelInferRequest.InferRequestedOutputTensor(
+        name="y", parameters={"classification": pb.InferParameter(int64_param=2)})]),
+     "outputs[0].parameters.classification: jaxport does not serve the classification extension; ask for the "
+     "output itself."),
+    (dict(inputs=[pb.ModelInferRequest.InferInputTensor(name=n, datatype=d, shape=list(a.shape))
+                  for n, a, d in (("x", X, "FP32"), ("n", N, "INT32"), ("b", B, "BOOL"))],
+          raw_input_contents=[X.tobytes(), N.tobytes()[:4], B.tobytes()]),
+     "raw_input_contents[1]: 4 bytes of data for shape [2] of INT32, which takes 8."),
+    (dict(inputs=[pb.ModelInferRequest.InferInputTensor(name=n, datatype=d, shape=list(a.shape))
+                  for n, a, d in (("x", X, "FP32"), ("n", N, "INT32"), ("b", B, "BOOL"))],
+          raw_input_contents=[X.tobytes(), N.tobytes(), b"\x01\x07"]),
+     "raw_input_contents[2]: byte 1 is 7; a BOOL is one byte, 0 or 1."),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), GRPC)
+def test_a_wrong_grpc_request_is_invalid_argument_naming_the_field(server, fields, message):
+    with grpc.insecure_channel(server["grpc"]) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(pb.ModelInferRequest(model_name="m", **fields), timeout=60)
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+        reply = stub.ModelInfer(pb.ModelInferRequest(model_name="m", inputs=_grpc_good()), timeout=60)
+    y = np.frombuffer(reply.raw_output_contents[0], np.float32).reshape(list(reply.outputs[0].shape))
+    np.testing.assert_array_equal(y, server["direct"](X, N, B)[0])
+    _canary(server)
+
+
+def test_grpc_answers_the_outputs_asked_for(server):
+    """Only the outputs asked for, in their order; every value as the function gives it (NaN included)."""
+    x = np.array([[0.0, -1.0, 2.0]], np.float32)
+    with grpc.insecure_channel(server["grpc"]) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        asked = [pb.ModelInferRequest.InferRequestedOutputTensor(name=n) for n in ("w", "nb")]
+        reply = stub.ModelInfer(pb.ModelInferRequest(model_name="m", outputs=asked, inputs=_grpc_good(
+            x=_grpc_tensor("x", x, "FP32", fp32_contents=x.ravel().tolist()),
+            n=_grpc_tensor("n", N[:1], "INT32", int_contents=[5]),
+            b=_grpc_tensor("b", B[:1], "BOOL", bool_contents=[True]))), timeout=60)
+    assert [(o.name, o.datatype, list(o.shape)) for o in reply.outputs] == [("w", "FP32", [1, 3]),
+                                                                             ("nb", "BOOL", [1])]
+    _, _, nb, w = server["direct"](x, np.array([5], np.int32), np.array([True]))
+    np.testing.assert_array_equal(np.frombuffer(reply.raw_output_contents[0], np.float32).reshape(1, 3), w)
+    np.testing.assert_array_equal(np.frombuffer(reply.raw_output_contents[1], np.bool_), nb)
+
+
+def test_no_traceback_in_the_log(server):
+    """Every request above was answered without one (runs last in this module)."""
+    _canary(server)
+    server["log"].flush()
+    server["log"].seek(0)
+    log = server["log"].read()
+    assert "Traceback" not in log and " 500 " not in log, log[-4000:]
