@@ -14,8 +14,9 @@ dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothin
   bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far, runs on the
   caller's thread (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls
   always go to the worker, so an event loop is never held longer than that.
-- Merging needs a batch variable (``Batched.batch``) and ``merge``; otherwise every request is its own call, still
-  on the worker. A failure of a merged call goes to every request in it.
+- Merging needs a batch variable whose rows may be split and merged (``Batched.splits``: each output row depends
+  on its own input row only, not on its position) and ``merge``; otherwise every request is its own call, still
+  on the worker (``no_merge_reason`` says why). A failure of a merged call goes to every request in it.
 
 Statistics for ``/metrics``: requests per program call (``per_call``), seconds queued and seconds running.
 """
@@ -69,7 +70,9 @@ class Batcher:
         self.batched = batched
         most = batched.max_rows
         self.max_rows = min(max_rows or most, most) if most is not None else None
-        self.merge = merge and batched.batch is not None and self.max_rows is not None
+        self.merge = merge and batched.splits and self.max_rows is not None
+        #: Why requests are not merged though ``merge`` asked for it ("" when they are, or it did not).
+        self.no_merge_reason = "" if self.merge or not merge else batched.split_reason
         self.window = max(window_ms, 0.0) / 1000
         self.inline_seconds = inline_seconds
         self.waits = Waits()

@@ -18,7 +18,11 @@ every actor). :class:`Batched` compiles a fixed set of shape *buckets* ahead and
   sliced back, which gives what the call gives unpadded.
 - The *batch variable* is the one that sizes axis 0 of every input and every output, exactly, with a row-wise
   proof. A batch of more rows than the largest bucket holds is split into chunks of that bucket's size (the last
-  one padded), called one by one and concatenated; so are batches over the spec's upper bound.
+  one padded), called one by one and concatenated; so are batches over the spec's upper bound. Splitting, and
+  merging several requests into one call, need the proof's ``split`` verdict too (each output row depends on its
+  own input row only, not on its position, and the variable sizes no axis but axis 0): without it a batch over the
+  largest bucket is refused with the reason (an InputError; padding at the end keeps rows' positions, so a smaller
+  one still runs, alone), and :attr:`Batched.split_reason` says why requests are not merged.
 - Where padding is not proven safe, a call must match a bucket exactly; otherwise it is refused with the proof's
   reason (an InputError). Inputs are checked by the artifact's own checks (``Loaded.prepare``: names, dtypes,
   shapes, bounds, constraints) before anything runs, with the artifact's messages, once per request
@@ -138,12 +142,14 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
     if digest is not None:
         usercache.write_record(directory, PADDING_RECORD, digest,
                                {v: {"allowed": d.allowed, "reason": d.reason, "inputs": d.inputs,
-                                    "outputs": d.outputs} for v, d in verdicts.items()})
+                                    "outputs": d.outputs, "split": d.split, "split_reason": d.split_reason}
+                                for v, d in verdicts.items()})
     return verdicts
 
 
-#: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one.
-PADDING_RECORD = "padding-verdicts-1"
+#: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one (2: the
+#: splitting and merging verdict).
+PADDING_RECORD = "padding-verdicts-2"
 
 
 def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:
@@ -153,7 +159,8 @@ def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | No
     out = {}
     for v in variables:
         d = value[v]
-        if not isinstance(d, dict) or type(d.get("allowed")) is not bool or not isinstance(d.get("reason"), str):
+        if not isinstance(d, dict) or type(d.get("allowed")) is not bool or not isinstance(d.get("reason"), str) \
+                or type(d.get("split")) is not bool or not isinstance(d.get("split_reason"), str):
             return None
         axes: list[dict[str, list[int]]] = []
         for a in (d.get("inputs"), d.get("outputs")):
@@ -161,7 +168,7 @@ def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | No
                                                   all(type(i) is int for i in x) for k, x in a.items()):
                 return None
             axes.append(dict(a))
-        out[v] = Verdict(v, d["allowed"], d["reason"], axes[0], axes[1])
+        out[v] = Verdict(v, d["allowed"], d["reason"], axes[0], axes[1], d["split"], d["split_reason"])
     return out
 
 
@@ -245,6 +252,10 @@ class Batched:
         #: The batch variable (axis 0 of everything, padding proven), or None; why not, when None.
         self.batch, self.no_batch_reason = batch_variable(f, self.verdicts) if self.variables else \
             (None, "the function has no dimension variables")
+        #: Why a batch may not be split over the largest bucket nor requests merged into one call, or "" (they may).
+        self.split_reason = self.no_batch_reason if self.batch is None else \
+            "" if self.verdicts[self.batch].split else \
+            f"splitting or merging {self.batch} is not proven safe: {self.verdicts[self.batch].split_reason}"
         self._elements = [sum(math.prod(contract.concrete_shape(i, b)) for i in f.inputs) for b in self.buckets]
         self._order = sorted(range(len(self.buckets)), key=lambda k: self._elements[k])
         self.stats: dict[str, BucketStats] = {bucket_label(b): BucketStats() for b in self.buckets}
@@ -277,12 +288,19 @@ class Batched:
         verdict = self.verdicts.get(variable)
         return bool(verdict and verdict.allowed)
 
+    @property
+    def splits(self) -> bool:
+        """Whether a batch over the largest bucket is split into calls, and requests may be merged into one call
+        (a batch variable whose ``split`` verdict allows it; else :attr:`split_reason` says why not)."""
+        return not self.split_reason
+
     def describe(self) -> dict[str, Any]:
-        """The plan as plain data: buckets, the batch variable, and each variable's padding verdict."""
+        """The plan as plain data: buckets, the batch variable, and each variable's padding verdict, with its
+        splitting and merging verdict under ``split``."""
         return {"buckets": [dict(b) for b in self.buckets], "source": self.plan.source, "notes": list(self.plan.notes),
                 "batch": self.batch, "max_rows": self.max_rows,
-                "no_batch_reason": self.no_batch_reason or None,
-                "padding": {v: d.as_dict() for v, d in self.verdicts.items()}}
+                "no_batch_reason": self.no_batch_reason or None, "split_reason": self.split_reason or None,
+                "padding": {v: {**d.as_dict(), "split": d.split_dict()} for v, d in self.verdicts.items()}}
 
     # -- warm-up --
 
@@ -406,12 +424,25 @@ class Batched:
         named = self._named(arrays)
         rows, most = self.rows(named), self.max_rows
         if rows is not None and most is not None and rows > most:
+            if not self.splits:
+                raise self._unsplit(rows, most)
             chunks = [{n: a[lo:lo + most] for n, a in named.items()} for lo in range(0, rows, most)]
             first, last = self._admit_one(chunks[0]), self._admit_one(chunks[-1])
             # the middle chunks have the first's shapes, which passed the checks
             middle = [first._replace(flat=[c[n] for n in self.input_names]) for c in chunks[1:-1]]
             return Admitted(first.flat, first.dims, rows, first.key, (first, *middle, last))
         return self._admit_one(named)
+
+    def _unsplit(self, rows: int, most: int) -> InputError:
+        """The error of a batch over the largest bucket that may not be split (:attr:`split_reason`)."""
+        assert self.batch is not None
+        bounds = self.function_record.bounds_of(self.batch)
+        fix = f", or compile a bucket that holds them (--dim {self.batch}=...,{rows}; dims={{...}} in Python)" \
+            if bounds.holds(rows) else f" ({rows} is outside the spec bound {bounds.text(self.batch)}: no bucket " \
+                                       f"can hold them)"
+        return InputError(f"{self.where}: {rows} rows are more than the largest bucket's {most}, and the batch may "
+                          f"not be split into calls of {most} rows: {self.split_reason}. Send at most {most} rows "
+                          f"per call{fix}.")
 
     def _admit_one(self, named: Mapping[str, Any]) -> Admitted:
         prepared = self.loaded.prepare(named)
@@ -443,6 +474,8 @@ class Batched:
                 return [self._execute(one.flat, one.dims)]
             parts = [self._execute(c.flat, c.dims) for c in one.chunks]
             return [{n: np.concatenate([p[n] for p in parts]) for n in self.output_names}]
+        if not self.splits:  # each alone: a merged call would answer one request with others' rows
+            return [self.run([r])[0] for r in requests]
         assert self.batch is not None and all(r.key == requests[0].key and not r.chunks for r in requests)
         flat = [np.concatenate([np.asarray(r.flat[i]) for r in requests]) for i in range(len(self.input_names))]
         total = sum(r.rows or 0 for r in requests)

@@ -7,7 +7,10 @@ covers the engine's batch size when the adapter knows it (Spark's ``batch_size``
 ``batch_size=``), at start; else the bucket of the first batch, when it comes. A smaller batch (a ragged last one)
 is padded to that bucket, a batch over the largest bucket is split into chunks of it; a whole job compiles one
 program per worker. Only a batch larger than every bucket compiled so far compiles another (counted in
-``compilations_after_warmup``). With ``cache_dir`` (JAX's persistent cache: ``run.cache``), a worker fetches the
+``compilations_after_warmup``). An engine cuts a dataset into batches wherever it likes, so a function whose rows
+may not be split apart (``Batched.splits``: an output row that depends on its position or on other rows, or a
+variable sizing an axis but axis 0) is refused when the worker starts, with the proof's reason
+(:func:`refuse_unsplittable`). With ``cache_dir`` (JAX's persistent cache: ``run.cache``), a worker fetches the
 program that ``jaxport warmup --cache-dir DIR`` or an earlier worker compiled instead of compiling it, and finds the
 program check's verdict there too (``isolate``), so it starts no checking child.
 
@@ -169,6 +172,21 @@ def _job_dims(f: Function, dims: Dims | None, batch_size: int | None) -> Dims | 
     return {variable: [batch_size]}
 
 
+def refuse_unsplittable(batched: Batched) -> None:
+    """Refuse (UsageError) a function a batch engine would give wrong answers with: one whose first input's axis 0
+    is a dimension variable (the rows an engine batches) along which a batch may not be split (``Batched.splits``).
+    An engine's batches are arbitrary slices of a dataset, so each output row must depend on its own input row
+    only; a function with a static axis 0 is called on batches of exactly that size, as the user chose."""
+    f = batched.function_record
+    axis0 = f.inputs[0].shape[0] if f.inputs and f.inputs[0].shape else None
+    if batched.splits or not isinstance(axis0, str) or axis0.strip() not in batched.variables:
+        return
+    raise UsageError(f"{batched.where}: a batch engine cuts the dataset into batches of rows along "
+                     f"{axis0.strip()}, which would change the answers: {batched.split_reason}. Call the function on "
+                     f"the whole input (jaxport call, jaxport.load), or export one whose output rows each depend "
+                     f"on their own input row only.")
+
+
 class Engine:
     """What every engine adapter holds per worker: the loaded function on a lazy :class:`Batched`, called per
     batch (see the module docstring). ``batch_size``: the engine's batch, when known; its bucket compiles here.
@@ -193,6 +211,7 @@ class Engine:
             raise
         self.batched = Batched(loaded, _job_dims(loaded.function_record, dims, batch_size), lazy=True,
                                cache_dir=self.cache_dir)
+        refuse_unsplittable(self.batched)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTS, 0)
         self._counts["workers"] = 1

@@ -16,6 +16,14 @@ operation then has a rule saying whether it keeps rows apart (elementwise operat
 reductions and contractions over other axes, batched matrix products, gathers indexed per row, loops that carry
 rows unchanged...); an operation without a rule is assumed not to (conservative: padding is refused, never
 wrongly allowed). Padding fills with copies of the last real row (``edge``), so a padded row is a valid input row.
+
+Splitting a batch into calls and merging several requests' rows into one call need more than padding does: rows
+``< n`` keep their positions when a batch is padded at its end, but not when it is cut into chunks or appended to
+another's rows, so every output row must depend on its own input row only, not on where it stands. The walk marks
+each value that depends on a row's position (:class:`Positional`): a ``stablehlo.iota`` along an axis sized by the
+variable (``jnp.arange(x.shape[0])``), a value with two axes sized by it (``x @ x.T``: an element pairs two rows),
+and whatever is computed from either. The verdict's ``split`` allows both only when padding is allowed, no output
+depends on such a value, and the variable sizes axis 0 of every input and output and no other axis of any.
 """
 
 from __future__ import annotations
@@ -53,18 +61,48 @@ _SIZED_ATTRIBUTES = {
 
 @dataclass
 class Verdict:
-    """Whether calls may pad a variable, and where: the input and output axes sized by it, by name."""
+    """Whether calls may pad a variable, and where: the input and output axes sized by it, by name; and whether a
+    batch may be split into calls along it, or several requests merged into one call (``split``; why not:
+    ``split_reason``, the padding's reason where padding is refused)."""
 
     variable: str
     allowed: bool
     reason: str = ""
     inputs: dict[str, list[int]] = field(default_factory=dict)
     outputs: dict[str, list[int]] = field(default_factory=dict)
+    split: bool = False
+    split_reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.allowed and not self.split_reason:
+            self.split, self.split_reason = False, self.reason
 
     def as_dict(self) -> dict[str, Any]:
+        """The padding verdict (a run description's ``padding.variables``: IREE modules are padded, never split)."""
         if not self.allowed:
             return {"allowed": False, "reason": self.reason}
         return {"allowed": True, "fill": "edge", "inputs": self.inputs, "outputs": self.outputs}
+
+    def split_dict(self) -> dict[str, Any]:
+        """The splitting and merging verdict: ``{"allowed": true}``, or ``{"allowed": false, "reason": ...}``."""
+        return {"allowed": True} if self.split else {"allowed": False, "reason": self.split_reason}
+
+
+class Positional(frozenset[int]):
+    """The axes sized by the variable of a value that depends on its rows' positions along them (``why``): row-wise
+    for padding, which keeps positions, not for splitting or merging, which move rows. Equal to the plain axes."""
+
+    why: str
+
+    def __new__(cls, axes: frozenset[int], why: str) -> Positional:
+        self = super().__new__(cls, axes)
+        self.why = why
+        return self
+
+
+def position(state: State) -> str:
+    """What a row-wise value's dependence on its rows' positions comes from, or "" (none, or not row-wise)."""
+    return state.why if isinstance(state, Positional) else ""
 
 
 class _Mismatch(Exception):
@@ -109,12 +147,30 @@ def analyze(fn: Function, variable: str, n_weights: int, env: Mapping[str, int],
         m1, m2 = ir.Module.parse(texts[0]), ir.Module.parse(texts[1])
         walk = _Lockstep(m1, m2, s1, s2, variable)
         try:
-            reason = walk.main(n_weights, fn, inputs, outputs)
+            reason, moved = walk.main(n_weights, fn, inputs, outputs)
         except _Mismatch as e:
             reason = f"the program's operations differ between {variable}={s1} and {variable}={s2} ({e})"
     if reason:
         return Verdict(variable, False, reason)
-    return Verdict(variable, True, "", inputs, {o.name: outputs.get(o.name, []) for o in fn.outputs})
+    moved = first_axis_only(fn, variable, inputs, outputs) or moved
+    return Verdict(variable, True, "", inputs, {o.name: outputs.get(o.name, []) for o in fn.outputs},
+                   split=not moved, split_reason=moved)
+
+
+def first_axis_only(fn: Function, variable: str, inputs: Mapping[str, list[int]],
+                    outputs: Mapping[str, list[int]]) -> str:
+    """Why a batch may not be split or merged along ``variable`` for the shapes alone (``{name: [axes]}`` sized by
+    it, :func:`exact_axes`), or "": it must size axis 0 of every input and output, and no other axis of any."""
+    for what, entries, axes in (("input", fn.inputs, inputs), ("output", fn.outputs, outputs)):
+        for entry in entries:
+            got = list(axes.get(entry.name, []))
+            shown = f"[{', '.join(map(str, entry.shape))}]"
+            if 0 not in got:
+                return f"{what} {entry.name!r} (shape {shown}) does not have {variable} as its axis 0"
+            if got != [0]:
+                return (f"{what} {entry.name!r} (shape {shown}) has {variable} as axis {got[1]} too: its rows are not "
+                        f"one per row of the batch")
+    return ""
 
 
 def _functions(module: Any) -> dict[str, Any]:
@@ -180,11 +236,12 @@ class _Lockstep:
         self.f1, self.f2 = _functions(m1), _functions(m2)
         self.s1, self.s2, self.v = s1, s2, variable
         self.state: dict[Any, State] = {}
-        self.memo: dict[tuple[str, tuple[State, ...]], list[State]] = {}
+        self.memo: dict[tuple[str, tuple[State, ...], tuple[str, ...]], list[State]] = {}
 
     def main(self, n_weights: int, fn: Function, inputs: dict[str, list[int]],
-             outputs: dict[str, list[int]]) -> str:
-        """Why the program is not row-wise in the variable, or ""."""
+             outputs: dict[str, list[int]]) -> tuple[str, str]:
+        """Why the program is not row-wise in the variable, or ""; and when it is, why an output depends on its
+        rows' positions (:class:`Positional`), or ""."""
         b1, b2 = self.bodies("main", "no main function")
         args: list[State] = []
         for i, (a1, a2) in enumerate(zip(b1.arguments, b2.arguments)):
@@ -192,17 +249,19 @@ class _Lockstep:
             if i >= n_weights and i - n_weights < len(fn.inputs):
                 name = fn.inputs[i - n_weights].name
                 if st != frozenset(inputs.get(name, [])):
-                    return f"input {name!r}: its axes sized by {self.v} are not those its shape declares"
+                    return f"input {name!r}: its axes sized by {self.v} are not those its shape declares", ""
             elif st != frozenset():
-                return f"argument {i} grows with {self.v}"
+                return f"argument {i} grows with {self.v}", ""
             args.append(st)
         results = self.call("main", args)
         for o, st in zip(fn.outputs, results):
             if isinstance(st, str):
-                return f"output {o.name!r} depends on {st}"
+                return f"output {o.name!r} depends on {st}", ""
             if st != frozenset(outputs.get(o.name, [])):
-                return f"output {o.name!r}: its axes sized by {self.v} are not those its shape declares"
-        return ""
+                return f"output {o.name!r}: its axes sized by {self.v} are not those its shape declares", ""
+        moved = next((f"output {o.name!r} depends on {position(st)}" for o, st in zip(fn.outputs, results)
+                      if position(st)), "")
+        return "", moved
 
     def axes(self, x1: Any, x2: Any) -> State:
         """The axes of a value sized by the variable, from its types in the two specializations."""
@@ -237,7 +296,7 @@ class _Lockstep:
             raise _Mismatch("a value defined outside the walk") from None
 
     def call(self, name: str, args: list[State]) -> list[State]:
-        key = (name, tuple(args))
+        key = (name, tuple(args), tuple(map(position, args)))
         if key in self.memo:
             return self.memo[key]
         b1, b2 = self.bodies(name, f"no function {name}")
@@ -270,8 +329,40 @@ class _Lockstep:
         return []
 
     def operation(self, o1: Any, o2: Any) -> list[State]:
-        name = o1.name
+        """The states of an operation's results: its rule's, marked :class:`Positional` where they depend on rows'
+        positions (:meth:`positional`)."""
         ins = [self.get(x) for x in o1.operands]
+        states = self.rule(o1, o2, ins)
+        why = self.positional(o1, ins, states)
+        return [Positional(s, why) if why and not isinstance(s, str) and not position(s) else s for s in states]
+
+    def positional(self, o1: Any, ins: list[State], states: list[State]) -> str:
+        """Why an operation's results depend on rows' positions, or "": an operand that does (a value its regions
+        compute included), an iota along an axis sized by the variable, or a result with two such axes (an element
+        that pairs two rows)."""
+        why = next((position(s) for s in [*ins, *states] if position(s)), "") or self.inner(o1)
+        if why:
+            return why
+        if o1.name == "stablehlo.iota" and states and not isinstance(states[0], str) and \
+                _int_attr(o1, "iota_dimension") in states[0]:
+            return f"the rows' positions along {self.v} (stablehlo.iota: an arange over {self.v})"
+        if any(not isinstance(s, str) and len(s) > 1 for s in states):
+            return f"a value with two axes sized by {self.v}, whose elements pair rows ({o1.name})"
+        return ""
+
+    def inner(self, op: Any) -> str:
+        """Why a value computed in an operation's regions depends on rows' positions, or ""."""
+        for block in (b for r in op.regions for b in r.blocks):
+            values = [*block.arguments, *(r for o in block.operations for r in o.operation.results)]
+            why = next((position(self.state[x]) for x in values if x in self.state and position(self.state[x])),
+                       "") or next((w for w in (self.inner(o.operation) for o in block.operations) if w), "")
+            if why:
+                return why
+        return ""
+
+    def rule(self, o1: Any, o2: Any, ins: list[State]) -> list[State]:
+        """The states of an operation's results by its rule (see the module docstring)."""
+        name = o1.name
         outs = [self.axes(r1, r2) for r1, r2 in zip(o1.results, o2.results)]
         skip = _SIZED_ATTRIBUTES.get(name, set())
         a1, a2 = _attributes(o1), _attributes(o2)
