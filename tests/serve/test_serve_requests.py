@@ -315,6 +315,77 @@ def test_grpc_answers_the_outputs_asked_for(server):
     np.testing.assert_array_equal(np.frombuffer(reply.raw_output_contents[1], np.bool_), nb)
 
 
+#: What an attacker puts in a field instead of what belongs there.
+ODD = [None, True, False, 0, -1, 2 ** 64, 1.5, -1e308, "", "x" * 5000, [], [[]], [None], [True], {}, {"a": [1]}]
+
+
+def _paths(value, path=()):
+    """Every path into a JSON value (keys and indices), the value's own first."""
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for k, v in enumerate(value[:2]):
+            yield from _paths(v, (*path, k))
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+def test_every_field_replaced_by_an_odd_value_is_a_4xx_or_an_answer(server):
+    """A generated corpus: each field of a good request (with outputs and parameters asked for), and each of its first
+    values, replaced by each of ``ODD``: a 400 with one message, or (where the value is one the field takes) a 200;
+    never a 500. The canary still gets the right answer after them."""
+    good = {**_good(), "id": "r", "parameters": {"binary_data_output": False},
+            "outputs": [{"name": "y", "parameters": {"binary_data": False}}]}
+    good["inputs"][1]["parameters"] = {"note": "n"}
+    seen = {}
+    for path in _paths(good):
+        for new in ODD:
+            status, _, reply = _post(f"{server['base']}/v2/models/m/infer", _json(_replaced(good, path, new)))
+            assert status in (200, 400), (path, new, status, reply[:300])
+            if status == 400:
+                (message,) = json.loads(reply).values()
+                assert "\n" not in message and len(message) < 400, (path, new, message)
+            seen[status] = seen.get(status, 0) + 1
+    assert seen[400] > 300 and seen.get(200, 0) > 10, seen
+    _canary(server)
+
+
+#: Values for each of gRPC's typed contents fields: in range for INT32 but not INT8, and such.
+CONTENTS = {"bool_contents": [True, False], "int_contents": [300, -1], "int64_contents": [2 ** 40, 1],
+            "uint_contents": [70000, 1], "uint64_contents": [2 ** 63, 1], "fp32_contents": [1.5, float("nan")],
+            "fp64_contents": [1e300, 2.0], "bytes_contents": [b"ab", b""]}
+
+
+def test_every_grpc_tensor_of_any_datatype_shape_and_contents_is_invalid_argument_or_an_answer(server):
+    """A generated corpus over gRPC: input n given each datatype, each contents field, each odd shape: answered or
+    ``INVALID_ARGUMENT`` with one message naming an ``inputs[1]`` field; never another status."""
+    codes: dict[object, int] = {}
+    with grpc.insecure_channel(server["grpc"]) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        for datatype in ("INT32", "", "int32", "BYTES", "BF16", "INT8", "UINT64", "FP16", "BOOL", "FP64"):
+            for field, values in CONTENTS.items():
+                for shape in ([2], [], [-1], [0], [1, 2], [1 << 62, 1 << 62], [1] * 65):
+                    n = pb.ModelInferRequest.InferInputTensor(name="n", datatype=datatype, shape=shape,
+                                                              contents=pb.InferTensorContents(**{field: values}))
+                    try:
+                        stub.ModelInfer(pb.ModelInferRequest(model_name="m", inputs=_grpc_good(n=n)), timeout=60)
+                        codes["OK"] = codes.get("OK", 0) + 1
+                    except grpc.RpcError as e:
+                        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (datatype, field, shape, e.details())
+                        assert e.details().startswith(("inputs[1]", "input 'n'")), (datatype, field, e.details())
+                        codes[e.code()] = codes.get(e.code(), 0) + 1
+    assert codes == {"OK": 1, grpc.StatusCode.INVALID_ARGUMENT: 10 * 8 * 7 - 1}, codes
+    _canary(server)
+
+
 def test_no_traceback_in_the_log(server):
     """Every request above was answered without one (runs last in this module)."""
     _canary(server)
