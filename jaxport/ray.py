@@ -19,8 +19,9 @@ from typing import Any
 
 from .errors import UsageError
 from .run.options import LoadOptions
+from .run.rows import batch_columns
 from .serve.batching import Dims
-from .serve.engine import Engine, column_arrays
+from .serve.engine import Engine
 from .serve.loading import merged
 
 __all__ = ["Predictor"]
@@ -48,8 +49,10 @@ class Predictor:
     ``ds.map_batches(Predictor, fn_constructor_args=(ARTIFACT,), batch_size=256, concurrency=2)``, ARTIFACT a path
     every node can read, the bytes, or an ``ObjectRef`` to them (``ray.put``). Batches are numpy
     (``batch_format="numpy"``, Ray's default) or pandas, with a column per input, named after it (or mapped:
-    ``columns={"x": "image"}``). ``keep_inputs=False`` returns the outputs only. ``batch_size``: the batch size
-    given to ``map_batches``, so the actor compiles its bucket at start (default: the first batch's, then).
+    ``columns={"x": "image"}``), each cell a row of it (``run.rows``: a bad cell is refused naming its column and
+    row; values are converted to the input's dtype when every one is kept). ``keep_inputs=False`` returns the
+    outputs only. ``batch_size``: the batch size given to ``map_batches``, so the actor compiles its bucket at start
+    (default: the first batch's, then).
     ``report_compilations=True`` adds two columns: ``jaxport_compilations``, the programs this actor compiled after
     its warm-up (0: every batch fits the bucket of the first), and ``jaxport_compilations_total``, all it compiled
     or fetched from the compilation cache (1). ``dims``: the bucket sizes, as ``jaxport serve --dim`` (default:
@@ -71,7 +74,8 @@ class Predictor:
     def __call__(self, batch: Any) -> Any:
         import numpy as np
 
-        outputs = self.engine.predict(column_arrays(batch, self.engine.input_names, self.columns))
+        inputs = self.engine.batched.function_record.inputs
+        outputs = self.engine.predict(batch_columns(batch, inputs, self.columns))
         if self.report_compilations:
             rows = len(next(iter(outputs.values()))) if outputs else 0
             outputs = {**outputs, "jaxport_compilations": np.full(rows, self.engine.compilations_after_warmup),
