@@ -1,6 +1,7 @@
 """What every batch-engine adapter (``jaxport.ray``, ``jaxport.beam``, ``jaxport.spark``) holds per worker: an
-artifact's function on a lazy :class:`batching.Batched`, the input columns of a batch as arrays, the most rows one
-program call takes (what an engine caps its batches at), and the artifact itself when it arrives as bytes.
+artifact's function on a lazy :class:`batching.Batched` (the rows of a batch become its input arrays in
+``run.rows``), the most rows one program call takes (what an engine caps its batches at), and the artifact itself
+when it arrives as bytes.
 
 Start-up is what a batch job pays per worker, so a worker compiles only what its job reaches: the one bucket that
 covers the engine's batch size when the adapter knows it (Spark's ``batch_size``, Beam's ``max_batch_size``, Ray's
@@ -25,7 +26,7 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from .. import usercache
 from .._fsio import atomic_write
 from ..artifact import contract
 from ..artifact.model import Function
-from ..errors import FormatError, InputError, OutputError, UsageError
+from ..errors import FormatError, OutputError, UsageError
 from ..run.options import LoadOptions
 from .batching import Batched, Dims, plan_buckets
 from .loading import check_serving, load_served, merged
@@ -129,34 +130,6 @@ def first_axis_bound(f: Function, dims: Dims | None = None) -> int | None:
     if variable not in contract.dimension_variables(f):
         return None
     return max(b[variable] for b in plan_buckets(f, dims).buckets)
-
-
-def column_arrays(columns: Mapping[str, Any], names: Sequence[str],
-                  renamed: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The input arrays of a batch given as columns (numpy arrays, pandas Series of arrays or lists): input ``name``
-    from column ``renamed.get(name, name)``, stacked into one array; InputError naming a missing column."""
-    import numpy as np
-
-    out = {}
-    for name in names:
-        column = (renamed or {}).get(name, name)
-        if column not in columns:
-            have = ", ".join(map(repr, list(columns)[:12])) or "none"
-            raise InputError(f"the batch has no column {column!r} for input {name!r} (it has {have}); name the "
-                             f"column after the input, or map it (columns={{{name!r}: 'COLUMN'}}).")
-        value = columns[column]
-        value = value.to_numpy() if hasattr(value, "to_numpy") else value
-        array = np.asarray(value)
-        if array.dtype == object:  # a column of per-row arrays (pandas, Arrow tensors as objects)
-            try:
-                array = np.stack([np.asarray(v) for v in array]) if len(array) else array
-            except ValueError:
-                sizes = sorted({np.shape(v) for v in array}, key=str)[:4]
-                raise InputError(f"column {column!r} (input {name!r}) holds rows of different shapes "
-                                 f"({', '.join(map(str, sizes))}); every row of an input has the same shape.") \
-                    from None
-        out[name] = array
-    return out
 
 
 def _job_dims(f: Function, dims: Dims | None, batch_size: int | None) -> Dims | None:
