@@ -420,12 +420,16 @@ def _verify_key(artifact: Path, bundle: Bundle, trusted: Sequence[_Trusted], sou
     raise failure
 
 
-def _names(der: bytes) -> tuple[list[str], str | None]:
-    """A certificate's identities (subject alternative names, then its common name) and its issuer's common name."""
+def _names(der: bytes, path: Path) -> tuple[list[str], str | None]:
+    """A certificate's identities (subject alternative names, then its common name) and its issuer's common name;
+    ``SignatureError`` for bytes that are no X.509 certificate (the bundle at ``path`` is hostile until verified)."""
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
-    cert = x509.load_der_x509_certificate(der)
+    try:
+        cert = x509.load_der_x509_certificate(der)
+    except ValueError:
+        raise _bad(path, "its signing certificate is not a DER X.509 certificate") from None
     names: list[str] = []
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -447,7 +451,7 @@ def _verify_certificate(artifact: Path, bundle: Bundle, trusted: Sequence[_Trust
     shown = ", ".join(shown_path(p) for p in cas)
     _run_library(artifact, bundle, lambda c: c.use_certificate_verifier(certificate_chain=cas),
                  f"a certificate chain to {shown}")
-    names, issuer = _names(bundle.certificates[0])
+    names, issuer = _names(bundle.certificates[0], bundle.path)
     signer = f"certificate {names[0] if names else '(no name)'}, chained to {shown}"
     if t.identities:
         match = [i for i in t.identities if i.identity in names and i.issuer in (None, issuer)]
@@ -460,7 +464,7 @@ def _verify_certificate(artifact: Path, bundle: Bundle, trusted: Sequence[_Trust
 
 
 def _verify_keyless(artifact: Path, bundle: Bundle, t: Trust) -> Verified:
-    names, issuer = _names(bundle.certificates[0])
+    names, issuer = _names(bundle.certificates[0], bundle.path)
     who = f"{', '.join(names) or 'no identity'}"
     offline = (f"{shown_path(bundle.path)}: a keyless Sigstore signature (certificate for {who}); verifying it needs "
                f"Sigstore's trust root, and no Sigstore trust root is available offline")

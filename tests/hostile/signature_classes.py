@@ -1,0 +1,118 @@
+"""The signature class (issue 37): hostile signature bundles beside a valid artifact, and valid bundles that sign
+something else, driven through the commands that require a signature (``call --require-signature``, ``check
+--signature-key``) and ``inspect``, which shows a bundle unverified.
+
+Every case must be refused by the signature check (exit 14, one ``error[signature]``/``error[violation]`` line),
+before the artifact is read; ``inspect`` may succeed (it verifies nothing), but must not print the bundle's control
+characters. Needs the extra ``jaxport[sign]``; without it the class has no cases.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .corpus import Base, Case
+
+SIGNED = "m.jaxport"  # the artifact's name in the work directory: the bundles below sign this name
+CALL = ("call", ["call", SIGNED, "--random", "--no-cache", "--require-signature", "ci.pub"])
+CHECK = ("check", ["check", SIGNED, "--signature-key", "ci.pub"])
+INSPECT = ("inspect", ["inspect", SIGNED])
+
+
+def _keys(d: Path) -> dict[str, Path]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    out = {}
+    for name in ("ci", "other"):
+        key = ec.generate_private_key(ec.SECP256R1())
+        out[name] = d / f"{name}.pem"
+        out[name].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                serialization.NoEncryption()))
+        out[name + ".pub"] = d / f"{name}.pub"
+        out[name + ".pub"].write_bytes(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return out
+
+
+def _with_statement(bundle: bytes, edit) -> bytes:
+    doc = json.loads(bundle)
+    statement = json.loads(base64.b64decode(doc["dsseEnvelope"]["payload"]))
+    edit(statement)
+    doc["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    return json.dumps(doc).encode()
+
+
+def _with(bundle: bytes, edit) -> bytes:
+    doc = json.loads(bundle)
+    edit(doc)
+    return json.dumps(doc).encode()
+
+
+def bundles(b: Base) -> dict[str, tuple[bytes, tuple]]:
+    """Every hostile bundle by name: (its bytes, the extra setup steps), all beside a copy of the base artifact."""
+    from jaxport.artifact.signing import sign
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        keys = _keys(d)
+        art = d / SIGNED
+        shutil.copyfile(b.dir / "base.jaxport", art)
+        good = (sign(art, keys["ci"]).signature).read_bytes()
+        by_other = sign(art, keys["other"], signature=d / "o.sig").signature.read_bytes()
+        other_name = d / "other-name.jaxport"
+        shutil.copyfile(art, other_name)
+        for_other = sign(other_name, keys["ci"]).signature.read_bytes()
+        pub = keys["ci.pub"].read_bytes()
+    deep = b"[" * 100 + b"]" * 100
+    cases = {
+        "truncated": good[: len(good) // 2],
+        "empty": b"",
+        "garbage": bytes(range(256)) * 4,
+        "oversized": b"{" + b" " * (1 << 20) + b"}",
+        "deep-json": deep,
+        "not-an-object": b"[1, 2, 3]",
+        "duplicate-keys": good[:-1] + b', "mediaType": "x"}',
+        "nan": _with(good, lambda d: d.update(extra=float("nan"))),
+        "wrong-media-type": _with(good, lambda d: d.update(mediaType="application/json")),
+        "no-material": _with(good, lambda d: d.update(verificationMaterial={})),
+        "no-signatures": _with(good, lambda d: d["dsseEnvelope"].update(signatures=[])),
+        "two-signatures": _with(good, lambda d: d["dsseEnvelope"]["signatures"].append(
+            d["dsseEnvelope"]["signatures"][0])),
+        "payload-not-base64": _with(good, lambda d: d["dsseEnvelope"].update(payload="%%%")),
+        "payload-not-json": _with(good, lambda d: d["dsseEnvelope"].update(payload=base64.b64encode(b"\xff").decode())),
+        "sig-not-base64": _with(good, lambda d: d["dsseEnvelope"]["signatures"][0].update(sig="***")),
+        "altered-signature": _with(good, lambda d: d["dsseEnvelope"]["signatures"][0].update(
+            sig=base64.b64encode(b"\x30\x06\x02\x01\x01\x02\x01\x01").decode())),
+        "two-subjects": _with_statement(good, lambda s: s["subject"].append(s["subject"][0])),
+        "subject-renamed": _with_statement(good, lambda s: s["subject"][0].update(name=SIGNED)),
+        "escape-in-name": _with_statement(good, lambda s: s["subject"][0].update(name="\x1b[31mevil\x1b]0;x\x07")),
+        "digest-edited": _with_statement(good, lambda s: s["predicate"]["resources"][0].update(digest="0" * 64)),
+        "untrusted-key": by_other,
+        "for-another-name": for_other,
+        "no-hint-untrusted": _with(by_other, lambda d: d["verificationMaterial"]["publicKey"].update(hint=None)),
+        "keyless": _with(good, lambda d: d.update(verificationMaterial={
+            "certificate": {"rawBytes": base64.b64encode(b"0\x03\x02\x01\x00").decode()},
+            "tlogEntries": [{"logIndex": "1"}]})),
+        "certificate-chain-junk": _with(good, lambda d: d.update(verificationMaterial={
+            "x509CertificateChain": {"certificates": [{"rawBytes": base64.b64encode(b"junk").decode()}]},
+            "tlogEntries": []})),
+    }
+    setup = (("copy", SIGNED, "base.jaxport"), ("write", "ci.pub", pub))
+    return {name: (data, setup) for name, data in cases.items()}
+
+
+def cases(b: Base) -> Iterator[Case]:
+    import importlib.util
+
+    if importlib.util.find_spec("model_signing") is None or importlib.util.find_spec("OpenSSL") is None:
+        return  # the class needs jaxport[sign]
+    for name, (data, setup) in bundles(b).items():
+        yield Case("signature", name, "signature", data, frozenset({14}), file=f"{SIGNED}.sig",
+                   commands=tuple((label, tuple(argv)) for label, argv in (CALL, CHECK, INSPECT)), setup=setup,
+                   accept=frozenset({"inspect"}), why="inspect shows the bundle beside the artifact, unverified")
