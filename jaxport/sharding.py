@@ -234,8 +234,9 @@ def describe(exported: Any) -> tuple[tuple[list[str], list[int]] | None, list[Re
 def jit_sharded(program: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], mesh: Mapping[str, int],
                 arg_specs: Sequence[Any], kwarg_specs: Mapping[str, Any],
                 out_specs: Sequence[PartitionSpec | None] | None, where: str) -> tuple[Any, tuple[Any, Any]]:
-    """``jax.jit`` of ``program(*args, **kwargs)`` with in (and out) shardings over an abstract mesh, taking
-    ``(args, kwargs)`` as two positional arguments (``jax.jit`` shards positional arguments only).
+    """``jax.jit`` of ``program(*args, **kwargs)`` with in (and out) shardings over an abstract mesh, traced under
+    that mesh, taking ``(args, kwargs)`` as two positional arguments (``jax.jit`` shards positional arguments
+    only).
 
     ``arg_specs``/``kwarg_specs`` mirror ``args``/``kwargs`` with a PartitionSpec (or None) per array leaf;
     ``out_specs`` gives one per output leaf, in flattening order. Returns the jitted function and its arguments.
@@ -249,7 +250,10 @@ def jit_sharded(program: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
         return jax.tree_util.tree_map(lambda s: named(amesh, s), tree, is_leaf=is_spec)
 
     def positional(a: Any, k: Any) -> Any:
-        return program(*a, **k)
+        # traced under the spec's mesh, so that with_sharding_constraint(x, P("data")) and get_abstract_mesh() in
+        # the function see it, as under jax.set_mesh (no devices needed: the mesh is abstract)
+        with jax.sharding.use_abstract_mesh(amesh):
+            return program(*a, **k)
 
     positional.__name__ = getattr(program, "__name__", "program")
     in_shardings = (shardings(tuple(arg_specs)), shardings(dict(kwarg_specs)))

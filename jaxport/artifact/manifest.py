@@ -17,32 +17,14 @@ from ..spec.values import dimension_range, input_range
 from . import model
 from .bounds import Bounds
 from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
+from .versions import FORMAT_MAJOR as FORMAT_MAJOR
+from .versions import FORMAT_VERSION as FORMAT_VERSION
+from .versions import written_version as written_version
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
-
-#: The artifact format version, "MAJOR.MINOR". A reader accepts any minor of its major and refuses a newer major.
-#: History:
-#:   1.0 (2026-11-29): first version: zip container, manifest.json first, one JAX serialization per function.
-#:        Before 1.0 was released it gained, additively, the weights section and member, vjp_order values above 0,
-#:        and, for sharded functions, mesh, weights_partition_specs and each array's partition_spec; then an input's
-#:        range, source.spec_sha256 and source.binds, with recorded paths relative to the export root.
-#:   1.1 (2026-12-03): producer.for_jax (export --for-jax) and producer.upgraded_from (jaxport upgrade), optional.
-#: A writer labels an artifact with the oldest version that has every field it holds (``written_version``): one that
-#: uses no field a later minor added is the 1.0 it always was, byte for byte.
-FORMAT_VERSION = "1.1"
-FORMAT_MAJOR = 1
-
-
-def written_version(m: model.Manifest) -> str:
-    """The format version an artifact is written as: the oldest that has every field ``m`` holds (1.1 for
-    ``producer.for_jax`` and ``producer.upgraded_from``, else 1.0), so that an older jaxport's reader and a policy's
-    ``format_version`` range see what the artifact needs, not which jaxport wrote it."""
-    p = m.producer
-    return "1.1" if p.for_jax is not None or p.upgraded_from is not None else "1.0"
-
 
 FORMAT_NAME = "jaxport"
 
@@ -358,8 +340,23 @@ def _arrays(fn: _Fields, key: str) -> list[Any]:
         sharding = a.optional_string("sharding", 1 << 16)
         spec_path = a.optional_string("spec_path", 1 << 16)
         out.append((a, model.Input(name, shape, dtype, spec_path, sharding) if record is model.Input
-                    else model.Output(name, shape, dtype, sharding)))
+                    else model.Output(name, shape, dtype, sharding, key=_output_key(a, shape, dtype))))
     return out
+
+
+def _output_key(a: _Fields, shape: tuple[int | str, ...], dtype: str) -> str | None:
+    """An output's optional ``key`` (format 1.2): the key dtype whose key data the output holds; the output is then
+    ``uint32`` with the key type's data axes last."""
+    if not a.has("key"):
+        return None
+    key = a.string("key", 64)
+    if key not in dtypes.KEYS:
+        raise _fail(a.at("key"), f"{key!r} is not a PRNG key dtype (one of {', '.join(dtypes.KEYS)})")
+    data = dtypes.KEYS[key].data_shape
+    if dtype != "uint32" or len(shape) < len(data) or tuple(shape[len(shape) - len(data):]) != data:
+        raise _fail(a.at("key"), f"a {key} output's key data is uint32 with the axes {list(data)} last, "
+                                 f"not {dtype}{list(shape)}")
+    return key
 
 
 def _ranges(inputs: list[Any]) -> None:
@@ -435,6 +432,12 @@ def _output_node(raw: Any, path: str, n_outputs: int) -> model.OutputNode:
     entries = {k: _output_node(c, f"{path}.dict[{k!r}]", n_outputs) for k, c in n.fields("dict").raw.items()} \
         if n.has("dict") else None
     type_name = n.string("node") if n.has("node") else None
+    module = n.string("module", 1024) if n.has("module") else None
+    keys = tuple(_string(k, f"{n.at('keys')}[{i}]", 1024) for i, k in enumerate(n.list("keys", 1 << 16))) \
+        if n.has("keys") else None
+    if keys is not None and len(keys) != len(children or ()):
+        count = plural(len(children or ()), "child", "children")
+        raise _fail(n.at("keys"), f"names {plural(len(keys), 'key')} for {count}")
     if index is not None:
         return model.OutputNode("output", index)
     if entries is not None:
@@ -444,7 +447,7 @@ def _output_node(raw: Any, path: str, n_outputs: int) -> model.OutputNode:
     if in_tuple is not None:
         return model.OutputNode("tuple", in_tuple)
     if n.has("node") or children is not None:
-        return model.OutputNode("node", children or (), type_name)
+        return model.OutputNode("node", children or (), type_name, module, keys)
     return model.OutputNode("none")
 
 

@@ -201,10 +201,14 @@ class Output:
     dtype: str
     sharding: str | None = None
     partition_spec: tuple[PartitionEntry, ...] | None = None
+    #: Format 1.2: the output is the key data (``uint32``, ``dtype``/``shape``) of a typed PRNG key array of this
+    #: key dtype (``key<fry>``), which ``jaxport.load`` gives back as keys; None for an array output.
+    key: str | None = None
 
     def to_json(self, sharded: bool = False) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "sharding": self.sharding,
-                **({"partition_spec": _partition_json(self.partition_spec)} if sharded else {})}
+                **({"partition_spec": _partition_json(self.partition_spec)} if sharded else {}),
+                **_given(key=self.key)}
 
 
 @dataclass(frozen=True)
@@ -292,11 +296,15 @@ OUTPUT_KINDS = ("output", "none", "list", "tuple", "dict", "node")
 class OutputNode:
     """A node of the output tree: ``kind`` one of ``OUTPUT_KINDS``; ``value`` the output's index (``output``), a
     tuple of nodes (``list``, ``tuple``, ``node``: the children in JAX's flattening order) or a dict of nodes
-    (``dict``); ``type_name`` the ``__qualname__`` of a ``node``'s pytree type."""
+    (``dict``); ``type_name`` the ``__qualname__`` of a ``node``'s pytree type. Format 1.2: a ``node``'s
+    ``module`` (its type's ``__module__``) and ``keys`` (each child's key: a field, attribute or dict key name, or
+    an index), from which ``jaxport.load`` rebuilds the user's type."""
 
     kind: str
     value: Any = None
     type_name: str | None = None
+    module: str | None = None
+    keys: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         if self.kind == "output":
@@ -307,7 +315,8 @@ class OutputNode:
             return {"dict": {k: c.to_json() for k, c in self.value.items()}}
         children = [c.to_json() for c in self.value]
         if self.kind == "node":
-            return {"node": self.type_name, "children": children}
+            return {"node": self.type_name, "children": children,
+                    **_given(module=self.module, keys=list(self.keys) if self.keys is not None else None)}
         return {self.kind: children}
 
 

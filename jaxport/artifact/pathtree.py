@@ -43,11 +43,16 @@ def leaf_paths(flat: Sequence[tuple[Sequence[Any], Any]]) -> list[str]:
     return ["/".join(key_name(k) for k in path) for path, _ in flat]
 
 
-def path_trees(values: Any) -> Any:
+def path_trees(values: Any, numbers: bool = True) -> Any:
     """``values`` (a call's positional arguments, a tuple, or its keyword arguments, a dict) with each argument that
-    holds a structured value given as ``nest`` of its array leaves (leaves without a shape and dtype dropped, as
-    the export baked them), so a custom pytree node matches the call tree an export recorded for it; a single
-    array, None or any other leaf stays as it is. Imports JAX only for an argument that is not a leaf."""
+    holds a structured value given as ``nest`` of its array leaves and (``numbers``) Python numbers, which a
+    ``like:`` argument takes as scalar inputs or pinned values; other leaves are dropped, as the export baked them
+    (``numbers=False``: Python numbers too, as an artifact of jaxport 0.1.0 baked them). So a custom pytree node
+    matches the call tree an export recorded for it; a single array, None or any other leaf stays as it is. Imports
+    JAX only for an argument that is not a leaf."""
+
+    def kept(v: Any) -> bool:
+        return (hasattr(v, "shape") and hasattr(v, "dtype")) or (numbers and type(v) in (bool, int, float, complex))
 
     def plain(value: Any) -> Any:
         if value is None or (hasattr(value, "shape") and hasattr(value, "dtype")) or isinstance(value, (str, int,
@@ -55,8 +60,7 @@ def path_trees(values: Any) -> Any:
             return value
         from jax import tree_util
 
-        flat = [(p, v) for p, v in tree_util.tree_flatten_with_path(value)[0]
-                if hasattr(v, "shape") and hasattr(v, "dtype")]
+        flat = [(p, v) for p, v in tree_util.tree_flatten_with_path(value)[0] if kept(v)]
         return nest(flat) if flat else value
 
     if isinstance(values, dict):

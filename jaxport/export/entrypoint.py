@@ -44,6 +44,11 @@ class Entrypoint:
         return self.artifact_name or self.attribute.rsplit(".", 1)[-1]
 
 
+#: The name an entry point's file ``model.py`` is imported under: ``ENTRY_MODULE_PREFIX + "model"`` (not ``model``,
+#: so that it cannot shadow a module of that name).
+ENTRY_MODULE_PREFIX = "_jaxport_entry_"
+
+
 def _user_traceback(exc: BaseException, user_file: str | None) -> str:
     """The frames of ``exc`` that belong to the user's code, formatted as Python does."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -166,7 +171,7 @@ def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Ent
         os.close(open_regular(path, lambda m: EntrypointError(f"entry point {text!r}: {m}"),
                               directory="a Python file"))
         root = path.parent
-        module_name = "_jaxport_entry_" + re.sub(r"\W", "_", path.stem)
+        module_name = ENTRY_MODULE_PREFIX + re.sub(r"\W", "_", path.stem)
         _enter_root(root)
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from .. import dimexpr, dtypes
-from .._jax_internals import serializable_node_types
 from ..artifact import pathtree
 from ..artifact.calltree import key_name
 from ..errors import SpecError
-from ..spec import ArrayLeaf, FunctionSpec, ShapeSpec, Where
+from ..spec import ArrayLeaf, FunctionSpec, ShapeSpec, StaticLeaf, Where
 from ..spec.like import LikeLeaf
 from ..spec.tree import leaves, map_leaves
 from .bind import entry_modules, load_bind_source
@@ -41,8 +41,6 @@ class LikeTree:
     #: Each leaf of ``treedef``: its key path (read from the mirror), or None for a baked leaf.
     paths: tuple[tuple[Any, ...] | None, ...]
     baked: Mapping[int, Any]
-    #: The custom node types of the value (``node_types``): outputs of these types are recorded by path too.
-    types: frozenset[type] = frozenset()
 
     def rebuild(self, value: Any) -> Any:
         """The user's pytree from ``value``, a tree shaped as ``mirror`` (of tracers, in the program)."""
@@ -84,8 +82,21 @@ def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
     arrays: list[tuple[Any, ArrayLeaf]] = []
     kept: list[int] = []
     baked: dict[int, Any] = {}
+    pinned: list[tuple[Any, StaticLeaf]] = []
     names = pathtree.leaf_paths(flat)
     for i, ((path, item), name) in enumerate(zip(flat, names)):
+        if isinstance(given.get(name), StaticLeaf):
+            pinned.append((path, _pinned(leaf, name, item, given[name])))
+            baked[i] = item
+            continue
+        if is_python_number(item):
+            spec_leaf = given[name] if name in given else _number_leaf(leaf, name, item)
+            if len(spec_leaf.shape) != 0:
+                raise SpecError(f"{where}: leaves[{name!r}] has {len(spec_leaf.shape)} axes, but the leaf of "
+                                f"{leaf.source} is the Python number {item!r}. Give it no axes (shape []).")
+            kept.append(i)
+            arrays.append((path, spec_leaf))
+            continue
         shape, dtype = getattr(item, "shape", None), getattr(item, "dtype", None)
         if shape is None or dtype is None:
             baked[i] = item
@@ -101,10 +112,11 @@ def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
                                 f"{leaf.source} has shape {tuple(shape)}. Give it the leaf's rank.")
         else:
             dims = tuple(sizes.get(int(d), int(d)) for d in shape)
-            spec_leaf = ArrayLeaf(dims, canonical.name, Where(leaf.where.file, leaf.where.line))
+            spec_leaf = ArrayLeaf(dims, canonical.name, Where(leaf.where.file, leaf.where.line),
+                                  range=example_range(item, canonical.name))
         kept.append(i)
         arrays.append((path, spec_leaf))
-    unknown = sorted(set(given) - {names[i] for i in kept})
+    unknown = sorted(set(given) - {names[i] for i in kept} - {pathtree.leaf_paths([p])[0] for p in pinned})
     if unknown:
         close = difflib.get_close_matches(unknown[0], names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -119,11 +131,84 @@ def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
         raise SpecError(f"{where}: no axis of {leaf.source}'s leaves has a size that 'sizes' names "
                         f"({', '.join(str(s) for s in sizes)}); its leaves' shapes: "
                         f"{', '.join(str(tuple(getattr(x, 'shape', ()))) for _, x in flat[:8])}.")
-    mirror = pathtree.nest(arrays)
+    mirror = pathtree.nest([*arrays, *pinned])
     paths: list[tuple[Any, ...] | None] = [None] * len(flat)
     for i, (path, _) in zip(kept, arrays):
         paths[i] = _steps(mirror, path)
-    return LikeTree(leaf, mirror, treedef, tuple(paths), baked, node_types(value))
+    return LikeTree(leaf, mirror, treedef, tuple(paths), baked)
+
+
+def is_python_number(value: Any) -> bool:
+    """Whether a leaf is a Python ``bool``, ``int``, ``float`` or ``complex`` (not a numpy scalar, which has a
+    dtype): ``jax.jit`` traces it as a weakly typed scalar, and so does a ``like:`` argument."""
+    return type(value) in (bool, int, float, complex)
+
+
+#: The dtype ``jax.jit`` gives a Python number (without 64-bit mode), and whether it is weakly typed.
+_NUMBER_DTYPES = {bool: ("bool", False), int: ("int32", True), float: ("float32", True),
+                  complex: ("complex64", True)}
+
+
+def _number_leaf(leaf: LikeLeaf, name: str, value: Any) -> ArrayLeaf:
+    """The scalar input a Python number of a ``like:`` value becomes, typed as ``jax.jit`` types it."""
+    dtype, weak = _NUMBER_DTYPES[type(value)]
+    if dtype == "int32" and not -(1 << 31) <= value < (1 << 31):
+        raise SpecError(f"{leaf.where}: leaf {name!r} of {leaf.source} is the Python int {value}, which int32 (the "
+                        f"dtype jax.jit gives a Python int) cannot hold. Make it a numpy int64 (with "
+                        f"jax_enable_x64), or give the leaf under 'leaves'.")
+    return ArrayLeaf((), dtype, Where(leaf.where.file, leaf.where.line), weak=weak,
+                     range=example_range(value, dtype))
+
+
+def example_range(value: Any, dtype: str) -> tuple[int | float, int | float] | None:
+    """The values ``verify`` and ``call --random`` draw for a leaf whose example ``value`` (an array or a number)
+    the ``like:`` value holds, so that a state is drawn around its own values (a variance stays positive, a step
+    count stays a count): integers ``[min, max + 1)``; floats ``[min, max]`` widened by a tenth of its width (of
+    the value's magnitude, or 1, for a constant), not below 0 when the value is not. None for bool, complex and key
+    leaves, an empty value, and one with no finite value."""
+    import numpy as np
+
+    kind = dtypes.BY_NAME[dtype].kind
+    if kind not in ("int", "uint", "float"):
+        return None
+    a = np.asarray(value)
+    if a.size == 0:
+        return None
+    if kind in ("int", "uint"):
+        return int(a.min()), int(a.max()) + 1
+    finite = a.astype(np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    margin = (hi - lo) / 10 or max(abs(lo), 1.0) / 10
+    top = float(np.finfo(dtypes.to_numpy(dtype)).max)
+    low = max(lo - margin, 0.0) if lo >= 0 else max(lo - margin, -top)
+    return _short_float(low), _short_float(min(hi + margin, top))
+
+
+def _short_float(x: float) -> float:
+    """``x`` to 6 significant digits, so the manifest records a readable bound."""
+    return float(f"{x:.6g}")
+
+
+def _pinned(leaf: LikeLeaf, name: str, value: Any, given: StaticLeaf) -> StaticLeaf:
+    """``leaves: {PATH: {static: true}}``: the leaf keeps the value's own value, baked into the program; the call
+    tree records it, so a call passing another value is refused."""
+    if given.value is not True:
+        raise SpecError(f"{given.where}: leaves[{name!r}]: {{static: true}} keeps the leaf at the value of "
+                        f"{leaf.source} ({_short(value)}); found {{static: {given.value!r}}}. Change the value "
+                        f"itself to pin another one.")
+    if not is_python_number(value) or (isinstance(value, float) and not math.isfinite(value)):
+        raise SpecError(f"{given.where}: leaves[{name!r}]: only a Python number (finite) can be pinned with "
+                        f"{{static: true}}; the leaf of {leaf.source} is {_short(value)}. Bind an array with "
+                        f"'bind:', or leave the entry out to make it an input.")
+    return StaticLeaf(value, given.where)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _steps(mirror: Any, path: Any) -> tuple[Any, ...]:
@@ -139,56 +224,10 @@ def _steps(mirror: Any, path: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def node_types(value: Any) -> frozenset[type]:
-    """The types of the custom pytree nodes in ``value`` (not dicts, lists, tuples or None)."""
-    from jax import tree_util
-
-    found: set[type] = set()
-
-    def walk(node: Any) -> None:
-        if node is None or tree_util.all_leaves([node]):
-            return
-        if type(node) not in (dict, list, tuple):
-            found.add(type(node))
-        children, _ = tree_util.tree_flatten(node, is_leaf=lambda x: x is not node)
-        for child in children:
-            walk(child)
-
-    walk(value)
-    return frozenset(found)
-
-
-def plain_outputs(value: Any, types: frozenset[type]) -> Any:
-    """``value`` (a function's output) with each custom pytree node of one of ``types`` (those of the ``like:``
-    arguments: an optax state, a ``GraphsTuple``) that ``jax.export`` cannot serialize replaced by the nested dicts
-    and lists of its leaves' key paths (``artifact.pathtree``), so its outputs are named by path (``1/0/mu/w1``).
-    Any other output is returned as it is: what exported before exports the same (or is refused the same)."""
-    from jax import tree_util
-
-    convert = types - serializable_node_types()
-    if not convert:
-        return value
-
-    def walk(node: Any) -> Any:
-        if node is None or tree_util.all_leaves([node]):
-            return node
-        kind = type(node)
-        if kind in (list, tuple):
-            return kind(walk(v) for v in node)
-        if kind is dict:
-            return {k: walk(v) for k, v in node.items()}
-        if kind not in convert:
-            return node
-        flat = tree_util.tree_flatten_with_path(node)[0]
-        return pathtree.nest(flat) if flat else {}
-
-    return walk(value)
-
-
 def called_like(fn: Any, fspec: FunctionSpec, spec: ShapeSpec) -> Any:
     """``fn`` called as the exported program calls it: each ``like:`` argument of ``fspec``, given in its recorded
-    form (the dicts and lists of its key paths), rebuilt into the user's pytree, and the outputs in the form the
-    export recorded (``plain_outputs``). ``fn`` itself when the spec has no ``like:`` argument. For ``verify``'s
+    form (the dicts and lists of its key paths), rebuilt into the user's pytree (``verify`` records the outputs as
+    the export did, ``returns.recorded``). ``fn`` itself when the spec has no ``like:`` argument. For ``verify``'s
     live function, whose arguments the manifest's call tree gives."""
     if not any(_has_like(t) for t in [*fspec.args, *fspec.kwargs.values()]):
         return fn
@@ -206,16 +245,10 @@ def called_like(fn: Any, fspec: FunctionSpec, spec: ShapeSpec) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         args = tuple(rebuilt(t, a) for t, a in zip(expanded.args, args)) + args[len(expanded.args):]
         kwargs = {k: rebuilt(expanded.kwargs.get(k), v) for k, v in kwargs.items()}
-        return plain_outputs(fn(*args, **kwargs), like_types(expanded))
+        return fn(*args, **kwargs)
 
     return call
 
 
 def _has_like(tree: Any) -> bool:
     return any(isinstance(leaf, LikeLeaf) for _, leaf in leaves(tree))
-
-
-def like_types(fspec: FunctionSpec) -> frozenset[type]:
-    """The custom node types of every ``like:`` argument of ``fspec`` (expanded by ``expand_likes``)."""
-    return frozenset(kind for _, leaf in leaves([fspec.args, fspec.kwargs]) if isinstance(leaf, LikeTree)
-                     for kind in leaf.types)

@@ -38,7 +38,8 @@ from .bind import (
     weight_partition_specs,
 )
 from .entrypoint import Entrypoint
-from .like import LikeTree, expand_likes, like_types, plain_outputs
+from .like import LikeTree, expand_likes
+from .returns import Returned, plain, recorded
 from .tracing import exclude_own_frames, jax_config, location_regex, on_fresh_stack, user_frames, x64_enabled
 
 _JAX_CUSTOM_CALL_ERROR = "Cannot serialize code with custom calls whose targets have no compatibility guarantees"
@@ -70,6 +71,13 @@ class Lowered:
     #: Position in the program's flat arguments of each free input, then of each bound tensor.
     input_positions: list[int] = dataclasses.field(default_factory=list)
     weight_positions: list[int] = dataclasses.field(default_factory=list)
+    #: How the returned value is recorded (``returns.recorded``), as tracing saw it.
+    returned: Returned | None = None
+
+    @property
+    def output_keys(self) -> dict[int, str]:
+        """Output index -> the key dtype (``key<fry>``) of an output that is a PRNG key array's key data."""
+        return self.returned.keys if self.returned is not None else {}
 
 
 def param_names(fn: Callable[..., Any], nargs: int) -> list[str]:
@@ -126,7 +134,7 @@ def _spec_tree_dynamic(tree: Any) -> Any:
     def dynamic(leaf: Any) -> Any:
         if isinstance(leaf, (StaticLeaf, BindLeaf)):
             return None
-        return leaf.mirror if isinstance(leaf, LikeTree) else leaf
+        return _spec_tree_dynamic(leaf.mirror) if isinstance(leaf, LikeTree) else leaf
 
     return map_leaves(dynamic, tree)
 
@@ -185,7 +193,7 @@ def _shape_dtype_structs(inputs: list[InputLeaf], spec: ShapeSpec):
         except Exception as e:  # noqa: BLE001
             raise SpecError(f"{inp.leaf.where}: {inp.spec_path}: JAX rejects the shape "
                             f"[{inp.leaf.shape_text()}]: {e}") from None
-        structs.append(jax.ShapeDtypeStruct(shape, dtypes.to_numpy(inp.leaf.dtype)))
+        structs.append(jax.ShapeDtypeStruct(shape, dtypes.to_numpy(inp.leaf.dtype), weak_type=inp.leaf.weak))
     return structs
 
 
@@ -222,7 +230,8 @@ def lower(
     bound, tensors, binds = load_binds(fspec, arg_names, spec, entry_modules(fn))
     x64 = any(dtypes.is_64bit(i.leaf.dtype) for i in inputs) or \
         any(dtypes.is_64bit(str(t.array.dtype)) for t in tensors)
-    program = _program(fn, fspec, bound, name)
+    returned: list[Returned] = []
+    program = _program(fn, fspec, bound, name, returned)
     platforms = list(platforms) if platforms else [export.default_export_platform()]
     disabled = [export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
     weight_specs = weight_partition_specs(binds, tensors, spec.mesh) if spec.mesh else {}
@@ -277,8 +286,7 @@ def lower(
             exported, mlir_module_serialized=strip_module_locations(exported.mlir_module_serialized))
     scan = scan_module(exported.mlir_module_serialized)
 
-    out_names, out_tree = _outputs(exported, fspec)
-    _refuse_key_outputs(exported, out_names, entry.spec)
+    out_names, out_tree = _outputs(exported, fspec, returned[0] if returned else None)
     check_output_dimensions(exported, out_names, spec)
     input_positions, weight_positions = calltree.argument_positions(exported)
     kept = set(exported.module_kept_var_idx)
@@ -287,7 +295,8 @@ def lower(
         # JAX keeps every argument of a program with symbolic shapes: look at what the traced program reads.
         unused = on_fresh_stack(_unread_weights, traced_jaxpr, tensors, weight_positions)
     return Lowered(exported, name, inputs, call_tree(fspec, arg_names, leaf_index, record_source), out_names,
-                   out_tree, x64, scan, tensors, unused, input_positions, weight_positions)
+                   out_tree, x64, scan, tensors, unused, input_positions, weight_positions,
+                   returned[0] if returned else None)
 
 
 def _input_leaves(flat: list[tuple[Any, Any]], dyn_arg_pos: list[int], arg_names: list[str]
@@ -321,12 +330,14 @@ def _input_leaves(flat: list[tuple[Any, Any]], dyn_arg_pos: list[int], arg_names
     return inputs, leaf_index
 
 
-def _program(fn: Callable[..., Any], fspec: FunctionSpec, bound: dict[int, Any], name: str) -> Callable[..., Any]:
+def _program(fn: Callable[..., Any], fspec: FunctionSpec, bound: dict[int, Any], name: str,
+             returned: list[Returned]) -> Callable[..., Any]:
     """The function as the program JAX exports, named ``name``: it takes the free arrays (and the bound tensors as
-    the keyword ``WEIGHTS_KWARG``) and puts the static values and bound trees back where the spec has them."""
+    the keyword ``WEIGHTS_KWARG``), puts the static values and bound trees back where the spec has them, and
+    returns the function's value in its plain form (``returns.plain``); tracing it sets ``returned`` to how the
+    value is recorded."""
     spec_args = fspec.args
     spec_kwargs = fspec.kwargs
-    output_types = like_types(fspec)  # outputs of the like: arguments' node types are recorded by path
 
     def program(*args, **kwargs):
         weights = kwargs.pop(WEIGHTS_KWARG, {})
@@ -334,7 +345,9 @@ def _program(fn: Callable[..., Any], fspec: FunctionSpec, bound: dict[int, Any],
         full_args = [_fill(a, None if isinstance(a, (StaticLeaf, BindLeaf)) else next(it), bound, weights)
                      for a in spec_args]
         full_kwargs = {k: _fill(v, kwargs.get(k), bound, weights) for k, v in spec_kwargs.items()}
-        return plain_outputs(fn(*full_args, **full_kwargs), output_types)
+        value = fn(*full_args, **full_kwargs)
+        returned[:] = [recorded(value)]
+        return plain(value)
 
     program.__name__ = name
     program.__qualname__ = name
@@ -482,52 +495,18 @@ def _host_callbacks(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any,
     return sorted(found)
 
 
-def output_structure(value: Any) -> tuple[list[str], list[list[str]], OutputNode]:
-    """How a returned pytree ``value`` is recorded: the default name of each array leaf (``output`` for a single
-    array, else its path joined with '/'), each leaf's path (one key per level) and the ``output_tree`` node."""
-    from jax import tree_util
-
-    flat, treedef = tree_util.tree_flatten_with_path(value)
-    tree = tree_util.tree_unflatten(treedef, list(range(len(flat))))
-    paths = [[calltree.key_name(k) for k in path] for path, _ in flat]
-    names = ["/".join(p) or "output" for p in paths]  # a single array: its path is empty, its name "output"
-    if len(flat) == 1 and tree == 0:
-        return names, paths, OutputNode("output", 0)
-
-    def enc(t: Any) -> OutputNode:
-        if isinstance(t, int):
-            return OutputNode("output", t)
-        if t is None:
-            return OutputNode("none")
-        if isinstance(t, dict):
-            return OutputNode("dict", {str(k): enc(v) for k, v in t.items()})
-        if isinstance(t, (list, tuple)) and type(t) in (list, tuple):
-            return OutputNode("list" if isinstance(t, list) else "tuple", tuple(enc(v) for v in t))
-        children, _ = tree_util.tree_flatten(t, is_leaf=lambda x: x is not t)
-        return OutputNode("node", tuple(enc(c) for c in children), type(t).__qualname__)
-
-    return names, paths, enc(tree)
-
-
-def _outputs(exported: Any, fspec: FunctionSpec) -> tuple[list[str], Any]:
-    """The output names (the spec's ``outputs:`` laid over the defaults) and the ``output_tree``."""
+def _outputs(exported: Any, fspec: FunctionSpec, returned: Returned | None) -> tuple[list[str], Any]:
+    """The output names (the spec's ``outputs:`` laid over the defaults) and the ``output_tree``: as tracing
+    recorded the returned value, else (a program not traced here) from the program's own output tree."""
     from jax import tree_util
 
     n = len(exported.out_avals)
-    names, paths, tree = output_structure(tree_util.tree_unflatten(exported.out_tree, list(range(n))))
+    if returned is None or len(returned.names) != n:
+        returned = recorded(tree_util.tree_unflatten(exported.out_tree, list(range(n))))
+    names, paths, tree = returned.names, returned.paths, returned.tree
     if fspec.outputs is not None:
         names = outputs.assign(fspec.outputs, tree, paths, names, str(fspec.outputs_where or fspec.where))
     return names, tree
-
-
-def _refuse_key_outputs(exported: Any, names: list[str], where: str) -> None:
-    """An artifact's outputs are plain arrays: a typed PRNG key output is refused, with the way around it."""
-    for name, aval in zip(names, exported.out_avals):
-        if dtypes.is_key(str(aval.dtype)):
-            raise ExportError(f"{where}: output {name!r} is a PRNG key array ({str(aval.dtype)}"
-                              f"[{', '.join(str(d) for d in aval.shape)}]), which an artifact does not return. "
-                              f"Return its key data, jax.random.key_data(key) (uint32), and rebuild the key with "
-                              f"jax.random.wrap_key_data(data, impl={dtypes.KEYS[str(aval.dtype)].impl!r}).")
 
 
 def call_tree(fspec: FunctionSpec, names: list[str], leaf_index: dict[int, int],

@@ -92,8 +92,9 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
         aval, (sh, pspec) = exp.in_avals[pos], in_shardings[pos]
         inputs.append(model.Input(inp.name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), inp.spec_path, sh,
                                   pspec, None if inp.leaf.range is None else tuple(inp.leaf.range)))
-    outputs = [model.Output(name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), sh, pspec)
-               for name, aval, (sh, pspec) in zip(lowered.outputs, exp.out_avals, out_shardings)]
+    outputs = [model.Output(name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), sh, pspec,
+                            lowered.output_keys.get(i))
+               for i, (name, aval, (sh, pspec)) in enumerate(zip(lowered.outputs, exp.out_avals, out_shardings))]
     dims = {v: model.DimVar(Bounds.of(spec.dims.get(v)), d) for v, d in derivations(inputs).items()}
     return model.Function(
         payload=payload,

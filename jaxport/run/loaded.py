@@ -21,6 +21,7 @@ from .. import dtypes, usercache
 from ..artifact import calltree, contract, model, summary
 from ..artifact.model import Function, Manifest
 from ..artifact.pathtree import path_trees
+from ..artifact.typed import rebuilder
 from ..errors import InputError, OutputError
 from ..isolation import isolate
 from ..sharding import gather
@@ -153,6 +154,9 @@ class Loaded:
         self._input_names = tuple(self.function_record.input_names)
         #: Input signatures (as ``_seen``) -> the backend's direct call of the program compiled for them.
         self._direct: dict[tuple[Any, ...], Any] = {}
+        member = model.members.get(f.payload)
+        #: What gives the outputs the user's types (``artifact.typed``); None when they have them already.
+        self._typed = rebuilder(f, member.sha256 if member is not None else None)
 
     def __repr__(self) -> str:
         return f"<jaxport.Loaded {self.signature.text!r} from {str(self.path)!r}>"
@@ -209,9 +213,15 @@ class Loaded:
                 raise
             try:
                 return calltree.bind(sig, self.input_names, self.function, plain_args, plain_kwargs, where)
+            except InputError as e:
+                first = e
+            if any(site.kind == "static" and site.path.count("[") > 1 for site in calltree.walk(sig)):
+                raise first from None  # a pinned number (like: leaves: {PATH: {static: true}}) that the call changed
+            try:  # an artifact of an earlier jaxport baked a custom node's Python numbers: they are not inputs
+                return calltree.bind(sig, self.input_names, self.function, path_trees(args, numbers=False),
+                                     path_trees(kwargs, numbers=False), where)
             except InputError:
-                pass
-            raise
+                raise first from None
 
     # -- checks, compilation, execution --
 
@@ -276,8 +286,14 @@ class Loaded:
 
         Inside a JAX transformation (``jax.grad``, ``jax.vjp``, ``jax.jit``, ``jax.vmap`` of the caller) the inputs
         are tracers: the program is then traced through ``Exported.call``, which JAX differentiates with the VJPs
-        stored at export (``vjp_order``), instead of running a compiled executable.
+        stored at export (``vjp_order``), instead of running a compiled executable. The outputs take the user's
+        types back (``artifact.typed``): namedtuples, dataclasses, PRNG keys.
         """
+        out = self._call_plain(arrays)
+        return out if self._typed is None else self._typed(out)
+
+    def _call_plain(self, arrays: Mapping[str, Any]) -> Any:
+        """``call_named``'s outputs as the program returns them (plain containers, key data)."""
         names = self._input_names
         if len(arrays) == len(names):
             try:
@@ -301,14 +317,16 @@ class Loaded:
                 run = self._direct.get(tuple([(v.shape, v.dtype, type(v)) for v in args]))
             except (AttributeError, TypeError):
                 run = None
+            typed = self._typed
             if run is not None:
                 try:
-                    return run(*args)
+                    out = run(*args)
+                    return out if typed is None else typed(out)
                 except Exception:  # noqa: BLE001 - _steady runs it through execute, which reports the failure
                     pass
             out = self._steady(args)
             if out is not _MISS:
-                return out
+                return out if typed is None else typed(out)
         return self.call_named(self.bind(*args, **kwargs))
 
     def _steady(self, flat: Sequence[Any]) -> Any:

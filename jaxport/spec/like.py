@@ -11,6 +11,7 @@ from typing import Any
 
 from .._yaml import Map
 from ..errors import SpecError
+from .model import StaticLeaf
 
 #: The keys a ``like:`` argument may have.
 LIKE_KEYS = ("like", "sizes", "leaves")
@@ -70,8 +71,9 @@ def parse_like(raw: Map, path: str, where: Callable[[int], Any], leaf: Callable[
         for key, sub in given.items():
             here = f"{path}.leaves[{key!r}]"
             parsed = leaf(sub, here, given.key_lines[key])
-            if not isinstance(parsed, array_leaf):
+            if not isinstance(parsed, (array_leaf, StaticLeaf)):
                 raise fail(given.key_lines[key], f"{here}: must be an array spec such as 'f32[nodes, 4]' or "
-                                                 f"{{shape: ..., dtype: ..., range: ...}}.")
+                                                 f"{{shape: ..., dtype: ..., range: ...}}, or {{static: true}} to "
+                                                 f"keep a Python number of the value baked in.")
             leaves.append((str(key).strip("/"), parsed))
     return LikeLeaf(source.strip(), where(line), sizes=tuple(sizes), leaves=tuple(leaves))

@@ -18,10 +18,10 @@ from typing import Any
 from ..artifact import calltree
 from ..artifact.model import Function
 from ..errors import EntrypointError, JaxportError, VerificationError
+from ..export import returns
 from ..export.bind import flatten_bound, load_bind_source
 from ..export.entrypoint import load_entrypoint
 from ..export.like import called_like
-from ..export.lower import output_structure
 from ..importer import module_function
 from . import recorded
 
@@ -76,10 +76,11 @@ class LiveFunction:
         x64 = jax.enable_x64(True) if self.f.x64 else contextlib.nullcontext()
         with x64:
             out = jax.block_until_ready(self.program(flat))
-        leaves = jax.tree_util.tree_leaves(out)
-        names, _, tree = output_structure(out)
-        recorded_tree = self.f.output_tree
-        if recorded_tree is not None and tree == recorded_tree and len(names) == len(self.f.outputs):
+        leaves = jax.tree_util.tree_leaves(returns.plain(out))  # in the program's order, keys as their key data
+        returned = returns.recorded(out)
+        names, recorded_tree = returned.names, self.f.output_tree
+        if recorded_tree is not None and returns.untyped(returned.tree) == returns.untyped(recorded_tree) and \
+                len(names) == len(self.f.outputs):
             names = self.f.output_names  # the names the export gave (the spec's 'outputs:')
         return [(name, np.asarray(v)) for name, v in zip(names, leaves)]
 

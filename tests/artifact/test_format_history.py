@@ -18,7 +18,7 @@ FORMAT_MD = REPO / "specs" / "FORMAT.md"
 
 #: The fingerprint of the records and schema of each format version, oldest first. 1.0's was not recorded when it
 #: was released (this test came with 1.1); a new version adds its line.
-RECORDED = {"1.0": None, "1.1": "5c79f4aa03d6c6b8"}
+RECORDED = {"1.0": None, "1.1": "5c79f4aa03d6c6b8", "1.2": "0f07c25ad0247478"}
 
 
 def fingerprint() -> str:
@@ -41,12 +41,12 @@ def test_the_records_are_those_of_the_newest_version():
     assert got == RECORDED[newest], (
         f"the manifest's records or schema changed (fingerprint {got}, format {newest} recorded "
         f"{RECORDED[newest]}): a change to what an artifact holds is a new format version. Follow specs/FORMAT.md, "
-        f"'Changing the format': bump FORMAT_VERSION with a history line in jaxport/artifact/manifest.py and "
+        f"'Changing the format': bump FORMAT_VERSION with a history line in jaxport/artifact/versions.py and "
         f"specs/FORMAT.md, then add '\"<version>\": \"{got}\"' to RECORDED in tests/artifact/test_format_history.py")
 
 
 def test_every_recorded_version_has_its_history_line():
-    code = (REPO / "jaxport" / "artifact" / "manifest.py").read_text()
+    code = (REPO / "jaxport" / "artifact" / "versions.py").read_text()
     doc = FORMAT_MD.read_text()
     for version in RECORDED:
         assert re.search(rf"^#:\s+{re.escape(version)} \(\d{{4}}-\d\d-\d\d\): ", code, re.M), version

@@ -178,4 +178,4 @@ def test_the_tree_node_kinds_are_the_schemas():
     output = {next(iter(o["required"])) for o in DEFS["output_node"]["oneOf"]}
     assert set(model.NODE_KINDS) == call and set(model.OUTPUT_KINDS) == output
     node = next(o for o in DEFS["output_node"]["oneOf"] if o["required"] == ["node"])
-    assert set(node["properties"]) == {"node", "children"}  # OutputNode's type_name and value
+    assert set(node["properties"]) == {"node", "children", "module", "keys"}  # type_name, value, module, keys

@@ -263,17 +263,6 @@ def test_cli_output_directory_missing(run_cli, tmp_path):
                           f"Create it first.\n")
 
 
-def test_unregistered_namedtuple_output_is_a_user_error(make_artifact):
-    src = ("from typing import NamedTuple\n\nimport jax.numpy as jnp\n\n\nclass Out(NamedTuple):\n"
-           "    a: jnp.ndarray\n    b: jnp.ndarray\n\n\ndef f(x):\n    return Out(x, x * 2)\n")
-    with pytest.raises(jaxport.ExportError) as e:
-        make_artifact(src, 'jaxport: 1\nargs: ["f32[3]"]\n')
-    assert str(e.value).startswith("model.py:f: function 'f' cannot be serialized: Cannot serialize PyTreeDef "
-                                   "containing an unregistered type")
-    assert str(e.value).endswith("register the type with jax.export.register_namedtuple_serialization (or "
-                                 "register_pytree_node_serialization) before exporting and before loading.")
-
-
 def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypatch):
     import zipfile
 

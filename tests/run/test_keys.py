@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +46,11 @@ DROPOUT_SPEC = 'jaxport: 1\ndims: [b]\nargs: ["f32[b, 4]", "key[]"]\n'
 
 def dropout(x, key):
     return jax.random.bernoulli(key, 0.5, x.shape) * x
+
+
+def next_key(x, key):
+    k1, k2 = jax.random.split(key)
+    return x * jax.random.uniform(k1), k2
 
 
 def rows(x, keys):
@@ -131,12 +137,34 @@ def test_the_manifest_matches_its_schema(dropout_artifact):
         assert list(jsonschema.Draft202012Validator(schema).iter_errors(art.manifest)) == []
 
 
-def test_a_key_output_is_refused(model_dir, run_cli):
+def test_a_key_output_is_its_key_data_in_files_and_a_key_from_load(model_dir, run_cli):
     result = _export(run_cli, "model.py:next_key", 'jaxport: 1\nargs: ["f32[4]", "key[]"]\n')
-    assert (result.exit_code, result.stderr) == (5, (
-        "error[export]: model.py:next_key: output '1' is a PRNG key array (key<fry>[]), which an artifact does not "
-        "return. Return its key data, jax.random.key_data(key) (uint32), and rebuild the key with "
-        "jax.random.wrap_key_data(data, impl='threefry2x32').\n"))
+    assert result.exit_code == 0, result.stderr
+    manifest = json.loads(Path("out.jaxport.manifest.json").read_text())["functions"]["next_key"]
+    assert manifest["outputs"][1] == {"name": "1", "shape": [2], "dtype": "uint32", "sharding": None,
+                                      "key": "key<fry>"}
+    assert json.loads(Path("out.jaxport.manifest.json").read_text())["format_version"] == "1.2"
+    assert "-> (f32[4], key<fry>[])" in run_cli("inspect", "out.jaxport").stdout
+    np.save("x4.npy", np.arange(4, dtype=np.float32))
+    res = run_cli("call", "out.jaxport", "--inputs", "x=x4.npy", "--inputs", "key=seed:3", "-o", "out.npz")
+    assert res.exit_code == 0, res.stderr
+    want_x, want_key = next_key(jnp.arange(4, dtype=jnp.float32), jax.random.key(3))
+    with np.load("out.npz") as out:
+        np.testing.assert_array_equal(out["1"], np.asarray(jax.random.key_data(want_key)))
+        np.save("k.npy", out["1"])
+    # the key data a call wrote feeds the next call's key input
+    res = run_cli("call", "out.jaxport", "--inputs", "x=x4.npy", "--inputs", "key=k.npy", "-o", "out2.npz")
+    assert res.exit_code == 0, res.stderr
+    f = jaxport.load("out.jaxport")
+    got_x, got_key = f(jnp.arange(4, dtype=jnp.float32), jax.random.key(3))
+    assert jax.dtypes.issubdtype(got_key.dtype, jax.dtypes.prng_key)
+    np.testing.assert_array_equal(np.asarray(got_x), np.asarray(want_x))
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(got_key)), np.asarray(jax.random.key_data(want_key)))
+    again_x, _ = f(jnp.arange(4, dtype=jnp.float32), got_key)  # fed back as a key
+    np.testing.assert_array_equal(np.asarray(again_x), np.asarray(next_key(jnp.arange(4, dtype=jnp.float32),
+                                                                            want_key)[0]))
+    with np.load("out2.npz") as out:
+        np.testing.assert_array_equal(out["0"], np.asarray(again_x))
 
 
 # --- jaxport.load -----------------------------------------------------------------------------------------------
