@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,16 @@ def pytree_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: (``pytest -m "not slow and not corpus"``) does not.
 CORPUS_FILES = frozenset({"test_hostile.py", "test_fuzz.py", "test_faults.py", "test_iree_deploy.py",
                           "test_iree_padding.py"})
+
+
+def pytest_unconfigure(config):
+    """Silence IREE's nanobind leak report at interpreter exit. IREE's runtime keeps objects in C++ caches (its HAL
+    driver cache) that Python's finalization never frees, so every process that ran it (each xdist worker) ended by
+    printing hundreds of lines of ``nanobind: leaked ... types/functions`` below the test summary. The runtime
+    exposes nanobind's switch as ``disable_leak_checker``; it is set only where IREE was imported."""
+    runtime = sys.modules.get("iree._runtime_libs._runtime")
+    if runtime is not None and hasattr(runtime, "disable_leak_checker"):
+        runtime.disable_leak_checker()
 
 
 def pytest_collection_modifyitems(config, items):
