@@ -140,3 +140,5 @@ def test_call_random_refuses_a_range_option_that_is_empty_at_the_call_sizes(unch
         "error[usage]: --range: [n, 5] evaluated at n=5: the range 5:5 of input 'idx' is empty; LO must be less "
         "than HI (the range is half-open, [LO, HI)). Call it at other dimension values (--dim NAME=VALUE), or give "
         "the input's values with --range idx=LO:HI.\n"))
+    res = run_cli("verify", unchecked_artifact, "--range", "idx=n:5")
+    assert res.exit_code == 2 and res.stderr.startswith("error[usage]: --range: [n, 5] evaluated at n="), res.stderr
