@@ -129,18 +129,34 @@ def _run_workflow(root: Path, workspace: Path, main: Path) -> list[tuple[str, in
                FAKE_MAIN=str(main), JAXPORT_CACHE_DIR=str(root / "cache"),
                PATH=os.pathsep.join([str(bindir), str(Path(sys.executable).parent), os.environ["PATH"]]))
     env.update({k: str(v) for k, v in _job().get("env", {}).items()})
+    secrets = _signing_key(workspace)
     results = []
     for step in _steps():
         if "run" not in step:
             continue
         cwd = workspace / step.get("working-directory", ".")
-        step_env = dict(env, **{k: str(v) for k, v in step.get("env", {}).items()})
+        step_env = dict(env, **{k: secrets.get(str(v), str(v)) for k, v in step.get("env", {}).items()})
         res = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=cwd,
                              env=step_env, capture_output=True, text=True)
         results.append((step["name"], res.returncode, res.stdout + res.stderr))
         if res.returncode != 0:
             break
     return results
+
+
+def _signing_key(workspace: Path) -> dict[str, str]:
+    """The Sign step's secret, a private key made for the run, by the text the workflow names it with; its public
+    half where the workflow's SIGNING_PUBLIC_KEY says a repository commits it."""
+    pytest.importorskip("model_signing", reason="the workflow's Sign step needs jaxport[sign] (make test installs it)")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    (workspace / WORKFLOW["env"]["SIGNING_PUBLIC_KEY"]).write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return {"${{ secrets.JAXPORT_SIGNING_KEY }}": pem}
 
 
 def _output(results: list[tuple[str, int, str]], name: str) -> str:
@@ -160,6 +176,8 @@ def test_workflow_steps_pass_on_the_bundled_examples(tmp_path):
     assert f"jax {jax.__version__}\n" in _output(results, "Install jaxport")
     assert "OK: 3 cases match." in _output(results, "Verify against the live function")
     assert "is identical to" in _output(results, "Diff against main")
+    assert "signature verified: key" in _output(results, "Sign")
+    assert (workspace / "build" / "model.jaxport.sig").is_file()
 
 
 @pytest.mark.slow
