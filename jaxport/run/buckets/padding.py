@@ -1,6 +1,6 @@
 """Whether calls may pad each dimension variable of a function: the program specialized twice per variable
 (``specialize``), at sizes chosen to be unlike its other dimensions, and compared (``rowwise``). ``jaxport compile``
-records the verdicts in its modules; serving and the batch engines pad by them."""
+records the padding verdicts in its modules; serving and the batch engines pad, split and merge by them."""
 
 from __future__ import annotations
 

@@ -149,6 +149,7 @@ def analyze(fn: Function, variable: str, n_weights: int, env: Mapping[str, int],
         try:
             reason, moved = walk.main(n_weights, fn, inputs, outputs)
         except _Mismatch as e:
+            moved = ""
             reason = f"the program's operations differ between {variable}={s1} and {variable}={s2} ({e})"
     if reason:
         return Verdict(variable, False, reason)
