@@ -202,3 +202,16 @@ def test_pallas_with_a_symbolic_dimension_says_how_to_keep_it_outside_the_kernel
 
 #: Real models from keras, optax, jraph, equinox, diffrax: each exports and compiles at two sizes (make test runs them).
 pytestmark = pytest.mark.slow
+
+
+def test_equinox_nan_hint_only_when_equinox_failed(tmp_path, monkeypatch, run_cli):
+    # RoPE-style code that calls float() on a symbolic dimension, with EQX_ON_ERROR=nan set for another model
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EQX_ON_ERROR", "nan")
+    pytest.importorskip("equinox")
+    Path("rope.py").write_text("import equinox as eqx\n\n\ndef f(x):\n    return eqx.filter_vmap(lambda r: r * "
+                               "float(x.shape[0]))(x)\n")  # through equinox, failing in the user's code
+    Path("spec.yaml").write_text('jaxport: 1\ndims: [b]\nargs: ["f32[b, 4]"]\n')
+    res = run_cli("export", "rope.py:f", "-s", "spec.yaml", "-o", "r.jaxport")
+    assert res.exit_code == 5
+    assert "_DimExpr" in res.stderr and "EQX_ON_ERROR" not in res.stderr, res.stderr

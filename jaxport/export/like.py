@@ -176,11 +176,11 @@ def example_range(value: Any, dtype: str) -> tuple[int | float, int | float] | N
         return None
     if kind in ("int", "uint"):
         return int(a.min()), int(a.max()) + 1
-    finite = a.astype(np.float64)
-    finite = finite[np.isfinite(finite)]
+    wide = a.astype(np.float64)
+    finite = wide[np.isfinite(wide)]
     if finite.size == 0:
         return None
-    lo, hi = float(finite.min()), float(finite.max())
+    lo, hi = float(np.min(finite)), float(np.max(finite))
     margin = (hi - lo) / 10 or max(abs(lo), 1.0) / 10
     top = float(np.finfo(dtypes.to_numpy(dtype)).max)
     low = max(lo - margin, 0.0) if lo >= 0 else max(lo - margin, -top)

@@ -450,7 +450,9 @@ def _library_hint(e: BaseException) -> str:
     import traceback
 
     files = [frame.filename.replace("\\", "/") for frame in traceback.extract_tb(e.__traceback__)]
-    if os.environ.get("EQX_ON_ERROR") == "nan" and "_DimExpr" in str(e) and any("/equinox/" in f for f in files):
+    # equinox's own code (its error machinery making NaNs) failed, not a frame on the way to another library's
+    inner = [f for f in files if not any(lib in f for lib in ("/numpy/", "/jax/", "/jaxlib/"))]
+    if os.environ.get("EQX_ON_ERROR") == "nan" and "_DimExpr" in str(e) and inner and "/equinox/" in inner[-1]:
         end = "" if str(e).rstrip().endswith(".") else "."
         return (f"{end} This is equinox's EQX_ON_ERROR=nan mode, which works{_EQX_NAN_STATIC}. With a symbolic "
                 f"dimension, leave EQX_ON_ERROR unset and avoid the check: for diffrax, pass "
