@@ -110,6 +110,7 @@ __all__ = [
     "open_artifact",
     "parse_spec",
     "rebind",
+    "save_inputs",
     "sign",
     "upgrade",
     "verify_artifact",

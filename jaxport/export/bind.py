@@ -1,11 +1,12 @@
 """Weights bound at export: loading them and naming their leaves (``artifact.tensors`` stores them).
 
-A ``bind:`` in a spec names a file (``.npz``, ``.safetensors``, ``.npy``, relative to the spec) or a Python
-attribute (``model.py:PARAMS``, or a zero-argument callable returning the value). The value may be any JAX pytree;
-its array leaves become named tensors (``params/dense/kernel``) stored raw, little-endian, 64-byte aligned, in one
-artifact member, and the exported program takes them as flat arguments, so custom pytree node types (flax, equinox)
-never need to be serialized. Non-array leaves (Python numbers and strings inside a module) are baked into the
-program as constants.
+A ``bind:`` in a spec names a file (``.npz``, ``.safetensors``, ``.npy``, relative to the spec), an orbax checkpoint
+directory (``orbax_source``), or a Python attribute (``model.py:PARAMS``, or a zero-argument callable returning the
+value); a value that holds no arrays (a generator, a number) is refused when it is read. The value may be any JAX
+pytree; its array leaves become named tensors (``params/dense/kernel``) stored raw, little-endian, 64-byte aligned, in
+one artifact member, and the exported program takes them as flat arguments, so custom pytree node types (flax, equinox)
+never need to be serialized. Non-array leaves (Python numbers and strings inside a module) are baked into the program as
+constants.
 
 A file's keys are the paths inside the bound argument (``dense/kernel``), never prefixed with the argument's name,
 and bind never strips one (a file may genuinely nest under a key equal to the argument's name, as flax's
@@ -31,7 +32,7 @@ import numpy as np
 from .. import _safetensors, dtypes
 from .._fsio import open_for_reading
 from .._npyfile import NpzRules, read_header, read_npz_file, size_text
-from .._text import plural
+from .._text import human_bytes, plural
 from ..artifact.calltree import key_name
 from ..artifact.summary import type_text
 from ..artifact.tensors import Tensor, prepare
@@ -40,6 +41,7 @@ from ..sharding import indivisible
 from ..spec import BindLeaf, FunctionSpec, ShapeSpec
 from ..spec.tree import leaves
 from .entrypoint import load_attribute, split_entrypoint
+from .orbax_source import SOURCES, load_directory
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
 #: A bound ``.npz`` member over ``_npyfile.BOMB_FLOOR`` bytes may inflate at most this many times its compressed size.
@@ -104,6 +106,8 @@ def load_bind_source(source: str, base_dir: Path, where: str,
     if not path.exists():
         raise SpecError(f"{where}: bound file {source} not found (paths are relative to the spec file's "
                         f"directory).")
+    if path.is_dir():
+        return load_directory(path, source, where)
     suffix = path.suffix.lower()
     if suffix not in _FILE_MAGIC:
         raise SpecError(f"{where}: bound file {source} has an unsupported extension {suffix!r}: use .npz, "
@@ -284,6 +288,8 @@ class BoundArgument:
     keys: list[str]
     #: ``key: f32[784, 32]`` per tensor, for messages.
     types: list[str] = field(default_factory=list)
+    #: The bytes of its tensors.
+    nbytes: int = 0
 
 
 def entry_modules(fn: Callable[..., Any]) -> dict[Path, Any]:
@@ -306,17 +312,45 @@ def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modul
     for leaf, prefix in found:
         base = leaf.base_dir or spec.base_dir or Path.cwd()
         value = load_bind_source(leaf.source, base, str(leaf.where), modules)
+        if _what(value, flattened=False) is not None:  # a generator, a number: before JAX flattens it
+            raise _no_arrays(leaf, value)
         tree, leaf_tensors = flatten_bound(value, prefix, str(leaf.where))
+        if not leaf_tensors:
+            raise _no_arrays(leaf, value)
         bound[id(leaf)] = tree
         for t in leaf_tensors:
             tensors[t.name] = t
         keys = [t.name[len(prefix) + 1:] for t in leaf_tensors]
         types = [f"{k or prefix}: {type_text(str(t.array.dtype), t.array.shape)}"
                  for k, t in zip(keys, leaf_tensors)]
-        binds.append(BoundArgument(leaf, prefix, keys, types))
+        binds.append(BoundArgument(leaf, prefix, keys, types, sum(int(t.array.nbytes) for t in leaf_tensors)))
     ordered = [tensors[n] for n in sorted(tensors)]
     prepare(ordered)  # their digests are computed in the background while the program is traced
     return bound, ordered, binds
+
+
+def _what(value: Any, flattened: bool = True) -> str | None:
+    """What a bound value that holds no arrays is, for messages: ``a generator``, ``the int 3``; with
+    ``flattened`` (its pytree held no array leaf) ``a dict with no array leaves`` for any other value, else None."""
+    if inspect.isgenerator(value) or inspect.isasyncgen(value):
+        return "a generator (its values are produced one at a time and cannot be stored)"
+    if inspect.iscoroutine(value):
+        return "a coroutine"
+    # an equinox module is a callable pytree of arrays: only a plain function is judged before flattening
+    if callable(value) and not isinstance(value, type) and (flattened or inspect.isroutine(value)):
+        name = getattr(value, "__qualname__", None) or type(value).__name__
+        return f"the callable {name}, which takes arguments (only a zero-argument one is called)"
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        text = repr(value)
+        return f"the {type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+    return f"a {type(value).__name__} with no array leaves" if flattened else None
+
+
+def _no_arrays(leaf: BindLeaf, value: Any) -> SpecError:
+    """The error for a bound value that holds no arrays, naming its source and what it is."""
+    return SpecError(f"{leaf.where}: bound value {leaf.source} holds no arrays: it is {_what(value)}. A bind stores "
+                     f"weights: {SOURCES.removeprefix('a bind source is ')} holding a pytree of arrays (or a "
+                     f"zero-argument function returning one).")
 
 
 def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor], mesh: Mapping[str, int]
@@ -346,14 +380,30 @@ def weight_partition_specs(binds: list[BoundArgument], tensors: list[Tensor], me
 
 
 def bound_note(binds: list[BoundArgument]) -> str:
-    """What was bound, with each tensor's type: a failure may come from a bound value's shape or dtype."""
+    """What was bound, in short (a failure may come from a bound value's shape or dtype): per bind its source, and
+    its tensors with their types when there are at most ``NOTE_TENSORS``, else their count, total size and the first
+    ``NOTE_TENSORS`` as examples; at most ``NOTE_BINDS`` binds, then how many more."""
     if not binds:
         return ""
     parts = []
-    for b in binds:
-        shown = ", ".join(b.types[:8]) + (", ..." if len(b.types) > 8 else "")
-        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} ({shown or 'no arrays'})")
+    for b in binds[:NOTE_BINDS]:
+        if not b.types:
+            shown = "no arrays"
+        elif len(b.types) <= NOTE_TENSORS:
+            shown = ", ".join(b.types)
+        else:
+            shown = (f"{len(b.types)} tensors, {human_bytes(b.nbytes)}; e.g. "
+                     f"{', '.join(b.types[:NOTE_TENSORS])}, ...")
+        parts.append(f"{b.leaf.where}: '{b.prefix}' is bound to {b.leaf.source} ({shown})")
+    more = len(binds) - NOTE_BINDS
+    if more > 0:
+        parts.append(f"and {plural(more, 'more bound value')}")
     return " [bound values: " + "; ".join(parts) + "]"
+
+
+#: ``bound_note`` lists at most this many tensors of a bind (all of them when there are no more), and binds.
+NOTE_TENSORS = 3
+NOTE_BINDS = 3
 
 
 #: flax.linen's errors for a variable its ``apply`` looks for and does not find, and how to name the variable.

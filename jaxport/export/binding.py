@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..artifact.model import Function
+from ..artifact.summary import signature
 from ..errors import SpecError
 from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, StaticLeaf, Where
 
@@ -178,3 +180,19 @@ def _entry(tree: Any) -> str:
     if isinstance(tree, StaticLeaf):
         return "(static)"
     return "{...}" if isinstance(tree, dict) else "[...]" if isinstance(tree, list) else type(tree).__name__
+
+
+def bound_only_warning(fname: str, fn: Function, bind: Mapping[str, str]) -> str | None:
+    """The warning for a function that ``--bind`` left without inputs (``predict() -> f32[4, 10]``): its output is
+    then fixed at export, almost always a mistake (the data to feed at call time was bound). None when no
+    ``--bind`` was given or the function still takes an input; a spec's own ``bind:`` of weights beside static
+    arguments (no ``--bind``) draws nothing."""
+    if not bind or fn.inputs:
+        return None
+    given = ", ".join(f"{name}={source}" for name, source in bind.items())
+    names = ", ".join(bind)
+    shape = "it a shape" if len(bind) == 1 else "each a shape"
+    return (f"function {fname!r} takes no inputs once --bind {given} is applied: {signature(fname, fn)}, so every "
+            f"call returns the same value, fixed at export. --bind stores weights in the artifact; to feed "
+            f"{names} at call time instead, leave {names} out of --bind, give {shape} in the spec's 'args' and call "
+            f"the artifact with 'jaxport call ART --inputs {next(iter(bind.values()))}'.")

@@ -20,7 +20,7 @@ from ..program.checks import check_custom_calls, check_effects
 from ..spec import ShapeSpec
 from ..spec.build import as_shape_spec, like_values
 from . import gradients, lower
-from .binding import apply_binds
+from .binding import apply_binds, bound_only_warning
 from .entrypoint import in_memory_values, load_entrypoint
 from .live import live_entry
 from .manifest import build_function_entry, versions
@@ -120,6 +120,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, request: Export
         functions[fname] = build_function_entry(low, spec, recorded, payload_name, settled.allowed, vjp_order=order)
         all_tensors.extend(low.tensors)
         warnings += _function_warnings(fname, low, functions[fname])
+        warnings += [w for w in [bound_only_warning(fname, functions[fname], settled.binds)] if w]
 
     producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
     contents = Contents(meta, functions, payloads, all_tensors, spec.file, source, producer)

@@ -300,6 +300,8 @@ def _written_and_compared(r: CallRequest, report: CallReport, references: expect
     """A plain call's report after its outputs are written (``output``) and compared with ``references``, the
     default tolerances those of the function's own output dtypes (``native``)."""
     leaves = report.leaves
+    if r.random:
+        report.warnings += [w for w in [random_nan_warning(report.output_stats())] if w]
     if r.output:
         outputs.save_outputs(r.output, leaves)
         raw = outputs.raw_in_npy(leaves)
@@ -313,6 +315,20 @@ def _written_and_compared(r: CallRequest, report: CallReport, references: expect
         if not comparison.passed:
             raise ReferenceMismatch(comparison.failure(), report)
     return report
+
+
+def random_nan_warning(stats: Iterable[outputs.Stats]) -> str | None:
+    """The warning for outputs that are NaN everywhere after a call on ``--random`` inputs: the values drawn are
+    likely outside what the function takes (a negative variance, an optimizer state, a log's argument). None when
+    every output has a value that is not NaN."""
+    nan = [s.name for s in stats if s.size and s.nan == s.size]
+    if not nan:
+        return None
+    shown = ", ".join(map(repr, nan[:5])) + (f" and {len(nan) - 5} more" if len(nan) > 5 else "")
+    return (f"output{'s' if len(nan) > 1 else ''} {shown} {'are' if len(nan) > 1 else 'is'} NaN everywhere on the "
+            f"--random inputs, which are likely outside what the function takes (random values for a variance, an "
+            f"optimizer state or a log's argument): draw such inputs from a range with --range NAME=LO:HI, or give "
+            f"real inputs with --inputs (jaxport.save_inputs writes a pytree argument's file).")
 
 
 def _derivative(r: CallRequest, loaded: Any, arrays: Mapping[str, Any], sources: Mapping[str, str],

@@ -16,8 +16,17 @@ from ..artifact.contract import ArrayInfo, check, concrete_shape, input_names, p
 from ..artifact.model import Function, Input
 from ..artifact.summary import array_type
 from ..errors import FormatError, InputError
-from . import keys
-from .npyio import Expected, check_fits, final_dtype, physical_memory, read_header, read_npy, read_npz
+from . import keys, treefiles
+from .npyio import (
+    Expected,
+    check_fits,
+    final_dtype,
+    physical_memory,
+    read_header,
+    read_named_arrays,
+    read_npy,
+    read_npz,
+)
 from .ranges import check_range, check_ranges, draw, resolved
 
 __all__ = ["as_dtype", "cast_inputs", "check_files", "check_ranges", "classify", "first_changed", "gather",
@@ -48,29 +57,36 @@ def missing_error(fn: Function, missing: list[str]) -> InputError:
             else ""
         return InputError(f"missing input {listed}: give it with --inputs {missing[0]}=FILE.npy{seed}, or use "
                           f"--random.")
-    return InputError(f"missing inputs {listed}: give each with --inputs NAME=FILE.npy (or all in one .npz), or "
-                      f"use --random.")
+    trees = [t for t, below in treefiles.tree_inputs(fn).items()
+             if all(f"{t}/{k}" in missing for k in below) and "/" not in t]
+    whole = f"; a pytree argument at once with --inputs {trees[0]}=FILE.npz (keyed by the leaf paths below " \
+        f"{trees[0]!r}, as jaxport.save_inputs writes it)" if trees else ""
+    return InputError(f"missing inputs {listed}: give each with --inputs NAME=FILE.npy (or all in one .npz){whole}, "
+                      f"or use --random.")
 
 
-def classify(fn: Function, items: list[str]) -> tuple[list[str], dict[str, str], list[str]]:
-    """Split ``--inputs`` values into positional files, ``NAME=FILE`` pairs and ``.npz`` files.
+def classify(fn: Function, items: list[str], *, trees: bool = False) -> tuple[list[str], dict[str, str], list[str]]:
+    """Split ``--inputs`` values into positional files, ``NAME=FILE`` pairs and files keyed by input name (``.npz``,
+    and ``.safetensors`` with ``trees``).
 
-    ``NAME=FILE`` is recognised when NAME is an input name, or when the text has an ``=`` and is not an existing
-    file; a file whose name contains ``=`` can be given as ``./a=b.npy``.
+    ``NAME=FILE`` is recognised when NAME is an input name (with ``trees``, also a pytree argument's name:
+    ``treefiles``), or when the text has an ``=`` and is not an existing file; a file whose name contains ``=`` can
+    be given as ``./a=b.npy``.
     """
     names = input_names(fn)
+    known = [*names, *treefiles.tree_inputs(fn)] if trees else names
     positional: list[str] = []
     named: dict[str, str] = {}
     npz: list[str] = []
     for text in items:
         name, eq, file = text.partition("=")
-        if eq and (name in names or not Path(text).exists()):
-            if name not in names:
+        if eq and (name in known or not Path(text).exists()):
+            if name not in known:
                 raise unknown_input_error(name, names, f" (in --inputs {text})")
             if name in named:
                 raise InputError(f"input {name!r} is given twice: {named[name]} and {file}.")
             named[name] = file
-        elif text.lower().endswith(".npz"):
+        elif text.lower().endswith((".npz", ".safetensors") if trees else ".npz"):
             npz.append(text)
         else:
             positional.append(text)
@@ -82,7 +98,8 @@ def _locate(fn: Function, items: list[str]
     """The ``--inputs`` values matched to inputs: the ``.npy`` file of each input given one (not read yet), the arrays
     of the ``.npz`` files (read: each member's header is checked before its data), every source, and the key inputs
     given as ``seed:N``. Raises what does not fit: an input given twice, too many files, an unknown name."""
-    positional, named, npz = classify(fn, items)
+    positional, named, npz = classify(fn, items, trees=True)
+    trees = treefiles.tree_inputs(fn)
     expect = _expected(fn)
     # a key input's file holds uint32 key data
     declared = {i.name: "uint32" if keys.is_key_input(i) else i.dtype for i in fn.inputs}
@@ -118,18 +135,36 @@ def _locate(fn: Function, items: list[str]
         for name, file in zip(names, positional):
             if not seeded(name, file, literal=True):
                 files[name] = sources[name] = file
-    for file in npz:
-        for name, arr in read_npz(file, declared, expect).items():
+    def add(found: Mapping[str, Any], where: Mapping[str, str]) -> None:
+        for name, arr in found.items():
             if name in sources:
-                raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
+                raise InputError(f"input {name!r} is given twice: {sources[name]} and {where[name]}.")
             arrays[name] = arr
-            sources[name] = f"{file}[{name}]"
+            sources[name] = where[name]
+
+    for file in npz:
+        found = read_npz(file, declared, expect) if file.lower().endswith(".npz") else _named_file(file, declared)
+        add(found, {name: f"{file}[{name}]" for name in found})
     for name, file in named.items():
+        if name in trees:
+            add(*treefiles.read_tree_file(name, file, trees[name]))
+    for name, file in named.items():
+        if name in trees:
+            continue
         if name in sources:
             raise InputError(f"input {name!r} is given twice: {sources[name]} and {file}.")
         if not seeded(name, file, literal=False):
             files[name] = sources[name] = file
     return files, arrays, sources, seeds
+
+
+def _named_file(path: str, declared: Mapping[str, str]) -> dict[str, Any]:
+    """The arrays of a ``.safetensors`` file keyed by input names (``declared``: name -> dtype), every key an input."""
+    arrays = read_named_arrays(path, declared=declared)
+    for key in arrays:
+        if key not in declared:
+            raise unknown_input_error(key, declared, f" (a key of {path})")
+    return arrays
 
 
 def gather(fn: Function, items: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
