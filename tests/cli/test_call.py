@@ -296,8 +296,9 @@ def test_missing_inputs_of_a_pytree(call, pytree_path, tmp_path):
     res = call(pytree_path, "-i", "x.npy")
     assert res.exit_code == 9
     assert res.stderr == ("error[input]: missing inputs 'mask' (bf16[batch, 16]), 'params/b' (f32[10]), "
-                          "'params/w' (f32[h, 10]): give each with --inputs NAME=FILE.npy (or all in one .npz), or "
-                          "use --random.\n")
+                          "'params/w' (f32[h, 10]): give each with --inputs NAME=FILE.npy (or all in one .npz); a "
+                          "pytree argument at once with --inputs params=FILE.npz (keyed by the leaf paths below "
+                          "'params', as jaxport.save_inputs writes it), or use --random.\n")
     np.savez(tmp_path / "in.npz", x=np.zeros((4, 8), np.float32), extra=np.zeros(3, np.float32))
     res = call(pytree_path, "-i", "in.npz")
     assert res.exit_code == 9
