@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .artifact.diff import compare_manifests
     from .artifact.diff import diff as diff_artifacts
     from .artifact.policy import check, load_policy
-    from .artifact.signature import verify_signature
+    from .artifact.signature_check import verify_signature
     from .artifact.signing import sign
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
@@ -148,7 +148,7 @@ _LAZY = {
     "save_inputs": ("jaxport.run.treefiles", "save_inputs"),
     "upgrade": ("jaxport.verify.upgrade", "upgrade"),
     "sign": ("jaxport.artifact.signing", "sign"),
-    "verify_signature": ("jaxport.artifact.signature", "verify_signature"),
+    "verify_signature": ("jaxport.artifact.signature_check", "verify_signature"),
 }
 
 

@@ -73,7 +73,7 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
         if min_reach_days is not None:
             policy.min_reach_days = min_reach_days
         if signature_keys:
-            from jaxport.artifact.signature import Trust
+            from jaxport.artifact.signature_check import Trust
 
             given = policy.signature.identities if policy.signature is not None else ()
             policy.signature = Trust(tuple(map(Path, signature_keys)), given, source="--signature-key")

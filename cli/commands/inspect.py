@@ -40,7 +40,6 @@ def command(artifact, as_json, mlir, debug_info, function, signature_keys, signa
       jaxport inspect mlp.jaxport
       jaxport inspect mlp.jaxport --json
       jaxport inspect mlp.jaxport --mlir --function predict
-      jaxport inspect mlp.jaxport --signature-key ci-signing.pub
     """
     if isolate:
         ctx = click.get_current_context()
@@ -53,7 +52,7 @@ def command(artifact, as_json, mlir, debug_info, function, signature_keys, signa
 
         verified = None
         if signature_keys:  # checked before the artifact is read
-            from jaxport.artifact.signature import Trust, verify_signature
+            from jaxport.artifact.signature_check import Trust, verify_signature
 
             verified = verify_signature(artifact, Trust(tuple(signature_keys), source="--signature-key"),
                                         signature_path)

@@ -33,7 +33,7 @@ def command(artifact, key, signature_path, certificate, certificate_chain, passw
     \b
     Examples:
       jaxport sign mlp.jaxport --key ci-signing.pem
-      jaxport sign mlp.jaxport --key team.pem --certificate team.crt --certificate-chain ca.crt
+      jaxport sign mlp.jaxport --key ci-signing.pem --json
     """
 
     def body():

@@ -32,7 +32,7 @@ from .policy_language import (
     load_policy,
     parse_policy,
 )
-from .signature import verify_signature
+from .signature_check import verify_signature
 from .summary import human_bytes
 
 __all__ = ["CALLING_CONVENTION_SINCE_JAX", "MAX_POLICY_BYTES", "METADATA_FIELDS", "PLATFORMS", "POLICY_DOCUMENT",

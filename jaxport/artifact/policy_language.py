@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 from .._yaml import Document, Map, Seq, load
 from ..errors import PolicyFileError
 from . import age
-from .signature import Identity, Trust
+from .signature_check import Identity, Trust
 
 #: Policy language versions this release reads. History:
 #: 1 (2026-11-30): first version; extended 2026-12-01 with max_producer_age_days (max_age_days its deprecated name).

@@ -19,7 +19,8 @@ from typing import Any
 from .._fsio import atomic_write, read_file, shown_path
 from ..errors import SignatureError, UsageError
 from .container import open_artifact
-from .signature import MAX_KEY_BYTES, parse_bundle, require_extra, signature_path
+from .signature import parse_bundle, require_extra, signature_path
+from .signature_check import MAX_KEY_BYTES
 
 __all__ = ["Signed", "carry_notes", "sign"]
 

@@ -25,7 +25,7 @@ from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest, Weights
 from ..artifact.payload import check_readable, deserialize
 from ..artifact.private_copy import DigestCheck, private_member
-from ..artifact.signature import Verified, verify_signature
+from ..artifact.signature_check import Verified, verify_signature
 from ..artifact.tensors import tensor_views
 from ..errors import FormatError, PlatformError, UsageError
 from ..program.checks import check_runnable

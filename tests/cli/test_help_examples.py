@@ -39,8 +39,8 @@ def test_examples_name_existing_example_files():
 
 
 #: The order the examples run in: each command's inputs are the files the examples before it wrote.
-ORDER = ["export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind", "upgrade",
-         "warmup"]
+ORDER = ["export", "inspect", "call", "verify", "diff", "sign", "check", "extract", "compile", "import", "rebind",
+         "upgrade", "warmup"]
 #: Examples that exit non-zero on purpose: a CI gate that fails.
 EXPECTED_EXIT = {"jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply --fail-on breaking --json": 13}
 
@@ -60,8 +60,14 @@ def test_examples_run(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("JAXPORT_TODAY", "2026-12-01")
     # serve runs until stopped: tests/test_serve.py starts it and queries it
     assert sorted(ORDER) == sorted(set(COMMANDS) - {"completion", "serve"})
+    if importlib.util.find_spec("model_signing") is not None:  # sign's and check's examples use this key pair
+        from tests.sign.keys import key_pair
+
+        key_pair(tmp_path, "ci-signing")
     for name in ORDER:
         if name == "compile" and importlib.util.find_spec("iree") is None:
+            continue
+        if name == "sign" and importlib.util.find_spec("model_signing") is None:
             continue
         for line in _description(name).rpartition("\n  Examples:\n")[2].split("\n"):
             example = line.strip()

@@ -17,7 +17,8 @@ pytest.importorskip("model_signing", reason="the signature tests need the extra 
 pytest.importorskip("OpenSSL", reason="model-signing needs pyopenssl beside it (pip install 'jaxport[sign]')")
 
 import jaxport  # noqa: E402
-from jaxport.artifact.signature import MAX_BUNDLE_BYTES, key_id  # noqa: E402
+from jaxport.artifact.signature import MAX_BUNDLE_BYTES  # noqa: E402
+from jaxport.artifact.signature_check import key_id  # noqa: E402
 
 from .keys import key_pair, keyless_bundle, pki  # noqa: E402
 
