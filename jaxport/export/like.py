@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -76,6 +77,7 @@ def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
     from jax import tree_util
 
     where = str(leaf.where)
+    check_value(value, leaf)
     flat, treedef = tree_util.tree_flatten_with_path(value)
     sizes = dict(leaf.sizes)
     given = dict(leaf.leaves)
@@ -136,6 +138,64 @@ def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
     for i, (path, _) in zip(kept, arrays):
         paths[i] = _steps(mirror, path)
     return LikeTree(leaf, mirror, treedef, tuple(paths), baked)
+
+
+#: The most leaves a ``like:`` value may have, and the deepest it may nest: JAX's export time grows with the square
+#: of the number of inputs with symbolic dimensions (1000 take about half a minute), and its native pytree code
+#: recurses.
+MAX_LEAVES = 4096
+MAX_DEPTH = 100
+
+
+def check_value(value: Any, leaf: LikeLeaf) -> None:
+    """Refuse a ``like:`` value JAX's pytree code cannot take or that would make the export run for hours, before
+    JAX sees it (walked iteratively, one level of each node at a time): a value that contains itself, one nested
+    deeper than ``MAX_DEPTH``, one with more than ``MAX_LEAVES`` leaves, and a dict with two keys of one name
+    (``1`` and ``"1"``: the inputs are named by the keys' names)."""
+    from jax import tree_util
+
+    def fail(path: str, msg: str) -> SpecError:
+        steps = re.findall(r"\[[^\]]*\]|\.[^.\[]+", path)
+        shown = path if len(steps) <= 12 else "".join(steps[:6]) + "..." + "".join(steps[-4:])
+        return SpecError(f"{leaf.where}: {leaf.source}{shown}: {msg}")
+
+    stack: list[tuple[Any, str, int, frozenset[int]]] = [(value, "", 0, frozenset())]
+    count = 0
+    while stack:
+        node, path, depth, above = stack.pop()
+        if node is None:
+            continue
+        if tree_util.all_leaves([node]):
+            count += 1
+            if count > MAX_LEAVES:
+                raise fail("", f"has more than {MAX_LEAVES} leaves, which a 'like:' argument does not take (JAX's "
+                               f"export time grows with the square of the inputs). Bind large trees of weights with "
+                               f"'bind:' instead, or split the value into several arguments.")
+            continue
+        if id(node) in above:
+            raise fail(path, "contains itself (a cycle), so it has no finite structure. Give a value without the "
+                             "cycle.")
+        if depth >= MAX_DEPTH:
+            raise fail(path, f"is nested more than {MAX_DEPTH} levels deep, which a 'like:' argument does not "
+                             f"take. Flatten the value.")
+        if type(node) is dict:
+            names: dict[str, Any] = {}
+            for key in node:
+                if str(key) in names:
+                    raise fail(path, f"has the keys {names[str(key)]!r} and {key!r}, which name one input "
+                                     f"({str(key)!r}). Rename one.")
+                names[str(key)] = key
+            children = [(f"[{k!r}]", v) for k, v in node.items()]
+        elif type(node) in (list, tuple):
+            children = [(f"[{i}]", v) for i, v in enumerate(node)]
+        else:
+            try:
+                flat = tree_util.tree_flatten_with_path(node, is_leaf=lambda x, top=node: x is not top)[0]
+            except Exception as e:  # noqa: BLE001 - the node's own flatten failed
+                raise fail(path, f"cannot be flattened as a pytree ({type(e).__name__}: {e}).") from None
+            children = [(f".{key_name(p[0])}", v) for p, v in flat]
+        below = above | {id(node)}
+        stack.extend((child, path + step, depth + 1, below) for step, child in reversed(children))
 
 
 def is_python_number(value: Any) -> bool:

@@ -213,3 +213,38 @@ def test_like_leaves_are_drawn_around_the_example_values():
     assert (drawn["stats/var"] > 0).all()
     assert np.isfinite(np.asarray(f(*[{"mean": drawn["stats/mean"], "var": drawn["stats/var"],
                                        "count": drawn["stats/count"]}, drawn["x"]]))).all()
+
+
+HOSTILE_LIKES = '''import numpy as np
+
+CYCLE = {"w": np.zeros(2, np.float32)}
+CYCLE["self"] = CYCLE
+DEEP = np.zeros(2, np.float32)
+for _ in range(3000):
+    DEEP = [DEEP]
+KEYS = {1: np.zeros(2, np.float32), "1": np.zeros(2, np.float32)}
+MANY = {f"k{i}": 1.0 for i in range(5000)}
+
+
+def f(v):
+    return 0.0
+'''
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("CYCLE", "m.py:CYCLE['self']: contains itself (a cycle), so it has no finite structure. Give a value without "
+              "the cycle."),
+    ("DEEP", "m.py:DEEP[0][0][0][0][0][0]...[0][0][0][0]: is nested more than 100 levels deep, which a 'like:' "
+             "argument does not take. Flatten the value."),
+    ("KEYS", "m.py:KEYS: has the keys 1 and '1', which name one input ('1'). Rename one."),
+    ("MANY", "m.py:MANY: has more than 4096 leaves, which a 'like:' argument does not take (JAX's export time grows "
+             "with the square of the inputs). Bind large trees of weights with 'bind:' instead, or split the value "
+             "into several arguments."),
+])
+def test_like_values_jax_cannot_take_are_spec_errors(tmp_path, monkeypatch, run_cli, name, message):
+    monkeypatch.chdir(tmp_path)
+    Path("m.py").write_text(HOSTILE_LIKES)
+    Path("spec.yaml").write_text(f"jaxport: 1\nargs:\n  - {{like: m.py:{name}}}\n")
+    res = run_cli("export", "m.py:f", "-s", "spec.yaml", "-o", "a.jaxport")
+    assert (res.exit_code, res.stderr) == (3, f"error[spec]: spec.yaml:3: {message}\n")
+    assert not Path("a.jaxport").exists()
