@@ -6,7 +6,9 @@ Three layouts are told apart from the files orbax writes, before orbax is import
   ``_METADATA``, or an OCDBT ``manifest.ocdbt``): restored;
 - a *step* directory of a ``CheckpointManager`` (``ckpt/5``: a ``_CHECKPOINT_METADATA`` beside the items it saved,
   ``default/`` or named ones): its single item is restored; several are refused, naming them;
-- a manager's *root* (``ckpt``: numbered step directories): refused, naming the latest step to bind.
+- a manager's *root* (``ckpt``: numbered step directories): its latest step (the highest number), as
+  ``manager.restore(manager.latest_step())`` reads it; ``ckpt/100`` pins one step, which ``verify`` needs to
+  reproduce the export once the job has written newer ones.
 
 The item is restored with orbax's ``PyTreeCheckpointHandler`` from its own metadata, without the original target
 structure: every array leaf as a numpy array (``RestoreArgs(restore_type=np.ndarray)``, so no device or sharding
@@ -49,8 +51,8 @@ def _steps(path: Path) -> list[int]:
 
 
 def item_directory(path: Path, shown: str, where: str) -> Path | None:
-    """The orbax item directory the bind source directory ``path`` (given as ``shown``) holds, refusing a manager
-    root or a step of several items; None when ``path`` is no orbax checkpoint."""
+    """The orbax item directory the bind source directory ``path`` (given as ``shown``) holds (a manager root's:
+    its latest step's), refusing a step of several items; None when ``path`` is no orbax checkpoint."""
     if _is_item(path):
         return path
     if (path / STEP_FILE).is_file():
@@ -65,11 +67,8 @@ def item_directory(path: Path, shown: str, where: str) -> Path | None:
                         f"{len(items)} items ({', '.join(items)}); bind the one that holds the weights, e.g. "
                         f"{shown.rstrip('/')}/{items[0]}.")
     steps = _steps(path)
-    if steps:
-        listed = ", ".join(map(str, steps[-5:]))
-        raise SpecError(f"{where}: bound directory {shown} is an orbax CheckpointManager directory with "
-                        f"{len(steps)} step{'s' if len(steps) != 1 else ''} ({'..., ' if len(steps) > 5 else ''}"
-                        f"{listed}); bind one step, e.g. {shown.rstrip('/')}/{steps[-1]} (the latest).")
+    if steps:  # a CheckpointManager's root: its latest step, as manager.restore(manager.latest_step()) reads
+        return item_directory(path / str(steps[-1]), f"{shown.rstrip('/')}/{steps[-1]}", where)
     return None
 
 

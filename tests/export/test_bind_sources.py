@@ -79,8 +79,9 @@ def _called(run_cli) -> np.ndarray:
 
 @pytest.mark.slow
 def test_an_orbax_checkpoint_binds_as_the_live_value(workdir, run_cli):
-    """StandardCheckpointer's directory and one step of a CheckpointManager: arrays restored as numpy without the
-    target structure, the saved Python number baked as the live value's would be; outputs equal jax.jit's."""
+    """StandardCheckpointer's directory, one step of a CheckpointManager and its root (the latest step): arrays
+    restored as numpy without the target structure, the saved Python number baked as the live value's would be;
+    outputs equal jax.jit's."""
     ocp = _orbax()
     ckptr = ocp.StandardCheckpointer()
     ckptr.save(workdir / "ckpt", PARAMS)
@@ -103,15 +104,23 @@ def test_an_orbax_checkpoint_binds_as_the_live_value(workdir, run_cli):
     res = _export(run_cli, "run/10")
     assert res.exit_code == 0, res.stderr
     np.testing.assert_allclose(_called(run_cli), _live(PARAMS, x), rtol=1e-6)
+    # the manager's root: its latest step
+    later = {**PARAMS, "scale": 3.0}
+    manager.save(12, args=ocp.args.StandardSave(later))
+    manager.wait_until_finished()
     res = _export(run_cli, "run")
-    assert (res.exit_code, res.stderr) == (3, (
-        "error[spec]: --bind params: bound directory run is an orbax CheckpointManager directory with 2 steps (5, "
-        "10); bind one step, e.g. run/10 (the latest).\n"))
+    assert res.exit_code == 0, res.stderr
+    np.testing.assert_allclose(_called(run_cli), _live(later, x), rtol=1e-6)
     shutil.copytree(workdir / "run" / "10" / "default", workdir / "run" / "10" / "extra")
     res = _export(run_cli, "run/10")
     assert (res.exit_code, res.stderr) == (3, (
         "error[spec]: --bind params: bound directory run/10 is an orbax checkpoint step of 2 items (default, "
         "extra); bind the one that holds the weights, e.g. run/10/default.\n"))
+    shutil.copytree(workdir / "run" / "12" / "default", workdir / "run" / "12" / "extra")
+    res = _export(run_cli, "run")
+    assert (res.exit_code, res.stderr) == (3, (
+        "error[spec]: --bind params: bound directory run/12 is an orbax checkpoint step of 2 items (default, "
+        "extra); bind the one that holds the weights, e.g. run/12/default.\n"))
 
 
 def test_a_directory_that_is_no_checkpoint(workdir, run_cli):
