@@ -173,6 +173,13 @@ def test_a_source_that_holds_no_arrays(workdir, run_cli, source, what):
                                               f"it is {what}. {MORE}\n")
 
 
+def test_a_file_of_no_arrays(workdir, run_cli):
+    np.savez("empty.npz")
+    res = _export(run_cli, "empty.npz")
+    assert (res.exit_code, res.stderr) == (3, "error[spec]: --bind params: bound value empty.npz holds no arrays: it "
+                                              f"is a dict with no array leaves. {MORE}\n")
+
+
 def test_a_spec_bind_of_no_arrays(workdir):
     spec = "jaxport: 1\nargs:\n  - {bind: m.py:N}\n  - \"f32[2]\"\n"
     with pytest.raises(SpecError) as e:
