@@ -94,11 +94,11 @@ SERVE_VENV ?= .venv-serve
 $(SERVE_VENV)/.installed: pyproject.toml
 	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SERVE_VENV)/bin/python -m pip install --quiet -e '.[serve-test]' 'pytest>=8' 'jsonschema>=4'
+	$(SERVE_VENV)/bin/python -m pip install --quiet -e '.[serve-test,sign]' 'pytest>=8' 'jsonschema>=4'
 	touch $@
 
 test-serve: $(SERVE_VENV)/.installed
-	$(SERVE_VENV)/bin/python -m pytest -q tests/serve
+	$(SERVE_VENV)/bin/python -m pytest -q tests/serve tests/sign/test_adapters.py
 
 # ruff, mypy, and the import-layer contract (scripts/check_layers.py: layers, no cycles, no lazy or private imports).
 lint: install-test
