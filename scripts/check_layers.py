@@ -30,8 +30,9 @@
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
    (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
    to the package.
-5. The format layer stays light: ``artifact`` and the base layers import jax, jaxlib, numpy, ml_dtypes, safetensors
-   and iree only inside functions, so that reading a manifest imports none of them.
+5. The format layer stays light: ``artifact`` and the base layers import jax, jaxlib, numpy, ml_dtypes, safetensors,
+   iree and the signature libraries (model_signing, sigstore, cryptography, OpenSSL: the extra ``jaxport[sign]``)
+   only inside functions, so that reading a manifest imports none of them.
 
 The command line (``jaxport_cli``, the directory ``cli/``) sits above the library and may import any of it, lazily
 (``jaxport --help`` must not import JAX), but only by public names:
@@ -73,7 +74,8 @@ ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
 #: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
 OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
-HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree")
+HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree", "model_signing", "sigstore", "cryptography",
+         "OpenSSL")
 LIGHT_LAYERS = ("artifact", "spec", "isolation", "foundation")
 
 
