@@ -37,6 +37,10 @@ CASES = {
     "1.1": {
         "mlp-for-jax-0.9.1": ("mlp/model.py:predict", "mlp/spec.yaml", {"batch": 3}, {"for_jax": "0.9.1"}),
     },
+    "1.2": {  # a namedtuple and a PRNG key returned (outputs by path, key data), written for the oldest JAX
+        "state-for-jax-0.9.1": ("../tests/golden/models/state.py:sample", "../tests/golden/models/state.yaml",
+                                {"batch": 2}, {"for_jax": "0.9.1"}),
+    },
 }
 
 
@@ -49,6 +53,11 @@ def _module(path: Path):
 
 def _reference(name: str, arrays: dict[str, np.ndarray]):
     """The outputs of the original function, run directly (not through the artifact)."""
+    if name.startswith("state"):
+        model = _module(HERE / "models" / "state.py")
+        step, key = jax.jit(model.sample)(arrays["x"], jax.random.wrap_key_data(arrays["key"]))
+        return {"0/energy": np.asarray(step.energy), "0/position": np.asarray(step.position),
+                "1": np.asarray(jax.random.key_data(key))}
     if name.startswith("mlp"):
         model = _module(EXAMPLES / "mlp" / "model.py")
         return {"output": np.asarray(jax.jit(model.predict)(arrays["x"]))}
@@ -72,7 +81,8 @@ def main() -> int:
             with jaxport.open_artifact(path) as art:
                 assert art.model.format_version == jaxport.FORMAT_VERSION, (name, art.model.format_version)
             loaded = jaxport.load(path)
-            arrays = loaded.random_inputs(dims, seed=0)
+            arrays = {k: np.asarray(jax.random.key_data(v)) if jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key)
+                      else v for k, v in loaded.random_inputs(dims, seed=0).items()}  # keys as their key data
             np.savez(work / f"{name}.inputs.npz", **arrays)
             np.savez(work / f"{name}.expected.npz", **_reference(name, arrays))
         shutil.copytree(work, target)
