@@ -69,20 +69,62 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
     except BrokenPipeError:
         sys.exit(EXIT_OK)
     except MemoryError as e:
-        exit_if_out_of_memory(e)  # in an --isolate child: its parent reports the limit
-        if debug:
-            _print_traceback()
-        _report("crash", "out of memory. An artifact or input that declares huge sizes can cause this; run with "
-                         "--isolate and --memory-limit to bound what it may take.", 15, as_json)
-        sys.exit(15)
+        _out_of_memory(e, debug, as_json)
     except Exception as e:  # noqa: BLE001 - a bug: say so, keep the traceback for --debug
         exit_if_stdout_failed(e)  # not a bug: a standard output that cannot be written (exit 11)
         exit_if_out_of_memory(e)  # a library that could not load or allocate under --isolate's memory limit
+        if memory_short(e):
+            _out_of_memory(e, debug, as_json)
         if debug:
             _print_traceback()
         _report("internal", f"{type(e).__name__}: {e}. This is a bug in jaxport; rerun with --debug for the "
                             f"traceback and report it.", EXIT_INTERNAL, as_json)
         sys.exit(EXIT_INTERNAL)
+
+
+def _out_of_memory(e: BaseException, debug: bool, as_json: bool) -> NoReturn:
+    """The out-of-memory crash: one ``error[crash]`` line, exit 15."""
+    exit_if_out_of_memory(e)  # in an --isolate child: its parent reports the limit
+    if debug:
+        _print_traceback()
+    _report("crash", "out of memory. An artifact or input that declares huge sizes can cause this; run with "
+                     "--isolate and --memory-limit to bound what it may take.", 15, as_json)
+    sys.exit(15)
+
+
+#: What CPython's ``SystemError`` says of native code that failed without setting an exception, as an extension that
+#: does not check an allocation fails when the allocation is refused.
+_NO_EXCEPTION_SET = ("error return without exception set", "returned null without setting an exception",
+                     "returned a result with an exception set")
+
+
+def memory_short(e: BaseException) -> bool:
+    """Whether ``e`` is an allocation that failed: a ``MemoryError`` in its chain (raised while handling one, or
+    from one), or a ``SystemError`` of native code that returned without an exception (:data:`_NO_EXCEPTION_SET`)
+    while this process runs under a memory limit (``RLIMIT_DATA`` or ``RLIMIT_AS``), the way an extension that does
+    not check its allocations fails under one."""
+    seen: set[int] = set()
+    link: BaseException | None = e
+    while link is not None and id(link) not in seen:
+        if isinstance(link, MemoryError):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    text = str(e).lower()
+    return isinstance(e, SystemError) and any(words in text for words in _NO_EXCEPTION_SET) and _memory_limited()
+
+
+def _memory_limited() -> bool:
+    """Whether a soft limit bounds this process's data or address space."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: no such limits
+        return False
+    for name in ("RLIMIT_DATA", "RLIMIT_AS"):
+        which = getattr(resource, name, None)
+        if which is not None and resource.getrlimit(which)[0] != resource.RLIM_INFINITY:
+            return True
+    return False
 
 
 def _print_traceback() -> None:

@@ -11,7 +11,10 @@ to check. A function whose options are a request's fields (``jaxport.export(fn, 
 ``ExportRequest``) is checked as if it took them as keyword-only parameters; :func:`check_fields` checks a request's
 fields by the same rules where it is built. An error that escapes the function without being a ``JaxportError`` (a
 value of the right type but of the wrong shape: a mapping without a key it needs, a structure nested without end)
-becomes the function's error class (``ERRORS``), its message naming the function and the exception.
+becomes the function's error class (``ERRORS``), its message naming the function and the exception. That mapping
+is for reading the arguments only: an exception raised while a program is compiled or run (through a function marked
+:func:`runs_program`, such as a backend's ``compile`` and ``execute``) is the program's failure, whatever its type
+(XLA reports a bounds check as an ``IndexError``), and becomes a ``PlatformError`` saying so.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from .errors import FormatError, JaxportError, PolicyFileError, SpecError, UsageError
+from .errors import FormatError, JaxportError, PlatformError, PolicyFileError, SpecError, UsageError
 
 #: The error class a malformed value of each function becomes (default ``UsageError``).
 ERRORS: dict[str, type[JaxportError]] = {
@@ -33,6 +36,28 @@ ERRORS: dict[str, type[JaxportError]] = {
 #: Exceptions that a malformed value (of an accepted type) makes escape from deep inside; anything else (an error of
 #: the user's own code at export, KeyboardInterrupt, MemoryError) passes as it is.
 MALFORMED = (RecursionError, AttributeError, KeyError, IndexError, TypeError, ValueError, OverflowError)
+
+
+#: The code of the functions that compile or run a program (:func:`runs_program`).
+_PROGRAM_CODE: set[object] = set()
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def runs_program(fn: _F) -> _F:
+    """Mark ``fn`` (a backend's ``compile``, ``execute``, ``trace``) as compiling or running a program: an exception
+    that escapes a public function through it is the program's failure, never a malformed argument."""
+    _PROGRAM_CODE.add(fn.__code__)
+    return fn
+
+
+def raised_running(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside a function marked :func:`runs_program` (one of its traceback's frames)."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in _PROGRAM_CODE:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 #: The error class of a malformed value, by parameter name, where it is not the function's.
@@ -211,6 +236,13 @@ def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str
         except JaxportError:
             raise
         except MALFORMED as e:
+            if isinstance(e.__cause__ or e.__context__, MemoryError):
+                raise  # raised while memory ran short: the out-of-memory crash, whatever the argument
+            if raised_running(e):
+                raise PlatformError(f"jaxport.{name}(): the program failed while it was compiled or run "
+                                    f"({type(e).__name__}: {str(e).strip()[:200]}): the program is damaged or "
+                                    f"hostile, or this platform cannot run it; 'jaxport call --isolate' runs it in "
+                                    f"a child process that contains what it does.") from e
             if isinstance(e, RecursionError):
                 what = "an argument nests too deep, or contains itself"
             else:

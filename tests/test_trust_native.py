@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from jaxport.program import module_scan
-from jaxport.program.module_scan import MAX_NESTING, ProgramLimitError, check_program_text
+from jaxport.program.module_scan import MAX_NESTING, PARSER_NESTING, ProgramLimitError, check_program_text
 
 REPO = Path(__file__).resolve().parents[1]
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
@@ -229,8 +229,14 @@ def test_an_artifact_that_crashes_the_printer_is_refused(base_artifact, tmp_path
 
 
 def test_import_refuses_deep_text_before_parsing(run_cli, tmp_path):
-    for name, text, where in [("cases", nested_cases(3000), too_deep(66)),
-                              ("chain", call_chain(300), f"the program nests more than {MAX_NESTING} levels deep "
+    """Text is held before parsing to what MLIR's parser is safe with (PARSER_NESTING); the module as MLIR prints
+    it then to the program limits (tests/importer/test_import_names.py)."""
+    parses = (f"jaxport parses text nested at most {PARSER_NESTING} deep, and reads programs nested at most "
+              f"{MAX_NESTING} deep")
+    for name, text, where in [("cases", nested_cases(3000),
+                               f"the program nests more than {PARSER_NESTING} levels deep at line 258 (regions, "
+                               f"attributes or types within one another); {parses}"),
+                              ("chain", call_chain(300), f"the program nests more than {PARSER_NESTING} levels deep "
                                                          f"through its function @f")]:
         path = tmp_path / f"{name}.mlir"
         path.write_text(text)

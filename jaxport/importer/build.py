@@ -33,13 +33,14 @@ from ..export.target import for_target
 from ..export.tracing import jax_config, x64_enabled
 from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
 from ..program.checks import check_custom_calls
-from ..program.module_scan import scan_module
+from ..program.module_scan import ModuleScan, ProgramLimitError, check_program, scan_module
 from ..program.module_scan import strip_locations as strip_module_locations
 from ..spec import FunctionSpec, ShapeSpec, Where, load_spec
 from .mlir import (
     MainSignature,
     bytecode,
     first_error,
+    limit_error,
     main_signature,
     mark_platform_index,
     partitions,
@@ -125,8 +126,9 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
     if strip_locations:
         serialized = strip_module_locations(serialized)
     scan = scan_module(serialized)
+    _check_stored_program(serialized, scan, display)
     allowed = sorted(set(allow_custom_calls))
-    check_custom_calls(display, scan, set(allowed))
+    check_custom_calls(display, scan, set(allowed), devices=devices)
 
     x64 = any(dtypes.is_64bit(t.dtype or "") for t in final.args + final.results)
     bounds, constraints = function_constraints(inputs, spec)
@@ -163,6 +165,16 @@ def build(module_path: str | Path, inputs: list[InputLeaf] | None, spec: ShapeSp
     lowered = Lowered(exported, name, list(inputs), _call_tree(inputs), names, output_tree, x64, scan,
                       input_positions=list(range(len(inputs))))
     return Imported(lowered, warnings, source_version)
+
+
+def _check_stored_program(serialized: bytes, scan: ModuleScan, display: str) -> None:
+    """The program limits of the program the artifact stores (wrapped, refined), read as every reader reads it at
+    load (``module_scan.check_program``: the text MLIR prints, names by their value), so that no artifact import
+    writes is one that load refuses."""
+    try:
+        check_program(serialized, scan)
+    except ProgramLimitError as e:
+        raise limit_error(display, e, stored=True) from None
 
 
 def _platform_index(module: Any, ctx: Any, sig: MainSignature, n_inputs: int, platforms: list[str], spec_file: str,

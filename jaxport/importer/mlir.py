@@ -20,7 +20,14 @@ from .._fsio import read_file
 from .._jax_internals import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
 from ..errors import CrashError, EntrypointError, ExportError
 from ..isolation.isolate import check_module_bytes
-from ..program.module_scan import ProgramLimitError, check_operation_count, check_program_text, stablehlo_version
+from ..program.module_scan import (
+    PARSER_NESTING,
+    ProgramLimitError,
+    check_operation_count,
+    check_program_text,
+    checked_text,
+    stablehlo_version,
+)
 
 #: The first bytes of MLIR bytecode, plain or a StableHLO portable artifact.
 BYTECODE_MAGIC = b"ML\xefR"
@@ -110,14 +117,15 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
             raise EntrypointError(f"{display}: cannot read a StableHLO module: {first_error(e, display)}. "
                                   f"{how}") from None
         _check_operations(module, display)
+        _check_printed(module, display)
     return ctx, module, version
 
 
 def _check_limits(data: bytes, display: str) -> None:
-    """Before MLIR's native readers see a module: text is scanned in Python for the program limits
-    (``module_scan.check_program_text``); bytecode, which only a native reader can decode, is read in a child
-    process first (``isolate.check_module_bytes``). A module over a limit is an export error (JAX could not lower
-    or compile it safely), a reader that crashes the child a crash."""
+    """Before MLIR's native readers see a module: text is scanned in Python (``module_scan.check_program_text``)
+    for what MLIR's text parser is safe with (``PARSER_NESTING`` levels, no recursion); bytecode, which only a
+    native reader can decode, is read in a child process first (``isolate.check_module_bytes``). A module over a
+    limit is an export error (JAX could not lower or compile it safely), a reader that crashes the child a crash."""
     try:
         if data.startswith(BYTECODE_MAGIC):
             check_module_bytes(data)
@@ -126,12 +134,27 @@ def _check_limits(data: bytes, display: str) -> None:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 return  # refused by read_module, before any parser sees it
-            check_program_text(text)
+            check_program_text(text, PARSER_NESTING)
     except ProgramLimitError as e:
-        raise ExportError(f"{display}: {e} (specs/IMPORT.md, \"Limits\"). Simplify the module (fewer nested "
-                          f"regions or calls, smaller attributes) before importing it.") from None
+        raise limit_error(display, e) from None
     except CrashError as e:
         raise CrashError(f"{display}: {e}") from None
+
+
+def limit_error(display: str, e: ProgramLimitError, stored: bool = False) -> ExportError:
+    """The error of a module over a program limit (``stored``: once wrapped as the artifact stores it)."""
+    how = ", as the artifact would store it (main wrapped to follow JAX's calling convention)" if stored else ""
+    return ExportError(f"{display}: {e}{how} (specs/IMPORT.md, \"Limits\"). Simplify the module (fewer nested "
+                       f"regions or calls, smaller attributes) before importing it.")
+
+
+def _check_printed(module: Any, display: str) -> None:
+    """The program limits, held for the module as MLIR prints it (``module_scan.checked_text``: every name by its
+    value, whatever escapes or form the file spelled it in), as every reader of the artifact holds them."""
+    try:
+        checked_text(module)
+    except ProgramLimitError as e:
+        raise limit_error(display, e) from None
 
 
 def _check_operations(module: Any, display: str) -> None:

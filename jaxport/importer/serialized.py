@@ -347,7 +347,7 @@ def import_serialization(module: str | Path, spec: Any, output: str | Path | Non
     allowed = request.allowed(spec_obj)
     low = lower.lower(entry, fspec, spec_obj, name=fname, platforms=plats, allow_custom_calls=allowed,
                       strip_locations=request.strip_locations)
-    check_custom_calls(display, low.scan, set(allowed))
+    check_custom_calls(display, low.scan, set(allowed), devices=int(low.exported.nr_devices))
     if written_for is not None:
         low = dataclasses.replace(low, exported=for_target(low.exported, written_for, display, fname))
     payload_name = f"functions/{fname}.jaxexport"

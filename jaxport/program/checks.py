@@ -20,7 +20,11 @@ information only. :func:`check_runnable`, the one check every path that compiles
 target are refused whoever allows them (:func:`refused_target`): host callbacks, which jump to a Python function by
 an address or index that only the exporting process knew (from an artifact they call whatever this process holds
 there), and target names that are not plain printable ASCII (a NUL, a space, a control character), which no kernel
-is registered under and which native code may read differently from the check.
+is registered under and which native code may read differently from the check. Nothing allows the program rules of
+``rules`` either: operations that talk to the host, and collectives that name devices the program does not have.
+
+Every name is read by its value, as MLIR reads it (a target spelled ``"xla\\5fpython\\5fcpu\\5fcallback"`` is the
+callback ``xla_python_cpu_callback``): the checks read the parsed module's attributes, never its text.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 from .._jax_internals import guaranteed_stable_custom_calls, registered_host_callbacks, vjp_getter, with_vjp_getter
 from ..errors import ExportError, FormatError, JaxportError, PolicyError, UsageError
 from .module_scan import ModuleScan, scan_module, short_location
-from .rules import host_communication_error
+from .rules import device_error, host_communication_error
 
 #: Custom-call targets of JAX's host callbacks (``jax/_src/callback.py``, ``buffer_callback.py`` and jaxlib's
 #: registrations; the ``xla_python_*`` ones are the pre-FFI names), and of ``custom_partitioning``, whose partitioner
@@ -93,11 +97,12 @@ def unstable_targets(scan: ModuleScan, allowed: set[str]) -> list[str]:
     return sorted({c.target for c in scan.custom_calls if c.target not in stable and c.target not in allowed})
 
 
-def check_custom_calls(where: str, scan: ModuleScan, allowed: set[str]) -> None:
+def check_custom_calls(where: str, scan: ModuleScan, allowed: set[str], devices: int | None = None) -> None:
     """Raise PolicyError listing every custom call that is not allowed, with its location and the fix (at export
     and import, where the exporter's allowances apply). Host callbacks and malformed names are refused whatever is
-    allowed: an artifact carrying them could never run."""
-    refused = _refused_error(where, scan)
+    allowed: an artifact carrying them could never run; so are programs that break the program rules (``devices``:
+    those the program is exported for, as for :func:`check_module`)."""
+    refused = _refused_error(where, scan, devices)
     if refused is not None:
         raise refused
     if unstable_targets(scan, allowed):
@@ -125,12 +130,16 @@ def _listing(found: dict[str, list[str]]) -> list[str]:
     return lines
 
 
-def _refused_error(where: str, scan: ModuleScan) -> PolicyError | None:
-    """The error for custom calls no caller can allow (host callbacks first), or None; and for operations that
-    talk to the host (``rules``), which nothing can allow either."""
+def _refused_error(where: str, scan: ModuleScan, devices: int | None = None) -> PolicyError | None:
+    """The error for custom calls no caller can allow (host callbacks first), or None; and for the program rules
+    (``rules``: operations that talk to the host, collectives naming devices outside the program's ``devices``,
+    default the module's own count), which nothing can allow either."""
     communicating = host_communication_error(where, scan.host_communication)
     if communicating is not None:
         return communicating
+    outside = device_error(where, scan.collectives, scan.devices if devices is None else min(devices, scan.devices))
+    if outside is not None:
+        return outside
     callbacks = _uses(scan, is_host_callback)
     if callbacks:
         return PolicyError(
@@ -181,10 +190,11 @@ def caller_allowances(allow_custom_calls: Iterable[str] | None) -> frozenset[str
     return frozenset(names)
 
 
-def check_module(where: str, module: bytes, allowed: frozenset[str]) -> None:
+def check_module(where: str, module: bytes, allowed: frozenset[str], devices: int | None = None) -> None:
     """The rule for one serialized program: every custom call is guaranteed stable by JAX or allowed by the caller,
-    and none is a host callback or a malformed name. Raises PolicyError (FormatError when the program cannot be
-    read to tell)."""
+    and none is a host callback or a malformed name; the program rules hold, its collectives within ``devices`` (the
+    devices it is run on, ``Exported.nr_devices``; the module's own count if fewer). Raises PolicyError
+    (FormatError when the program cannot be read to tell)."""
     try:
         scan = scan_module(module)
     except JaxportError:
@@ -192,7 +202,7 @@ def check_module(where: str, module: bytes, allowed: frozenset[str]) -> None:
     except Exception as e:  # noqa: BLE001 - MLIR reports an unreadable module in many ways
         raise FormatError(f"{where}: the program cannot be read to check its custom calls ({type(e).__name__}: "
                           f"{str(e).strip()[:200]}); the artifact is damaged or hostile.") from None
-    refused = _refused_error(where, scan)
+    refused = _refused_error(where, scan, devices)
     if refused is not None:
         raise refused
     _remember(module, frozenset(c.target for c in scan.custom_calls))
@@ -240,7 +250,7 @@ def check_runnable(exported: Any, where: str, allow_custom_calls: Iterable[str] 
 
     def checked(e: Any, order: int) -> Any:
         here = where if order == 0 else f"{where} (its stored derivative of order {order})"
-        check_module(here, e.mlir_module_serialized, allowed)
+        check_module(here, e.mlir_module_serialized, allowed, devices=int(e.nr_devices))
         get = vjp_getter(e)
         if get is None:
             return e

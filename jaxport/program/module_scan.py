@@ -18,7 +18,7 @@ from .._jax_internals import (
     serialize_with_sdy,
     stablehlo_dialect,
 )
-from .rules import refused_op
+from .rules import DEVICE_ATTRIBUTES, REPLICA_GROUP_PADDING, refused_op
 
 _DTYPE_BITS = re.compile(r"^(?:[fiu]|bf|ui|si)(\d+)$")
 _LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -37,6 +37,18 @@ class Constant:
     location: str
 
 
+@dataclass(frozen=True)
+class Collective:
+    """An operation that names devices: its ``replica_groups`` or ``source_target_pairs`` (``attribute``), by the
+    smallest and largest device id in it (ignoring the ``-1`` that pads replica groups of unequal sizes)."""
+
+    name: str
+    attribute: str
+    smallest: int
+    largest: int
+    location: str
+
+
 @dataclass
 class ModuleScan:
     custom_calls: list[CustomCall] = field(default_factory=list)
@@ -45,6 +57,10 @@ class ModuleScan:
     operations: int = 0  # every operation of the module, nested ones included
     #: Operations that talk to the host or a peer while the program runs (``rules``): (name, location).
     host_communication: list[tuple[str, str]] = field(default_factory=list)
+    #: The devices the module says it runs on (``mhlo.num_partitions`` times ``mhlo.num_replicas``; 1 without them).
+    devices: int = 1
+    #: Operations that name devices (``rules.DEVICE_ATTRIBUTES``), with the device ids they name.
+    collectives: list[Collective] = field(default_factory=list)
 
     def custom_call_counts(self) -> Counter:
         return Counter(c.target for c in self.custom_calls)
@@ -86,6 +102,30 @@ def _tensor_nbytes(type_str: str) -> int:
     return count * _element_bits(parts[-1]) // 8
 
 
+def _device_ids(ir: object, attr: object, padding: bool) -> tuple[int, int] | None:
+    """The smallest and largest device id of a dense integer attribute (``padding``: without replica groups' -1),
+    or None when it names none; an attribute of another form (a mesh's axes) is left to XLA's verifier."""
+    try:
+        dense = ir.DenseIntElementsAttr(attr)  # type: ignore[attr-defined]
+    except ValueError:
+        return None
+    ids = [int(dense[i]) for i in range(len(dense))]
+    if padding:
+        ids = [i for i in ids if i != REPLICA_GROUP_PADDING]
+    return (min(ids), max(ids)) if ids else None
+
+
+def declared_devices(ir: object, module: object) -> int:
+    """The devices a parsed module says it runs on: ``mhlo.num_partitions`` times ``mhlo.num_replicas`` (each at
+    least 1; 1 when absent or not an integer)."""
+    attrs = module.operation.attributes  # type: ignore[attr-defined]
+    n = 1
+    for key in ("mhlo.num_partitions", "mhlo.num_replicas"):
+        if key in attrs and isinstance(attrs[key], ir.IntegerAttr):  # type: ignore[attr-defined]
+            n *= max(1, ir.IntegerAttr(attrs[key]).value)  # type: ignore[attr-defined]
+    return n
+
+
 def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
     """Walk a serialized (portable artifact) StableHLO module."""
     ir, stablehlo = mlir_ir(), stablehlo_dialect()
@@ -95,6 +135,7 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
     stablehlo.register_dialect(ctx)
     with ctx:
         module = deserialize_portable_artifact(mlir_module_serialized)
+        scan.devices = declared_devices(ir, module)
 
         def string_attr(op, name: str) -> str:
             """String attribute ``name`` of ``op`` (raises ValueError on an attribute of another kind)."""
@@ -116,6 +157,13 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
             elif name == "stablehlo.constant":
                 t = str(op.results[0].type)
                 scan.constants.append(Constant(t, _tensor_nbytes(t), str(op.location)))
+            # Any operation of any dialect that names devices counts, as for custom calls.
+            for attribute in DEVICE_ATTRIBUTES:
+                if attribute in op.attributes:
+                    ids = _device_ids(ir, op.attributes[attribute], padding=attribute == "replica_groups")
+                    if ids is not None:
+                        scan.collectives.append(Collective(name, attribute, ids[0], ids[1],
+                                                           short_location(str(op.location))))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
@@ -168,9 +216,16 @@ MAX_NESTING = 128
 CALL_LEVELS = 4
 #: How many operations a program may hold, nested ones included (compile time grows with it).
 MAX_OPERATIONS = 2_000_000
+#: How deep a module's text may nest before MLIR's text parser reads it (``import``): what the parser is safe with,
+#: well below the 4000 nested regions that crashed it. The program limits then hold for the module as MLIR prints it
+#: (``checked_text``), as for every reader, whatever spelling (generic or custom form, comments) the text used.
+PARSER_NESTING = 4 * MAX_NESTING
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|->|[\[\]{}()<>]|[#!][\w.$-]+|@(?:[\w.$-]+|"(?:[^"\\]|\\.)*")|'
+_TOKENS = re.compile(r'//[^\n]*|"(?:[^"\\]|\\.)*"|->|[\[\]{}()<>]|[#!][\w.$-]+|@(?:[\w.$-]+|"(?:[^"\\]|\\.)*")|'
                      r'\bfunc\.func\b|sym_name\s*=\s*"(?:[^"\\]|\\.)*"')
+#: An escape in an MLIR string literal: a quote, a backslash, n, t or two hex digits (MLIR's lexer knows no other).
+_ESCAPE = re.compile(r'\\(?:([0-9a-fA-F]{2})|(.))', re.S)
+_ESCAPED = {'"': b'"', "\\": b"\\", "n": b"\n", "t": b"\t"}
 _OPENERS = frozenset("([{<")
 _CLOSERS = frozenset(")]}>")
 
@@ -191,14 +246,33 @@ class _Node:
     refs: list[tuple[int, str]] = field(default_factory=list)
 
 
-def check_program_text(text: str) -> None:
-    """Raise :class:`ProgramLimitError` if MLIR text nests deeper than ``MAX_NESTING``.
+def symbol_name(spelling: str) -> str:
+    """A symbol's name by its value, as MLIR compares symbols: ``main`` for ``main``, ``"main"`` and ``"m\\61in"``
+    (quotes removed, escapes decoded; bytes that are not UTF-8 kept as surrogates, so that two names are equal
+    exactly when their bytes are)."""
+    if not spelling.startswith('"'):
+        return spelling
+    body = spelling[1:-1] if len(spelling) > 1 and spelling.endswith('"') else spelling[1:]
+    if "\\" not in body:
+        return body
+    raw = bytearray()
+    last = 0
+    for m in _ESCAPE.finditer(body):
+        raw += body[last:m.start()].encode("utf-8", "surrogateescape")
+        raw += bytes([int(m.group(1), 16)]) if m.group(1) else _ESCAPED.get(m.group(2), m.group().encode())
+        last = m.end()
+    raw += body[last:].encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def check_program_text(text: str, limit: int = MAX_NESTING) -> None:
+    """Raise :class:`ProgramLimitError` if MLIR text nests deeper than ``limit`` (``MAX_NESTING``).
 
     A bounded, pure-Python scan (one pass over the tokens, then a walk of the alias and call graph): it runs before
     any native reader sees the text, so the nesting it measures never recurses native code. Brackets of every kind
-    count, outside string literals; an alias referred to counts with its own depth, a function called with its own
-    depth plus ``CALL_LEVELS``; a function that calls itself (directly or not) is refused, as XLA cannot compile
-    recursion.
+    count, outside string literals and comments; an alias referred to counts with its own depth, a function called
+    with its own depth plus ``CALL_LEVELS``; a function that calls itself (directly or not) is refused, as XLA cannot
+    compile recursion. Functions are told apart by name as MLIR does (:func:`symbol_name`).
     """
     nodes: dict[str, _Node] = {}
     top = _Node(0, 1)
@@ -211,15 +285,16 @@ def check_program_text(text: str) -> None:
     for m in _TOKENS.finditer(text):
         tok = m.group()
         c = tok[0]
+        if tok.startswith("//"):
+            continue  # a comment
         if current.end >= 0 and m.start() > current.end:
             current, current_name = top, ""
         if c in _OPENERS and len(tok) == 1:
             depth += 1
-            if depth > MAX_NESTING:
+            if depth > limit:
                 line += text.count("\n", last_end, m.start())
-                raise ProgramLimitError(f"the program nests more than {MAX_NESTING} levels deep at line {line} "
-                                        f"(regions, attributes or types within one another); jaxport reads programs "
-                                        f"nested at most {MAX_NESTING} deep")
+                raise ProgramLimitError(f"the program nests more than {limit} levels deep at line {line} "
+                                        f"(regions, attributes or types within one another); {_reads(limit)}")
             current.own = max(current.own, depth - current.start)
         elif c in _CLOSERS and len(tok) == 1:
             depth = max(depth - 1, 0)
@@ -236,7 +311,7 @@ def check_program_text(text: str) -> None:
         elif tok == "func.func" or tok == '"func.func"':
             pending_func = depth
         elif c == "@" or tok.startswith("sym_name"):
-            name = "@" + (tok[1:] if c == "@" else tok.split("=", 1)[1].strip()).strip('"')
+            name = "@" + symbol_name(tok[1:] if c == "@" else tok.split("=", 1)[1].strip())
             if pending_func is not None:
                 line += text.count("\n", last_end, m.start())
                 last_end = m.start()
@@ -244,10 +319,10 @@ def check_program_text(text: str) -> None:
                 pending_func = None
             elif name != current_name or name.startswith("@"):  # a function naming itself calls itself
                 current.refs.append((depth - current.start + CALL_LEVELS - 1, name))
-    _check_graph(nodes, top)
+    _check_graph(nodes, top, limit)
 
 
-def _check_graph(nodes: dict[str, _Node], top: _Node) -> None:
+def _check_graph(nodes: dict[str, _Node], top: _Node, limit: int) -> None:
     """The deepest nesting through references (iteratively: the graph may be as deep as the text is long)."""
     effective: dict[str, int] = {}
     on_path: set[str] = set()
@@ -276,16 +351,22 @@ def _check_graph(nodes: dict[str, _Node], top: _Node) -> None:
             node = nodes[name]
             deepest = max([node.own] + [d + effective[t] for d, t in node.refs if t in effective])
             effective[name] = deepest
-            if node.start + deepest > MAX_NESTING:
+            if node.start + deepest > limit:
                 kind = "function" if name.startswith("@") else "alias"
-                raise ProgramLimitError(f"the program nests more than {MAX_NESTING} levels deep through its {kind} "
+                raise ProgramLimitError(f"the program nests more than {limit} levels deep through its {kind} "
                                         f"{name[:80]} (line {node.line}: calls, aliases, regions, attributes or types "
-                                        f"within one another); jaxport reads programs nested at most {MAX_NESTING} "
-                                        f"deep")
+                                        f"within one another); {_reads(limit)}")
     for d, t in top.refs:
-        if t in effective and d + effective[t] > MAX_NESTING:
-            raise ProgramLimitError(f"the program nests more than {MAX_NESTING} levels deep through {t[:80]}; "
-                                    f"jaxport reads programs nested at most {MAX_NESTING} deep")
+        if t in effective and d + effective[t] > limit:
+            raise ProgramLimitError(f"the program nests more than {limit} levels deep through {t[:80]}; "
+                                    f"{_reads(limit)}")
+
+
+def _reads(limit: int) -> str:
+    """What a nesting refusal says jaxport reads (``limit``: the one the scan held the text to)."""
+    if limit == MAX_NESTING:
+        return f"jaxport reads programs nested at most {MAX_NESTING} deep"
+    return f"jaxport parses text nested at most {limit} deep, and reads programs nested at most {MAX_NESTING} deep"
 
 
 def check_operation_count(operations: int) -> None:
@@ -301,3 +382,17 @@ def checked_text(module: object) -> str:
     text = module.operation.get_asm(enable_debug_info=True, large_elements_limit=16)  # type: ignore[attr-defined]
     check_program_text(text)
     return text
+
+
+def check_program(mlir_module_serialized: bytes, scan: ModuleScan) -> None:
+    """The program limits of a serialized program (``scan``, its :func:`scan_module`), checked as a reader checks
+    an artifact's program at load (``isolation.isolate``): its operations counted, its text as MLIR prints it
+    (every name by its value) scanned by :func:`check_program_text`. ``import`` runs it on the program it stores,
+    so that what it writes every reader reads. Raises :class:`ProgramLimitError`."""
+    ir, stablehlo = mlir_ir(), stablehlo_dialect()
+
+    check_operation_count(scan.operations)
+    ctx = ir.Context()
+    stablehlo.register_dialect(ctx)
+    with ctx:
+        checked_text(deserialize_portable_artifact(mlir_module_serialized))

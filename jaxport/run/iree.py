@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes
+from .._api_types import runs_program
 from .._fsio import atomic_write
 from ..artifact.model import Function
 from ..errors import PlatformError
@@ -108,6 +109,7 @@ class IreeBackend:
     def x64(self) -> AbstractContextManager[Any]:
         return self._jax.x64()
 
+    @runs_program
     def compile(self, key: ShapeKey) -> Compilation:
         import jax
 
@@ -159,9 +161,11 @@ class IreeBackend:
 
         return [np.asarray(v) for v in flat] if resident else flat
 
+    @runs_program
     def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
         return self._executables[key](*flat)
 
+    @runs_program
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
         return self._jax.trace(flat, weights)
 

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from .. import dtypes
+from .._api_types import runs_program
 from .._jax_internals import initialize_lapack, lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
 from ..artifact.model import Function, Mesh
@@ -105,6 +106,7 @@ class JaxBackend:
 
         return jax.enable_x64(True) if self._needs_x64 else contextlib.nullcontext()
 
+    @runs_program
     def compile(self, key: ShapeKey) -> Compilation:
         import jax
 
@@ -142,6 +144,7 @@ class JaxBackend:
                 return [jax.device_put(v) for v in flat] if resident else flat
             return [v if is_tracer(v) else place(v, s) for v, s in zip(flat, self._in_shardings)]
 
+    @runs_program
     def execute(self, key: ShapeKey, flat: list[Any]) -> Any:
         import jax
 
@@ -155,7 +158,12 @@ class JaxBackend:
                 if isinstance(e, jax.errors.JaxRuntimeError):  # XLA refused to run it (a kernel's own checks)
                     raise self._failure(f"XLA on {self.platform} could not run the program", e,
                                         PlatformError) from None
-                raise
+                if isinstance(e, MemoryError):
+                    raise
+                # XLA's native code raises other types too (a failed bounds check is an IndexError): still the
+                # program's failure, never the caller's argument
+                raise self._failure(f"XLA on {self.platform} could not run the program ({type(e).__name__})", e,
+                                    PlatformError) from None
 
     def direct(self, key: ShapeKey) -> Callable[..., Any] | None:
         """The program compiled for ``key`` as a plain call on unplaced inputs, when a call needs nothing else (no
@@ -166,6 +174,7 @@ class JaxBackend:
             return None
         return functools.partial(self._executables[key], self.weights)
 
+    @runs_program
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
         self._weights_checked()
         # The caller's own transformation lowers and runs it, with the VJP programs JAX asks for: a JAX of 0.10 or
