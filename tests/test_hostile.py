@@ -55,6 +55,9 @@ def test_the_corpus_covers_every_class_of_the_issue(built):
     # issue 24's (tests/hostile/runtime_classes.py; interrupts, rewrites and API types are runs of process_runs.py)
     for cls, at_least in (("run-time-program", 40), ("environment", 30), ("cache-trust", 8)):
         assert counts.get(cls, 0) >= at_least, cls
+    # issue 36's imports (tests/hostile/import_classes.py): names by their value, collectives within the devices
+    for cls, at_least in (("import-names", 25), ("collective-devices", 25)):
+        assert counts.get(cls, 0) >= at_least, cls
     assert sum(c.canary for c in cases) >= 20
     # whatever may hang or kill its process runs only as a real process, under a time limit
     for c in cases:
