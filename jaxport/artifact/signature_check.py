@@ -180,7 +180,7 @@ def _run_library(artifact: Path, bundle: Bundle, configure: Any, signer: str) ->
     from cryptography.exceptions import InvalidSignature
     from model_signing import verifying
 
-    with _bundle_file(bundle) as copy, contextlib.redirect_stdout(io.StringIO()):
+    with _bundle_file(bundle) as copy, _quiet():
         try:
             configure(verifying.Config()).verify(artifact, copy)
         except InvalidSignature:
@@ -263,6 +263,30 @@ def _verify_certificate(artifact: Path, bundle: Bundle, trusted: Sequence[_Trust
     return Verified(artifact, bundle.path, "certificate", bundle.key_id, signer)
 
 
+def _first_line(e: BaseException) -> str:
+    """An exception's message, its first line cut to 160 characters (libraries' messages span lines)."""
+    text = str(e).strip().split("\n", 1)[0]
+    return (text[:160] + "...") if len(text) > 160 else text or type(e).__name__
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The signature libraries' print-outs and log warnings (sigstore's "TUF repository is loaded in offline mode",
+    model signing's on key usage) kept off stdout and stderr: a command prints its own result and one error line."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("sigstore", "model_signing", "tuf")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 def _verify_keyless(artifact: Path, bundle: Bundle, t: Trust) -> Verified:
     names, issuer = _names(bundle.certificates[0], bundle.path)
     who = f"{', '.join(names) or 'no identity'}"
@@ -272,24 +296,28 @@ def _verify_keyless(artifact: Path, bundle: Bundle, t: Trust) -> Verified:
         raise SignatureError(f"{offline} for {t.source}, which trusts keys only (jaxport fetches no trust root while "
                              f"loading). Sign with a key (jaxport sign --key) or trust the signer in a policy's "
                              f"signature.certificate_identities.")
-    try:
-        from sigstore.models import Bundle as SigstoreBundle
-        from sigstore.models import ClientTrustConfig
-        from sigstore.verify import Verifier, policy
+    from sigstore.models import Bundle as SigstoreBundle
+    from sigstore.models import ClientTrustConfig
+    from sigstore.verify import Verifier, policy
 
-        root = ClientTrustConfig.production(offline=True).trusted_root
-        verifier = Verifier(trusted_root=root)
-        parsed = SigstoreBundle.from_json(bundle.raw)
-    except Exception as e:  # noqa: BLE001 - sigstore's TUF and parsing errors
-        raise SignatureError(f"{offline} ({type(e).__name__}: {str(e)[:160]}); jaxport fetches none while "
+    try:
+        with _quiet():
+            verifier = Verifier(trusted_root=ClientTrustConfig.production(offline=True).trusted_root)
+    except Exception as e:  # noqa: BLE001 - sigstore's TUF errors: no trust root cached or embedded
+        raise SignatureError(f"{offline} ({type(e).__name__}: {_first_line(e)}); jaxport fetches none while "
                              f"loading. Sign with a key (jaxport sign --key) instead.") from None
+    try:
+        with _quiet():
+            parsed = SigstoreBundle.from_json(bundle.raw)
+    except Exception as e:  # noqa: BLE001 - sigstore's parsing errors (pydantic's)
+        raise bad_bundle(bundle.path, f"sigstore cannot read it as a keyless bundle ({_first_line(e)})") from None
     failures = []
     for i in t.identities:
         try:
-            with contextlib.redirect_stdout(io.StringIO()):
+            with _quiet():
                 verifier.verify_dsse(parsed, policy.Identity(identity=i.identity, issuer=i.issuer))
         except Exception as e:  # noqa: BLE001 - sigstore's VerificationError and what it lets through
-            failures.append(f"{i.text()}: {str(e)[:160]}")
+            failures.append(f"{i.text()}: {_first_line(e)}")
             continue
         signed = bundle.signed_sha256
         if signed is None or file_sha256(artifact) != signed:

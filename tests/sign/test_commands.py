@@ -82,3 +82,21 @@ def test_rebind_says_the_new_artifact_is_not_signed(tmp_path, run_cli, monkeypat
     assert (f"note: {src}.sig signs {src}, not the new artifact: its signature does not carry over. Sign "
             f"tuned.jaxport again") in " ".join(res.stderr.split())
     assert not Path("tuned.jaxport.sig").exists()
+
+
+@pytest.mark.slow
+def test_upgrade_says_the_new_artifact_is_not_signed(tmp_path, run_cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ci = key_pair(tmp_path, "ci")
+    shutil.copy(GOLDEN / "mlp.jaxport", "old.jaxport")  # written by an older JAX: upgrade writes a new one
+    assert run_cli("sign", "old.jaxport", "--key", ci[0]).exit_code == 0
+    res = run_cli("upgrade", "old.jaxport", "-o", "up.jaxport")
+    assert res.exit_code == 0, res.stderr
+    note = ("old.jaxport.sig signs old.jaxport, not the new artifact: its signature does not carry over. Sign "
+            "up.jaxport again (jaxport sign up.jaxport --key PRIVATE.pem).")
+    assert f"note: {note}" in " ".join(res.stderr.split())
+    res = run_cli("upgrade", "old.jaxport", "-o", "up2.jaxport", "--json")
+    import json
+
+    assert json.loads(res.stdout)["notes"][-1] == note.replace("up.jaxport", "up2.jaxport")
+    assert not Path("up.jaxport.sig").exists()

@@ -352,3 +352,18 @@ def test_rebind_writes_an_unsigned_artifact_and_says_so(tmp_path, keys, run_cli)
         f"{out}.sig beside the new artifact signs the file it replaced and no longer verifies; sign {out} again."]
     res = run_cli("rebind", src, "--bind", "params=nowhere.npz", "-o", out, "--require-signature", keys["other"][1])
     assert res.exit_code == 14 and "which is not trusted" in res.stderr
+
+
+def test_a_keyless_bundle_with_trusted_identities_is_checked_offline(signed, keys, tmp_path, run_cli):
+    """With certificate_identities, a keyless bundle goes to sigstore with the trust root it holds offline (its
+    log warning kept off stderr); one that sigstore cannot read is refused as no bundle, in one line."""
+    sig = Path(f"{signed}.sig")
+    sig.write_bytes(keyless_bundle(sig, tmp_path))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("jaxport_policy: 1\nsignature:\n  certificate_identities:\n"
+                      "    - {identity: dev@example.com, issuer: 'https://accounts.example.com'}\n")
+    res = run_cli("check", signed, "--policy", policy)
+    assert res.exit_code == 14
+    assert res.stderr.count("\n") == 1 and "TUF" not in res.stderr
+    assert (f"[signature] {sig}: not a model-signing signature bundle: sigstore cannot read it as a keyless bundle "
+            f"(failed to load bundle: ") in res.stderr
