@@ -35,6 +35,7 @@ from .artifact.manifest import function_names
 from .errors import InputError, UsageError
 from .run.load import check_signature
 from .run.options import LoadOptions
+from .run.rows import example_columns
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound
 from .serve.loading import check_serving, merged
@@ -57,18 +58,6 @@ def _fetched(url: str) -> bytes:
     except Exception as e:  # noqa: BLE001 - each filesystem raises its own errors
         raise UsageError(f"{url}: Beam's FileSystems cannot read the artifact ({type(e).__name__}: "
                          f"{str(e)[:300]}).") from None
-
-
-def _stacked(name: str, values: Sequence[Any]) -> Any:
-    """One input's examples stacked along a new axis 0; InputError naming the first example of another shape."""
-    import numpy as np
-
-    arrays = [np.asarray(v) for v in values]
-    for i, a in enumerate(arrays):
-        if a.shape != arrays[0].shape:
-            raise InputError(f"input {name!r}: example {i} of the batch has shape {list(a.shape)}, example 0 has "
-                             f"{list(arrays[0].shape)}; every example of an input has the same shape.")
-    return np.stack(arrays)
 
 
 class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
@@ -124,19 +113,7 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
         rows = list(batch)
         if not rows:
             return []
-        if isinstance(rows[0], Mapping):
-            for i, r in enumerate(rows):
-                missing = [n for n in self.input_names if n not in r]
-                if missing:
-                    raise InputError(f"example {i} of the batch has no {', '.join(map(repr, missing))} (it has "
-                                     f"{', '.join(map(repr, r)) or 'nothing'}); give every input by name.")
-            arrays = {n: _stacked(n, [r[n] for r in rows]) for n in self.input_names}
-            arrays.update({k: _stacked(k, [r.get(k) for r in rows]) for k in rows[0] if k not in arrays})
-        elif len(self.input_names) == 1:
-            arrays = {self.input_names[0]: _stacked(self.input_names[0], rows)}
-        else:
-            raise InputError(f"the function takes {len(self.input_names)} inputs ({', '.join(self.input_names)}); "
-                             f"give each example as a dict of arrays by input name.")
+        arrays = example_columns(rows, model.batched.function_record.inputs)
         outputs = model.predict(arrays)
         for name, value in model.increments().items():
             self._counters[name].inc(value)  # 0 too: a counter Beam reports as 0 says it was counted

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from .artifact.model import Output
 from .errors import InputError, UsageError
 from .run.load import check_signature
 from .run.options import LoadOptions
+from .run.rows import Column, stack_column
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound, keep_file
 from .serve.loading import check_serving, merged
@@ -63,6 +64,39 @@ def _spark_type(entry: Output) -> Any:
 
 def _field(name: str) -> str:
     return name.replace("/", "_").replace(".", "_")
+
+
+def _fields(outputs: tuple[Output, ...], given: Mapping[str, str] | None) -> dict[str, str]:
+    """Each output's field of the struct that holds several: ``given[name]``, else the name with ``/`` and ``.``
+    as ``_`` (Spark resolves a dot as a struct's field). UsageError, before any data runs, for a name that is no
+    output, a field name that is empty, or two outputs on one field (Spark compares field names without case)."""
+    names = [o.name for o in outputs]
+    given = dict(given or {})
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        raise UsageError(f"fields= names {', '.join(map(repr, unknown))}, which the function does not return (its "
+                         f"outputs: {', '.join(names)}).")
+    bad = [k for k, v in given.items() if not isinstance(v, str) or not v.strip()]
+    if bad:
+        raise UsageError(f"fields={{{bad[0]!r}: {given[bad[0]]!r}}}: a struct field's name is a non-empty string.")
+    if len(outputs) == 1 and given:
+        raise UsageError(f"fields= names the struct fields of several outputs; the function returns one output "
+                         f"({names[0]!r}), the UDF's column itself.")
+    fields = {n: given.get(n, _field(n)) for n in names}
+    seen: dict[str, str] = {}
+    for n, field in fields.items():
+        other = seen.setdefault(field.lower(), n)
+        if other != n:
+            rename = n if fields[n] != n or fields[other] == other else other  # the one jaxport renamed
+            if fields[other] == field:
+                why = (f"both become the struct field {field!r} (jaxport writes the '/' and '.' of an output's "
+                       f"name as '_': Spark resolves a dot as a field)")
+            else:
+                why = (f"become the struct fields {fields[other]!r} and {field!r}, one to Spark, which compares "
+                       f"field names without case")
+            raise UsageError(f"outputs {other!r} and {n!r} {why}: one would be lost. Name them apart with "
+                             f"fields={{{rename!r}: 'NAME'}}.")
+    return fields
 
 
 class Counts(AccumulatorParam):
@@ -129,10 +163,12 @@ def _shipped(local: Path) -> str:
 
 def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
                 batch_size: int | None = None, ship: bool = True, metrics: Accumulator | None = None,
-                load: LoadOptions | None = None, **load_fields: Any) -> Any:
+                fields: Mapping[str, str] | None = None, load: LoadOptions | None = None, **load_fields: Any) -> Any:
     """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``artifact``: a path on the
     driver, or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``; ``batch_size``
     (default and most: the largest bucket's) is Spark's batch; ``metrics``: an accumulator from :func:`metrics`.
+    ``fields``: the struct's field name of an output (of several), by output name (default: the name with ``/`` and
+    ``.`` as ``_``); two outputs on one field are refused here, before any data runs.
     ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as well
     (``cache_dir``, ``allow_custom_calls``, ...)."""
     options = merged(load, {"function": function, **load_fields}, "predict_udf")
@@ -151,13 +187,14 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
         raise UsageError(f"{local}: every output needs a batch axis (axis 0 sized by a dimension variable) for "
                          f"a Spark column; function {names[0]!r} has outputs "
                          f"{', '.join(o.name + str(list(o.shape)) for o in outputs)}.")
-    shapes: list[list[int] | None] = []
-    for i in f.inputs:
+    columns: list[Column] = []
+    for k, i in enumerate(f.inputs):
         rest = [d for d in i.shape[1:] if isinstance(d, int)]
         if len(rest) != len(i.shape[1:]):
             raise UsageError(f"{local}: input {i.name!r} has shape {list(i.shape)}; a Spark column holds a fixed "
                              f"shape past axis 0.")
-        shapes.append(rest or None)
+        columns.append(Column(f"input {i.name!r} (the UDF's column {k})", i.dtype, rest, flat=True))
+    field_names = _fields(outputs, fields)
     if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
         raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
     cap = first_axis_bound(f, dims) or 1
@@ -165,7 +202,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     if len(outputs) == 1:
         return_type = _spark_type(outputs[0])
     else:
-        return_type = T.StructType([T.StructField(_field(o.name), _spark_type(o)) for o in outputs])
+        return_type = T.StructType([T.StructField(field_names[o.name], _spark_type(o)) for o in outputs])
     shipped = _shipped(local) if ship or given_bytes else None
     path, dims_ = str(local), dict(dims or {})
     cache = os.fspath(options.cache_dir) if options.cache and options.cache_dir is not None else None
@@ -186,11 +223,11 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
             flat = {o: v.reshape(v.shape[0], -1) if v.ndim > 2 else v for o, v in out.items()}
             if len(flat) == 1:
                 return next(iter(flat.values()))
-            return {_field(o): v for o, v in flat.items()}
+            return {field_names[o]: v for o, v in flat.items()}
 
         return predict
 
-    return _pandas_udf(make_predict_fn, return_type, size, [i.name for i in f.inputs], shapes)
+    return _pandas_udf(make_predict_fn, return_type, size, [i.name for i in f.inputs], columns)
 
 
 #: Per Python worker: the predict function of each UDF (by the id its ``predict_udf`` call drew), made by the first
@@ -203,22 +240,6 @@ def _predictor(key: str, make: Callable[[], Callable[..., Any]]) -> Callable[...
     if found is None:
         found = _PREDICTORS[key] = make()
     return found
-
-
-def _column_array(series: Any, name: str, shape: list[int] | None) -> Any:
-    """A batch's column as the input array: the values, or, for a tensor input, its rows (flat arrays) stacked and
-    reshaped to the input's shape past axis 0."""
-    import numpy as np
-
-    values = series.to_numpy()
-    if shape is None:
-        return values
-    try:
-        return np.stack(values).reshape([-1, *shape])
-    except ValueError:
-        sizes = sorted({np.size(v) for v in values})[:4]
-        raise InputError(f"input {name!r}: the column's arrays hold {', '.join(map(str, sizes))} values; every row "
-                         f"holds {int(np.prod(shape))} (shape {shape}).") from None
 
 
 def _result(preds: Any, return_type: Any) -> Any:
@@ -234,10 +255,19 @@ def _result(preds: Any, return_type: Any) -> Any:
     return column(preds)
 
 
+def _partition() -> str:
+    """How a message names the rows of the running task: ``partition P`` (Spark's ``TaskContext``)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"partition {context.partitionId()}" if context is not None else "this task's rows"
+
+
 def _pandas_udf(make_predict_fn: Callable[[], Callable[..., Any]], return_type: Any, batch_size: int,
-                names: list[str], shapes: list[list[int] | None]) -> Any:
+                names: list[str], columns: list[Column]) -> Any:
     """An iterator pandas UDF that calls the worker's predict function on slices of ``batch_size`` rows of each
-    Arrow batch, one numpy array per input column (what ``predict_batch_udf`` does, minus its import)."""
+    Arrow batch, one numpy array per input column (what ``predict_batch_udf`` does, minus its import), each stacked
+    by ``run.rows`` (a bad row is named by its index in the task's partition)."""
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
@@ -245,15 +275,19 @@ def _pandas_udf(make_predict_fn: Callable[[], Callable[..., Any]], return_type: 
 
     def predict(batches: Iterator[Any]) -> Iterator[Any]:
         fn = _predictor(key, make_predict_fn)
+        named = [c.named(f"row {{}} of {_partition()}") for c in columns]
+        seen = 0  # rows of the partition before this batch
         for batch in batches:
-            columns = batch if isinstance(batch, tuple) else (batch,)
-            if len(columns) != len(names):
+            given = batch if isinstance(batch, tuple) else (batch,)
+            if len(given) != len(names):
                 raise InputError(f"the UDF takes {len(names)} column{'s' if len(names) > 1 else ''}, one per input "
-                                 f"({', '.join(names)}), not {len(columns)}.")
-            rows = len(columns[0])
+                                 f"({', '.join(names)}), not {len(given)}.")
+            rows = len(given[0])
             for start in range(0, rows, batch_size):
-                part = [c.iloc[start:start + batch_size] if rows > batch_size else c for c in columns]
-                yield _result(fn(*[_column_array(c, n, s) for c, n, s in zip(part, names, shapes)]), return_type)
+                part = [c.iloc[start:start + batch_size] if rows > batch_size else c for c in given]
+                arrays = [stack_column(c, col, first_row=seen + start) for c, col in zip(part, named)]
+                yield _result(fn(*arrays), return_type)
+            seen += rows
 
     # Spark reads the UDF's kind from its annotations, as objects (this module's are text)
     given: Any = pd.Series if len(names) == 1 else tuple[pd.Series, ...]
