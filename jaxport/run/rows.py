@@ -36,6 +36,7 @@ from .inputs import as_dtype, first_changed
 __all__ = ["Column", "batch_columns", "column_of", "example_columns", "stack_column"]
 
 _NUMBERS = (bool, int, float, complex)
+_DROP = "drop or fill the missing rows"
 
 
 class Column:
@@ -225,6 +226,12 @@ def stack_column(values: Any, col: Column, *, first_row: int = 0) -> Any:
     import numpy as np
 
     if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):
+        if hasattr(values, "isna") and not isinstance(getattr(values, "dtype", None), np.dtype):
+            # a pandas extension dtype (Int64, Float64, boolean, Arrow's): its NA is a missing value, which
+            # to_numpy would give as NaN
+            missing = np.flatnonzero(np.asarray(values.isna(), bool))
+            if len(missing):
+                raise col.error(first_row + int(missing[0]), f"a missing value (pandas' NA); {_DROP}")
         values = values.to_numpy()
     if isinstance(values, np.ndarray) and values.dtype != object:
         return _numeric(values, col, first_row)
@@ -238,7 +245,7 @@ def stack_column(values: Any, col: Column, *, first_row: int = 0) -> Any:
     for i, cell in enumerate(cells):
         a = _as_array(cell)
         if isinstance(a, str):
-            fix = "drop or fill the missing rows" if cell is None or _missing(cell) else \
+            fix = _DROP if cell is None or _missing(cell) else \
                 "a row holds a number or an array of numbers"
             raise col.error(first_row + i, f"{a}; {fix}")
         arrays.append(a)
