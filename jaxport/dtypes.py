@@ -186,6 +186,18 @@ def from_numpy(dtype) -> DType | None:
     return BY_NAME.get(str(dtype))
 
 
+#: How ``jax.jit`` types a Python number (without 64-bit mode): its dtype, and whether weakly.
+_PYTHON_NUMBERS = {bool: ("bool", False), int: ("int32", True), float: ("float32", True),
+                   complex: ("complex64", True)}
+
+
+def python_number(value) -> tuple[DType, bool] | None:
+    """How ``jax.jit`` types a Python ``bool``, ``int``, ``float`` or ``complex``: its dtype and whether it is weakly
+    typed; None for anything else (a numpy scalar has a dtype of its own)."""
+    found = _PYTHON_NUMBERS.get(type(value))
+    return (BY_NAME[found[0]], found[1]) if found is not None else None
+
+
 def safe_cast(source: str, target: str) -> bool:
     """Whether converting ``source`` to ``target`` (canonical names) keeps every value: numpy's 'safe' rule, except
     that an integer converts to a float only when the float's significand holds every value of it (numpy calls

@@ -201,17 +201,14 @@ def check_value(value: Any, leaf: LikeLeaf) -> None:
 def is_python_number(value: Any) -> bool:
     """Whether a leaf is a Python ``bool``, ``int``, ``float`` or ``complex`` (not a numpy scalar, which has a
     dtype): ``jax.jit`` traces it as a weakly typed scalar, and so does a ``like:`` argument."""
-    return type(value) in (bool, int, float, complex)
-
-
-#: The dtype ``jax.jit`` gives a Python number (without 64-bit mode), and whether it is weakly typed.
-_NUMBER_DTYPES = {bool: ("bool", False), int: ("int32", True), float: ("float32", True),
-                  complex: ("complex64", True)}
+    return dtypes.python_number(value) is not None
 
 
 def _number_leaf(leaf: LikeLeaf, name: str, value: Any) -> ArrayLeaf:
     """The scalar input a Python number of a ``like:`` value becomes, typed as ``jax.jit`` types it."""
-    dtype, weak = _NUMBER_DTYPES[type(value)]
+    typed = dtypes.python_number(value)
+    assert typed is not None
+    dtype, weak = typed[0].name, typed[1]
     if dtype == "int32" and not -(1 << 31) <= value < (1 << 31):
         raise SpecError(f"{leaf.where}: leaf {name!r} of {leaf.source} is the Python int {value}, which int32 (the "
                         f"dtype jax.jit gives a Python int) cannot hold. Make it a numpy int64 (with "

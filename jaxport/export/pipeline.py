@@ -166,13 +166,9 @@ def _serialized(exported: Any, order: int, entry: Any, fname: str, strip: bool) 
     """The payload of one function: its program with ``order`` orders of derivatives, serialized."""
     try:
         return gradients.serialize(exported, order, entry.spec, fname, root=entry.root, strip=strip)
-    except (ValueError, TypeError) as e:  # JAX refuses output pytrees it cannot serialize
+    except (ValueError, TypeError) as e:  # JAX refuses what it cannot serialize (the outputs are plain: returns)
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        raise ExportError(f"{entry.spec}: function {fname!r} cannot be serialized: {first.rstrip('.')}. JAX "
-                          f"serializes "
-                          f"dicts, lists, tuples and None; return one of those, or register the type with "
-                          f"jax.export.register_namedtuple_serialization (or register_pytree_node_serialization) "
-                          f"before exporting and before loading.") from None
+        raise ExportError(f"{entry.spec}: function {fname!r} cannot be serialized: {first.rstrip('.')}.") from None
 
 
 def _function_warnings(fname: str, low: lower.Lowered, entry: Function) -> list[str]:

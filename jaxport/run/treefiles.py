@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import dtypes
 from .._text import plural
 from ..artifact.calltree import key_name, walk
 from ..artifact.model import Function, Input
@@ -174,15 +175,11 @@ def save_inputs(path: str | Path, **pytrees: Any) -> list[str]:
     return list(arrays)
 
 
-#: How ``jax.jit`` types a Python number (weakly), as ``like:`` makes it an input.
-_PYTHON_NUMBERS = {bool: "bool", int: "int32", float: "float32", complex: "complex64"}
-
-
 def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
     """The array leaves of ``tree`` (numbers as arrays, see ``save_inputs``), named ``name/key/path``."""
     import numpy as np
 
-    if type(tree) in _PYTHON_NUMBERS or (hasattr(tree, "shape") and hasattr(tree, "dtype")):
+    if dtypes.python_number(tree) is not None or (hasattr(tree, "shape") and hasattr(tree, "dtype")):
         flat: list[tuple[tuple[Any, ...], Any]] = [((), tree)]
     else:
         from jax import tree_util
@@ -190,8 +187,9 @@ def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
         flat = tree_util.tree_flatten_with_path(tree)[0]
     out = []
     for path, leaf in flat:
-        if type(leaf) in _PYTHON_NUMBERS:
-            leaf = np.asarray(leaf, dtype=_PYTHON_NUMBERS[type(leaf)])
+        typed = dtypes.python_number(leaf)
+        if typed is not None:  # as jax.jit types it, and as like: makes it an input
+            leaf = np.asarray(leaf, dtype=typed[0].name)
         elif not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             continue  # baked at export: not an input
         out.append(("/".join([name, *(key_name(k) for k in path)]), leaf))
