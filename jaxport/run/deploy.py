@@ -32,8 +32,9 @@ from .._text import plural
 from ..artifact import contract
 from ..artifact.bounds import Bounds
 from ..artifact.container import manifest_bytes
-from ..artifact.model import CallNode, DimVar, Function, Input, Output, Signature
+from ..artifact.model import CallNode, DimVar, Function, Input, Output, Signature, replace
 from . import buckets as buckets_mod
+from . import keys
 from .buckets import rowwise
 from .buckets.padding import padding_verdicts, specializer, structs
 from .iree import check_supported, compile_error, compile_module, iree_version
@@ -187,7 +188,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
         argv = run_command(module_path.name, irpa_path.name if weight_names else None, name, f.input_names,
                            f.output_names)
         functions.append(BucketFunction(
-            name, dict(bucket), tuple(Array(i.name, tuple(x.shape), i.dtype) for i, x in zip(f.inputs, s)),
+            name, dict(bucket), tuple(_module_input(i, tuple(x.shape)) for i, x in zip(f.inputs, s)),
             tuple(Array(o.name, tuple(a.shape), o.dtype) for o, a in zip(f.outputs, outs)), argv))
     description = _description(path, loaded.function, f, module_path, irpa_path, cpu, chosen, verdicts, functions)
     archive_size = None
@@ -242,8 +243,9 @@ def _description(path: str | Path, fname: str, f: Function, module_path: Path, i
     """The run description (:data:`RUN_FORMAT`) of the module ``module_path`` compiled from function ``fname``
     (``f``) of the artifact ``path``, with its bound tensors in ``irpa_path`` when it has any."""
     weight_names = list(f.weights)
+    module_inputs = [keys.data_input(i) if keys.is_key_input(i) else i for i in f.inputs]
     inputs = [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype,
-               **({"range": list(i.range)} if i.range is not None else {})} for i in f.inputs]
+               **({"range": list(i.range)} if i.range is not None else {})} for i in module_inputs]
     description: dict[str, Any] = {
         "format": RUN_FORMAT,
         "artifact": Path(path).name,
@@ -265,6 +267,14 @@ def _description(path: str | Path, fname: str, f: Function, module_path: Path, i
         "functions": [fn.to_json() for fn in functions],
     }
     return description
+
+
+def _module_input(inp: Input, shape: tuple[int, ...]) -> Array:
+    """Input ``inp`` of the module at a bucket's ``shape``: a typed PRNG key is passed as its key data."""
+    if keys.is_key_input(inp):
+        data = keys.data_input(replace(inp, shape=shape))
+        return Array(inp.name, tuple(int(d) for d in data.shape), data.dtype)
+    return Array(inp.name, shape, inp.dtype)
 
 
 def signature_function(d: Description) -> Function:

@@ -14,6 +14,8 @@ cache. Bound weights are passed as arguments on every call. Needs the optional e
 from __future__ import annotations
 
 import hashlib
+import re
+import signal
 import time
 from collections import Counter
 from contextlib import AbstractContextManager
@@ -25,6 +27,7 @@ from .._api_types import runs_program
 from .._fsio import atomic_write
 from ..artifact.model import Function
 from ..errors import PlatformError
+from . import keys
 from .backend import Compilation, Placement, ShapeKey
 from .buckets.specialize import DYNAMIC_PREFIX, GONE_WHEN_STATIC, RUN_WITH_JAX, custom_call_error, specialize
 from .jax_backend import JaxBackend
@@ -42,8 +45,17 @@ def compile_error(where: str, e: BaseException, shapes: str) -> PlatformError:
     """The platform error for IREE refusing to compile a program: IREE's first error line (which names the
     operation it could not lower) and what to do."""
     lines = [ln for ln in str(e).splitlines() if "error:" in ln]
-    line = (lines[0] if lines else (str(e).splitlines() or [type(e).__name__])[0]).strip()
-    reason = line.split("error:", 1)[1].strip() if "error:" in line else line
+    crashed = re.search(r"^Error code: -(\d+)$", str(e), re.MULTILINE)
+    if crashed and not lines:  # iree-compile died of a signal: IREE's bug, its stack dump says nothing to a user
+        number = int(crashed.group(1))
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        reason = f"iree-compile crashed ({name}, a bug of IREE's compiler)"
+    else:
+        line = (lines[0] if lines else (str(e).splitlines() or [type(e).__name__])[0]).strip()
+        reason = line.split("error:", 1)[1].strip() if "error:" in line else line
     return PlatformError(f"{where}: IREE cannot compile the program {shapes}: {reason[:400]}; {RUN_WITH_JAX}.")
 
 
@@ -146,7 +158,7 @@ class IreeBackend:
         def run(*flat: Any) -> Any:
             import numpy as np
 
-            result = main(*host_weights, *[np.asarray(a) for a in flat])
+            result = main(*host_weights, *[keys.key_data(a) for a in flat])  # IREE takes a key as its data
             outs = list(result) if isinstance(result, (list, tuple)) else [result]
             arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in outs]
             return jax.tree_util.tree_unflatten(out_tree, arrays)
@@ -157,9 +169,7 @@ class IreeBackend:
 
     def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
         """The inputs as given; IREE reads host arrays, so ``resident`` makes them numpy arrays once."""
-        import numpy as np
-
-        return [np.asarray(v) for v in flat] if resident else flat
+        return [keys.key_data(v) for v in flat] if resident else flat
 
     @runs_program
     def execute(self, key: ShapeKey, flat: list[Any]) -> Any:

@@ -167,6 +167,28 @@ def test_a_key_output_is_its_key_data_in_files_and_a_key_from_load(model_dir, ru
         np.testing.assert_array_equal(out["0"], np.asarray(again_x))
 
 
+def test_iree_takes_a_key_as_its_data_and_gives_a_key_back(model_dir, run_cli):
+    """JAX puts a sharding constraint (of the shardy dialect, which IREE lacks) on a key's data even in a one-device
+    program: IREE compiles it without, and its run description gives the module's key input as its data."""
+    pytest.importorskip("iree.compiler")
+    from jaxport.run import iree_loader
+
+    assert _export(run_cli, "model.py:next_key", 'jaxport: 1\nargs: ["f32[4]", "key[]"]\n').exit_code == 0
+    x, key = jnp.arange(4, dtype=jnp.float32), jax.random.key(5)
+    want_x, want_key = next_key(x, key)
+    got_x, got_key = jaxport.load("out.jaxport", runtime="iree", cache_dir="cache")(x, key)
+    np.testing.assert_allclose(np.asarray(got_x), np.asarray(want_x), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(got_key)), np.asarray(jax.random.key_data(want_key)))
+    res = run_cli("compile", "out.jaxport", "-o", "k.vmfb")
+    assert res.exit_code == 0, res.stderr
+    run = json.loads(Path("k.run.json").read_text())
+    assert run["signature"]["inputs"][1] == {"name": "key", "shape": [2], "dtype": "uint32"}
+    assert run["functions"][0]["inputs"][1] == {"name": "key", "shape": [2], "dtype": "uint32"}
+    out = iree_loader.load("k.run.json")(np.asarray(x), np.asarray(jax.random.key_data(key)))
+    np.testing.assert_allclose(out["0"], np.asarray(want_x), rtol=1e-6)
+    np.testing.assert_array_equal(out["1"], np.asarray(jax.random.key_data(want_key)))
+
+
 # --- jaxport.load -----------------------------------------------------------------------------------------------
 
 

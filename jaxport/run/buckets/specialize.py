@@ -16,6 +16,9 @@ from ..jax_backend import JaxBackend
 #: only for dynamic shapes (``stablehlo.dynamic_top_k``, ``stablehlo.dynamic_reduce_window``, ...).
 GONE_WHEN_STATIC = ("shape_assertion",)
 DYNAMIC_PREFIX = "stablehlo.dynamic_"
+#: Shardy's operations that do nothing on one device, which IREE (without the dialect) cannot read: JAX 0.12 puts a
+#: sharding constraint on a typed PRNG key's data, with an empty mesh, even in a one-device program.
+SINGLE_DEVICE_NO_OPS = ("sdy.sharding_constraint", "sdy.mesh")
 #: What IREE is told to do when the caller gives no other flags.
 RUN_WITH_JAX = "run it with the JAX runtime (--runtime jax)"
 
@@ -63,14 +66,21 @@ def specialize(backend: JaxBackend, structs: list[Any]) -> str:
 
         module = ir.Module.parse(refined)
         targets: list[str] = []
+        shardy: list[Any] = []
 
         def visit(op: Any) -> Any:
             view = op.opview
             if isinstance(view, stablehlo.CustomCallOp):
                 targets.append(view.call_target_name.value)
+            elif op.name in SINGLE_DEVICE_NO_OPS:
+                shardy.append(op)
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
         if targets:
             raise custom_call_error(backend.where, Counter(targets))
+        for op in shardy:  # one device: a sharding constraint is its operand, a mesh names nothing
+            if op.name == "sdy.sharding_constraint":
+                op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
         return str(module.operation.get_asm(enable_debug_info=False))
