@@ -100,7 +100,7 @@ def load_bind_source(source: str, base_dir: Path, where: str,
     of that file is read from that module, so the function and its bound value share classes and objects (an
     equinox ``eqx.combine(params, STATIC)`` needs the same class on both sides), and the file runs once.
     """
-    if not source.lower().endswith((".npz", ".npy", ".safetensors")) and ":" in source:
+    if not _is_file(source):
         return _load_attribute(source, base_dir, where, modules or {})
     path = (base_dir / source) if not Path(source).is_absolute() else Path(source)
     if not path.exists():
@@ -315,8 +315,8 @@ def load_binds(fspec: FunctionSpec, arg_names: list[str], spec: ShapeSpec, modul
         if _what(value, flattened=False) is not None:  # a generator, a number: before JAX flattens it
             raise _no_arrays(leaf, value)
         tree, leaf_tensors = flatten_bound(value, prefix, str(leaf.where))
-        if not leaf_tensors:
-            raise _no_arrays(leaf, value)
+        if not leaf_tensors and (_is_file(leaf.source) or not _empty_container(value)):
+            raise _no_arrays(leaf, value)  # but a Python [] (a model's empty list of variables) binds as itself
         bound[id(leaf)] = tree
         for t in leaf_tensors:
             tensors[t.name] = t
@@ -344,6 +344,19 @@ def _what(value: Any, flattened: bool = True) -> str | None:
         text = repr(value)
         return f"the {type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
     return f"a {type(value).__name__} with no array leaves" if flattened else None
+
+
+def _is_file(source: Any) -> bool:
+    """Whether a bind source names a file or directory (else it is a Python attribute ``model.py:NAME``)."""
+    return not isinstance(source, str) or source.lower().endswith((".npz", ".npy", ".safetensors")) or ":" not in source
+
+
+def _empty_container(value: Any) -> bool:
+    """Whether a bound value is a list, tuple or dict with no leaves at all (Keras's ``non_trainable_variables`` of
+    a model that has none): bound as the empty pytree it is, where one holding only other values is refused."""
+    from jax import tree_util
+
+    return isinstance(value, (list, tuple, dict)) and not tree_util.tree_leaves(value)
 
 
 def _no_arrays(leaf: BindLeaf, value: Any) -> SpecError:

@@ -39,6 +39,14 @@ def only(x):
 
 def scaled(w, k):
     return w * k
+
+
+def keras_like(trainable, non_trainable, x):  # a Keras model's stateless_call takes both lists, one maybe empty
+    return x * trainable[0] + len(non_trainable)
+
+
+TRAINABLE = [jnp.full(2, 3.0)]
+NON_TRAINABLE = []
 '''
 SPEC = "jaxport: 1\ndims: {b: {max: 8}}\nargs: [\"f32[b, 2]\"]\n"
 PARAMS = {"dense": {"kernel": np.arange(6, dtype=np.float32).reshape(2, 3) / 10,
@@ -178,6 +186,21 @@ def test_a_file_of_no_arrays(workdir, run_cli):
     res = _export(run_cli, "empty.npz")
     assert (res.exit_code, res.stderr) == (3, "error[spec]: --bind params: bound value empty.npz holds no arrays: it "
                                               f"is a dict with no array leaves. {MORE}\n")
+
+
+def test_an_empty_python_list_binds_as_itself(workdir, run_cli):
+    """A Keras model without non-trainable variables has ``non_trainable_variables == []``: the README's snippet
+    binds it, from the command line or the Python API, where an empty file is refused (above)."""
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    res = run_cli("export", "m.py:keras_like", "-s", "spec.yaml", "--bind", "trainable=m.py:TRAINABLE",
+                  "--bind", "non_trainable=m.py:NON_TRAINABLE", "-o", "k.jaxport")
+    assert res.exit_code == 0, res.stderr
+    np.testing.assert_array_equal(np.asarray(jaxport.load("k.jaxport")(x)), x * 3)
+    import jax.numpy as jnp
+
+    result = jaxport.export("m.py:keras_like", SPEC, "k2.jaxport",
+                            bind={"trainable": [jnp.full(2, 2.0)], "non_trainable": []})
+    np.testing.assert_array_equal(np.asarray(result.load()(x)), x * 2)
 
 
 def test_a_spec_bind_of_no_arrays(workdir):
