@@ -5,7 +5,11 @@ None of these is jaxport's bug, so none may end as ``error[internal]`` or a trac
 
 - stdout and stderr escape what their encoding cannot show (``PYTHONIOENCODING=ascii`` or ``latin-1`` with a
   non-ASCII description or file name): ``\\u00e9`` instead of a ``UnicodeEncodeError``;
-- a deleted working directory is refused at once, with one line and exit 2 (relative paths cannot mean anything);
+- a deleted working directory is refused at once, with one line and exit 2, when an argument is a relative path
+  (which cannot mean anything then) or the command is not one of ``WITHOUT_DIRECTORY``; ``inspect /abs/a.jaxport``
+  runs;
+- a standard output whose reader went away (``jaxport inspect ART | head -1``) takes the rest of the output to the
+  null device: the command ends as it would have, with its own exit code, and no ``BrokenPipeError``;
 - a standard output that fails to take what a command prints ends the command with one ``error[output]`` line on
   stderr and exit 11 (README, "Exit codes"), the output error's code.
 """
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
 #: Exit code of an output that cannot be written (``errors.EXIT_CODES``: ``OutputError``).
 EXIT_OUTPUT = 11
 EXIT_USAGE = 2
+#: The commands that read only the paths they are given: with absolute paths they run in a deleted directory.
+WITHOUT_DIRECTORY = ("inspect", "call", "diff", "check")
 
 
 class _StdoutFile(io.FileIO):
@@ -33,8 +39,9 @@ class _StdoutFile(io.FileIO):
         global _failure
         try:
             return super().write(b)  # type: ignore[no-any-return]
-        except BrokenPipeError:
-            raise
+        except BrokenPipeError:  # the reader went away (`| head`): the rest goes nowhere, the command runs on
+            _discard_stdout()  # and ends with its own exit code (a verdict is kept under `set -o pipefail`)
+            return len(b)
         except OSError as e:
             _failure = _failure or e
             raise
@@ -67,10 +74,35 @@ def prepare() -> None:
     try:
         os.getcwd()
     except FileNotFoundError:
-        _leave("error[usage]: the current directory no longer exists (it was deleted or moved away); change to an "
-               "existing directory and run the command again.", EXIT_USAGE)
+        relative = _relative_path(sys.argv[1:])
+        if relative is not None:
+            _leave(f"error[usage]: the current directory no longer exists (it was deleted or moved away), so the "
+                   f"relative path {relative!r} names nothing; change to an existing directory, or give absolute "
+                   f"paths, and run the command again.", EXIT_USAGE)
+        if next((a for a in sys.argv[1:] if not a.startswith("-")), None) not in WITHOUT_DIRECTORY:
+            _leave("error[usage]: the current directory no longer exists (it was deleted or moved away); change to an "
+                   "existing directory and run the command again.", EXIT_USAGE)
+        # every path is absolute: the root stands in for the directory that is gone (Python itself misbehaves in
+        # a deleted one: decoding a zip member's cp437 name ends in a SystemError), and `python -c`'s '' entry of
+        # sys.path, which named that directory, goes
+        os.chdir("/")
+        sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     except OSError:  # unreadable, but there: relative paths still work
         pass
+
+
+def _relative_path(argv: list[str]) -> str | None:
+    """The first argument that reads as a relative path (``base.jaxport``, ``x=x.npy``, ``model.py:f``, ``out/``),
+    or None: a command of absolute paths needs no working directory. Numbers (``1.5``) are not paths."""
+    import re
+
+    for arg in argv:
+        for piece in re.split(r"[=:,]", arg):
+            if not piece or piece.startswith(("/", "~", "-")) or re.fullmatch(r"[-+0-9.e]+", piece):
+                continue
+            if "/" in piece or re.fullmatch(r"[^/]*\.[A-Za-z]\w*", piece):
+                return piece
+    return None
 
 
 def stdout_failed() -> OSError | None:
@@ -78,13 +110,25 @@ def stdout_failed() -> OSError | None:
     can. A failed write leaves its bytes buffered, so the next flush fails the same way."""
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
-        return None  # the reader went away: the command's output is not wanted (exit 0, as before)
+    except BrokenPipeError:  # the reader went away: the command's output is not wanted (exit 0, as before)
+        _discard_stdout()
+        return None
     except OSError as e:
         return _failure or e
     except (ValueError, AttributeError):  # closed, or no stdout
         return None
     return _failure
+
+
+def _discard_stdout() -> None:
+    """Point descriptor 1 at the null device, so that what stdout still buffers (and Python's flush at exit) goes
+    nowhere instead of failing again as "Exception ignored ... BrokenPipeError" with exit 120."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
 
 
 def exit_if_stdout_failed(exc: BaseException | None = None) -> None:

@@ -210,8 +210,42 @@ def test_a_deleted_working_directory_is_refused_with_one_line(tmp_path: Path):
     p = subprocess.run([sys.executable, "-c", code, "inspect", "x.jaxport"], capture_output=True, text=True,
                        timeout=120)
     assert (p.returncode, p.stderr) == (2, "error[usage]: the current directory no longer exists (it was deleted or "
+                                           "moved away), so the relative path 'x.jaxport' names nothing; change to "
+                                           "an existing directory, or give absolute paths, and run the command "
+                                           "again.\n")
+    gone.mkdir()
+    p = subprocess.run([sys.executable, "-c", code, "verify", "/x.jaxport"],
+                       capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stderr) == (2, "error[usage]: the current directory no longer exists (it was deleted or "
                                            "moved away); change to an existing directory and run the command "
                                            "again.\n")
+
+
+def test_a_deleted_working_directory_runs_a_command_of_absolute_paths(tmp_path: Path, bound: Path):
+    """``inspect``, ``call``, ``diff`` and ``check`` read only the paths they are given (issue 36, 6)."""
+    art = bound.resolve()
+    gone = tmp_path / "gone"
+    code = (f"import os; os.mkdir({str(gone)!r}); os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+            f"from jaxport_cli.main import main; main()")
+    for argv in (["inspect", str(art)], ["call", str(art), "--random", "--no-cache"],
+                 ["diff", "--no-programs", str(art), str(art)]):
+        p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, (argv, p.stderr)
+        assert p.stdout
+
+
+def test_a_pipe_whose_reader_went_away_ends_the_command_with_its_own_code(tmp_path: Path, bound: Path):
+    """``jaxport inspect ART | head -1``: the rest of the output goes nowhere, no BrokenPipeError, and the exit code
+    is the command's (a missing file's 7 is kept)."""
+    art = bound.resolve()
+    for argv, code in ((["inspect", str(art)], 0), (["inspect", "--json", str(art)], 0), (["--help"], 0),
+                       (["call", str(art), "--random", "--no-cache"], 0), (["inspect", str(tmp_path / "no")], 7)):
+        read, write = os.pipe()
+        os.close(read)
+        p = subprocess.run([*JAXPORT, *argv], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+        os.close(write)
+        assert p.returncode == code, (argv, p.stderr)
+        assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr
 
 
 def test_a_limit_above_the_inherited_hard_limit_is_clamped_to_it():

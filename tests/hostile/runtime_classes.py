@@ -204,7 +204,13 @@ HOOKS = {
     "encoding-latin-1": _REEXEC.format(enc="latin-1"),
     # the working directory is removed under the process (a build directory cleaned by another job)
     "deleted-cwd": "import os\nos.mkdir('gone')\nos.chdir('gone')\nos.rmdir(os.path.abspath('.'))\n",
+    # the same, with every argument naming an existing file made absolute first (`inspect /abs/a.jaxport`)
+    "deleted-cwd-absolute": ("import os, sys\n"
+                             "sys.argv[1:] = [os.path.abspath(a) if os.path.exists(a) else a for a in sys.argv[1:]]\n"
+                             "os.mkdir('gone')\nos.chdir('gone')\nos.rmdir(os.path.abspath('.'))\n"),
     "stdout-full": "import os\n_fd = os.open('/dev/full', os.O_WRONLY)\nos.dup2(_fd, 1)\nos.close(_fd)\n",
+    # stdout a pipe whose reader has gone (`jaxport inspect ART | head -1`, head done)
+    "stdout-gone": "import os\n_r, _w = os.pipe()\nos.close(_r)\nos.dup2(_w, 1)\nos.close(_w)\n",
     # a cluster's ulimit -d / ulimit -t: hard limits no process may raise
     "hard-data-16G": "import resource\nresource.setrlimit(resource.RLIMIT_DATA, (16 << 30, 16 << 30))\n",
     "hard-data-3G": "import resource\nresource.setrlimit(resource.RLIMIT_DATA, (3 << 30, 3 << 30))\n",
@@ -253,6 +259,32 @@ def environment(b: Base) -> Iterator[Case]:
                         "export": ["export", "model.py:g", "--shapes", "spec.yaml", "-o", "out.jaxport"]}.items():
         yield _c("environment", f"deleted-cwd-{label}", [(label, argv)], {2}, timeout=HEAVY, hook="deleted-cwd",
                  setup=(("write", "spec.yaml", SPEC_G),), mention="current directory")
+    policy = (("write", "policy.yaml", b"jaxport_policy: 1\nplatforms:\n  allowed: [cpu]\n"),)
+    for label, argv in {"inspect": ["inspect", "base.jaxport"], "inspect-json": ["inspect", "--json", "base.jaxport"],
+                        "call": ["call", "base.jaxport", "--random", "--no-cache"],
+                        "diff": ["diff", "--no-programs", "base.jaxport", "base.jaxport"],
+                        "check": ["check", "base.jaxport", "--policy", "policy.yaml"]}.items():
+        yield _c("environment", f"deleted-cwd-absolute-{label}", [(label, argv)], {2}, timeout=HEAVY,
+                 hook="deleted-cwd-absolute", setup=policy, accept={label},
+                 why="a command of absolute paths needs no working directory")
+    yield _c("environment", "deleted-cwd-absolute-call-o", [("call-o", ["call", "base.jaxport", "--random",
+                                                                        "--no-cache", "-o", "out.npz"])], {2},
+             timeout=HEAVY, hook="deleted-cwd-absolute", mention="'out.npz'")
+    yield _c("environment", "deleted-cwd-absolute-verify", [("verify", ["verify", "base.jaxport"])], {2},
+             timeout=HEAVY, hook="deleted-cwd-absolute", mention="current directory")
+    for label, argv, codes in (("inspect", ["inspect", "base.jaxport"], {14}),
+                               ("inspect-json", ["inspect", "--json", "base.jaxport"], {14}),
+                               ("inspect-mlir", ["inspect", "--mlir", "base.jaxport"], {14}),
+                               ("call", ["call", "base.jaxport", "--random", "--no-cache"], {14}),
+                               ("call-json", ["call", "base.jaxport", "--random", "--no-cache", "--json"], {14}),
+                               ("check-json", ["check", "base.jaxport", "--policy", "policy.yaml", "--json"], {14}),
+                               ("diff", ["diff", "--no-programs", "base.jaxport", "base.jaxport"], {13}),
+                               ("help", ["--help"], {2}), ("version", ["--version"], {2})):
+        yield _c("environment", f"stdout-gone-{label}", [(label, argv)], codes, timeout=HEAVY, hook="stdout-gone",
+                 setup=policy, accept={label}, why="the reader went away: the rest of the output goes nowhere and "
+                                                   "the command ends with its own code")
+    yield _c("environment", "stdout-gone-missing", [("missing", ["inspect", "absent.jaxport"])], {7},
+             timeout=HEAVY, hook="stdout-gone")
     for label, argv, codes in (("inspect", ["inspect", "base.jaxport"], {11}),
                                ("inspect-json", ["inspect", "--json", "base.jaxport"], {11}),
                                ("inspect-mlir", ["inspect", "--mlir", "base.jaxport"], {11}),
