@@ -29,8 +29,12 @@ $(VENV)/.python-$(PYVER):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	touch $@
 
+# keras-hub declares tensorflow-text (all of TensorFlow), which its JAX backbones never import: it is installed
+# without its declared dependencies, with the two its import needs (README, "Models from the JAX ecosystem").
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps 'keras-hub>=0.20'
+	$(BIN)/python -m pip install --quiet regex tokenizers
 	touch $@
 
 demo: install
