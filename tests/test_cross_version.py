@@ -216,7 +216,9 @@ def test_serializations_import_and_give_their_producers_outputs_under_an_older_j
             return newer or (text.startswith("ExportError: ") and "this JAX cannot run its program" in text)
         return newer
 
-    bad = {k: v for k, v in found.items() if not (isinstance(v, float) and v <= 2e-7)
+    # a few float32 units in the last place: LAPACK's CPU kernels round differently from one processor to another
+    # (the linalg case differs by 2.4e-7 from its producer's outputs on some machines)
+    bad = {k: v for k, v in found.items() if not (isinstance(v, float) and v <= 1e-6)
            and not refused_as_documented(k, v)}
     assert bad == {}
     assert all(isinstance(v, float) for k, v in found.items() if _version(k.split("/")[0]) <= reader
