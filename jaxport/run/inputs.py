@@ -369,6 +369,26 @@ def first_changed(arr: Any, converted: Any) -> tuple[tuple[int, ...], str, str] 
                 dtypes.BY_NAME[str(arr.dtype)].kind in ("float", "complex"):
             same = same | (np.isnan(arr) & np.isnan(back))
     if same.all():
-        return None
+        return _wrapped(arr, converted)
     index = tuple(int(i) for i in np.unravel_index(int(np.argmin(same.reshape(-1))), arr.shape))
     return index, str(arr[index]), str(back[index])
+
+
+def _wrapped(a: Any, converted: Any) -> tuple[tuple[int, ...], str, str] | None:
+    """What a round trip misses: the first integer outside an integer dtype that wraps back to itself
+    (2**64 - 1 of a uint64 is -1 as int32, and 2**64 - 1 again as uint64), its value and the value it would
+    become; or None."""
+    import numpy as np
+
+    if a.dtype.kind not in "iu" or converted.dtype.kind not in "iu" or not a.size:
+        return None
+    try:
+        info = np.iinfo(converted.dtype)
+    except ValueError:  # an integer dtype numpy does not describe (ml_dtypes' int4): the round trip judged it
+        return None
+    bad = a > info.max if a.dtype.kind == "u" else (a > info.max) | (a < info.min)
+    if not bad.any():
+        return None
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad.reshape(-1))), a.shape))
+    return index, str(a[index]), str(converted[index])
+

@@ -76,8 +76,8 @@ def _shape(shape: Sequence[Any]) -> str:
 
 
 def _a(noun: str) -> str:
-    """``noun`` after its indefinite article."""
-    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+    """``noun`` after its indefinite article (``a uint8``: said "you-int")."""
+    return f"{'an' if noun[:1] in 'aeiou' and not noun.startswith('uint') else 'a'} {noun}"
 
 
 def _short(value: Any) -> str:
@@ -138,11 +138,11 @@ def _as_array(cell: Any) -> Any:
         # what is no number first; else a Python int that no integer dtype holds made the array one of objects
         for index, value in [*[(k, v) for k, v in leaves if not isinstance(v, numbers)],
                              *[(k, v) for k, v in leaves if type(v) is int and not -2**63 <= v < 2**64]]:
-            return f"a {what} holding {_leaf(value)}{f' at {list(index)}' if index else ''}"
+            return f"{_a(what)} holding {_leaf(value)}{f' at {list(index)}' if index else ''}"
         return f"a {what} of mixed numbers numpy holds as objects"
     if a.dtype.kind in "USVMm" and a.dtype.fields is None and not (a.dtype.kind == "V" and a.dtype.itemsize <= 2):
         held = "strings" if a.dtype.kind == "U" else "bytes" if a.dtype.kind == "S" else f"values of dtype {a.dtype}"
-        return f"a {'list' if isinstance(cell, (list, tuple)) else 'array'} of {held} ({_short(cell)})"
+        return f"{'a list' if isinstance(cell, (list, tuple)) else 'an array'} of {held} ({_short(cell)})"
     if a.dtype.fields is not None:
         return f"a structured array (dtype {a.dtype})"
     return a
@@ -269,7 +269,7 @@ def stack_column(values: Any, col: Column, *, first_row: int = 0) -> Any:
 
 def _numeric(array: Any, col: Column, first_row: int) -> Any:
     """A column that numpy already holds as one array: its dtype checked and converted, Spark's flat rows
-    reshaped."""
+    reshaped, its rows' shape checked against the input's (row ``first_row`` named: every row has that shape)."""
     import math
 
     import numpy as np
@@ -282,12 +282,16 @@ def _numeric(array: Any, col: Column, first_row: int) -> Any:
             f"values of dtype {array.dtype}"
         first = f" ({col.row.format(first_row)}: {_short(array[0].tolist())})" if len(array) else ""
         raise InputError(f"{col.where}: the column holds {held}{first}, not numbers.")
-    if col.flat and col.fixed is not None and tuple(array.shape[1:]) != col.fixed:
-        if array.ndim == 1 and math.prod(col.fixed) != 1 and len(array):
-            raise col.error(first_row, f"{_described(col, None, np.asarray(array[0]))} "
-                                       f"{_mismatch(col, [], 0, col.fixed, True)}; every row of an input has one "
-                                       f"shape")
-        array = array.reshape([-1, *col.fixed]) if array.ndim == 1 else array
+    rest = tuple(array.shape[1:])
+    if col.fixed is not None and rest != col.fixed and (
+            not len(array) or col.flat and math.prod(rest) == math.prod(col.fixed)):
+        array = array.reshape([len(array), *col.fixed])  # Spark's flat rows, or an empty column
+    elif col.dtype is not None and col.row_shape is not None and len(array) and (
+            len(rest) != len(col.row_shape) or any(d is not None and d != r for d, r in zip(col.row_shape, rest))):
+        where = _mismatch(col, [], 0, col.fixed, True) if col.fixed is not None else \
+            f"where the input's rows have {len(col.row_shape)} ax{'i' if len(col.row_shape) == 1 else 'e'}s"
+        raise col.error(first_row, f"{_described(col, None, np.asarray(array[0]))} {where}; every row of an input "
+                                   f"has one shape")
     return _cast(col, np.asarray(array), first_row)
 
 

@@ -148,8 +148,8 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
 
 
 #: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one (2: the
-#: splitting and merging verdict).
-PADDING_RECORD = "padding-verdicts-2"
+#: splitting and merging verdict; 3: unused operations dropped before the two sizes are compared).
+PADDING_RECORD = "padding-verdicts-3"
 
 
 def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:

@@ -1,5 +1,6 @@
 """The classes of issue 24 whose outcome is not one command's exit status, run by ``python -m tests.hostile.run``
-(``--class interrupt``, ``--class rewrite``, ``--class api-types``; all three when no class is named):
+(``--class interrupt``, ``--class rewrite``, ``--class api-types``, and issue 36's ``position-dependence`` and
+``batch-rows`` of ``batch_classes.py``; all of them when no class is named):
 
 - ``interrupt``: every writing command (``export`` over a previous artifact and into a new file, ``extract``,
   ``rebind``, ``call -o``) sent SIGINT or SIGTERM at a seeded random moment of its run, from the moment the
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CLASSES = ("interrupt", "rewrite", "api-types")
+CLASSES = ("interrupt", "rewrite", "api-types", "position-dependence", "batch-rows")
 LINE = re.compile(r"^error\[interrupted\]: \S.*$")
 PROGRESS_LINE = re.compile(r"^jaxport: .* \.\.\. (?:failed after )?\d+\.\d s$")
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
@@ -502,15 +503,19 @@ def run(base: Path, scratch: Path, classes: list[str] | None, trials: int = 40, 
         rows += rewrites(base, scratch / "rewrite", max(3, trials // 2), seed)
     if "interrupt" in wanted:
         rows += interrupts(base, scratch / "interrupt", trials, seed)
+    if {"position-dependence", "batch-rows"} & set(wanted):  # issue 36's batching classes (batch_classes.py)
+        from . import batch_classes
+
+        rows += batch_classes.run(scratch / "batches", wanted, seed)
     return rows
 
 
 def table(rows: list[Row]) -> str:
-    head = (f"| {'class':<10} | {'what':<48} | {'runs':>5} | {'clean':>5} | {'finished/right':>14} | "
+    head = (f"| {'class':<19} | {'what':<48} | {'runs':>5} | {'clean':>5} | {'finished/right':>14} | "
             f"{'in start-up':>11} | {'failures':>8} |")
     lines = [head, "|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|"]
     for r in rows:
-        lines.append(f"| {r.cls:<10} | {r.name[:48]:<48} | {r.runs:>5} | {r.ok:>5} | {r.finished:>14} | "
+        lines.append(f"| {r.cls:<19} | {r.name[:48]:<48} | {r.runs:>5} | {r.ok:>5} | {r.finished:>14} | "
                      f"{len(r.startup):>11} | {len(r.problems):>8} |")
     for r in rows:
         for p in r.problems[:10]:

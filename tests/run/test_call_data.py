@@ -523,6 +523,11 @@ def test_cast_of_integers_checks_each_value(call, make_artifact, tmp_path):
     assert res.stderr == ("error[input]: input 'ids' has dtype int64, and --cast converts only where every value is "
                           "kept: ids[2] = 2147483648 would become -2147483648 as int32. Convert the array yourself "
                           "into a new file if that is what you mean.\n")
+    # a uint64 past int32 that wraps to -1 and back to itself: the round trip alone would keep it
+    np.save(tmp_path / "wraps.npy", np.array([0, 7, 2**64 - 1, 1], np.uint64))
+    res = call(path, "--inputs", tmp_path / "wraps.npy", "--cast")
+    assert res.exit_code == 9
+    assert "ids[2] = 18446744073709551615 would become -1 as int32." in res.stderr
     np.save(tmp_path / "halves.npy", np.array([0.0, 1.0, 2.5, 3.0]))
     res = call(path, "--inputs", tmp_path / "halves.npy", "--cast")
     assert res.exit_code == 9

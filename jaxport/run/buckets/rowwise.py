@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from ... import dimexpr
 from ..._jax_internals import make_ir_context
 from ...artifact.model import Function, Input, Output
+from .deadcode import drop_dead
 
 #: A value's state: the axes sized by the variable (the value is row-wise), or why it is not.
 State = frozenset[int] | str
@@ -144,7 +145,7 @@ def analyze(fn: Function, variable: str, n_weights: int, env: Mapping[str, int],
     with make_ir_context():
         from jax.extend.mlir import ir
 
-        m1, m2 = ir.Module.parse(texts[0]), ir.Module.parse(texts[1])
+        m1, m2 = (drop_dead(ir.Module.parse(t)) for t in texts)  # unused constants of the sizes left out
         walk = _Lockstep(m1, m2, s1, s2, variable)
         try:
             reason, moved = walk.main(n_weights, fn, inputs, outputs)
