@@ -10,6 +10,8 @@ Where kserve 0.21 falls short over gRPC:
   registry (gRPC's ``ModelMetadataResponse`` has no ``parameters`` field, so it has names, datatypes and shapes
   only);
 - it binds gRPC to ``[::]``, always: the server is built here, on ``host`` (:func:`start`);
+- gRPC answers bytes that are no protobuf message ``UNKNOWN`` (a server error): each request is decoded here
+  (:func:`add_servicer`), and such bytes are ``INVALID_ARGUMENT``;
 - gRPC sets ``SO_REUSEPORT``, so a second server on a port in use starts and shares it silently: it is turned off,
   and a port that cannot be bound is a ``UsageError`` (``ports``).
 """
@@ -18,18 +20,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import InputError
 from . import oip, ports
 from .kserve_imports import (
+    DecodeError,
     ExceptionToStatusInterceptor,
     InferenceServicer,
     InvalidInput,
     LoggingInterceptor,
     aio,
-    grpc_predict_v2_pb2_grpc,
+    grpc,
     pb,
 )
 
@@ -150,6 +153,43 @@ class Servicer(InferenceServicer):
         return grpc_response(model, request.id, outputs, asked)
 
 
+class Undecodable(NamedTuple):
+    """A request whose bytes are no message of its method's type (``why``: protobuf's error)."""
+
+    type: str
+    why: str
+
+
+def _decoder(message: Any) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> Any:
+        try:
+            return message.FromString(data)
+        except DecodeError as e:
+            return Undecodable(message.DESCRIPTOR.name, str(e))
+    return decode
+
+
+def _refusing_undecodable(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(request: Any, context: Any) -> Any:
+        if isinstance(request, Undecodable):  # an INVALID_ARGUMENT (the interceptor's), not gRPC's UNKNOWN
+            raise InvalidInput(f"the request is not a {request.type} message: {oip.shorten(request.why)}; send "
+                               f"the protocol's message (grpc_predict_v2.proto).")
+        return await behavior(request, context)
+    return call
+
+
+def add_servicer(servicer: Servicer, server: Any) -> None:
+    """The servicer's methods added to ``server`` as kserve's generated ``add_GRPCInferenceServiceServicer_to_server``
+    adds them, but each request decoded here: bytes that are no message of the method's type are
+    ``INVALID_ARGUMENT`` saying so, where gRPC answers ``UNKNOWN`` (a server error) with the decoder's exception."""
+    service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    handlers = {m.name: grpc.unary_unary_rpc_method_handler(
+        _refusing_undecodable(getattr(servicer, m.name)), request_deserializer=_decoder(getattr(pb, m.input_type.name)),
+        response_serializer=getattr(pb, m.output_type.name).SerializeToString) for m in service.methods}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
 async def start(servicer: Servicer, host: str, port: int, threads: int) -> Any:
     """A gRPC server of ``servicer`` started on ``host:port`` with ``threads`` worker threads; a ``UsageError``
     (``ports.grpc_refusal``) when it cannot bind."""
@@ -159,7 +199,7 @@ async def start(servicer: Servicer, host: str, port: int, threads: int) -> Any:
                         options=[("grpc.max_send_message_length", GRPC_MESSAGE_BYTES),
                                  ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES),
                                  ("grpc.so_reuseport", 0)])
-    grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
+    add_servicer(servicer, server)
     try:
         bound = server.add_insecure_port(ports.address(host, port))
     except RuntimeError:  # "Failed to bind to address": the reason is only in gRPC's log

@@ -13,10 +13,12 @@ import sys
 
 _argv, sys.argv = sys.argv, sys.argv[:1]  # kserve.model_server parses sys.argv when imported
 try:
+    import grpc
     import orjson
     import uvicorn
     from fastapi import Request
     from fastapi.responses import Response
+    from google.protobuf.message import DecodeError
     from grpc import aio
     from kserve import InferInput, InferOutput, InferRequest, InferResponse, Model, ModelServer
     from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING, INFERENCE_CONTENT_LENGTH_HEADER
@@ -29,11 +31,12 @@ try:
     from kserve.protocol.grpc.servicer import InferenceServicer
     from kserve.protocol.infer_type import RequestedOutput, get_content
     from kserve.protocol.rest.server import RESTServer
+    from starlette.requests import ClientDisconnect
 finally:
     sys.argv = _argv
 
 __all__ = ["FASTAPI_APP_IMPORT_STRING", "INFERENCE_CONTENT_LENGTH_HEADER", "PREDICT_HIST_TIME", "RESTServer",
-           "ExceptionToStatusInterceptor", "InferInput", "InferOutput", "InferRequest", "InferResponse",
-           "InferenceError", "InferenceServicer", "InvalidInput", "LoggingInterceptor", "Model", "ModelNotFound",
-           "ModelServer", "Request", "RequestedOutput", "Response", "aio", "app", "get_content", "get_labels",
-           "grpc_predict_v2_pb2_grpc", "orjson", "pb", "uvicorn"]
+           "ClientDisconnect", "DecodeError", "ExceptionToStatusInterceptor", "InferInput", "InferOutput",
+           "InferRequest", "InferResponse", "InferenceError", "InferenceServicer", "InvalidInput", "LoggingInterceptor",
+           "Model", "ModelNotFound", "ModelServer", "Request", "RequestedOutput", "Response", "aio", "app",
+           "get_content", "get_labels", "grpc", "grpc_predict_v2_pb2_grpc", "orjson", "pb", "uvicorn"]

@@ -128,13 +128,20 @@ def _refused(at: str, value: Any, datatype: str) -> InputError:
     return InputError(f"{at} is {shown(value)}, which {datatype} cannot hold: {datatype} takes {_takes(datatype)}.")
 
 
+#: A whole float an integer datatype takes as its integer is below this: from 2**53 on a float is not every integer
+#: (a JSON integer a parser could not hold as one, -2**63 - 1, arrives as the float -2**63), so it may not be the one
+#: sent.
+EXACT_FLOAT_INTEGERS = 2 ** 53
+
+
 def values(items: Sequence[Any], datatype: str, at: Callable[[int], str]) -> Any:
     """A tensor's values (JSON's, or gRPC's typed contents) as a flat array of ``datatype``, none of them changed:
     BOOL takes true and false only; an integer datatype takes integers (and whole numbers) within its range, never
     a boolean; a float datatype takes numbers (never booleans), each rounded to the nearest value of the type, and
     refuses a finite number that would become infinite. ``call --cast`` keeps values by the same rule (a value passes
     only when it is kept), judged here on the JSON values themselves: a float64 array could not hold every 64-bit
-    integer. An ``InputError`` names the first value refused (``at(k)``: its field)."""
+    integer, and a whole float from 2**53 on (:data:`EXACT_FLOAT_INTEGERS`) is refused. An ``InputError`` names the
+    first value refused (``at(k)``: its field)."""
     import numpy as np
 
     dt = dtypes.BY_NAME[DTYPES[datatype]]
@@ -162,10 +169,15 @@ def values(items: Sequence[Any], datatype: str, at: Callable[[int], str]) -> Any
     info = np.iinfo(target)
     whole = items
     if float in kinds:  # a whole number is its integer; any other float is refused below
-        whole = [int(v) if type(v) is float and v.is_integer() else v for v in items]
+        whole = [int(v) if type(v) is float and v.is_integer() and abs(v) < EXACT_FLOAT_INTEGERS else v
+                 for v in items]
     elif not items or (info.min <= min(items) and max(items) <= info.max):
         return np.array(items, dtype=target)
     for k, v in enumerate(whole):
+        if type(v) is float and v.is_integer() and info.min <= v <= info.max:
+            raise InputError(f"{at(k)} is {shown(v)}, a whole number of 2**53 or more held as a float (an integer "
+                             f"past 64 bits, or one written with a fraction or an exponent), which may not be the "
+                             f"integer sent: {datatype} takes {_takes(datatype)}, written as integers.")
         if type(v) is not int or not info.min <= v <= info.max:
             raise _refused(at(k), items[k], datatype)
     return np.array(whole, dtype=target)
@@ -360,8 +372,9 @@ def read_request(header: Any, body: bytes, start: int, inputs: Sequence[str], ou
 
 
 def _requested(value: Any, outputs: Sequence[str]) -> list[Requested] | None:
-    """The outputs a request's ``outputs`` field asks for (None when it has none: all of them)."""
-    if value is None:
+    """The outputs a request's ``outputs`` field asks for (None when it has none, or an empty list, as over gRPC: all
+    of them)."""
+    if value is None or value == []:
         return None
     if not isinstance(value, list):
         raise InputError(f'outputs is {shown(value)}; give a list of outputs, each {{"name": NAME}}.')

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from . import oip
-from .kserve_imports import INFERENCE_CONTENT_LENGTH_HEADER, InvalidInput, Request, Response, app, orjson
+from .kserve_imports import (
+    INFERENCE_CONTENT_LENGTH_HEADER,
+    ClientDisconnect,
+    InvalidInput,
+    Request,
+    Response,
+    app,
+    orjson,
+)
 
 if TYPE_CHECKING:
     from .kserve_server import JaxportModel, Registry
@@ -64,7 +72,8 @@ def _json(body: Any) -> Any:
 
 def rest_response(model: JaxportModel, request: oip.Inference, outputs: Mapping[str, Any]) -> Any:
     """The REST response of ``request``'s ``outputs``: JSON, or JSON followed by the outputs sent in binary."""
-    body, raw = oip.response(model.name, model.version, request.id or str(uuid.uuid4()), model.outputs, outputs,
+    rid = request.id if request.id is not None else str(uuid.uuid4())  # an id given is echoed, "" too
+    body, raw = oip.response(model.name, model.version, rid, model.outputs, outputs,
                              request.outputs, request.binary)
     if not raw:
         return _json(body)
@@ -88,7 +97,13 @@ def add_routes(registry: Registry) -> None:
         model = registry.get(model_name, model_version)
         with model.batcher.arrival():  # the batcher waits for a request being read, up to its window
             headers = {k.lower(): v for k, v in request.headers.items()}
-            inference = rest_request(await request.body(), headers, model)
+            try:
+                body = await request.body()
+            except ClientDisconnect:  # no traceback in the log: a 400 (that no one reads) and the next request
+                raise InvalidInput("the client closed the connection before the request's body ended (its "
+                                   "Content-Length or a chunk's size is past the bytes sent); nothing was "
+                                   "run.") from None
+            inference = rest_request(body, headers, model)
             outputs = await model.outputs_of(inference.inputs)
         return rest_response(model, inference, outputs)
 

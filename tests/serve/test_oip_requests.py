@@ -213,3 +213,23 @@ def test_a_response_never_changes_a_value():
 def test_names_are_echoed_shortened():
     assert oip.shorten("m" * 10_000) == "m" * 64 + "..."
     assert oip.shorten("m" * 64) == "m" * 64
+
+
+@pytest.mark.parametrize(("datatype", "given"), [("INT64", -(2.0 ** 63)), ("INT64", 2.0 ** 53), ("UINT64", 2.0 ** 63),
+                                                 ("INT64", -(2.0 ** 53))])
+def test_a_whole_float_from_2_53_on_is_not_taken_as_an_integer(datatype, given):
+    """A JSON parser holds an integer past 64 bits as a float (-2**63 - 1 arrives as -2**63.0): an integer datatype
+    takes a whole float only below 2**53, where a float is exactly one integer (the oip-requests corpus found
+    -9223372036854775809 decoded as -2**63)."""
+    with pytest.raises(InputError) as e:
+        oip.decode("inputs[0]", datatype, [1], data=[given])
+    takes = "integers from -9223372036854775808 to 9223372036854775807" if datatype == "INT64" else \
+        "integers from 0 to 18446744073709551615"
+    assert str(e.value) == (f"inputs[0].data[0] is {given!r}, a whole number of 2**53 or more held as a float (an "
+                            f"integer past 64 bits, or one written with a fraction or an exponent), which may not be "
+                            f"the integer sent: {datatype} takes {takes}, written as integers.")
+    assert oip.decode("inputs[0]", datatype, [1], data=[2.0 ** 53 - 1]).tolist() == [2 ** 53 - 1]
+
+
+def test_an_empty_list_of_outputs_asks_for_all_as_over_grpc():
+    assert _read({"inputs": [_x(), _n()], "outputs": []}).outputs is None
