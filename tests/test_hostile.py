@@ -58,6 +58,9 @@ def test_the_corpus_covers_every_class_of_the_issue(built):
     # issue 36's imports (tests/hostile/import_classes.py): names by their value, collectives within the devices
     for cls, at_least in (("import-names", 25), ("collective-devices", 25)):
         assert counts.get(cls, 0) >= at_least, cls
+    # issue 36's spec inputs (tests/hostile/spec_classes.py): like: values, dimension-dependent ranges, bind sources
+    for cls, at_least in (("like-values", 60), ("dimension-ranges", 50), ("bind-sources", 30)):
+        assert counts.get(cls, 0) >= at_least, cls
     assert sum(c.canary for c in cases) >= 20
     # whatever may hang or kill its process runs only as a real process, under a time limit
     for c in cases:

@@ -21,6 +21,7 @@ import inspect
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,9 @@ def load_bind_source(source: str, base_dir: Path, where: str,
         return _load_attribute(source, base_dir, where, modules or {})
     path = (base_dir / source) if not Path(source).is_absolute() else Path(source)
     if not path.exists():
+        if path.is_symlink():
+            raise SpecError(f"{where}: bound file {source} is a symbolic link that leads nowhere (to a missing file, "
+                            f"or around a loop).")
         raise SpecError(f"{where}: bound file {source} not found (paths are relative to the spec file's "
                         f"directory).")
     if path.is_dir():
@@ -241,13 +245,20 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
     named by its own path (``prefix/sequential/dense/kernel``) unless another leaf already has that name."""
     from jax import tree_util
 
-    flat, treedef = tree_util.tree_flatten_with_path(value)
+    with warnings.catch_warnings():  # JAX warns of a generator leaf, refused below
+        warnings.filterwarnings("ignore", "Python iterable type", DeprecationWarning)
+        flat, treedef = tree_util.tree_flatten_with_path(value)
     names: list[str | None] = []
     baked: dict[int, Any] = {}
     tensors: list[Tensor] = []
     key_impls: dict[int, Any] = {}
     taken: set[str] = set()
     for i, (path, leaf) in enumerate(flat):
+        if inspect.isgenerator(leaf) or inspect.isasyncgen(leaf) or inspect.iscoroutine(leaf):
+            shown = "/".join([prefix, *(key_name(k) for k in path)])
+            raise SpecError(f"{where}: bound leaf {shown!r} is a {type(leaf).__name__}, which a program cannot hold "
+                            f"(it is consumed once; JAX takes it as a leaf only until a future version refuses it). "
+                            f"Give its values as a list or an array.")
         variable_path = keras_variable_path(leaf)
         impl = _key_impl(leaf)
         if impl is not None:  # a typed PRNG key (an nnx Rngs stream, say): store its raw key data
@@ -339,6 +350,9 @@ def _what(value: Any, flattened: bool = True) -> str | None:
     # an equinox module is a callable pytree of arrays: only a plain function is judged before flattening
     if callable(value) and not isinstance(value, type) and (flattened or inspect.isroutine(value)):
         name = getattr(value, "__qualname__", None) or type(value).__name__
+        if _is_zero_arg(value):  # the one a bind names is called: this one is what calling it returned
+            return (f"the callable {name}, which calling the bound function returned (a bind calls only the one it "
+                    f"names)")
         return f"the callable {name}, which takes arguments (only a zero-argument one is called)"
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         text = repr(value)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import math
 import re
 from collections.abc import Mapping
@@ -63,21 +64,26 @@ def expand_likes(fspec: FunctionSpec, spec: ShapeSpec, modules: Mapping[Path, Mo
                  ) -> FunctionSpec:
     """``fspec`` with each ``like:`` argument loaded (a ``LikeTree`` in its place)."""
 
+    # how deep each like: sits in the spec's argument tree: its value may nest the fewer levels (max_depth)
+    above = {id(x): len(path) - 1 for path, x in [*leaves(fspec.args), *leaves(fspec.kwargs)]}
+
     def loaded(leaf: Any) -> Any:
         if not isinstance(leaf, LikeLeaf):
             return leaf
         base = leaf.base_dir or spec.base_dir or Path.cwd()
-        return like_tree(leaf, load_bind_source(leaf.source, base, str(leaf.where), modules))
+        return like_tree(leaf, load_bind_source(leaf.source, base, str(leaf.where), modules),
+                         max_depth(above.get(id(leaf), 0)))
 
     return dataclasses.replace(fspec, args=map_leaves(loaded, fspec.args), kwargs=map_leaves(loaded, fspec.kwargs))
 
 
-def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
-    """The ``LikeTree`` of ``value`` as ``leaf`` describes it (see the module docstring)."""
+def like_tree(leaf: LikeLeaf, value: Any, depth: int = 0) -> LikeTree:
+    """The ``LikeTree`` of ``value`` as ``leaf`` describes it (see the module docstring); ``depth``: the most levels
+    the value may nest (default :data:`MAX_DEPTH`)."""
     from jax import tree_util
 
     where = str(leaf.where)
-    check_value(value, leaf)
+    check_value(value, leaf, depth or MAX_DEPTH)
     flat, treedef = tree_util.tree_flatten_with_path(value)
     sizes = dict(leaf.sizes)
     given = dict(leaf.leaves)
@@ -140,18 +146,29 @@ def like_tree(leaf: LikeLeaf, value: Any) -> LikeTree:
     return LikeTree(leaf, mirror, treedef, tuple(paths), baked)
 
 
-#: The most leaves a ``like:`` value may have, and the deepest it may nest: JAX's export time grows with the square
-#: of the number of inputs with symbolic dimensions (1000 take about half a minute), and its native pytree code
-#: recurses.
+#: The most leaves a ``like:`` value may have: JAX's export time grows with the square of the number of inputs with
+#: symbolic dimensions (1000 take about half a minute).
 MAX_LEAVES = 4096
-MAX_DEPTH = 100
+#: The deepest a ``like:`` value may nest (levels of nodes above its leaves) when it is a top-level argument: the
+#: manifest records the argument in the function's call tree, which a reader takes nested at most 64 deep
+#: (``_json.strict_json``, FORMAT.md), and the call tree spends 6 of them above the argument and 2 on each level
+#: below it (a node and its list of children). A ``like:`` deeper in the spec's tree may nest one level less for
+#: each level it sits below the top (:func:`max_depth`).
+MAX_DEPTH = 29
 
 
-def check_value(value: Any, leaf: LikeLeaf) -> None:
-    """Refuse a ``like:`` value JAX's pytree code cannot take or that would make the export run for hours, before
-    JAX sees it (walked iteratively, one level of each node at a time): a value that contains itself, one nested
-    deeper than ``MAX_DEPTH``, one with more than ``MAX_LEAVES`` leaves, and a dict with two keys of one name
-    (``1`` and ``"1"``: the inputs are named by the keys' names)."""
+def max_depth(above: int) -> int:
+    """The deepest a ``like:`` value may nest when it sits ``above`` levels below a top-level argument (``args:
+    [{a: {like: ...}}]`` is 1): at least 1."""
+    return max(MAX_DEPTH - above, 1)
+
+
+def check_value(value: Any, leaf: LikeLeaf, depth_limit: int = MAX_DEPTH) -> None:
+    """Refuse a ``like:`` value JAX's pytree code cannot take, that would make the export run for hours or that the
+    artifact's manifest could not record, before JAX sees it (walked iteratively, one level of each node at a time):
+    a value that contains itself, one nested deeper than ``depth_limit`` (:data:`MAX_DEPTH` at the top of the
+    arguments), one with more than ``MAX_LEAVES`` leaves, a dict with two keys of one name (``1`` and ``"1"``: the
+    inputs are named by the keys' names) and one whose keys cannot be ordered (JAX sorts them)."""
     from jax import tree_util
 
     def fail(path: str, msg: str) -> SpecError:
@@ -165,6 +182,10 @@ def check_value(value: Any, leaf: LikeLeaf) -> None:
         node, path, depth, above = stack.pop()
         if node is None:
             continue
+        if inspect.isgenerator(node) or inspect.isasyncgen(node) or inspect.iscoroutine(node):
+            raise fail(path, f"is a {type(node).__name__}, which a program cannot hold (it is consumed once; JAX "
+                             f"takes it as a leaf only until a future version refuses it). Give its values as a "
+                             f"list or an array.")
         if tree_util.all_leaves([node]):
             count += 1
             if count > MAX_LEAVES:
@@ -175,27 +196,57 @@ def check_value(value: Any, leaf: LikeLeaf) -> None:
         if id(node) in above:
             raise fail(path, "contains itself (a cycle), so it has no finite structure. Give a value without the "
                              "cycle.")
-        if depth >= MAX_DEPTH:
-            raise fail(path, f"is nested more than {MAX_DEPTH} levels deep, which a 'like:' argument does not "
-                             f"take. Flatten the value.")
+        if depth >= depth_limit:
+            raise fail(path, f"is nested more than {depth_limit} levels deep, which a 'like:' argument "
+                             f"{'' if depth_limit == MAX_DEPTH else 'at this place of the spec '}does not take (the "
+                             f"artifact's manifest nests at most 64 levels). Flatten the value.")
         if type(node) is dict:
             names: dict[str, Any] = {}
             for key in node:
+                if _ADDRESS.search(str(key)):
+                    raise fail(path, f"has the key {_short(key)}, whose name holds a memory address, which differs "
+                                     f"in every process: it cannot name an input that verify and later exports "
+                                     f"find again. Use string keys.")
                 if str(key) in names:
                     raise fail(path, f"has the keys {names[str(key)]!r} and {key!r}, which name one input "
                                      f"({str(key)!r}). Rename one.")
                 names[str(key)] = key
+            try:
+                sorted(node)  # JAX flattens a dict in the order of its keys
+            except TypeError:
+                kinds = sorted({type(k).__name__ for k in node})
+                raise fail(path, f"has keys of types that cannot be ordered ({', '.join(kinds)}), and JAX sorts a "
+                                 f"dict's keys to flatten it. Give the keys one type (strings).") from None
             children = [(f"[{k!r}]", v) for k, v in node.items()]
         elif type(node) in (list, tuple):
             children = [(f"[{i}]", v) for i, v in enumerate(node)]
         else:
-            try:
-                flat = tree_util.tree_flatten_with_path(node, is_leaf=lambda x, top=node: x is not top)[0]
+            try:  # one level: every node below the first is a leaf (a child that is the node itself included,
+                # which JAX would flatten again and again until its native code lost the interpreter's stack)
+                flat = tree_util.tree_flatten_with_path(node, is_leaf=_below_the_first())[0]
             except Exception as e:  # noqa: BLE001 - the node's own flatten failed
                 raise fail(path, f"cannot be flattened as a pytree ({type(e).__name__}: {e}).") from None
             children = [(f".{key_name(p[0])}", v) for p, v in flat]
         below = above | {id(node)}
         stack.extend((child, path + step, depth + 1, below) for step, child in reversed(children))
+
+
+#: A memory address in a default ``repr`` (``<K object at 0x7f...>``): a dict key named by it names no input twice.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _below_the_first() -> Any:
+    """An ``is_leaf`` that is false for the first node it is asked about (the root of a flatten) and true for every
+    later one: ``tree_flatten`` then goes one level down, even into a node whose child is the node itself."""
+    asked: list[bool] = []
+
+    def is_leaf(_: Any) -> bool:
+        if asked:
+            return True
+        asked.append(True)
+        return False
+
+    return is_leaf
 
 
 def is_python_number(value: Any) -> bool:

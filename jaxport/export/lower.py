@@ -277,6 +277,9 @@ def lower(
             unsafe = on_fresh_stack(export_allowing_every_custom_call, run_export)
             raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
                                                 set(allow_custom_calls)) from None
+        too_big = _int32_bound(e, spec)
+        if too_big is not None:
+            raise too_big from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
         raise _export_failed(e, entry.spec, binds, lambda: _host_callbacks(program, dyn_args, dyn_kwargs, inputs,
                                                                             spec, x64, tensors)) from None
@@ -377,6 +380,19 @@ def _export_failed(e: Exception, where: str, binds: list[BoundArgument],
                            f"print outside it, or return the value as an extra output.")
     return ExportError(f"{where}: exporting with the spec's shapes failed: "
                        f"{type(e).__name__}: {e}{_library_hint(e)}{bound_note(binds)}{user_frames(e)}")
+
+
+def _int32_bound(e: Exception, spec: ShapeSpec) -> SpecError | None:
+    """The spec error for a ``dims`` max above 2**31 - 1 in a program without 64-bit values, which JAX's shape
+    checks compare as 32-bit integers (JAX raises ``OverflowError: Python integer ... out of bounds for int32``)."""
+    if not (isinstance(e, OverflowError) and "int32" in str(e)):
+        return None
+    for d in spec.dims.values():
+        if d.max is not None and d.max > (1 << 31) - 1:
+            return SpecError(f"{d.where}: dims[{d.name!r}].max: {d.max} is above 2**31 - 1, and a program without "
+                             f"64-bit inputs checks its dimension sizes as 32-bit integers. Lower the max, or leave "
+                             f"it out (no upper bound).")
+    return None
 
 
 def check_output_dimensions(exported: Any, out_names: list[str], spec: ShapeSpec) -> None:

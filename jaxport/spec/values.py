@@ -82,14 +82,19 @@ def dimension_range(lo: Any, hi: Any, dtype: str) -> tuple[tuple[int | str, int 
 UNBOUNDED_DIMENSION = (1 << 31) - 1
 #: The most dimension variables one range may name (its corners are checked one by one: 2**N of them).
 MAX_RANGE_VARIABLES = 8
+#: Bounds that hold at most this many sizes are checked at every size, not only at their corners: a bound that is
+#: not monotone (``mod(n, 4)``, ``n*n - 6*n + 9``) can be empty between the corners.
+MAX_RANGE_SIZES = 4096
 
 
 def check_corners(bounds: tuple[Any, Any], dtype: str, dims: Mapping[str, tuple[int, int | None]],
                   constraints: Sequence[dimexpr.Constraint] = ()) -> None:
     """Refuse a dimension-dependent range (``dimension_range``'s bounds) that is empty or leaves ``dtype`` at some
     corner of the dimension bounds: every variable it names at its min and its max (``dims``: ``var -> (min, max or
-    None)``, a variable not listed is at least 1; one without a max is taken at :data:`UNBOUNDED_DIMENSION`), each
-    corner where one of ``constraints`` fails left out. Raises ValueError naming the corner (no trailing period)."""
+    None)``, a variable not listed is at least 1; one without a max is taken at :data:`UNBOUNDED_DIMENSION`), and,
+    when the bounds hold at most :data:`MAX_RANGE_SIZES` sizes, at every size between them too (a bound that is not
+    monotone, ``mod(n, 4)``, can fail there only); each size where one of ``constraints`` fails left out. Raises
+    ValueError naming the size (no trailing period)."""
     import itertools
 
     exprs = [dimexpr.parse(b) if isinstance(b, str) else None for b in bounds]
@@ -98,11 +103,17 @@ def check_corners(bounds: tuple[Any, Any], dtype: str, dims: Mapping[str, tuple[
     if len(names) > MAX_RANGE_VARIABLES:
         raise ValueError(f"{shown} names {len(names)} dimension variables; a range may name at most "
                          f"{MAX_RANGE_VARIABLES}")
-    ends = []
+    ends, spans = [], []
     for v in names:
         least, most = dims.get(v, (1, None))
-        ends.append(sorted({least, UNBOUNDED_DIMENSION if most is None else most}))
-    for values in itertools.product(*ends):
+        top = UNBOUNDED_DIMENSION if most is None else most
+        ends.append(sorted({least, top}))
+        spans.append(range(least, top + 1))
+    corners = list(itertools.product(*ends))
+    at_corner = set(corners)
+    between: Any = () if math.prod(len(s) for s in spans) > MAX_RANGE_SIZES else (
+        p for p in itertools.product(*spans) if p not in at_corner)
+    for values in itertools.chain(corners, between):
         env = dict(zip(names, values))
         try:
             if not all(c.holds(env) for c in constraints if c.variables() <= env.keys()):
@@ -110,7 +121,9 @@ def check_corners(bounds: tuple[Any, Any], dtype: str, dims: Mapping[str, tuple[
         except dimexpr.DimExprError:
             continue
         unbounded = [v for v in names if dims.get(v, (1, None))[1] is None and env[v] == UNBOUNDED_DIMENSION]
-        corner = ", ".join(f"{v}={env[v]}" for v in names) + " (a corner of the dimension bounds" + (
+        where = "a corner of the dimension bounds" if values in at_corner else \
+            "a size between the corners of the dimension bounds"
+        corner = ", ".join(f"{v}={env[v]}" for v in names) + f" ({where}" + (
             f"; {', '.join(unbounded)} {'has' if len(unbounded) == 1 else 'have'} no max under 'dims', so "
             f"{'it is' if len(unbounded) == 1 else 'they are'} taken as 2**31 - 1" if unbounded else "") + ")"
         try:

@@ -234,8 +234,8 @@ def f(v):
 @pytest.mark.parametrize(("name", "message"), [
     ("CYCLE", "m.py:CYCLE['self']: contains itself (a cycle), so it has no finite structure. Give a value without "
               "the cycle."),
-    ("DEEP", "m.py:DEEP[0][0][0][0][0][0]...[0][0][0][0]: is nested more than 100 levels deep, which a 'like:' "
-             "argument does not take. Flatten the value."),
+    ("DEEP", "m.py:DEEP[0][0][0][0][0][0]...[0][0][0][0]: is nested more than 29 levels deep, which a 'like:' "
+             "argument does not take (the artifact's manifest nests at most 64 levels). Flatten the value."),
     ("KEYS", "m.py:KEYS: has the keys 1 and '1', which name one input ('1'). Rename one."),
     ("MANY", "m.py:MANY: has more than 4096 leaves, which a 'like:' argument does not take (JAX's export time grows "
              "with the square of the inputs). Bind large trees of weights with 'bind:' instead, or split the value "
