@@ -81,6 +81,20 @@ class _Trusted:
     certificates: int
 
 
+#: The curves model signing's keys are on (P-256, P-384, P-521).
+CURVES = ("secp256r1", "secp384r1", "secp521r1")
+
+
+def key_kind(key: Any) -> str:
+    """What kind of key ``key`` (a ``cryptography`` key object) is, for a message: "an RSA key", "a secp256k1 key"."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if isinstance(key, ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey):
+        return f"an elliptic-curve key on {key.curve.name}"
+    kind = type(key).__name__.lstrip("_").removesuffix("PublicKey").removesuffix("PrivateKey") or "unknown"
+    return f"{'an' if kind[0] in 'AEIOURX' else 'a'} {kind} key"
+
+
 def key_id(public_key: Any) -> str:
     """The key id of a public key (a ``cryptography`` key, or a PEM file's path): the sha256 of its PEM
     (SubjectPublicKeyInfo), model signing's key hint."""
@@ -113,10 +127,8 @@ def _read_trusted(path: Path) -> _Trusted:
     except (ValueError, TypeError):
         raise UsageError(f"{shown}: not a PEM public key (-----BEGIN PUBLIC KEY-----) nor a CA certificate; give the "
                          f"public key the artifact was signed for (openssl ec -in PRIVATE.pem -pubout).") from None
-    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in ("secp256r1", "secp384r1",
-                                                                                "secp521r1"):
-        kind = key.curve.name if isinstance(key, ec.EllipticCurvePublicKey) else type(key).__name__.lstrip("_")
-        raise UsageError(f"{shown}: a {kind} key; model signing uses elliptic-curve keys on P-256, P-384 or P-521.")
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
+        raise UsageError(f"{shown}: {key_kind(key)}; model signing uses elliptic-curve keys on P-256, P-384 or P-521.")
     return _Trusted(path, ((key_id(key), key),), 0)
 
 

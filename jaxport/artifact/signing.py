@@ -20,7 +20,7 @@ from .._fsio import atomic_write, read_file, shown_path
 from ..errors import SignatureError, UsageError
 from .container import open_artifact
 from .signature import parse_bundle, require_extra, signature_path
-from .signature_check import MAX_KEY_BYTES
+from .signature_check import CURVES, MAX_KEY_BYTES, key_kind
 
 __all__ = ["Signed", "carry_notes", "sign"]
 
@@ -56,10 +56,8 @@ def _private_key(path: Path, password: str | None) -> None:
     except ValueError:
         raise UsageError(f"{shown}: not a PEM private key (-----BEGIN PRIVATE KEY----- or -----BEGIN EC PRIVATE "
                          f"KEY-----) that can be read, or the password is wrong.") from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in ("secp256r1", "secp384r1",
-                                                                                 "secp521r1"):
-        kind = key.curve.name if isinstance(key, ec.EllipticCurvePrivateKey) else type(key).__name__.lstrip("_")
-        raise UsageError(f"{shown}: a {kind} key; model signing signs with elliptic-curve keys on P-256, P-384 or "
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in CURVES:
+        raise UsageError(f"{shown}: {key_kind(key)}; model signing signs with elliptic-curve keys on P-256, P-384 or "
                          f"P-521 (openssl ecparam -name prime256v1 -genkey -noout -out PRIVATE.pem).")
 
 
@@ -85,6 +83,10 @@ def sign(artifact: str | Path, key: str | Path, *, signature: str | Path | None 
     if chain and certificate is None:
         raise UsageError("a certificate chain is given without the signing certificate: give --certificate CERT "
                          "(certificate= in Python) with --certificate-chain.")
+    if certificate is not None and not chain:
+        raise UsageError("a signing certificate is given without its chain: give the issuing CA's certificate (and "
+                         "any intermediates) with --certificate-chain CHAIN (certificate_chain= in Python); model "
+                         "signing carries the chain in the bundle, and a verifier checks it against a trusted root.")
     with open_artifact(art) as opened:
         opened.verify_all()
     _private_key(key_path, password)

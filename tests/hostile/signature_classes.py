@@ -107,12 +107,65 @@ def bundles(b: Base) -> dict[str, tuple[bytes, tuple]]:
     return {name: (data, setup) for name, data in cases.items()}
 
 
+def signed_elsewhere(b: Base) -> dict[str, bytes]:
+    """Valid bundles that sign something other than the artifact beside them: another valid artifact under the same
+    name (the artifact swapped), a directory holding it (``model_signing sign`` of the folder), and the artifact
+    signed by the PKI method with a certificate from a CA nobody trusts here."""
+    from model_signing import hashing
+    from model_signing import signing as ms_signing
+
+    from jaxport.artifact.signing import sign
+
+    from ..sign.keys import pki
+
+    golden = Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport"
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        keys = _keys(d)
+        (d / "swap").mkdir()
+        shutil.copyfile(golden, d / "swap" / SIGNED)
+        swapped = sign(d / "swap" / SIGNED, keys["ci"]).signature.read_bytes()
+        (d / "folder").mkdir()
+        shutil.copyfile(b.dir / "base.jaxport", d / "folder" / SIGNED)
+        config = ms_signing.Config()
+        config.use_elliptic_key_signer(private_key=keys["ci"])
+        config.set_hashing_config(hashing.Config())
+        config.sign(d / "folder", d / "folder.sig")
+        folder = (d / "folder.sig").read_bytes()
+        (d / "pki").mkdir()
+        p = pki(d / "pki")
+        shutil.copyfile(b.dir / "base.jaxport", d / SIGNED)
+        by_certificate = sign(d / SIGNED, p["leaf_key"], signature=d / "c.sig", certificate=p["leaf"],
+                              certificate_chain=[p["ca"]]).signature.read_bytes()
+    return {"swapped-artifact": swapped, "signed-folder": folder, "untrusted-certificate": by_certificate}
+
+
+#: Special files and links where the bundle should be: each refused without blocking on it or reading it.
+SPECIAL_FILES = {
+    "fifo": ("fifo", f"{SIGNED}.sig"),
+    "char-device": ("chardev", f"{SIGNED}.sig", "zero"),
+    "directory": ("dir", f"{SIGNED}.sig"),
+    "dangling-link": ("symlink", f"{SIGNED}.sig", "missing.sig"),
+    "link-outside": ("symlink", f"{SIGNED}.sig", "{outside}/sentinel.txt"),
+    "link-loop": ("symlink", f"{SIGNED}.sig", f"{SIGNED}.sig"),
+}
+
+
 def cases(b: Base) -> Iterator[Case]:
     import importlib.util
 
     if importlib.util.find_spec("model_signing") is None or importlib.util.find_spec("OpenSSL") is None:
         return  # the class needs jaxport[sign]
-    for name, (data, setup) in bundles(b).items():
-        yield Case("signature", name, "signature", data, frozenset({14}), file=f"{SIGNED}.sig",
-                   commands=tuple((label, tuple(argv)) for label, argv in (CALL, CHECK, INSPECT)), setup=setup,
-                   accept=frozenset({"inspect"}), why="inspect shows the bundle beside the artifact, unverified")
+    commands = tuple((label, tuple(argv)) for label, argv in (CALL, CHECK, INSPECT))
+    inspect_ok = {"accept": frozenset({"inspect"}), "why": "inspect shows the bundle beside the artifact, unverified"}
+    found = bundles(b)
+    for name, (data, setup) in found.items():
+        yield Case("signature", name, "signature", data, frozenset({14}), file=f"{SIGNED}.sig", commands=commands,
+                   setup=setup, **inspect_ok)
+    setup = next(iter(found.values()))[1]  # the artifact and the trusted key, as for every bundle
+    for name, data in signed_elsewhere(b).items():
+        yield Case("signature", name, "signature", data, frozenset({14}), file=f"{SIGNED}.sig", commands=commands,
+                   setup=setup, **inspect_ok)
+    for name, step in SPECIAL_FILES.items():
+        yield Case("signature", name, "signature", None, frozenset({14}), commands=commands, setup=(*setup, step),
+                   timeout=60.0 if name == "fifo" else 0.0, **inspect_ok)

@@ -260,6 +260,29 @@ def test_sign_refuses_a_damaged_artifact_and_a_bad_key(tmp_path, keys, run_cli):
                                               f"or the password is wrong.\n")
 
 
+@pytest.mark.parametrize("kind, shown", [("rsa", "an RSA key"), ("ed25519", "an Ed25519 key"),
+                                         ("secp256k1", "an elliptic-curve key on secp256k1")])
+def test_keys_of_another_kind_are_named_when_signing_and_trusting(kind, shown, signed, tmp_path, run_cli):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    private = {"rsa": lambda: rsa.generate_private_key(65537, 2048), "ed25519": ed25519.Ed25519PrivateKey.generate,
+               "secp256k1": lambda: ec.generate_private_key(ec.SECP256K1())}[kind]()
+    pem, pub = tmp_path / f"{kind}.pem", tmp_path / f"{kind}.pub"
+    pem.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    pub.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
+    res = run_cli("sign", signed, "--key", pem, "--signature", tmp_path / "x.sig")
+    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {pem}: {shown}; model signing signs with elliptic-curve "
+                                              f"keys on P-256, P-384 or P-521 (openssl ecparam -name prime256v1 "
+                                              f"-genkey -noout -out PRIVATE.pem).\n")
+    assert not (tmp_path / "x.sig").exists()
+    res = run_cli("call", signed, "--random", "--require-signature", pub)
+    assert (res.exit_code, res.stderr) == (2, f"error[usage]: {pub}: {shown}; model signing uses elliptic-curve keys "
+                                              f"on P-256, P-384 or P-521.\n")
+
+
 def test_without_the_extra_the_commands_say_what_to_install(signed, keys, run_cli, monkeypatch):
     import importlib.util
 
@@ -299,6 +322,34 @@ def test_certificate_signing_round_trips_with_model_signing(tmp_path, run_cli):
                       "    - {identity: ci@example.com, issuer: jaxport test root}\nplatforms: {allowed: [cpu]}\n")
     res = run_cli("check", art, "--policy", policy)
     assert res.exit_code == 0, res.stderr
+
+
+def test_certificate_signing_without_a_chain_says_to_give_one(tmp_path, run_cli):
+    p = pki(tmp_path)
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    res = run_cli("sign", art, "--key", p["leaf_key"], "--certificate", p["leaf"])
+    assert (res.exit_code, res.stderr) == (2, "error[usage]: a signing certificate is given without its chain: give "
+                                              "the issuing CA's certificate (and any intermediates) with "
+                                              "--certificate-chain CHAIN (certificate_chain= in Python); model "
+                                              "signing carries the chain in the bundle, and a verifier checks it "
+                                              "against a trusted root.\n")
+    assert not Path(f"{art}.sig").exists()
+
+
+def test_a_certificate_from_another_ca_of_the_same_name_is_refused(tmp_path, run_cli):
+    (tmp_path / "spoof").mkdir()
+    trusted, spoof = pki(tmp_path), pki(tmp_path / "spoof")  # both roots are named "jaxport test root"
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(GOLDEN / "mlp.jaxport", art)
+    res = run_cli("sign", art, "--key", spoof["leaf_key"], "--certificate", spoof["leaf"], "--certificate-chain",
+                  spoof["ca"])
+    assert res.exit_code == 0, res.stderr
+    res = run_cli("check", art, "--signature-key", trusted["ca"])
+    assert (res.exit_code, res.stderr) == (14, f"error[violation]: {art} breaks the command-line rules: 1 violation: "
+                                               f"[signature] {art}.sig: the signature does not verify with a "
+                                               f"certificate chain to {trusted['ca']}: X509StoreContextError: "
+                                               f"certificate signature failure.\n")
 
 
 def test_a_policy_signature_section_is_checked_first(signed, keys, tmp_path, run_cli):
