@@ -319,3 +319,49 @@ def test_like_takes_a_python_number_as_a_scalar_input_or_pins_it(tmp_path, monke
 
 #: Real models from keras, optax, jraph, equinox, diffrax: each exports and compiles at two sizes (make test runs them).
 pytestmark = pytest.mark.slow
+
+
+ABSTRACT = '''import jax, jax.numpy as jnp
+import flax.linen as nn
+
+
+class Mlp(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(2)(nn.relu(nn.Dense(8)(x)))
+
+
+MODEL = Mlp()
+PARAMS = jax.eval_shape(lambda: MODEL.init(jax.random.key(0), jnp.zeros((1, 4))))  # ShapeDtypeStructs, no values
+
+
+def predict(params, x):
+    return MODEL.apply(params, x)
+'''
+
+
+def test_like_takes_abstract_parameters_from_eval_shape(tmp_path, monkeypatch, run_cli):
+    """``jax.eval_shape(model.init, ...)`` gives a model's parameters as ``jax.ShapeDtypeStruct`` leaves, with no
+    values: each is an input of its shape and dtype, drawn N(0, 1) by ``verify`` (no example range)."""
+    pytest.importorskip("flax")
+    import jax
+    import jax.numpy as jnp
+
+    monkeypatch.chdir(tmp_path)
+    Path("abstract.py").write_text(ABSTRACT)
+    Path("spec.yaml").write_text('jaxport: 1\ndims: {b: {max: 64}}\nargs: [{like: abstract.py:PARAMS}, "f32[b, 4]"]\n')
+    live = _module(tmp_path / "abstract.py", "ecosystem_abstract", monkeypatch)
+    res = run_cli("export", "abstract.py:predict", "-s", "spec.yaml", "-o", "a.jaxport")
+    assert res.exit_code == 0, res.stderr
+    loaded = jaxport.load("a.jaxport")
+    assert [(i.name, list(i.shape), i.range) for i in loaded.function_record.inputs] == [
+        ("params/params/Dense_0/bias", [2], None), ("params/params/Dense_0/kernel", [8, 2], None),
+        ("params/params/Dense_1/bias", [8], None), ("params/params/Dense_1/kernel", [4, 8], None),
+        ("x", ["b", 4], None)]
+    params = live.MODEL.init(jax.random.key(1), jnp.zeros((1, 4)))
+    for b in (1, 9):
+        x = np.random.default_rng(b).normal(size=(b, 4)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(loaded(params, x)), np.asarray(jax.jit(live.predict)(params, x)),
+                                   rtol=1e-6, atol=1e-6)
+    res = run_cli("verify", "a.jaxport")
+    assert res.exit_code == 0, res.stdout + res.stderr

@@ -273,14 +273,15 @@ def example_range(value: Any, dtype: str) -> tuple[int | float, int | float] | N
     the ``like:`` value holds, so that a state is drawn around its own values (a variance stays positive, a step
     count stays a count): integers ``[min, max + 1)``; floats ``[min, max]`` widened by a tenth of its width (of
     the value's magnitude, or 1, for a constant), not below 0 when the value is not. None for bool, complex and key
-    leaves, an empty value, and one with no finite value."""
+    leaves, an empty value, one with no finite value, and a leaf with no values (a ``jax.ShapeDtypeStruct``, as
+    ``jax.eval_shape`` gives a model's parameters)."""
     import numpy as np
 
     kind = dtypes.BY_NAME[dtype].kind
     if kind not in ("int", "uint", "float"):
         return None
     a = np.asarray(value)
-    if a.size == 0:
+    if a.size == 0 or a.dtype == object:
         return None
     if kind in ("int", "uint"):
         return int(a.min()), int(a.max()) + 1
