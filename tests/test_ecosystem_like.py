@@ -363,5 +363,9 @@ def test_like_takes_abstract_parameters_from_eval_shape(tmp_path, monkeypatch, r
         x = np.random.default_rng(b).normal(size=(b, 4)).astype(np.float32)
         np.testing.assert_allclose(np.asarray(loaded(params, x)), np.asarray(jax.jit(live.predict)(params, x)),
                                    rtol=1e-6, atol=1e-6)
+    with pytest.raises(jaxport.InputError, match=r"^input 'params/params/Dense_0/bias' is a ShapeDtypeStruct "
+                                                  r"float32\[2\], which holds no values: give an array of that "
+                                                  r"shape and dtype\.$"):
+        loaded(live.PARAMS, np.ones((2, 4), np.float32))
     res = run_cli("verify", "a.jaxport")
     assert res.exit_code == 0, res.stdout + res.stderr

@@ -244,6 +244,9 @@ class Loaded:
                 v = np.asarray(v, dtype=dtypes.to_numpy(inp.dtype))
             elif not hasattr(v, "dtype") or not hasattr(v, "shape"):
                 v = np.asarray(v)
+            elif not hasattr(v, "__array__"):  # a shape and a dtype without values: a jax.ShapeDtypeStruct
+                raise InputError(f"input {inp.name!r} is a {type(v).__name__} {v.dtype}{list(v.shape)}, which holds no "
+                                 f"values: give an array of that shape and dtype.")
             declared = dtypes.to_numpy(inp.dtype)
             if isinstance(v, np.ndarray) and v.dtype.kind == "V" and not v.dtype.fields and \
                     v.dtype.itemsize == declared.itemsize and declared.kind == "V":
