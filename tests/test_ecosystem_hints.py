@@ -215,3 +215,54 @@ def test_equinox_nan_hint_only_when_equinox_failed(tmp_path, monkeypatch, run_cl
     res = run_cli("export", "rope.py:f", "-s", "spec.yaml", "-o", "r.jaxport")
     assert res.exit_code == 5
     assert "_DimExpr" in res.stderr and "EQX_ON_ERROR" not in res.stderr, res.stderr
+
+
+BRANCHES = '''import jax, jax.numpy as jnp
+
+
+def by_python(x):
+    return jax.lax.cond(x.shape[0] > 3, lambda: x * 2, lambda: x - 1)
+
+
+def by_array(x):
+    return jax.lax.cond(jnp.asarray(x.shape[0]) > 3, lambda: x * 2, lambda: x - 1)
+
+
+def spectrum(x):
+    return jnp.abs(jnp.fft.rfft(x, axis=-1))
+'''
+
+
+def test_a_comparison_of_a_symbolic_dimension_says_what_decides_it(tmp_path, monkeypatch, run_cli):
+    monkeypatch.chdir(tmp_path)
+    Path("branches.py").write_text(BRANCHES)
+    Path("spec.yaml").write_text('jaxport: 1\ndims: {b: {max: 8}}\nargs: ["f32[b, 3]"]\n')
+    res = run_cli("export", "branches.py:by_python", "-s", "spec.yaml", "-o", "p.jaxport")
+    assert res.exit_code == 5
+    assert ("\nWhat to do: Python decides this comparison of a symbolic dimension while tracing, for every size at "
+            "once. Give the dimension bounds or a constraint that decide it (dims: {b: {min: 4}}, constraints: "
+            "['b >= 4']), compute it on arrays so the program decides it at each call (jnp.asarray(x.shape[0]) > 3 "
+            "with jnp.where or jax.lax.cond), or give the dimension a fixed size in the spec.\n") in res.stderr
+    # both ways out work
+    Path("min.yaml").write_text('jaxport: 1\ndims: {b: {min: 4, max: 8}}\nargs: ["f32[b, 3]"]\n')
+    assert run_cli("export", "branches.py:by_python", "-s", "min.yaml", "-o", "m.jaxport").exit_code == 0
+    assert run_cli("export", "branches.py:by_array", "-s", "spec.yaml", "-o", "a.jaxport").exit_code == 0
+    loaded = jaxport.load("a.jaxport")
+    for b in (2, 5):
+        x = np.arange(b * 3, dtype=np.float32).reshape(b, 3)
+        np.testing.assert_array_equal(np.asarray(loaded(x)), x * 2 if b > 3 else x - 1)
+
+
+def test_an_fft_over_a_symbolic_axis_says_to_fix_its_size(tmp_path, monkeypatch, run_cli):
+    monkeypatch.chdir(tmp_path)
+    Path("branches.py").write_text(BRANCHES)
+    Path("spec.yaml").write_text('jaxport: 1\ndims: {b: {max: 8}, n: {max: 64}}\nargs: ["f32[b, n]"]\n')
+    res = run_cli("export", "branches.py:spectrum", "-s", "spec.yaml", "-o", "s.jaxport")
+    assert res.exit_code == 5
+    assert ("\nWhat to do: JAX lowers an FFT only over axes of fixed size: give the transformed axes fixed sizes in "
+            "the spec and keep the symbolic dimension on the others (the batch).") in res.stderr
+    Path("fixed.yaml").write_text('jaxport: 1\ndims: {b: {max: 8}}\nargs: ["f32[b, 16]"]\n')
+    assert run_cli("export", "branches.py:spectrum", "-s", "fixed.yaml", "-o", "s.jaxport").exit_code == 0
+    x = np.random.default_rng(0).normal(size=(3, 16)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(jaxport.load("s.jaxport")(x)), np.abs(np.fft.rfft(x, axis=-1)),
+                               rtol=1e-4, atol=1e-4)

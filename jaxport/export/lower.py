@@ -479,8 +479,20 @@ def _library_hint(e: BaseException) -> str:
                 f"are Python integers, so a symbolic dimension cannot reach the kernel. Keep the batch symbolic "
                 f"outside it: run the kernel on fixed-size blocks with jax.lax.map over the batch (a scan, whose "
                 f"length may be symbolic), or give the dimension a fixed size in the spec.")
+    if type(e).__name__ == "InconclusiveDimensionOperation":
+        return ("\nWhat to do: Python decides this comparison of a symbolic dimension while tracing, for every size "
+                "at once. Give the dimension bounds or a constraint that decide it (dims: {b: {min: 4}}, "
+                "constraints: ['b >= 4']), compute it on arrays so the program decides it at each call "
+                "(jnp.asarray(x.shape[0]) > 3 with jnp.where or jax.lax.cond), or give the dimension a fixed "
+                "size in the spec.")
+    if _FFT_STATIC_ONLY in str(e):
+        return ("\nWhat to do: JAX lowers an FFT only over axes of fixed size: give the transformed axes fixed sizes "
+                "in the spec and keep the symbolic dimension on the others (the batch).")
     return ""
 
+
+#: What JAX says when an FFT's transformed axis is symbolic (``jax._src.lax.fft``).
+_FFT_STATIC_ONLY = "Shape polymorphism for FFT with non-constant fft_length is not implemented"
 
 _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")
 #: How ``_host_callbacks`` marks a callback that equinox's runtime checks (``eqx.error_if``) made.
