@@ -21,6 +21,7 @@ tensorstore data; nothing is unpickled and no code named by the checkpoint is im
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +126,9 @@ def _nbytes(meta: Any) -> int:
     shape, dtype = getattr(meta, "shape", None), getattr(meta, "dtype", None)
     if shape is None or dtype is None:
         return 0
-    try:
-        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    except TypeError:
+    try:  # Python integers: a hostile shape's product must not wrap around as an int64 would
+        return math.prod(abs(int(d)) for d in shape) * np.dtype(dtype).itemsize
+    except (TypeError, ValueError):
         return 0
 
 

@@ -164,6 +164,24 @@ def test_a_damaged_checkpoint_is_a_spec_error(workdir, run_cli):
     assert len(res.stderr.splitlines()) == 1
 
 
+def test_a_checkpoint_declaring_more_than_memory_is_refused_before_reading(workdir, run_cli, monkeypatch):
+    """The declared sizes are multiplied as Python integers: a shape whose product wraps around as an int64 (2**40 x
+    2**40 x 4 bytes) is refused, not restored."""
+    from types import SimpleNamespace
+
+    ocp = _orbax()
+    ckptr = ocp.StandardCheckpointer()
+    ckptr.save(workdir / "ckpt", PARAMS)
+    ckptr.wait_until_finished()
+    huge = SimpleNamespace(shape=(2**40, 2**40), dtype=np.dtype("float32"))
+    monkeypatch.setattr(ocp.PyTreeCheckpointHandler, "metadata", lambda self, item: {"w": huge})
+    monkeypatch.setattr(ocp.PyTreeCheckpointHandler, "restore", lambda *a, **k: pytest.fail("restored"))
+    res = _export(run_cli, "ckpt")
+    assert res.exit_code == 3
+    assert res.stderr.startswith(f"error[spec]: --bind params: bound directory ckpt: the checkpoint's arrays take "
+                                 f"{2**80 * 4} bytes, more than this machine's memory (")
+
+
 MORE = ("A bind stores weights: an .npz, .safetensors or .npy file, an orbax checkpoint directory (what "
         "StandardCheckpointer, PyTreeCheckpointer or one step of a CheckpointManager writes), or a Python attribute "
         "'model.py:NAME' holding a pytree of arrays (or a zero-argument function returning one).")
