@@ -150,7 +150,8 @@ def save_inputs(path: str | Path, **pytrees: Any) -> list[str]:
     pytree nodes (a flax ``TrainState``, optax states, namedtuples) are flattened by ``jax.tree_util`` with their key
     paths; ``None`` holds no leaf, and other leaves (strings, functions), which an export bakes into the program,
     are left out. Returns the keys written, in order. Raises ``UsageError`` for a path that is not ``.npz`` or a
-    pytree with no array, and ``OutputError`` when the file cannot be written."""
+    pytree with no array, a leaf with no values (``jax.ShapeDtypeStruct``) or of a dtype no input has (object,
+    strings), and a Python number its dtype cannot hold; ``OutputError`` when the file cannot be written."""
     suffix = Path(path).suffix.lower()
     if suffix not in TREE_SUFFIXES:
         raise UsageError(f"save_inputs({str(path)!r}): inputs are saved as an .npz or .safetensors file keyed by "
@@ -177,7 +178,6 @@ def save_inputs(path: str | Path, **pytrees: Any) -> list[str]:
 
 def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
     """The array leaves of ``tree`` (numbers as arrays, see ``save_inputs``), named ``name/key/path``."""
-    import numpy as np
 
     if dtypes.python_number(tree) is not None or (hasattr(tree, "shape") and hasattr(tree, "dtype")):
         flat: list[tuple[tuple[Any, ...], Any]] = [((), tree)]
@@ -187,11 +187,36 @@ def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
         flat = tree_util.tree_flatten_with_path(tree)[0]
     out = []
     for path, leaf in flat:
+        key = "/".join([name, *(key_name(k) for k in path)])
         typed = dtypes.python_number(leaf)
         if typed is not None:  # as jax.jit types it, and as like: makes it an input
-            leaf = np.asarray(leaf, dtype=typed[0].name)
+            leaf = _number(key, leaf, typed[0].name)
         elif not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             continue  # baked at export: not an input
-        out.append(("/".join([name, *(key_name(k) for k in path)]), leaf))
+        elif not hasattr(leaf, "__array__"):
+            raise UsageError(f"save_inputs(): leaf {key!r} is a {type(leaf).__name__} {leaf.dtype}"
+                             f"{list(leaf.shape)}, which holds no values; give an array.")
+        elif dtypes.from_numpy(leaf.dtype) is None:
+            raise UsageError(f"save_inputs(): leaf {key!r} has dtype {leaf.dtype}, which no input of an artifact "
+                             f"has; give an array of numbers, booleans or PRNG keys.")
+        out.append((key, leaf))
     return out
 
+
+def _number(key: str, value: Any, dtype: str) -> Any:
+    """A Python number leaf as the array ``jax.jit`` makes of it (``dtype``), refusing one that dtype cannot hold (an
+    int beyond int32, a finite float beyond float32)."""
+    import numpy as np
+
+    if isinstance(value, int) and not isinstance(value, bool) and not \
+            np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        converted = None
+    else:
+        with np.errstate(over="ignore"):
+            converted = np.asarray(value, dtype=dtype)
+        if np.isfinite(value) and not np.isfinite(converted):
+            converted = None
+    if converted is None:
+        raise UsageError(f"save_inputs(): leaf {key!r} is the Python number {value!r}, which {dtype} (the dtype "
+                         f"jax.jit gives it) cannot hold; give it as a numpy array of the input's dtype.")
+    return converted

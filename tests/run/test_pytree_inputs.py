@@ -279,6 +279,31 @@ def test_save_inputs_refusals(tmp_path):
     assert not (tmp_path / "s.npz").exists()
 
 
+@pytest.mark.parametrize(("leaf", "message"), [
+    (2**40, "leaf 'state/n' is the Python number 1099511627776, which int32 (the dtype jax.jit gives it) cannot hold; "
+            "give it as a numpy array of the input's dtype."),
+    (1e300, "leaf 'state/n' is the Python number 1e+300, which float32 (the dtype jax.jit gives it) cannot hold; "
+            "give it as a numpy array of the input's dtype."),
+    (np.array([object()]), "leaf 'state/n' has dtype object, which no input of an artifact has; give an array of "
+                           "numbers, booleans or PRNG keys."),
+    (np.array(["a"]), "leaf 'state/n' has dtype <U1, which no input of an artifact has; give an array of numbers, "
+                      "booleans or PRNG keys."),
+    ("shape-dtype-struct", "leaf 'state/n' is a ShapeDtypeStruct float32[2], which holds no values; give an array."),
+])
+def test_save_inputs_refuses_leaves_no_input_takes_naming_them(tmp_path, leaf, message):
+    import jax
+
+    if isinstance(leaf, str):
+        leaf = jax.ShapeDtypeStruct((2,), np.float32)
+    with pytest.raises(UsageError) as e:
+        jaxport.save_inputs(tmp_path / "s.npz", state={"n": leaf, "w": np.ones(2, np.float32)})
+    assert str(e.value) == f"save_inputs(): {message}"
+    assert not (tmp_path / "s.npz").exists()
+    jaxport.save_inputs(tmp_path / "s.npz", state={"n": 2**31 - 1, "inf": float("inf")})  # what int32/float32 hold
+    with np.load(tmp_path / "s.npz") as f:
+        assert (f["state/n"].dtype, int(f["state/n"]), f["state/inf"].dtype) == (np.int32, 2**31 - 1, np.float32)
+
+
 def test_streaming_still_takes_only_leaf_names(here, run_cli):
     """``--batch-size`` reads .npy files by input name; a pytree name is not one of them."""
     module, _, _ = here
