@@ -233,16 +233,23 @@ def spectrum(x):
 '''
 
 
+def _export_failure(run_cli, entry: str, dims: str, arg: str) -> str:
+    """stderr of exporting ``branches.py:ENTRY`` (``BRANCHES``, in the current directory) with a one-argument spec,
+    which must fail with exit 5."""
+    Path("branches.py").write_text(BRANCHES)
+    Path("spec.yaml").write_text(f'jaxport: 1\ndims: {dims}\nargs: ["{arg}"]\n')
+    res = run_cli("export", f"branches.py:{entry}", "-s", "spec.yaml", "-o", "failed.jaxport")
+    assert res.exit_code == 5, res.stderr
+    return res.stderr
+
+
 def test_a_comparison_of_a_symbolic_dimension_says_what_decides_it(tmp_path, monkeypatch, run_cli):
     monkeypatch.chdir(tmp_path)
-    Path("branches.py").write_text(BRANCHES)
-    Path("spec.yaml").write_text('jaxport: 1\ndims: {b: {max: 8}}\nargs: ["f32[b, 3]"]\n')
-    res = run_cli("export", "branches.py:by_python", "-s", "spec.yaml", "-o", "p.jaxport")
-    assert res.exit_code == 5
+    stderr = _export_failure(run_cli, "by_python", "{b: {max: 8}}", "f32[b, 3]")
     assert ("\nWhat to do: Python decides this comparison of a symbolic dimension while tracing, for every size at "
             "once. Give the dimension bounds or a constraint that decide it (dims: {b: {min: 4}}, constraints: "
             "['b >= 4']), compute it on arrays so the program decides it at each call (jnp.asarray(x.shape[0]) > 3 "
-            "with jnp.where or jax.lax.cond), or give the dimension a fixed size in the spec.\n") in res.stderr
+            "with jnp.where or jax.lax.cond), or give the dimension a fixed size in the spec.\n") in stderr
     # both ways out work
     Path("min.yaml").write_text('jaxport: 1\ndims: {b: {min: 4, max: 8}}\nargs: ["f32[b, 3]"]\n')
     assert run_cli("export", "branches.py:by_python", "-s", "min.yaml", "-o", "m.jaxport").exit_code == 0
@@ -255,12 +262,9 @@ def test_a_comparison_of_a_symbolic_dimension_says_what_decides_it(tmp_path, mon
 
 def test_an_fft_over_a_symbolic_axis_says_to_fix_its_size(tmp_path, monkeypatch, run_cli):
     monkeypatch.chdir(tmp_path)
-    Path("branches.py").write_text(BRANCHES)
-    Path("spec.yaml").write_text('jaxport: 1\ndims: {b: {max: 8}, n: {max: 64}}\nargs: ["f32[b, n]"]\n')
-    res = run_cli("export", "branches.py:spectrum", "-s", "spec.yaml", "-o", "s.jaxport")
-    assert res.exit_code == 5
+    stderr = _export_failure(run_cli, "spectrum", "{b: {max: 8}, n: {max: 64}}", "f32[b, n]")
     assert ("\nWhat to do: JAX lowers an FFT only over axes of fixed size: give the transformed axes fixed sizes in "
-            "the spec and keep the symbolic dimension on the others (the batch).") in res.stderr
+            "the spec and keep the symbolic dimension on the others (the batch).") in stderr
     Path("fixed.yaml").write_text('jaxport: 1\ndims: {b: {max: 8}}\nargs: ["f32[b, 16]"]\n')
     assert run_cli("export", "branches.py:spectrum", "-s", "fixed.yaml", "-o", "s.jaxport").exit_code == 0
     x = np.random.default_rng(0).normal(size=(3, 16)).astype(np.float32)
