@@ -4,6 +4,7 @@ codes and options are documented in specs/CLI.md exactly as the code defines the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import json
 import re
@@ -31,7 +32,7 @@ SCHEMAS = REPO / "specs" / "schemas"
 CLI_SCHEMAS = SCHEMAS / "cli"
 CLI_DOC = (REPO / "specs" / "CLI.md").read_text()
 COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind",
-            "upgrade", "serve")
+            "upgrade", "serve", "sign", "warmup")
 
 
 def _registry() -> Registry:
@@ -180,6 +181,30 @@ def test_extract_json(cli, tmp_path):
         assert out["written"][0]["bytes"] == Path(out["written"][0]["path"]).stat().st_size
     code, out = cli("extract", "bound.jaxport", "--weights", str(tmp_path / "w.npz"))
     assert code == 0 and _errors("extract", out) == []
+
+
+def test_warmup_json(cli, tmp_path):
+    cache = tmp_path / "cache"
+    code, out = cli("warmup", "mlp.jaxport", "--dim", "batch=1,3", "--cache-dir", str(cache))
+    assert code == 0 and _errors("warmup", out) == []
+    assert [s["dims"] for s in out["signatures"]] == [{"batch": 1}, {"batch": 3}]
+    assert out["signatures"][1]["inputs"] == {"x": {"shape": [3, 784], "dtype": "float32"}}
+    code, again = cli("warmup", "mlp.jaxport", "--dim", "batch=3", "--cache-dir", str(cache))
+    assert code == 0 and _errors("warmup", again) == []
+    assert again["check"] == {"verdict": "passed", "cache": "fetched"}
+
+
+def test_sign_json(cli, work, tmp_path):
+    pytest.importorskip("model_signing", reason="jaxport sign needs the extra jaxport[sign]")
+    from tests.sign.keys import key_pair
+
+    art = tmp_path / "mlp.jaxport"
+    shutil.copy(work / "mlp.jaxport", art)
+    private, _ = key_pair(tmp_path, "ci")
+    code, out = cli("sign", str(art), "--key", str(private))
+    assert code == 0 and _errors("sign", out) == []
+    assert (out["signature"], out["method"]) == (f"{art}.sig", "key")
+    assert out["sha256"] == hashlib.sha256(art.read_bytes()).hexdigest()
 
 
 ERRORS = [
