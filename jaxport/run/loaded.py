@@ -240,8 +240,8 @@ class Loaded:
         flat, infos = [], []
         for inp in f.inputs:
             v = arrays[inp.name]
-            if isinstance(v, (bool, int, float, complex)):
-                v = np.asarray(v, dtype=dtypes.to_numpy(inp.dtype))
+            if isinstance(v, (bool, int, float, complex)):  # as JAX takes it, never truncated or wrapped
+                v = inputs.python_scalar(inp.name, v, inp.dtype)
             elif not hasattr(v, "dtype") or not hasattr(v, "shape"):
                 v = np.asarray(v)
             elif not hasattr(v, "__array__"):  # a shape and a dtype without values: a jax.ShapeDtypeStruct
