@@ -31,6 +31,7 @@ from .kserve_imports import (
     InferenceServicer,
     InvalidInput,
     LoggingInterceptor,
+    Unimplemented,
     aio,
     grpc,
     pb,
@@ -125,7 +126,8 @@ def grpc_response(model: JaxportModel, request_id: str, outputs: Mapping[str, An
 
 
 class Servicer(InferenceServicer):
-    """kserve's gRPC servicer, with ``model_version`` honoured and metadata from the registry."""
+    """kserve's gRPC servicer, with ``model_version`` honoured, metadata from the registry, and the repository
+    extension refused (``UNIMPLEMENTED``)."""
 
     def __init__(self, registry: Registry, *args: Any):
         super().__init__(*args)
@@ -139,6 +141,12 @@ class Servicer(InferenceServicer):
         return pb.ModelMetadataResponse(name=request.name, versions=self.registry.versions(request.name),
                                         platform="jaxport", inputs=model.get_input_types(),
                                         outputs=model.get_output_types())
+
+    async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:  # noqa: N802
+        raise Unimplemented(oip.REPOSITORY)
+
+    async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:  # noqa: N802
+        raise Unimplemented(oip.REPOSITORY)
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:  # noqa: N802
         model = self.registry.get(request.model_name, request.model_version)

@@ -20,6 +20,7 @@ try:
     from fastapi.responses import Response
     from google.protobuf.message import DecodeError
     from grpc import aio
+    from grpc_interceptor.exceptions import Unimplemented
     from kserve import InferInput, InferOutput, InferRequest, InferResponse, Model, ModelServer
     from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING, INFERENCE_CONTENT_LENGTH_HEADER
     from kserve.errors import InferenceError, InvalidInput, ModelNotFound
@@ -38,5 +39,5 @@ finally:
 __all__ = ["FASTAPI_APP_IMPORT_STRING", "INFERENCE_CONTENT_LENGTH_HEADER", "PREDICT_HIST_TIME", "RESTServer",
            "ClientDisconnect", "DecodeError", "ExceptionToStatusInterceptor", "InferInput", "InferOutput",
            "InferRequest", "InferResponse", "InferenceError", "InferenceServicer", "InvalidInput", "LoggingInterceptor",
-           "Model", "ModelNotFound", "ModelServer", "Request", "RequestedOutput", "Response", "aio", "app",
-           "get_content", "get_labels", "grpc", "grpc_predict_v2_pb2_grpc", "orjson", "pb", "uvicorn"]
+           "Model", "ModelNotFound", "ModelServer", "Request", "RequestedOutput", "Response", "Unimplemented", "aio",
+           "app", "get_content", "get_labels", "grpc", "grpc_predict_v2_pb2_grpc", "orjson", "pb", "uvicorn"]

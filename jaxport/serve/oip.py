@@ -25,6 +25,11 @@ from ..artifact import contract
 from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
 
+#: Why the repository extension's load and unload are refused, over REST and gRPC: kserve's let any client unload a
+#: model for good (its readiness false, a load failing), while the server went on answering.
+REPOSITORY = ("jaxport serve does not load or unload models through the protocol's repository extension: the "
+              "artifacts served are those of its command line, each ready until the server stops.")
+
 #: The protocol's datatype for each dtype it can carry (jaxport's canonical dtype names).
 DATATYPES = {d.name: d.oip for d in dtypes.TABLE if d.oip is not None}
 DTYPES = {v: k for k, v in DATATYPES.items()}

@@ -11,7 +11,9 @@ Where kserve 0.21 falls short over REST:
   output in binary;
 - it answers every versioned route (``/v2/models/NAME/versions/N/...``) with "not supported": versions are routed
   here (``kserve_server.Registry``), the unversioned routes serving the highest version;
-- its metadata drops ``versions`` and ``parameters``: REST metadata is answered here.
+- its metadata drops ``versions`` and ``parameters``: REST metadata is answered here;
+- it answers kserve's v1 routes (a v1 ``:explain`` fails with a traceback in the log) and the repository extension,
+  which lets any client unload a model for good: both are answered here with a 404 saying what jaxport serves.
 """
 
 from __future__ import annotations
@@ -70,6 +72,10 @@ def _json(body: Any) -> Any:
     return Response(content=orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
 
+def _json_error(status: int, message: str) -> Any:
+    return Response(content=orjson.dumps({"error": message}), status_code=status, media_type="application/json")
+
+
 def rest_response(model: JaxportModel, request: oip.Inference, outputs: Mapping[str, Any]) -> Any:
     """The REST response of ``request``'s ``outputs``: JSON, or JSON followed by the outputs sent in binary."""
     rid = request.id if request.id is not None else str(uuid.uuid4())  # an id given is echoed, "" too
@@ -107,12 +113,21 @@ def add_routes(registry: Registry) -> None:
             outputs = await model.outputs_of(inference.inputs)
         return rest_response(model, inference, outputs)
 
+    async def v1(rest: str) -> Any:
+        return _json_error(404, f"jaxport serves the Open Inference Protocol v2, not kserve's v1 "
+                                f"(/v1/{oip.shorten(rest)}): POST /v2/models/NAME/infer.")
+
+    async def repository(rest: str) -> Any:
+        return _json_error(404, oip.REPOSITORY)
+
     prefix = "/v2/models/{model_name}"
+    any_method = "GET POST PUT PATCH DELETE"
     routes = [(prefix, metadata, "GET"), (prefix + "/versions/{model_version}", metadata, "GET"),
               (prefix + "/ready", ready, "GET"), (prefix + "/versions/{model_version}/ready", ready, "GET"),
-              (prefix + "/infer", infer, "POST"), (prefix + "/versions/{model_version}/infer", infer, "POST")]
-    for path, endpoint, method in routes:
-        app.add_api_route(path, endpoint, methods=[method], include_in_schema=False)
+              (prefix + "/infer", infer, "POST"), (prefix + "/versions/{model_version}/infer", infer, "POST"),
+              ("/v1/{rest:path}", v1, any_method), ("/v2/repository/{rest:path}", repository, any_method)]
+    for path, endpoint, methods in routes:
+        app.add_api_route(path, endpoint, methods=methods.split(), include_in_schema=False)
     # Routes match in order: move these ahead of any kserve registered before.
     added = app.router.routes[-len(routes):]
     del app.router.routes[-len(routes):]

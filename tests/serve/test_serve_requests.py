@@ -204,6 +204,36 @@ def test_a_long_model_name_is_echoed_shortened(server):
     _canary(server)
 
 
+REPOSITORY = ("jaxport serve does not load or unload models through the protocol's repository extension: the "
+              "artifacts served are those of its command line, each ready until the server stops.")
+
+
+def test_no_client_unloads_a_model_and_kserve_s_v1_routes_are_not_served(server):
+    """kserve's repository extension let any client unload a model for good (its readiness false, a load failing)
+    and its v1 ``:explain`` failed with a traceback in the log: both are a 404 over REST and ``UNIMPLEMENTED`` over
+    gRPC, and the model stays ready."""
+    for path in ("/v2/repository/models/m/unload", "/v2/repository/models/m/load", "/v2/repository/index",
+                 "/v2/repository/models/nosuch/load"):
+        status, _, reply = _post(f"{server['base']}{path}", b"{}")
+        assert (status, json.loads(reply)) == (404, {"error": REPOSITORY}), path
+    for path in ("/v1/models/m:explain", "/v1/models/m:predict"):
+        status, _, reply = _post(f"{server['base']}{path}", b"{}")
+        assert (status, json.loads(reply)) == (404, {"error": f"jaxport serves the Open Inference Protocol v2, not "
+                                                              f"kserve's v1 ({path}): POST /v2/models/NAME/infer."})
+    with grpc.insecure_channel(server["grpc"]) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        for method, request in ((stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name="m")),
+                                (stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name="m")),
+                                (stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name="nosuch"))):
+            with pytest.raises(grpc.RpcError) as e:
+                method(request, timeout=60)
+            assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNIMPLEMENTED, REPOSITORY)
+        assert stub.ModelReady(pb.ModelReadyRequest(name="m"), timeout=60).ready
+    with urllib.request.urlopen(f"{server['base']}/v2/models/m/ready", timeout=60) as r:
+        assert json.loads(r.read()) == {"name": "m", "ready": True}
+    _canary(server)
+
+
 def test_nan_and_infinities_asked_for_as_json_come_in_binary(server):
     """log(x) of 0 and -1 is -inf and NaN, which JSON cannot carry: that output comes in binary (tritonclient reads
     it, as it reads any binary output), the others as JSON."""
