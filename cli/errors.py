@@ -77,6 +77,10 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
             _out_of_memory(e, debug, as_json)
         if debug:
             _print_traceback()
+        unavailable = backend_unavailable(e)
+        if unavailable:
+            _report(errors.PlatformError.kind, unavailable, exit_code(errors.PlatformError(unavailable)), as_json)
+            sys.exit(exit_code(errors.PlatformError(unavailable)))
         _report("internal", f"{type(e).__name__}: {e}. This is a bug in jaxport; rerun with --debug for the "
                             f"traceback and report it.", EXIT_INTERNAL, as_json)
         sys.exit(EXIT_INTERNAL)
@@ -112,6 +116,21 @@ def memory_short(e: BaseException) -> bool:
         link = link.__cause__ or link.__context__
     text = str(e).lower()
     return isinstance(e, SystemError) and any(words in text for words in _NO_EXCEPTION_SET) and _memory_limited()
+
+
+def backend_unavailable(e: BaseException) -> str:
+    """What to say when ``e`` was raised while JAX started its backend (``jax/_src/xla_bridge.py``): the platform
+    that ``JAX_PLATFORMS`` names does not exist or cannot start here (no libtpu, no CUDA plugin); "" otherwise."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames or not frames[-1].filename.replace("\\", "/").endswith("jax/_src/xla_bridge.py"):
+        return ""
+    import os
+
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    setting = (f"JAX_PLATFORMS is {platforms!r}: name platforms this machine has (cpu, or a GPU or TPU with its JAX "
+               f"plugin installed), or unset it" if platforms else "check the JAX installation and its plugins")
+    return f"JAX cannot start its backend ({type(e).__name__}{': ' + first if first else ''}); {setting}."
 
 
 def _memory_limited() -> bool:

@@ -227,9 +227,9 @@ def _plain_mode(stream: Any, environ: Mapping[str, str]) -> tuple[str | None, in
     dumb = terminal and environ.get("TERM", "").lower() in ("dumb", "unknown")
     colour = None if not terminal or dumb else "no-colour" if environ.get("NO_COLOR", "") != "" else "colour"
     # the width, as Console.size computes it for _console's width (160 on a pipe, else the terminal's)
-    columns, lines = environ.get("COLUMNS"), environ.get("LINES")
-    fixed = _PIPE_WIDTH if not isatty else int(columns) if columns is not None and columns.isdigit() else None
-    if fixed is not None and lines is not None and lines.isdigit():
+    columns, lines = _size(environ.get("COLUMNS")), _size(environ.get("LINES"))
+    fixed = _PIPE_WIDTH if not isatty else columns
+    if fixed is not None and lines is not None:
         width = fixed
     elif dumb:
         width = 80
@@ -243,10 +243,16 @@ def _plain_mode(stream: Any, environ: Mapping[str, str]) -> tuple[str | None, in
                 break
             except (AttributeError, ValueError, OSError):
                 continue
-        if columns is not None and columns.isdigit():
-            measured = int(columns)
+        if columns is not None:
+            measured = columns
         width = measured or 80
     return colour, width
+
+
+def _size(value: str | None) -> int | None:
+    """A terminal size from the environment (``COLUMNS``, ``LINES``) as rich reads one: ASCII digits, else None
+    (``'²'`` is a digit to ``str.isdigit`` and no number to ``int``)."""
+    return int(value) if value is not None and value.isascii() and value.isdigit() else None
 
 
 def is_terminal(stream: Any, environ: Mapping[str, str] | None = None) -> bool:

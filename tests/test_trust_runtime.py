@@ -190,6 +190,41 @@ def test_stdout_on_a_full_disk_is_exit_11_with_one_line(bound: Path):
                         "that disk, or redirect the output elsewhere.\n")
 
 
+@pytest.mark.parametrize("platform", ["bogus", "tpu", "cuda"])
+def test_jax_platforms_naming_a_platform_this_machine_lacks_is_a_platform_error(bound: Path, platform: str):
+    """JAX fails to start its backend (an unknown name, no libtpu, no CUDA plugin: an AssertionError inside JAX):
+    exit 10 and one line naming JAX_PLATFORMS, not error[internal]."""
+    env = {**os.environ, "JAX_PLATFORMS": platform}
+    p = subprocess.run([*JAXPORT, "call", "bound.jaxport", "--random", "--no-cache"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 10, p.stderr
+    assert p.stderr.startswith("error[platform]: JAX cannot start its backend (")
+    assert p.stderr.endswith(f"); JAX_PLATFORMS is {platform!r}: name platforms this machine has (cpu, or a GPU or "
+                             f"TPU with its JAX plugin installed), or unset it.\n")
+    assert len(p.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("columns", ["\u00b2", "\u0663", "80x", ""])
+def test_a_terminal_width_that_is_no_ascii_number_is_ignored(columns: str, monkeypatch: pytest.MonkeyPatch):
+    """COLUMNS='\u00b2' is a digit to str.isdigit and no number to int(): the terminal's own width is used (80 where
+    none can be measured)."""
+    from jaxport_cli import render
+
+    class Terminal:
+        encoding = "utf-8"
+
+        def isatty(self) -> bool:
+            return True
+
+    def unmeasured(fd: int = 1) -> os.terminal_size:
+        raise OSError("not a terminal")
+
+    monkeypatch.setattr(os, "get_terminal_size", unmeasured)
+
+    mode = render._plain_mode(Terminal(), {"COLUMNS": columns, "LINES": columns, "TERM": "xterm"})
+    assert mode is not None and mode[1] == 80
+
+
 def test_a_terminal_that_cannot_show_a_name_gets_it_escaped(bound: Path):
     os.rename(bound, bound.parent / "modèle-模型.jaxport")
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}

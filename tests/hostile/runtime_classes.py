@@ -224,6 +224,8 @@ HOOKS = {
                       "os.environ['JAXPORT_CACHE_DIR'] = os.path.abspath('cache')\n"),
     "cache-link": "import os\nos.chmod('real-cache', 0o777)\n",
     "isolated-marker": "import os\nos.environ['JAXPORT_ISOLATED'] = '1'\n",
+    # JAX_PLATFORMS naming a platform that does not exist, or one whose plugin this machine lacks
+    **{f"platforms-{p}": f"import os\nos.environ['JAX_PLATFORMS'] = {p!r}\n" for p in ("bogus", "tpu", "cuda")},
 }
 NAME = "modèle-é-模型"
 
@@ -296,6 +298,12 @@ def environment(b: Base) -> Iterator[Case]:
                                ("help", ["--help"], {11}), ("version", ["--version"], {11})):
         yield _c("environment", f"stdout-full-{label}", [(label, argv)], codes, timeout=HEAVY, hook="stdout-full",
                  setup=(("write", "policy.yaml", b"jaxport_policy: 1\nplatforms:\n  allowed: [cpu]\n"),))
+    for platform in ("bogus", "tpu", "cuda"):
+        for label, argv in {"call": ["call", "base.jaxport", "--random", "--no-cache"],
+                            "export": ["export", "model.py:g", "--shapes", "spec.yaml", "-o", "out.jaxport"],
+                            "verify": ["verify", "base.jaxport", "--dim", "batch=2"]}.items():
+            yield _c("environment", f"platforms-{platform}-{label}", [(label, argv)], {10}, timeout=HEAVY,
+                     hook=f"platforms-{platform}", setup=(("write", "spec.yaml", SPEC_G),), mention="JAX_PLATFORMS")
     isolate = ["call", "base.jaxport", "--random", "--no-cache", "--isolate"]
     for hook, extra in (("hard-data-16G", []), ("hard-data-16G", ["--memory-limit", "32G"]),
                         ("hard-data-3G", []), ("hard-data-3G", ["--memory-limit", "8G"]),
