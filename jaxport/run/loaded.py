@@ -22,7 +22,7 @@ from ..artifact import calltree, contract, model, summary
 from ..artifact.model import Function, Manifest
 from ..artifact.pathtree import path_trees
 from ..artifact.typed import rebuilder
-from ..errors import InputError, OutputError
+from ..errors import InputError, OutputError, UsageError
 from ..isolation import isolate
 from ..sharding import gather
 from . import gradients, inputs
@@ -308,11 +308,30 @@ class Loaded:
         given = [arrays.get(n) for n in names]
         flat, key, _ = self.prepare(arrays)
         if any(is_tracer(v) for v in flat):
-            return self.backend.trace(flat)
+            return self._traced(flat)
         self._compile(key)
         if all(a is b for a, b in zip(flat, given)):
             self._seen[tuple((v.shape, v.dtype, type(v)) for v in flat)] = key
         return self.backend.execute(key, self.backend.place(flat))
+
+    def _traced(self, flat: list[Any]) -> Any:
+        """The program inside the caller's own JAX transformation (``jax.jit``, ``jax.grad``, ``jax.vjp``); those
+        that JAX's exported calls do not support are a ``UsageError`` saying what to do instead."""
+        try:
+            return self.backend.trace(flat)
+        except NotImplementedError as e:
+            if "Batching rule" not in str(e):
+                raise
+            raise UsageError(f"{self.path}: function {self.function!r} cannot be batched by jax.vmap (JAX has no "
+                             f"batching rule for exported calls); give the batch as a symbolic dimension at export "
+                             f"(jax.vmap the function before exporting it), or call it once per element with "
+                             f"jax.lax.map.") from None
+        except TypeError as e:
+            if "forward-mode autodiff" not in str(e):
+                raise
+            raise UsageError(f"{self.path}: function {self.function!r} has reverse-mode derivatives only (the VJPs "
+                             f"stored at export, --vjp-order): use jax.grad, jax.vjp or jax.jacrev, not jax.jvp, "
+                             f"jax.jacfwd or jax.hessian.") from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(args) == self._positional and not kwargs:  # f(x, ...) passes the inputs as they are: no binding

@@ -118,6 +118,27 @@ def test_without_derivatives_grad_says_how_to_re_export(arts, data):
         jax.grad(loss_of(loaded))(x, p, n)
 
 
+def test_transformations_jax_cannot_apply_to_an_exported_call_say_what_to_use(arts, data):
+    """jax.vmap (no batching rule for exported calls) and forward mode (the stored derivatives are VJPs) are a
+    UsageError naming what works instead, not JAX's NotImplementedError or an unnamed TypeError."""
+    loaded = arts["two"]
+    x, p, n = data
+    batched = np.stack([x, x])
+    with pytest.raises(jaxport.UsageError, match="^" + re.escape(
+            f"{loaded.path}: function 'f' cannot be batched by jax.vmap (JAX has no batching rule for exported "
+            f"calls); give the batch as a symbolic dimension at export (jax.vmap the function before exporting it), "
+            f"or call it once per element with jax.lax.map.")):
+        jax.vmap(lambda v: loaded(v, p, n)["y"])(batched)
+    forward = re.escape(f"{loaded.path}: function 'f' has reverse-mode derivatives only (the VJPs stored at export, "
+                        f"--vjp-order): use jax.grad, jax.vjp or jax.jacrev, not jax.jvp, jax.jacfwd or jax.hessian.")
+    with pytest.raises(jaxport.UsageError, match="^" + forward):
+        jax.jvp(lambda v: loaded(v, p, n)["y"], (x,), (x,))
+    with pytest.raises(jaxport.UsageError, match="^" + forward):
+        jax.hessian(loss_of(loaded))(x, p, n)
+    mapped = jax.lax.map(lambda v: loaded(v, p, n)["y"], batched)  # what the message offers works
+    np.testing.assert_allclose(np.asarray(mapped[1]), np.asarray(loaded(x, p, n)["y"]), rtol=1e-6)
+
+
 def test_bound_weights_are_constants_and_their_cotangents_are_available(arts, data):
     x, _, n = data
     loaded = arts["bound"]
