@@ -13,13 +13,14 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..artifact import calltree
 from ..artifact.model import Function
 from ..errors import EntrypointError, JaxportError, VerificationError
 from ..export import returns
-from ..export.bind import flatten_bound, load_bind_source
+from ..export.bind import entry_modules, flatten_bound, load_bind_source
 from ..export.entrypoint import load_entrypoint
 from ..export.like import called_like
 from ..importer import module_function
@@ -30,10 +31,12 @@ class LiveFunction:
     """The original function, called as the export called it (see the module docstring)."""
 
     def __init__(self, fn: Callable[..., Any], f: Function, bind_dir: Path, where: str, *,
-                 roots: list[Path] | None = None, binds: Mapping[str, str] | None = None):
+                 roots: list[Path] | None = None, binds: Mapping[str, str] | None = None,
+                 modules: Mapping[Path, ModuleType] | None = None):
         """``roots``: the directories recorded bound sources must lie under (default: the current directory);
         ``binds``: sources the user names for bound arguments (``--bind NAME=SOURCE``, relative to the current
-        directory), which replace the recorded ones."""
+        directory), which replace the recorded ones; ``modules``: the entry point's module by its file, from which
+        bound attributes of that file are read, as the export read them (``load_bind_source``)."""
         import jax
 
         self.f = f
@@ -44,9 +47,9 @@ class LiveFunction:
             if site.kind == "bound":
                 here = f"{where}: {site.name}"
                 if binds and site.name in binds:
-                    value = load_bind_source(binds[site.name], Path.cwd(), here)
+                    value = load_bind_source(binds[site.name], Path.cwd(), here, modules)
                 else:
-                    value = _load_bound(site.value, bind_dir, roots or [Path.cwd()], here)
+                    value = _load_bound(site.value, bind_dir, roots or [Path.cwd()], here, modules)
                 tree, tensors = flatten_bound(value, site.name, here)
                 trees[site.name] = tree
                 weights.update({t.name: t.array for t in tensors})
@@ -85,18 +88,19 @@ class LiveFunction:
         return [(name, np.asarray(v)) for name, v in zip(names, leaves)]
 
 
-def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str) -> Any:
+def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str,
+                modules: Mapping[Path, ModuleType] | None) -> Any:
     """A bound value, from its recorded source relative to the spec's directory (as the spec wrote it), else to the
     root (as ``export --bind`` took it, relative to the current directory); only under ``roots``."""
     recorded.bind_source(source, bind_dir, roots, where)
     try:
-        return load_bind_source(source, bind_dir, where)
+        return load_bind_source(source, bind_dir, where, modules)
     except JaxportError:
         if bind_dir.resolve() == roots[0].resolve():
             raise
         try:
             recorded.bind_source(source, roots[0], roots, where)
-            return load_bind_source(source, roots[0], where)
+            return load_bind_source(source, roots[0], where, modules)
         except JaxportError:
             pass
         raise
@@ -143,4 +147,5 @@ def load_live(text: str, defaulted: bool, f: Function, where: str, sources: Sour
                                   f"FILE.py:NAME, or the directory it is relative to with --root DIR)") from None
         raise
     function = called_like(entry.function, fspec, spec) if fspec is not None else entry.function
-    return LiveFunction(function, f, root, where, roots=sources.roots, binds=sources.binds)
+    return LiveFunction(function, f, root, where, roots=sources.roots, binds=sources.binds,
+                        modules=entry_modules(entry.function))

@@ -391,6 +391,15 @@ def test_attribute_of_the_entry_points_file_is_read_from_the_same_module(workdir
     np.testing.assert_allclose(jaxport.load(path)(X4), eqx.filter_jit(ns.f)(ns.PARAMS, X4), rtol=1e-6, atol=1e-6)
 
 
+def test_verify_reads_the_bound_attribute_from_the_live_functions_module(workdir, run_cli):
+    """verify's live function and its bound half share one import of the file too (a second import made a second
+    Net class, and eqx.combine raised a pytree structure error: verify failed a correct artifact)."""
+    path = _export(workdir, COUNTING_MODEL, _spec("model.py:PARAMS"))
+    res = run_cli("verify", path)
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert res.stdout.rstrip().endswith("cases match.")
+
+
 def test_cli_bind_replaces_the_specs_source(exported_examples, run_cli, workdir):
     shutil.copy(EXAMPLES / "mlp" / "params.safetensors", workdir / "other.safetensors")
     res = run_cli("export", f"{EXAMPLES}/mlp/model.py:apply", "--shapes", EXAMPLES / "mlp" / "spec-bound.yaml",
