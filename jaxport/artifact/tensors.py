@@ -98,6 +98,13 @@ def _bytes(t: Tensor) -> memoryview:
     return memoryview(t.array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
 
 
+def digest(t: Tensor) -> str:
+    """The sha256 of a tensor's bytes, as the manifest's weights index records it."""
+    import hashlib
+
+    return hashlib.sha256(_bytes(t)).hexdigest()
+
+
 @dataclass(frozen=True)
 class _Layout:
     """Tensors deduplicated by name, sorted, with their aligned offsets and the member's size."""

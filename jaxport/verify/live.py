@@ -10,14 +10,15 @@ user names with ``--bind`` as given). Imports JAX only when it builds or runs on
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..artifact import calltree
 from ..artifact.model import Function
+from ..artifact.tensors import Tensor, digest
 from ..errors import EntrypointError, JaxportError, VerificationError
 from ..export import returns
 from ..export.bind import entry_modules, flatten_bound, load_bind_source
@@ -32,11 +33,12 @@ class LiveFunction:
 
     def __init__(self, fn: Callable[..., Any], f: Function, bind_dir: Path, where: str, *,
                  roots: list[Path] | None = None, binds: Mapping[str, str] | None = None,
-                 modules: Mapping[Path, ModuleType] | None = None):
+                 modules: Mapping[Path, ModuleType] | None = None, stored: Mapping[str, str] | None = None):
         """``roots``: the directories recorded bound sources must lie under (default: the current directory);
         ``binds``: sources the user names for bound arguments (``--bind NAME=SOURCE``, relative to the current
         directory), which replace the recorded ones; ``modules``: the entry point's module by its file, from which
-        bound attributes of that file are read, as the export read them (``load_bind_source``)."""
+        bound attributes of that file are read, as the export read them (``load_bind_source``); ``stored``: the
+        sha256 of the tensors the artifact stores, by name, which the weights loaded again must match."""
         import jax
 
         self.f = f
@@ -51,6 +53,8 @@ class LiveFunction:
                 else:
                     value = _load_bound(site.value, bind_dir, roots or [Path.cwd()], here, modules)
                 tree, tensors = flatten_bound(value, site.name, here)
+                same_weights(tensors, stored or {}, binds[site.name] if binds and site.name in binds else
+                             site.value, here)
                 trees[site.name] = tree
                 weights.update({t.name: t.array for t in tensors})
 
@@ -88,6 +92,20 @@ class LiveFunction:
         return [(name, np.asarray(v)) for name, v in zip(names, leaves)]
 
 
+def same_weights(tensors: Sequence[Tensor], stored: Mapping[str, str], source: Any, where: str) -> None:
+    """Refuse live weights that are not those the artifact stores (``stored``: name -> sha256): outputs computed
+    from other weights differ whatever the program does, and verify would blame the program. A source that draws
+    its values anew on each import (an unseeded initialization) or that changed since the export does this."""
+    for t in tensors:
+        want = stored.get(t.name)
+        if want is not None and digest(t) != want:
+            raise VerificationError(
+                f"{where}: the bound weights loaded again from {source} are not those stored in the artifact "
+                f"(tensor {t.name!r} differs), so the live function cannot be compared with the artifact: the source "
+                f"makes other values on each import (seed its initialization) or has changed since the export; "
+                f"give the live function the weights the artifact was exported with (--bind NAME=SOURCE).")
+
+
 def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str,
                 modules: Mapping[Path, ModuleType] | None) -> Any:
     """A bound value, from its recorded source relative to the spec's directory (as the spec wrote it), else to the
@@ -117,6 +135,9 @@ class Sources:
     roots: list[Path]
     binds: Mapping[str, str]
     allowed: frozenset[str]
+    #: The sha256 of each bound tensor the artifact stores, by name: the live side's weights, loaded again from
+    #: their source, must be those (:func:`same_weights`).
+    stored: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_live(text: str, defaulted: bool, f: Function, where: str, sources: Sources, *, spec: Any = None,
@@ -137,7 +158,7 @@ def load_live(text: str, defaulted: bool, f: Function, where: str, sources: Sour
                                   f"{recorded.shown_root(base)}; give it with --against MODULE.mlir:main.")
         # the importer still reads a function's JSON
         return LiveFunction(module_function(module_path, f, allow_custom_calls=sorted(sources.allowed)),
-                            f, root, where, roots=sources.roots, binds=sources.binds)
+                            f, root, where, roots=sources.roots, binds=sources.binds, stored=sources.stored)
     try:
         entry = load_entrypoint(text, base)
     except EntrypointError as e:
@@ -148,4 +169,4 @@ def load_live(text: str, defaulted: bool, f: Function, where: str, sources: Sour
         raise
     function = called_like(entry.function, fspec, spec) if fspec is not None else entry.function
     return LiveFunction(function, f, root, where, roots=sources.roots, binds=sources.binds,
-                        modules=entry_modules(entry.function))
+                        modules=entry_modules(entry.function), stored=sources.stored)

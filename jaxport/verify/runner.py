@@ -143,7 +143,8 @@ def _setting(request: VerifyRequest, art: Artifact) -> _Setting:
     _check_dims(request.dims, manifest, names, where)
     # Recorded bound sources stay under the root, or under the directory of a spec the user named.
     roots = [root] + ([Path(given_path).parent] if given_path is not None else [])
-    sources = Sources(root, roots, request.binds or {}, caller_allowances(request.load.allow_custom_calls))
+    sources = Sources(root, roots, request.binds or {}, caller_allowances(request.load.allow_custom_calls),
+                      {name: t.sha256 for name, t in manifest.tensors.items()})
     return _Setting(request, art, names, found, shown, differences, sources, likes,
                     _ranges_by_function(request.ranges, manifest, names), notes)
 

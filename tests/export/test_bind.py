@@ -400,6 +400,35 @@ def test_verify_reads_the_bound_attribute_from_the_live_functions_module(workdir
     assert res.stdout.rstrip().endswith("cases match.")
 
 
+SEEDED_MODEL = """\
+import numpy as np
+
+PARAMS = {{"w": np.random.default_rng({seed}).normal(size=(4, 2)).astype(np.float32)}}
+
+
+def f(params, x):
+    return x @ params["w"]
+"""
+
+
+def test_verify_refuses_live_weights_other_than_the_stored_ones(workdir, run_cli):
+    """Weights that a source makes anew (unseeded) or that changed since the export are named as such: comparing
+    outputs from other weights would blame the program."""
+    path = _export(workdir, SEEDED_MODEL.format(seed=0), _spec("model.py:PARAMS"))
+    assert run_cli("verify", path).exit_code == 0
+    (workdir / "model.py").write_text(SEEDED_MODEL.format(seed=1))
+    res = run_cli("verify", path)
+    assert (res.exit_code, res.stderr) == (12, (
+        f"error[verification]: {path}: function 'f': params: the bound weights loaded again from model.py:PARAMS "
+        f"are not those stored in the artifact (tensor 'params/w' differs), so the live function cannot be compared "
+        f"with the artifact: the source makes other values on each import (seed its initialization) or has changed "
+        f"since the export; give the live function the weights the artifact was exported with (--bind "
+        f"NAME=SOURCE).\n"))
+    np.savez(workdir / "exported.npz", w=np.random.default_rng(0).normal(size=(4, 2)).astype(np.float32))
+    res = run_cli("verify", path, "--bind", "params=exported.npz")
+    assert res.exit_code == 0, res.stdout + res.stderr
+
+
 def test_cli_bind_replaces_the_specs_source(exported_examples, run_cli, workdir):
     shutil.copy(EXAMPLES / "mlp" / "params.safetensors", workdir / "other.safetensors")
     res = run_cli("export", f"{EXAMPLES}/mlp/model.py:apply", "--shapes", EXAMPLES / "mlp" / "spec-bound.yaml",
