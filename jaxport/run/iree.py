@@ -59,6 +59,15 @@ def compile_error(where: str, e: BaseException, shapes: str) -> PlatformError:
     return PlatformError(f"{where}: IREE cannot compile the program {shapes}: {reason[:400]}; {RUN_WITH_JAX}.")
 
 
+def run_error(e: BaseException) -> str:
+    """IREE's runtime error as a message quotes it: its first line, without the source location IREE puts first
+    (``c/runtime/src/iree/hal/....c:196: OUT_OF_RANGE; ...``), cut at a word."""
+    line = (str(e).strip().splitlines() or [type(e).__name__])[0].strip()
+    line = re.sub(r"^Error invoking function:\s*", "", line)
+    line = re.sub(r"^\S+\.(?:c|cc|cpp|h):\d+:\s*", "", line).rstrip(" ;,.")
+    return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " ..."
+
+
 def iree_packages() -> tuple[Any, Any]:
     """``iree.compiler`` and ``iree.runtime``; a platform error saying how to install them when they are missing."""
     try:
@@ -155,10 +164,16 @@ class IreeBackend:
         out_tree = self._jax.exported.out_tree
         host_weights = self._host_weights
 
+        where, shapes = self.where, shapes_text(key)
+
         def run(*flat: Any) -> Any:
             import numpy as np
 
-            result = main(*host_weights, *[keys.key_data(a) for a in flat])  # IREE takes a key as its data
+            try:
+                result = main(*host_weights, *[keys.key_data(a) for a in flat])  # IREE takes a key as its data
+            except Exception as e:  # noqa: BLE001 - IREE's runtime reports its failures as IndexError, RuntimeError
+                raise PlatformError(f"{where}: IREE failed while running the program {shapes}: "
+                                    f"{run_error(e)}; {RUN_WITH_JAX}.") from None
             outs = list(result) if isinstance(result, (list, tuple)) else [result]
             arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in outs]
             return jax.tree_util.tree_unflatten(out_tree, arrays)

@@ -109,6 +109,21 @@ def test_an_iree_compile_failure_names_the_operation():
         "operation 'stablehlo.foo' that was explicitly marked illegal; run it with the JAX runtime (--runtime jax).")
 
 
+def test_an_iree_runtime_failure_is_quoted_without_its_source_location():
+    """IREE's runtime reports its own bugs as IndexError/RuntimeError with a C source location first: the message
+    keeps IREE's words (never 'damaged or hostile', which the program is not) and says to run it with JAX."""
+    from jaxport.run.iree import run_error
+
+    failure = IndexError("Error invoking function: c/runtime/src/iree/hal/command_buffer_validation.c:196: "
+                         "OUT_OF_RANGE; indirect buffer reference slot 0 is out range of the declared binding capacity "
+                         "of the command buffer 0; while invoking native function hal.command_buffer.copy_buffer; "
+                         "while calling import;\n[ 1]   bytecode module.main$async:1234")
+    assert run_error(failure) == (
+        "OUT_OF_RANGE; indirect buffer reference slot 0 is out range of the declared binding capacity of the command "
+        "buffer 0; while invoking native function hal.command_buffer.copy_buffer; while calling import")
+    assert run_error(RuntimeError("x " * 400)).endswith(" ...") and len(run_error(RuntimeError("x " * 400))) <= 304
+
+
 CUMULATIVE = """
 import jax
 import jax.numpy as jnp
