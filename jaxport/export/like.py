@@ -310,8 +310,10 @@ def _pinned(leaf: LikeLeaf, name: str, value: Any, given: StaticLeaf) -> StaticL
                         f"itself to pin another one.")
     if not is_python_number(value) or (isinstance(value, float) and not math.isfinite(value)):
         raise SpecError(f"{given.where}: leaves[{name!r}]: only a Python number (finite) can be pinned with "
-                        f"{{static: true}}; the leaf of {leaf.source} is {_short(value)}. Bind an array with "
-                        f"'bind:', or leave the entry out to make it an input.")
+                        f"{{static: true}}; the leaf of {leaf.source} is {_short(value)}, which stays an input. To "
+                        f"draw it where the function is defined, give it a range under leaves ({{shape: ..., dtype: "
+                        f"..., range: [LO, HI]}}); to verify on real values, save them with jaxport.save_inputs and "
+                        f"give them to verify --inputs.")
     return StaticLeaf(value, given.where)
 
 

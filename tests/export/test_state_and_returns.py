@@ -107,8 +107,10 @@ def test_a_pinned_number_is_baked_and_another_value_refused():
                                                 "f32[2]"]))
     assert str(e.value).startswith("<jaxport.Spec>: leaves['k']: only a Python number (finite) can be pinned with "
                                    "{static: true}; the leaf of <in-memory>")
-    assert str(e.value).endswith(" is array([1., 1.]). Bind an array with 'bind:', or leave the entry out to make it "
-                                 "an input.")
+    assert str(e.value).endswith(" is array([1., 1.]), which stays an input. To draw it where the function is "
+                                 "defined, give it a range under leaves ({shape: ..., dtype: ..., range: [LO, HI]}); "
+                                 "to verify on real values, save them with jaxport.save_inputs and give them to "
+                                 "verify --inputs.")
 
 
 def test_a_namedtuple_output_exports_and_calls_without_registration(state_module, run_cli):
