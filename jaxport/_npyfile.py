@@ -247,8 +247,8 @@ def read_npz_file(f: IO[bytes], where: str, rules: NpzRules = NpzRules(), *,
     for info in infos:
         name = info.filename
         if not safe_member(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
-            raise error(f"{where}: member {info.orig_filename[:200]!r} has an unsafe name (absolute, '..', "
-                        f"backslash or NUL); refusing the file.")
+            raise error(f"{where}: member {info.orig_filename[:200]!r} has an unsafe name (absolute, an "
+                        f"empty, '.' or '..' component, a drive, a backslash or NUL); refusing the file.")
         if not name.endswith(".npy"):
             raise error(f"{where}: member {name[:200]!r} is not a .npy array; an .npz for jaxport holds {holds}.")
         if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):

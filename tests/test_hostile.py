@@ -231,8 +231,8 @@ def test_npz_member_names_cut_at_nul_are_refused(built, tmp_path):
     path.write_bytes(case.data)
     with pytest.raises(npyio.InputError) as e:
         npyio.read_npz(path, {"x": "float32"})
-    assert str(e.value) == (f"{path}: member 'x.npy\\x00.txt' has an unsafe name (absolute, '..', backslash or NUL); "
-                            f"refusing the file.")
+    assert str(e.value) == (f"{path}: member 'x.npy\\x00.txt' has an unsafe name (absolute, an empty, '.' or '..' "
+                            f"component, a drive, a backslash or NUL); refusing the file.")
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -361,7 +361,8 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     for i, info in enumerate(infos):
         name = info.filename
         if not is_safe_member_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
-            raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, '..', backslash or NUL).")
+            raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, an empty, '.' or '..' component, "
+                      f"a drive, a backslash or NUL).")
         if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
             raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "
                       f"as UTF-8.")

@@ -391,7 +391,8 @@ def test_unsafe_member_names(parts, name):
     m, payload = parts
     manifest = listed(m, {PAYLOAD: payload, name: b"x"})
     path = hostile(parts, manifest=manifest, extra=[(name, b"x")])
-    assert refusal(path) == f"bad.jaxport: member {name!r} has an unsafe name (absolute, '..', backslash or NUL)."
+    assert refusal(path) == (f"bad.jaxport: member {name!r} has an unsafe name (absolute, an empty, '.' or '..' "
+                             f"component, a drive, a backslash or NUL).")
 
 
 def test_caps_on_members_and_manifest_size(parts, monkeypatch: pytest.MonkeyPatch):

@@ -265,7 +265,8 @@ def test_npz_traversal_names_are_refused(tmp_path, name):
     path = tmp_path / "in.npz"
     _zip(path, {name: _npy(np.zeros(2, np.float32))})
     with pytest.raises(InputError, match=re.escape(
-            f"{path}: member {name!r} has an unsafe name (absolute, '..', backslash or NUL); refusing the file.")):
+            f"{path}: member {name!r} has an unsafe name (absolute, an empty, '.' or '..' component, a drive, a "
+            f"backslash or NUL); refusing the file.")):
         npyio.read_npz(path, DECLARED)
 
 
