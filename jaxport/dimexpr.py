@@ -109,6 +109,9 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
         if m is None:
             raise DimExprError(f"unexpected character {text[pos:].lstrip()[:1]!r} in {_clip(str(text))}")
         number, name, symbol = m.groups()
+        if name == "_":
+            raise DimExprError(f"'_' in {_clip(str(text))} is no dimension variable (JAX reads it as 'the size the "
+                               f"argument has'); give the dimension a name, such as 'batch'")
         tokens.append(("int", number) if number else ("name", name) if name else ("sym", symbol))
         pos = m.end()
     return tokens

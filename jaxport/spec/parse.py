@@ -363,8 +363,10 @@ def _dims(p: _Parser, raw: Map) -> dict[str, DimVar]:
     dims: dict[str, DimVar] = {}
     for name, bounds in given.items():
         line = given.key_lines[name]
-        if not _NAME.match(name) or name in ("max", "min", "mod", "floordiv", "non_negative"):
-            raise p.fail(line, f"dims: {name!r} is not a valid dimension variable name (letters, digits, '_').")
+        if not _NAME.match(name) or name in ("max", "min", "mod", "floordiv", "non_negative", "_"):
+            raise p.fail(line, f"dims: {name!r} is not a valid dimension variable name (letters, digits, '_'; not a "
+                               f"function of dimension expressions, nor '_' alone, which JAX reads as 'the size the "
+                               f"argument has').")
         if bounds is None:
             bounds = Map.at(line)
         if not isinstance(bounds, Map):

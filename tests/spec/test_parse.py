@@ -390,7 +390,15 @@ def test_spec_version(text, message):
         ("jaxport: 1\ndims:\n  b: 4\nargs: ['f32[b]']\n",
          "spec.yaml:3: dims['b']: bounds must be a mapping like {min: 1, max: 4096}, found 4."),
         ("jaxport: 1\ndims: {max: {}}\nargs: ['f32[3]']\n",
-         "spec.yaml:2: dims: 'max' is not a valid dimension variable name (letters, digits, '_')."),
+         "spec.yaml:2: dims: 'max' is not a valid dimension variable name (letters, digits, '_'; not a function of "
+         "dimension expressions, nor '_' alone, which JAX reads as 'the size the argument has')."),
+        ("jaxport: 1\ndims: {_: {max: 4}}\nargs: ['f32[_, 3]']\n",
+         "spec.yaml:2: dims: '_' is not a valid dimension variable name (letters, digits, '_'; not a function of "
+         "dimension expressions, nor '_' alone, which JAX reads as 'the size the argument has')."),
+        ("jaxport: 1\nargs: ['f32[2*_ + 1, 3]']\n",
+         "spec.yaml:2: args[0].shape[0]: cannot parse dimension '2*_ + 1': '_' in '2*_ + 1' is no dimension variable "
+         "(JAX reads it as 'the size the argument has'); give the dimension a name, such as 'batch'. Write an "
+         "integer, a dimension variable or an expression such as '2*h'."),
         ("jaxport: 1\ndims:\n  b:\n  q: {min: 2}\nargs: ['f32[b]']\n",
          "spec.yaml:4: dims['q'] is declared but no argument shape uses it; JAX can only derive a dimension "
          "variable from an argument shape. Use it or remove it."),
