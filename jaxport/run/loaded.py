@@ -112,6 +112,27 @@ class Prepared(NamedTuple):
     dims: dict[str, int]
 
 
+def _jax_value(v: Any) -> bool:
+    """Whether ``v`` is JAX's own (an array, a key array, a tracer), which JAX takes as it is."""
+    return type(v).__module__.partition(".")[0] in ("jax", "jaxlib")
+
+
+def _as_numpy(name: str, v: Any) -> Any:
+    """An input that is neither a plain numpy array nor JAX's, as the numpy array its data is (an ndarray subclass as
+    a base-class view, so its ``shape`` is the buffer's; another array type through ``__array__``); a masked array
+    is refused, since the mask would be dropped."""
+    import numpy as np
+
+    if isinstance(v, np.ma.MaskedArray):
+        raise InputError(f"input {name!r} is a masked array, whose mask a program cannot take; give "
+                         f"{name}.filled(VALUE) (the masked elements replaced) or a separate mask input.")
+    try:
+        return np.asarray(v)
+    except Exception as e:  # noqa: BLE001 - the object's own __array__ failed
+        raise InputError(f"input {name!r} ({type(v).__name__}) cannot be read as an array: {type(e).__name__}: "
+                         f"{str(e)[:200]}.") from None
+
+
 class Loaded:
     """A function of an artifact, ready to call with the free inputs of the original function.
 
@@ -247,6 +268,8 @@ class Loaded:
             elif not hasattr(v, "__array__"):  # a shape and a dtype without values: a jax.ShapeDtypeStruct
                 raise InputError(f"input {inp.name!r} is a {type(v).__name__} {v.dtype}{list(v.shape)}, which holds no "
                                  f"values: give an array of that shape and dtype.")
+            elif type(v) is not np.ndarray and not _jax_value(v):
+                v = _as_numpy(inp.name, v)
             declared = dtypes.to_numpy(inp.dtype)
             if isinstance(v, np.ndarray) and v.dtype.kind == "V" and not v.dtype.fields and \
                     v.dtype.itemsize == declared.itemsize and declared.kind == "V":

@@ -59,3 +59,47 @@ def test_numbers_that_keep_their_value_are_taken(scalars):
     assert (bool(b), i.dtype, int(i), complex(c)) == (True, np.int32, 1, 6 + 0j)
     x = scalars(float("inf"), 0, True, 0, 0j)[0]
     assert np.isinf(x)  # infinity is a float32 value: given, not overflowed into
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rows") / "r.jaxport"
+    jaxport.export(lambda x: x * 2, {"jaxport": 1, "dims": {"b": {"max": 8}}, "args": ["f32[b, 3]"]}, output=path)
+    return jaxport.load(path)
+
+
+class _Claims:
+    """An array-like whose ``shape`` and ``dtype`` attributes say one thing and whose data is another."""
+
+    shape, dtype = (2, 3), np.dtype(np.float32)
+
+    def __init__(self, data):
+        self.data = data
+
+    def __array__(self, dtype=None, copy=None):
+        if isinstance(self.data, Exception):
+            raise self.data
+        return self.data
+
+
+class _LyingShape(np.ndarray):
+    @property
+    def shape(self):
+        return (2, 3)
+
+
+def test_array_likes_are_taken_as_the_data_they_hold(rows):
+    """Objects that are neither numpy's plain arrays nor JAX's are read through ``__array__`` (an ndarray subclass
+    as a base-class view): their data decides the shape and dtype checked, never their attributes."""
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    np.testing.assert_array_equal(np.asarray(rows(_Claims(x))), x * 2)
+    np.testing.assert_array_equal(np.asarray(rows(x.view(_LyingShape))), x * 2)
+    with pytest.raises(InputError, match=r"^input 'x' has dtype float64, but the artifact expects float32\."):
+        rows(_Claims(x.astype(np.float64)))
+    with pytest.raises(InputError) as e:
+        rows(_Claims(RuntimeError("no data")))
+    assert str(e.value) == "input 'x' (_Claims) cannot be read as an array: RuntimeError: no data."
+    with pytest.raises(InputError) as e:
+        rows(np.ma.array(x, mask=x > 4))
+    assert str(e.value) == ("input 'x' is a masked array, whose mask a program cannot take; give x.filled(VALUE) (the "
+                            "masked elements replaced) or a separate mask input.")
