@@ -209,8 +209,8 @@ def _is_zero_arg(fn: Any) -> bool:
 
 
 def _as_array(leaf: Any) -> np.ndarray | None:
-    if isinstance(leaf, np.ndarray):
-        return leaf
+    if isinstance(leaf, np.ndarray):  # a subclass (np.matrix, a memmap) as the plain array of its buffer
+        return leaf if type(leaf) is np.ndarray else np.asarray(leaf)
     if isinstance(leaf, np.generic):
         return np.asarray(leaf)
     if hasattr(leaf, "__array__") and hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
@@ -266,6 +266,11 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
 
             key_impls[i] = impl
             leaf = random.key_data(leaf)
+        if isinstance(leaf, np.ma.MaskedArray):
+            shown = "/".join([prefix, *(key_name(k) for k in path)])
+            raise SpecError(f"{where}: bound leaf {shown!r} is a masked array, whose mask the artifact cannot store "
+                            f"(its data alone would be bound, masked values included). Bind leaf.filled(VALUE), or "
+                            f"the data and the mask as two arrays.")
         arr = _as_array(leaf)
         if arr is None:
             names.append(None)

@@ -429,6 +429,28 @@ def test_verify_refuses_live_weights_other_than_the_stored_ones(workdir, run_cli
     assert res.exit_code == 0, res.stdout + res.stderr
 
 
+MASKED_MODEL = """\
+import numpy as np
+
+MASKED = {"w": np.ma.array(np.ones((4, 2), np.float32), mask=np.eye(4, 2, dtype=bool))}
+MATRIX = {"w": np.asarray(np.arange(8, dtype=np.float32).reshape(4, 2)).view(np.memmap)}
+
+
+def f(params, x):
+    return x @ params["w"]
+"""
+
+
+def test_a_masked_array_is_refused_and_an_ndarray_subclass_bound_as_its_data(workdir):
+    with pytest.raises(SpecError) as e:
+        _export(workdir, MASKED_MODEL, _spec("model.py:MASKED"))
+    assert str(e.value).endswith(": bound leaf 'params/w' is a masked array, whose mask the artifact cannot store "
+                                 "(its data alone would be bound, masked values included). Bind leaf.filled(VALUE), "
+                                 "or the data and the mask as two arrays.")
+    path = _export(workdir, MASKED_MODEL, _spec("model.py:MATRIX"))
+    np.testing.assert_array_equal(np.asarray(jaxport.load(path)(X4)), X4 @ np.arange(8, dtype=np.float32).reshape(4, 2))
+
+
 def test_cli_bind_replaces_the_specs_source(exported_examples, run_cli, workdir):
     shutil.copy(EXAMPLES / "mlp" / "params.safetensors", workdir / "other.safetensors")
     res = run_cli("export", f"{EXAMPLES}/mlp/model.py:apply", "--shapes", EXAMPLES / "mlp" / "spec-bound.yaml",
