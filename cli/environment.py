@@ -52,7 +52,9 @@ _failure: OSError | None = None
 
 def prepare() -> None:
     """Make the streams escape what they cannot encode (stdout through :class:`_StdoutFile`); refuse a deleted
-    working directory."""
+    working directory; keep JAX's op-by-op debugging mode off (``JAX_DISABLE_JIT``: exporting, compiling ahead and
+    calling an exported program all need jit, and JAX refuses them with it)."""
+    os.environ.pop("JAX_DISABLE_JIT", None)
     old = sys.stdout
     if old is not None and getattr(old, "fileno", None) is not None:
         try:

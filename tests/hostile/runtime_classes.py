@@ -226,6 +226,8 @@ HOOKS = {
     "isolated-marker": "import os\nos.environ['JAXPORT_ISOLATED'] = '1'\n",
     # JAX_PLATFORMS naming a platform that does not exist, or one whose plugin this machine lacks
     **{f"platforms-{p}": f"import os\nos.environ['JAX_PLATFORMS'] = {p!r}\n" for p in ("bogus", "tpu", "cuda")},
+    # JAX's op-by-op debugging mode, left on in a shell
+    "disable-jit": "import os\nos.environ['JAX_DISABLE_JIT'] = '1'\n",
 }
 NAME = "modèle-é-模型"
 
@@ -304,6 +306,13 @@ def environment(b: Base) -> Iterator[Case]:
                             "verify": ["verify", "base.jaxport", "--dim", "batch=2"]}.items():
             yield _c("environment", f"platforms-{platform}-{label}", [(label, argv)], {10}, timeout=HEAVY,
                      hook=f"platforms-{platform}", setup=(("write", "spec.yaml", SPEC_G),), mention="JAX_PLATFORMS")
+    for label, argv in {"call": ["call", "base.jaxport", "--random", "--no-cache"],
+                        "export": ["export", "model.py:g", "--shapes", "spec.yaml", "-o", "out.jaxport"],
+                        "verify": ["verify", "base.jaxport", "--dim", "batch=2"]}.items():
+        yield _c("environment", f"disable-jit-{label}", [(label, argv)], {10}, timeout=HEAVY, hook="disable-jit",
+                 setup=(("write", "spec.yaml", SPEC_G), ("copy", "params.npz", "params.npz")), accept={label},
+                 outputs={"out.jaxport", "out.jaxport.manifest.json"},
+                 why="jaxport's commands keep JAX's jit on (exporting and calling exported programs need it)")
     isolate = ["call", "base.jaxport", "--random", "--no-cache", "--isolate"]
     for hook, extra in (("hard-data-16G", []), ("hard-data-16G", ["--memory-limit", "32G"]),
                         ("hard-data-3G", []), ("hard-data-3G", ["--memory-limit", "8G"]),
