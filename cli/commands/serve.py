@@ -35,14 +35,18 @@ def _say(text: str) -> None:
                    "that finds the worker idle runs at once); 0: every request is its own call.")
 @click.option("--max-batch-rows", type=click.IntRange(min=1), default=None,
               help="The most rows one batched call takes (default: the largest bucket's).")
+@click.option("--max-request-mb", type=click.IntRange(1, 1024), default=256, show_default=True,
+              help="The largest request the server reads, in MiB: a larger REST body is HTTP 413 (refused before it "
+                   "is read whole), a larger gRPC message RESOURCE_EXHAUSTED. A JSON request takes about 15 times "
+                   "its size in memory while it is decoded.")
 @load_options(omit=("runtime", "allow_platform_mismatch", "verify_weights", "cache"), help={
     "cache_dir": "JAX's compilation cache to warm up into and fetch from (default: as 'jaxport warmup'); an image "
                  "that ran 'jaxport warmup' at build time starts without compiling."})
 @device_options
 @json_option
 @debug_option
-def command(artifacts, dims, host, http_port, grpc_port, batch_window_ms, max_batch_rows, load, devices, as_json,
-            debug):
+def command(artifacts, dims, host, http_port, grpc_port, batch_window_ms, max_batch_rows, max_request_mb, load,
+            devices, as_json, debug):
     """Serve artifacts over the Open Inference Protocol (v2, KServe and Triton clients), REST and gRPC.
 
     Each ARTIFACT is served as a model named after its file (or NAME=ARTIFACT), version 1 (or
@@ -64,7 +68,7 @@ def command(artifacts, dims, host, http_port, grpc_port, batch_window_ms, max_ba
     def body():
         apply(devices)  # before JAX starts
         from jaxport.serve.models import Listen, open_models, serve_models
-        listen = Listen(host, http_port, grpc_port)
+        listen = Listen(host, http_port, grpc_port, max_request_mb << 20)
         with open_models(artifacts, dims=dims, load=load, window_ms=batch_window_ms, max_rows=max_batch_rows,
                          listen=listen, on_line=_say, on_note=lambda text: render.stderr().print(
                              f"note: {text}", markup=False, highlight=False, soft_wrap=True)) as served:

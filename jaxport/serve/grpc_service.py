@@ -198,14 +198,15 @@ def add_servicer(servicer: Servicer, server: Any) -> None:
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
-async def start(servicer: Servicer, host: str, port: int, threads: int) -> Any:
-    """A gRPC server of ``servicer`` started on ``host:port`` with ``threads`` worker threads; a ``UsageError``
+async def start(servicer: Servicer, host: str, port: int, threads: int, max_request_bytes: int) -> Any:
+    """A gRPC server of ``servicer`` started on ``host:port`` with ``threads`` worker threads, receiving messages of
+    at most ``max_request_bytes`` (a larger one is ``RESOURCE_EXHAUSTED``, gRPC's own answer); a ``UsageError``
     (``ports.grpc_refusal``) when it cannot bind."""
     # gRPC sets SO_REUSEPORT by default: a second server on the same port would bind too, and share it silently.
     server = aio.server(concurrent.futures.ThreadPoolExecutor(max_workers=threads),
                         interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
                         options=[("grpc.max_send_message_length", GRPC_MESSAGE_BYTES),
-                                 ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES),
+                                 ("grpc.max_receive_message_length", min(max_request_bytes, GRPC_MESSAGE_BYTES)),
                                  ("grpc.so_reuseport", 0)])
     add_servicer(servicer, server)
     try:

@@ -43,6 +43,7 @@ from .kserve_imports import (
     get_labels,
 )
 from .metrics import Metrics
+from .ports import MAX_REQUEST_BYTES
 from .rest import add_routes
 
 
@@ -137,10 +138,11 @@ class Server(ModelServer):
     """kserve's ``ModelServer`` listening on ``host``, with the routes and servicer of this adapter."""
 
     def __init__(self, models: Sequence[JaxportModel], *, host: str = "127.0.0.1", http_port: int = 8080,
-                 grpc_port: int = 8081, grpc_threads: int = 4):
+                 grpc_port: int = 8081, grpc_threads: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES):
         super().__init__(http_port=http_port, grpc_port=grpc_port, enable_latency_logging=False, workers=1,
                          max_threads=grpc_threads)
         self.host = host
+        self.max_request_bytes = max_request_bytes
         self.registry = Registry(models)
         for model in self.registry.latest.values():
             self.register_model(model)
@@ -154,7 +156,7 @@ class Server(ModelServer):
         ``on_listening`` is called once both listen. An address that cannot be listened on is a ``UsageError``
         (``ports``): ``jaxport serve`` checks them before it compiles (``ports.check``), but a port may be taken in
         between. In the main thread, the signals are this server's until it returns (``lifecycle.serve``)."""
-        add_routes(self.registry)
+        add_routes(self.registry, self.max_request_bytes)
         lifecycle.route_logs()
         rest = RESTServer(FASTAPI_APP_IMPORT_STRING, self.dataplane, self.model_repository_extension,
                           self.http_port, workers=1, timeout_keep_alive=self.timeout_keep_alive,
@@ -164,6 +166,6 @@ class Server(ModelServer):
 
         def start_grpc() -> Any:  # in the event loop, as REST starts
             servicer = grpc_service.Servicer(self.registry, self.dataplane, self.model_repository_extension)
-            return grpc_service.start(servicer, self.host, self.grpc_port, self.max_threads)
+            return grpc_service.start(servicer, self.host, self.grpc_port, self.max_threads, self.max_request_bytes)
 
         return lifecycle.serve(rest.config, self.host, self.http_port, start_grpc, on_listening)

@@ -197,7 +197,7 @@ def serve_models(models: Sequence[ServedModel], listen: Listen | None = None, *,
     after a signal stopped it."""
     where, emit = listen or Listen(), on_event or _ignore
     server = _kserve_server().Server([m.model for m in models], host=where.host, http_port=where.http_port,
-                                     grpc_port=where.grpc_port)
+                                     grpc_port=where.grpc_port, max_request_bytes=where.max_request_bytes)
 
     def listening() -> None:
         (on_line or _ignore)(f"listening on {where.rest} (REST) and {where.grpc} (gRPC), ready: every bucket is "

@@ -23,15 +23,21 @@ from typing import Any
 
 from ..errors import UsageError
 
+#: The largest request a server reads, by default: a REST body or a gRPC message (``--max-request-mb``). Decoding
+#: a JSON request takes about 15 times its size in memory, so the limit bounds a request's memory too.
+MAX_REQUEST_BYTES = 256 << 20
+
 
 @dataclass(frozen=True)
 class Listen:
     """The address a server listens on: REST (Open Inference Protocol v2, ``/metrics``) and gRPC each on a port of
-    their own, of ``host`` (0.0.0.0: every interface, as in a container)."""
+    their own, of ``host`` (0.0.0.0: every interface, as in a container); and the largest request it reads
+    (``max_request_bytes``: a REST body, a gRPC message)."""
 
     host: str = "127.0.0.1"
     http_port: int = 8080
     grpc_port: int = 8081
+    max_request_bytes: int = MAX_REQUEST_BYTES
 
     @property
     def rest(self) -> str:

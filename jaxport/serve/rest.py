@@ -88,8 +88,14 @@ def rest_response(model: JaxportModel, request: oip.Inference, outputs: Mapping[
                     headers={INFERENCE_CONTENT_LENGTH_HEADER: str(len(header))})
 
 
-def add_routes(registry: Registry) -> None:
-    """The REST routes this adapter answers itself, added ahead of kserve's own (see the module docstring)."""
+def add_routes(registry: Registry, max_request_bytes: int) -> None:
+    """The REST routes this adapter answers itself, added ahead of kserve's own (see the module docstring); a body
+    over ``max_request_bytes`` is a 413, refused before it is read whole."""
+
+    def too_large(size: int | str) -> Any:
+        return _json_error(413, f"the request is {size} bytes, more than this server reads ({max_request_bytes} "
+                                f"bytes, --max-request-mb); send fewer rows per request (or in binary), or start the "
+                                f"server with a larger --max-request-mb.")
 
     async def metadata(model_name: str, model_version: str | None = None) -> Any:
         model = registry.get(model_name, model_version)
@@ -103,8 +109,17 @@ def add_routes(registry: Registry) -> None:
         model = registry.get(model_name, model_version)
         with model.batcher.arrival():  # the batcher waits for a request being read, up to its window
             headers = {k.lower(): v for k, v in request.headers.items()}
+            declared = headers.get("content-length", "")
+            if declared.isascii() and declared.isdigit() and int(declared) > max_request_bytes:
+                return too_large(declared)
             try:
-                body = await request.body()
+                chunks, size = [], 0
+                async for chunk in request.stream():  # chunked bodies declare no length: counted as they come
+                    size += len(chunk)
+                    if size > max_request_bytes:
+                        return too_large(f"over {max_request_bytes}")
+                    chunks.append(chunk)
+                body = b"".join(chunks)
             except ClientDisconnect:  # no traceback in the log: a 400 (that no one reads) and the next request
                 raise InvalidInput("the client closed the connection before the request's body ended (its "
                                    "Content-Length or a chunk's size is past the bytes sent); nothing was "

@@ -423,3 +423,52 @@ def test_no_traceback_in_the_log(server):
     server["log"].seek(0)
     log = server["log"].read()
     assert "Traceback" not in log and " 500 " not in log, log[-4000:]
+
+
+def test_a_request_over_max_request_mb_is_413_or_resource_exhausted(tmp_path):
+    """--max-request-mb bounds what a request may make the server read (and so the memory decoding takes): a REST
+    body declaring more is refused from its Content-Length, a chunked one as soon as it passes the limit, a gRPC
+    message by gRPC itself; the server then answers a good request."""
+    import http.client
+
+    (tmp_path / "model.py").write_text(SOURCE)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    path = jaxport.export(f"{tmp_path}/model.py:f", tmp_path / "spec.yaml", output=tmp_path / "m.jaxport").path
+    http_port, grpc_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "JAXPORT_CACHE_DIR": str(tmp_path / "cache")}
+    args = [f"m={path}", "--dim", "batch=1,2", "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+            "--max-request-mb", "1"]
+    limit = 1 << 20
+    with open(tmp_path / "server.log", "w+") as log, serving(args, http=http_port, env=env, log=log,
+                                                             ready_s=READY_S):
+        base = f"http://127.0.0.1:{http_port}"
+        big = _json({**_good(), "id": "x" * (limit + 10)})
+        status, _, reply = _post(f"{base}/v2/models/m/infer", big)
+        assert (status, json.loads(reply)) == (413, {"error": (
+            f"the request is {len(big)} bytes, more than this server reads ({limit} bytes, --max-request-mb); send "
+            f"fewer rows per request (or in binary), or start the server with a larger --max-request-mb.")})
+        connection = http.client.HTTPConnection("127.0.0.1", http_port, timeout=60)
+        connection.putrequest("POST", "/v2/models/m/infer")
+        connection.putheader("Transfer-Encoding", "chunked")
+        connection.putheader("Content-Type", "application/json")
+        connection.endheaders()
+        for start in range(0, len(big), 1 << 16):
+            piece = big[start:start + (1 << 16)]
+            try:
+                connection.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+            except (BrokenPipeError, ConnectionResetError):  # the server answered and closed: the rest unsent
+                break
+        else:
+            connection.send(b"0\r\n\r\n")
+        response = connection.getresponse()
+        assert response.status == 413
+        assert json.loads(response.read())["error"].startswith(f"the request is over {limit} bytes, more than this "
+                                                               f"server reads")
+        connection.close()
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=[
+                ("grpc.max_send_message_length", 4 << 20)]) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelInfer(pb.ModelInferRequest(model_name="m", id="x" * (limit + 10)), timeout=60)
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        _canary({"base": base, "direct": lambda x, n, b: [np.asarray(o) for o in jaxport.load(path)(x, n, b)]})
