@@ -76,7 +76,8 @@ def test_a_probe_size_that_meets_a_constant_of_the_program_does_not_refuse_paddi
     loaded = jaxport.export(lambda x: jax.lax.fori_loop(0, 3, lambda i, c: jnp.tanh(c @ w), x),
                             {"jaxport": 1, "dims": {"batch": {"min": 1, "max": 16}}, "args": ["f32[batch, 8]"]}).load()
     f = loaded.function_record
-    (verdict,) = padding_verdicts(f, len(f.weights), specializer(loaded.backend, f)).values()
+    (verdict,) = padding_verdicts(f, len(f.weights), specializer(loaded.backend, f),
+                                  loaded.backend.exported.mlir_module()).values()
     assert (verdict.allowed, verdict.reason, verdict.split) == (True, "", True)
 
 

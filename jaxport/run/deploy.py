@@ -164,7 +164,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     specialize_s = time.perf_counter() - start
     start = time.perf_counter()
     stage("checking which dimensions may be padded")
-    verdicts = padding_verdicts(f, len(weight_names), specialized)
+    verdicts = padding_verdicts(f, len(weight_names), specialized, backend.exported.mlir_module())
     analyze_s = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -138,7 +138,7 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
     targets = checked_targets(backend.exported.mlir_module_serialized)
     quiet = targets is not None and not targets & lapack_targets()
     with lapack_left_alone() if quiet else contextlib.nullcontext():
-        verdicts = padding_verdicts(f, len(f.weights), specialized)
+        verdicts = padding_verdicts(f, len(f.weights), specialized, backend.exported.mlir_module())
     if digest is not None:
         usercache.write_record(directory, PADDING_RECORD, digest,
                                {v: {"allowed": d.allowed, "reason": d.reason, "inputs": d.inputs,
@@ -148,8 +148,9 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
 
 
 #: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one (2: the
-#: splitting and merging verdict; 3: unused operations dropped before the two sizes are compared).
-PADDING_RECORD = "padding-verdicts-3"
+#: splitting and merging verdict; 3: unused operations dropped before the two sizes are compared; 4: a variable whose
+#: value the program computes with is refused, ``dimvalues``).
+PADDING_RECORD = "padding-verdicts-4"
 
 
 def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:

@@ -198,6 +198,18 @@ def programs() -> list[Program]:
                 (ROWS, f"i32[{BATCH}]"), (None, _ints(4))),
         Program("flatten", lambda x: x.reshape(-1), "cross-row"),
         Program("append-row", lambda x: jnp.concatenate([x, x[:1]], 0), "cross-row"),
+        # the batch size's value, equal at the two sizes the specializations compare (11 and 13) and unlike them at
+        # the sizes a call pads to: seen by the data-flow walk of the polymorphic program (run/buckets/dimvalues.py)
+        Program("min-of-size", lambda x: x * jnp.minimum(x.shape[0], 8), "cross-row"),
+        Program("size-floordiv", lambda x: x + x.shape[0] // 4, "cross-row"),
+        Program("loop-of-size-parity", lambda x: lax.fori_loop(0, x.shape[0] % 2, lambda i, c: c * 2 + 1, x),
+                "cross-row"),
+        Program("size-int8-wrap", lambda x: x + (jnp.int32(x.shape[0]) * 128).astype(jnp.int8), "cross-row"),
+        Program("key-of-size-parity", lambda x: x + jax.random.normal(
+            jax.random.fold_in(key, x.shape[0] % 2), (F,)), "cross-row"),
+        Program("size-in-unbatched-output", lambda x: (x * 2.0, jnp.ones(3) * (x.shape[0] % 2)), "cross-row"),
+        Program("size-with-unbatched-input", lambda x, w: x * w + x.shape[0] % 2, "cross-row",
+                (ROWS, f"f32[{F}]")),
     ]
     return row_wise + not_row_wise
 

@@ -86,7 +86,8 @@ def _verdicts(art) -> dict:
     """The padding verdicts 'compile' records in the run description, found as it finds them but compiling nothing."""
     loaded = jaxport.load(art)
     f = loaded.function_record
-    return padding_verdicts(f, len(f.weights), specializer(loaded.backend, f))
+    return padding_verdicts(f, len(f.weights), specializer(loaded.backend, f),
+                                  loaded.backend.exported.mlir_module())
 
 
 def _export(models, name: str, shape: str):

@@ -46,6 +46,7 @@ def in_loop(x):
 def called(x): return {"plain": _twice(x), "numbered": _twice(x + jnp.arange(x.shape[0], dtype=x.dtype)[:, None])}
 def called_plainly(x): return {"a": _twice(x), "b": _twice(x + 1.0)}
 def centered(x): return x - x.mean(axis=0)
+def size_capped(x): return x * jnp.minimum(x.shape[0], 8)  # 8 at both 11 and 13, the sizes specialized
 '''
 
 ROWS = "f32[b, 16]"
@@ -121,7 +122,8 @@ def _check(got: dict, want: dict) -> None:
 def test_split_verdicts_and_what_an_allowed_split_gives(artifacts, live, name, expected):
     loaded = jaxport.load(artifacts(name))
     f = loaded.function_record
-    (verdict,) = padding_verdicts(f, len(f.weights), specializer(loaded.backend, f)).values()
+    (verdict,) = padding_verdicts(f, len(f.weights), specializer(loaded.backend, f),
+                                  loaded.backend.exported.mlir_module()).values()
     assert verdict.allowed == (name != "centered")
     assert (True if verdict.split else verdict.split_reason) == expected
     assert verdict.split_dict() == ({"allowed": True} if verdict.split else {"allowed": False, "reason": expected})
@@ -244,3 +246,23 @@ def test_the_remembered_verdicts_keep_the_split_verdict(artifacts, tmp_path):
     again = Batched(jaxport.load(path), {"b": [8]}, cache_dir=tmp_path)  # read back from the record
     assert again.verdicts == first.verdicts and not again.verdicts["b"].split
     assert again.split_reason == first.split_reason != ""
+
+
+def test_a_program_computing_with_the_batch_size_is_never_padded(artifacts, live):
+    """``x * min(b, 8)`` is 8 at the two sizes the specializations compare, and so the same program there; padding
+    2 rows to a bucket of 4 would multiply by 4. The data-flow walk of the polymorphic program sees b's value reach
+    the output: each call runs at its own size, on a bucket it fits exactly, and a size with no bucket is refused."""
+    path = artifacts("size_capped")
+    loaded = jaxport.load(path)
+    f = loaded.function_record
+    (verdict,) = padding_verdicts(f, len(f.weights), specializer(loaded.backend, f),
+                                  loaded.backend.exported.mlir_module()).values()
+    reason = ("the program computes with the value of b (it reaches output 'output': a size used as a number, as in "
+              "min(n, 8), n // 16, n % 2 or a loop of n steps), which padding, splitting and merging change")
+    assert (verdict.allowed, verdict.reason, verdict.split) == (False, reason, False)
+    batched = Batched(jaxport.load(path), {"b": [2, 4]})
+    for rows in (2, 4):
+        x = _x(rows, rows)
+        _check(batched({"x": x}), _jit(live, "size_capped", x))
+    with pytest.raises(jaxport.InputError):
+        batched({"x": _x(3)})

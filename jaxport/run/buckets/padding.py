@@ -12,7 +12,7 @@ from ...artifact import contract
 from ...artifact.model import Function
 from ...errors import JaxportError
 from ..jax_backend import JaxBackend
-from . import rowwise
+from . import dimvalues, rowwise
 from .specialize import specialize
 
 #: Sizes tried first when a variable is specialized twice to find the axes it sizes: small, odd, and unlikely to
@@ -39,11 +39,13 @@ def specializer(backend: JaxBackend, f: Function) -> Callable[[Mapping[str, int]
     return specialized
 
 
-def padding_verdicts(f: Function, n_weights: int,
-                     specialized: Callable[[Mapping[str, int]], str]) -> dict[str, rowwise.Verdict]:
+def padding_verdicts(f: Function, n_weights: int, specialized: Callable[[Mapping[str, int]], str],
+                     polymorphic: str) -> dict[str, rowwise.Verdict]:
     """Whether calls may pad each dimension variable (``rowwise``), from two specializations per variable at sizes
-    chosen to be unlike the program's other dimensions."""
+    chosen to be unlike the program's other dimensions, and from the polymorphic program itself (its MLIR text):
+    a variable whose value the program computes with (``dimvalues``) is never padded, split or merged."""
     variables = contract.dimension_variables(f)
+    used = dimvalues.used_values(polymorphic, f)
     env, others = _probe_sizes(f, variables)
     verdicts = {}
     for v in variables:
@@ -54,6 +56,12 @@ def padding_verdicts(f: Function, n_weights: int,
             verdicts[v] = rowwise.analyze(f, v, n_weights, env, others[v], specialized)
         except JaxportError as e:
             verdicts[v] = rowwise.Verdict(v, False, f"the program could not be specialized to check it ({e})")
+        output = used.get(v, used.get(dimvalues.ANY))
+        if verdicts[v].allowed and output is not None:  # a value the two sizes compared happened to agree on
+            verdicts[v] = rowwise.Verdict(v, False, f"the program computes with the value of {v} (it reaches output "
+                                                    f"{output!r}: a size used as a number, as in min(n, 8), n // 16, "
+                                                    f"n % 2 or a loop of n steps), which padding, splitting and "
+                                                    f"merging change")
     return verdicts
 
 
