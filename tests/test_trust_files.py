@@ -344,7 +344,7 @@ def test_bound_npz_member_count_and_names(tmp_path, monkeypatch):
     with pytest.raises(SpecError) as e:
         _bind(tmp_path, "names.npz", _raw_zip([("../w.npy", good, 0, zlib.crc32(good), len(good))]))
     assert str(e.value) == ("spec.yaml:4: bound file names.npz: member '../w.npy' has an unsafe name (absolute, "
-                            "'..', backslash or NUL); refusing the file.")
+                            "an empty, '.' or '..' component, a drive, a backslash or NUL); refusing the file.")
     with pytest.raises(SpecError) as e:
         _bind(tmp_path, "raw.npz", _raw_zip([("w.txt", b"abc", 0, zlib.crc32(b"abc"), 3)]))
     assert str(e.value) == ("spec.yaml:4: bound file raw.npz: member 'w.txt' is not a .npy array; an .npz for jaxport "

@@ -37,7 +37,7 @@ from .._text import plural
 from ..errors import FormatError, IntegrityError
 from . import manifest as manifest_mod
 from . import zipwrite
-from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, is_safe_member_name
+from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, UNSAFE_NAME, is_safe_member_name
 from .model import Manifest, MemberInfo, replace
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -361,8 +361,7 @@ def _open(path: Path, data: _FileBytes, size: int) -> Artifact:
     for i, info in enumerate(infos):
         name = info.filename
         if not is_safe_member_name(name) or info.orig_filename != name:  # zipfile cuts a name at its first NUL
-            raise bad(f"member {info.orig_filename!r} has an unsafe name (absolute, an empty, '.' or '..' component, "
-                      f"a drive, a backslash or NUL).")
+            raise bad(f"member {info.orig_filename!r} has an unsafe name ({UNSAFE_NAME}).")
         if not name.isprintable() or (not name.isascii() and not info.flag_bits & _UTF8_NAME):
             raise bad(f"member {name!r} has a name with control characters, or non-ASCII characters not marked "
                       f"as UTF-8.")

@@ -27,6 +27,10 @@ def payload_name(function: str) -> str:
     return f"functions/{function}.jaxexport"
 
 
+#: What :func:`is_safe_member_name` refuses, for messages.
+UNSAFE_NAME = "absolute, an empty, '.' or '..' component, a drive, a backslash or NUL"
+
+
 def is_safe_member_name(name: str) -> bool:
     """A relative ``/``-separated path with no empty, ``.`` or ``..`` component, no NUL or backslash, no drive or
     scheme prefix, at most ``MAX_NAME`` characters: a name that cannot escape a directory it is extracted to."""
