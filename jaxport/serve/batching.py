@@ -149,8 +149,8 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
 
 #: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one (2: the
 #: splitting and merging verdict; 3: unused operations dropped before the two sizes are compared; 4: a variable whose
-#: value the program computes with is refused, ``dimvalues``).
-PADDING_RECORD = "padding-verdicts-4"
+#: value the program computes with is refused, ``dimvalues``; 5: that refusal only where the two sizes agree).
+PADDING_RECORD = "padding-verdicts-5"
 
 
 def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:
