@@ -194,6 +194,22 @@ def _tree_shape(node: model.OutputNode | None) -> Any:
     return ("none",)
 
 
+def _grown_sequences(old: model.OutputNode | None, new: model.OutputNode | None,
+                     path: str) -> list[tuple[str, int, int]]:
+    """The returned tuples and lists (by where they are) that hold more items in ``new`` than in ``old``: a caller
+    unpacking one by position breaks, where a dict or a named node gaining an entry breaks no caller."""
+    if old is None or new is None or old.kind != new.kind:
+        return []
+    if old.kind == "dict":
+        return [g for k in old.value if k in new.value
+                for g in _grown_sequences(old.value[k], new.value[k], f"{path}[{k!r}]")]
+    if old.kind not in ("list", "tuple"):
+        return []
+    grown = [(f"{path} {old.kind}", len(old.value), len(new.value))] if len(new.value) > len(old.value) else []
+    return grown + [g for i, (o, n) in enumerate(zip(old.value, new.value))
+                    for g in _grown_sequences(o, n, f"{path}[{i}]")]
+
+
 def _tree_json(node: model.OutputNode | None) -> Any:
     return None if node is None else node.to_json()
 
@@ -210,6 +226,9 @@ def _compare_outputs(c: Collector, fname: str, old: model.Function, new: model.F
     for n in new_out:
         if n not in old_out:
             c.add(COMPATIBLE, "output_added", fname, f"outputs[{n!r}]", f"new output {n!r}", None, n)
+    for path, before, after in _grown_sequences(old.output_tree, new.output_tree, "returned"):
+        c.add(BREAKING, "output_structure_changed", fname, "output_tree", f"the {path} grew from {before} to "
+              f"{after} items: a caller unpacking it by position breaks", before, after)
     if list(old_out) == list(new_out) and _tree_shape(old.output_tree) != _tree_shape(new.output_tree):
         c.add(BREAKING, "output_structure_changed", fname, "output_tree", "the returned pytree's containers changed "
               "(same outputs, different nesting)", _tree_json(old.output_tree), _tree_json(new.output_tree))
@@ -400,8 +419,13 @@ def _compare_manifests(old: model.Manifest, new: model.Manifest, pairs: list[tup
                   fname, None)
     for fname in new.functions:
         if fname not in paired_new:
-            c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
-                  None, fname)
+            if len(old.functions) == 1 < len(new.functions):  # callers named no function; now they must
+                c.add(BREAKING, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added to a "
+                      f"one-function artifact: its callers named no function, and now must choose one (--function "
+                      f"NAME, function= in Python)", None, fname)
+            else:
+                c.add(COMPATIBLE, "function_added", fname, f"functions[{fname!r}]", f"function {fname!r} added",
+                      None, fname)
     single = len(old.functions) == 1 and len(new.functions) == 1
     for o, n in pairs:
         if o != n:

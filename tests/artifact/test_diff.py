@@ -207,10 +207,29 @@ def test_functions_added_and_removed(export):
     model = "def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x * 2\n"
     single = export(model, several.replace('  g: {entrypoint: model.py:g, args: ["f32[b]"]}\n', ""), entry=None)
     both = export(model, several, entry=None)
-    added = diff.diff(single, both)
-    assert _kinds(added) == {("compatible", "function_added")}
+    added = diff.diff(single, both)  # the callers of a one-function artifact name none: now they must
+    assert _kinds(added) == {("breaking", "function_added")}
+    assert [c.message for c in added.changes if c.kind == "function_added"] == [
+        "function 'g' added to a one-function artifact: its callers named no function, and now must choose one "
+        "(--function NAME, function= in Python)"]
     assert added.programs["f"].status == "identical"
     assert _kinds(diff.diff(both, single)) == {("breaking", "function_removed")}
+    three = export(model + "\n\ndef h(x):\n    return x - 1\n", several + '  h: {entrypoint: model.py:h, args: '
+                   '["f32[b]"]}\n', entry=None)
+    assert _kinds(diff.diff(both, three)) == {("compatible", "function_added")}
+
+
+def test_a_returned_tuple_that_grows_is_breaking_a_dict_that_grows_is_not(export):
+    spec = 'jaxport: 1\ndims: [b]\nargs: ["f32[b]"]\n'
+    pair = export("def f(x):\n    return x * 2, x + 1\n", spec)
+    triple = export("def f(x):\n    return x * 2, x + 1, x.sum()\n", spec)
+    grew = diff.diff(pair, triple)
+    assert _kinds(grew) == {("compatible", "output_added"), ("breaking", "output_structure_changed")}
+    assert [c.message for c in grew.changes if c.kind == "output_structure_changed"] == [
+        "the returned tuple grew from 2 to 3 items: a caller unpacking it by position breaks"]
+    two = export("def f(x):\n    return {'a': x * 2, 'b': x + 1}\n", spec)
+    three = export("def f(x):\n    return {'a': x * 2, 'b': x + 1, 'c': x.sum()}\n", spec)
+    assert _kinds(diff.diff(two, three)) == {("compatible", "output_added")}
 
 
 def test_weights_changed_with_the_same_shapes_is_compatible(export):
