@@ -83,10 +83,26 @@ def _constraints(f: model.Function, names: Mapping[str, str]) -> list[_Constrain
     out = []
     for text in f.constraints:
         c = dimexpr.parse_constraint(text)
+        if _defines(c, f):
+            continue
         lhs, rhs = _rename_expr(c.lhs, names), _rename_expr(c.rhs, names)
         parsed = dimexpr.Constraint(lhs, c.op, rhs, text)
         out.append(_Constraint(text, parsed, f"{lhs} {c.op} {rhs}", frozenset(parsed.variables())))
     return out
+
+
+def _defines(c: dimexpr.Constraint, f: model.Function) -> bool:
+    """Whether ``c`` only defines a variable that no input axis has: ``a == c`` with ``a`` in no shape, which JAX
+    applies by replacing ``a`` with ``c`` everywhere. It accepts every shape (``a`` takes the value ``c`` has), so
+    the accepted sets are compared without it; ``a == c`` and ``c == a`` accept the same shapes."""
+    if c.op != "==":
+        return False
+    for side, other in ((c.lhs, c.rhs), (c.rhs, c.lhs)):
+        names = dimexpr.variables(side)
+        if len(names) == 1 and str(side) in names and str(side) not in f.dims and \
+                str(side) not in dimexpr.variables(other):
+            return True
+    return False
 
 
 def _checked(v: Verdict) -> str:

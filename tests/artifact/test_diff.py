@@ -344,3 +344,16 @@ def test_cli_refuses_a_damaged_artifact(export, run_cli, tmp_path):
     assert res.exit_code == 8
     assert res.stderr.startswith(f"error[integrity]: {bad}: member 'functions/f.jaxexport'")
     assert "Traceback" not in res.stderr
+
+
+def test_an_equality_written_the_other_way_round_changes_no_accepted_shape(export):
+    """JAX applies ``a == c`` by replacing one variable with the other everywhere; the constraint left in the
+    manifest then names a variable no input axis has, and accepts every shape. ``a == c`` against ``c == a`` was
+    'constraint added (fewer shapes accepted: a=1, c=2 ...)', a counterexample no call can give."""
+    model = "def g(x, y):\n    return x.sum() + y.sum()\n"
+    spec = ('jaxport: 1\ndims:\n  a: {{min: 1, max: 100}}\n  c: {{min: 1, max: 100}}\nconstraints: ["{}"]\n'
+            'args: ["f32[a]", "f32[c]"]\n')
+    one, other = export(model, spec.format("a == c"), entry="model.py:g"), export(model, spec.format("c == a"),
+                                                                                  entry="model.py:g")
+    assert {s for s, _ in _kinds(diff.diff(one, other))} <= {"compatible"}
+    assert {s for s, _ in _kinds(diff.diff(other, one))} <= {"compatible"}
