@@ -187,8 +187,10 @@ def _consumer_jax_rules(policy: Policy, manifest: model.Manifest, size: int) -> 
             yield Violation("min_consumer_jax", None,
                             f"the artifact was exported with JAX {producer}, newer than the oldest JAX its consumers "
                             f"run ({policy.min_consumer_jax}); JAX guarantees that an artifact loads in the JAX that "
-                            f"exported it and later releases, not in earlier ones. Export with JAX "
-                            f"{policy.min_consumer_jax} (or older), or raise min_consumer_jax.")
+                            f"exported it and later releases, not in earlier ones. Export it for that JAX "
+                            f"('jaxport export --for-jax {policy.min_consumer_jax}', or 'jaxport upgrade --for-jax "
+                            f"{policy.min_consumer_jax}'; jaxport writes payloads for JAX 0.9.1 and later), or raise "
+                            f"min_consumer_jax.")
         for fname, f in functions.items():
             since = CALLING_CONVENTION_SINCE_JAX.get(f.calling_convention_version)
             if oldest is not None and since is not None and oldest < since:
@@ -268,7 +270,9 @@ def assess(policy: Policy, manifest: model.Manifest, size: int,
             out.append(Violation("min_reach_days", None, f"StableHLO promises that newer readers load its payloads "
                                  f"(StableHLO {r.stablehlo}) until {r.readable_until.isoformat()}, "
                                  f"{compat.n_days(left)} from today, fewer than {policy.min_reach_days}; "
-                                 f"'jaxport upgrade' re-serializes it with this JAX for a later end."))
+                                 f"a newer StableHLO moves that end later: 'jaxport upgrade' re-serializes the "
+                                 f"artifact with the running JAX, once it is newer than the JAX that wrote it, or "
+                                 f"lower min_reach_days."))
     return out, notes
 
 

@@ -97,8 +97,10 @@ RULES = {
         'min_consumer_jax: "0.4.14"\n', "mlp",
         [("min_consumer_jax", None, f"the artifact was exported with JAX {jax.__version__}, newer than the oldest "
                                     f"JAX its consumers run (0.4.14); JAX guarantees that an artifact loads in the JAX "
-                                    f"that exported it and later releases, not in earlier ones. Export with JAX "
-                                    f"0.4.14 (or older), or raise min_consumer_jax.")], None),
+                                    f"that exported it and later releases, not in earlier ones. Export it for that "
+                                    f"JAX ('jaxport export --for-jax 0.4.14', or 'jaxport upgrade --for-jax 0.4.14'; "
+                                    f"jaxport writes payloads for JAX 0.9.1 and later), or raise "
+                                    f"min_consumer_jax.")], None),
     "required_metadata": (
         "required_metadata: [name, version, labels.team]\n", "ffi",
         [("required_metadata", None, "metadata.version is missing; the policy requires it (set metadata.version in "
@@ -149,7 +151,9 @@ def test_min_reach_days_counts_stablehlos_five_years_from_the_writing_jax(artifa
     late = policy.check(artifacts["mlp"], rules, today=end - datetime.timedelta(days=10))
     assert _messages(late) == [("min_reach_days", None, f"StableHLO promises that newer readers load its payloads "
                                 f"(StableHLO {f.stablehlo_version}) until {end.isoformat()}, 10 days from today, "
-                                f"fewer than 30; 'jaxport upgrade' re-serializes it with this JAX for a later end.")]
+                                f"fewer than 30; a newer StableHLO moves that end later: 'jaxport upgrade' "
+                                f"re-serializes the artifact with the running JAX, once it is newer than the JAX "
+                                f"that wrote it, or lower min_reach_days.")]
     assert policy.check(artifacts["mlp"], rules, today=released).passed
 
 
