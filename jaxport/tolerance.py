@@ -185,6 +185,8 @@ def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: flo
     nonzero = ref > 0
     result.max_rel_error = float(np.max(diff[nonzero] / ref[nonzero])) if nonzero.any() else (
         0.0 if result.max_abs_error == 0 else None)
+    if kind in ("float", "complex") and bool(np.any(bad & ~finite)):  # NaN or infinity on one side: no finite error
+        result.max_abs_error = result.max_rel_error = None
     _worst(result, e, a, bad, excess)
 
 
