@@ -96,8 +96,10 @@ class OutputResult:
         if self.inconclusive and not self.mismatched:
             return f"output {self.name!r}: inconclusive: {self.inconclusive}"
         text = f"output {self.name!r}: {self.mismatched} of {self.size} values differ"
-        if self.max_abs_error is not None:
+        if self.max_abs_error:  # over the values finite on both sides
             text += f" (max abs error {self.max_abs_error:.3g}, tolerance {self.tolerance_text()})"
+        elif self.max_abs_error is not None:  # every difference is a NaN or an infinity on one side only
+            text += " (each as NaN or infinity on one side only)"
         if self.worst:
             text += (f"; worst at index {tuple(self.worst['index'])}: {self.sides[0]} {_show(self.worst['actual'])}, "
                      f"{self.sides[1]} {_show(self.worst['expected'])}")
@@ -185,8 +187,6 @@ def _errors(result: OutputResult, e: Any, a: Any, dtype: str, at: float, rt: flo
     nonzero = ref > 0
     result.max_rel_error = float(np.max(diff[nonzero] / ref[nonzero])) if nonzero.any() else (
         0.0 if result.max_abs_error == 0 else None)
-    if kind in ("float", "complex") and bool(np.any(bad & ~finite)):  # NaN or infinity on one side: no finite error
-        result.max_abs_error = result.max_rel_error = None
     _worst(result, e, a, bad, excess)
 
 

@@ -385,14 +385,22 @@ class Reach:
                 f"StableHLO once JAX's window closes ('jaxport upgrade' renews that window)")
 
 
+def oldest_reader(stablehlo: str | None) -> str | None:
+    """The oldest JAX release jaxport knows whose StableHLO reads payloads written as ``stablehlo`` (None if none
+    does, or the version is not one)."""
+    if not _triple(stablehlo):
+        return None
+    readers = sorted((v for v, h in STABLEHLO.items() if _triple(h) >= _triple(stablehlo)), key=version_key)
+    return readers[0] if readers else None
+
+
 def reach(producer: Producer, stablehlo_versions: list[str | None]) -> Reach:
     """The reach of an artifact whose payloads are written as ``stablehlo_versions`` by ``producer``."""
     known = [v for v in stablehlo_versions if _triple(v)]
     if not known:
         return Reach(None, None, None)
     newest = max(known, key=_triple)
-    readers = sorted((v for v, h in STABLEHLO.items() if _triple(h) >= _triple(newest)), key=version_key)
     written = dating(serializer_version(producer))
     start = written.released or written.after or written.before
     until = add_months(start, 12 * STABLEHLO_BACKWARD_YEARS) if start is not None else None
-    return Reach(newest, readers[0] if readers else None, until)
+    return Reach(newest, oldest_reader(newest), until)

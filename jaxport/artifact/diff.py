@@ -28,7 +28,7 @@ from typing import Any
 from .. import dimexpr
 from ..errors import UsageError
 from ..program.module_scan import module_text
-from . import model
+from . import compat, model
 from .calltree import leaves
 from .changes import BREAKING, COMPATIBLE, UNDECIDED, Change, Collector
 from .container import Artifact, open_artifact
@@ -303,9 +303,16 @@ def _compare_function(c: Collector, fname: str, old: model.Function, new: model.
         c.add(BREAKING, "effects_changed", fname, "effects", "the program's effects changed (how it must be called)",
               old.effects.to_json(), new.effects.to_json())
     if old.stablehlo_version != new.stablehlo_version:
-        c.add(COMPATIBLE, "stablehlo_version_changed", fname, "stablehlo_version",
-              f"StableHLO version {old.stablehlo_version} -> {new.stablehlo_version}", old.stablehlo_version,
-              new.stablehlo_version)
+        was, now = compat.oldest_reader(old.stablehlo_version), compat.oldest_reader(new.stablehlo_version)
+        if was is not None and now is not None and compat.version_key(now) > compat.version_key(was):
+            c.add(BREAKING, "stablehlo_version_raised", fname, "stablehlo_version",
+                  f"StableHLO version {old.stablehlo_version} -> {new.stablehlo_version}: JAX reads it from {now} on, "
+                  f"no longer from {was}, so consumers on an older JAX cannot load it (export it --for-jax {was} to "
+                  f"keep them)", old.stablehlo_version, new.stablehlo_version)
+        else:
+            c.add(COMPATIBLE, "stablehlo_version_changed", fname, "stablehlo_version",
+                  f"StableHLO version {old.stablehlo_version} -> {new.stablehlo_version}", old.stablehlo_version,
+                  new.stablehlo_version)
     if old.entrypoint != new.entrypoint:
         c.add(COMPATIBLE, "entrypoint_changed", fname, "entrypoint", f"entry point {old.entrypoint} -> "
               f"{new.entrypoint}", old.entrypoint, new.entrypoint)

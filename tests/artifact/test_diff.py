@@ -357,3 +357,25 @@ def test_an_equality_written_the_other_way_round_changes_no_accepted_shape(expor
                                                                                   entry="model.py:g")
     assert {s for s, _ in _kinds(diff.diff(one, other))} <= {"compatible"}
     assert {s for s, _ in _kinds(diff.diff(other, one))} <= {"compatible"}
+
+
+def test_a_stablehlo_version_older_jax_cannot_read_is_breaking():
+    """A newer JAX's export raises the StableHLO version past what the oldest JAX that read the old artifact reads:
+    its consumers cannot load the new one (jax 0.10.2 refuses StableHLO 1.18.0). One the same releases read is
+    compatible."""
+    from jaxport.artifact import compat
+
+    old = jaxport.open_artifact(Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport").model
+    f = old.functions["predict"]
+    newer = "1.18.0"
+    assert compat.oldest_reader(f.stablehlo_version) != compat.oldest_reader(newer)
+    raised = copy.deepcopy(old.to_json())
+    raised["functions"]["predict"]["stablehlo_version"] = newer
+    changes = [c for c in diff.compare_manifests(old, raised) if "stablehlo" in c.kind]
+    assert [(c.severity, c.kind) for c in changes] == [("breaking", "stablehlo_version_raised")]
+    assert changes[0].message == (
+        f"StableHLO version {f.stablehlo_version} -> {newer}: JAX reads it from {compat.oldest_reader(newer)} on, no "
+        f"longer from {compat.oldest_reader(f.stablehlo_version)}, so consumers on an older JAX cannot load it "
+        f"(export it --for-jax {compat.oldest_reader(f.stablehlo_version)} to keep them)")
+    lowered = [c for c in diff.compare_manifests(raised, old) if "stablehlo" in c.kind]
+    assert [(c.severity, c.kind) for c in lowered] == [("compatible", "stablehlo_version_changed")]
