@@ -880,7 +880,7 @@ def isolate_limits(b: Base) -> Iterator[Case]:
                                      "300M", "--time-limit", "5"],
     }
     for name, argv in runs.items():
-        tiny = "1M" in argv or "1" in argv[-1:] or "100M" in argv
+        tiny = "1M" in argv or "100M" in argv  # a second may be enough on an idle machine: either outcome is right
         mention = "1 s" if name == "call-time-1s" else "" if "--time-limit" in argv else "--memory-limit"
         # the floor below which a limit is refused (exit 2) is measured, and grows with the machine's cores: a
         # realistic limit either runs, or is refused naming the floor, or stops the child with exit 15
