@@ -25,6 +25,7 @@ from ..artifact.model import Function, Input
 from ..errors import InputError, UsageError
 from . import keys
 from .npyio import read_named_arrays
+from .numbers import python_scalar
 from .outputs import save_arrays, save_outputs
 
 __all__ = ["TREE_SUFFIXES", "read_tree_file", "save_inputs", "tree_inputs"]
@@ -190,7 +191,10 @@ def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
         key = "/".join([name, *(key_name(k) for k in path)])
         typed = dtypes.python_number(leaf)
         if typed is not None:  # as jax.jit types it, and as like: makes it an input
-            leaf = _number(key, leaf, typed[0].name)
+            try:
+                leaf = python_scalar(key, leaf, typed[0].name, subject="leaf")
+            except InputError as e:
+                raise UsageError(f"save_inputs(): {e}") from None
         elif not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             continue  # baked at export: not an input
         elif not hasattr(leaf, "__array__"):
@@ -201,22 +205,3 @@ def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
                              f"has; give an array of numbers, booleans or PRNG keys.")
         out.append((key, leaf))
     return out
-
-
-def _number(key: str, value: Any, dtype: str) -> Any:
-    """A Python number leaf as the array ``jax.jit`` makes of it (``dtype``), refusing one that dtype cannot hold (an
-    int beyond int32, a finite float beyond float32)."""
-    import numpy as np
-
-    if isinstance(value, int) and not isinstance(value, bool) and not \
-            np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
-        converted = None
-    else:
-        with np.errstate(over="ignore"):
-            converted = np.asarray(value, dtype=dtype)
-        if np.isfinite(value) and not np.isfinite(converted):
-            converted = None
-    if converted is None:
-        raise UsageError(f"save_inputs(): leaf {key!r} is the Python number {value!r}, which {dtype} (the dtype "
-                         f"jax.jit gives it) cannot hold; give it as a numpy array of the input's dtype.")
-    return converted

@@ -280,10 +280,9 @@ def test_save_inputs_refusals(tmp_path):
 
 
 @pytest.mark.parametrize(("leaf", "message"), [
-    (2**40, "leaf 'state/n' is the Python number 1099511627776, which int32 (the dtype jax.jit gives it) cannot hold; "
-            "give it as a numpy array of the input's dtype."),
-    (1e300, "leaf 'state/n' is the Python number 1e+300, which float32 (the dtype jax.jit gives it) cannot hold; "
-            "give it as a numpy array of the input's dtype."),
+    (2**40, "leaf 'state/n' is the Python int 1099511627776, which int32 cannot hold (integers -2147483648 to "
+            "2147483647); give a whole number in that range."),
+    (1e300, "leaf 'state/n' is the Python float 1e+300, which overflows float32; give a value within its range."),
     (np.array([object()]), "leaf 'state/n' has dtype object, which no input of an artifact has; give an array of "
                            "numbers, booleans or PRNG keys."),
     (np.array(["a"]), "leaf 'state/n' has dtype <U1, which no input of an artifact has; give an array of numbers, "
