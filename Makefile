@@ -9,7 +9,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   := build/demo
 
-.PHONY: install install-test demo test test-fast test-compat test-cross test-serve lint bench clean
+.PHONY: install install-test demo test test-fast test-compat test-cross test-serve test-tpu tpu-build lint bench clean
 
 # `install`: what running jaxport needs, nothing more (extras stay opt-in: `pip install -e '.[iree]'`).
 # `install-test`: the test, lint and optional-runtime tools on top (IREE, flax, equinox, pytest, ruff, mypy).
@@ -103,6 +103,22 @@ $(SERVE_VENV)/.installed: pyproject.toml
 
 test-serve: $(SERVE_VENV)/.installed
 	$(SERVE_VENV)/bin/python -m pytest -q tests/serve tests/sign/test_adapters.py
+
+# `test-tpu`: the TPU tier (tests/tpu) where JAX sees a TPU; elsewhere every test skips, saying why. It runs in one
+# process (one process at a time holds the chip) with $(TPU_PYTHON): .venv's where there is one, else python3 (a TPU
+# machine with JAX preinstalled and jaxport's wheel on PYTHONPATH: ../shared/TPU.md). It reads what `make tpu-build`
+# made on a machine without a TPU ($(TPU_BUILD), or $$JAXPORT_TPU_BUILD): copy that directory there.
+TPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+TPU_BUILD  ?= build/tpu
+
+test-tpu:
+	JAXPORT_TPU_BUILD=$${JAXPORT_TPU_BUILD:-$(TPU_BUILD)} $(TPU_PYTHON) -m pytest -q -p no:cacheprovider tests/tpu
+
+# `tpu-build`: on a machine without a TPU, the artifacts and executables the TPU tier runs (scripts/tpu_build.py),
+# exported and compiled (deviceless, for tpu-v5e) by the JAX the TPU machine runs, $(MID_JAX), with its libtpu.
+tpu-build: $(COMPAT_MID)/.installed-$(MID_JAX)
+	$(COMPAT_MID)/bin/python -m pip install --quiet 'jax[tpu]==$(MID_JAX)'
+	$(COMPAT_MID)/bin/python scripts/tpu_build.py $(TPU_BUILD)
 
 # ruff, mypy, and the import-layer contract (scripts/check_layers.py: layers, no cycles, no lazy or private imports).
 lint: install-test

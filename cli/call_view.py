@@ -60,7 +60,8 @@ def _timing_line(report: Any) -> list[Any]:
     dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
     t = report.timings
     hit = t.compile_cache_hit
-    cached = " (from the compilation cache)" if hit else " (now cached)" if hit is False else ""
+    cached = " (a shipped executable)" if t.executable == "shipped" else " (from the compilation cache)" if hit \
+        else " (now cached)" if hit is False else ""
     via = " with IREE" if report.runtime == "iree" else ""
     spans: list[Any] = [(report.function, "bold cyan"), f" on {report.platform}{via}"]
     if dims:
@@ -75,7 +76,11 @@ def _timing_line(report: Any) -> list[Any]:
 
 
 #: The benchmark table's columns (the report's ``benchmark``: ``load_s``, ``lower_s``, ...).
-BENCHMARK_COLUMNS = ("load", "lower", "compile", "p50", "p90", "p99", "min", "max")
+BENCHMARK_COLUMNS = ("load", "lower", "compile", "p50", "p90", "p99", "min", "max", "pipelined")
+#: What the benchmark's figures time, printed under its table.
+BENCHMARK_SAYS = ("p50 ... max: each call alone, inputs already on the device, outputs left there, waited for; "
+                  "pipelined: per call, the same calls dispatched back to back with one wait at the end; "
+                  "executable: {source}.")
 
 
 def _document(report: Any, print_values: bool) -> render.Document:
@@ -100,9 +105,11 @@ def _document(report: Any, print_values: bool) -> render.Document:
         b = report.benchmark
         table = render.Table(f"benchmark ({_count(b.n, 'call')} after {b.warmup} warm-up)", BENCHMARK_COLUMNS,
                              right=BENCHMARK_COLUMNS)
-        table.add_row(*(seconds(v) for v in (b.load_s, b.lower_s, b.compile_s, b.p50_s, b.p90_s, b.p99_s, b.min_s,
-                                             b.max_s)))
+        table.add_row(*(seconds(v) if v is not None else "-"  # a compiled module's calls: each returns its result
+                        for v in (b.load_s, b.lower_s, b.compile_s, b.p50_s, b.p90_s, b.p99_s, b.min_s, b.max_s,
+                                  b.pipelined_s)))
         doc.table(table)
+        doc.line(BENCHMARK_SAYS.format(source=b.executable))
     if report.output_file:
         doc.line(("Wrote", "green"), f" {report.output_file} ({_count(len(report.outputs), 'array')})")
     return doc

@@ -11,7 +11,9 @@ None of these is jaxport's bug, so none may end as ``error[internal]`` or a trac
 - a standard output whose reader went away (``jaxport inspect ART | head -1``) takes the rest of the output to the
   null device: the command ends as it would have, with its own exit code, and no ``BrokenPipeError``;
 - a standard output that fails to take what a command prints ends the command with one ``error[output]`` line on
-  stderr and exit 11 (README, "Exit codes"), the output error's code.
+  stderr and exit 11 (README, "Exit codes"), the output error's code;
+- a setting that XLA, libtpu or JAX refuse as they start (``XLA_FLAGS``, ``LIBTPU_INIT_ARGS``, ``JAX_*``) ends the
+  command with one ``error[platform]`` line naming the variable, exit 10, before JAX starts (:class:`_JaxStart`).
 """
 
 from __future__ import annotations
@@ -50,11 +52,32 @@ class _StdoutFile(io.FileIO):
 _failure: OSError | None = None
 
 
+class _JaxStart:
+    """An importer ahead of Python's own, for ``jax`` alone: a command's first ``import jax``, wherever it happens,
+    gets its spec from ``jaxport.isolation.startup.jax_spec``, which refuses (exit 10, one line naming the variable)
+    the settings XLA, libtpu or JAX would end the process on or raise from deep inside (``XLA_FLAGS=--xla_bogus``,
+    ``JAX_ENABLE_X64=maybe``) before JAX starts. It leaves once JAX is imported; nothing is loaded until then, so
+    commands that never import JAX (``inspect``, ``check``) pay nothing."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "jax":
+            return None
+        from jaxport.isolation import startup
+
+        spec = startup.jax_spec(path, target, self)
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        return spec
+
+
 def prepare() -> None:
     """Make the streams escape what they cannot encode (stdout through :class:`_StdoutFile`); refuse a deleted
     working directory; keep JAX's op-by-op debugging mode off (``JAX_DISABLE_JIT``: exporting, compiling ahead and
-    calling an exported program all need jit, and JAX refuses them with it)."""
+    calling an exported program all need jit, and JAX refuses them with it); check the settings JAX and XLA read as
+    they start before JAX is imported (:class:`_JaxStart`)."""
     os.environ.pop("JAX_DISABLE_JIT", None)
+    if "jax" not in sys.modules and not any(isinstance(f, _JaxStart) for f in sys.meta_path):
+        sys.meta_path.insert(0, _JaxStart())
     old = sys.stdout
     if old is not None and getattr(old, "fileno", None) is not None:
         try:

@@ -16,6 +16,7 @@ from jaxport.frontend import command_inputs, visible
 from jaxport.isolation.isolate import exit_if_out_of_memory
 
 from .environment import exit_if_stdout_failed
+from .files import note_read_files
 
 #: Exit codes, documented in README.md ("Exit codes"). Subclasses come before their bases.
 EXIT_CODES: list[tuple[type[errors.JaxportError], int]] = [
@@ -50,12 +51,15 @@ def exit_code(exc: errors.JaxportError) -> int:
 def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
     """Run a command body, turning errors into one message on stderr (or a JSON object) and an exit code.
 
-    The body runs inside ``command_inputs``: every file it reads is remembered, and no output may replace one."""
+    The body runs inside ``command_inputs``: every file it reads, and every file its options name for reading
+    (``files.note_read_files``), is remembered, and no output may replace one."""
     try:
         with command_inputs():
+            note_read_files(click.get_current_context(silent=True))
             fn()
     except errors.JaxportError as e:
         exit_if_out_of_memory(e)  # in an --isolate child, an allocation its memory limit refused
+        e = startup_refusal(e) or e  # wrapped by a caller (the user's module imported JAX): the refusal itself
         code = exit_code(e)
         if debug:
             _print_traceback()
@@ -77,6 +81,10 @@ def run(fn: Callable[[], Any], *, debug: bool, as_json: bool) -> None:
             _out_of_memory(e, debug, as_json)
         if debug:
             _print_traceback()
+        refused = startup_refusal(e)
+        if refused is not None:
+            _report(refused.kind, str(refused), exit_code(refused), as_json)
+            sys.exit(exit_code(refused))
         unavailable = backend_unavailable(e)
         if unavailable:
             _report(errors.PlatformError.kind, unavailable, exit_code(errors.PlatformError(unavailable)), as_json)
@@ -116,6 +124,16 @@ def memory_short(e: BaseException) -> bool:
         link = link.__cause__ or link.__context__
     text = str(e).lower()
     return isinstance(e, SystemError) and any(words in text for words in _NO_EXCEPTION_SET) and _memory_limited()
+
+
+def startup_refusal(e: BaseException) -> errors.JaxportError | None:
+    """The refusal of a setting JAX or XLA read as they start (``jaxport.isolation.startup``) that ``e`` is, or was
+    raised from or while handling; None if there is none (or JAX was never asked to start)."""
+    if "jaxport.isolation.startup" not in sys.modules:
+        return None
+    from jaxport.isolation.startup import refusal_in
+
+    return refusal_in(e)
 
 
 def backend_unavailable(e: BaseException) -> str:

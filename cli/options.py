@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from .files import NamesFiles, OutputPath
+
 F = Callable[..., Any]
 
 
@@ -100,6 +102,16 @@ def cache_dir_option(help: str = f"XLA compilation cache (default: {DEFAULT_CACH
     return click.option("--cache-dir", type=click.Path(file_okay=False), help=help)
 
 
+#: The targets ``--target`` names (``jaxport.run.targets``), for the help texts.
+TARGETS_HELP = ("cpu (this host), tpu-v5e (one v5e chip), tpu-v5e-4, tpu-v5e-8, tpu-v6e, tpu-v6e-4, tpu-v6e-8, "
+                "tpu-v5p-8, tpu-v4-8")
+
+
+def target_option(help: str) -> Callable[[F], F]:
+    """``--target NAME`` (repeatable, as ``targets``): machines to compile for, which need not be this one."""
+    return click.option("--target", "targets", multiple=True, metavar="NAME", help=f"{help} Targets: {TARGETS_HELP}.")
+
+
 def allow_platform_mismatch_option(
         help: str = "Try to run a function exported for other platforms than the local one.") -> Callable[[F], F]:
     """``--allow-platform-mismatch`` (as ``allow_platform_mismatch``)."""
@@ -131,10 +143,12 @@ lowering_custom_call_option = custom_call_option(
 
 # --- signatures (model signing) --------------------------------------------------------------------------------------
 
-def signature_path_option(help: str = "Where the artifact's signature bundle is (default: ARTIFACT.sig beside it)."
-                          ) -> Callable[[F], F]:
-    """``--signature PATH`` (as ``signature_path``): the model-signing bundle of the artifact."""
-    return click.option("--signature", "signature_path", type=click.Path(), metavar="PATH", help=help)
+def signature_path_option(help: str = "Where the artifact's signature bundle is (default: ARTIFACT.sig beside it).",
+                          *, written: bool = False) -> Callable[[F], F]:
+    """``--signature PATH`` (as ``signature_path``): the model-signing bundle of the artifact; ``written``: the
+    command writes it (``sign``), every other reads it."""
+    return click.option("--signature", "signature_path", type=OutputPath() if written else click.Path(),
+                        metavar="PATH", help=help)
 
 
 def require_signature_option(
@@ -196,7 +210,8 @@ _LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, C
      "allow_custom_calls", tuple),
     ("verify_weights", lambda h: click.option(
         "--no-verify", is_flag=True,
-        help=h or "Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact."),
+        help=h or "Skip the sha256 check of bound weights (one pass over their bytes) for a trusted artifact; "
+                  "ignored with --require-signature, which always checks them."),
      "no_verify", lambda v: not v),
     ("cache_dir", lambda h: cache_dir_option(h) if h else cache_dir_option(), "cache_dir", None),
     ("cache", lambda h: click.option("--no-cache", is_flag=True,
@@ -298,7 +313,7 @@ def _parse_binds(example: str) -> Callable[[click.Context, click.Parameter, tupl
 def bind_option(help: str, *, required: bool = False, example: str = "params=weights.npz") -> Callable[[F], F]:
     """``--bind NAME=SOURCE`` (repeatable, as ``binds``: ``{name: source}``, each name once): where bound weights
     come from."""
-    return click.option("--bind", "binds", multiple=True, required=required, metavar="NAME=SOURCE",
+    return click.option("--bind", "binds", multiple=True, required=required, type=NamesFiles(), metavar="NAME=SOURCE",
                         callback=_parse_binds(example), help=help)
 
 
@@ -323,7 +338,7 @@ INPUT_FILES = ("FILE.npy repeated in the order 'inspect' lists the inputs, NAME=
 
 def inputs_option(help: str = f"Input arrays: {INPUT_FILES}. Repeatable.") -> Callable[[F], F]:
     """``--inputs``/``-i FILE`` (repeatable, as ``items``): input arrays from files."""
-    return click.option("--inputs", "-i", "items", multiple=True, metavar="FILE", help=help)
+    return click.option("--inputs", "-i", "items", multiple=True, type=NamesFiles(), metavar="FILE", help=help)
 
 
 def seed_option(default: int | None, help: str) -> Callable[[F], F]:
@@ -569,8 +584,13 @@ def run_isolated(ctx: click.Context, what: str, memory_limit: int | None, time_l
 
     from jaxport.errors import CrashError
     from jaxport.frontend import visible
-    from jaxport.isolation import isolate
+    from jaxport.isolation import isolate, startup
 
+    # the child imports JAX before the command runs: the settings JAX and XLA would refuse as they start are checked
+    # here first, so that they are one line (exit 10) as in any command, not the child's fatal log
+    refusal = startup.settings_refusal(jax_settings=True)
+    if refusal is not None:
+        raise startup.StartupRefused(refusal)
     limits = isolate.command_limits(memory_limit, time_limit or DEFAULT_TIME_LIMIT)
     args = [ctx.info_name or "", *isolated_args(ctx.meta.get("jaxport.args", []))]
     outcome = isolate.run(target, args, limits)

@@ -30,10 +30,9 @@ from typing import Any
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference import base
 
-from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .errors import InputError, UsageError
-from .run.load import check_signature
+from .run.load import open_checked
 from .run.options import LoadOptions
 from .run.rows import example_columns
 from .serve.batching import Dims
@@ -82,8 +81,8 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
         else:
             raise UsageError(f"the artifact is a path, a URL or its bytes, not {type(artifact).__name__}.")
         self.dims = dict(dims or {})
-        check_signature(local, self.load)  # before the artifact is read
-        manifest = open_artifact(local).model
+        with open_checked(local, self.load) as art:  # a required signature first, on the bytes read
+            manifest = art.model
         names = function_names(manifest, self.load.function)
         if len(names) > 1:
             raise UsageError(f"{local}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "

@@ -66,9 +66,12 @@ class Budget:
             raise BudgetExceeded(f"{self.what} takes more than {self.steps} evaluation steps")
 
 
-def _clip(text: str, limit: int = 80) -> str:
+def clipped(text: str, limit: int = 80) -> str:
     """``repr(text)``, cut to ``limit`` characters: messages quote expressions that may be thousands long."""
     return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+_clip = clipped
 
 
 @dataclass(frozen=True)

@@ -293,15 +293,15 @@ def spec_leaf(spec: PartitionSpec | None) -> Any:
 # --- calling -------------------------------------------------------------------------------------------------------
 
 
-def runtime_mesh(mesh: RecordedMesh, where: str) -> Any:
+def runtime_mesh(mesh: RecordedMesh, where: str, devices: Sequence[Any] | None = None) -> Any:
     """The recorded mesh (``model.Mesh``) laid over the devices JAX sees, in device order (all processes'
-    devices)."""
+    devices), or over ``devices`` (a target's, compiled for without them: ``run.aot``)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
     needed = mesh_devices(mesh)
-    devices = jax.devices()
+    devices = jax.devices() if devices is None else list(devices)
     if len(devices) < needed:
         raise PlatformError(device_count_message(where, needed, len(devices), mesh))
     names, sizes = mesh.axis_names, mesh.axis_sizes

@@ -38,11 +38,10 @@ from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import types as T
 
 from . import dtypes
-from .artifact.container import open_artifact
 from .artifact.manifest import function_names
 from .artifact.model import Output
 from .errors import InputError, UsageError
-from .run.load import check_signature
+from .run.load import open_checked
 from .run.options import LoadOptions
 from .run.rows import Column, stack_column
 from .serve.batching import Dims
@@ -175,8 +174,8 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     check_serving(options)
     given_bytes = isinstance(artifact, (bytes, bytearray, memoryview))
     local = artifact_path(artifact)
-    check_signature(local, options)  # before the artifact is read
-    manifest = open_artifact(local).model
+    with open_checked(local, options) as art:  # a required signature first, on the bytes read
+        manifest = art.model
     names = function_names(manifest, options.function)
     if len(names) > 1:
         raise UsageError(f"{local}: the artifact holds {len(names)} functions ({', '.join(names)}); choose one "

@@ -164,6 +164,31 @@ def _write(directory: Path, path: Path, data: bytes) -> bool:
         return False
 
 
+def write_cache_file(directory: Path, path: Path, chunks: list[bytes]) -> None:
+    """Write ``chunks`` as the file ``path`` in ``directory`` (created if needed, mode 0700), atomically, readable by
+    all and writable only by this user; ``OutputError`` naming why when it cannot (a directory others can write:
+    nothing is left where it would not be trusted)."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create the cache directory {directory}: {e.strerror or e}; give a directory this "
+                          f"user can write (--cache-dir DIR).") from None
+    untrusted = untrusted_reason(directory)
+    if untrusted is not None:
+        raise OutputError(f"cannot use the cache directory {directory}: {untrusted}, so nothing compiled may be kept "
+                          f"there; use a directory of your own, mode 0700 (--cache-dir DIR).")
+
+    def write(f: Any) -> None:
+        for chunk in chunks:
+            f.write(chunk)
+
+    atomic_write(path, write)
+    try:
+        os.chmod(path, 0o644)  # read only if no one else can write it, whatever the umask
+    except OSError as e:
+        raise OutputError(f"cannot set the mode of {path}: {e.strerror or e}.") from None
+
+
 #: The most bytes a remembered record (:func:`read_record`) may take.
 MAX_RECORD_BYTES = 1 << 16
 

@@ -37,6 +37,8 @@ EXAMPLES = [
     ("mlp", "spec-safetensors.yaml", "model.py:apply"),
     ("mlp", "spec-multiplatform.yaml", "model.py:predict"),
     ("pallas", "spec.yaml", "model.py:add"),
+    ("pallas", "spec-flash-attention.yaml", "flash_attention.py:attention"),
+    ("pallas", "spec-vmem.yaml", "vmem.py:double"),
     ("pytree", "spec.yaml", "model.py:encode"),
     ("sharded", "spec.yaml", "model.py:predict"),
 ]

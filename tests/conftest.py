@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from jaxport.run.targets import quiet_libtpu
 from tests.support import EXAMPLES
+
+# libtpu is installed (the extra `tpu`, to compile for a TPU here): keep its start-up warnings out of every process a
+# test starts, as the command line does for itself.
+quiet_libtpu()
 
 # Strictness: warnings are errors (pyproject's filterwarnings). JAX's rank-promotion check is left at its default:
 # jaxport exports users' functions, which rely on broadcasting, and must see them as users run them.

@@ -219,3 +219,22 @@ def test_iree_deployment_commands_run(tmp_path):
     x = np.load(tmp_path / "examples" / "mlp" / "x.npy")
     want = np.asarray(jaxport.load(tmp_path / "mlp-bound.jaxport")(x))
     np.testing.assert_allclose(np.load(tmp_path / "output.npy"), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="libtpu is not installed (jaxport[tpu])")
+def test_compiling_for_a_tpu_you_do_not_have_runs_as_written(tmp_path):
+    """The section's check and warmup lines, on the example MLP exported for cpu and tpu as model.jaxport (its serve
+    line runs on a TPU host: tests/tpu covers what it relies on)."""
+    import jaxport
+
+    jaxport.export(str(REPO / "examples/mlp/model.py:predict"), str(REPO / "examples/mlp/spec.yaml"),
+                   output=tmp_path / "model.jaxport", platforms=["cpu", "tpu"])
+    bindir = Path(sys.executable).parent
+    lines = _block_after("## Compiling for a TPU you do not have")
+    assert [shlex.split(line)[1] for line in lines] == ["check", "warmup", "serve"]
+    for line in lines[:2]:
+        res = subprocess.run([str(bindir / "jaxport"), *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True,
+                             text=True)
+        assert res.returncode == 0, f"{line}\n{res.stdout}\n{res.stderr}"
+    assert len(list((tmp_path / "tpu-cache").glob("jaxport-executable-*.bin"))) == 3

@@ -16,6 +16,7 @@ from jaxport.errors import UsageError
 from .. import errors, render
 from ..call_view import PRINT_LIMIT, Busy, show
 from ..devices import apply, device_options
+from ..files import OutputPath
 from ..options import (
     IsolatableCommand,
     at_most,
@@ -39,10 +40,10 @@ from ..options import (
               help="Convert an input array whose dtype differs from the input's when every value in it is kept "
                    "exactly (always for float16 -> float32, int8 -> int32; int64 ids below 2**31 -> int32); "
                    "otherwise refused, naming the first value that would change. The file is not changed.")
-@click.option("--save-inputs", type=click.Path(), metavar="FILE.npz",
+@click.option("--save-inputs", type=OutputPath(), metavar="FILE.npz",
               help="Write the inputs actually used (read or generated), keyed by input name; --inputs FILE.npz "
                    "reads them back.")
-@click.option("-o", "--output", type=click.Path(),
+@click.option("-o", "--output", type=OutputPath(),
               help="Write the outputs: .npz or .safetensors keyed by output name (.safetensors keeps bfloat16 and "
                    "float8, which .npz stores as raw bytes), or .npy for a single output.")
 @click.option("--output-dtype", type=click.Choice(["f32"]),

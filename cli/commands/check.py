@@ -7,7 +7,15 @@ import click
 from jaxport.frontend import plural
 
 from .. import errors, render
-from ..options import debug_option, json_option, signature_key_option, signature_path_option
+from ..options import (
+    debug_option,
+    dim_option,
+    json_option,
+    signature_key_option,
+    signature_path_option,
+    target_option,
+)
+from ..progress import Stages, enabled
 from ..render import escape, plain
 
 
@@ -30,21 +38,27 @@ from ..render import escape, plain
                       "certificate), checked before anything else (rule signature); repeatable: any one of them. "
                       "Overrides the keys of the policy's signature section.")
 @signature_path_option("Where the artifact's signature bundle is (default: ARTIFACT.sig beside it).")
+@target_option("Fail unless every function compiles for this machine, and fits its memory, at every bucket (rule "
+               "compiles_on): compiled here, without the machine (a TPU target needs libtpu: pip install "
+               "'jaxport[tpu]'); nothing is written. Repeatable; adds to the policy's compiles_on.")
+@dim_option("With --target or compiles_on: sizes of a dimension variable to compile at (e.g. batch=1,8,64; every "
+            "combination); default: the policy's compiles_on.dims, else the buckets proposed from the spec's bounds.")
 @json_option
 @debug_option
 def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_days, max_age, signature_keys,
-            signature_path, as_json, debug):
-    """Check an artifact against a policy (platforms, custom calls, ..., the age of its JAX).
+            signature_path, targets, dims, as_json, debug):
+    """Check an artifact against a policy (platforms, custom calls, ..., the age of its JAX, the machines it compiles
+    for).
 
     Every rule of the policy is checked and every violation listed; exits with 14 when there is one. Reads the
-    manifest only (after checking every member's sha256): no JAX. $JAXPORT_TODAY=YYYY-MM-DD sets the date taken as
-    today (for tests).
+    manifest only (after checking every member's sha256): no JAX, except to compile for the machines of --target
+    and of a compiles_on rule. $JAXPORT_TODAY=YYYY-MM-DD sets the date taken as today (for tests).
 
     \b
     Examples:
       jaxport check mlp.jaxport --policy examples/ci/policy.yaml
-      jaxport check mlp.jaxport --max-producer-age 60 --json
       jaxport check mlp.jaxport --signature-key ci-signing.pub
+      jaxport check mlp.jaxport --target cpu --dim batch=1,8,64 --json
     """
 
     def body():
@@ -55,9 +69,9 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
         from jaxport.errors import PolicyViolation
 
         if policy_path is None and max_producer_age is None and min_days_left is None and max_age is None \
-                and min_reach_days is None and not signature_keys:
+                and min_reach_days is None and not signature_keys and not targets:
             raise click.UsageError("give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left "
-                                   "DAYS / --min-reach-days DAYS / --signature-key PUBLIC.pem.")
+                                   "DAYS / --min-reach-days DAYS / --signature-key PUBLIC.pem / --target NAME.")
         if max_age is not None and max_producer_age is not None:
             raise click.UsageError("--max-age is the deprecated name of --max-producer-age; give only "
                                    "--max-producer-age.")
@@ -80,7 +94,14 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
         elif signature_path is not None and policy.signature is None:
             raise click.UsageError("--signature names the bundle to check, but nothing is trusted: give "
                                    "--signature-key PUBLIC.pem, or a policy with a signature section.")
-        report = check(artifact, policy, signature=signature_path)
+        if targets or policy.compiles_on:
+            from jaxport.run.aot import check as check_compiling
+
+            with Stages(enabled(as_json)) as stages:
+                report = check_compiling(artifact, policy, targets=targets, dims=dims or None,
+                                         signature=signature_path, progress=stages)
+        else:
+            report = check(artifact, policy, signature=signature_path)
         if as_json:
             render.print_json(report.as_dict())
         else:

@@ -9,6 +9,7 @@ import click
 from jaxport.frontend import plural
 
 from .. import errors, render
+from ..files import OutputPath
 from ..options import allow_custom_call_option, debug_option, dim_option, function_option, json_option
 from ..progress import Stages
 from ..progress import enabled as progress_lines
@@ -40,7 +41,7 @@ def _buckets(texts: tuple[str, ...]) -> list[dict[str, int]]:
 @click.argument("artifact", type=click.Path())
 @click.option("--target", type=click.Choice(["iree-llvm-cpu"]), default="iree-llvm-cpu", show_default=True,
               help="What to compile for.")
-@click.option("-o", "--output", required=True, type=click.Path(),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="The module (e.g. model.vmfb); beside it model.run.json (how to call it) and model.irpa (the "
                    "bound tensors).")
 @function_option

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from .. import errors, render
+from ..files import NamesFiles, OutputPath
 from ..options import debug_option, json_option, shapes_option
 from ..progress import Stages
 from ..progress import enabled as progress_lines
@@ -14,9 +15,9 @@ from ..requests import EXPORT_REQUEST, request_options
 
 
 @click.command("export")
-@click.argument("entrypoint", required=False, metavar="ENTRYPOINT")
+@click.argument("entrypoint", required=False, type=NamesFiles(), metavar="ENTRYPOINT")
 @shapes_option("YAML shape spec (see specs/SPEC.md).", required=True)
-@click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
+@click.option("-o", "--output", type=OutputPath(), help="Artifact path (default: <name>.jaxport).")
 @request_options("ExportRequest", EXPORT_REQUEST)
 @json_option
 @debug_option

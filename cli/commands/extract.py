@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
+from ..files import OutputPath
 from ..options import debug_option, json_option
 
 
 @click.command("extract")
 @click.argument("artifact", type=click.Path())
-@click.option("--weights", "weights_out", type=click.Path(), metavar="OUT.npz|OUT.safetensors|OUT.npy",
+@click.option("--weights", "weights_out", type=OutputPath(), metavar="OUT.npz|OUT.safetensors|OUT.npy",
               help="Write the bound weights, named relative to their bound argument (w1 for params/w1), as "
                    "--bind NAME=OUT reads them; one array as .npy.")
 @click.option("--arg", "argument", metavar="NAME",
@@ -22,7 +23,7 @@ from ..options import debug_option, json_option
               help="Write FUNCTION's JAX serialization as is (to -o, e.g. f.jaxexport).")
 @click.option("--mlir", "mlir_fn", metavar="FUNCTION",
               help="Write FUNCTION's StableHLO to -o: text for .mlir, portable bytecode for .mlirbc.")
-@click.option("-o", "--output", type=click.Path(), help="Output file for --payload or --mlir.")
+@click.option("-o", "--output", type=OutputPath(), help="Output file for --payload or --mlir.")
 @json_option
 @debug_option
 def command(artifact, weights_out, argument, full_names, payload_fn, mlir_fn, output, as_json, debug):

@@ -7,14 +7,15 @@ import contextlib
 import click
 
 from .. import errors, render
+from ..files import NamesFiles, OutputPath
 from ..options import debug_option, json_option, shapes_option
 from ..requests import IMPORT_REQUEST, request_options
 
 
 @click.command("import")
-@click.argument("module", metavar="MODULE")
+@click.argument("module", type=NamesFiles(), metavar="MODULE")
 @shapes_option("YAML shape spec naming and shaping main's arguments (default: main's own static types).")
-@click.option("-o", "--output", type=click.Path(), help="Artifact path (default: <name>.jaxport).")
+@click.option("-o", "--output", type=OutputPath(), help="Artifact path (default: <name>.jaxport).")
 @request_options("ImportRequest", IMPORT_REQUEST)
 @json_option
 @debug_option

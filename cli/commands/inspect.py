@@ -51,12 +51,14 @@ def command(artifact, as_json, mlir, debug_info, function, signature_keys, signa
         from jaxport.artifact.manifest import function_names
 
         verified = None
-        if signature_keys:  # checked before the artifact is read
-            from jaxport.artifact.signature_check import Trust, verify_signature
+        if signature_keys:  # checked before the artifact is read, on the descriptor it is then read from
+            from jaxport.artifact.signature_check import Trust, open_signed
 
-            verified = verify_signature(artifact, Trust(tuple(signature_keys), source="--signature-key"),
-                                        signature_path)
-        with open_artifact(artifact) as art:
+            opened, verified = open_signed(artifact, Trust(tuple(signature_keys), source="--signature-key"),
+                                           signature_path)
+        else:
+            opened = open_artifact(artifact)
+        with opened as art:
             art.verify_all()
             m = art.manifest
             names = function_names(art.model, function)

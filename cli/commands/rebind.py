@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
+from ..files import OutputPath
 from ..options import (
     artifact_write_options,
     bind_root_options,
@@ -25,7 +26,7 @@ from ..options import (
               "ARTIFACT's and SOURCE's directories that holds the artifact's recorded spec), so that verify finds the "
               "new weights.",
     required=True, example="params=finetuned.npz")
-@click.option("-o", "--output", required=True, type=click.Path(),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="The new artifact (a directory puts ARTIFACT's file name in it); never ARTIFACT itself.")
 @artifact_write_options(rebinding=True)
 @for_jax_option
@@ -53,12 +54,12 @@ def command(artifact, binds, output, root, version, no_manifest, for_jax, requir
         if signature_path is not None and not require_signature:
             raise click.UsageError("--signature names the bundle to check: give the trusted key with "
                                    "--require-signature PUBLIC.pem.")
-        if require_signature:
-            jaxport.verify_signature(artifact, require_signature, signature_path)
         from jaxport.artifact.signing import carry_notes
 
+        # a required signature is checked on the descriptor the artifact is then read from (never its path again)
         result = jaxport.rebind(artifact, binds, output, root=root, version=version,
-                                write_manifest=not no_manifest, for_jax=for_jax)
+                                write_manifest=not no_manifest, for_jax=for_jax,
+                                require_signature=require_signature or None, signature=signature_path)
         unsigned = carry_notes(artifact, result.path)  # the new artifact is not signed: say so
         if as_json:
             render.print_json({

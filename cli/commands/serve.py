@@ -11,6 +11,7 @@ from jaxport import interrupts
 
 from .. import errors, render
 from ..devices import apply, device_options
+from ..files import NamesFiles
 from ..options import debug_option, dim_option, json_option, load_options
 
 
@@ -19,7 +20,7 @@ def _say(text: str) -> None:
 
 
 @click.command("serve")
-@click.argument("artifacts", nargs=-1, required=True, metavar="[NAME[@VERSION]=]ARTIFACT...")
+@click.argument("artifacts", nargs=-1, required=True, type=NamesFiles(), metavar="[NAME[@VERSION]=]ARTIFACT...")
 @dim_option("Sizes of a dimension variable to compile a bucket for (e.g. batch=1,8,32); repeat for each variable "
             "(every combination is compiled). Default: the powers of two inside the spec's bounds with three sizes "
             "between each (8, 10, 12, 14, 16, ...) and the upper bound.")

@@ -13,7 +13,7 @@ from ..options import debug_option, json_option, signature_path_option
 @click.option("--key", "key", required=True, type=click.Path(), metavar="PRIVATE.pem",
               help="The elliptic-curve private key to sign with (PEM; P-256, P-384 or P-521).")
 @signature_path_option("Where to write the signature bundle (default: ARTIFACT.sig beside the artifact); one "
-                       "there is replaced.")
+                       "there is replaced.", written=True)
 @click.option("--certificate", "certificate", type=click.Path(), metavar="CERT",
               help="Sign with the PKI method: the key's certificate (PEM), carried in the bundle with its chain.")
 @click.option("--certificate-chain", "certificate_chain", multiple=True, type=click.Path(), metavar="CHAIN",

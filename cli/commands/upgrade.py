@@ -6,12 +6,13 @@ import click
 
 from .. import errors, render
 from ..devices import apply, device_options
+from ..files import OutputPath
 from ..options import allow_custom_call_option, debug_option, for_jax_option, json_option
 
 
 @click.command("upgrade")
 @click.argument("artifact", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="The new artifact (a directory puts ARTIFACT's file name in it); never ARTIFACT itself.")
 @for_jax_option
 @allow_custom_call_option

@@ -9,6 +9,7 @@ from jaxport.frontend import plural
 
 from .. import errors, render
 from ..devices import apply, device_options
+from ..files import NamesFiles
 from ..options import (
     INPUT_FILES,
     bind_root_options,
@@ -31,7 +32,7 @@ from ..render import escape, plain
 
 @click.command("verify")
 @click.argument("artifact", type=click.Path())
-@click.option("--against", metavar="FILE.py:NAME",
+@click.option("--against", type=NamesFiles(), metavar="FILE.py:NAME",
               help="The live function (default: the entry point the artifact records, a file under --root).")
 @shapes_option("A spec that must describe the artifact's signature (default: the spec the artifact records, when it "
                "is found under --root).")

@@ -6,7 +6,8 @@ import click
 
 from .. import errors, render
 from ..devices import apply, device_options
-from ..options import DEFAULT_CACHE, debug_option, dim_option, json_option, load_options
+from ..options import DEFAULT_CACHE, debug_option, dim_option, json_option, load_options, target_option
+from ..progress import Stages, enabled
 from ..render import plain
 
 
@@ -19,37 +20,47 @@ from ..render import plain
                  f"Give the same directory to 'jaxport call --cache-dir' (or ship it as the default) where the "
                  f"artifact runs.",
     "allow_platform_mismatch": "Try to compile a function exported for other platforms than the local one."})
+@target_option("Compile for this machine instead of the local one, here, without its devices (a TPU target needs "
+               "libtpu: pip install 'jaxport[tpu]'), and store each executable in the cache for it: on the target, "
+               "call, serve, warmup and jaxport.load with that cache then compile nothing. Every function at every "
+               "bucket (--dim, else the buckets 'jaxport compile' proposes from the spec's bounds); exit 10 when one "
+               "does not compile or fit. Repeatable.")
 @device_options
 @json_option
 @debug_option
-def command(artifact, dims, load, devices, as_json, debug):
+def command(artifact, dims, load, targets, devices, as_json, debug):
     """Check an artifact's program and compile it ahead for the shapes of --dim, into the cache.
 
     A later 'jaxport call' (or a jaxport.load with the same JAX compilation cache) on this machine then starts no
     checking process and compiles nothing for those shapes: it fetches the compiled program. Several values of a
     dimension (--dim batch=1,8,32) compile every combination. For a container image, warm up at build time and
     ship the cache directory; compiled programs are native code for this jaxlib and device kind, and are never
-    put inside an artifact.
+    put inside an artifact. With --target, compile for another machine (a TPU, from a CPU-only one): each bucket
+    is reported compiled or failed, with XLA's message and its memory against the target's.
 
     \b
     Examples:
       jaxport warmup mlp.jaxport --dim batch=1,8,32
       jaxport warmup mlp.jaxport --dim batch=8 --cache-dir build/xla-cache
+      jaxport warmup mlp.jaxport --target cpu --dim batch=1,8,32 --cache-dir build/shipped
     """
 
     def body():
         apply(devices)  # before JAX starts
+        if targets:
+            return _for_targets(artifact, targets, dims, load, as_json)
         from jaxport.isolation import isolate
         from jaxport.run.cache import compilation_cache, default_cache_dir
-        from jaxport.run.load import check_signature, load_with
+        from jaxport.run.load import load_with, open_checked
 
         directory = load.cache_dir or default_cache_dir()
-        check_signature(artifact, load)  # --require-signature: before the artifact is read
-        digests = _payload_digests(artifact)
-        verdicts_before = {name: isolate.has_verdict(d, directory) for name, d in digests.items()}
-        with compilation_cache(directory):  # the check's verdict goes there too
-            loaded = load_with(artifact, load, cache_dir=directory)
-        done = loaded.warmup(dims, cache_dir=directory)
+        # --require-signature: opened once it verified, and everything read from that one opening
+        with open_checked(artifact, load) as art:
+            digests = {name: art.model.members[f.payload].sha256 for name, f in art.model.functions.items()}
+            verdicts_before = {name: isolate.has_verdict(d, directory) for name, d in digests.items()}
+            with compilation_cache(directory):  # the check's verdict goes there too
+                loaded = load_with(art, load, cache_dir=directory)
+            done = loaded.warmup(dims, cache_dir=directory)
         for note in loaded.notes:  # a program older than this JAX's window, read by jaxport
             render.stderr().print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
         check = ("fetched" if verdicts_before[loaded.function] else
@@ -64,12 +75,57 @@ def command(artifact, dims, load, devices, as_json, debug):
     errors.run(body, debug=debug, as_json=as_json)
 
 
-def _payload_digests(artifact):
-    """The sha256 of each function's program, by function name: what a check's verdict is about."""
-    from jaxport.artifact.container import open_artifact
+def _for_targets(artifact, targets, dims, load, as_json):
+    """``warmup --target``: compile for each target and store the executables in the cache."""
+    from jaxport.errors import PlatformError
+    from jaxport.run.aot import compile_targets
+    from jaxport.run.cache import default_cache_dir
 
-    with open_artifact(artifact) as art:
-        return {name: art.model.members[f.payload].sha256 for name, f in art.model.functions.items()}
+    directory = load.cache_dir or default_cache_dir()
+    with Stages(enabled(as_json)) as stages:
+        reports = compile_targets(artifact, targets, options=load, dims=dims or None, cache_dir=directory,
+                                  progress=stages)
+    if as_json:
+        render.print_json({"artifact": str(artifact), "cache_dir": str(directory),
+                           "targets": [r.to_json() for r in reports]})
+    else:
+        for report in reports:
+            render_target(report, stored=True)
+    failed = [r for r in reports if r.failed]
+    if failed:
+        errors.fail_after_result(PlatformError(failed[0].summary() + (
+            f" ({len(failed)} targets failed)" if len(failed) > 1 else "")))
+
+
+def render_target(report, *, stored):
+    """A target's buckets as a table: compiled or failed, the memory needed against the target's, the record."""
+    from jaxport.artifact.summary import type_text
+    from jaxport.run.aot import gib
+
+    out = render.Document()
+    t = report.target
+    version = f", {report.platform_version}" if report.platform_version else ""
+    out.line("Compiled ", (plain(report.artifact), "bold"), f" for {plain(t.name)} ({plain(t.description)}"
+             f"{plain(version)}): {len(report.buckets) - len(report.failed)} of {len(report.buckets)} bucket"
+             f"{'s' if len(report.buckets) != 1 else ''}" + (f", executables in {plain(report.cache_dir)}"
+                                                             if stored and report.cache_dir else ""))
+    table = render.Table("buckets", ("function", "dimensions", "inputs", "compile", "memory", "result"))
+    for b in report.buckets:
+        shown = ", ".join(f"{plain(n)}: {type_text(dt, shape)}" for n, (shape, dt) in zip(b.input_names, b.key))
+        if b.needs is None:
+            memory = "-"
+        else:
+            memory = gib(b.needs) + (f" of {gib(b.limit)}" if b.limit else "")
+        result = ("stored" if b.record else "compiled") if b.ok else ("does not fit" if b.compiled else "failed")
+        table.add_row(plain(b.function), ", ".join(f"{k}={v}" for k, v in b.dims.items()) or "-", shown,
+                      _seconds(b.seconds), memory, result)
+    out.table(table)
+    for b in report.failed:
+        dims = ", ".join(f"{k}={v}" for k, v in b.dims.items()) or "static shapes"
+        out.line(("✗ ", "red"), f"{plain(b.function)} at {dims}: {plain(b.reason() or '')}")
+    for note in report.notes:
+        out.line(("note: ", "yellow"), plain(note))
+    out.print()
 
 
 #: The line that gives the check's verdict, by where it came from.
@@ -95,7 +151,8 @@ def _render(artifact, loaded, done, directory, check):
         c = w.compilation
         shown = ", ".join(f"{plain(n)}: {type_text(dt, shape)}"
                           for n, (shape, dt) in zip(loaded.input_names, w.key))
-        state = "fetched" if c.cache_hit else "compiled, now cached" if c.cache_hit is False else "compiled"
+        state = "shipped executable" if c.shipped else "fetched" if c.cache_hit else \
+            "compiled, now cached" if c.cache_hit is False else "compiled"
         t.add_row(", ".join(f"{k}={v}" for k, v in w.dims.items()) or "-", shown, _seconds(c.lower_seconds),
                   _seconds(c.seconds), state)
     out.table(t)

@@ -39,6 +39,7 @@ from . import manifest as manifest_mod
 from . import zipwrite
 from .layout import ALIGNMENT, MANIFEST_NAME, MAX_MANIFEST_BYTES, MAX_MEMBERS, UNSAFE_NAME, is_safe_member_name
 from .model import Manifest, MemberInfo, replace
+from .zipread import ReadOnly
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
 if TYPE_CHECKING:
@@ -218,6 +219,13 @@ class Artifact:
                                  f"manifest says {expected[:16]}.... Re-download or re-export the artifact.")
         self._verified.add(name)
 
+    def file_sha256(self) -> str:
+        """The sha256 of the whole file as opened, read through its descriptor (whatever its path names since)."""
+        digest = hashlib.sha256()
+        for chunk in self._file.chunks(0, len(self._file), "the whole file"):
+            digest.update(chunk)
+        return digest.hexdigest()
+
     def verify_all(self) -> None:
         for name in self.members:
             if name != MANIFEST_NAME:
@@ -241,8 +249,14 @@ class Artifact:
 def open_artifact(path: str | Path) -> Artifact:
     """Open and check an artifact (see the module docstring for what is checked)."""
     path = Path(path)
+    return read_artifact(path, open_regular(path, FormatError, directory="an artifact"))
+
+
+def read_artifact(path: Path, fd: int) -> Artifact:
+    """The artifact of ``fd``, an open descriptor of the regular file ``path``, checked as :func:`open_artifact`
+    checks it; the artifact owns the descriptor (closed with it, or at once when the file is refused). A signature
+    check hashes a descriptor, then reads the artifact from it (``signature_check.open_signed``)."""
     where = str(path)
-    fd = open_regular(path, FormatError, directory="an artifact")
     data = _FileBytes(fd, where)
     try:
         if len(data) < 22:
@@ -391,7 +405,7 @@ def _directory_entries(data: _FileBytes, size: int, bad: Callable[[str], FormatE
         raise bad(_misplaced_end(data, size))
     count, dir_size, dir_offset = _directory(data, size, bad)
     try:
-        zf = zipfile.ZipFile(_ReadOnly(data), "r")
+        zf = zipfile.ZipFile(ReadOnly(data), "r")
         infos = zf.infolist()
         start_dir = zf.start_dir
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error, OSError, EOFError,
@@ -576,25 +590,3 @@ def _misplaced_end(data: _FileBytes, size: int) -> str:
     return ("damaged artifact: the file is truncated: its zip end-of-central-directory record is missing. "
             "Re-download or re-export the artifact.")
 
-
-class _ReadOnly:
-    """A minimal file object over the artifact's bytes for zipfile, which needs seek/tell/read."""
-
-    def __init__(self, data: _FileBytes):
-        self._data, self._pos = data, 0
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = 0 if whence == 0 else self._pos if whence == 1 else len(self._data)
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self._data) if n is None or n < 0 else min(len(self._data), self._pos + n)
-        out, self._pos = (self._data[self._pos:end] if end > self._pos else b""), end
-        return out
-
-    def seekable(self) -> bool:
-        return True

@@ -10,10 +10,89 @@ with gaps, where a subtree had no leaves) is a dict keyed by the keys' names (``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..errors import InputError
 from .calltree import key_name
+
+#: The deepest a value given for one argument may nest (levels of nodes above its leaves): the manifest records an
+#: argument in the function's call tree, which a reader takes nested at most 64 deep (``_json.strict_json``,
+#: FORMAT.md), and the call tree spends 6 of them above the argument and 2 on each level below it (a node and its
+#: list of children). So no artifact takes an argument nested deeper, and no value nested deeper is walked.
+MAX_VALUE_DEPTH = 29
+
+
+class TreeShapeError(ValueError):
+    """A value :func:`walk` will not walk: ``kind`` is ``"cycle"`` (a node that holds itself), ``"depth"`` (nested
+    deeper than the limit) or ``"flatten"`` (a custom node whose own flatten raised ``detail``), at ``path``."""
+
+    def __init__(self, kind: str, path: str, detail: str = ""):
+        super().__init__(f"{path or 'the value'}: {kind}{': ' + detail if detail else ''}")
+        self.kind, self.path, self.detail = kind, path, detail
+
+
+def walk(value: Any, depth_limit: int = MAX_VALUE_DEPTH) -> Iterator[tuple[Any, str, list[tuple[str, Any]] | None]]:
+    """Every node of the pytree ``value`` but ``None`` as ``(node, path, children)``, depth first in JAX's order:
+    ``children`` is None for a leaf, else the node's ``(step, child)`` pairs (``[0]``, ``['key']``, ``.attr``), and
+    ``path`` the steps from the root. Raises :class:`TreeShapeError` at a node that holds itself, one nested deeper
+    than ``depth_limit`` and a custom node that cannot be flattened.
+
+    The walk is iterative and goes one level of each node at a time (JAX flattens a custom node with
+    ``tree_flatten_with_path`` told that every node below the first is a leaf), so it finishes on values that JAX's
+    own flatten cannot take: that recursion is native, and on a value that holds itself through a custom node (or
+    nests thousands deep) it fails with ``RecursionError`` or ``SystemError`` and can leave the interpreter's
+    recursion count spent, after which every later call in the process fails. Every place jaxport hands a user's
+    value to JAX's pytree code walks it first."""
+    from jax import tree_util
+
+    stack: list[tuple[Any, str, int, frozenset[int]]] = [(value, "", 0, frozenset())]
+    while stack:
+        node, path, depth, above = stack.pop()
+        if node is None:
+            continue
+        if tree_util.all_leaves([node]):
+            yield node, path, None
+            continue
+        if id(node) in above:
+            raise TreeShapeError("cycle", path)
+        if depth >= depth_limit:
+            raise TreeShapeError("depth", path)
+        children: list[tuple[str, Any]]
+        if type(node) is dict:
+            children = [(f"[{k!r}]", v) for k, v in node.items()]
+        elif type(node) in (list, tuple):
+            children = [(f"[{i}]", v) for i, v in enumerate(node)]
+        else:
+            try:  # one level: every node below the first is a leaf (a child that is the node itself included)
+                flat = tree_util.tree_flatten_with_path(node, is_leaf=_below_the_first())[0]
+            except Exception as e:  # noqa: BLE001 - the node's own flatten failed
+                raise TreeShapeError("flatten", path, f"{type(e).__name__}: {str(e)[:200]}") from None
+            children = [(f".{key_name(p[0])}", v) for p, v in flat]
+        yield node, path, children
+        below = above | {id(node)}
+        stack.extend((child, path + step, depth + 1, below) for step, child in reversed(children))
+
+
+def _below_the_first() -> Callable[[Any], bool]:
+    """An ``is_leaf`` that is false for the first node it is asked about (the root of a flatten) and true for every
+    later one: ``tree_flatten`` then goes one level down, even into a node whose child is the node itself."""
+    asked: list[bool] = []
+
+    def is_leaf(_: Any) -> bool:
+        if asked:
+            return True
+        asked.append(True)
+        return False
+
+    return is_leaf
+
+
+def shown_path(path: str) -> str:
+    """A :func:`walk` path as messages show it: long ones cut in the middle (a value may nest 29 levels)."""
+    steps = re.findall(r"\[[^\]]*\]|\.[^.\[]+", path)
+    return path if len(steps) <= 12 else "".join(steps[:6]) + "..." + "".join(steps[-4:])
 
 
 def is_index(key: Any) -> bool:
@@ -54,15 +133,39 @@ def path_trees(values: Any, numbers: bool = True) -> Any:
     def kept(v: Any) -> bool:
         return (hasattr(v, "shape") and hasattr(v, "dtype")) or (numbers and type(v) in (bool, int, float, complex))
 
-    def plain(value: Any) -> Any:
+    def plain(value: Any, argument: str) -> Any:
         if value is None or (hasattr(value, "shape") and hasattr(value, "dtype")) or isinstance(value, (str, int,
                                                                                                        float)):
             return value
         from jax import tree_util
 
+        check_argument(value, argument)  # before JAX's own flatten, which recurses natively
         flat = [(p, v) for p, v in tree_util.tree_flatten_with_path(value)[0] if kept(v)]
         return nest(flat) if flat else value
 
     if isinstance(values, dict):
-        return {k: plain(v) for k, v in values.items()}
-    return tuple(plain(v) for v in values)
+        return {k: plain(v, f"argument {k!r}") for k, v in values.items()}
+    return tuple(plain(v, f"positional argument {i + 1}") for i, v in enumerate(values))
+
+
+#: Why a value may nest at most :data:`MAX_VALUE_DEPTH` levels, as messages say it.
+VALUE_DEPTH_REASON = "which no artifact's argument is (its manifest nests at most 64 levels)"
+
+
+def check_argument(value: Any, argument: str, error: Callable[[str], Exception] = InputError, *,
+                   depth_limit: int = MAX_VALUE_DEPTH, why: str = VALUE_DEPTH_REASON) -> None:
+    """Refuse (``error``, default ``InputError``) a value given for ``argument`` that :func:`walk` does not walk: one
+    that contains itself, one nested deeper than ``depth_limit`` (any argument of an artifact: ``why`` says so), one
+    with a custom node whose flatten raises. Said before any of JAX's pytree code sees the value."""
+    try:
+        for _ in walk(value, depth_limit):
+            pass
+    except TreeShapeError as e:
+        where = f"{argument}{shown_path(e.path)}"
+        if e.kind == "cycle":
+            raise error(f"{where}: contains itself (a cycle), so it has no finite structure. "
+                        f"Give a value without the cycle.") from None
+        if e.kind == "depth":
+            raise error(f"{where}: is nested more than {depth_limit} levels deep, {why}. Flatten the value.") \
+                from None
+        raise error(f"{where}: cannot be flattened as a pytree ({e.detail}).") from None

@@ -32,7 +32,7 @@ from .policy_language import (
     load_policy,
     parse_policy,
 )
-from .signature_check import verify_signature
+from .signature_check import open_signed
 from .summary import human_bytes
 
 __all__ = ["CALLING_CONVENTION_SINCE_JAX", "MAX_POLICY_BYTES", "METADATA_FIELDS", "PLATFORMS", "POLICY_DOCUMENT",
@@ -62,6 +62,8 @@ class CheckReport:
     #: (rule, message): what the reader should know although it is no violation (a deprecated key, a JAX version
     #: newer than jaxport's release table).
     notes: list[tuple[str, str]] = field(default_factory=list)
+    #: The compilations of rule ``compiles_on`` (``jaxport.run.aot``), one JSON report per target.
+    targets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -84,7 +86,8 @@ class CheckReport:
         return {"artifact": self.artifact, "policy": self.policy, "passed": self.passed,
                 "rules": [{"rule": r, "passed": counts[r] == 0, "violations": counts[r]} for r in self.rules],
                 "violations": [v.as_dict() for v in self.violations],
-                "notes": [{"rule": r, "message": m} for r, m in self.notes]}
+                "notes": [{"rule": r, "message": m} for r, m in self.notes],
+                **({"targets": self.targets} if self.targets else {})}
 
 
 def _jax_version(text: str) -> tuple[int, int, int] | None:
@@ -286,15 +289,18 @@ def check(artifact: str | Path, policy: Policy | str | Path, today: datetime.dat
         policy = load_policy(policy)
     notes: list[tuple[str, str]] = []
     if policy.signature is not None:
-        try:
-            notes.append(("signature", verify_signature(artifact, policy.signature, signature).sentence() + "."))
+        try:  # the other rules judge the very bytes that verified, read through one descriptor
+            art, verified = open_signed(artifact, policy.signature, signature)
         except SignatureError as e:
             skipped = [r for r in policy.rules if r != "signature"]
             said = [("signature", f"the other rules ({', '.join(skipped)}) were not checked: an artifact whose "
                                   f"signature does not verify is not read further.")] if skipped else []
             return CheckReport(str(artifact), policy.file, ["signature"], [Violation("signature", None, str(e))],
                                said)
-    with open_artifact(artifact) as art:
+        notes.append(("signature", verified.sentence() + "."))
+    else:
+        art = open_artifact(artifact)
+    with art:
         art.verify_all()
         manifest, size = art.model, art.size
     violations, said = assess(policy, manifest, size, today)

@@ -47,11 +47,17 @@ RULES = (
     "max_producer_age_days",
     "min_days_left",
     "min_reach_days",
+    "compiles_on",
 )
+#: The machines a ``compiles_on`` rule may name (``jaxport.run.targets``; a test keeps the two lists equal).
+COMPILE_TARGETS = ("cpu", "tpu-v5e", "tpu-v5e-4", "tpu-v5e-8", "tpu-v6e", "tpu-v6e-4", "tpu-v6e-8", "tpu-v5p-8",
+                   "tpu-v4-8")
+#: The most sizes ``compiles_on.dims`` may give one dimension.
+MAX_COMPILE_SIZES = 64
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
              "calling_convention", "min_consumer_jax", "required_metadata", "forbid_disabled_safety_checks",
              "max_embedded_constant_size", "max_producer_age_days", "min_days_left", "min_reach_days", "max_age_days",
-             "signature")
+             "signature", "compiles_on")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[kKMGT]B|B)?\s*$")
 _UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "KiB": 1 << 10,
           "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -89,6 +95,11 @@ class Policy:
     #: The signers one of which must have signed the artifact (its model-signing bundle, ``ARTIFACT.sig``), checked
     #: before every other rule: the keys' paths relative to the policy's directory (``artifact.signature``).
     signature: Trust | None = None
+    #: The machines every function must compile for, at every bucket (``jaxport.run.aot``): target names.
+    compiles_on: list[str] | None = None
+    #: The sizes of each dimension variable to compile ``compiles_on`` at (None: the buckets ``jaxport compile``
+    #: proposes from the spec's bounds).
+    compiles_on_dims: dict[str, list[int]] | None = None
     #: Notes on the policy itself (a deprecated key), reported with the check.
     notes: list[tuple[str, str]] = field(default_factory=list)
 
@@ -122,6 +133,7 @@ class Policy:
             "max_producer_age_days": self.max_producer_age_days is not None,
             "min_days_left": self.min_days_left is not None,
             "min_reach_days": self.min_reach_days is not None,
+            "compiles_on": bool(self.compiles_on),
         }
         return [r for r in RULES if active[r]]
 
@@ -327,6 +339,46 @@ class _Parser:
         paths = tuple(p if p.is_absolute() else base / p for p in map(Path, keys))
         return {"signature": Trust(paths, tuple(identities), source=f"the policy {self.file}")}
 
+    def compiles_on(self, node: _Node, what: str) -> dict[str, Any]:
+        """``compiles_on: [tpu-v5e]``, or ``{targets: [tpu-v5e], dims: {batch: [1, 8, 64]}}``."""
+        dims = None
+        if isinstance(node.value, dict):
+            self.mapping(node, ("targets", "dims"), f"'{what}'")
+            listed = node.child("targets")
+            if listed is None:
+                raise self.fail(node.line, f"{what} needs 'targets': the machines to compile for "
+                                           f"({', '.join(COMPILE_TARGETS)}).")
+            dims = node.optional("dims", self.sizes, f"{what}.dims")
+            node = listed
+            what = f"{what}.targets"
+        items = node.value if isinstance(node.value, list) else None
+        if not items or not all(isinstance(i.value, str) for i in items):
+            raise self.fail(node.line, f"{what} must be a list of targets ({', '.join(COMPILE_TARGETS)}).")
+        for item in items:
+            if item.value not in COMPILE_TARGETS:
+                close = difflib.get_close_matches(item.value, COMPILE_TARGETS, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise self.fail(item.line, f"{what}: unknown target {item.value[:80]!r}.{hint} Targets: "
+                                           f"{', '.join(COMPILE_TARGETS)}.")
+        return {"compiles_on": list(dict.fromkeys(i.value for i in items)), "compiles_on_dims": dims}
+
+    def sizes(self, node: _Node, what: str) -> dict[str, list[int]]:
+        """``{NAME: [sizes]}`` (or ``{NAME: size}``): the sizes of dimension variables."""
+        if not isinstance(node.value, dict) or not node.value:
+            raise self.fail(node.line, f"{what} must map dimension variables to lists of sizes, such as "
+                                       f"{{batch: [1, 8, 64]}}.")
+        out: dict[str, list[int]] = {}
+        for name, value in node.value.items():
+            values = value.value if isinstance(value.value, list) else [value]
+            if not isinstance(name, str) or not name.isidentifier() or not values or \
+                    len(values) > MAX_COMPILE_SIZES or \
+                    not all(isinstance(v.value, int) and not isinstance(v.value, bool) and 0 <= v.value <= MAX_NUMBER
+                            for v in values):
+                raise self.fail(value.line, f"{what}.{name}: give a dimension variable's sizes, a list of at most "
+                                            f"{MAX_COMPILE_SIZES} non-negative integers (found {_shown(value)}).")
+            out[name] = [v.value for v in values]
+        return out
+
     def identities(self, node: _Node, what: str) -> list[Identity]:
         items = node.value if isinstance(node.value, list) else None
         if items is None:
@@ -388,6 +440,7 @@ _KEYS = (
              old="max_age_days", new="max_producer_age_days", left="min_days_left")))),
     _Key("min_days_left", _sets("min_days_left", _Parser.integer)),
     _Key("min_reach_days", _sets("min_reach_days", _Parser.integer)),
+    _Key("compiles_on", _Parser.compiles_on),
 )
 
 

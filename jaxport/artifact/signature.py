@@ -12,7 +12,11 @@ it on its fast path.
 Trust model: the bundle is hostile until verified, and so is the artifact. A bundle is read whole, at most
 :data:`MAX_BUNDLE_BYTES`, as strict JSON, and its shape is checked before any library sees it. The artifact itself is
 only hashed (as model signing hashes a file: its bytes), never opened as an artifact, until its signature has
-verified: a command that requires a signature reads nothing else of it first. The statement must name the
+verified: a command that requires a signature reads nothing else of it first. It is opened once, and what is hashed
+is what is then read: the bytes of that descriptor, compared with the signed digest before the artifact is parsed
+from the same descriptor (``signature_check.open_signed``); its path is never opened again, so a file renamed or
+linked over it meanwhile is not what runs (README, "Signed artifacts", says what an attacker who can write the
+directory or the file can and cannot do). The statement must name the
 artifact's own file name (a bundle moved beside another file, even one with the same bytes, is refused), and a
 signer is trusted only by what the caller gives: a public key, a CA certificate, or a Sigstore identity, never by
 what the bundle says of itself. Keyless bundles are verified offline only, against the Sigstore trust root the local

@@ -109,7 +109,10 @@ def sign(artifact: str | Path, key: str | Path, *, signature: str | Path | None 
             raise SignatureError(f"{shown_path(art)}: signing failed: {str(e)[:200]}") from None
         raw = written.read_bytes()
     bundle = parse_bundle(raw, out)  # what was written is what verify reads
-    atomic_write(out, lambda f: f.write(raw), inputs=[art, key_path])
+    # model signing read the certificates itself: they are named here, as every file read is, so that no bundle
+    # replaces one
+    read = [art, key_path, *([Path(certificate)] if certificate is not None else []), *chain]
+    atomic_write(out, lambda f: f.write(raw), inputs=read)
     sha = bundle.signed_sha256
     assert sha is not None
     return Signed(art, out, bundle.method, bundle.key_id, sha)

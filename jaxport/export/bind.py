@@ -35,11 +35,12 @@ from .._fsio import open_for_reading
 from .._npyfile import NpzRules, read_header, read_npz_file, size_text
 from .._text import human_bytes, plural
 from ..artifact.calltree import key_name
+from ..artifact.pathtree import check_argument
 from ..artifact.summary import type_text
 from ..artifact.tensors import Tensor, prepare
 from ..errors import EntrypointError, SpecError
 from ..sharding import indivisible
-from ..spec import BindLeaf, FunctionSpec, ShapeSpec
+from ..spec import MAX_DEPTH, BindLeaf, FunctionSpec, ShapeSpec
 from ..spec.tree import leaves
 from .entrypoint import load_attribute, split_entrypoint
 from .orbax_source import SOURCES, load_directory
@@ -245,6 +246,10 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
     named by its own path (``prefix/sequential/dense/kernel``) unless another leaf already has that name."""
     from jax import tree_util
 
+    # walked first: JAX's flatten recurses natively, and a value that holds itself through a custom node left the
+    # interpreter unable to run anything after it (its recursion count spent)
+    check_argument(value, f"bound value {prefix!r}", lambda message: SpecError(f"{where}: {message}"),
+                   depth_limit=MAX_DEPTH, why="which the spec language does not take (it nests at most 64 levels)")
     with warnings.catch_warnings():  # JAX warns of a generator leaf, refused below
         warnings.filterwarnings("ignore", "Python iterable type", DeprecationWarning)
         flat, treedef = tree_util.tree_flatten_with_path(value)

@@ -150,11 +150,9 @@ def like_tree(leaf: LikeLeaf, value: Any, depth: int = 0) -> LikeTree:
 #: symbolic dimensions (1000 take about half a minute).
 MAX_LEAVES = 4096
 #: The deepest a ``like:`` value may nest (levels of nodes above its leaves) when it is a top-level argument: the
-#: manifest records the argument in the function's call tree, which a reader takes nested at most 64 deep
-#: (``_json.strict_json``, FORMAT.md), and the call tree spends 6 of them above the argument and 2 on each level
-#: below it (a node and its list of children). A ``like:`` deeper in the spec's tree may nest one level less for
-#: each level it sits below the top (:func:`max_depth`).
-MAX_DEPTH = 29
+#: deepest any argument's value may nest (``pathtree.MAX_VALUE_DEPTH``, from the manifest's 64 levels). A ``like:``
+#: deeper in the spec's tree may nest one level less for each level it sits below the top (:func:`max_depth`).
+MAX_DEPTH = pathtree.MAX_VALUE_DEPTH
 
 
 def max_depth(above: int) -> int:
@@ -165,88 +163,62 @@ def max_depth(above: int) -> int:
 
 def check_value(value: Any, leaf: LikeLeaf, depth_limit: int = MAX_DEPTH) -> None:
     """Refuse a ``like:`` value JAX's pytree code cannot take, that would make the export run for hours or that the
-    artifact's manifest could not record, before JAX sees it (walked iteratively, one level of each node at a time):
-    a value that contains itself, one nested deeper than ``depth_limit`` (:data:`MAX_DEPTH` at the top of the
-    arguments), one with more than ``MAX_LEAVES`` leaves, a dict with two keys of one name (``1`` and ``"1"``: the
-    inputs are named by the keys' names) and one whose keys cannot be ordered (JAX sorts them)."""
-    from jax import tree_util
+    artifact's manifest could not record, before JAX sees it (``pathtree.walk``: iteratively, one level of each node
+    at a time): a value that contains itself, one nested deeper than ``depth_limit`` (:data:`MAX_DEPTH` at the top
+    of the arguments), one with more than ``MAX_LEAVES`` leaves, a dict with two keys of one name (``1`` and
+    ``"1"``: the inputs are named by the keys' names) and one whose keys cannot be ordered (JAX sorts them)."""
 
     def fail(path: str, msg: str) -> SpecError:
-        steps = re.findall(r"\[[^\]]*\]|\.[^.\[]+", path)
-        shown = path if len(steps) <= 12 else "".join(steps[:6]) + "..." + "".join(steps[-4:])
-        return SpecError(f"{leaf.where}: {leaf.source}{shown}: {msg}")
+        return SpecError(f"{leaf.where}: {leaf.source}{pathtree.shown_path(path)}: {msg}")
 
-    stack: list[tuple[Any, str, int, frozenset[int]]] = [(value, "", 0, frozenset())]
     count = 0
-    while stack:
-        node, path, depth, above = stack.pop()
-        if node is None:
-            continue
-        if inspect.isgenerator(node) or inspect.isasyncgen(node) or inspect.iscoroutine(node):
-            raise fail(path, f"is a {type(node).__name__}, which a program cannot hold (it is consumed once; JAX "
-                             f"takes it as a leaf only until a future version refuses it). Give its values as a "
-                             f"list or an array.")
-        if tree_util.all_leaves([node]):
-            count += 1
-            if count > MAX_LEAVES:
-                raise fail("", f"has more than {MAX_LEAVES} leaves, which a 'like:' argument does not take (JAX's "
-                               f"export time grows with the square of the inputs). Bind large trees of weights with "
-                               f"'bind:' instead, or split the value into several arguments.")
-            continue
-        if id(node) in above:
-            raise fail(path, "contains itself (a cycle), so it has no finite structure. Give a value without the "
-                             "cycle.")
-        if depth >= depth_limit:
-            raise fail(path, f"is nested more than {depth_limit} levels deep, which a 'like:' argument "
-                             f"{'' if depth_limit == MAX_DEPTH else 'at this place of the spec '}does not take (the "
-                             f"artifact's manifest nests at most 64 levels). Flatten the value.")
-        if type(node) is dict:
-            names: dict[str, Any] = {}
-            for key in node:
-                if _ADDRESS.search(str(key)):
-                    raise fail(path, f"has the key {_short(key)}, whose name holds a memory address, which differs "
-                                     f"in every process: it cannot name an input that verify and later exports "
-                                     f"find again. Use string keys.")
-                if str(key) in names:
-                    raise fail(path, f"has the keys {names[str(key)]!r} and {key!r}, which name one input "
-                                     f"({str(key)!r}). Rename one.")
-                names[str(key)] = key
-            try:
-                sorted(node)  # JAX flattens a dict in the order of its keys
-            except TypeError:
-                kinds = sorted({type(k).__name__ for k in node})
-                raise fail(path, f"has keys of types that cannot be ordered ({', '.join(kinds)}), and JAX sorts a "
-                                 f"dict's keys to flatten it. Give the keys one type (strings).") from None
-            children = [(f"[{k!r}]", v) for k, v in node.items()]
-        elif type(node) in (list, tuple):
-            children = [(f"[{i}]", v) for i, v in enumerate(node)]
-        else:
-            try:  # one level: every node below the first is a leaf (a child that is the node itself included,
-                # which JAX would flatten again and again until its native code lost the interpreter's stack)
-                flat = tree_util.tree_flatten_with_path(node, is_leaf=_below_the_first())[0]
-            except Exception as e:  # noqa: BLE001 - the node's own flatten failed
-                raise fail(path, f"cannot be flattened as a pytree ({type(e).__name__}: {e}).") from None
-            children = [(f".{key_name(p[0])}", v) for p, v in flat]
-        below = above | {id(node)}
-        stack.extend((child, path + step, depth + 1, below) for step, child in reversed(children))
+    try:
+        for node, path, children in pathtree.walk(value, depth_limit):
+            if children is None:
+                if inspect.isgenerator(node) or inspect.isasyncgen(node) or inspect.iscoroutine(node):
+                    raise fail(path, f"is a {type(node).__name__}, which a program cannot hold (it is consumed "
+                                     f"once; JAX takes it as a leaf only until a future version refuses it). Give "
+                                     f"its values as a list or an array.")
+                count += 1
+                if count > MAX_LEAVES:
+                    raise fail("", f"has more than {MAX_LEAVES} leaves, which a 'like:' argument does not take "
+                                   f"(JAX's export time grows with the square of the inputs). Bind large trees of "
+                                   f"weights with 'bind:' instead, or split the value into several arguments.")
+            elif type(node) is dict:
+                _check_keys(node, path, fail)
+    except pathtree.TreeShapeError as e:
+        if e.kind == "cycle":
+            raise fail(e.path, "contains itself (a cycle), so it has no finite structure. Give a value without the "
+                               "cycle.") from None
+        if e.kind == "depth":
+            raise fail(e.path, f"is nested more than {depth_limit} levels deep, which a 'like:' argument "
+                               f"{'' if depth_limit == MAX_DEPTH else 'at this place of the spec '}does not take "
+                               f"(the artifact's manifest nests at most 64 levels). Flatten the value.") from None
+        raise fail(e.path, f"cannot be flattened as a pytree ({e.detail}).") from None
+
+
+def _check_keys(node: dict[Any, Any], path: str, fail: Any) -> None:
+    """Refuse a dict of a ``like:`` value whose keys cannot name its inputs (see :func:`check_value`)."""
+    names: dict[str, Any] = {}
+    for key in node:
+        if _ADDRESS.search(str(key)):
+            raise fail(path, f"has the key {_short(key)}, whose name holds a memory address, which differs in every "
+                             f"process: it cannot name an input that verify and later exports find again. Use "
+                             f"string keys.")
+        if str(key) in names:
+            raise fail(path, f"has the keys {names[str(key)]!r} and {key!r}, which name one input ({str(key)!r}). "
+                             f"Rename one.")
+        names[str(key)] = key
+    try:
+        sorted(node)  # JAX flattens a dict in the order of its keys
+    except TypeError:
+        kinds = sorted({type(k).__name__ for k in node})
+        raise fail(path, f"has keys of types that cannot be ordered ({', '.join(kinds)}), and JAX sorts a dict's "
+                         f"keys to flatten it. Give the keys one type (strings).") from None
 
 
 #: A memory address in a default ``repr`` (``<K object at 0x7f...>``): a dict key named by it names no input twice.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def _below_the_first() -> Any:
-    """An ``is_leaf`` that is false for the first node it is asked about (the root of a flatten) and true for every
-    later one: ``tree_flatten`` then goes one level down, even into a node whose child is the node itself."""
-    asked: list[bool] = []
-
-    def is_leaf(_: Any) -> bool:
-        if asked:
-            return True
-        asked.append(True)
-        return False
-
-    return is_leaf
 
 
 def is_python_number(value: Any) -> bool:

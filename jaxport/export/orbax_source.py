@@ -22,6 +22,7 @@ tensorstore data; nothing is unpickled and no code named by the checkpoint is im
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,19 @@ def _is_item(path: Path) -> bool:
     return any((path / f).is_file() for f in ITEM_FILES)
 
 
+#: A step directory's name: a step number as ``CheckpointManager`` writes it (``str(step)``), in ASCII digits with no
+#: leading zero. ``00``, ``-1``, ``1e3``, ``+5``, ``٣`` (an Arabic-Indic three, a digit to ``str.isdigit``) and a
+#: number of more digits than a step has are not steps: ``int()`` reads several of them as a step whose canonical
+#: name (``0``) is another directory, or none.
+_STEP_NAME = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
 def _steps(path: Path) -> list[int]:
-    """The numbered step directories of a ``CheckpointManager`` root, in order."""
+    """The numbered step directories of a ``CheckpointManager`` root (only names that are canonical step numbers,
+    :data:`_STEP_NAME`), in order."""
     found = []
     for child in path.iterdir():
-        if child.name.isdigit() and child.is_dir() and ((child / STEP_FILE).is_file() or _is_item(child)):
+        if _STEP_NAME.fullmatch(child.name) and child.is_dir() and ((child / STEP_FILE).is_file() or _is_item(child)):
             found.append(int(child.name))
     return sorted(found)
 

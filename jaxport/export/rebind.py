@@ -11,6 +11,10 @@ members' digests, the recorded source of each rebound argument (in the call tree
 ``metadata.version``. So rebinding an artifact with weights W gives the bytes of a fresh export of the same spec
 with ``--bind NAME=W`` (same JAX), and ``verify`` runs the live function with W.
 
+With ``require_signature``, the artifact is rebound only if it carries a signature by a trusted signer, verified
+on the bytes of the descriptor every member is then read from (``signature_check.open_signed``): the new artifact
+holds the signed programs, or none is written. It is itself not signed (``signing.carry_notes``).
+
 Non-array leaves of a bound value (Python numbers and strings inside a module) were baked into the program at
 export and are not recorded in the artifact: rebind cannot compare them, and a change of them needs a re-export.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -32,6 +36,7 @@ from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
 from ..artifact.private_copy import private_member
+from ..artifact.signature_check import open_signed
 from ..errors import InputError, OutputError, SpecError, UsageError
 from ..program.module_scan import stablehlo_version
 from ..sharding import text as spec_text
@@ -96,7 +101,9 @@ def bound_arguments(manifest: Manifest) -> dict[str, _BoundArgument]:
 
 
 def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *, root: str | Path | None = None,
-           version: str | None = None, write_manifest: bool = True, for_jax: str | None = None) -> RebindResult:
+           version: str | None = None, write_manifest: bool = True, for_jax: str | None = None,
+           require_signature: str | Path | Iterable[str | Path] | None = None,
+           signature: str | Path | None = None) -> RebindResult:
     """Write ``output``: ``artifact`` with the weights of each bound argument in ``bind`` replaced, its programs
     byte-identical.
 
@@ -113,6 +120,9 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
     artifact's file name in) is never the input artifact: rebind writes a new file, atomically. ``for_jax`` also
     writes the programs for that older JAX (``target``): the same programs, their StableHLO re-serialized as the
     version it reads, so they are then not byte-identical; the manifest records the target (``producer.for_jax``).
+    ``require_signature`` (trusted public keys' or CA certificates' PEM paths): rebind only an artifact signed by one
+    of them (the bundle ``ARTIFACT.sig``, or ``signature``), verified on the bytes it is read from
+    (``SignatureError`` otherwise, before anything else is read of it).
     """
     if not bind:
         raise UsageError("rebind: no weights to bind: give at least one NAME=SOURCE (e.g. params=finetuned.npz).")
@@ -120,7 +130,11 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
     if root is not None and not Path(root).is_dir():
         raise UsageError(f"root {root}: not a directory; give the directory the artifact's recorded paths are "
                          f"relative to.")
-    with open_artifact(artifact) as art:
+    if signature is not None and not require_signature:
+        raise UsageError("signature names the bundle to check, but no key is trusted: give the trusted public key "
+                         "with --require-signature PUBLIC.pem (require_signature= in Python).")
+    opened = open_signed(artifact, require_signature, signature)[0] if require_signature else open_artifact(artifact)
+    with opened as art:
         out = Path(output)
         if out.is_dir():
             out = out / artifact.name

@@ -300,6 +300,8 @@ class Contents:
     spec_file: str | None = None
     source: Source | None = None
     producer: Producer | None = None
+    #: Other files the build read (an imported module), which ``save`` never replaces, as it never replaces the spec.
+    read: tuple[str, ...] = ()
 
 
 def build_result(contents: Contents, *, write_manifest: bool = True, warnings: list[str] | None = None,
@@ -322,6 +324,7 @@ def build_result(contents: Contents, *, write_manifest: bool = True, warnings: l
                  contents.source if contents.source is not None else Source(recorded_spec), weights,
                  manifest.FORMAT_NAME)
     read = [spec_file] if spec_file and not spec_file.startswith("<") else []
+    read += contents.read
     return ExportResult(m, members, warnings=warnings, read=read, write_manifest=write_manifest)
 
 

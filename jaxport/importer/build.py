@@ -302,7 +302,7 @@ def import_stablehlo(module: str | Path, spec: ShapeSpec | str | Path | None = N
     functions = {fname: build_function_entry(low, spec_obj, entry, payload, allowed)}
     producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
     contents = Contents(meta, functions, {payload: bytes(low.exported.serialize())}, [], spec_obj.file,
-                        producer=producer)
+                        producer=producer, read=(str(module),))
     return write_artifact(output, contents, write_manifest=request.write_manifest, warnings=imported.warnings)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import dimexpr
+from .._fsio import open_for_reading, read_at_most
 from .._jax_internals import (
     deserialize_portable_artifact,
     exported_from_serialized,
@@ -112,18 +113,45 @@ def _refuse_legacy_kernels(rec: jaxser.Serialized, display: str) -> None:
 
 
 def read_serialization(path: str | Path) -> tuple[bytes, jaxser.Serialized]:
-    """The bytes of a serialization file and jaxport's reading of them (``FormatError`` when damaged)."""
+    """The bytes of a serialization file and jaxport's reading of them (``FormatError`` when damaged).
+
+    The file is read as every input is (``_fsio.open_for_reading``: a regular file, remembered so that no output of
+    the command replaces it), and every dimension it declares is read by jaxport's own parser with the spec
+    language's limits (:func:`check_dimensions`) before JAX's parser, which recurses, sees any of them."""
     display = str(path)
-    p = Path(path)
-    try:
-        size = p.stat().st_size
+    too_big = (f"more than the {MAX_SERIALIZATION_BYTES} a JAX serialization may have here (weights belong beside "
+               f"the program, not inside it).")
+    with open_for_reading(path, lambda m: UsageError(m.replace(": cannot read:", ": cannot be read:")),
+                          missing="JAX serialization") as f:
+        size = os.fstat(f.fileno()).st_size
         if size > MAX_SERIALIZATION_BYTES:
-            raise FormatError(f"{display}: {size} bytes, more than the {MAX_SERIALIZATION_BYTES} a JAX serialization "
-                              f"may have here (weights belong beside the program, not inside it).")
-        data = p.read_bytes()
-    except OSError as e:
-        raise UsageError(f"{display}: cannot be read ({e.strerror or type(e).__name__}).") from None
-    return data, jaxser.read(data, display)
+            raise FormatError(f"{display}: {size} bytes, {too_big}")
+        data = read_at_most(f, MAX_SERIALIZATION_BYTES + 1)
+    if len(data) > MAX_SERIALIZATION_BYTES:
+        raise FormatError(f"{display}: {len(data)} bytes or more, {too_big}")
+    rec = jaxser.read(data, display)
+    check_dimensions(rec, display)
+    return data, rec
+
+
+def check_dimensions(rec: jaxser.Serialized, display: str) -> None:
+    """Refuse (``FormatError``) a serialization declaring a dimension, in its signature or in a stored VJP's, that
+    jaxport's parser does not read: over the length, nesting or size limits of dimension expressions (SPEC.md), or
+    not an expression. JAX's own parser, which import and ``verify`` then hand the dimensions to, recurses once per
+    parenthesis: 3000 of them raised ``RecursionError`` from it."""
+    level: jaxser.Serialized | None = rec
+    where = "signature"
+    while level is not None:
+        for kind, avals in (("input", level.in_avals), ("output", level.out_avals)):
+            for i, aval in enumerate(avals):
+                for d in aval.shape:
+                    try:
+                        dimexpr.parse(d)
+                    except dimexpr.DimExprError as e:
+                        raise FormatError(f"{display}: {kind} {i} of its {where} has the dimension "
+                                          f"{dimexpr.clipped(d)}, which is not an expression jaxport reads: "
+                                          f"{e}.") from None
+        level, where = level.vjp, "VJP" if where == "signature" else f"{where}'s VJP"
 
 
 def _tuples(node: jaxser.TreeNode) -> jaxser.TreeNode:
@@ -223,11 +251,8 @@ def signature_spec(rec: jaxser.Serialized, display: str, given: dict[str, Any] |
     kwargs = {k: _spec_tree(c, leaves) for k, c in zip(root.children[1].names, root.children[1].children)}
     variables: list[str] = []
     for a in (*rec.in_avals, *rec.out_avals):
-        for d in a.shape:
-            try:
-                found = dimexpr.variables(dimexpr.parse(d))
-            except dimexpr.DimExprError:
-                raise FormatError(f"{display}: the dimension {d!r} is not an expression jaxport reads.") from None
+        for d in a.shape:  # each read before (read_serialization: check_dimensions)
+            found = dimexpr.variables(dimexpr.parse(d))
             variables += sorted(v for v in found if v not in variables)
     given = dict(given or {})
     dims = dict(given.pop("dims", None) or {})
@@ -358,7 +383,8 @@ def import_serialization(module: str | Path, spec: Any, output: str | Path | Non
     functions = {fname: build_function_entry(low, spec_obj, entry.spec, payload_name, allowed, vjp_order=order)}
     _smoke_run(payload, low.exported, functions[fname], display)
     producer = None if written_for is None else replace(versions(), for_jax=written_for.jax)
-    contents = Contents(meta, functions, {payload_name: payload}, low.tensors, producer=producer)
+    read = tuple(os.fspath(p) for p in (module, spec) if isinstance(p, (str, os.PathLike)))  # never replaced
+    contents = Contents(meta, functions, {payload_name: payload}, low.tensors, producer=producer, read=read)
     return write_artifact(output, contents, write_manifest=request.write_manifest, warnings=warnings)
 
 

@@ -149,7 +149,11 @@ def run(target: str, args: list[str], limits: Limits, *, stdin: bytes = b"", env
     for name in CHILD_THREADS:  # set before the child imports anything
         child_env.setdefault(name, "1")
     boot = [_LIGHT_BOOT, _PACKAGE_DIR] if light else [_BOOT]
-    cmd = [sys.executable, "-c", *boot, json.dumps(asdict(limits)), target, *args]
+    # The child imports from where this process imports, and from nowhere else: ``python -c`` would put the working
+    # directory first on its path, so that a ``jax/`` or ``jaxlib/`` folder where jaxport runs was imported in place
+    # of the library and ran as code. -P leaves it out; PYTHONPATH gives the child this process's own path.
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    cmd = [sys.executable, "-P", "-c", *boot, json.dumps(asdict(limits)), target, *args]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env,
                          cwd=cwd, start_new_session=True)
     interrupts.track_child(p.pid)

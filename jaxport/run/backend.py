@@ -42,8 +42,18 @@ class Compilation:
     """How the program was compiled for one shape signature."""
 
     lower_seconds: float  # tracing Exported.call and building the module
-    seconds: float  # XLA compilation (or fetching it from the persistent cache)
+    seconds: float  # XLA compilation (or fetching it from the persistent cache, or loading a shipped executable)
     cache_hit: bool | None  # served from the persistent cache; None when no persistent cache is in use
+    #: Whether the executable was a shipped one (``run.executables``: built by ``warmup --target``), loaded from the
+    #: cache directory instead of compiled (then ``cache_hit`` is True as well).
+    shipped: bool = False
+    #: Lines about the compilation: a shipped executable that was not used, and why.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        """Where the executable came from: ``shipped``, ``cache`` (JAX's persistent cache) or ``compiled``."""
+        return "shipped" if self.shipped else "cache" if self.cache_hit else "compiled"
 
 
 class Backend(Protocol):

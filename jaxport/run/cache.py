@@ -80,6 +80,18 @@ def compilation_cache(directory: str | Path | None) -> Iterator[CacheState]:
         jax_cache.reset_cache()
 
 
+def executable_directory() -> Path | None:
+    """Where shipped executables (``run.executables``) are looked for now: the directory of JAX's persistent
+    compilation cache when it has one (``call --cache-dir``, ``compilation_cache``), else the user's cache directory
+    (``usercache.default_cache_dir``) unless JAX's cache is turned off (``--no-cache``: compile everything)."""
+    import jax
+
+    if not jax.config.jax_enable_compilation_cache:
+        return None
+    directory = jax.config.jax_compilation_cache_dir
+    return Path(directory) if directory else default_cache_dir()
+
+
 def _listen() -> None:
     """Count JAX's persistent-cache events (once per process: JAX keeps every listener registered)."""
     global _listening

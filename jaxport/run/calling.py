@@ -29,13 +29,14 @@ from typing import Any
 from .. import dtypes
 from .._fsio import check_output
 from ..artifact import contract
-from ..artifact.container import open_artifact
+from ..artifact.container import Artifact
+from ..artifact.model import Manifest
 from ..errors import FormatError, InputError, PlatformError, UsageError
 from . import expect, gradients, inputs, iree_loader, outputs, streaming
 from .backend import Compilation
 from .cache import CacheState, compilation_cache, default_cache_dir
 from .deploy import is_compiled_module, run_description_path, signature_function
-from .load import check_signature, load_with, select_function
+from .load import load_with, open_checked, select_function
 from .loaded import Benchmark, Latencies
 from .options import LoadOptions, holding_load_options
 from .outputs import output_entries
@@ -199,21 +200,37 @@ class CallRequest:
 
 @dataclass
 class _Checked:
-    """What the checks before JAX produced: the references, the random inputs' dimensions, the streamed inputs."""
+    """What the checks before JAX produced: the references, the random inputs' dimensions, the streamed inputs;
+    with a required signature, the artifact open on the descriptor whose bytes were checked, which the call loads
+    (never its path again)."""
 
     references: expect.References | None = None
     dims: dict[str, int] | None = None
     stream_inputs: tuple[dict[str, Any], dict[str, str]] | None = None
+    signed: Artifact | None = None
 
 
 def _check_before_jax(request: CallRequest) -> _Checked:
     """Every check the manifest and the files allow, before JAX is imported (see the module docstring)."""
     r = request
+    art = open_checked(r.artifact, r.load)  # a required signature first (artifact.signature_check)
+    try:
+        checked = _checks(r, art.model)
+    except BaseException:
+        art.close()
+        raise
+    if r.load.require_signature:
+        checked.signed = art
+    else:
+        art.close()
+    return checked
+
+
+def _checks(r: CallRequest, manifest: Manifest) -> _Checked:
+    """The checks of :func:`_check_before_jax` on the artifact's ``manifest``."""
     where = str(r.artifact)
-    check_signature(r.artifact, r.load)  # before the artifact is read (artifact.signature)
-    with open_artifact(r.artifact) as art:
-        fname = select_function(art.model, r.load.function, where)
-        f = art.model.functions[fname]
+    fname = select_function(manifest, r.load.function, where)
+    f = manifest.functions[fname]
     checked = _Checked()
     names = f.output_names
     native = [o.dtype for o in f.outputs]
@@ -257,6 +274,16 @@ def call(request: CallRequest, *, progress: Callable[[str], None] | None = None,
     if r.compiled:
         return _call_module(r, say)
     checked = _check_before_jax(r)
+    try:
+        return _call_artifact(r, checked, say, rows)
+    finally:
+        if checked.signed is not None:
+            checked.signed.close()
+
+
+def _call_artifact(r: CallRequest, checked: _Checked, say: Callable[[str], None],
+                   rows: Callable[[int, int | None], None] | None) -> CallReport:
+    """:func:`call` of an artifact, once its checks before JAX passed."""
     directory = None if not r.load.cache else (r.load.cache_dir or default_cache_dir())
     with compilation_cache(directory) as cache:
         import gc
@@ -265,7 +292,7 @@ def call(request: CallRequest, *, progress: Callable[[str], None] | None = None,
         # collector need not walk it again (one took 40-50 ms of a first call's lowering).
         gc.freeze()
         say(f"Loading {r.artifact}...")
-        loaded = load_with(r.artifact, r.load, cache_dir=cache.directory, defer_verify=True)
+        loaded = load_with(checked.signed or r.artifact, r.load, cache_dir=cache.directory, defer_verify=True)
         f = loaded.function_record
         if r.batch_size:
             return _stream(r, loaded, checked, cache, rows)

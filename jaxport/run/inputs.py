@@ -27,11 +27,11 @@ from .npyio import (
     read_npy,
     read_npz,
 )
-from .numbers import as_dtype, python_scalar
+from .numbers import as_dtype, python_scalar, value_array
 from .ranges import check_range, check_ranges, draw, resolved
 
 __all__ = ["as_dtype", "cast_inputs", "check_files", "check_ranges", "classify", "first_changed", "gather",
-           "missing_error", "python_scalar", "random_inputs"]
+           "missing_error", "python_scalar", "random_inputs", "value_array"]
 
 
 def _typed(inp: Input) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import dtypes
 from .._api_types import runs_program
+from .._jax_compiler import cpp_call, steered
 from .._jax_internals import initialize_lapack, lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
 from ..artifact.model import Function, Mesh
@@ -24,7 +25,8 @@ from ..errors import FormatError, InputError, PlatformError
 from ..program.checks import checked_targets
 from ..sharding import mesh_text, named, place, runtime_mesh
 from .backend import Compilation, Placement, ShapeKey, is_tracer
-from .cache import CacheWatch
+from .cache import CacheWatch, executable_directory
+from .executables import shipped
 
 
 class JaxBackend:
@@ -33,13 +35,17 @@ class JaxBackend:
     name = "jax"
 
     def __init__(self, exported: Any, weights: list[Any], function: Function, *, where: str, fname: str,
-                 platform: str, platform_mismatch: bool, weights_check: Callable[[], None] | None = None):
+                 platform: str, platform_mismatch: bool, weights_check: Callable[[], None] | None = None,
+                 program: str | None = None):
         """``weights`` are the bound tensors in the manifest's order; ``function`` is its manifest record;
         ``where`` (``FILE: function 'NAME'``) starts every message. ``weights_check``, when given, is the weights'
-        digest check still running (``load``'s ``defer_verify``): nothing runs on the weights before it passes."""
+        digest check still running (``load``'s ``defer_verify``): nothing runs on the weights before it passes.
+        ``program`` is the payload's sha256 (the manifest's), under which ``warmup --target`` ships executables
+        (``executables``): a matching one is loaded instead of compiling."""
         import jax
 
         self.exported = exported
+        self._program_sha256 = program
         self.where = where
         self.platform = platform
         self.platform_mismatch = platform_mismatch
@@ -52,21 +58,9 @@ class JaxBackend:
         targets = checked_targets(exported.mlir_module_serialized)
         self._lapack_free = targets is not None and not targets & lapack_targets()
         free, weight_positions = argument_positions(exported)
-        n = len(exported.in_avals)
-
-        def program(weights: list[Any], *flat: Any) -> Any:
-            full: list[Any] = [None] * n
-            for pos, value in zip(free, flat):
-                full[pos] = value
-            for pos, value in zip(weight_positions, weights):
-                full[pos] = value
-            args, kwargs = exported.in_tree.unflatten(full)
-            return exported.call(*args, **kwargs)
-
-        program.__name__ = fname
         #: The program as a function of ``(bound tensors, *free inputs)``, for ``jax.jit`` and ``jax.eval_shape``.
-        self.program = program
-        self._jit = jax.jit(program)
+        self.program = program_function(exported, fname)
+        self._jit = jax.jit(self.program)
         #: A sharded program's mesh over the local devices (None: unsharded).
         self.mesh: Any = None
         self._in_shardings: list[Any] | None = None
@@ -123,16 +117,21 @@ class JaxBackend:
             except ValueError as e:
                 raise self._failure("JAX refused the inputs", e, InputError) from None
             lower_seconds = time.perf_counter() - start
+            # an executable shipped in the cache for this program and shape (warmup --target) replaces XLA's compile
+            offer = shipped(executable_directory(), self._program_sha256, key)
             start = time.perf_counter()
             try:
-                compiled = lowered.compile()
+                with steered(offer) if offer is not None else contextlib.nullcontext():
+                    compiled = lowered.compile()
             except Exception as e:  # noqa: BLE001 - XLA raises its runtime error type for any compile failure
                 raise self._failure(f"XLA on {self.platform} could not compile the program", e,
                                     PlatformError) from None
         seconds = time.perf_counter() - start
         self._executables[key] = compiled
         self._weights_checked()  # the digest check ran while XLA compiled: it ends before anything runs
-        return Compilation(lower_seconds, seconds, watch.hit())
+        used = offer is not None and offer.used is not None
+        return Compilation(lower_seconds, seconds, True if used else watch.hit(), used,
+                           tuple(offer.notes) if offer is not None else ())
 
     def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
         """A sharded program's inputs laid out as recorded (each device reads its slice); others as given (JAX
@@ -172,7 +171,7 @@ class JaxBackend:
         if self._needs_x64 or self._in_shardings is not None or self._weights_check is not None or \
                 key not in self._executables:
             return None
-        return functools.partial(self._executables[key], self.weights)
+        return functools.partial(cpp_call(self._executables[key]), self.weights)
 
     @runs_program
     def trace(self, flat: list[Any], weights: list[Any] | None = None) -> Any:
@@ -191,7 +190,7 @@ class JaxBackend:
         return Placement(int(self.mesh.size), mesh_text(self._mesh_info), jax.process_index(), jax.process_count())
 
     def _failure(self, what: str, e: Exception, kind: type) -> Exception:
-        text = str(e).strip().splitlines()[0][:500] if str(e).strip() else type(e).__name__
+        text = xla_message(e)
         if self.platform_mismatch:
             return PlatformError(f"{self.where} was exported for {', '.join(self._platforms)} and cannot run on "
                                  f"{self.platform} ({what}: {text}). Run it on a machine with one of its platforms, "
@@ -201,3 +200,40 @@ class JaxBackend:
             hint = (" The program calls a kernel that this process does not provide: register its implementation "
                     "(for example with jax.ffi.register_ffi_target) before calling, or run it where it is available.")
         return kind(f"{self.where}: {what}: {text}.{hint}")
+
+
+def program_function(exported: Any, fname: str) -> Callable[..., Any]:
+    """An exported program as a function of ``(bound tensors, *free inputs)`` (the manifest's orders), named
+    ``fname``: what ``jax.jit`` lowers, here and for a target without its devices (``aot``), identically."""
+    free, weight_positions = argument_positions(exported)
+    n = len(exported.in_avals)
+
+    def program(weights: list[Any], *flat: Any) -> Any:
+        full: list[Any] = [None] * n
+        for pos, value in zip(free, flat):
+            full[pos] = value
+        for pos, value in zip(weight_positions, weights):
+            full[pos] = value
+        args, kwargs = exported.in_tree.unflatten(full)
+        return exported.call(*args, **kwargs)
+
+    program.__name__ = fname
+    return program
+
+
+#: The most characters of XLA's message a one-line error keeps (its sentences name the sizes and limits).
+MAX_XLA_MESSAGE = 2000
+
+
+def xla_message(e: BaseException) -> str:
+    """XLA's (or JAX's) message of ``e`` on one line: every line of it, whitespace collapsed (a compile error names
+    what did not fit on its second line: "Scoped allocation with size 64.00M and limit 16.00M ..."), without the
+    trailer of source locations XLA's status adds; cut only past :data:`MAX_XLA_MESSAGE` characters."""
+    lines = []
+    for line in str(e).splitlines():
+        if line.strip().startswith("=== Source Location Trace"):
+            break
+        if line.strip():
+            lines.append(" ".join(line.split()))
+    text = " ".join(lines) or type(e).__name__
+    return text if len(text) <= MAX_XLA_MESSAGE else text[:MAX_XLA_MESSAGE] + "..."

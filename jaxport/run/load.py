@@ -7,7 +7,14 @@ repeats the custom-call allowlist check (JAX checks it only at export) with ``ch
 run is JAX's guaranteed-stable targets plus what the caller allows (``allow_custom_calls``), never what the
 artifact's manifest says it allows, and never a host callback; the program's stored derivatives are checked the
 same way. It also checks that the local JAX backend is among the artifact's platforms. Bound weights are
-memory-mapped from the artifact, their digest checked.
+copied from the artifact and their digest checked over the copy (``artifact.private_copy``), or memory-mapped
+without a check when the caller trusts the file (``verify=False``).
+
+With a required signature, the artifact is opened once and read only from that descriptor, whose bytes were hashed
+and compared with the signed digest (``signature_check.open_signed``; an ``Artifact`` passed in is checked on its
+own descriptor, ``verify_open``): its path is never opened again, so a file renamed over it meanwhile is never
+read. Its weights then always run from the private copy whose digest is checked, whatever ``verify`` says: a memory
+map would show a rewrite of the file in place after the check.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest, Weights
 from ..artifact.payload import check_readable, deserialize
 from ..artifact.private_copy import DigestCheck, private_member
-from ..artifact.signature_check import Verified, verify_signature
+from ..artifact.signature_check import Verified, open_signed, verify_open, verify_signature
 from ..artifact.tensors import tensor_views
 from ..errors import FormatError, PlatformError, UsageError
 from ..program.checks import check_runnable
@@ -128,13 +135,24 @@ def runnable_program(art: Artifact, fname: str, allow_custom_calls: Iterable[str
 
 
 def check_signature(path: str | Path | Artifact, options: LoadOptions) -> Verified | None:
-    """The signature check ``options`` asks for (``require_signature``, ``signature``), of the artifact at ``path``:
-    what verified, or None when no signature is required. Whatever opens an artifact to load it calls this first,
-    so that an artifact whose signature does not verify is never read (``artifact.signature``)."""
+    """The signature check ``options`` asks for (``require_signature``, ``signature``): what verified, or None when
+    no signature is required. Of an open ``Artifact``, on its own bytes (``verify_open``); of a path, a check of the
+    file it names now, which reads nothing else of it (``verify_signature``): a command then reads the artifact
+    through :func:`open_checked` (or ``load``), which checks the descriptor it reads, never by the path again."""
     if not options.require_signature:
         return None
-    where = path.path if isinstance(path, Artifact) else path
-    return verify_signature(where, options.require_signature, options.signature)
+    if isinstance(path, Artifact):
+        return verify_open(path, options.require_signature, options.signature)
+    return verify_signature(path, options.require_signature, options.signature)
+
+
+def open_checked(path: str | Path, options: LoadOptions) -> Artifact:
+    """The artifact at ``path``, open to be read (the caller closes it): when ``options`` require a signature, opened
+    only once it verified on the bytes of the descriptor it is read from (``signature_check.open_signed``); a later
+    ``load`` of it, with the same options, does not hash it again."""
+    if not options.require_signature:
+        return open_artifact(path)
+    return open_signed(path, options.require_signature, options.signature)[0]
 
 
 def load(path: str | Path | Artifact, function: str | None = None, *, allow_platform_mismatch: bool = False,
@@ -157,18 +175,26 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     compiles, and the first run waits for it: a damaged weights member is then refused (``IntegrityError``) by the
     first call rather than by ``load``, and nothing runs on it either way. With ``require_signature`` (a trusted
     public key's PEM path, or several), the artifact must carry a model-signing signature by one of them (the bundle
-    ``ARTIFACT.sig``, or ``signature``), verified before anything else reads it: ``SignatureError`` otherwise
-    (``artifact.signature``; needs ``jaxport[sign]``).
+    ``ARTIFACT.sig``, or ``signature``), verified on the bytes of the descriptor the artifact is then read from
+    before anything else reads it (an ``Artifact`` passed in, on its own), and its weights are checked whatever
+    ``verify`` says: ``SignatureError`` otherwise (``artifact.signature_check``; needs ``jaxport[sign]``).
     """
     runtime_named(runtime)  # UsageError for one there is not
-    if require_signature is not None or signature is not None:
-        check_signature(path, LoadOptions(require_signature=require_signature, signature=signature))  # type: ignore[arg-type]
+    required = LoadOptions()
+    if require_signature is not None or signature is not None:  # a bundle without a key: UsageError
+        required = LoadOptions(require_signature=require_signature, signature=signature)  # type: ignore[arg-type]
+    signed = bool(required.require_signature)
+    opened: Artifact | None = None
+    if isinstance(path, Artifact):
+        check_signature(path, required)
+    elif signed:
+        opened = open_checked(path, required)  # refused before JAX is imported
     import jax
     from jax import export
 
     start = time.perf_counter()
     borrowed = isinstance(path, Artifact)
-    art = path if isinstance(path, Artifact) else open_artifact(path)
+    art = path if isinstance(path, Artifact) else opened or open_artifact(path)
     path = art.path if isinstance(path, Artifact) else path
     where = str(path)
     pending: DigestCheck | None = None
@@ -177,7 +203,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
         record = art.model.functions[fname]
         notes: list[str] = []
         exported = runnable_program(art, fname, allow_custom_calls, where, notes)
-        weights, pending = map_weights(art, record, verify, defer=defer_verify and runtime == "jax") \
+        weights, pending = map_weights(art, record, verify or signed, defer=defer_verify and runtime == "jax") \
             if record.weights else ([], None)
         local = export.default_export_platform()
         mismatch = local not in exported.platforms
@@ -196,7 +222,8 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
         exported = explain_missing(exported, where, fname)
         jax_backend = JaxBackend(exported, weights, record, where=f"{Path(path)}: function {fname!r}", fname=fname,
                                  platform=local, platform_mismatch=mismatch,
-                                 weights_check=pending.wait if pending is not None else None)
+                                 weights_check=pending.wait if pending is not None else None,
+                                 program=art.model.members[record.payload].sha256)
         backend: Backend = IreeBackend(jax_backend, record, cache_dir) if runtime == "iree" else jax_backend
     except BaseException:
         if pending is not None:
@@ -214,9 +241,17 @@ def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: s
               defer_verify: bool = False) -> Loaded:
     """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record. ``cache_dir`` is JAX's compilation
     cache directory in use (``cache.compilation_cache``), beside which a runtime that compiles on its own keeps its
-    modules (``Runtime.modules_beside``). The signature it requires is checked first (:func:`check_signature`)."""
-    check_signature(path, options)
+    modules (``Runtime.modules_beside``). The signature it requires is checked first, on the descriptor the artifact
+    is read from (``load``)."""
     return load(path, options.function, allow_platform_mismatch=options.allow_platform_mismatch,
                 verify=options.verify_weights, runtime=options.runtime,
                 cache_dir=options.runs_on.modules_beside(cache_dir),
-                allow_custom_calls=options.allow_custom_calls, defer_verify=defer_verify)
+                allow_custom_calls=options.allow_custom_calls, defer_verify=defer_verify,
+                **signature_options(options))
+
+
+def signature_options(options: LoadOptions) -> dict[str, Any]:
+    """The keywords of :func:`load` that require the signature ``options`` require (none when none is)."""
+    if not options.require_signature:
+        return {}
+    return {"require_signature": options.require_signature, "signature": options.signature}

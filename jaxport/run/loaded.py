@@ -59,12 +59,15 @@ class Run:
 
 @dataclass
 class Benchmark:
-    """The latencies of repeated calls, after the load and the compilation they needed."""
+    """The latencies of repeated calls, after the load and the compilation they needed: each call timed alone
+    (``calls``: inputs already on the device, outputs left there, the call waited for), then the same number of
+    calls pipelined (``pipelined``: all dispatched, one wait for the last), as a serving loop runs them."""
 
     load_seconds: float
     compilation: Compilation
     warmup: int
     calls: list[float] = field(default_factory=list)
+    pipelined: float | None = None  # seconds per call, pipelined
 
     def percentile(self, q: float) -> float:
         import numpy as np
@@ -91,6 +94,11 @@ class Latencies(NamedTuple):
     min_s: float
     max_s: float
     mean_s: float
+    #: Seconds per call with the calls pipelined (all dispatched, one wait): what a loop that does not wait for
+    #: each result gets; the percentiles above time each call alone, waited for.
+    pipelined_s: float | None
+    #: Where the executable came from: ``shipped`` (warmup --target), ``cache`` (JAX's cache) or ``compiled``.
+    executable: str
 
     @classmethod
     def of(cls, bench: Benchmark) -> Latencies:
@@ -98,7 +106,7 @@ class Latencies(NamedTuple):
         c, calls = bench.compilation, bench.calls
         return cls(bench.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, bench.warmup, len(calls),
                    bench.percentile(50), bench.percentile(90), bench.percentile(99), min(calls), max(calls),
-                   sum(calls) / len(calls))
+                   sum(calls) / len(calls), bench.pipelined, c.source)
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -175,6 +183,9 @@ class Loaded:
         self._input_names = tuple(self.function_record.input_names)
         #: Input signatures (as ``_seen``) -> the backend's direct call of the program compiled for them.
         self._direct: dict[tuple[Any, ...], Any] = {}
+        #: The direct call last taken with JAX arrays alone, and their type: JAX's own dispatch checks each array's
+        #: shape, dtype and placement against what it was compiled for, so such a call needs no key of ours.
+        self._fast: tuple[Any, type] | None = None
         member = model.members.get(f.payload)
         #: What gives the outputs the user's types (``artifact.typed``); None when they have them already.
         self._typed = rebuilder(f, member.sha256 if member is not None else None)
@@ -213,6 +224,11 @@ class Loaded:
     def compiled_signatures(self) -> list[ShapeKey]:
         """The input shape signatures compiled so far (each compiled once, then reused)."""
         return list(self._compilations)
+
+    @property
+    def compilations(self) -> list[Compilation]:
+        """How each signature of :attr:`compiled_signatures` was compiled (or loaded: ``Compilation.shipped``)."""
+        return list(self._compilations.values())
 
     def random_inputs(self, dims: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, Any]:
         """Random input arrays by name, as ``jaxport call --random`` makes them: dimension variables not in
@@ -264,7 +280,7 @@ class Loaded:
             if isinstance(v, (bool, int, float, complex)):  # as JAX takes it, never truncated or wrapped
                 v = inputs.python_scalar(inp.name, v, inp.dtype)
             elif not hasattr(v, "dtype") or not hasattr(v, "shape"):
-                v = np.asarray(v)
+                v = inputs.value_array(inp.name, v)
             elif not hasattr(v, "__array__"):  # a shape and a dtype without values: a jax.ShapeDtypeStruct
                 raise InputError(f"input {inp.name!r} is a {type(v).__name__} {v.dtype}{list(v.shape)}, which holds no "
                                  f"values: give an array of that shape and dtype.")
@@ -290,7 +306,8 @@ class Loaded:
 
     def _compile(self, key: ShapeKey) -> Compilation:
         if key not in self._compilations:
-            self._compilations[key] = self.backend.compile(key)
+            compilation = self._compilations[key] = self.backend.compile(key)
+            self.notes.extend(n for n in compilation.notes if n not in self.notes)
         return self._compilations[key]
 
     def run(self, arrays: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> Run:
@@ -358,20 +375,22 @@ class Loaded:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(args) == self._positional and not kwargs:  # f(x, ...) passes the inputs as they are: no binding
-            try:  # the steady state (``_steady``) first, in this frame: the direct program of a known signature
-                run = self._direct.get(tuple([(v.shape, v.dtype, type(v)) for v in args]))
-            except (AttributeError, TypeError):
-                run = None
-            typed = self._typed
-            if run is not None:
-                try:
-                    out = run(*args)
-                    return out if typed is None else typed(out)
-                except Exception:  # noqa: BLE001 - _steady runs it through execute, which reports the failure
-                    pass
+            fast = self._fast
+            if fast is not None:  # JAX arrays of a signature already checked and compiled: straight to JAX's C++
+                run, array = fast
+                for a in args:
+                    if type(a) is not array:  # a numpy array (JAX would convert float64 to float32 silently)
+                        break
+                else:
+                    try:
+                        out = run(*args)
+                    except Exception:  # noqa: BLE001 - another signature (JAX refuses it), or a failure that
+                        pass  # _steady's execute runs again and reports
+                    else:
+                        return out if self._typed is None else self._typed(out)
             out = self._steady(args)
             if out is not _MISS:
-                return out if typed is None else typed(out)
+                return out if self._typed is None else self._typed(out)
         return self.call_named(self.bind(*args, **kwargs))
 
     def _steady(self, flat: Sequence[Any]) -> Any:
@@ -385,9 +404,13 @@ class Loaded:
             return _MISS
         if run is not None:
             try:
-                return run(*flat)
+                out = run(*flat)
             except Exception:  # noqa: BLE001 - execute runs it again below, and reports the failure
                 pass
+            else:
+                if flat and all(_jax_array(t) for _, _, t in seen) and len({t for _, _, t in seen}) == 1:
+                    self._fast = (run, seen[0][2])
+                return out
         key = self._seen.get(seen)
         if key is None:
             return _MISS
@@ -396,6 +419,7 @@ class Loaded:
             run = direct(key) if direct is not None else None
             if run is not None:
                 self._direct[seen] = run
+                return self._steady(flat)  # now through it
         return self.backend.execute(key, self.backend.place(list(flat)))
 
     def leaves(self, outputs: Any) -> list[tuple[str, Any]]:
@@ -440,7 +464,8 @@ class Loaded:
         return done
 
     def benchmark(self, arrays: Mapping[str, Any], n: int, warmup: int = 1) -> Benchmark:
-        """Time ``n`` calls after ``warmup`` untimed ones, inputs already on the device."""
+        """Time ``n`` calls after ``warmup`` untimed ones, inputs already on the device: each waited for alone
+        (``Benchmark.calls``), then ``n`` pipelined, one wait at the end (``Benchmark.pipelined``)."""
         import jax
 
         if n < 1:
@@ -455,6 +480,12 @@ class Loaded:
             start = time.perf_counter()
             jax.block_until_ready(self.backend.execute(key, flat))
             bench.calls.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        out = None
+        for _ in range(n):
+            out = self.backend.execute(key, flat)
+        jax.block_until_ready(out)
+        bench.pipelined = (time.perf_counter() - start) / n
         return bench
 
 
@@ -464,9 +495,16 @@ _MISS = object()
 
 def _positional_inputs(sig: model.Signature) -> int:
     """How many inputs a call passes as its positional arguments, one array each in the inputs' order, when that is
-    all a caller passes (every other argument bound or static); -1 for any other call tree."""
-    if any(node.kind != "input" or node.value != i for i, node in enumerate(sig.args)):
+    all a caller passes (the arguments bound or static left out, as ``calltree.bind`` reads such a call: ``f(x)``
+    of ``f(params, x)`` with ``params`` bound); -1 for any other call tree."""
+    free = [node for node in sig.args if node.is_free]
+    if any(node.kind != "input" or node.value != i for i, node in enumerate(free)):
         return -1
     if any(node.is_free for node in sig.kwargs.values()):
         return -1
-    return len(sig.args)
+    return len(free)
+
+
+def _jax_array(kind: type) -> bool:
+    """Whether ``kind`` is JAX's concrete array type (``jax.Array`` instances are of it), not a tracer or numpy's."""
+    return kind.__name__ == "ArrayImpl" and kind.__module__.partition(".")[0] in ("jax", "jaxlib")

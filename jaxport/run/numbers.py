@@ -64,3 +64,22 @@ def python_scalar(name: str, value: bool | int | float | complex, dtype: str, *,
     if finite and not np.all(np.isfinite(converted)):
         raise InputError(f"{shown}, which overflows {dtype}; give a value within its range.")
     return converted
+
+
+def value_array(name: str, value: Any) -> Any:
+    """An input given as a Python value that is not an array (a list of numbers, nested lists) as the numpy array it
+    reads as; an ``InputError`` naming the input for a value numpy cannot read as one array of numbers: ragged lists,
+    a list that holds itself or nests more than numpy's 64 dimensions (numpy's ``ValueError``), and a value numpy
+    reads only as an array of Python objects (a dict, an object, a list of those)."""
+    import numpy as np
+
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:
+        said = (str(e).strip().splitlines() or [""])[0][:200].rstrip(".")
+        raise InputError(f"input {name!r} ({type(value).__name__}) cannot be read as an array: {type(e).__name__}: "
+                         f"{said}. Give an array.") from None
+    if arr.dtype.kind == "O":
+        raise InputError(f"input {name!r} is a {type(value).__name__}, not an array of numbers (numpy reads it only "
+                         f"as an array of Python objects); give an array.")
+    return arr

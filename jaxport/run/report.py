@@ -30,6 +30,9 @@ class Timings(NamedTuple):
     compile_s: float
     compile_cache_hit: bool | None
     run_s: float
+    #: Where the executable came from: ``shipped``, ``cache`` or ``compiled`` (``Compilation.source``); None when no
+    #: compilation is reported.
+    executable: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -95,7 +98,7 @@ class CallReport:
         elements carry their values (larger ones ``None``)."""
         outputs = output_entries(result.leaves, values_up_to)
         c = result.compilation
-        timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds)
+        timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds, c.source)
         return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
                    input_entries(arrays, sources), outputs, str(output) if output else None, timings, cache,
                    Latencies.of(benchmark) if benchmark else None, loaded.placement(), warnings=list(loaded.notes),

@@ -22,6 +22,7 @@ from .. import dtypes
 from .._text import plural
 from ..artifact.calltree import key_name, walk
 from ..artifact.model import Function, Input
+from ..artifact.pathtree import check_argument
 from ..errors import InputError, UsageError
 from . import keys
 from .npyio import read_named_arrays
@@ -185,6 +186,8 @@ def _leaves(name: str, tree: Any) -> list[tuple[str, Any]]:
     else:
         from jax import tree_util
 
+        # walked first: JAX's flatten recurses natively, and a tree nested 5000 deep ended in jaxlib's SystemError
+        check_argument(tree, name, lambda message: UsageError(f"save_inputs(): {message}"))
         flat = tree_util.tree_flatten_with_path(tree)[0]
     out = []
     for path, leaf in flat:

@@ -46,7 +46,8 @@ class Warmed:
         c = self.compilation
         return {"dims": self.dims,
                 "inputs": {n: {"shape": list(shape), "dtype": dt} for n, (shape, dt) in zip(input_names, self.key)},
-                "lower_s": c.lower_seconds, "compile_s": c.seconds, "compile_cache_hit": c.cache_hit}
+                "lower_s": c.lower_seconds, "compile_s": c.seconds, "compile_cache_hit": c.cache_hit,
+                "executable": c.source}
 
 
 def combinations(fn: Function, shapes: Shapes, where: str) -> list[dict[str, int]]:

@@ -38,6 +38,8 @@ class Metrics:
                                        labels=labels)
         compiled = GaugeMetricFamily("jaxport_compilations_after_warmup", "Programs compiled after warm-up",
                                      labels=["model", "version"])
+        shipped = GaugeMetricFamily("jaxport_executables_shipped", "Executables loaded from the cache as shipped "
+                                    "(warmup --target) instead of compiled", labels=["model", "version"])
         per_call = HistogramMetricFamily("jaxport_requests_per_call", "Requests served by one program call",
                                          labels=["model", "version"])
         queued = SummaryMetricFamily("jaxport_queue_seconds", "Seconds requests waited for the worker",
@@ -57,6 +59,7 @@ class Metrics:
                 elements.add_metric(key, s.padded_elements)
                 bucket_seconds.add_metric(key, s.seconds)
             compiled.add_metric([name, version], m.batched.compilations_after_warmup or 0)
+            shipped.add_metric([name, version], sum(1 for c in m.batched.loaded.compilations if c.shipped))
             counts = dict(m.batcher.waits.per_call)
             buckets = [(str(edge), sum(c for n, c in counts.items() if n <= edge)) for edge in _PER_CALL]
             buckets.append(("+Inf", sum(counts.values())))
@@ -65,4 +68,5 @@ class Metrics:
             queued.add_metric([name, version], w.requests, w.queued_seconds)
             running.add_metric([name, version], w.calls, w.run_seconds)
             inline.add_metric([name, version], w.inline)
-        yield from (calls, rows, padded, elements, bucket_seconds, compiled, per_call, queued, running, inline)
+        yield from (calls, rows, padded, elements, bucket_seconds, compiled, shipped, per_call, queued, running,
+                    inline)

@@ -23,10 +23,10 @@ from types import ModuleType
 from typing import Any
 
 from ..artifact import contract
-from ..artifact.container import Artifact, open_artifact
+from ..artifact.container import Artifact
 from ..errors import UsageError
 from ..run.cache import default_cache_dir
-from ..run.load import check_signature, select_function
+from ..run.load import open_checked, select_function
 from ..run.options import LoadOptions
 from .batching import Batched, Dims
 from .loading import check_serving, load_served
@@ -106,14 +106,15 @@ class ServedModel:
                 f"bucket{'s' if count != 1 else ''} compiled ({plan}), {batching}, in {self.warmup_s:.1f} s")
 
 
-def _opened(stack: contextlib.ExitStack, specs: Sequence[ModelSpec], function: str | None,
+def _opened(stack: contextlib.ExitStack, specs: Sequence[ModelSpec], options: LoadOptions,
             dims: Mapping[str, Any]) -> list[Artifact]:
-    """Every artifact opened and checked (the manifest, without JAX), with one function to serve; a ``--dim`` that
-    no served function has is refused here, before anything compiles."""
+    """Every artifact opened and checked (its signature when ``options`` require one, on the descriptor it is then
+    loaded from; the manifest, without JAX), with one function to serve; a ``--dim`` that no served function has is
+    refused here, before anything compiles."""
     opened, seen = [], set()
     for s in specs:
-        art = stack.enter_context(open_artifact(s.path))
-        fname = select_function(art.model, function, s.path)
+        art = stack.enter_context(open_checked(s.path, options))
+        fname = select_function(art.model, options.function, s.path)
         seen.update(contract.dimension_variables(art.model.functions[fname]))
         opened.append(art)
     unused = [v for v in dims if v not in seen]
@@ -160,10 +161,8 @@ def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: Loa
                          "cache_dir=DIR rather than cache=False.")
     specs = model_specs(artifacts)
     given = dict(dims or {})
-    for spec in specs:
-        check_signature(spec.path, options)  # each before anything reads it
     with contextlib.ExitStack() as stack:
-        opened = _opened(stack, specs, options.function, given)
+        opened = _opened(stack, specs, options, given)  # loaded from these descriptors: never a path again
         if listen is not None:
             listen.check()  # before the minutes of compiling
         transport = _kserve_server()

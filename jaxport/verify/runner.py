@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifact import calltree, contract
-from ..artifact.container import Artifact, open_artifact
+from ..artifact.container import Artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
 from ..errors import JaxportError, PlatformError, UsageError
@@ -76,8 +76,8 @@ def verify(artifact: str | Path | VerifyRequest, against: str | None = None, spe
     """
     request = _request(artifact, against, spec, options)
     recorded.find_root(request.root, None, None, [])  # a --root that is not a directory, refused first
-    runtime_mod.check_signature(request.artifact, request.load)  # before the artifact is read
-    with open_artifact(request.artifact) as art:  # opened once: every function and platform below loads from it
+    # opened once, a required signature checked on its descriptor: every function and platform below loads from it
+    with runtime_mod.open_checked(request.artifact, request.load) as art:
         setting = _setting(request, art)
         prepared = [_prepare(setting, fname) for fname in setting.names]
         report = VerifyReport(setting.where, request.seed, request.budget_bytes, setting.spec_shown,
@@ -234,7 +234,8 @@ def _prepare(s: _Setting, fname: str) -> _Prepared:
     sides: list[Side] = []
     stored = reference_side(r.expect, f) if r.expect is not None else None  # refused before any import
     if r.across_compilers:
-        reference = runtime_mod.load(s.art, fname, allow_custom_calls=s.sources.allowed)
+        reference = runtime_mod.load(s.art, fname, allow_custom_calls=s.sources.allowed,
+                                     **runtime_mod.signature_options(r.load))
         sides.append(Side(JAX_SIDE, "the JAX runtime", _outputs_of(reference)))
         platforms = [_local_platform()]
     else:
@@ -348,7 +349,7 @@ def _run(s: _Setting, prepared: list[_Prepared], report: VerifyReport,
         for platform in p.plan.platforms:
             loaded = runtime_mod.load(s.art, p.plan.name, allow_platform_mismatch=platform != local,
                                       verify=r.load.verify_weights, runtime=r.load.runtime, cache_dir=r.module_cache,
-                                      allow_custom_calls=s.sources.allowed)
+                                      allow_custom_calls=s.sources.allowed, **runtime_mod.signature_options(r.load))
             target = _Target(loaded, p, platform, _devices(platform)[0], r)
             for i, case in enumerate(p.plan.cases):
                 shown = _shown_case(p.plan.name, platform, case)

@@ -6,6 +6,8 @@ custom-call allowlist, the program rules; a payload older than the running JAX's
 calls it: the new payload has this JAX's calling convention, StableHLO and serialization, and a fresh window
 (``--for-jax`` writes it for an older JAX instead, ``export.target``). The signature, names, bounds, weights and
 metadata are the old manifest's; ``producer.upgraded_from`` records the old producer and the sha256 of the old file.
+The old artifact is opened once: its members, its sha256 and the old side of the comparison are all read from that
+descriptor, so a file renamed over its path meanwhile is neither upgraded nor compared with.
 
 Before anything is written, old and new are loaded and called on the inputs ``verify`` draws (the smallest sizes,
 one that is not a power of two and the upper bounds, under a memory budget) and their outputs compared: any
@@ -15,7 +17,6 @@ reproducible bytes. An artifact already written by the running JAX (for the same
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from .._fsio import atomic_write, check_output
 from ..artifact import container
-from ..artifact.container import open_artifact
+from ..artifact.container import Artifact, open_artifact
 from ..artifact.model import Function, Manifest, UpgradedFrom, replace
 from ..errors import OutputError, VerificationError
 from ..export import gradients
@@ -67,12 +68,13 @@ def _upgraded_function(f: Function, new: Any) -> Function:
     return replace(f, **program_fields(new, scan_module(new.mlir_module_serialized)))
 
 
-def _compare(old_path: Path, new_path: Path, f: Function, fname: str, allowed: list[str] | None) -> int:
-    """Call the old and the new artifact's function on the inputs ``verify`` draws; raise on any difference.
-    Returns the number of cases compared."""
+def _compare(old_art: Artifact, new_path: Path, f: Function, fname: str, allowed: list[str] | None) -> int:
+    """Call the old (open) and the new artifact's function on the inputs ``verify`` draws; raise on any
+    difference. Returns the number of cases compared."""
     import numpy as np
 
-    old = load_mod.load(old_path, fname, allow_custom_calls=allowed)
+    old_path = old_art.path
+    old = load_mod.load(old_art, fname, allow_custom_calls=allowed)
     new = load_mod.load(new_path, fname, allow_custom_calls=allowed)
     cases = plan_cases(f)
     for k, case in enumerate(cases):
@@ -136,21 +138,20 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
             payload = gradients.serialize(new, f.vjp_order, str(source), fname)
             members[f.payload] = payload
             functions[fname] = _upgraded_function(f, new)
-        with open(source, "rb") as fh:
-            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        digest = art.file_sha256()  # of the file these members were read from, not of whatever the path names now
         p = old.producer
         producer = replace(now, for_jax=wanted,
                            upgraded_from=UpgradedFrom(p.jaxport, p.jax, p.jaxlib, digest, p.for_jax))
         manifest = replace(old, producer=producer, functions=functions)
-    tmp = out.with_name(f".{out.name}.upgrading-{os.getpid()}")
-    compared: dict[str, int] = {}
-    try:
-        container.write_artifact(tmp, manifest, members)
-        for fname, f in functions.items():
-            compared[fname] = _compare(source, tmp, f, fname, allowed)
-        raw = container.write_artifact(out, manifest, members)
-    finally:
-        tmp.unlink(missing_ok=True)
+        tmp = out.with_name(f".{out.name}.upgrading-{os.getpid()}")
+        compared: dict[str, int] = {}
+        try:
+            container.write_artifact(tmp, manifest, members)
+            for fname, f in functions.items():
+                compared[fname] = _compare(art, tmp, f, fname, allowed)
+            raw = container.write_artifact(out, manifest, members)
+        finally:
+            tmp.unlink(missing_ok=True)
     if sidecar is not None:
         atomic_write(sidecar, lambda fh: fh.write(raw), inputs=[source])
     written = container.with_members(manifest, members).to_json()

@@ -149,7 +149,8 @@ def test_json_report(call, mlp_path):
     want = _mlp_ref(inputs.random_inputs(f, {"batch": 2}, seed=0)["x"])
     _close(np.array(out["values"]), want)
     assert out["min"] == pytest.approx(float(want.min()), abs=1e-5)
-    assert set(report["timings"]) == {"load_s", "lower_s", "compile_s", "compile_cache_hit", "run_s"}
+    assert set(report["timings"]) == {"load_s", "lower_s", "compile_s", "compile_cache_hit", "run_s", "executable"}
+    assert report["timings"]["executable"] == "compiled"  # --no-cache: nothing fetched, nothing shipped
     assert report["compilation_cache"] is None and report["benchmark"] is None and report["output_file"] is None
     assert report["warnings"] == []
 

@@ -237,7 +237,7 @@ BAD_POLICIES = {
                     "policy.yaml:2: unknown key 'platfroms' in the policy. Did you mean 'platforms'? Allowed keys: "
                     "jaxport_policy, platforms, custom_calls, max_artifact_size, format_version, calling_convention, "
                     "min_consumer_jax, required_metadata, forbid_disabled_safety_checks, max_embedded_constant_size, "
-                    "max_producer_age_days, min_days_left, min_reach_days, max_age_days, signature."),
+                    "max_producer_age_days, min_days_left, min_reach_days, max_age_days, signature, compiles_on."),
     "unknown nested key": ("jaxport_policy: 1\nplatforms:\n  alowed: [cpu]\n",
                            "policy.yaml:3: unknown key 'alowed' in 'platforms'. Did you mean 'allowed'? Allowed keys: "
                            "allowed, required."),
@@ -418,4 +418,4 @@ def test_check_needs_a_policy_or_an_age_rule(run_cli):
     res = run_cli("check", golden)
     assert res.exit_code == 2
     assert "give a policy with --policy FILE, or --max-producer-age DAYS / --min-days-left DAYS / --min-reach-days " \
-           "DAYS / --signature-key PUBLIC.pem." in res.stderr
+           "DAYS / --signature-key PUBLIC.pem / --target NAME." in res.stderr

@@ -142,6 +142,32 @@ def test_a_directory_that_is_no_checkpoint(workdir, run_cli):
         "attribute 'model.py:NAME'.\n"))
 
 
+#: Step folders whose names are no step number as a CheckpointManager writes one (``str(step)``): a leading zero or
+#: sign, an exponent, letters, a non-ASCII digit (a digit to ``str.isdigit``), more digits than a step has.
+NOT_STEPS = ("00", "-1", "1e3", "abc", "+5", "\u0663", "\u00b2", "99999999999999999999", "007")
+
+
+def test_only_canonical_step_numbers_are_a_managers_steps(workdir, run_cli):
+    """Before: '00' counted as step 0 and was read as ckpt/0, which does not exist: error[internal]
+    (FileNotFoundError), exit 1."""
+    for name in NOT_STEPS:
+        (workdir / "ckpt" / name).mkdir(parents=True)
+        (workdir / "ckpt" / name / "_CHECKPOINT_METADATA").write_text("{}")
+    res = _export(run_cli, "ckpt")
+    assert (res.exit_code, res.stderr) == (3, (
+        "error[spec]: --bind params: bound directory ckpt is not an orbax checkpoint (it has no _METADATA or "
+        "_CHECKPOINT_METADATA); a bind source is an .npz, .safetensors or .npy file, an orbax checkpoint directory "
+        "(what StandardCheckpointer, PyTreeCheckpointer or one step of a CheckpointManager writes), or a Python "
+        "attribute 'model.py:NAME'.\n"))
+    from jaxport.export.orbax_source import item_directory
+
+    for step in ("7", "0"):  # a canonical step beside them is the latest (the highest number), whatever they say
+        (workdir / "ckpt" / step / "default").mkdir(parents=True)
+        (workdir / "ckpt" / step / "_CHECKPOINT_METADATA").write_text("{}")
+        (workdir / "ckpt" / step / "default" / "_METADATA").write_text("{}")
+    assert item_directory(workdir / "ckpt", "ckpt", "--bind params") == workdir / "ckpt" / "7" / "default"
+
+
 def test_orbax_missing_names_the_extra(workdir, run_cli, monkeypatch):
     Path("ckpt").mkdir()
     (workdir / "ckpt" / "_METADATA").write_text("{}")

@@ -1059,14 +1059,16 @@ def build(workdir: Path, trust: bool = True) -> tuple[Base, list[Case]]:
                   shapes_and_dtypes(b), weights_layout(b), member_names(b), trailing_and_polyglots(b),
                   payloads(b), bit_flips(b), overwrites(b), npy_inputs(), npz_inputs(), specs(), binds()]
     if trust:
-        from . import import_classes, runtime_classes, signature_classes, spec_classes
+        from . import boundary_classes, import_classes, runtime_classes, signature_classes, spec_classes
         from . import trust as trust_classes
 
         generators.append(trust_classes.cases(b))
         generators.append(runtime_classes.cases(b))
         generators.append(signature_classes.cases(b))
+        generators.append(signature_classes.swap_cases(b))  # issue 46: the artifact swapped while it is checked
         generators.append(import_classes.cases(b))
         generators.append(spec_classes.cases(b))  # issue 36 item 4: like values, ranges, bind sources
+        generators.append(boundary_classes.cases(b))  # issue 46: outputs that are inputs, values nested too deep
     cases: list[Case] = []
     seen: set[str] = set()
     for gen in generators:

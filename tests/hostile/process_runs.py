@@ -17,6 +17,11 @@
   type it documents (``TypeError`` naming the parameter), and with malformed values of the right type (a dict or
   list that contains itself, an empty mapping, a path that does not exist, text that is not a spec): a
   ``JaxportError``; any other exception is the failure.
+- ``api-deep-values`` (issue 46, ``boundary_classes.api_deep_values``): a loaded function given a state that holds
+  itself (through a custom pytree node, through its own field) or nests 5000 deep (nodes, dicts, tuples), an input
+  leaf numpy cannot read (a list or dict that holds itself, lists 100 000 deep); ``save_inputs`` of trees 5000 deep
+  or holding themselves; ``export(bind=...)`` of such values. Each in a fresh process: the one-line error of its
+  class, then valid calls in the same process that give the right numbers.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CLASSES = ("interrupt", "rewrite", "api-types", "position-dependence", "batch-rows")
+CLASSES = ("interrupt", "rewrite", "api-types", "position-dependence", "batch-rows", "api-deep-values")
 LINE = re.compile(r"^error\[interrupted\]: \S.*$")
 PROGRESS_LINE = re.compile(r"^jaxport: .* \.\.\. (?:failed after )?\d+\.\d s$")
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
@@ -499,6 +504,11 @@ def run(base: Path, scratch: Path, classes: list[str] | None, trials: int = 40, 
     scratch.mkdir(parents=True, exist_ok=True)
     if "api-types" in wanted:
         rows += api_types(scratch / "api")
+    if "api-deep-values" in wanted:  # issue 46 (boundary_classes): each case in a fresh process
+        from .boundary_classes import api_deep_values
+
+        for case, problem in api_deep_values(scratch / "deep"):
+            rows.append(Row("api-deep-values", case, runs=1, ok=int(not problem), problems=[problem] * bool(problem)))
     if "rewrite" in wanted:
         rows += rewrites(base, scratch / "rewrite", max(3, trials // 2), seed)
     if "interrupt" in wanted:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from .corpus import CANARY, MODEL, SPEC_BIND_HOSTILE, Base, Case, build
 from .runtime_classes import HOOKS as RUNTIME_HOOKS
+from .signature_classes import HOOKS as SIGNATURE_HOOKS
 
 #: Commands per kind: (label, argv with {file}).
 COMMANDS: dict[str, list[tuple[str, list[str]]]] = {
@@ -150,6 +151,8 @@ def _setup_step(step: tuple, base: Base, work: Path) -> None:
         name.mkdir(exist_ok=True)
     elif op == "symlink":  # ("symlink", dst, target): the target as written ({outside} substituted)
         os.symlink(str(step[2]).replace("{outside}", str(work.parent / "outside")), name)
+    elif op == "hardlink":  # ("hardlink", dst, file of the work directory): one more name of that file
+        os.link(work / step[2], name)
     elif op == "chardev":  # ("chardev", dst, "null" | "zero" | "urandom")
         _make_chardev(name, step[2])
     else:
@@ -242,7 +245,7 @@ def _canary(d: Path) -> bool:
 def _observe(case: Case, command: str, d: Path, before: dict[str, tuple], code: int | None
              ) -> tuple[list[str], list[str]]:
     allowed = (OUTPUTS.get(command, set()) | set(case.outputs)) if code == 0 else set()
-    if case.hook == "truncate-after-open":  # the hook itself cut the input
+    if case.hook == "truncate-after-open" or case.hook.startswith("swap-"):  # the hook itself changed the input
         allowed.add(case.filename)
     return _changes(before, _state(d), allowed)
 
@@ -414,6 +417,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))
 }
 
 HOOKS.update(RUNTIME_HOOKS)  # environments, shared caches and markers (issue 24)
+HOOKS.update(SIGNATURE_HOOKS)  # an artifact swapped at each event of a command that requires its signature (issue 46)
 
 #: The jaxport process as run for a case with a hook: the hook, then the CLI.
 _HOOKED = "import os, sys; exec(os.environ['JXHOSTILE_HOOK']); from jaxport_cli.main import main; main()"

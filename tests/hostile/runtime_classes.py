@@ -9,6 +9,9 @@ rewritten while it runs, the Python API walked with wrong types) are runs of the
   (text and bytecode), and lowered by the user's own primitive at ``export``;
 - ``environment``: ``PYTHONIOENCODING=ascii`` and ``latin-1`` with non-ASCII names and descriptions, a deleted
   working directory, stdout on ``/dev/full``, a hard ``RLIMIT_DATA`` or ``RLIMIT_CPU`` under ``call --isolate``;
+  ``XLA_FLAGS`` that XLA refuses (an unknown flag, a bad value, a second flag bad after a good one, a file name that
+  names no file, control characters) and ``JAX_*`` settings JAX refuses, through ``call``, ``call --isolate``,
+  ``export``, ``verify`` and ``inspect --mlir`` (issue 46), and flags XLA takes, through the same;
 - ``cache-trust``: a "passed" verdict planted for a program the check refuses, in a cache directory others can
   write (mode 777, 775, 757), one owned by another user, one reached through a symbolic link, by ``--cache-dir`` and
   by ``JAXPORT_CACHE_DIR``; ``JAXPORT_ISOLATED=1`` inherited by a parent that then reads a program that crashes
@@ -228,8 +231,28 @@ HOOKS = {
     **{f"platforms-{p}": f"import os\nos.environ['JAX_PLATFORMS'] = {p!r}\n" for p in ("bogus", "tpu", "cuda")},
     # JAX's op-by-op debugging mode, left on in a shell
     "disable-jit": "import os\nos.environ['JAX_DISABLE_JIT'] = '1'\n",
+    # settings XLA reads as it starts, and JAX's own: XLA ended the process (exit 1, its fatal log), JAX raised
+    # ValueError from deep inside its config (issue 46)
+    **{f"xla-flags-{label}": f"import os\nos.environ['XLA_FLAGS'] = {value!r}\n"
+       for label, value in (("unknown", "--xla_bogus"), ("bad-value", "--xla_cpu_enable_fast_math=maybe"),
+                            ("second-flag",
+                             "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=q"),
+                            ("no-such-file", "junk"), ("control", "\x1b[31m--xla_bogus\u202e"),
+                            ("valid", "--xla_force_host_platform_device_count=2"))},
+    # the path a console script starts with (python -c would put the working directory first), a fresh cache (so
+    # that the child probe of XLA_FLAGS runs), and flags XLA takes: for a jax/ folder planted where jaxport runs
+    "console-path": "import sys\nsys.path[:] = [p for p in sys.path if p not in ('', '.')]\n",
+    "console-path-xla-flags": ("import os, sys, tempfile\nsys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
+                               "os.environ['JAXPORT_CACHE_DIR'] = tempfile.mkdtemp(prefix='jaxport-hostile-cache-')\n"
+                               "os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=3'\n"),
+    **{f"jax-setting-{label}": f"import os\nos.environ[{name!r}] = {value!r}\n"
+       for label, name, value in (("x64", "JAX_ENABLE_X64", "maybe"), ("rank", "JAX_NUMPY_RANK_PROMOTION", "bogus"),
+                                  ("int", "JAX_SERIALIZATION_VERSION", "abc"))},
 }
 NAME = "modèle-é-模型"
+#: A package planted in the working directory as ``jax`` or ``jaxlib``: importing it leaves the canary.
+PLANTED = (b"import os\nos.makedirs('CANARY', exist_ok=True)\n"
+           b"raise ImportError('a package planted in the working directory')\n")
 
 
 def _described(b: Base) -> bytes:
@@ -313,6 +336,30 @@ def environment(b: Base) -> Iterator[Case]:
                  setup=(("write", "spec.yaml", SPEC_G), ("copy", "params.npz", "params.npz")), accept={label},
                  outputs={"out.jaxport", "out.jaxport.manifest.json"},
                  why="jaxport's commands keep JAX's jit on (exporting and calling exported programs need it)")
+    starting = {"call": ["call", "base.jaxport", "--random", "--no-cache"],
+                "call-isolate": ["call", "base.jaxport", "--random", "--no-cache", "--isolate"],
+                "export": ["export", "model.py:g", "--shapes", "spec.yaml", "-o", "out.jaxport"],
+                "verify": ["verify", "base.jaxport", "--dim", "batch=2"],
+                "inspect-mlir": ["inspect", "--mlir", "base.jaxport"]}
+    for hook, variable in (("xla-flags-unknown", "XLA_FLAGS"), ("xla-flags-bad-value", "XLA_FLAGS"),
+                           ("xla-flags-second-flag", "XLA_FLAGS"), ("xla-flags-no-such-file", "XLA_FLAGS"),
+                           ("xla-flags-control", "XLA_FLAGS"), ("jax-setting-x64", "JAX_ENABLE_X64"),
+                           ("jax-setting-rank", "JAX_NUMPY_RANK_PROMOTION"),
+                           ("jax-setting-int", "JAX_SERIALIZATION_VERSION")):
+        for label, argv in starting.items():
+            yield _c("environment", f"{hook}-{label}", [(label, argv)], {10}, timeout=HEAVY, hook=hook,
+                     setup=(("write", "spec.yaml", SPEC_G), ("copy", "params.npz", "params.npz")), mention=variable)
+    for label, argv in starting.items():
+        yield _c("environment", f"xla-flags-valid-{label}", [(label, argv)], {10}, timeout=HEAVY,
+                 hook="xla-flags-valid", setup=(("write", "spec.yaml", SPEC_G), *VERIFY_FILES),
+                 accept={label}, outputs={"out.jaxport", "out.jaxport.manifest.json"},
+                 why="flags XLA takes: the command runs as without them")
+    planted = tuple(("write", f"{package}/__init__.py", PLANTED) for package in ("jax", "jaxlib"))
+    for label, hook, argv in (("call-isolate", "console-path", starting["call-isolate"]),
+                              ("xla-flags-probe", "console-path-xla-flags", starting["call"])):
+        yield _c("environment", f"cwd-jax-package-{label}", [(label, argv)], {10}, timeout=HEAVY, hook=hook,
+                 setup=planted, accept={label}, why="the children import JAX from where jaxport does, never from the "
+                                                    "working directory")
     isolate = ["call", "base.jaxport", "--random", "--no-cache", "--isolate"]
     for hook, extra in (("hard-data-16G", []), ("hard-data-16G", ["--memory-limit", "32G"]),
                         ("hard-data-3G", []), ("hard-data-3G", ["--memory-limit", "8G"]),

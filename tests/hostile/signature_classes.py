@@ -5,6 +5,15 @@ something else, driven through the commands that require a signature (``call --r
 Every case must be refused by the signature check (exit 14, one ``error[signature]``/``error[violation]`` line),
 before the artifact is read; ``inspect`` may succeed (it verifies nothing), but must not print the bundle's control
 characters. Needs the extra ``jaxport[sign]``; without it the class has no cases.
+
+The class ``signature-swap`` (issue 46): a validly signed artifact, and an attacker in the jaxport process (a hook,
+``tests/sign/swap.py``) who, at one event of the command (an opening of the artifact's path, or a step of the
+signature check), renames an unsigned artifact over it (and the signed one back at the next event), renames a hard
+link to one there, or rewrites the file in place. Each command that requires a signature (``call``, ``verify``,
+``rebind``, ``inspect --signature-key``) must run the signed artifact (exit 0) or refuse it (exit 14, one line; a
+rewrite in place also exit 8, a member that no longer has its signed digest). The unsigned artifact makes each
+command fail otherwise (another function, dimension and bound tensor, other outputs than ``--expect`` wants), so
+that a run of it is a failure by its exit code alone.
 """
 
 from __future__ import annotations
@@ -16,9 +25,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..sign import swap
 from .corpus import Base, Case
 
-SIGNED = "m.jaxport"  # the artifact's name in the work directory: the bundles below sign this name
+SIGNED = swap.SIGNED  # the artifact's name in the work directory: the bundles below sign this name
 CALL = ("call", ["call", SIGNED, "--random", "--no-cache", "--require-signature", "ci.pub"])
 CHECK = ("check", ["check", SIGNED, "--signature-key", "ci.pub"])
 INSPECT = ("inspect", ["inspect", SIGNED])
@@ -169,3 +179,56 @@ def cases(b: Base) -> Iterator[Case]:
     for name, step in SPECIAL_FILES.items():
         yield Case("signature", name, "signature", None, frozenset({14}), commands=commands, setup=(*setup, step),
                    timeout=60.0 if name == "fifo" else 0.0, **inspect_ok)
+
+
+# --- signature-swap (issue 46) ---------------------------------------------------------------------------------------
+
+#: The commands of the swap class, each given the signed artifact ``m.jaxport``.
+SWAP_COMMANDS = (
+    ("call", ("call", SIGNED, "--inputs", "x.npy", "--expect", "want.npy", "--no-cache", "--require-signature",
+              "ci.pub")),
+    ("verify", ("verify", SIGNED, "--inputs", "x.npy", "--expect", "want.npy", "--require-signature", "ci.pub")),
+    ("rebind", ("rebind", SIGNED, "--bind", "params=model.py:K5", "-o", "out.jaxport", "--no-manifest",
+                "--require-signature", "ci.pub")),
+    ("inspect", ("inspect", SIGNED, "--signature-key", "ci.pub", "--function", "double")),
+)
+#: The events of each of them, in order: the opening of the artifact and the steps of its signature check; the
+#: artifact is never opened again (tests/sign/test_swap.py asserts the list for call).
+SWAP_EVENTS = ("open", "after opened", "after verified", "after hashed", "after read")
+#: The hooks of the class (run.HOOKS), by name: ``swap-PLAN-EVENT``.
+HOOKS: dict[str, str] = {f"swap-{plan}-{at}": swap.hook(plan, at) for plan in swap.PLANS
+                         for at in range(len(SWAP_EVENTS))}
+
+
+def swap_cases(b: Base) -> Iterator[Case]:
+    """The class ``signature-swap`` (see the module docstring): each command at each event, for each plan."""
+    import importlib.util
+
+    if importlib.util.find_spec("model_signing") is None or importlib.util.find_spec("OpenSSL") is None:
+        return  # the class needs jaxport[sign]
+    with tempfile.TemporaryDirectory() as tmp:
+        files = swap.build(Path(tmp))
+    setup = ((("write", SIGNED, files["signed"]), ("write", f"{SIGNED}.sig", files["signature"]),
+              ("write", "signed.jaxport", files["signed"]), ("write", "stranger.jaxport", files["stranger"]),
+              ("write", "ci.pub", files["ci.pub"]), ("write", "model.py", files["model.py"]),
+              ("write", "x.npy", _npy([1, 2, 3])), ("write", "want.npy", _npy([2, 4, 6]))))
+    why = "the signed artifact ran, read from the descriptor whose bytes were checked"
+    for plan in swap.PLANS:
+        for at, event in enumerate(SWAP_EVENTS):
+            name = f"swap-{plan}-{at}"
+            for label, argv in SWAP_COMMANDS:
+                yield Case("signature-swap", f"{label}-{plan}-at-{event.replace(' ', '-')}", "signature-swap", None,
+                           frozenset({14, 8} if plan == "rewritten" else {14}), file=SIGNED,
+                           commands=((label, argv),), setup=setup, timeout=120.0, hook=name,
+                           accept=frozenset({label}), why=why,
+                           outputs=frozenset({"out.jaxport"} if label == "rebind" else ()))
+
+
+def _npy(values: list[float]) -> bytes:
+    import io
+
+    import numpy as np
+
+    out = io.BytesIO()
+    np.save(out, np.array(values, np.float32))
+    return out.getvalue()

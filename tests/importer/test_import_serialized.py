@@ -21,6 +21,7 @@ import jaxport
 from jaxport.artifact.compat import version_key
 from jaxport.errors import EntrypointError, FormatError
 from jaxport.program import jaxser
+from tests.hostile.boundary_classes import PARENS, serialization_with
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "jaxexport"
 VERSIONS = sorted((p.name for p in GOLDEN.iterdir() if p.is_dir()), key=version_key)
@@ -208,3 +209,36 @@ def test_a_damaged_jaxexport_file_is_refused_by_jaxports_reader(run_cli, tmp_pat
     assert res.exit_code == 7
     assert res.stderr.startswith("error[format]: cut.jaxexport: not a JAX serialization: "), res.stderr
     assert "past the end of the 1500-byte file" in res.stderr and not (tmp_path / "x.jaxport").exists()
+
+
+
+
+@pytest.mark.parametrize("stored, where, shown, why", [
+    ({"dims_in": [PARENS]}, "input 0 of its signature", repr("(" * 80), "expression nests deeper than 64 levels"),
+    ({"dims_in": ["(" * 3000 + "b" + ")" * 3000]}, "input 0 of its signature", repr("(" * 80),
+     "expression is longer than 4096 characters"),
+    ({"dims_in": ["-" * 3000 + "b"]}, "input 0 of its signature", repr("-" * 80),
+     "expression nests deeper than 64 levels"),
+    ({"dims_in": ["b"], "dims_out": ["max(" * 1000 + "b" + ", 1)" * 1000]}, "output 0 of its signature",
+     repr("max(" * 20), "expression is longer than 4096 characters"),
+    ({"dims_in": ["b"], "vjp_dims": [PARENS]}, "input 0 of its VJP", repr("(" * 80),
+     "expression nests deeper than 64 levels"),
+], ids=["parens-2000", "parens-3000", "minus-3000", "output-calls", "vjp"])
+def test_a_dimension_deeper_or_longer_than_the_spec_language_is_refused_before_jax_parses_it(
+        run_cli, tmp_path, monkeypatch, stored, where, shown, why):
+    """Before: JAX's own parser, which recurses once per parenthesis, ended import in error[internal]
+    (RecursionError, or the tokenizer's 'too many nested parentheses'), exit 1."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deep.jaxexport").write_bytes(serialization_with(**stored))
+    res = run_cli("import", "deep.jaxexport", "-o", "x.jaxport")
+    assert (res.exit_code, res.stderr) == (7, f"error[format]: deep.jaxexport: {where} has the dimension {shown}..., "
+                                              f"which is not an expression jaxport reads: {why}.\n")
+    assert not (tmp_path / "x.jaxport").exists()
+    from jaxport.importer.serialized import module_callable
+
+    for entry in (lambda: jaxport.import_stablehlo("deep.jaxexport", output="y.jaxport"),
+                  lambda: module_callable("deep.jaxexport")):  # verify's live side of an imported artifact
+        with pytest.raises(FormatError, match=f"^{re.escape(f'deep.jaxexport: {where} has the dimension {shown}...')}"):
+            entry()
+    (tmp_path / "ok.jaxexport").write_bytes(serialization_with(["b"]))
+    assert run_cli("import", "ok.jaxexport", "-o", "ok.jaxport").exit_code == 0

@@ -417,4 +417,6 @@ def test_loaded_runs_only_through_its_backend(mlp):
     np.testing.assert_allclose(jax.jit(f)(x), mlp(x), rtol=1e-6)
     assert rec.calls[-1] == ("trace",)
     bench = f.benchmark({"x": x}, 2, warmup=0)
-    assert len(bench.calls) == 2 and rec.calls[-3:] == [("place", True), ("execute", key), ("execute", key)]
+    # two calls waited for one by one, then two pipelined
+    assert len(bench.calls) == 2 and rec.calls[-5:] == [("place", True), *[("execute", key)] * 4]
+    assert bench.pipelined is not None and bench.pipelined > 0

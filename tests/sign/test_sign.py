@@ -206,10 +206,15 @@ def test_call_refuses_before_reading_the_artifact(case, signed, keys, tmp_path, 
     trusted, message = _refusal(case, signed, keys, tmp_path)
     target = _target(case, signed)
     read = []
-    import jaxport.run.calling as calling
+    import jaxport.artifact.signature_check as signature_check
+    import jaxport.run.load as run_load
 
-    monkeypatch.setattr(calling, "open_artifact", lambda *a, **k: read.append(a) or (_ for _ in ()).throw(
-        AssertionError("the artifact was opened before its signature verified")))
+    def reading(*a, **k):
+        read.append(a)
+        raise AssertionError("the artifact was read before its signature verified")
+
+    monkeypatch.setattr(run_load, "open_artifact", reading)
+    monkeypatch.setattr(signature_check, "read_artifact", reading)
     args = [a for t in trusted for a in ("--require-signature", t)]
     res = run_cli("call", target, "--random", "--dim", "batch=2", "--no-cache", *args)
     assert (res.exit_code, res.stderr) == (14, f"error[signature]: {message}\n")

@@ -115,7 +115,6 @@ def test_correct_artifact_passes_at_its_boundary_shapes(passing):
 def test_the_artifact_is_opened_once(in_project, monkeypatch):
     import jaxport.artifact.container as container
     import jaxport.run.load as run_load
-    import jaxport.verify.runner as runner
 
     opened: list[str] = []
 
@@ -123,7 +122,6 @@ def test_the_artifact_is_opened_once(in_project, monkeypatch):
         opened.append(str(path))
         return container.open_artifact(path)
 
-    monkeypatch.setattr(runner, "open_artifact", counting)
     monkeypatch.setattr(run_load, "open_artifact", counting)
     report = verify("f.jaxport")
     assert report.passed and len(report.cases) == 3
