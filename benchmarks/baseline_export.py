@@ -1,6 +1,9 @@
 """What a user writes to export without jaxport: import the model file, `jax.export`, serialize, write the bytes.
 
-    python benchmarks/baseline_export.py {mlp,transformer} OUTPUT
+    python benchmarks/baseline_export.py {mlp,transformer} OUTPUT [--freeze]
+
+With ``--freeze`` it skips the interpreter's garbage collection at exit (``gc.freeze()``, as ``jaxport``'s command
+line does): the floor that leaves out only what jaxport itself does.
 
 The shapes are those of the case's jaxport spec (same dimension variables and bounds), so both contenders of
 bench_export.py lower the same program.
@@ -56,6 +59,10 @@ def main() -> None:
     fn, args, kwargs = {"mlp": mlp, "transformer": transformer}[case]()
     exported = export.export(jax.jit(fn))(*args, **kwargs)
     Path(output).write_bytes(exported.serialize())
+    if "--freeze" in sys.argv[3:]:
+        import gc
+
+        gc.freeze()
 
 
 if __name__ == "__main__":

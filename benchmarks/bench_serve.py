@@ -1,6 +1,7 @@
 """`jaxport serve` and the batch adapters against what a user writes instead (issue 33), side by side in one run.
 
-    .venv-serve/bin/python benchmarks/bench_serve.py [--quick] [--only serve|batch] [--runs N] [--json PATH]
+    .venv-serve/bin/python benchmarks/bench_serve.py [--quick] [--only serve|batch|sizes] [--runs N] [--json PATH]
+    python3 benchmarks/bench_serve.py --uds [--quick]      # on the TPU host: the TPU section (serve_sizes.py)
 
 Serving (`--only serve`), for two models, the bundled example (examples/mlp `predict`) and a 4x1024 MLP
 (benchmarks/models/mlp4x1024.py): three servers at once on 127.0.0.1, ephemeral ports, each with a cold
@@ -9,15 +10,19 @@ compilation cache of its own: `jaxport serve` of the artifact (batching off), th
 `jax.jit` of the same function, on kserve's own `ModelServer`). Every contender gets the same requests, interleaved:
 - latency of one-row requests, per protocol (gRPC, JSON REST, binary REST; tritonclient), p50 and p99;
 - throughput at 1, 8 and 32 client threads (gRPC, one-row requests; each level bounded by a count and a time;
-  `--client-procs P` spreads them over P processes), p99;
+  `--client-procs P` spreads them over P processes), p99; before the runs, a first burst at 32 clients to each
+  server, timed apart (jaxport compiles the merged calls' buckets its warm-up left then, on first use);
   jaxport's requests per program call from /metrics (`jaxport_requests_per_call`);
 - padding waste: one request of each size 1..100 rows to `jaxport serve` (default buckets), from /metrics
   (`jaxport_rows_total`, `jaxport_padded_rows_total`); the same requests to the bare model count its compilations;
 - compilations after warm-up (`jaxport_compilations_after_warmup`; the bare server's `jax.monitoring` count) and
   the servers' RSS at the end.
 Batch jobs (`--only batch`), on the example MLP, each in a fresh process with an empty compilation cache: Ray Data
-(100 000 rows, 2 actors), Beam (10 000 rows, DirectRunner), Spark (50 000 rows, local[2]), jaxport's adapter against
-hand glue; rows/s including start-up (actor start, load, compilation), Ray's cold start per actor, compilations.
+(100 000 rows, 2 actors), Beam (10 000 rows, DirectRunner), Spark (50 000 rows, local[2]), and Ray Data on the
+4x1024 MLP (40 000 rows), jaxport's adapter against hand glue; rows/s including start-up (actor start, load,
+compilation), Ray's cold start per actor, compilations.
+The sequence-model case (`--only sizes`: ready times of a tagger and two MLP versions cold, warm and shipped, and
+the sizes the tagger serves) and the TPU section (`--uds`) are benchmarks/serve_sizes.py's.
 
 Each figure is the median over `--runs` runs (3; `--quick`: 1, fewer requests, smaller row counts). Ratios are
 jaxport / bare (latency, lower is better) or jaxport / bare (throughput, higher is better), each run's contenders
@@ -27,6 +32,7 @@ measured in the same loop. Prints tables, writes JSON (default out/bench_serve.j
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -59,17 +65,25 @@ CLIENTS = (1, 8, 32)
 PROTOCOLS = ("grpc", "rest-json", "rest-binary")
 SETTINGS = {
     "full": {"runs": 3, "latency_n": 300, "latency_s": 12.0, "warm_n": 30, "tput_n": 3000, "tput_s": 4.0,
-             "sizes": 100, "ray": 100_000, "beam": 10_000, "spark": 50_000},
+             "sizes": 100, "ray": 100_000, "beam": 10_000, "spark": 50_000, "ray_heavy": 40_000, "sizes_n": 40,
+             "tput_warm_s": 3.0,
+             "tpu_sizes_n": 24},
     "quick": {"runs": 1, "latency_n": 60, "latency_s": 4.0, "warm_n": 10, "tput_n": 400, "tput_s": 1.5,
-              "sizes": 100, "ray": 10_000, "beam": 2_000, "spark": 5_000},
+              "sizes": 100, "ray": 10_000, "beam": 2_000, "spark": 5_000, "ray_heavy": 5_000, "sizes_n": 16,
+              "tput_warm_s": 1.5,
+              "tpu_sizes_n": 8},
 }
 GOALS = {"latency": 1.10, "tput32": 1.5, "one_client": 1.1, "waste": 0.15, "cold": 1.5, "batch": 1.0}
 
 
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1; 0 where this host may open no TCP socket (a TPU host: --uds needs none)."""
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    except OSError:
+        return 0
 
 
 def _get(url: str, timeout: float = 10) -> tuple[int, bytes]:
@@ -80,10 +94,41 @@ def _get(url: str, timeout: float = 10) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
+#: JAX_PLATFORMS of the servers and jobs: cpu, unless --uds (the TPU section) leaves the host's own platform.
+PLATFORMS = {"JAX_PLATFORMS": "cpu"}
+
+
 def _env(cache: Path) -> dict[str, str]:
-    path = os.pathsep.join([str(common.BENCH_DIR), str(common.REPO)])
-    return {**common.CHILD_ENV, "JAXPORT_CACHE_DIR": str(cache), "PYTHONPATH": path,
-            "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    path = os.pathsep.join([str(common.BENCH_DIR), str(common.REPO), os.environ.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)
+    env = {**common.CHILD_ENV, "JAXPORT_CACHE_DIR": str(cache), "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    env.pop("JAX_PLATFORMS", None)
+    return {**env, **PLATFORMS}
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    """HTTP over a unix socket (a server started with --uds)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def _unix_request(path: str, method: str, url: str, body: bytes | None = None, timeout: float = 10,
+                  connection: _UnixHTTP | None = None) -> tuple[int, bytes]:
+    conn = connection or _UnixHTTP(path, timeout)
+    try:
+        conn.request(method, url, body=body, headers={"Content-Type": "application/json"} if body else {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        if connection is None:
+            conn.close()
 
 
 # -- servers --
@@ -97,9 +142,11 @@ class Server:
     http: int = field(default_factory=_port)
     grpc: int = field(default_factory=_port)
     proc: subprocess.Popen | None = None
+    #: Listen on unix sockets (REST on this path, gRPC on PATH.grpc) instead of the ports (--uds).
+    uds: Path | None = None
 
     def start(self) -> None:
-        self.argv = [a.format(http=self.http, grpc=self.grpc) for a in self.argv]
+        self.argv = [a.format(http=self.http, grpc=self.grpc, uds=self.uds) for a in self.argv]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=_env(self.cache),
                                          cwd=common.REPO, start_new_session=True)
@@ -108,12 +155,25 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.http}"
 
+    @property
+    def grpc_url(self) -> str:
+        return f"unix:{self.uds}.grpc" if self.uds else f"127.0.0.1:{self.grpc}"
+
+    def get(self, path: str, timeout: float = 10) -> tuple[int, bytes]:
+        """A REST GET of ``path`` (over the unix socket with --uds)."""
+        if self.uds:
+            return _unix_request(str(self.uds), "GET", path, timeout=timeout)
+        return _get(f"{self.base}{path}", timeout=timeout)
+
+    def client(self, model: str, input_name: str, output_name: str, protocol: str = "grpc") -> Client:
+        return Client(self, model, input_name, output_name, protocol)
+
     def wait_ready(self, deadline: float) -> None:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 break
             try:
-                if _get(f"{self.base}/v2/health/ready", timeout=2)[0] == 200:
+                if self.get("/v2/health/ready", timeout=2)[0] == 200:
                     return
             except OSError:
                 pass
@@ -123,7 +183,7 @@ class Server:
 
     def metrics(self) -> dict[str, float]:
         """``/metrics`` summed over labels: ``{name: value}``."""
-        _, body = _get(f"{self.base}/metrics")
+        _, body = self.get("/metrics")
         out: dict[str, float] = {}
         for line in body.decode().splitlines():
             if not line or line.startswith("#"):
@@ -162,19 +222,35 @@ class Client:
     """One-row (or n-row) inference requests to one server, by protocol (tritonclient)."""
 
     def __init__(self, server: Server, model: str, input_name: str, output_name: str, protocol: str):
-        import tritonclient.grpc as grpcclient
-        import tritonclient.http as httpclient
-
         self.protocol, self.model, self.input_name, self.output_name = protocol, model, input_name, output_name
-        if protocol == "grpc":
-            self.mod, self.client = grpcclient, grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc}")
+        self.unix = None
+        if protocol == "grpc":  # only the client a protocol needs: tritonclient's HTTP one needs gevent
+            import tritonclient.grpc as grpcclient
+
+            self.mod, self.client = grpcclient, grpcclient.InferenceServerClient(server.grpc_url)
+        elif server.uds:  # tritonclient's HTTP client has no unix sockets: JSON requests over one connection
+            if protocol != "rest-json":
+                raise SystemExit(f"benchmarks: {protocol} over a unix socket is not measured (JSON REST and gRPC are)")
+            self.unix = _UnixHTTP(str(server.uds), 30)
         else:
+            import tritonclient.http as httpclient
+
             self.mod = httpclient
             self.client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http}", connection_timeout=30,
                                                            network_timeout=30)
 
-    def infer(self, x):
-        inp = self.mod.InferInput(self.input_name, list(x.shape), "FP32")
+    def infer(self, x, datatype: str = "FP32"):
+        if self.unix is not None:
+            import numpy as np
+
+            body = json.dumps({"inputs": [{"name": self.input_name, "shape": list(x.shape), "datatype": datatype,
+                                           "data": x.ravel().tolist()}]}).encode()
+            status, reply = _unix_request("", "POST", f"/v2/models/{self.model}/infer", body, connection=self.unix)
+            if status != 200:
+                raise SystemExit(f"benchmarks: HTTP {status}: {reply[:300]!r}")
+            (out,) = [o for o in json.loads(reply)["outputs"] if o["name"] == self.output_name]
+            return np.asarray(out["data"], np.float32).reshape(out["shape"])
+        inp = self.mod.InferInput(self.input_name, list(x.shape), datatype)
         if self.protocol == "grpc":
             inp.set_data_from_numpy(x)
             out = self.mod.InferRequestedOutput(self.output_name)
@@ -188,7 +264,7 @@ class Client:
         return self.client.infer(self.model, [inp], outputs=[out], headers=headers).as_numpy(self.output_name)
 
     def close(self) -> None:
-        self.client.close()
+        (self.unix or self.client).close()
 
 
 def _pct(times: list[float], q: float) -> float:
@@ -261,10 +337,10 @@ def throughput(make_client, x, threads: int, n: int, limit_s: float, keep: bool 
 
 def _client_process(spec: tuple, threads: int, n: int, limit_s: float, start_at: float) -> dict:
     """One client process of :func:`throughput_procs`: ``threads`` threads, from wall time ``start_at``."""
-    grpc_port, model, input_name, output_name, width = spec
+    grpc_port, uds, model, input_name, output_name, width = spec
     import numpy as np
 
-    server = Server("", [], Path(), Path(), http=0, grpc=grpc_port)
+    server = Server("", [], Path(), Path(), http=0, grpc=grpc_port, uds=uds)
     x = np.random.default_rng(0).standard_normal((1, width), dtype=np.float32)
     Client(server, model, input_name, output_name, "grpc").infer(x)  # connected and imported before the start
     time.sleep(max(0.0, start_at - time.time()))
@@ -334,6 +410,13 @@ def serve_model(name: str, s: dict, tmp: Path, jaxport: str) -> dict:
         for key in ("off", "on"):
             np.testing.assert_allclose(client(key).infer(x1), ref_out, rtol=1e-4, atol=1e-4)
         bare_base = servers["bare"].metrics().get("bare_compilations", 0.0)
+        # Traffic before the measured runs: a burst at the most clients to each server, timed but not among the
+        # runs' figures. Each compiles what that traffic needs (jaxport the merged calls' buckets its warm-up left,
+        # on first use; the bare model nothing more for one-row requests), so the runs measure the steady state;
+        # the burst's own req/s say what the first seconds cost.
+        result["first_burst"] = {k: throughput(lambda k=k: client(k), x1, max(CLIENTS), s["tput_n"], s["tput_warm_s"])
+                                 for k in ("bare", "off", "on")}
+        compiled_before = {k: servers[k].metrics().get("jaxport_compilations_after_warmup", 0.0) for k in ("off", "on")}
 
         runs: list[dict] = []
         for r in range(s["runs"]):
@@ -349,7 +432,7 @@ def serve_model(name: str, s: dict, tmp: Path, jaxport: str) -> dict:
                 for key in keys[r % 3:] + keys[:r % 3]:
                     before = servers[key].metrics() if key == "on" else {}
                     if s["client_procs"] > 1 and threads > 1:
-                        spec = (servers[key].grpc, name, input_name, output_name, width)
+                        spec = (servers[key].grpc, servers[key].uds, name, input_name, output_name, width)
                         level[key] = throughput_procs(spec, threads, s["client_procs"], s["tput_n"], s["tput_s"])
                     else:
                         level[key] = throughput(lambda key=key: client(key), x1, threads, s["tput_n"], s["tput_s"])
@@ -364,6 +447,8 @@ def serve_model(name: str, s: dict, tmp: Path, jaxport: str) -> dict:
             runs.append(run)
             print(f"[{name}] run {r + 1}/{s['runs']} done", flush=True)
         result["runs"] = runs
+        result["compiled_in_runs"] = {k: servers[k].metrics().get("jaxport_compilations_after_warmup", 0.0) -
+                                      compiled_before[k] for k in ("off", "on")}
 
         # padding waste (jaxport, default buckets) and the bare model's compilations on the same ragged sizes
         sizes = list(range(1, s["sizes"] + 1))
@@ -383,7 +468,10 @@ def serve_model(name: str, s: dict, tmp: Path, jaxport: str) -> dict:
         result["padding"] = {"sizes": f"1..{s['sizes']}", "real_rows": real, "padded_rows": padded,
                              "padded_per_real": padded / real if real else None,
                              "padded_share": padded / (real + padded) if real + padded else None,
-                             "bare_compilations_on_these_sizes": bare_after - bare_before}
+                             "bare_compilations_on_these_sizes": bare_after - bare_before,
+                             "jaxport_compilations_on_these_sizes": after.get(
+                                 "jaxport_compilations_after_warmup", 0) - before.get(
+                                 "jaxport_compilations_after_warmup", 0)}
         result["compilations_after_warmup"] = {
             "jaxport_off": servers["off"].metrics().get("jaxport_compilations_after_warmup"),
             "jaxport_on": servers["on"].metrics().get("jaxport_compilations_after_warmup"),
@@ -417,17 +505,27 @@ def batch_jobs(s: dict, runs: int, tmp: Path, jaxport: str) -> dict:
     xs = x[:s["spark"]]
     column = pa.FixedSizeListArray.from_arrays(pa.array(xs.reshape(-1)), width).cast(pa.list_(pa.float32()))
     pq.write_table(pa.table({"x": column}), parquet, row_group_size=max(1, len(xs) // 4))
+    # Ray on the heavy model too (issue 47): 4x1024, weights closed over
+    heavy_ref, heavy_spec, heavy_width = MODELS["mlp4x1024"]
+    heavy = tmp / "mlp4x1024-batch.jaxport"
+    if not heavy.exists():
+        common.run_once([jaxport, "export", heavy_ref, "--shapes", heavy_spec, "--output", str(heavy)],
+                        cwd=common.REPO)
+    heavy_data = tmp / "x1024.npy"
+    np.save(heavy_data, np.random.default_rng(0).standard_normal((s["ray_heavy"], heavy_width), dtype=np.float32))
+    jobs = {"ray": ("ray", artifact, ref, data, s["ray"]), "beam": ("beam", artifact, ref, data, s["beam"]),
+            "spark": ("spark", artifact, ref, parquet, s["spark"]),
+            "ray-mlp4x1024": ("ray", heavy, heavy_ref, heavy_data, s["ray_heavy"])}
     out: dict = {}
-    for engine in ("ray", "beam", "spark"):
+    for job, (engine, job_artifact, job_ref, job_data, rows) in jobs.items():
         results: dict[str, list[dict]] = {"jaxport": [], "glue": []}
         for r in range(runs):
             for side in (("jaxport", "glue") if r % 2 == 0 else ("glue", "jaxport")):
-                cache = Path(tempfile.mkdtemp(dir=tmp, prefix=f"cache-{engine}-{side}-"))
-                res = tmp / f"{engine}-{side}-{r}.json"
-                argv = [sys.executable, str(BASELINES), "job", engine, side, "--artifact", str(artifact),
-                        "--model", ref, "--data", str(parquet if engine == "spark" else data),
-                        "--rows", str(s[engine]), "--batch-size", "1000", "--out", str(res),
-                        "--cache-dir", str(cache)]
+                cache = Path(tempfile.mkdtemp(dir=tmp, prefix=f"cache-{job}-{side}-"))
+                res = tmp / f"{job}-{side}-{r}.json"
+                argv = [sys.executable, str(BASELINES), "job", engine, side, "--artifact", str(job_artifact),
+                        "--model", job_ref, "--data", str(job_data), "--rows", str(rows), "--batch-size", "1000",
+                        "--out", str(res), "--cache-dir", str(cache)]
                 start = time.perf_counter()
                 proc = subprocess.run(argv, cwd=common.REPO, env=_env(cache), capture_output=True, timeout=900)
                 wall = time.perf_counter() - start
@@ -437,9 +535,9 @@ def batch_jobs(s: dict, runs: int, tmp: Path, jaxport: str) -> dict:
                 one = json.loads(res.read_text())
                 one["process_s"] = wall
                 results[side].append(one)
-                print(f"[batch] {engine} {side}: {one['rows']} rows in {one['seconds']:.1f} s "
+                print(f"[batch] {job} {side}: {one['rows']} rows in {one['seconds']:.1f} s "
                       f"(process {wall:.1f} s)", flush=True)
-        out[engine] = results
+        out[job] = results
     return out
 
 
@@ -500,20 +598,29 @@ def report_serve(name: str, res: dict, summary: list[list[str]]) -> None:
     print(f"\n{name}: jaxport's model parameters: {res.get('jaxport_parameters')}")
     print(f"{name}: padding of sizes {pad['sizes']} on the default buckets: {pad['real_rows']:.0f} real rows, "
           f"{pad['padded_rows']:.0f} padded = {pad['padded_per_real']:.1%} of real, {pad['padded_share']:.1%} of "
-          f"all rows run; the bare model compiled {pad['bare_compilations_on_these_sizes']:.0f} times on them.")
-    print(f"{name}: compilations after warm-up: jaxport {comp['jaxport_off']:.0f} (batching on: "
-          f"{comp['jaxport_on']:.0f}); bare, one-row traffic after its first requests: "
-          f"{comp['bare_one_row_traffic']:.0f}, in all {comp['bare_total']:.0f}. RSS at the end: "
+          f"all rows run; on them jaxport compiled {pad.get('jaxport_compilations_on_these_sizes', 0):.0f} buckets "
+          f"(first use), the bare model {pad['bare_compilations_on_these_sizes']:.0f} programs.")
+    burst = res.get("first_burst", {})
+    if burst:
+        print(f"{name}: the first burst ({max(CLIENTS)} clients, before the runs): "
+              + ", ".join(f"{k} {v['rps']:.0f} req/s (p99 {_ms(v['p99'])})" for k, v in burst.items()) + ".")
+    ran = res.get("compiled_in_runs", {"off": 0, "on": 0})
+    print(f"{name}: compilations after ready: jaxport {comp['jaxport_off']:.0f} (batching on: "
+          f"{comp['jaxport_on']:.0f}), of which during the measured runs {ran['off']:.0f} ({ran['on']:.0f}); bare, "
+          f"one-row traffic after its first requests: {comp['bare_one_row_traffic']:.0f}, in all "
+          f"{comp['bare_total']:.0f}. RSS at the end: "
           + ", ".join(f"{k} {common.megabytes(v) if v else '-'}" for k, v in rss.items()) + ".")
     summary.append([f"{name}: padding waste, sizes 1..100 (padded / real; padded / all)", f"<= {GOALS['waste']:.0%}",
                     f"{pad['padded_per_real']:.0%}; {pad['padded_share']:.0%}",
                     _ok(pad["padded_per_real"], GOALS["waste"], False)])
-    summary.append([f"{name}: compilations after warm-up (jaxport)", "0", f"{comp['jaxport_off']:.0f}",
-                    "yes" if comp["jaxport_off"] == 0 and comp["jaxport_on"] == 0 else "no"])
+    summary.append([f"{name}: compilations during the measured runs (jaxport; after the first burst)", "0",
+                    f"{ran['off']:.0f}; batching {ran['on']:.0f}", "yes" if ran["off"] == 0 and ran["on"] == 0 else
+                    "no"])
 
 
 def report_batch(res: dict, summary: list[list[str]]) -> None:
-    print("\n### Batch jobs on the example MLP (empty compilation cache; median of runs)\n")
+    print("\n### Batch jobs on the example MLP, and Ray on the 4x1024 MLP (empty compilation cache; median of "
+          "runs)\n")
     rows = []
     for engine, sides in res.items():
         rps = {k: _median([r["rows"] / r["seconds"] for r in v]) for k, v in sides.items()}
@@ -529,7 +636,7 @@ def report_batch(res: dict, summary: list[list[str]]) -> None:
                      f"{ratio:.2f}x", c("jaxport"), c("glue")])
         summary.append([f"{engine}: rows/s with start-up, jaxport / hand glue", f">= {GOALS['batch']:.1f}x",
                         f"{ratio:.2f}x", _ok(ratio, GOALS["batch"], True)])
-        if engine == "ray":
+        if engine.startswith("ray"):
             cold = {k: _median([_median(r["cold_start_s"]) for r in v]) for k, v in sides.items()}
             cr = _median([_median(j["cold_start_s"]) / _median(g["cold_start_s"])
                           for j, g in zip(sides["jaxport"], sides["glue"])])
@@ -537,8 +644,8 @@ def report_batch(res: dict, summary: list[list[str]]) -> None:
             print(f"Ray cold start per actor (construction to first batch done, median over actors): jaxport "
                   f"{cold['jaxport']:.2f} s, hand glue {cold['glue']:.2f} s ({cr:.2f}x); jaxport's compilations "
                   f"after warm-up per actor: {after}.")
-            summary.append(["ray: cold start per actor, jaxport / hand glue", f"<= {GOALS['cold']}x", f"{cr:.2f}x",
-                            _ok(cr, GOALS["cold"], False)])
+            summary.append([f"{engine}: cold start per actor, jaxport / hand glue", f"<= {GOALS['cold']}x",
+                            f"{cr:.2f}x", _ok(cr, GOALS["cold"], False)])
     print(common.table(["engine", "rows", "jaxport rows/s", "hand glue rows/s", "jaxport / glue",
                         "compilations jaxport", "compilations glue"], rows))
 
@@ -546,7 +653,12 @@ def report_batch(res: dict, summary: list[list[str]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="A dry run: 1 run, fewer requests, fewer rows.")
-    parser.add_argument("--only", choices=["serve", "batch"], help="Only the servers, or only the batch jobs.")
+    parser.add_argument("--only", choices=["serve", "batch", "sizes"],
+                        help="Only the servers, only the batch jobs, or only the sequence-model case (sizes served, "
+                             "ready times: benchmarks/serve_sizes.py).")
+    parser.add_argument("--uds", action="store_true",
+                        help="The TPU section instead: every server on unix sockets, one at a time, on the host's own "
+                             "platform (run it on the TPU host: benchmarks/serve_sizes.py).")
     parser.add_argument("--runs", type=int, help="Runs per figure (default 3; --quick: 1); figures are medians.")
     parser.add_argument("--models", default=",".join(MODELS), help="Models to serve (comma-separated).")
     parser.add_argument("--client-procs", type=int, default=1,
@@ -565,13 +677,23 @@ def main() -> None:
                     "load_start": load, "serve": {}, "batch": None}
     summary: list[list[str]] = []
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as d:
+    with tempfile.TemporaryDirectory(prefix="bench-serve-", dir="/tmp") as d:  # short: unix socket paths
         tmp = Path(d)
-        if args.only in (None, "serve"):
+        if args.uds:
+            import serve_sizes
+
+            report["tpu"] = serve_sizes.tpu_section(sys.modules[__name__], s, tmp, jaxport)
+            serve_sizes.report_tpu(report["tpu"], summary)
+        if args.only in (None, "sizes") and not args.uds:
+            import serve_sizes
+
+            report["sizes"] = serve_sizes.sizes_case(sys.modules[__name__], s, tmp, jaxport)
+            serve_sizes.report_sizes(report["sizes"], summary)
+        if args.only in (None, "serve") and not args.uds:
             for name in args.models.split(","):
                 report["serve"][name] = serve_model(name, s, tmp, jaxport)
                 report_serve(name, report["serve"][name], summary)
-        if args.only in (None, "batch"):
+        if args.only in (None, "batch") and not args.uds:
             report["batch"] = batch_jobs(s, s["runs"], tmp, jaxport)
             report_batch(report["batch"], summary)
     report["load_end"] = os.getloadavg()

@@ -1,6 +1,6 @@
 """What a user writes instead of jaxport, for benchmarks/bench_serve.py; each part runs as its own process.
 
-    python benchmarks/serve_baselines.py bare FILE.py:FN --name N --output O --http-port P --grpc-port Q
+    python benchmarks/serve_baselines.py bare FILE.py:FN --name N --output O --http-port P --grpc-port Q [--uds PATH]
     python benchmarks/serve_baselines.py job ray|beam|spark jaxport|glue --artifact A --model FILE.py:FN \
         --data X.npy --rows N --batch-size B --out RESULT.json
 
@@ -77,16 +77,20 @@ def bare_server(args: argparse.Namespace) -> None:
 
     counter = CompileCounter.get()
 
-    # kserve binds 0.0.0.0 / [::] whatever it is told: keep the benchmark on the loopback interface.
+    # kserve binds 0.0.0.0 / [::] whatever it is told: keep the benchmark on the loopback interface (or, with --uds,
+    # on unix sockets: REST on PATH, gRPC on PATH.grpc, as jaxport serve --uds; a TPU host may open no TCP socket).
     rest_init = rest_server.RESTServer.__init__
 
     def rest_on_loopback(self, *a, **k):
         rest_init(self, *a, **k)
         self.config.host = "127.0.0.1"
+        if args.uds:
+            self.config.uds = args.uds
 
     rest_server.RESTServer.__init__ = rest_on_loopback
     add_port = grpc_server.Server.add_insecure_port
-    grpc_server.Server.add_insecure_port = lambda self, address: add_port(self, address.replace("[::]", "127.0.0.1"))
+    grpc_server.Server.add_insecure_port = lambda self, address: add_port(
+        self, f"unix:{args.uds}.grpc" if args.uds else address.replace("[::]", "127.0.0.1"))
 
     class Compilations:
         def collect(self):
@@ -288,6 +292,7 @@ def main() -> None:
     bare.add_argument("--output", required=True)
     bare.add_argument("--http-port", type=int, required=True)
     bare.add_argument("--grpc-port", type=int, required=True)
+    bare.add_argument("--uds", help="Listen on unix sockets: REST on PATH, gRPC on PATH.grpc (the ports unused).")
     job = sub.add_parser("job")
     job.add_argument("engine", choices=["ray", "beam", "spark"])
     job.add_argument("side", choices=["jaxport", "glue"])

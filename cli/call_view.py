@@ -110,6 +110,9 @@ def _document(report: Any, print_values: bool) -> render.Document:
                                   b.pipelined_s)))
         doc.table(table)
         doc.line(BENCHMARK_SAYS.format(source=b.executable))
+        if b.host_p50_s is not None:
+            doc.line(f"host to host (inputs from host memory, outputs copied back): p50 {seconds(b.host_p50_s)}, "
+                     f"p99 {seconds(b.host_p99_s)}")
     if report.output_file:
         doc.line(("Wrote", "green"), f" {report.output_file} ({_count(len(report.outputs), 'array')})")
     return doc

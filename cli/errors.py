@@ -211,16 +211,49 @@ def usage_errors() -> Iterator[None]:
         raise click.UsageError(str(e)) from None
 
 
-def report_usage_error(e: click.ClickException, as_json: bool) -> NoReturn:
+def report_usage_error(e: click.ClickException, as_json: bool, argv: list[str] | None = None) -> NoReturn:
     """A command-line mistake (unknown option, bad value, missing argument) as one ``error[usage]:`` line naming the
-    help to read, exit 2 (click's own code for a usage error)."""
-    message = e.format_message()
+    help to read, exit 2 (click's own code for a usage error). ``argv``, the command line, lets an extra argument
+    that follows a repeatable option's value be named for what it is (``--inputs a.npy b.npy``)."""
+    message = _repeat_hint(e, argv or []) or e.format_message()
     ctx = getattr(e, "ctx", None)
     if ctx is not None:
         command = " ".join(["jaxport", *ctx.command_path.split()[1:]])
         message = f"{message.rstrip('.')}{'' if message.endswith('?') else '.'} See '{command} --help'."
     _report("usage", message, e.exit_code, as_json)
     sys.exit(e.exit_code)
+
+
+def _repeat_hint(e: click.ClickException, argv: list[str]) -> str | None:
+    """For click's "Got unexpected extra argument(s)" where the first extra value follows a value of a repeatable
+    option (``--inputs a.npy b.npy``, ``--range x=0:1 y=0:2``): that the option takes one value each time, and how
+    to repeat it; None for any other error."""
+    import re
+
+    found = re.match(r"Got unexpected extra arguments? \((.*)\)$", e.format_message())
+    ctx = getattr(e, "ctx", None)
+    if found is None or ctx is None:
+        return None
+    extra = found.group(1).split(" ")
+    repeatable = {name: o for o in ctx.command.params if isinstance(o, click.Option) and o.multiple
+                  for name in o.opts}
+    for i in range(len(argv) - 1, 0, -1):
+        if argv[i] != extra[0]:
+            continue
+        j = i - 1
+        while j > 0 and not argv[j].startswith("-"):
+            j -= 1
+        option = argv[j].partition("=")[0]
+        inline = "=" in argv[j]  # --inputs=a.npy b.npy
+        if option not in repeatable or i != j + (1 if inline else 2):
+            continue
+        values = [argv[j].partition("=")[2]] if "=" in argv[j] else [argv[j + 1]]
+        values += extra
+        shown = " ".join(f"{option} {v}" for v in values[:3]) + (" ..." if len(values) > 3 else "")
+        return (f"{option} takes one value each time, and {' '.join(extra)} {'was' if len(extra) == 1 else 'were'} "
+                f"read as {'an extra argument' if len(extra) == 1 else 'extra arguments'}: repeat the option for "
+                f"each value ({shown})")
+    return None
 
 
 def _report(kind: str, message: str, code: int, as_json: bool) -> None:

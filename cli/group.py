@@ -30,7 +30,7 @@ class LazyGroup(click.Group):
                 sys.exit(e.exit_code)
             from .errors import report_usage_error
 
-            report_usage_error(e, as_json="--json" in argv)
+            report_usage_error(e, as_json="--json" in argv, argv=argv)
         except click.exceptions.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)

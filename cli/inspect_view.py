@@ -128,8 +128,12 @@ def _render(art, names, bundle_path=None, verified=None) -> render.Document:
         if f.constraints:
             out.line("  constraints: " + "; ".join(f.constraints))
         out.line(f"  shape checks: {len(f.shape_assertions)} in the wrapped main")
-        for msg in f.shape_assertions:
-            out.line(f"    - {_short_assertion(msg)}")
+        repeats: dict[str, int] = {}
+        for msg in f.shape_assertions:  # an imported program checks what its own main checked again: shown once
+            shown = _short_assertion(msg)
+            repeats[shown] = repeats.get(shown, 0) + 1
+        for shown, times in repeats.items():
+            out.line(f"    - {shown}" + (f" ({times} times)" if times > 1 else ""))
         if f.custom_calls:
             t = render.Table("custom calls", ("target", "count", "stability"))
             for c in f.custom_calls:

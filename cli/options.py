@@ -222,6 +222,11 @@ _LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, C
     ("signature", lambda h: signature_path_option(h) if h else signature_path_option(
         "With --require-signature: where the signature bundle is (default: ARTIFACT.sig beside it)."),
      "signature_path", None),
+    ("check_ranges", lambda h: click.option(
+        "--check-ranges", is_flag=True,
+        help=h or "Refuse an input value outside the range its spec declares (range:), naming the input, index and "
+                  "value (exit 9); without it a range only shapes random inputs."),
+     "check_ranges", bool),
 )
 
 
@@ -235,7 +240,7 @@ def load_options(*, omit: tuple[str, ...] = (), help: dict[str, str] | None = No
     """The options of how to load an artifact's function, which the command receives as one parameter ``load``, a
     ``jaxport.run.options.LoadOptions`` (:func:`record_options`): ``--function``, ``--runtime``,
     ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir``, ``--no-cache``,
-    ``--require-signature`` and ``--signature``, less
+    ``--require-signature``, ``--signature`` and ``--check-ranges``, less
     the fields in ``omit`` (which keep their defaults), with a command's own ``help`` by field. A field added to
     ``LoadOptions`` is added to ``_LOAD_OPTIONS`` and every command that loads takes it."""
     texts = help or {}
@@ -380,6 +385,11 @@ def _parse_dims(one_value: bool) -> Callable[[click.Context, click.Parameter, tu
                 try:
                     value = _dimension(item)
                 except ValueError:
+                    other, is_pair, _ = item.partition("=")
+                    if is_pair and other.strip().isidentifier():  # --dim batch=3,seq=17: two variables in one
+                        raise click.BadParameter(f"{text[:60]!r} sets two variables; give each its own --dim "
+                                                 f"(repeat the option): --dim {name}={rest.split(',')[0].strip()} "
+                                                 f"--dim {item.strip()[:40]}.", ctx, param) from None
                     raise click.BadParameter(f"{text[:60]!r}: {item.strip()[:40]!r} is not an integer.", ctx,
                                              param) from None
                 if value < 0:

@@ -6,7 +6,7 @@ The public API. Heavy modules (JAX) load lazily, so ``import jaxport`` and readi
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 # The ``export`` subpackage is imported first so that the ``export`` function defined below, not the subpackage,
@@ -179,25 +179,54 @@ def _export(
     """
     from .export.pipeline import export as export_
     from .export.request import ExportRequest
-    from .run.load import load as load_
 
     result = export_(fn, spec, output, ExportRequest.given(request, options), progress=progress)
-    result.loader = load_  # the export layer does not import the run layer: the facade connects them
+    result.loader = _load_exported  # the export layer does not import the run layer: the facade connects them
     return result
 
 
-def _classes() -> dict[str, type]:
+def _load_exported(*args: Any, **kwargs: Any) -> Loaded:
+    """``jaxport.run.load.load``, imported when an export's ``result.load()`` first needs it (not with every export)."""
+    from .run.load import load as load_
+
+    return load_(*args, **kwargs)
+
+
+#: The classes the public functions' annotations name, for their argument checks (``_api_types``), by where each
+#: lives: imported only when a checked function's signature names it (an export's checks import no ``run`` layer).
+_CLASS_HOMES = {"ShapeSpec": ("jaxport.spec.model", "ShapeSpec"), "Spec": ("jaxport.spec.build", "Spec"),
+                "Policy": ("jaxport.artifact.policy", "Policy"), "date": ("datetime", "date"),
+                "CallRequest": ("jaxport.run.calling", "CallRequest"),
+                "VerifyRequest": ("jaxport.verify.request", "VerifyRequest")}
+
+
+class _Classes(Mapping[str, type]):
+    """:data:`_CLASS_HOMES` (and ``Artifact``) as a mapping whose classes are imported when first looked up."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, type] = {"Artifact": Artifact}
+
+    def __getitem__(self, name: str) -> type:
+        if name not in self._found:
+            import importlib
+
+            module, attr = _CLASS_HOMES[name]
+            self._found[name] = getattr(importlib.import_module(module), attr)
+        return self._found[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["Artifact", *_CLASS_HOMES])
+
+    def __len__(self) -> int:
+        return 1 + len(_CLASS_HOMES)
+
+
+_CLASSES = _Classes()
+
+
+def _classes() -> Mapping[str, type]:
     """The classes the public functions' annotations name, for their argument checks (``_api_types``)."""
-    import datetime
-
-    from .artifact.policy import Policy
-    from .run.calling import CallRequest
-    from .spec.build import Spec
-    from .spec.model import ShapeSpec
-    from .verify.request import VerifyRequest
-
-    return {"Artifact": Artifact, "ShapeSpec": ShapeSpec, "Spec": Spec, "Policy": Policy, "date": datetime.date,
-            "CallRequest": CallRequest, "VerifyRequest": VerifyRequest}
+    return _CLASSES
 
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked

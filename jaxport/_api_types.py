@@ -19,6 +19,7 @@ is for reading the arguments only: an exception raised while a program is compil
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -210,11 +211,11 @@ def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not found:
-            known = dict(classes())
+            known: Mapping[str, type] = classes()  # looked up by name: only the classes named are imported
             signature = inspect.signature(fn)
             if options is not None:
                 record = options()
-                known[record.__name__] = record
+                known = collections.ChainMap({record.__name__: record}, known)  # type: ignore[arg-type]
                 signature = _with_options(signature, record)
             found.append((signature, {p.name: c for p in signature.parameters.values()
                                       if (c := _checker(p.annotation, known)) is not None}))

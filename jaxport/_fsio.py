@@ -208,12 +208,20 @@ def _input_named(ids: set[tuple[int, int]], inputs: Iterable[str | Path]) -> str
             source = getattr(module, "__file__", None)
             if not isinstance(source, str):
                 continue
-            module_file = os.stat(source)
+            known = _module_files.get(source)
+            if known is None:
+                module_file = os.stat(source)
+                known = _module_files[source] = (module_file.st_dev, module_file.st_ino)
         except Exception:  # noqa: BLE001 - a lazy module's attribute hook, a file gone: not this output
             continue
-        if (module_file.st_dev, module_file.st_ino) in ids:
+        if known in ids:
             return f"{shown_path(source)} (Python module {getattr(module, '__name__', '?')})"
     return None
+
+
+#: The (device, inode) of each loaded module's file, by its path, as first looked at: an output is checked against
+#: every module JAX and the model loaded (about 1500) several times a command, one ``stat`` each only the first time.
+_module_files: dict[str, tuple[int, int]] = {}
 
 
 def check_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
@@ -289,7 +297,7 @@ def _temporary_prefix(path: Path) -> str:
 
 
 @contextmanager
-def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterator[BinaryIO]:
+def atomic_output(path: str | Path, inputs: Iterable[str | Path] = (), durable: bool = True) -> Iterator[BinaryIO]:
     """A file to write ``path``'s new content into: a temporary sibling, renamed over ``path`` when the block ends
     without an error, and removed when it raises (any exception, ``KeyboardInterrupt`` included).
 
@@ -325,7 +333,8 @@ def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterat
             raise write_failure(path, e) from None
         try:
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
             mask = os.umask(0)
             os.umask(mask)
             os.fchmod(f.fileno(), 0o666 & ~mask)
@@ -348,6 +357,8 @@ def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterat
             except OSError:
                 pass
         interrupts.untrack(tmp)
+    if not durable:
+        return
     try:
         dfd = os.open(parent, os.O_RDONLY)
         try:
@@ -358,10 +369,13 @@ def atomic_output(path: str | Path, inputs: Iterable[str | Path] = ()) -> Iterat
         pass
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], inputs: Iterable[str | Path] = ()) -> None:
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], inputs: Iterable[str | Path] = (),
+                 durable: bool = True) -> None:
     """Call ``write(fileobj)`` on a temporary sibling of ``path`` and rename it over ``path`` (``atomic_output``);
-    an ``OSError`` of ``write`` (a full disk, an I/O error) is an ``OutputError`` naming ``path``."""
-    with atomic_output(path, inputs) as f:
+    an ``OSError`` of ``write`` (a full disk, an I/O error) is an ``OutputError`` naming ``path``. Without
+    ``durable`` (a file that only restates another, such as an artifact's manifest sidecar), neither the file nor its
+    directory is synced to the disk: the rename still makes it old or new, never partial, to every reader."""
+    with atomic_output(path, inputs, durable) as f:
         try:
             write(f)
         except OSError as e:

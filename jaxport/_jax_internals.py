@@ -239,6 +239,16 @@ def hlo_sharding_text(sharding: Any, rank: int) -> str:
     return str(sharding._to_xla_hlo_sharding(rank))
 
 
+def register_frame_exclusion(prefix: str) -> None:
+    """Make JAX skip the frames of files under ``prefix`` when it picks the user frame of an op's source location.
+
+    The public name is ``jax.extend.source_info_util.register_exclusion``, whose import brings ``jax.extend`` (Pallas,
+    checkify: 25 modules) into every export; this is the function it re-exports."""
+    from jax._src import source_info_util  # jax.extend re-exports it: see the docstring
+
+    source_info_util.register_exclusion(prefix)
+
+
 def backends_initialized() -> bool:
     """Whether JAX has started its backends in this process (after which the device count is fixed).
 
@@ -385,18 +395,6 @@ def export_allowing_every_custom_call(run_export: Callable[[list[Any]], Any]) ->
             if not refused:
                 raise
             allowed |= refused
-
-
-def serializable_node_types() -> frozenset[type]:
-    """The custom pytree node types ``jax.export`` can serialize in an output tree (those registered with
-    ``register_pytree_node_serialization`` or ``register_namedtuple_serialization``). No public API lists them;
-    empty when the registry moved (every custom node is then taken as unregistered)."""
-    try:
-        from jax._src.export import _export  # no public API: see the module docstring
-
-        return frozenset(_export.serialization_registry)
-    except (ImportError, AttributeError):
-        return frozenset()
 
 
 # --- serializations outside the running JAX's window (``jaxser`` reads them; JAX builds the Exported) -------------

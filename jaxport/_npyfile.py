@@ -145,13 +145,8 @@ def check_memory(header: Header, where: str, error: Error = InputError) -> None:
                     f"({total} bytes).")
 
 
-def read_npy_data(f: IO[bytes], header: Header, size: int, stored: Any, where: str, error: Error = InputError
-                  ) -> Any:
-    """The data of a ``.npy`` file of ``size`` bytes whose header was just read from ``f``, as a flat array of
-    ``stored``: the declared size must be exactly the bytes that follow the header, and exactly that many are
-    read."""
-    import numpy as np
-
+def check_size(header: Header, size: int, where: str, error: Error = InputError) -> None:
+    """Refuse a ``.npy`` file of ``size`` bytes whose data is not exactly the size its ``header`` declares."""
     available = size - header.header_bytes
     if available < header.nbytes:
         raise error(f"{where}: truncated .npy file: the header declares {size_text(header)}, but only "
@@ -159,6 +154,16 @@ def read_npy_data(f: IO[bytes], header: Header, size: int, stored: Any, where: s
     if available > header.nbytes:
         raise error(f"{where}: damaged .npy file: {available - header.nbytes} bytes follow the array data "
                     f"({size_text(header)}).")
+
+
+def read_npy_data(f: IO[bytes], header: Header, size: int, stored: Any, where: str, error: Error = InputError
+                  ) -> Any:
+    """The data of a ``.npy`` file of ``size`` bytes whose header was just read from ``f``, as a flat array of
+    ``stored``: the declared size must be exactly the bytes that follow the header, and exactly that many are
+    read."""
+    import numpy as np
+
+    check_size(header, size, where, error)
     count = header.nbytes // header.dtype.itemsize if header.dtype.itemsize else 0
     try:
         flat = np.fromfile(f, dtype=stored, count=count)

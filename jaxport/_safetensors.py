@@ -1,7 +1,9 @@
 """``.safetensors`` files: the one reader (weights a spec binds, ``call``'s inputs and reference outputs) and the one
 writer (``call -o``, ``extract --weights``). Every dtype jaxport stores is read and written, ``BF16`` and ``F8_*``
-included, which ``.npy`` can only store as raw void bytes (and ``safetensors.numpy`` cannot represent). numpy is
-imported inside the functions that need it.
+included, which ``.npy`` can only store as raw void bytes (and ``safetensors.numpy`` cannot represent). ``F4``
+(``float4_e2m1fn``) is packed two elements per byte, the first in the low nibble (PyTorch's ``float4_e2m1fn_x2``,
+``jaxport._subbyte``), and a tensor of it holds an even number of elements (the format's rule: every tensor is whole
+bytes); ``int4`` and ``uint4`` have no tag in the format. numpy is imported inside the functions that need it.
 
 The format (the safetensors README, "Format"): an 8-byte little-endian header length N, N bytes of JSON (an object
 that maps each tensor name to ``{"dtype", "shape", "data_offsets": [BEGIN, END]}``, plus an optional
@@ -31,7 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import dtypes
+from . import _subbyte, dtypes
 from ._fsio import open_for_reading, read_at_most
 from ._json import strict_json
 from ._machine import physical_memory
@@ -116,7 +118,10 @@ def read(f: BinaryIO, where: str, error: Error, *, mmap: bool = False, max_tenso
         count = 1
         for d in dims:
             count *= d
-        if end > data_size or begin > end or end - begin != count * dtype.itemsize:
+        if known.packed and count * known.width % 8:
+            raise error(f"{here}: shape {dims} of {tag} is {count} elements of {known.width} bits, which do not fill "
+                        f"whole bytes (safetensors' rule).")
+        if end > data_size or begin > end or end - begin != dtypes.stored_nbytes(known.name, count):
             raise error(f"{here}: bytes {begin}..{end} do not hold shape {dims} of {tag} inside the "
                         f"{data_size}-byte data section.")
         entries.append((begin, end, name, dtype, tuple(dims)))
@@ -135,7 +140,7 @@ def read(f: BinaryIO, where: str, error: Error, *, mmap: bool = False, max_tenso
     if mmap:
         data = np.memmap(f, dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
         data.flags.writeable = False
-        return {name: data[data_start + begin:data_start + end].view(_little(dtype)).reshape(shape)
+        return {name: _tensor(data[data_start + begin:data_start + end], dtype, shape)
                 for begin, end, name, dtype, shape in entries}
     memory = physical_memory()
     if memory and data_size > memory:
@@ -154,9 +159,21 @@ def read(f: BinaryIO, where: str, error: Error, *, mmap: bool = False, max_tenso
         got += n
     out: dict[str, Any] = {}
     for begin, end, name, dtype, shape in entries:
-        array = buffer[begin:end].view(_little(dtype)).reshape(shape)
+        array = _tensor(buffer[begin:end], dtype, shape)
         out[name] = array if array.dtype == dtype else array.astype(dtype)
     return out
+
+
+def _tensor(data: Any, dtype: Any, shape: tuple[int, ...]) -> Any:
+    """A tensor from its bytes in the data section (a ``uint8`` array): a view, or for a packed sub-byte type a new
+    array of its unpacked elements (read-only when the bytes are)."""
+    import math
+
+    if dtypes.BY_NAME[dtype.name].packed:
+        array = _subbyte.unpack(data, dtype.name, math.prod(shape)).reshape(shape)
+        array.flags.writeable = bool(data.flags.writeable)
+        return array
+    return data.view(_little(dtype)).reshape(shape)
 
 
 def _little(dtype: Any) -> Any:
@@ -171,6 +188,7 @@ def write(f: BinaryIO, arrays: Mapping[str, Any]) -> int:
     import numpy as np
 
     prepared: list[tuple[str, Any, str]] = []
+    shapes: list[list[int]] = []
     for name, value in arrays.items():
         if name == METADATA:
             raise ValueError(f"a tensor cannot be named {METADATA!r}, the key that holds the header's metadata")
@@ -180,6 +198,13 @@ def write(f: BinaryIO, arrays: Mapping[str, Any]) -> int:
         tag = tag_of(str(a.dtype))
         if tag is None:
             raise ValueError(f"tensor {name!r}: .safetensors has no dtype for {a.dtype}")
+        known = dtypes.BY_NAME[str(a.dtype)]
+        shapes.append([int(d) for d in a.shape])
+        if known.packed:
+            if a.size * known.width % 8:
+                raise ValueError(f"tensor {name!r} holds {a.size} {a.dtype} elements, which .safetensors cannot store "
+                                 f"(it packs {8 // known.width} to a byte, and a tensor fills whole bytes)")
+            a = _subbyte.pack(a)  # the bytes the file holds; the header keeps the shape and tag
         prepared.append((name, a, tag))
     layout = sorted(range(len(prepared)), key=lambda i: -prepared[i][1].dtype.itemsize)
     offsets: dict[int, tuple[int, int]] = {}
@@ -187,8 +212,8 @@ def write(f: BinaryIO, arrays: Mapping[str, Any]) -> int:
     for i in layout:
         offsets[i] = (offset, offset + prepared[i][1].nbytes)
         offset += prepared[i][1].nbytes
-    header = {name: {"dtype": tag, "shape": [int(d) for d in a.shape], "data_offsets": list(offsets[i])}
-              for i, (name, a, tag) in enumerate(prepared)}
+    header = {name: {"dtype": tag, "shape": shapes[i], "data_offsets": list(offsets[i])}
+              for i, (name, _, tag) in enumerate(prepared)}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     f.write(struct.pack("<Q", len(text)))

@@ -8,6 +8,12 @@ type, whether ml_dtypes defines it, precision, default tolerances, ...): the loo
 (:data:`BY_SAFETENSORS`, :data:`BY_MLIR`, :data:`NOT_IN_NPY`, ``tolerance.TOLERANCES``, ...) are derived from
 it, so a new dtype is one entry (``tests/foundation/test_dtypes.py`` checks that no module spells such a table itself).
 
+Sub-byte types (``int4``, ``uint4``, ``float4_e2m1fn``) take one byte per element in memory, as ml_dtypes holds them,
+and ``bits`` (4) per element where jaxport stores them itself: packed two per byte in an artifact's weights
+(:func:`stored_nbytes`; specs/FORMAT.md, "Sub-byte types"). ``int2`` and ``uint2``, which ml_dtypes and JAX also
+define, are not types of jaxport: JAX's serialization has no code for them (``jax.export`` fails to serialize a
+function that takes or returns one), as :data:`NOT_EXPORTABLE` says.
+
 Typed PRNG keys (``jax.random.key`` arrays) are element types too, of kind ``key``: their canonical name is JAX's
 (``key<fry>`` for threefry2x32, ``key<rbg>``, ``key<urbg>`` for unsafe_rbg), which is also their short name. A key
 array has no numpy dtype; its *key data* (``jax.random.key_data``) is ``uint32`` with ``KEYS[name].data_shape``
@@ -64,6 +70,18 @@ class DType:
     oip: str | None = None
     #: The Spark SQL type's class in ``pyspark.sql.types`` (``FloatType``); None where Spark has none.
     spark: str | None = None
+    #: Bits per element where jaxport stores the type packed (a sub-byte type: 4); None for a whole-byte type.
+    bits: int | None = None
+
+    @property
+    def packed(self) -> bool:
+        """Whether the type is stored packed, several elements per byte (``int4``, ``uint4``, ``float4_e2m1fn``)."""
+        return self.bits is not None
+
+    @property
+    def width(self) -> int:
+        """Bits per element: ``bits`` of a sub-byte type, else 8 x the item size."""
+        return self.bits if self.bits is not None else self.itemsize * 8
 
     @property
     def npy(self) -> bool:
@@ -108,6 +126,13 @@ TABLE: tuple[DType, ...] = (
           precision=4, safe_floats=_TO_WIDE, tolerance=(1.25e-1, 1.25e-1), compiler_tolerance=(1.25e-1, 2.5e-1)),
     DType("float8_e5m2", "f8e5m2", 1, "float", mlir="f8E5M2", safetensors="F8_E5M2", ml_dtypes=True, precision=3,
           safe_floats=_TO_WIDE, tolerance=(2.5e-1, 2.5e-1), compiler_tolerance=(2.5e-1, 5e-1)),
+    # Sub-byte types: one byte per element in memory (ml_dtypes), two per byte where jaxport stores them.
+    # float4_e2m1fn's tolerances by float8's rule: its one mantissa bit makes a step a third to a half of a value.
+    DType("int4", "i4", 1, "int", mlir="i4", ml_dtypes=True, bits=4),
+    DType("uint4", "u4", 1, "uint", mlir="ui4", ml_dtypes=True, bits=4),
+    DType("float4_e2m1fn", "f4e2m1fn", 1, "float", mlir="f4E2M1FN", safetensors="F4", ml_dtypes=True, precision=2,
+          safe_floats=("bfloat16", "float8_e4m3fn", "float8_e5m2", *_TO_WIDE), tolerance=(5e-1, 5e-1),
+          compiler_tolerance=(5e-1, 1.0), bits=4),
     # Typed PRNG keys: the item size is that of one key's data (uint32 words).
     DType("key<fry>", "key<fry>", 8, "key", key=KeyType("threefry2x32", (2,))),
     DType("key<rbg>", "key<rbg>", 16, "key", key=KeyType("rbg", (4,))),
@@ -125,6 +150,12 @@ BY_SAFETENSORS: dict[str, DType] = {d.safetensors: d for d in TABLE if d.safeten
 BY_MLIR: dict[str, DType] = {d.mlir: d for d in TABLE if d.mlir is not None}
 #: The dtypes a ``.npy`` header cannot name, which numpy stores as raw void bytes (``|V2``, ``|V1``).
 NOT_IN_NPY: tuple[str, ...] = tuple(d.name for d in TABLE if d.ml_dtypes)
+#: The sub-byte types, stored packed (``bits`` per element).
+PACKED: tuple[str, ...] = tuple(d.name for d in TABLE if d.packed)
+#: Types ml_dtypes and JAX define that no artifact can hold, and why (the end of a sentence naming them).
+NOT_EXPORTABLE: dict[str, str] = {
+    name: "JAX's serialization has no code for it (jax.export cannot serialize a function that takes or returns one)"
+    for name in ("int2", "uint2")}
 
 _ALIASES: dict[str, str] = {d.short: d.name for d in TABLE}
 _ALIASES.update({d.name: d.name for d in TABLE})
@@ -176,6 +207,22 @@ def _key_dtype(impl: str):
     return jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype
 
 
+def stored_nbytes(name: str, count: int) -> int:
+    """The bytes ``count`` elements of a canonical dtype take where jaxport stores them: packed for a sub-byte type
+    (``bits`` per element, the last byte's unused bits zero), else ``count`` x the item size."""
+    d = BY_NAME[name]
+    return (count * d.bits + 7) // 8 if d.bits is not None else count * d.itemsize
+
+
+def int_limits(name: str) -> tuple[int, int]:
+    """The smallest and the largest value of an integer dtype (``int4``: -8 and 7), without numpy (whose ``iinfo``
+    does not know ml_dtypes' types)."""
+    d = BY_NAME[name]
+    if d.kind == "uint":
+        return 0, (1 << d.width) - 1
+    return -(1 << (d.width - 1)), (1 << (d.width - 1)) - 1
+
+
 def raw_void(itemsize: int) -> tuple[str, ...]:
     """The dtypes that numpy stores as the raw void type of ``itemsize`` bytes (``|V2``: ``bfloat16``)."""
     return tuple(n for n in NOT_IN_NPY if BY_NAME[n].itemsize == itemsize)
@@ -211,8 +258,8 @@ def safe_cast(source: str, target: str) -> bool:
         return False
     if s.kind in ("int", "uint"):
         if t.kind == "int":
-            return t.itemsize >= s.itemsize if s.kind == "int" else t.itemsize > s.itemsize
+            return t.width >= s.width if s.kind == "int" else t.width > s.width
         if t.kind == "uint":
-            return s.kind == "uint" and t.itemsize >= s.itemsize
-        return (t.precision or 0) >= s.itemsize * 8 - (s.kind == "int")
+            return s.kind == "uint" and t.width >= s.width
+        return (t.precision or 0) >= s.width - (s.kind == "int")
     return t.name in s.safe_floats

@@ -131,9 +131,10 @@ def _watch(fd: int) -> None:
                 stop(byte)
 
 
-def stop(signum: int) -> None:
+def stop(signum: int, said: str | None = None) -> None:
     """End the process for ``signum`` now (see the module docstring); returns only in a thread that lost the race
-    to another one already ending it."""
+    to another one already ending it. ``said``: the line to print instead of ``error[interrupted]: ...``, for a
+    command that a signal ends as it should (``jaxport serve``, stopped gracefully)."""
     if not _exiting.acquire(blocking=False):
         if threading.current_thread() is threading.main_thread():
             threading.Event().wait()  # the other path is ending the process: wait for it
@@ -162,8 +163,8 @@ def stop(signum: int) -> None:
         except OSError:
             pass
     # stdout is not flushed: the main thread may hold its lock, blocked in a write; what it buffered is dropped
-    line = (f"error[interrupted]: stopped by {SIGNALS.get(signum, 'a signal')}; every output is as it was or "
-            f"complete, and no temporary file is left\n")
+    line = said if said is not None else (f"error[interrupted]: stopped by {SIGNALS.get(signum, 'a signal')}; every "
+                                          f"output is as it was or complete, and no temporary file is left\n")
     try:
         os.write(2, line.encode("ascii", "replace"))
     except OSError:

@@ -7,16 +7,19 @@ manifest's order (a tensor input as a flat array column, reshaped to the input's
 returns the output: a scalar column for an output of one axis, an array column for more (flattened past axis 0,
 as Spark holds tensors), a struct of them for several outputs.
 
-Each Python worker loads the artifact once and compiles one program: the bucket covering ``batch_size`` when given
-(at start), else the first batch's (Spark's batches are ``batch_size`` rows, default and most the largest bucket's,
-or a partition's rows where fewer). A partition's ragged last batch is padded to it, so a job compiles one program
-per Python worker. The artifact reaches the executors by Spark itself: ``ship=True`` (the default) adds it with
-``SparkContext.addFile`` under its content's name (``SHA256.jaxport``) and each worker reads it by
-``SparkFiles.get``, so only the driver needs the file (or the bytes, given instead of a path); ``ship=False`` reads
-the path as given on every executor (an image's file, a shared mount). ``cache_dir``: JAX's persistent compilation
-cache, from which a worker fetches its program instead of compiling it; a relative ``cache_dir`` names a
-directory in SparkFiles' root, so a cache filled by ``jaxport warmup m.jaxport --dim batch=N --cache-dir cache``
-ships with the job as an archive (``spark.archives`` = ``cache.tgz#jaxport-cache``, ``cache_dir="jaxport-cache"``).
+Each Python worker loads the artifact once and compiles one program, at start: the bucket of ``batch_size`` rows
+when given, else of Spark's Arrow batch (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10 000 rows by default)
+cut evenly into calls of at most the largest bucket's rows (:func:`even_share`: three calls of 3334 rows, not 4096,
+4096 and 1808 padded to 4096). Each Arrow batch is cut the same way, and a partition's ragged last batch is padded
+to that bucket, so a job compiles one program per Python worker. Rows reach the program as Arrow gives them: a
+column of numpy arrays of one shape is stacked in one call (``run.rows``). The artifact reaches the executors by
+Spark itself: ``ship=True`` (the default) adds it with ``SparkContext.addFile`` under its content's name
+(``SHA256.jaxport``) and each worker reads it by ``SparkFiles.get``, so only the driver needs the file (or the
+bytes, given instead of a path); ``ship=False`` reads the path as given on every executor (an image's file, a shared
+mount). ``cache_dir``: JAX's persistent compilation cache, from which a worker fetches its program instead of
+compiling it; a relative ``cache_dir`` names a directory in SparkFiles' root, so a cache filled by ``jaxport warmup
+m.jaxport --dim batch=N --cache-dir cache`` ships with the job as an archive (``spark.archives`` =
+``cache.tgz#jaxport-cache``, ``cache_dir="jaxport-cache"``).
 
 Counts (as Beam's counters): pass ``metrics=jaxport.spark.metrics(spark)``, an accumulator whose ``value``, after an
 action, sums the workers' ``workers``, ``rows``, ``program_calls``, ``compilations`` (compiled or fetched from the
@@ -164,8 +167,9 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
                 batch_size: int | None = None, ship: bool = True, metrics: Accumulator | None = None,
                 fields: Mapping[str, str] | None = None, load: LoadOptions | None = None, **load_fields: Any) -> Any:
     """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``artifact``: a path on the
-    driver, or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``; ``batch_size``
-    (default and most: the largest bucket's) is Spark's batch; ``metrics``: an accumulator from :func:`metrics`.
+    driver, or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``; ``batch_size``: the
+    rows of one program call (at most the largest bucket's; default: Spark's Arrow batch cut evenly, see the module
+    docstring); ``metrics``: an accumulator from :func:`metrics`.
     ``fields``: the struct's field name of an output (of several), by output name (default: the name with ``/`` and
     ``.`` as ``_``); two outputs on one field are refused here, before any data runs.
     ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as well
@@ -197,7 +201,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
         raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
     cap = first_axis_bound(f, dims) or 1
-    size = cap if batch_size is None else min(batch_size, cap)
+    size = even_share(arrow_batch_rows(), cap) if batch_size is None else min(batch_size, cap)
     if len(outputs) == 1:
         return_type = _spark_type(outputs[0])
     else:
@@ -205,7 +209,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     shipped = _shipped(local) if ship or given_bytes else None
     path, dims_ = str(local), dict(dims or {})
     cache = os.fspath(options.cache_dir) if options.cache and options.cache_dir is not None else None
-    warm = None if batch_size is None else size
+    warm = size  # the one bucket each worker compiles, at start
     sink = None if metrics is None else _Sink(metrics)
 
     def make_predict_fn() -> Any:
@@ -227,6 +231,34 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
         return predict
 
     return _pandas_udf(make_predict_fn, return_type, size, [i.name for i in f.inputs], columns)
+
+
+#: Spark's rows per Arrow batch when the session does not say (``spark.sql.execution.arrow.maxRecordsPerBatch``).
+ARROW_BATCH_ROWS = 10_000
+
+
+def arrow_batch_rows() -> int | None:
+    """The rows of the Arrow batches the active session hands a pandas UDF (None: unlimited, or no session)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return ARROW_BATCH_ROWS
+    try:
+        rows = int(session.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS)) or 0)
+    except (ValueError, TypeError):
+        return ARROW_BATCH_ROWS
+    return rows if rows > 0 else None
+
+
+def even_share(rows: int | None, most: int) -> int:
+    """The rows of each call when ``rows`` are cut into as few calls of at most ``most`` rows as they need, evenly
+    (10 000 rows over calls of at most 4096: three of 3334): a batch cut at ``most`` would leave a last call padded
+    up to ``most`` (1808 rows run as 4096)."""
+    if rows is None or rows <= 0:
+        return most
+    calls = -(-rows // most)
+    return -(-rows // calls)
 
 
 #: Per Python worker: the predict function of each UDF (by the id its ``predict_udf`` call drew), made by the first
@@ -282,8 +314,9 @@ def _pandas_udf(make_predict_fn: Callable[[], Callable[..., Any]], return_type: 
                 raise InputError(f"the UDF takes {len(names)} column{'s' if len(names) > 1 else ''}, one per input "
                                  f"({', '.join(names)}), not {len(given)}.")
             rows = len(given[0])
-            for start in range(0, rows, batch_size):
-                part = [c.iloc[start:start + batch_size] if rows > batch_size else c for c in given]
+            step = even_share(rows, batch_size)  # as few calls as the batch needs, of even size
+            for start in range(0, rows, step):
+                part = [c.iloc[start:start + step] if rows > step else c for c in given]
                 arrays = [stack_column(c, col, first_row=seen + start) for c, col in zip(part, named)]
                 yield _result(fn(*arrays), return_type)
             seen += rows

@@ -1,7 +1,8 @@
 """examples/ci: the GitHub Actions workflow's steps run as written, with the bundled examples, in a temporary
-checkout; a breaking change against the main branch fails the diff step with exit code 13; the workflow's Python
-installs the newest JAX release jaxport supports, whose artifacts pass the example policy's age rule, and the policy's
-comments name that release.
+checkout, signing on (a key pair made as the workflow's comment says, the policy's signature rule enabled); a breaking
+change against the main branch fails the diff step with exit code 13; the workflow's Python installs the newest JAX
+release jaxport supports, whose artifacts pass the example policy's age rule, and the policy's comments name that
+release.
 
 Steps are found by name and every `run:` step runs (with the workflow's, the job's and the step's env), so a step
 added to the workflow (signing, publishing) runs here too and needs no change to these tests."""
@@ -39,8 +40,9 @@ exit 1
 FAKE_PIP = "#!/bin/sh\nexit 0\n"
 
 
-#: The steps the example gates on, in order (others may come between and after them).
-GATES = ["Install jaxport", "Export", "Check against the policy", "Verify against the live function",
+#: The steps the example gates on, in order (others may come between and after them): it signs before the policy
+#: check, so that the policy's signature rule can require the signature.
+GATES = ["Install jaxport", "Export", "Sign", "Check against the policy", "Verify against the live function",
          "Export the artifact of the main branch", "Diff against main"]
 
 
@@ -68,7 +70,7 @@ def test_workflow_runs_export_check_verify_and_diff_against_main():
     assert _in_order(names, GATES), names
     runs = "\n".join(s["run"] for s in _steps() if "run" in s)
     commands = [line.split()[1] for line in runs.splitlines() if line.strip().startswith("jaxport ")]
-    assert _in_order(commands, ["export", "check", "verify", "export", "diff"]), commands
+    assert _in_order(commands, ["export", "sign", "check", "check", "verify", "export", "diff"]), commands
     assert "--fail-on breaking" in runs
     assert "origin/main" in runs
     assert WORKFLOW["env"]["POLICY"] == "examples/ci/policy.yaml"
@@ -144,19 +146,50 @@ def _run_workflow(root: Path, workspace: Path, main: Path) -> list[tuple[str, in
     return results
 
 
+def _key_commands() -> list[str]:
+    """The commands the workflow's comment gives to make the signing key pair."""
+    text = (CI / "jaxport.yml").read_text()
+    return re.findall(r"^#   (openssl .*)$", text, re.M)
+
+
 def _signing_key(workspace: Path) -> dict[str, str]:
-    """The Sign step's secret, a private key made for the run, by the text the workflow names it with; its public
-    half where the workflow's SIGNING_PUBLIC_KEY says a repository commits it."""
+    """The Sign step's secret by the text the workflow names it with: a private key made, with its public half, by
+    the commands the workflow's comment gives, run in the checkout (which commits the public half where the
+    workflow's SIGNING_PUBLIC_KEY says, in place of the example's)."""
     pytest.importorskip("model_signing", reason="the workflow's Sign step needs jaxport[sign] (make test installs it)")
+    if shutil.which("openssl") is None:
+        pytest.skip("the documented key-pair commands need openssl")
+    for command in _key_commands():
+        subprocess.run(command, shell=True, cwd=workspace, check=True, capture_output=True)
+    pem = (workspace / "signing.pem").read_text()
+    (workspace / "signing.pem").unlink()  # the secret store holds it from here on
+    return {"${{ secrets.JAXPORT_SIGNING_KEY }}": pem}
+
+
+def test_the_example_commits_a_public_key_and_says_how_to_make_a_pair():
+    """examples/ci/signing.pub is in the repository (the Sign step and the policy's signature rule name it), the
+    workflow's comment makes a pair that replaces it, and the policy's rule names the same file."""
+    pytest.importorskip("cryptography", reason="reading the key needs cryptography (jaxport[sign])")
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    (workspace / WORKFLOW["env"]["SIGNING_PUBLIC_KEY"]).write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    return {"${{ secrets.JAXPORT_SIGNING_KEY }}": pem}
+    public = REPO / WORKFLOW["env"]["SIGNING_PUBLIC_KEY"]
+    assert public == CI / "signing.pub"
+    key = serialization.load_pem_public_key(public.read_bytes())
+    assert isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1"
+    assert _key_commands() == ["openssl ecparam -name prime256v1 -genkey -noout -out signing.pem",
+                               f"openssl ec -in signing.pem -pubout -out {WORKFLOW['env']['SIGNING_PUBLIC_KEY']}"]
+    assert "# signature:\n#   keys: [signing.pub]\n" in (CI / "policy.yaml").read_text()
+
+
+def test_the_sign_step_without_the_secret_says_what_to_set(tmp_path):
+    (sign,) = [s for s in _steps() if s.get("name") == "Sign"]
+    env = dict(os.environ, **WORKFLOW["env"], SIGNING_KEY="", RUNNER_TEMP=str(tmp_path))
+    res = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", sign["run"]], cwd=tmp_path,
+                         env=env, capture_output=True, text=True)
+    assert (res.returncode, res.stdout) == (1, (
+        "::error::the secret JAXPORT_SIGNING_KEY is not set: make a key pair (README, Signed artifacts), store the "
+        "private key's PEM as that secret and commit its public key as examples/ci/signing.pub\n"))
 
 
 def _output(results: list[tuple[str, int, str]], name: str) -> str:
@@ -166,6 +199,9 @@ def _output(results: list[tuple[str, int, str]], name: str) -> str:
 @pytest.mark.slow
 def test_workflow_steps_pass_on_the_bundled_examples(tmp_path):
     workspace, main = _checkout(tmp_path, "workspace"), _checkout(tmp_path, "main")
+    policy = workspace / WORKFLOW["env"]["POLICY"]  # signing on: the policy requires the CI's signature
+    policy.write_text(policy.read_text().replace("# signature:\n#   keys: [signing.pub]",
+                                                 "signature:\n  keys: [signing.pub]"))
     results = _run_workflow(tmp_path, workspace, main)
     ran = [name for name, _, _ in results]
     assert [code for _, code, _ in results] == [0] * len(results), results[-1][2]
@@ -177,6 +213,7 @@ def test_workflow_steps_pass_on_the_bundled_examples(tmp_path):
     assert "OK: 3 cases match." in _output(results, "Verify against the live function")
     assert "is identical to" in _output(results, "Diff against main")
     assert "signature verified: key" in _output(results, "Sign")
+    assert "signature verified: key" in _output(results, "Check against the policy")
     assert (workspace / "build" / "model.jaxport.sig").is_file()
 
 

@@ -1,5 +1,6 @@
 """Dimension-dependent ranges (``range: [0, nodes]``, ``--range NAME=0:nodes``) and the hints for libraries'
-failures: equinox's ``error_if`` callbacks and Pallas kernels given a symbolic dimension."""
+failures: equinox's ``error_if`` callbacks and Pallas kernels given a symbolic dimension, and a call that needs a
+Python integer for a symbolic size."""
 
 from __future__ import annotations
 
@@ -270,3 +271,59 @@ def test_an_fft_over_a_symbolic_axis_says_to_fix_its_size(tmp_path, monkeypatch,
     x = np.random.default_rng(0).normal(size=(3, 16)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(jaxport.load("s.jaxport")(x)), np.abs(np.fft.rfft(x, axis=-1)),
                                rtol=1e-4, atol=1e-4)
+
+
+SIZES = '''import jax.numpy as jnp
+import numpy as np
+
+
+def fourier(x):  # the neural operator's round trip, the size a Python integer
+    n = x.shape[-1]
+    return jnp.fft.irfft(jnp.fft.rfft(x), n=n)
+
+
+def diagonal(x):
+    return x[jnp.diag_indices(2 * x.shape[0] // 2)]
+
+
+def by_numpy(x):
+    return x + np.zeros(x.shape[1])
+
+
+def traced(x):
+    return x[jnp.arange(x.shape[0]), jnp.arange(x.shape[0])]
+'''
+
+
+def _hint(size: str, which: str, fixed: str) -> str:
+    return (f"\nWhat to do: a call in the frames below needs a Python integer for {which}, which JAX traces for "
+            f"every size at once. Either give {fixed} a fixed size in the spec (a number in the shape, one artifact "
+            f"per size), or compute with calls that take a traced size: jnp.arange({size}), jnp.zeros(({size},)), "
+            f"jnp.eye({size}) and lax operations do; Python's int() and range(), numpy, and library arguments that "
+            f"must be Python integers (jnp.fft.irfft(n=...), jnp.diag_indices(...)) do not.\n")
+
+
+@pytest.mark.parametrize(("entry", "arg", "error", "hint", "frame"), [
+    ("fourier", "f32[4, n]", "TypeError: '_DimExpr' object cannot be interpreted as an integer",
+     _hint("n", "the spec's dimension 'n'", "'n'"), "    return jnp.fft.irfft(jnp.fft.rfft(x), n=n)\n"),
+    ("diagonal", "f32[h, h]", "TypeError: '_DimExpr' object cannot be interpreted as an integer",
+     _hint("h", "the spec's dimension 'h'", "'h'"), "    return x[jnp.diag_indices(2 * x.shape[0] // 2)]\n"),
+    ("by_numpy", "f32[3, n]", "TypeError: expected a sequence of integers or a single integer, got 'n'",
+     _hint("n", "the spec's dimension 'n'", "'n'"), "    return x + np.zeros(x.shape[1])\n"),
+], ids=["irfft", "diag_indices", "numpy"])
+def test_a_call_that_needs_a_concrete_size_names_the_dimension_and_the_ways_out(tmp_path, monkeypatch, run_cli,
+                                                                                entry, arg, error, hint, frame):
+    monkeypatch.chdir(tmp_path)
+    Path("sizes.py").write_text(SIZES)
+    Path("spec.yaml").write_text(f'jaxport: 1\nargs: ["{arg}"]\n')
+    res = run_cli("export", f"sizes.py:{entry}", "-s", "spec.yaml", "-o", "s.jaxport")
+    assert res.exit_code == 5
+    assert f"error[export]: sizes.py:{entry}: exporting with the spec's shapes failed: {error}{hint}" in res.stderr
+    assert res.stderr.index(frame) > res.stderr.index("What to do")  # the frame stays: the user's line that called
+    # both ways out work: a fixed size, or a call that takes the traced one
+    Path("fixed.yaml").write_text(f'jaxport: 1\nargs: ["{arg.replace("n]", "6]").replace("h, h", "5, 5")}"]\n')
+    assert run_cli("export", f"sizes.py:{entry}", "-s", "fixed.yaml", "-o", "f.jaxport").exit_code == 0
+    Path("square.yaml").write_text('jaxport: 1\nargs: ["f32[h, h]"]\n')
+    assert run_cli("export", "sizes.py:traced", "-s", "square.yaml", "-o", "t.jaxport").exit_code == 0
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    np.testing.assert_array_equal(np.asarray(jaxport.load("t.jaxport")(x)), np.diag(x))

@@ -114,7 +114,8 @@ def test_schema_refuses_fields_it_does_not_describe(example_dir, tmp_path: Path,
     assert sorted(_errors(manifest_schema, manifest)) == [
         "functions/predict/inputs/0/dtype: 'float128' is not one of ['bool', 'int8', 'int16', 'int32', 'int64', "
         "'uint8', 'uint16', 'uint32', 'uint64', 'bfloat16', 'float16', 'float32', 'float64', 'complex64', "
-        "'complex128', 'float8_e4m3fn', 'float8_e5m2', 'key<fry>', 'key<rbg>', 'key<urbg>']",
+        "'complex128', 'float8_e4m3fn', 'float8_e5m2', 'int4', 'uint4', 'float4_e2m1fn', 'key<fry>', 'key<rbg>', "
+        "'key<urbg>']",
         "functions/predict: Additional properties are not allowed ('new_field' was unexpected)",
     ]
 

@@ -106,7 +106,7 @@ READERS: dict[str, tuple[str, Callable[[Path], Any], type[Exception], str, str]]
     "npy": (".npy", lambda p: npyio.read_npy(p, "float32", "x"), InputError, "a .npy file", ""),
     "npz": (".npz", lambda p: npyio.read_npz(p, {"x": "float32"}), InputError, "a .npz file", ""),
     "npy-rows": (".npy", lambda p: NpyRows(p, "float32", "x"), InputError, "a .npy file", ""),
-    "module": (".mlir", read_module, EntrypointError, "a StableHLO module", ""),
+    "module": (".mlir", read_module, FormatError, "a StableHLO module", ""),  # a file that is no module: exit 7
     "bind-npz": (".npz", lambda p: bind.load_bind_source(p.name, p.parent, "spec.yaml:4"), SpecError,
                  "a weights file", "spec.yaml:4: bound file "),
     "bind-npy": (".npy", lambda p: bind.load_bind_source(p.name, p.parent, "spec.yaml:4"), SpecError,

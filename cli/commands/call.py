@@ -55,7 +55,11 @@ from ..options import (
                                                              f"elements.")
 @click.option("--benchmark", type=click.IntRange(min=1), callback=at_most(1_000_000), metavar="N",
               help="Time N calls (at most 1000000) after a warm-up call; report load, compile and per-call latency "
-                   "(p50, p90, p99, min, max).")
+                   "(p50, p90, p99, min, max: each call waited for, inputs already on the device), and per call "
+                   "with N calls pipelined.")
+@click.option("--host-latency", is_flag=True,
+              help="With --benchmark: also time N calls from the inputs in host memory to the outputs copied back "
+                   "to it (p50, p99): what a serving client sees.")
 @load_options()
 @click.option("--vjp", is_flag=True,
               help="Also run the derivative: write the input cotangents (-o) for the output cotangents of "

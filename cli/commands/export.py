@@ -34,11 +34,14 @@ def command(entrypoint, spec_path, output, request, as_json, debug):
     """
 
     def body():
+        import sys
+
         import jaxport
 
-        con = render.stderr()
         stages = Stages(progress_lines(as_json))
-        with con.status("Exporting...", spinner="dots") if not as_json else _null(), stages:
+        # the spinner draws only on a terminal; elsewhere (a CI log) the stage lines say it, and rich is not loaded
+        spinner = not as_json and getattr(sys.stderr, "isatty", lambda: False)()
+        with render.stderr().status("Exporting...", spinner="dots") if spinner else _null(), stages:
             # without -o: <name>.jaxport in the current directory
             result = jaxport.export(entrypoint, spec_path, output if output else Path("."), request=request,
                                     progress=stages)
@@ -49,15 +52,19 @@ def command(entrypoint, spec_path, output, request, as_json, debug):
             return
         from jaxport.artifact.summary import human_bytes, signature
 
-        for w in result.warnings:
-            con.print(f"[yellow]warning:[/] {render.escape(w)}")
-        out = render.stdout()
-        out.print(f"[green]Exported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
+        if result.warnings:
+            said = render.Document()
+            for w in result.warnings:
+                said.line(("warning:", "yellow"), " ", render.plain(w))
+            said.print(err=True)
+        out = render.Document()
+        out.line(("Exported", "green"), f" {render.plain(str(result.path))} ({human_bytes(result.size)})")
         for fname, f in result.model.functions.items():
-            out.print(f"  {render.plain(signature(fname, f))}", markup=False)
-            out.print(f"  platforms: {render.plain(', '.join(f.platforms))}", markup=False)
+            out.line(f"  {render.plain(signature(fname, f))}")
+            out.line(f"  platforms: {render.plain(', '.join(f.platforms))}")
         if result.manifest_path:
-            out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
+            out.line(f"  manifest: {render.plain(result.manifest_path)}")
+        out.print()
 
     errors.run(body, debug=debug, as_json=as_json)
 

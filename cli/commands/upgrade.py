@@ -25,7 +25,8 @@ def command(artifact, output, for_jax, allow_custom_calls, no_manifest, devices,
 
     The same program and weights, exported again by this JAX: its calling convention, its StableHLO and
     serialization, a fresh compatibility window. Old and new are called on the inputs verify draws and must give the
-    same outputs, or nothing is written (exit 12). An artifact this JAX wrote is left as it is (exit 0).
+    same outputs, or nothing is written (exit 12). An artifact this JAX wrote has nothing to upgrade: it is copied
+    as it is to OUTPUT (exit 0), so that what comes next finds OUTPUT either way.
 
     \b
     Examples:
@@ -44,7 +45,7 @@ def command(artifact, output, for_jax, allow_custom_calls, no_manifest, devices,
                                      write_manifest=not no_manifest)
         from jaxport.artifact.signing import carry_notes
 
-        unsigned = [] if result.nothing_to_do else carry_notes(artifact, result.path)  # the new one is not signed
+        unsigned = carry_notes(artifact, result.path)  # the new one (or the copy) is not signed
         if as_json:
             render.print_json({**result.to_json(), "notes": [*result.notes, *unsigned], "manifest": result.manifest})
             return
@@ -53,9 +54,11 @@ def command(artifact, output, for_jax, allow_custom_calls, no_manifest, devices,
         out = render.stdout()
         target = f" for jax {result.for_jax}" if result.for_jax else ""
         if result.nothing_to_do:
-            out.print(f"Nothing to do: {render.plain(str(artifact))} was written by jax {result.old_jax}{target}, "
-                      f"the JAX running here, which reads it itself; nothing was written.", markup=False,
-                      highlight=False)
+            out.print(f"Nothing to upgrade: {render.plain(str(artifact))} was written by jax {result.old_jax}{target}, "
+                      f"the JAX running here, which reads it itself; copied it as it is to "
+                      f"{render.plain(str(result.path))}.", markup=False, highlight=False)
+            for note in unsigned:
+                con.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
             return
         from jaxport.artifact.summary import human_bytes
 

@@ -119,9 +119,11 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
         raise UsageError(f"{output}: argument {chosen!r} is bound to a single array; write it as .npy (which "
                          f"--bind {chosen}=FILE.npy reads), or with --full-names.")
     if suffix in (".npz", ".npy"):
-        # .npy records a dtype by numpy's own names only: ml_dtypes' types would be written as raw void bytes.
+        # .npy records a dtype by numpy's own names only: ml_dtypes' types would be written as raw void bytes. That
+        # is refused where .safetensors records every tensor's dtype; int4 and uint4, which it has no tag for, are
+        # written so (one element per byte, as numpy saves them): rebind reads them back by the artifact's dtypes.
         odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in dtypes.NOT_IN_NPY]
-        if odd:
+        if odd and all(_safetensors.tag_of(str(a.dtype)) is not None for a in arrays.values()):
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: {suffix} cannot record the dtype of {len(odd)} tensor(s): {shown}; numpy "
                              f"would store them as raw bytes. Write .safetensors instead.")
@@ -136,9 +138,14 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
         odd = [(n, str(a.dtype)) for n, a in arrays.items() if _safetensors.tag_of(str(a.dtype)) is None]
         if odd:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
+            packed = any(dtypes.BY_NAME[d].packed for _, d in odd)
             raise UsageError(f"{output}: .safetensors cannot record the dtype of {len(odd)} tensor(s): {shown}. "
-                             f"Write .npz instead.")
-        atomic_write(output, lambda f: _safetensors.write(f, arrays), inputs=[art.path])
+                             f"Write .npz instead" + (" (4-bit tensors as numpy saves them, one element per byte, "
+                                                      "which rebind reads back)." if packed else "."))
+        try:
+            atomic_write(output, lambda f: _safetensors.write(f, arrays), inputs=[art.path])
+        except ValueError as e:  # an odd number of float4 elements: whole bytes only
+            raise UsageError(f"{output}: {e}. Write .npz instead.") from None
     return WeightsWritten(output.stat().st_size, len(arrays), chosen)
 
 

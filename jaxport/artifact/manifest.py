@@ -139,6 +139,11 @@ class _Fields:
     def integer(self, key: str, lo: int = 0, hi: int = (1 << 63) - 1, default: Any = _REQUIRED) -> int:
         return _integer(self.value(key, default), self.at(key), lo, hi)
 
+    def boolean(self, key: str, default: bool) -> bool:
+        if not isinstance(v := self.value(key, default), bool):
+            raise _fail(self.at(key), f"expected true or false, found {type(v).__name__}")
+        return v
+
     def optional_integer(self, key: str) -> int | None:
         """An integer when the field is there (null is no integer), else None."""
         return _integer(self.raw[key], self.at(key)) if key in self.raw else None
@@ -261,9 +266,7 @@ def _function(fn: _Fields, members: Mapping[str, model.MemberInfo], stored: set[
     outputs = _arrays(fn, "outputs")
     entrypoint = fn.optional_string("entrypoint", 4096)
     stablehlo_version = fn.optional_string("stablehlo_version", 64)
-    x64 = fn.value("x64", False)
-    if not isinstance(x64, bool):
-        raise _fail(fn.at("x64"), f"expected true or false, found {type(x64).__name__}")
+    x64 = fn.boolean("x64", False)
     signature = _signature(fn.fields("signature", {}), [rec.name for _, rec in inputs])
     output_tree = _output_node(fn.value("output_tree"), fn.at("output_tree"), len(outputs)) \
         if fn.has("output_tree") else None
@@ -337,16 +340,16 @@ def _arrays(fn: _Fields, key: str) -> list[Any]:
         dtype = a.string("dtype", 64)
         if dtype not in dtypes.BY_NAME:
             raise _fail(a.at("dtype"), f"{dtype!r} is not a dtype jaxport supports")
-        sharding = a.optional_string("sharding", 1 << 16)
-        spec_path = a.optional_string("spec_path", 1 << 16)
-        out.append((a, model.Input(name, shape, dtype, spec_path, sharding) if record is model.Input
-                    else model.Output(name, shape, dtype, sharding, key=_output_key(a, shape, dtype))))
+        sharding, spec_path = (a.optional_string(k, 1 << 16) for k in ("sharding", "spec_path"))
+        rec = model.Input(name, shape, dtype, spec_path, sharding, weak=a.boolean("weak", False),
+                          range_example=a.boolean("range_example", False)) if record is model.Input else \
+            model.Output(name, shape, dtype, sharding, key=_output_key(a, shape, dtype))
+        out.append((a, rec))
     return out
 
 
 def _output_key(a: _Fields, shape: tuple[int | str, ...], dtype: str) -> str | None:
-    """An output's optional ``key`` (format 1.2): the key dtype whose key data the output holds; the output is then
-    ``uint32`` with the key type's data axes last."""
+    """An output's optional ``key`` (format 1.2): the key dtype whose key data (``uint32``, data axes last) it is."""
     if not a.has("key"):
         return None
     key = a.string("key", 64)
@@ -572,10 +575,9 @@ def _weights(w: _Fields, members: Mapping[str, model.MemberInfo]) -> model.Weigh
             count *= _integer(d, f"{t.at('shape')}[{i}]", 0, 1 << 62)
             if count > 1 << 62:
                 raise _fail(t.at("shape"), "the element count overflows")
-        nbytes = t.integer("nbytes")
-        if nbytes != count * dtypes.BY_NAME[dt].itemsize:
-            raise _fail(t.at("nbytes"), f"{nbytes} bytes, but shape {shape} of {dt} takes "
-                                        f"{count * dtypes.BY_NAME[dt].itemsize}")
+        nbytes, takes = t.integer("nbytes"), dtypes.stored_nbytes(dt, count)
+        if nbytes != takes:
+            raise _fail(t.at("nbytes"), f"{nbytes} bytes, but shape {shape} of {dt} takes {takes}")
         offset = t.integer("offset")
         if offset % ALIGNMENT:
             raise _fail(t.at("offset"), f"{offset} is not a multiple of {ALIGNMENT}")

@@ -184,12 +184,19 @@ class Input:
     #: The half-open range [LO, HI) of the values, when the spec declares it; an integer input's bound may be a
     #: dimension expression (``[0, "nodes"]``), evaluated at each call's dimensions.
     range: tuple[float | str, float | str] | None = None
+    #: Format 1.3: traced weakly typed, as ``jax.jit`` takes a Python number (a ``like:`` value's ``int``/``float``
+    #: leaf), so a call may give it any integer or float array whose values it keeps exactly.
+    weak: bool = False
+    #: Format 1.3: ``range`` was taken from an example value (a ``like:`` leaf), not declared by the spec: it shapes
+    #: random inputs only, and a call that checks ranges (``check_ranges``) is not held to it.
+    range_example: bool = False
 
     def to_json(self, sharded: bool = False) -> dict[str, Any]:
         return {"name": self.name, "spec_path": self.spec_path, "shape": list(self.shape), "dtype": self.dtype,
                 "sharding": self.sharding,
                 **({"partition_spec": _partition_json(self.partition_spec)} if sharded else {}),
-                **_given(range=list(self.range) if self.range is not None else None)}
+                **_given(range=list(self.range) if self.range is not None else None,
+                         range_example=True if self.range_example else None, weak=True if self.weak else None)}
 
 
 @dataclass(frozen=True)
@@ -483,11 +490,6 @@ class Manifest:
     def tensors(self) -> Mapping[str, StoredTensor]:
         """The stored tensors by name (none when nothing is bound)."""
         return self.weights.tensors if self.weights is not None else {}
-
-    def function_tensors(self, name: str) -> Iterator[tuple[str, StoredTensor]]:
-        """``(name, tensor)`` of each bound tensor function ``name`` takes, in the program's order."""
-        for t in self.functions[name].weights:
-            yield t, self.tensors[t]
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["INSTALL", "MAX_BUNDLE_BYTES", "SIGNATURE_SUFFIX", "Bundle", "bad_bundle", "describe", "parse_bundle",
-           "read_bundle", "require_extra", "signature_path"]
+__all__ = ["INSTALL", "MAX_BUNDLE_BYTES", "SIGNATURE_SUFFIX", "Bundle", "bad_bundle", "describe", "drop_stale",
+           "parse_bundle", "read_bundle", "require_extra", "signature_path"]
 
 #: The largest bundle read: a key-signed bundle is about 2 kB, a certificate chain's or Sigstore's some 10 kB.
 MAX_BUNDLE_BYTES = 1 << 20
@@ -231,3 +231,30 @@ def describe(artifact: str | Path, signature: str | Path | None = None) -> Bundl
         return read_bundle(artifact, signature)
     except SignatureError as e:
         return str(e)
+
+
+def drop_stale(artifact: str | Path) -> str | None:
+    """After a command wrote ``artifact`` (``export``, ``import``, ``rebind``, ``upgrade`` over an existing file):
+    remove the ``ARTIFACT.sig`` beside it unless its statement signs these very bytes under this name (a
+    reproducible export of unchanged code does), and say so; None when there was none or it still signs them. A
+    bundle left over from the file it replaced would otherwise sit beside the new one, and a server requiring a
+    signature would refuse it only at load, naming the digest."""
+    import hashlib
+
+    path = signature_path(artifact)
+    if not os.path.lexists(path):
+        return None
+    try:
+        bundle = read_bundle(artifact)
+        why = f"it signed the previous {shown_path(artifact)}, not the one just written"
+        if bundle.subject == Path(artifact).name and bundle.signed_sha256 is not None:
+            digest = hashlib.sha256()
+            with open(artifact, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            if digest.hexdigest() == bundle.signed_sha256:
+                return None
+    except SignatureError:
+        why = f"it is no signature bundle jaxport reads, so it signs no {shown_path(artifact)}"
+    os.unlink(path)
+    return f"removed {shown_path(path)}: {why}. Sign it again (jaxport sign {shown_path(artifact)} --key PRIVATE.pem)."

@@ -120,14 +120,10 @@ def sign(artifact: str | Path, key: str | Path, *, signature: str | Path | None 
 
 def carry_notes(source: str | Path, output: str | Path) -> list[str]:
     """What a command that writes ``output`` from ``source`` (``rebind``, ``upgrade``) says of signatures: a
-    signature of the source does not carry over, and one left beside the output signs the file it replaced."""
-    notes = []
-    old, stale = signature_path(source), signature_path(output)
-    if old.exists():
-        notes.append(f"{shown_path(old)} signs {shown_path(source)}, not the new artifact: its signature does not "
-                     f"carry over. Sign {shown_path(output)} again (jaxport sign {shown_path(output)} --key "
-                     f"PRIVATE.pem).")
-    if stale.exists() and stale != old:
-        notes.append(f"{shown_path(stale)} beside the new artifact signs the file it replaced and no longer "
-                     f"verifies; sign {shown_path(output)} again.")
-    return notes
+    signature of the source does not carry over. (One left beside the output, which signed the file it replaced,
+    is removed when the output is written: ``signature.drop_stale``.)"""
+    old = signature_path(source)
+    if not old.exists():
+        return []
+    return [f"{shown_path(old)} signs {shown_path(source)}, not the new artifact: its signature does not carry over. "
+            f"Sign {shown_path(output)} again (jaxport sign {shown_path(output)} --key PRIVATE.pem)."]

@@ -19,11 +19,11 @@ def type_text(dtype: str, shape: Iterable[int | str]) -> str:
 
 def array_type(a: model.Input | model.Output | model.StoredTensor) -> str:
     """``f32[batch, 784]`` for a manifest input, output or stored tensor; ``key<fry>[batch]`` for an output of key
-    data."""
+    data; ``weak i32[]`` for a weakly typed input (a Python number at export, which takes any integer or float)."""
     key = getattr(a, "key", None)
     if key is not None:
         return type_text(key, a.shape[:len(a.shape) - len(dtypes.KEYS[key].data_shape)])
-    return type_text(a.dtype, a.shape)
+    return ("weak " if getattr(a, "weak", False) else "") + type_text(a.dtype, a.shape)
 
 
 #: A pytree with more array leaves than this is shown as a count (``{... 147 arrays}``) in a signature.

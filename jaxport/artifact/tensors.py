@@ -2,7 +2,9 @@
 
 Every tensor is stored raw, little-endian, C order, at an offset that is a multiple of ``layout.ALIGNMENT`` inside
 one member (``weights.bin``); the manifest's ``weights.tensors`` index gives each one's dtype, shape, offset, size
-and sha256 (specs/FORMAT.md, "Weights"). numpy is imported inside the functions that need it.
+and sha256 (specs/FORMAT.md, "Weights"). A sub-byte tensor (``int4``, ``uint4``, ``float4_e2m1fn``) is stored packed,
+two elements per byte (``jaxport._subbyte``): read back, it is a new array rather than a view. numpy is imported
+inside the functions that need it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import dtypes
+from .. import _subbyte, dtypes
 from ..errors import FormatError, SpecError
 from .layout import ALIGNMENT
 from .model import StoredTensor, replace
@@ -25,10 +27,25 @@ from .model import StoredTensor, replace
 class Tensor:
     name: str
     array: Any  # a numpy array, C-contiguous, little-endian
+    #: The stored bytes of a sub-byte tensor, packed once when first asked for (``stored``).
+    _packed: Any = field(default=None, repr=False, compare=False)
 
     @property
     def nbytes(self) -> int:
+        """The bytes the tensor takes in the weights member (packed for a sub-byte dtype)."""
+        d = dtypes.from_numpy(self.array.dtype)
+        if d is not None and d.packed:
+            return dtypes.stored_nbytes(d.name, int(self.array.size))
         return int(self.array.nbytes)
+
+    def stored(self) -> Any:
+        """The tensor's bytes as the weights member stores them: the array itself, or its packed bytes."""
+        d = dtypes.from_numpy(self.array.dtype)
+        if d is None or not d.packed:
+            return self.array
+        if self._packed is None:
+            object.__setattr__(self, "_packed", _subbyte.pack(self.array))
+        return self._packed
 
 
 #: The digest a :class:`PackedWeights` shows while its digests are still being computed (as long as a real one).
@@ -95,7 +112,7 @@ def _bytes(t: Tensor) -> memoryview:
     """A tensor's bytes, without a copy."""
     import numpy as np
 
-    return memoryview(t.array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+    return memoryview(t.stored().reshape(-1).view(np.uint8))  # type: ignore[arg-type]
 
 
 def digest(t: Tensor) -> str:
@@ -274,11 +291,15 @@ def tensor_views(buffer: memoryview, index: Mapping[str, StoredTensor], where: s
         count = 1
         for n in t.shape:
             count *= n
-        nbytes, offset = count * d.itemsize, t.offset
+        nbytes, offset = dtypes.stored_nbytes(d.name, count), t.offset
         if nbytes != t.nbytes or offset < 0 or offset + nbytes > size:
             raise FormatError(f"{where}: tensor {name!r}: shape {list(t.shape)} x {d.name} is {nbytes} bytes at "
                               f"offset {offset}, which does not fit the {size}-byte weights member as declared "
                               f"({t.nbytes} bytes).")
-        arr = np.frombuffer(buffer, dtype=dtypes.to_numpy(d.name), count=count, offset=offset)
+        if d.packed:  # unpacked into new memory, from the bytes that were checked; read-only as a view is
+            arr = _subbyte.unpack(buffer[offset:offset + nbytes], d.name, count)
+            arr.flags.writeable = False
+        else:
+            arr = np.frombuffer(buffer, dtype=dtypes.to_numpy(d.name), count=count, offset=offset)
         out[name] = arr.reshape(t.shape)
     return out

@@ -285,6 +285,14 @@ def flatten_bound(value: Any, prefix: str, where: str) -> tuple[BoundTree, list[
         if variable_path is not None and f"{prefix}/{variable_path}" not in taken:
             name = f"{prefix}/{variable_path}"  # a Keras variable is named by its path, not its list index
         taken.add(name)
+        if dtypes.from_numpy(arr.dtype) is None and arr.dtype.kind == "V" and not arr.dtype.fields and \
+                dtypes.raw_void(arr.dtype.itemsize):  # plain void bytes, not an ml_dtypes type (also kind 'V')
+            kinds = dtypes.raw_void(arr.dtype.itemsize)
+            raise SpecError(f"{where}: bound leaf {name!r} has the raw void dtype {arr.dtype.str!r}, as numpy saves "
+                            f"{', '.join(kinds[:-1])}{' or ' if len(kinds) > 1 else ''}{kinds[-1]}, which does not "
+                            f"say which. Bind a .safetensors file (it records "
+                            f"{', '.join(d.name for d in dtypes.TABLE if d.ml_dtypes and d.safetensors)} by name), "
+                            f"an orbax checkpoint or a Python attribute 'model.py:NAME' instead.")
         if dtypes.from_numpy(arr.dtype) is None:
             raise SpecError(f"{where}: bound leaf {name!r} has dtype {arr.dtype}, which jaxport does not store. "
                             f"Convert it, e.g. to float32.")

@@ -121,7 +121,7 @@ def like_tree(leaf: LikeLeaf, value: Any, depth: int = 0) -> LikeTree:
         else:
             dims = tuple(sizes.get(int(d), int(d)) for d in shape)
             spec_leaf = ArrayLeaf(dims, canonical.name, Where(leaf.where.file, leaf.where.line),
-                                  range=example_range(item, canonical.name))
+                                  range=example_range(item, canonical.name), range_example=True)
         kept.append(i)
         arrays.append((path, spec_leaf))
     unknown = sorted(set(given) - {names[i] for i in kept} - {pathtree.leaf_paths([p])[0] for p in pinned})
@@ -237,7 +237,7 @@ def _number_leaf(leaf: LikeLeaf, name: str, value: Any) -> ArrayLeaf:
                         f"dtype jax.jit gives a Python int) cannot hold. Make it a numpy int64 (with "
                         f"jax_enable_x64), or give the leaf under 'leaves'.")
     return ArrayLeaf((), dtype, Where(leaf.where.file, leaf.where.line), weak=weak,
-                     range=example_range(value, dtype))
+                     range=example_range(value, dtype), range_example=True)
 
 
 def example_range(value: Any, dtype: str) -> tuple[int | float, int | float] | None:

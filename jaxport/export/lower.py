@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from .bind import (
     weight_partition_specs,
 )
 from .entrypoint import Entrypoint
+from .hints import EQX_NAN_STATIC, library_hint
 from .like import LikeTree, expand_likes
 from .returns import Returned, plain, recorded
 from .tracing import exclude_own_frames, jax_config, location_regex, on_fresh_stack, user_frames, x64_enabled
@@ -282,7 +282,8 @@ def lower(
             raise too_big from None
         # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
         raise _export_failed(e, entry.spec, binds, lambda: _host_callbacks(program, dyn_args, dyn_kwargs, inputs,
-                                                                            spec, x64, tensors)) from None
+                                                                            spec, x64, tensors),
+                             used_variables(inputs)) from None
 
     if strip_locations:
         exported = dataclasses.replace(
@@ -358,9 +359,10 @@ def _program(fn: Callable[..., Any], fspec: FunctionSpec, bound: dict[int, Any],
 
 
 def _export_failed(e: Exception, where: str, binds: list[BoundArgument],
-                   host_callbacks: Callable[[], list[str]]) -> Exception:
+                   host_callbacks: Callable[[], list[str]], variables: set[str]) -> Exception:
     """The error to report for an export that raised ``e`` (custom calls aside): a bound tree without a key the
-    function reads, host callbacks (``host_callbacks`` traces the program for them), else ``e`` as the user's."""
+    function reads, host callbacks (``host_callbacks`` traces the program for them), else ``e`` as the user's, with
+    what to do where jaxport knows (``hints``; ``variables``: the dimension variables of the inputs' shapes)."""
     missing = missing_bound_key(e) if binds else None
     if missing is not None:
         return missing_key_error(missing, binds)
@@ -372,14 +374,14 @@ def _export_failed(e: Exception, where: str, binds: list[BoundArgument],
                            f"their error: for diffrax, pass diffeqsolve(..., throw=False) and read sol.result "
                            f"instead; else set the environment variable EQX_ON_ERROR=nan before equinox is "
                            f"imported (EQX_ON_ERROR=nan jaxport export ...), so that a failed check gives NaN "
-                           f"instead{_EQX_NAN_STATIC}.")
+                           f"instead{EQX_NAN_STATIC}.")
     if callbacks:
         return ExportError(f"{where}: the function uses host callbacks ({', '.join(callbacks)}), which "
                            f"call back into Python and cannot be serialized. Remove jax.debug.print, "
                            f"jax.debug.callback, jax.pure_callback and io_callback from the exported function: "
                            f"print outside it, or return the value as an extra output.")
     return ExportError(f"{where}: exporting with the spec's shapes failed: "
-                       f"{type(e).__name__}: {e}{_library_hint(e)}{bound_note(binds)}{user_frames(e)}")
+                       f"{type(e).__name__}: {e}{library_hint(e, variables)}{bound_note(binds)}{user_frames(e)}")
 
 
 def _int32_bound(e: Exception, spec: ShapeSpec) -> SpecError | None:
@@ -452,47 +454,6 @@ def _unread_weights(traced_jaxpr: Callable[[], Any], tensors: list[Any], weight_
     read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
     return [t.name for t, pos in zip(tensors, weight_positions) if id(jaxpr.invars[pos]) not in read]
 
-
-#: What a Pallas kernel's cost estimate says when a symbolic dimension reaches it (``pl.CostEstimate``).
-_PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."
-
-
-#: Why ``EQX_ON_ERROR=nan`` fails with symbolic shapes.
-_EQX_NAN_STATIC = " (with static shapes only: equinox makes the NaNs with numpy, at the shape's size)"
-
-
-def _library_hint(e: BaseException) -> str:
-    """What to do about a failure a library raises for a reason jaxport knows (a sentence to append), else ""."""
-    import traceback
-
-    files = [frame.filename.replace("\\", "/") for frame in traceback.extract_tb(e.__traceback__)]
-    # equinox's own code (its error machinery making NaNs) failed, not a frame on the way to another library's
-    inner = [f for f in files if not any(lib in f for lib in ("/numpy/", "/jax/", "/jaxlib/"))]
-    if os.environ.get("EQX_ON_ERROR") == "nan" and "_DimExpr" in str(e) and inner and "/equinox/" in inner[-1]:
-        end = "" if str(e).rstrip().endswith(".") else "."
-        return (f"{end} This is equinox's EQX_ON_ERROR=nan mode, which works{_EQX_NAN_STATIC}. With a symbolic "
-                f"dimension, leave EQX_ON_ERROR unset and avoid the check: for diffrax, pass "
-                f"diffeqsolve(..., throw=False) and read sol.result.")
-    if _PALLAS_STATIC_ONLY in str(e) and "_DimExpr" in str(e):
-        end = "" if str(e).rstrip().endswith(".") else "."
-        return (f"{end} Pallas kernels need static shapes: a pallas_call's grid, block shapes and cost estimate "
-                f"are Python integers, so a symbolic dimension cannot reach the kernel. Keep the batch symbolic "
-                f"outside it: run the kernel on fixed-size blocks with jax.lax.map over the batch (a scan, whose "
-                f"length may be symbolic), or give the dimension a fixed size in the spec.")
-    if type(e).__name__ == "InconclusiveDimensionOperation":
-        return ("\nWhat to do: Python decides this comparison of a symbolic dimension while tracing, for every size "
-                "at once. Give the dimension bounds or a constraint that decide it (dims: {b: {min: 4}}, "
-                "constraints: ['b >= 4']), compute it on arrays so the program decides it at each call "
-                "(jnp.asarray(x.shape[0]) > 3 with jnp.where or jax.lax.cond), or give the dimension a fixed "
-                "size in the spec.")
-    if _FFT_STATIC_ONLY in str(e):
-        return ("\nWhat to do: JAX lowers an FFT only over axes of fixed size: give the transformed axes fixed sizes "
-                "in the spec and keep the symbolic dimension on the others (the batch).")
-    return ""
-
-
-#: What JAX says when an FFT's transformed axis is symbolic (``jax._src.lax.fft``).
-_FFT_STATIC_ONLY = "Shape polymorphism for FFT with non-constant fft_length is not implemented"
 
 _CALLBACK_PRIMITIVES = ("debug_callback", "debug_print", "pure_callback", "io_callback")
 #: How ``_host_callbacks`` marks a callback that equinox's runtime checks (``eqx.error_if``) made.

@@ -91,7 +91,8 @@ def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str,
     for inp, pos in zip(lowered.inputs, positions):
         aval, (sh, pspec) = exp.in_avals[pos], in_shardings[pos]
         inputs.append(model.Input(inp.name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), inp.spec_path, sh,
-                                  pspec, None if inp.leaf.range is None else tuple(inp.leaf.range)))
+                                  pspec, None if inp.leaf.range is None else tuple(inp.leaf.range), inp.leaf.weak,
+                                  inp.leaf.range_example and inp.leaf.range is not None))
     outputs = [model.Output(name, tuple(_dim(d) for d in aval.shape), str(aval.dtype), sh, pspec,
                             lowered.output_keys.get(i))
                for i, (name, aval, (sh, pspec)) in enumerate(zip(lowered.outputs, exp.out_avals, out_shardings))]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._machine import physical_memory
-from ..errors import SpecError
+from ..errors import PlatformError, SpecError
 
 #: The files that make a directory an orbax pytree item.
 ITEM_FILES = ("_METADATA", "manifest.ocdbt")
@@ -91,10 +91,10 @@ def load_directory(path: Path, shown: str, where: str) -> Any:
     try:
         import orbax.checkpoint as ocp
         from etils import epath
-    except ImportError:
-        raise SpecError(f"{where}: bound directory {shown} looks like an orbax checkpoint, which needs "
-                        f"orbax-checkpoint to read: pip install 'jaxport[orbax]' (or convert it to .safetensors "
-                        f"or .npz).") from None
+    except ImportError:  # a missing extra is exit 10, as every one is
+        raise PlatformError(f"{where}: bound directory {shown} looks like an orbax checkpoint, which needs "
+                            f"orbax-checkpoint to read: pip install 'jaxport[orbax]' (or convert it to .safetensors "
+                            f"or .npz).") from None
     return _restore(ocp, epath.Path(item.resolve()), shown, where)
 
 

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import dtypes
+from .. import _subbyte, dtypes
 from .._fsio import atomic_write, check_output, open_regular, read_at_most
 from .._jax_internals import read_exported
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
 from ..artifact.private_copy import private_member
+from ..artifact.signature import drop_stale
 from ..artifact.signature_check import open_signed
 from ..errors import InputError, OutputError, SpecError, UsageError
 from ..program.module_scan import stablehlo_version
@@ -77,6 +78,11 @@ class RebindResult:
     #: Members copied byte for byte (the programs).
     kept_members: list[str]
     warnings: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # not the whole manifest: what was written, and from what
+        rebound = ", ".join(f"{r.name} <- {r.source} ({len(r.changed)} of {len(r.tensors)} tensors changed)"
+                            for r in self.rebound)
+        return f"<jaxport.RebindResult {str(self.path)!r} ({self.size} bytes): {rebound}>"
 
 
 @dataclass
@@ -173,8 +179,10 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
             if path is not None:
                 check_output(path, inputs)
         raw = container.write_artifact(out, manifest, members)
+    stale = drop_stale(out)  # a signature of the file this one replaced: removed, and said
+    warnings += [stale] if stale is not None else []
     if sidecar is not None:
-        atomic_write(sidecar, lambda f: f.write(raw), inputs=inputs)
+        atomic_write(sidecar, lambda f: f.write(raw), inputs=inputs, durable=False)  # restates the manifest
     results = [Rebound(a.name, source, recorded, list(a.tensors),
                        [n for n in a.tensors if packed.index[n].sha256 != old_index[n].sha256])
                for a, source, recorded in rebound]
@@ -241,7 +249,7 @@ def _new_tensors(name: str, value: Any, argument: _BoundArgument, old_index: Map
     shown = "the bound value" if in_memory else source
     where = f"{name}={source}"
     if not in_memory:
-        value = _load(source, where)
+        value = _typed_void(_load(source, where), name, old_index)
     flat = _flatten(value, name, where)
     if set(flat) != set(argument.tensors):
         unwrapped = _unwrap(value, name)
@@ -264,6 +272,24 @@ def _load(source: str, where: str) -> Any:
         return load_bind_source(source, Path.cwd(), where)
     except SpecError as e:  # the spec's error for a bad bound file; here it is the user's input
         raise InputError(str(e)) from None
+
+
+def _typed_void(value: Any, name: str, old_index: Mapping[str, StoredTensor], path: str = "") -> Any:
+    """A file's arrays with each raw void one (how numpy saves ml_dtypes' types: ``extract --weights`` writes int4
+    tensors so to ``.npz``) read as the dtype the artifact stores under its name, when that dtype is one numpy
+    saves as void bytes of that width; anything else as it is (refused by the checks that follow)."""
+    import numpy as np
+
+    if isinstance(value, Mapping):
+        return {k: _typed_void(v, name, old_index, f"{path}/{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.dtype.kind == "V" and not value.dtype.fields and \
+            dtypes.from_numpy(value.dtype) is None:
+        for full in (f"{name}/{path}" if path else name, path):
+            old = old_index.get(full)
+            if old is not None and old.dtype in dtypes.raw_void(value.dtype.itemsize):
+                typed = value.view(dtypes.to_numpy(old.dtype))
+                return _subbyte.canonical(typed) if dtypes.BY_NAME[old.dtype].packed else typed
+    return value
 
 
 def _flatten(value: Any, name: str, where: str) -> dict[str, Any]:
@@ -381,10 +407,8 @@ def _root(root: str | Path | None, manifest: Manifest, artifact: Path, files: li
     for directory in candidates:
         if _holds_spec(directory / spec, digest):
             return directory, []
-    return Path.cwd(), [f"the artifact records its spec as {spec}, which is not in the current directory, the "
-                        f"artifact's directory or the new weights' directory; the new source is recorded relative "
-                        f"to the current directory. Give --root DIR, the directory the artifact was exported from, "
-                        f"so that verify finds both."]
+    return Path.cwd(), [f"new sources recorded relative to the current directory (the artifact's spec, {spec}, is "
+                        f"not here); --root DIR records them relative to the export's root instead."]
 
 
 def _plain_relative(text: str) -> bool:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .._jax_internals import register_frame_exclusion
+
 #: This package's directory: frames in it are jaxport's, never the user's.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _EXCLUDED = False
@@ -42,9 +44,7 @@ def exclude_own_frames() -> None:
     """Make JAX skip jaxport's frames when it picks the user frame of an op's location (once per process)."""
     global _EXCLUDED
     if not _EXCLUDED:
-        from jax.extend import source_info_util
-
-        source_info_util.register_exclusion(_HERE + os.sep)
+        register_frame_exclusion(_HERE + os.sep)
         _EXCLUDED = True
 
 

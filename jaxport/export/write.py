@@ -21,6 +21,7 @@ from typing import Any
 from .._fsio import atomic_write, check_output
 from ..artifact import bulkwrite, container, manifest, tensors
 from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
+from ..artifact.signature import drop_stale
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
 from ..isolation.isolate import trust
@@ -126,8 +127,12 @@ class ExportResult:
             if target is not None:
                 check_output(target, self._read)
         atomic_write(out, self._write, inputs=self._read)
+        stale = drop_stale(out)  # a signature of the file this one replaced: removed, and said
+        if stale is not None:
+            self.warnings.append(stale)
         if sidecar is not None:
-            atomic_write(sidecar, lambda f: f.write(self._manifest_bytes()), inputs=self._read)
+            # the sidecar restates the artifact's manifest for review: atomic, not synced to the disk
+            atomic_write(sidecar, lambda f: f.write(self._manifest_bytes()), inputs=self._read, durable=False)
         self.path, self.manifest_path, self._size = out, sidecar, out.stat().st_size
         return out
 

@@ -18,7 +18,7 @@ from typing import Any
 from .. import dtypes
 from .._fsio import read_file
 from .._jax_internals import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
-from ..errors import CrashError, EntrypointError, ExportError
+from ..errors import CrashError, EntrypointError, ExportError, FormatError
 from ..isolation.isolate import check_module_bytes
 from ..program.module_scan import (
     PARSER_NESTING,
@@ -86,7 +86,7 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
     from jax.extend.mlir import ir
 
     display = str(path)
-    data = read_file(path, EntrypointError, MAX_MODULE_BYTES,
+    data = read_file(path, FormatError, MAX_MODULE_BYTES,  # an unreadable file is exit 7, as an artifact's
                      lambda n: f"{display}: the module is {n} bytes; at most {MAX_MODULE_BYTES} are read.",
                      missing="module file", directory="a StableHLO module", reading="the module")
     how = ("Give MLIR text (.mlir), MLIR bytecode, or a StableHLO portable artifact (.mlirbc) whose functions use the "
@@ -106,16 +106,16 @@ def read_module(path: str | Path) -> tuple[Any, Any, str | None]:
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise EntrypointError(f"{display}: not a StableHLO module: neither MLIR bytecode nor UTF-8 text "
-                                          f"(byte {e.start} is {data[e.start]:#04x}). {how}") from None
+                    raise FormatError(f"{display}: not a StableHLO module: neither MLIR bytecode nor UTF-8 text "
+                                      f"(byte {e.start} is {data[e.start]:#04x}). {how}") from None
                 if not text.strip():
-                    raise EntrypointError(f"{display}: the module file is empty. {how}")
+                    raise FormatError(f"{display}: the module file is empty. {how}")
                 module = _name_locations(ir.Module.parse(text), Path(path).name)
-        except EntrypointError:
+        except FormatError:
             raise
         except Exception as e:  # noqa: BLE001 - MLIR's parser and the VHLO reader raise several kinds
-            raise EntrypointError(f"{display}: cannot read a StableHLO module: {first_error(e, display)}. "
-                                  f"{how}") from None
+            raise FormatError(f"{display}: cannot read a StableHLO module: {first_error(e, display)}. "
+                              f"{how}") from None
         _check_operations(module, display)
         _check_printed(module, display)
     return ctx, module, version

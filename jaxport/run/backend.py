@@ -9,7 +9,8 @@ checks, keyed by their shape signature, and asks it to:
 3. :meth:`Backend.execute` the compiled program on them, returning the output pytree;
 4. :meth:`Backend.trace` the program on JAX tracers, when a Loaded is called inside ``jax.grad``, ``jax.jit``...:
    JAX then differentiates it with the VJPs the artifact stores;
-5. :meth:`Backend.placement` describe the devices a sharded program runs on.
+5. :meth:`Backend.placement` describe the devices a sharded program runs on;
+6. :meth:`Backend.forget` drop executables a server no longer keeps (``serve.compiled`` bounds how many it holds).
 
 Two backends exist: ``jax_backend.JaxBackend`` (XLA through ``jax.jit``, sharded programs included) and
 ``iree.IreeBackend`` (IREE's CPU compiler, single-device; it traces through a JaxBackend).
@@ -90,6 +91,11 @@ class Backend(Protocol):
 
     def placement(self) -> Placement | None:
         """Where a sharded program runs: devices, mesh, processes (None for a single-device program)."""
+        ...
+
+    def forget(self, keys: list[ShapeKey]) -> None:
+        """Drop the executables compiled for ``keys``, so that their memory is freed once no call holds them; a
+        later :meth:`compile` of one compiles it again (or fetches it from the persistent cache)."""
         ...
 
 

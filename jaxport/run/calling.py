@@ -108,6 +108,8 @@ class CallRequest:
     allow_nonfinite: bool = False
     values: bool = False
     benchmark: int | None = None
+    #: With ``benchmark``: also time the calls host to host (inputs from host memory, outputs copied back to it).
+    host_latency: bool = False
     vjp: bool = False
     cotangents: str | Path | None = None
     batch_size: int | None = None
@@ -163,6 +165,8 @@ class CallRequest:
             yield "--save-inputs and -o name the same file; give two files."
         if not self.load.cache and self.load.cache_dir:
             yield "--cache-dir and --no-cache contradict each other."
+        if self.host_latency and not self.benchmark:
+            yield "--host-latency times the calls of --benchmark from host memory to host memory; add --benchmark N."
         if self.cotangents and not self.vjp:
             yield "--cotangents gives the output cotangents of --vjp; add --vjp."
         runs_on = self.load.runs_on
@@ -315,7 +319,7 @@ def _call_artifact(r: CallRequest, checked: _Checked, say: Callable[[str], None]
         bench = None
         if r.benchmark:
             say(f"Benchmarking {r.benchmark} calls...")
-            bench = loaded.benchmark(arrays, r.benchmark)
+            bench = loaded.benchmark(arrays, r.benchmark, host=r.host_latency)
     result.leaves = outputs.cast_outputs(result.leaves, "float32") if r.output_dtype else result.leaves
     report = CallReport.of_run(r.artifact, loaded, arrays, sources, result, cache, output=r.output, benchmark=bench,
                                values_up_to=PRINT_LIMIT if r.values else None)

@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import dtypes
 from .._fsio import atomic_write, check_output
 from .._text import plural
 from ..artifact import contract
 from ..artifact.bounds import Bounds
 from ..artifact.container import manifest_bytes
 from ..artifact.model import CallNode, DimVar, Function, Input, Output, Signature, replace
+from ..errors import PlatformError
 from . import buckets as buckets_mod
 from . import keys
 from .buckets import rowwise
@@ -151,7 +153,7 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     assert isinstance(backend, JaxBackend)  # load's default runtime
     f = loaded.function_record
     where = f"{path}: function {loaded.function!r}"
-    check_supported(f, where)
+    check_supported(f, where, dict(zip(f.weights, backend.weights)))
     chosen = buckets_mod.plan(f, fixed=dims, grid=grid, explicit=buckets)
     names = buckets_mod.function_names(chosen.buckets)
     weight_names = list(f.weights)
@@ -174,7 +176,12 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
         vmfb = compile_module(text, cpu)
     except Exception as e:  # noqa: BLE001 - IREE reports every compile failure as CompilerToolError
         shown = "; ".join(",".join(f"{k}={v}" for k, v in b.items()) for b in chosen.buckets)
-        raise compile_error(where, e, f"for the buckets {shown}" if shown else "with its static shapes") from None
+        refused = compile_error(where, e, f"for the buckets {shown}" if shown else "with its static shapes")
+        four_bit = [i.dtype for i in f.inputs] + [o.dtype for o in f.outputs] + [str(w.dtype) for w in backend.weights]
+        if cpu == "generic" and any(d in dtypes.PACKED for d in four_bit):  # IREE 3.13: masked i4 loads
+            refused = PlatformError(f"{refused} IREE's generic CPU target fails on some int4 programs that --cpu host "
+                                    f"compiles.")
+        raise refused from None
     compile_s = time.perf_counter() - start
 
     start = time.perf_counter()

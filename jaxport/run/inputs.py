@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import dimexpr, dtypes
 from .._fsio import open_for_reading
+from .._npyfile import check_size
 from ..artifact.contract import ArrayInfo, check, concrete_shape, input_names, parsed_shape, unknown_input_error
 from ..artifact.model import Function, Input
 from ..artifact.summary import array_type
@@ -31,7 +32,10 @@ from .numbers import as_dtype, python_scalar, value_array
 from .ranges import check_range, check_ranges, draw, resolved
 
 __all__ = ["as_dtype", "cast_inputs", "check_files", "check_ranges", "classify", "first_changed", "gather",
-           "missing_error", "python_scalar", "random_inputs", "value_array"]
+           "missing_error", "python_scalar", "random_inputs", "value_array", "weak_inputs", "weak_value"]
+
+#: The kinds of dtype a weakly typed input takes an array of (converted to its own where every value is kept).
+_NUMBER_KINDS = ("int", "uint", "float")
 
 
 def _typed(inp: Input) -> str:
@@ -195,8 +199,8 @@ def check_files(fn: Function, items: list[str], *, cast: bool = False) -> None:
     dtype passes as the input's dtype: ``cast_inputs`` converts it, or says why not, once it is read.
 
     Raises the ``InputError`` that ``gather`` and the call's own check would raise later. Inputs whose shape only
-    the other inputs give (a PRNG key made from ``seed:N``), and files this reading cannot judge (a damaged
-    ``.npy``, key data of the wrong layout), are left to those later checks: this one then checks nothing."""
+    the other inputs give (a PRNG key made from ``seed:N``), and key data of the wrong layout, are left to those
+    later checks: this one then checks nothing. A ``.npy`` whose size disagrees with its header is refused here."""
     files, arrays, sources, seeds = _locate(fn, items)
     if seeds:
         return
@@ -208,11 +212,8 @@ def check_files(fn: Function, items: list[str], *, cast: bool = False) -> None:
     for inp in fn.inputs:
         name = inp.name
         if name in files:
-            described = _described(files[name], name, "uint32" if keys.is_key_input(inp) else inp.dtype,
-                                    expect[name])
-            if described is None:
-                return
-            shape, dtype = described
+            shape, dtype = _described(files[name], name, "uint32" if keys.is_key_input(inp) else inp.dtype,
+                                      expect[name])
         else:
             shape, dtype = tuple(int(d) for d in arrays[name].shape), str(arrays[name].dtype)
         if keys.is_key_input(inp):
@@ -220,22 +221,22 @@ def check_files(fn: Function, items: list[str], *, cast: bool = False) -> None:
             if dtype != "uint32" or len(shape) < len(data) or shape[len(shape) - len(data):] != data:
                 return  # keys.wrap names the layout key data must have
             shape, dtype = shape[:len(shape) - len(data)], inp.dtype
-        elif cast and dtype != inp.dtype and dtype in dtypes.BY_NAME:
-            dtype = inp.dtype
+        elif dtype != inp.dtype and dtype in dtypes.BY_NAME and \
+                (cast or inp.weak and dtypes.BY_NAME[dtype].kind in _NUMBER_KINDS):
+            dtype = inp.dtype  # converted once read (cast_inputs, weak_value), or refused naming the value
         infos.append(ArrayInfo(name, shape, dtype, sources[name]))
     check(fn, infos)
 
 
-def _described(path: str, name: str, declared: str, expect: Expected) -> tuple[tuple[int, ...], str] | None:
+def _described(path: str, name: str, declared: str, expect: Expected) -> tuple[tuple[int, ...], str]:
     """The shape and dtype a ``.npy`` file's header declares (as ``read_npy`` would read it), refusing what
-    ``read_npy`` refuses from the header alone; None for a file whose size disagrees with its header, which
-    ``read_npy`` reports."""
+    ``read_npy`` refuses from the header alone, and a file whose size disagrees with its header (truncated or
+    damaged) with ``read_npy``'s words: before JAX is imported, not after."""
     with open_for_reading(path, InputError, directory="a .npy file") as f:
         size = os.fstat(f.fileno()).st_size
         header = read_header(f, path)
         dtype = final_dtype(header, declared, name, path)
-        if size - header.header_bytes != header.nbytes:
-            return None
+        check_size(header, size, path)
         check_fits(header, expect, path)
     return tuple(int(d) for d in header.shape), str(dtype)
 
@@ -382,3 +383,38 @@ def _wrapped(a: Any, converted: Any) -> tuple[tuple[int, ...], str, str] | None:
     index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad.reshape(-1))), a.shape))
     return index, str(a[index]), str(converted[index])
 
+
+
+# --- weakly typed inputs ---------------------------------------------------------------------------------------
+
+
+def weak_value(inp: Input, value: Any, source: str | None = None) -> Any:
+    """An array given for the weakly typed input ``inp`` (a Python number at export: ``jax.jit`` takes any integer
+    or float there), as the input's dtype when it is of another integer or float dtype and every value is kept (as
+    ``--cast`` judges it: ``int64`` step counts to ``int32``, a ``float64`` learning rate that is a ``float32``
+    value to ``float32``); an ``InputError`` names the first value that would change (``source``: where it came
+    from). Any other value comes back as it is, for the signature check to judge."""
+    import numpy as np
+
+    have, want = dtypes.from_numpy(getattr(value, "dtype", None)), dtypes.BY_NAME[inp.dtype]
+    if not inp.weak or have is None or have.name == want.name or have.kind not in _NUMBER_KINDS or \
+            want.kind not in _NUMBER_KINDS:
+        return value
+    arr = np.asarray(value)
+    converted = as_dtype(arr, want.name)
+    changed = None if dtypes.safe_cast(have.name, want.name) else first_changed(arr, converted)
+    if changed is not None:
+        index, before, after = changed
+        where = f"{inp.name}{list(index)}" if index else inp.name
+        raise InputError(f"input {inp.name!r} is weakly typed {want.name} (a Python number at export), which takes "
+                         f"an array of any integer or float dtype whose values it keeps; {where} = {before} "
+                         f"({have.name}{f', from {source}' if source else ''}) would become {after}. Give values "
+                         f"{want.name} holds.")
+    return converted
+
+
+def weak_inputs(fn: Function, arrays: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The arrays with each weakly typed input's converted by :func:`weak_value`; the others as they are."""
+    by_name = {i.name: i for i in fn.inputs}
+    return {name: weak_value(by_name[name], value, (sources or {}).get(name)) if name in by_name else value
+            for name, value in arrays.items()}

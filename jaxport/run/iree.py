@@ -7,8 +7,11 @@ IREE reads), for the local CPU. What IREE cannot run is refused as a platform er
 the custom calls left in the *specialized* program (shape assertions and JAX's ``stablehlo.dynamic_*`` calls, which
 only a polymorphic program needs, are gone by then) and programs sharded over several devices. Compiled modules are
 cached by the sha256 of the module text and the IREE version, in an ``iree`` directory next to JAX's compilation
-cache. Bound weights are passed as arguments on every call. Needs the optional extra ``jaxport[iree]``
-(``iree-base-compiler``, ``iree-base-runtime``). ``deploy`` builds deployable modules from the same pieces.
+cache. Bound weights are passed as arguments on every call. ``int4`` and ``uint4`` arrays go to IREE packed, two
+elements per byte (its ``i4`` buffers), and come back unpacked; a tensor of them must fill whole bytes (an even
+element count: IREE's rule), and ``float4_e2m1fn``, which IREE cannot compile, is refused. Needs the optional extra
+``jaxport[iree]`` (``iree-base-compiler``, ``iree-base-runtime``). ``deploy`` builds deployable modules from the same
+pieces.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from .. import dtypes
+from .. import _subbyte, dtypes
 from .._api_types import runs_program
 from .._fsio import atomic_write
 from ..artifact.model import Function
@@ -88,10 +91,12 @@ def iree_version() -> str:
         return "unknown"
 
 
-def check_supported(f: Function, where: str) -> None:
-    """Refuse early what IREE cannot run whatever the shapes: programs sharded over several devices and custom calls
-    that stay in the program once its shapes are static. The specialized program is checked again
+def check_supported(f: Function, where: str, weights: dict[str, Any] | None = None) -> None:
+    """Refuse early what IREE cannot run whatever the shapes: programs sharded over several devices, custom calls
+    that stay in the program once its shapes are static, and sub-byte types it has no buffers for (``weights``: the
+    bound tensors, anything with a ``dtype`` and a ``shape``, by name). The specialized program is checked again
     (:func:`specialize`), which is what decides."""
+    check_subbyte(f, where, weights)
     if f.nr_devices > 1:
         raise PlatformError(f"{where}: the program is sharded over {f.nr_devices} devices; the "
                             f"IREE runtime runs single-device programs only; {RUN_WITH_JAX}, or export the function "
@@ -102,6 +107,58 @@ def check_supported(f: Function, where: str) -> None:
             staying[c.target] += 1 if c.count is None else c.count
     if staying:
         raise custom_call_error(where, staying)
+
+
+def check_subbyte(f: Function, where: str, weights: dict[str, Any] | None = None) -> None:
+    """Refuse a ``float4_e2m1fn`` input, output or bound tensor (IREE compiles no ``f4E2M1FN``: "unsupported element
+    type"), and a bound ``int4``/``uint4`` tensor of an odd number of elements (IREE's ``i4`` buffers are whole
+    bytes); an input's count is known per call, where IREE refuses an odd one itself."""
+    arrays = [(f"input {i.name!r}", i.dtype, None) for i in f.inputs] + \
+        [(f"output {o.name!r}", o.dtype, None) for o in f.outputs] + \
+        [(f"bound tensor {n!r}", str(t.dtype), tuple(t.shape)) for n, t in (weights or {}).items()]
+    for what, dtype, shape in arrays:
+        d = dtypes.BY_NAME.get(dtype)
+        if d is None or not d.packed:
+            continue
+        if d.kind == "float":
+            raise PlatformError(f"{where}: {what} is {dtype}, which IREE cannot compile (it has no {d.mlir} element "
+                                f"type); {RUN_WITH_JAX}.")
+        count = 1
+        for n in shape or ():
+            count *= n
+        if shape is not None and count * d.width % 8:
+            raise PlatformError(f"{where}: {what} is {dtype} with {count} elements, which IREE cannot hold (its "
+                                f"{d.mlir} buffers are whole bytes: an even number of elements); {RUN_WITH_JAX}.")
+
+
+def to_iree(runtime: Any, device: Any, value: Any) -> Any:
+    """A host array as IREE takes it: the array itself, or for ``int4``/``uint4`` a buffer view of its packed
+    bytes (IREE's Python runtime maps no ml_dtypes 4-bit type)."""
+    import numpy as np
+
+    d = dtypes.from_numpy(getattr(value, "dtype", None))
+    if d is None or not d.packed:
+        return value
+    array = np.asarray(value)
+    element = runtime.HalElementType.SINT_4 if d.kind == "int" else runtime.HalElementType.UINT_4
+    buffer = device.allocator.allocate_buffer_copy(memory_type=runtime.MemoryType.DEVICE_LOCAL,
+                                                   allowed_usage=runtime.BufferUsage.DEFAULT, device=device,
+                                                   buffer=_subbyte.pack(array))
+    return runtime.HalBufferView(buffer, list(array.shape), element)
+
+
+def from_iree(result: Any, dtype: str) -> Any:
+    """An IREE result as a numpy array of ``dtype`` (``int4``/``uint4`` unpacked from the bytes of its buffer)."""
+    import math
+
+    import numpy as np
+
+    if not dtypes.BY_NAME[dtype].packed:
+        return np.asarray(result.to_host()) if hasattr(result, "to_host") else np.asarray(result)
+    view = getattr(result, "_buffer_view", result)  # an iree.runtime DeviceArray holds its HalBufferView
+    shape = [int(n) for n in view.shape]
+    raw = np.array(view.map().asarray((int(view.byte_length),), np.dtype(np.uint8)))
+    return _subbyte.unpack(raw, dtype, math.prod(shape)).reshape(shape)
 
 
 def shapes_text(key: ShapeKey | list[Any]) -> str:
@@ -120,12 +177,19 @@ class IreeBackend:
         import numpy as np
 
         self.where = jax_backend.where
-        check_supported(function, self.where)
+        check_supported(function, self.where, dict(zip(function.weights, jax_backend.weights)))
+        self._output_dtypes = [o.dtype for o in function.outputs]
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._jax = jax_backend
         self.weights = jax_backend.weights
         self._host_weights = [np.asarray(w) for w in jax_backend.weights]
         self._executables: dict[ShapeKey, Any] = {}
+
+    def forget(self, keys: list[ShapeKey]) -> None:
+        """Drop the modules compiled for ``keys`` (and their JAX lowering's executables)."""
+        for key in keys:
+            self._executables.pop(key, None)
+        self._jax.forget(keys)
 
     def x64(self) -> AbstractContextManager[Any]:
         return self._jax.x64()
@@ -138,6 +202,7 @@ class IreeBackend:
         start = time.perf_counter()
         structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt)) for shape, dt in key]
         module = specialize(self._jax, structs)
+        assert isinstance(module, str)  # MLIR text, which IREE reads
         lower_seconds = time.perf_counter() - start
         start = time.perf_counter()
         digest = hashlib.sha256(f"{module}\n{iree_version()} llvm-cpu host {_host_cpu()}".encode()).hexdigest()
@@ -162,20 +227,20 @@ class IreeBackend:
         context = runtime.SystemContext(config=config, vm_modules=[vm_module])
         main = context.modules[vm_module.name].main
         out_tree = self._jax.exported.out_tree
-        host_weights = self._host_weights
+        device = config.device
+        host_weights = [to_iree(runtime, device, w) for w in self._host_weights]
+        output_dtypes = self._output_dtypes
 
         where, shapes = self.where, shapes_text(key)
 
         def run(*flat: Any) -> Any:
-            import numpy as np
-
-            try:
-                result = main(*host_weights, *[keys.key_data(a) for a in flat])  # IREE takes a key as its data
+            try:  # IREE takes a key as its data
+                result = main(*host_weights, *[to_iree(runtime, device, keys.key_data(a)) for a in flat])
             except Exception as e:  # noqa: BLE001 - IREE's runtime reports its failures as IndexError, RuntimeError
                 raise PlatformError(f"{where}: IREE failed while running the program {shapes}: "
                                     f"{run_error(e)}; {RUN_WITH_JAX}.") from None
             outs = list(result) if isinstance(result, (list, tuple)) else [result]
-            arrays = [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in outs]
+            arrays = [from_iree(o, dtype) for o, dtype in zip(outs, output_dtypes)]
             return jax.tree_util.tree_unflatten(out_tree, arrays)
 
         seconds = time.perf_counter() - start

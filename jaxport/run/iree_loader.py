@@ -14,9 +14,10 @@ A call runs on the function of the smallest bucket that fits it (the ``bucket_ru
 dimension variable equal to the bucket's value, or not above it where the description allows padding that variable
 (``padding.variables``, decided at compile time by proving that the program works row by row along it). Padded
 inputs are extended along the listed axes with copies of their last row, and the outputs sliced back along theirs.
-Inputs must have the dtypes the module takes (nothing is converted). Errors are :class:`CallError` (the inputs do
-not fit: names the input, what it has and what would fit) and :class:`DescriptionError` (the run description or a
-file it names cannot be used).
+Inputs must have the dtypes the module takes (nothing is converted); ``int4`` and ``uint4`` (ml_dtypes arrays) go to
+IREE packed two per byte, the first in the low nibble, and come back unpacked. Errors are :class:`CallError` (the
+inputs do not fit: names the input, what it has and what would fit) and :class:`DescriptionError` (the run
+description or a file it names cannot be used).
 
 Trust: the module is native code and runs as such; load only modules you would run. The run description may only
 name files in its own directory.
@@ -71,6 +72,39 @@ def _dtype(name: str) -> Any:
         import ml_dtypes  # bfloat16 and the float8 types: numpy names them through ml_dtypes
 
         return np.dtype(getattr(ml_dtypes, name))
+
+
+#: IREE's element type of each 4-bit dtype its Python runtime takes only as a buffer view of packed bytes.
+_PACKED = {"int4": "SINT_4", "uint4": "UINT_4"}
+
+
+def _to_runtime(rt: Any, device: Any, a: Any) -> Any:
+    """An input as IREE takes it: the array, or a buffer view of an int4/uint4 array's packed bytes (the layout of
+    jaxport's ``_subbyte``; this file imports nothing from jaxport)."""
+    import numpy as np
+
+    if str(a.dtype) not in _PACKED:
+        return a
+    codes = a.reshape(-1).view(np.uint8) & np.uint8(0x0F)
+    if codes.size % 2:
+        codes = np.concatenate([codes, np.zeros(1, np.uint8)])
+    packed = codes[0::2] | (codes[1::2] << np.uint8(4))
+    buffer = device.allocator.allocate_buffer_copy(memory_type=rt.MemoryType.DEVICE_LOCAL,
+                                                   allowed_usage=rt.BufferUsage.DEFAULT, device=device, buffer=packed)
+    return rt.HalBufferView(buffer, list(a.shape), getattr(rt.HalElementType, _PACKED[str(a.dtype)]))
+
+
+def _from_runtime(r: Any, dtype: str) -> Any:
+    """A result as a numpy array; an int4/uint4 one unpacked from its buffer's bytes."""
+    import numpy as np
+
+    if dtype not in _PACKED:
+        return np.asarray(r.to_host()) if hasattr(r, "to_host") else np.asarray(r)
+    view = getattr(r, "_buffer_view", r)
+    shape = [int(n) for n in view.shape]
+    raw = np.array(view.map().asarray((int(view.byte_length),), np.dtype(np.uint8)))
+    codes = np.stack([raw & np.uint8(0x0F), raw >> np.uint8(4)], axis=1).reshape(-1)[:math.prod(shape)]
+    return codes.view(_dtype(dtype)).reshape(shape)
 
 
 def _plain_file(directory: str, name: Any, what: str) -> str:
@@ -227,6 +261,7 @@ class Deployed:
         self.functions = {f.name: f for f in self.parsed.functions}
         self._bound: Any = None
         self._keep: list[Any] = []
+        self._runtime: Any = None
 
     # --- choosing a bucket ------------------------------------------------------------------------------------
 
@@ -320,6 +355,7 @@ class Deployed:
         modules.append(vm_module)
         self._bound = rt.load_vm_modules(*modules, config=config)[-1]
         self._keep.append(config)
+        self._runtime = (rt, config.device)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Outputs by name for inputs by name."""
@@ -341,7 +377,8 @@ class Deployed:
                 a = np.pad(a, widths, mode="edge") if all(d > 0 for d in a.shape) else np.pad(a, widths)
             args.append(np.ascontiguousarray(a))
         self.start()
-        result = getattr(self._bound, choice.function)(*args)
+        rt, device = self._runtime
+        result = getattr(self._bound, choice.function)(*[_to_runtime(rt, device, a) for a in args])
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         out_axes: dict[str, list[tuple[int, str]]] = {}
         for v, verdict in self.parsed.padding.items():
@@ -349,7 +386,7 @@ class Deployed:
                 out_axes.setdefault(name, []).extend((a, v) for a in listed)
         outputs = {}
         for spec, r in zip(f.outputs, results):
-            value = np.asarray(r.to_host()) if hasattr(r, "to_host") else np.asarray(r)
+            value = _from_runtime(r, spec.dtype)
             value = value.astype(_dtype(spec.dtype), copy=False) if value.dtype != _dtype(spec.dtype) else value
             index = [slice(None)] * value.ndim
             for axis, v in out_axes.get(spec.name, []):

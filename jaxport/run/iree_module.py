@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _subbyte, dtypes
 from .._fsio import atomic_write
 from .._jax_internals import make_ir_context
 from ..errors import PlatformError
@@ -129,7 +130,11 @@ def write_archive(path: str | Path, tensors: Sequence[tuple[str, Any]], inputs: 
     index = runtime.ParameterIndex()
     for name, value in tensors:
         array = np.ascontiguousarray(np.asarray(value))
-        flat = array.reshape(-1).view(np.uint8) if array.ndim else array.reshape(1).copy().view(np.uint8)
+        d = dtypes.from_numpy(array.dtype)
+        if d is not None and d.packed:  # IREE reads an i4 parameter as its packed bytes
+            flat = _subbyte.pack(array)
+        else:
+            flat = array.reshape(-1).view(np.uint8) if array.ndim else array.reshape(1).copy().view(np.uint8)
         index.add_buffer(name, flat)
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     with tempfile.TemporaryDirectory(dir=parent, prefix=".jaxport-irpa-") as tmp:

@@ -133,6 +133,17 @@ class JaxBackend:
         return Compilation(lower_seconds, seconds, True if used else watch.hit(), used,
                            tuple(offer.notes) if offer is not None else ())
 
+    def forget(self, keys: list[ShapeKey]) -> None:
+        """Drop the executables of ``keys``. JAX keeps every program it lowered and compiled in caches of its own
+        (keyed by the traced program, so a compile of the same shapes returns the same executable): those are
+        cleared too, for every function of the process; an executable a caller still holds keeps working."""
+        import jax
+
+        dropped = [self._executables.pop(key) for key in keys if key in self._executables]
+        if dropped:
+            del dropped
+            jax.clear_caches()
+
     def place(self, flat: list[Any], *, resident: bool = False) -> list[Any]:
         """A sharded program's inputs laid out as recorded (each device reads its slice); others as given (JAX
         copies them at the call), or on the default device when ``resident``."""

@@ -159,7 +159,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
          verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None,
          allow_custom_calls: Iterable[str] | None = None, defer_verify: bool = False,
          require_signature: str | Path | Iterable[str | Path] | None = None,
-         signature: str | Path | None = None) -> Loaded:
+         signature: str | Path | None = None, check_ranges: bool = False) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
@@ -177,7 +177,10 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     public key's PEM path, or several), the artifact must carry a model-signing signature by one of them (the bundle
     ``ARTIFACT.sig``, or ``signature``), verified on the bytes of the descriptor the artifact is then read from
     before anything else reads it (an ``Artifact`` passed in, on its own), and its weights are checked whatever
-    ``verify`` says: ``SignatureError`` otherwise (``artifact.signature_check``; needs ``jaxport[sign]``).
+    ``verify`` says: ``SignatureError`` otherwise (``artifact.signature_check``; needs ``jaxport[sign]``). With
+    ``check_ranges``, every call refuses an input value outside the ``range`` its manifest entry declares (a spec's
+    ``range:``), naming the input, the index and the value (``InputError``); without it a range only shapes random
+    inputs (``random_inputs``, ``call --random``, ``verify``).
     """
     runtime_named(runtime)  # UsageError for one there is not
     required = LoadOptions()
@@ -234,7 +237,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     if not weights and not borrowed:  # nothing maps the artifact's bytes any more
         art.close()
     return Loaded(Path(path), fname, art.model, backend, local, mismatch, time.perf_counter() - start,
-                  art if weights else None, notes)
+                  art if weights else None, notes, check_ranges=check_ranges)
 
 
 def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: str | Path | None = None,
@@ -247,7 +250,7 @@ def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: s
                 verify=options.verify_weights, runtime=options.runtime,
                 cache_dir=options.runs_on.modules_beside(cache_dir),
                 allow_custom_calls=options.allow_custom_calls, defer_verify=defer_verify,
-                **signature_options(options))
+                check_ranges=options.check_ranges, **signature_options(options))
 
 
 def signature_options(options: LoadOptions) -> dict[str, Any]:

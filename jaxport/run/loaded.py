@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import dtypes, usercache
+from .. import _subbyte, dtypes, usercache
 from ..artifact import calltree, contract, model, summary
 from ..artifact.model import Function, Manifest
 from ..artifact.pathtree import path_trees
@@ -25,7 +25,7 @@ from ..artifact.typed import rebuilder
 from ..errors import InputError, OutputError, UsageError
 from ..isolation import isolate
 from ..sharding import gather
-from . import gradients, inputs
+from . import gradients, inputs, ranges
 from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer
 from .cache import compilation_cache
 from .warmup import Shapes, Warmed, combinations, signature
@@ -68,6 +68,8 @@ class Benchmark:
     warmup: int
     calls: list[float] = field(default_factory=list)
     pipelined: float | None = None  # seconds per call, pipelined
+    #: With ``host``: each call from inputs in host memory to outputs copied back to it (what a serving client sees).
+    host_calls: list[float] = field(default_factory=list)
 
     def percentile(self, q: float) -> float:
         import numpy as np
@@ -99,14 +101,20 @@ class Latencies(NamedTuple):
     pipelined_s: float | None
     #: Where the executable came from: ``shipped`` (warmup --target), ``cache`` (JAX's cache) or ``compiled``.
     executable: str
+    #: With ``call --host-latency``: p50 and p99 of the calls timed from host memory to host memory (None without).
+    host_p50_s: float | None = None
+    host_p99_s: float | None = None
 
     @classmethod
     def of(cls, bench: Benchmark) -> Latencies:
         """The latencies of a benchmark's timed calls (percentiles interpolated as ``numpy.percentile`` does)."""
         c, calls = bench.compilation, bench.calls
+        import numpy as np
+
+        host = [float(np.percentile(bench.host_calls, q)) for q in (50, 99)] if bench.host_calls else [None, None]
         return cls(bench.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, bench.warmup, len(calls),
                    bench.percentile(50), bench.percentile(90), bench.percentile(99), min(calls), max(calls),
-                   sum(calls) / len(calls), bench.pipelined, c.source)
+                   sum(calls) / len(calls), bench.pipelined, c.source, *host)
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -150,8 +158,11 @@ class Loaded:
     """
 
     def __init__(self, path: Path, function: str, model: Manifest, backend: Backend, platform: str,
-                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, notes: list[str] | None = None):
+                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, notes: list[str] | None = None,
+                 *, check_ranges: bool = False):
         self.path = path
+        #: Whether every call refuses an input value outside its declared ``range`` (``load(check_ranges=True)``).
+        self.check_ranges = check_ranges
         #: Lines about how the program was read (one older than this JAX's window is read by jaxport).
         self.notes: list[str] = list(notes or [])
         self.function = function
@@ -288,8 +299,13 @@ class Loaded:
                 v = _as_numpy(inp.name, v)
             declared = dtypes.to_numpy(inp.dtype)
             if isinstance(v, np.ndarray) and v.dtype.kind == "V" and not v.dtype.fields and \
-                    v.dtype.itemsize == declared.itemsize and declared.kind == "V":
+                    dtypes.from_numpy(v.dtype) is None and v.dtype.itemsize == declared.itemsize and \
+                    declared.kind == "V":
                 v = v.view(declared)  # numpy stores bfloat16 and float8 as raw void (np.load gives '|V2')
+                if dtypes.BY_NAME[inp.dtype].packed:  # int4: the unused high bits of each byte cleared
+                    v = _subbyte.canonical(v)
+            if inp.weak and str(v.dtype) != inp.dtype:  # a Python number at export: any integer or float, kept
+                v = inputs.weak_value(inp, v, (sources or {}).get(inp.name))
             flat.append(v)
             infos.append(contract.ArrayInfo(inp.name, tuple(int(d) for d in v.shape), str(v.dtype),
                                           (sources or {}).get(inp.name)))
@@ -298,7 +314,14 @@ class Loaded:
         env = self._checked.get(key)
         if env is None:
             env = self._checked[key] = contract.check(f, infos)
+        self.check_values(flat, env)
         return Prepared(flat, key, dict(env))
+
+    def check_values(self, flat: Sequence[Any], dims: Mapping[str, int]) -> None:
+        """With ``check_ranges``: refuse the first input value outside its declared range (``ranges.check_values``;
+        a traced value, inside the caller's JAX transformation, has none to check)."""
+        if self.check_ranges:
+            ranges.check_values(self.function_record, [None if is_tracer(v) else v for v in flat], dims)
 
     def check(self, arrays: Mapping[str, Any]) -> dict[str, int]:
         """Check named input arrays against the manifest; returns the solved dimension variables."""
@@ -309,6 +332,21 @@ class Loaded:
             compilation = self._compilations[key] = self.backend.compile(key)
             self.notes.extend(n for n in compilation.notes if n not in self.notes)
         return self._compilations[key]
+
+    def forget(self, keys: Sequence[ShapeKey]) -> None:
+        """Drop what was compiled for the input shape signatures ``keys`` (a server bounding the executables it
+        keeps, ``serve.compiled``): a later call of one compiles it again, or fetches it from the persistent
+        cache."""
+        gone = set(keys) & self._compilations.keys()
+        if not gone:
+            return
+        for key in gone:
+            del self._compilations[key]
+        for seen in [s for s, key in self._seen.items() if key in gone]:
+            del self._seen[seen]
+            self._direct.pop(seen, None)
+        self._fast = None
+        self.backend.forget(list(gone))
 
     def run(self, arrays: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> Run:
         """Check named input arrays, compile for their shapes (once), run, and time it.
@@ -350,7 +388,7 @@ class Loaded:
         if any(is_tracer(v) for v in flat):
             return self._traced(flat)
         self._compile(key)
-        if all(a is b for a, b in zip(flat, given)):
+        if all(a is b for a, b in zip(flat, given)) and not self.check_ranges:  # the steady state checks nothing
             self._seen[tuple((v.shape, v.dtype, type(v)) for v in flat)] = key
         return self.backend.execute(key, self.backend.place(flat))
 
@@ -463,9 +501,11 @@ class Loaded:
             isolate.remember(member.sha256, directory)
         return done
 
-    def benchmark(self, arrays: Mapping[str, Any], n: int, warmup: int = 1) -> Benchmark:
+    def benchmark(self, arrays: Mapping[str, Any], n: int, warmup: int = 1, host: bool = False) -> Benchmark:
         """Time ``n`` calls after ``warmup`` untimed ones, inputs already on the device: each waited for alone
-        (``Benchmark.calls``), then ``n`` pipelined, one wait at the end (``Benchmark.pipelined``)."""
+        (``Benchmark.calls``), then ``n`` pipelined, one wait at the end (``Benchmark.pipelined``); with ``host``,
+        ``n`` more from the inputs as given (host memory) to the outputs copied back to host memory
+        (``Benchmark.host_calls``)."""
         import jax
 
         if n < 1:
@@ -486,6 +526,15 @@ class Loaded:
             out = self.backend.execute(key, flat)
         jax.block_until_ready(out)
         bench.pipelined = (time.perf_counter() - start) / n
+        if host:
+            import numpy as np
+
+            given = self.prepare(arrays).flat
+            for _ in range(n):
+                start = time.perf_counter()
+                for leaf in jax.tree_util.tree_leaves(self.backend.execute(key, self.backend.place(given))):
+                    np.asarray(leaf)
+                bench.host_calls.append(time.perf_counter() - start)
         return bench
 
 

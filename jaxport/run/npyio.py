@@ -12,8 +12,10 @@ equal the bytes that follow it before any array memory is allocated, and exactly
 names ending in ``.npy``, stored or deflated, unencrypted, whose declared sizes total at most ``MAX_NPZ_BYTES``; a
 member never yields more than its declared size, and its CRC is checked.
 
-A raw void ``.npy`` (``<V2``, ``<V1``), which is how numpy saves ``bfloat16`` and ``float8`` arrays, is accepted
-only for an input the artifact declares with that ml_dtypes type of the same width, and is reinterpreted as it.
+A raw void ``.npy`` (``<V2``, ``<V1``), which is how numpy saves ``bfloat16``, ``float8`` and the sub-byte arrays
+(``int4``, ``uint4``, ``float4_e2m1fn``: one element per byte), is accepted only for an input the artifact declares
+with that ml_dtypes type of the same width, and is reinterpreted as it; a sub-byte element's unused high bits are
+cleared (``_subbyte.canonical``), so that every check sees the value the program runs on.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import _safetensors, dtypes
+from .. import _safetensors, _subbyte, dtypes
 from .._fsio import open_for_reading
 from .._machine import physical_memory
 from .._npyfile import (
@@ -64,12 +66,17 @@ def final_dtype(header: Header, declared: str | None, name: str | None, where: s
             return dtypes.to_numpy(declared)
         if not candidates:
             raise InputError(f"{where}: the array has the raw void dtype {dt.str!r}, which jaxport does not read.")
-        kinds = " or ".join(candidates)
+        kinds = _or(candidates)
         target = f"input {name!r} is {declared}" if name and declared else \
             f"the input is {declared}" if declared else "the input is not known"
         raise InputError(f"{where}: the array has the raw void dtype {dt.str!r} (how numpy saves {kinds}); jaxport "
                          f"reads it only for a {kinds} input, and {target}.")
     return dt.newbyteorder("=") if not dt.isnative else dt
+
+
+def _or(names: tuple[str, ...]) -> str:
+    """``a, b or c``."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,13 @@ def read_npy(path: str | Path, declared: str | None = None, name: str | None = N
         if size - header.header_bytes == header.nbytes:
             check_fits(header, expect, where)
         flat = read_npy_data(f, header, size, header.dtype if header.dtype.kind != "V" else dtype, where)
-    return shaped(flat, header).astype(dtype, copy=False)
+    return _canonical(shaped(flat, header).astype(dtype, copy=False))
+
+
+def _canonical(arr: Any) -> Any:
+    """A sub-byte array read from raw bytes with its unused high bits cleared; any other array as it is."""
+    d = dtypes.from_numpy(arr.dtype)
+    return _subbyte.canonical(arr) if d is not None and d.packed else arr
 
 
 # --- reading .npz ----------------------------------------------------------------------------------------------
@@ -138,8 +151,9 @@ def read_npz(path: str | Path, declared: Mapping[str, str],
         return dtype
 
     with open_for_reading(path, InputError, directory="a .npz file") as f:
-        return read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES), accept=accept,
-                             prepare=prepare)
+        arrays = read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES),
+                               accept=accept, prepare=prepare)
+    return {key: _canonical(value) for key, value in arrays.items()}
 
 
 # --- named arrays: reference outputs, saved inputs ---------------------------------------------------------------
@@ -174,8 +188,9 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
         if want is not None and want in dtypes.raw_void(dt.itemsize):
             return dtypes.to_numpy(want)
         what = f"{key!r} is {want}" if want else f"nothing says what {key!r} is"
-        raise InputError(f"{here}: the array has the raw void dtype {dt.str!r} (how numpy stores bfloat16 and "
-                         f"float8), and {what}; write the arrays as .safetensors, which records their dtype.")
+        raise InputError(f"{here}: the array has the raw void dtype {dt.str!r} (how numpy stores "
+                         f"{_or(dtypes.raw_void(dt.itemsize)) or 'ml_dtypes types'}), and {what}; write the arrays as "
+                         f".safetensors, which records their dtype.")
 
     if suffix == ".npy":
         if single_name is None:
@@ -186,9 +201,10 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
             header = read_header(f, where)
             dtype = dtype_of(single_name, header, where)
             flat = read_npy_data(f, header, size, header.dtype if header.dtype.kind != "V" else dtype, where)
-        return {single_name: shaped(flat, header).astype(dtype, copy=False)}
+        return {single_name: _canonical(shaped(flat, header).astype(dtype, copy=False))}
     if suffix == ".safetensors":
         return _safetensors.read_file(path, where, InputError)
     with open_for_reading(path, InputError, directory="a .npz file") as f:
-        return read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
-                                                 holds="arrays keyed by name"), prepare=dtype_of)
+        arrays = read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
+                                                   holds="arrays keyed by name"), prepare=dtype_of)
+    return {key: _canonical(value) for key, value in arrays.items()}

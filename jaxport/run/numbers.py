@@ -48,11 +48,11 @@ def python_scalar(name: str, value: bool | int | float | complex, dtype: str, *,
         finite = math.isfinite(value.real) and math.isfinite(value.imag)
         converted = as_dtype(np.asarray(value), dtype)
     elif kind in ("int", "uint"):
-        info = np.iinfo(dtypes.to_numpy(dtype))
+        least, most = dtypes.int_limits(dtype)
         whole = value if isinstance(value, int) else int(value) if math.isfinite(value) and value == int(value) \
             else None
-        if whole is None or not info.min <= whole <= info.max:
-            raise InputError(f"{shown}, which {dtype} cannot hold (integers {info.min} to {info.max}); give a "
+        if whole is None or not least <= whole <= most:
+            raise InputError(f"{shown}, which {dtype} cannot hold (integers {least} to {most}); give a "
                              f"whole number in that range.")
         return np.asarray(whole, dtype=dtypes.to_numpy(dtype))
     else:

@@ -86,6 +86,8 @@ class LoadOptions:
     ``jaxport.run.cache.default_cache_dir()``); ``cache=False``: none. ``require_signature``: the trusted public
     keys (PEM paths) of which one must have signed the artifact, its bundle at ``signature`` (default
     ``ARTIFACT.sig``), checked before the artifact is read (``SignatureError``, exit 14, otherwise).
+    ``check_ranges``: refuse an input value outside the ``range`` its manifest entry declares (``InputError``,
+    exit 9), where otherwise a range only shapes random inputs.
     """
 
     function: str | None = None
@@ -102,6 +104,8 @@ class LoadOptions:
         default=(), metadata={"takes": "str | Path | Iterable[str | Path] | None"})
     #: where that signature is (default: ``ARTIFACT.sig`` beside the artifact)
     signature: str | Path | None = None
+    #: the inputs' declared ranges (``range:``) as a contract: a value outside one is refused
+    check_ranges: bool = False
 
     def __post_init__(self) -> None:
         runtime(self.runtime)

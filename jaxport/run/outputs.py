@@ -113,9 +113,17 @@ def raw_warning(path: str | Path, raw: list[tuple[str, str]], streamed: bool = F
     """The warning for writing reduced-precision outputs to ``.npz``/``.npy``: plain numpy cannot use them
     (``streamed``: by ``call --batch-size``, which writes neither ``.safetensors`` nor converted outputs)."""
     shown = ", ".join(f"{n!r} ({d})" for n, d in raw[:5]) + (", ..." if len(raw) > 5 else "")
+    floats = any(dtypes.BY_NAME[d].kind == "float" for _, d in raw)
+    if all(_safetensors.tag_of(d) is not None for _, d in raw):
+        fix = f"{'without --batch-size, ' if streamed else ''}write .safetensors to keep the dtype, or add " \
+              f"--output-dtype f32"
+    else:  # int4, uint4: no other file format names them
+        untagged = sorted({d for _, d in raw if _safetensors.tag_of(d) is None})
+        fix = (f"{' and '.join(untagged)} {'has' if len(untagged) == 1 else 'have'} no dtype in .safetensors either"
+               + (f"; {'without --batch-size, ' if streamed else ''}--output-dtype f32 converts the float outputs"
+                  if floats else ""))
     return (f"{path}: {shown} stored as raw void bytes, which plain numpy cannot use (jaxport and "
-            f"array.view(ml_dtypes.<type>) can); {'without --batch-size, ' if streamed else ''}write .safetensors to "
-            f"keep the dtype, or add --output-dtype f32.")
+            f"array.view(ml_dtypes.<type>) can); {fix}.")
 
 
 def cast_outputs(leaves: list[tuple[str, Any]], dtype: str) -> list[tuple[str, Any]]:

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import dimexpr, dtypes
 from ..artifact.model import Function, Input
-from ..errors import UsageError
+from ..errors import FormatError, InputError, UsageError
 
 Range = tuple[float, float]
 Error = Callable[[str], Exception]
 
-#: The integer range of each integer dtype, as (smallest, largest).
-_INT_LIMITS = {f"{'u' if u else ''}int{b}": ((0, (1 << b) - 1) if u else (-(1 << (b - 1)), (1 << (b - 1)) - 1))
-               for u in (False, True) for b in (8, 16, 32, 64)}
 
 
 def _number(value: Any) -> bool:
@@ -96,7 +93,7 @@ def check_range(inp: Input, value: Any, where: str, error: Error = UsageError) -
             raise error(f"{where}: the range {_shown(lo)}:{_shown(hi)} of the {dtype} input {name!r} must have "
                         f"integer bounds (LO..HI-1 are drawn).")
         lo, hi = int(lo), int(hi)
-        small, large = _INT_LIMITS[dtype]
+        small, large = dtypes.int_limits(dtype)
         if lo < small or hi - 1 > large:
             raise error(f"{where}: the range {lo}:{hi} of input {name!r} leaves {dtype}, which holds "
                         f"{small}..{large}; give a range within {small}:{large + 1}.")
@@ -206,9 +203,9 @@ def _step(value: Any, up: bool) -> Any:
     """The neighbour of the finite float scalar ``value`` (a numpy scalar of its dtype) above or below it."""
     import numpy as np
 
-    width = value.dtype.itemsize * 8
-    unsigned = np.dtype(f"uint{width}")
-    bits = int(np.asarray(value).view(unsigned))
+    width = dtypes.BY_NAME[str(value.dtype)].width  # 4 for float4_e2m1fn, held in a byte's low bits
+    unsigned = np.dtype(f"uint{max(width, 8)}")
+    bits = int(np.asarray(value).view(unsigned)) & ((1 << width) - 1)
     sign = 1 << (width - 1)
     magnitude = bits & (sign - 1)
     negative = bool(bits & sign) and magnitude != 0
@@ -250,6 +247,8 @@ def draw(rng: Any, inp: Input, shape: tuple[int, ...], bounds: Range | None) -> 
     if kind in ("int", "uint"):
         if bounds is None:
             return rng.integers(0, 8, size=shape).astype(target)
+        if dtypes.BY_NAME[dtype].packed:  # numpy draws no ml_dtypes integer: int8 values that fit int4
+            return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, dtype=np.int8).astype(target)
         return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, dtype=target)
     part = dtypes.BY_NAME[dtype].part or dtype
 
@@ -267,3 +266,32 @@ def draw(rng: Any, inp: Input, shape: tuple[int, ...], bounds: Range | None) -> 
         real = one()
         return (real + 1j * one()).astype(target)
     return one().astype(target)
+
+
+def check_values(fn: Function, flat: Sequence[Any], dims: Mapping[str, int]) -> None:
+    """Refuse the first input value (``flat``: the arrays in the inputs' order, None for one not to check) outside
+    the range its manifest entry declares, evaluated at the call's dimension values ``dims``: ``load(check_ranges=
+    True)``, ``call --check-ranges``. An ``InputError`` names the input, the index and the value. An integer range
+    [LO, HI) holds LO..HI-1, a float one LO <= v < HI, and NaN lies in none; inputs without a declared range (none,
+    or one taken from a ``like:`` example, ``range_example``) are not looked at."""
+    import numpy as np
+
+    for inp, value in zip(fn.inputs, flat):
+        if inp.range is None or inp.range_example or value is None:
+            continue
+        given = resolved(list(inp.range), dims)
+        lo, hi = check_range(inp, given, "the artifact's manifest", FormatError)
+        arr = np.asarray(value)
+        d = dtypes.BY_NAME.get(str(arr.dtype))
+        if d is not None and d.ml_dtypes:  # bfloat16, float8, int4: compared as the numbers they are
+            arr = arr.astype(np.float64 if d.kind == "float" else np.int64)
+        with np.errstate(invalid="ignore"):
+            inside = (arr >= lo) & (arr < hi)
+        if inside.all():
+            continue
+        index = tuple(int(i) for i in np.unravel_index(int(np.argmin(inside.reshape(-1))), arr.shape))
+        shown = f"{inp.name}{list(index)}" if index else inp.name
+        at = f" ([{given.given[0]}, {given.given[1]}) at {given.at})" if isinstance(given, Resolved) else ""
+        raise InputError(f"input {inp.name!r}: {shown} = {np.asarray(value)[index]!s} lies outside its declared range "
+                         f"[{_shown(lo)}, {_shown(hi)}){at}, which this call checks (--check-ranges); give values "
+                         f"in the range.")

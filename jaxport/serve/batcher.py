@@ -3,17 +3,20 @@ dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothin
 
 - **Dispatch when the worker is free.** A request is checked once (``Batched.admit``) and queued; whenever the
   worker is free it takes the oldest request and every queued one that can share its call (the same shapes past
-  axis 0, ``Admitted.key``), oldest first, up to ``max_rows`` rows, and runs them as one program call. What queues
-  behind a running call is merged into the next, however long the call takes.
+  axis 0, ``Admitted.key``), oldest first, up to ``max_rows`` rows and what a compiled bucket holds
+  (``Batched.merge_rows``: a merged call never waits for a compile; its own size compiles meanwhile), and runs
+  them as one program call. What queues behind a running call is merged into the next, however long the call
+  takes.
 - **The window bounds waiting; it is never a floor.** When the worker is free it waits for more requests only while
   others are arriving (a transport counts them with :meth:`Batcher.arrival`: a request being read or decoded), or
   while fewer are queued than its last call served (the clients it just answered are sending their next ones), and
   only until the oldest queued request has waited ``window`` seconds. A lone client's request (its last call served
   one) with nothing else arriving runs at once.
 - **Fast calls skip the thread.** A request that arrives to an idle worker with nothing queued or arriving, on a
-  bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far, runs on the
-  caller's thread (:meth:`Batcher.inline`): a hop to the worker and back costs more than the call. Slower calls
-  always go to the worker, so an event loop is never held longer than that.
+  compiled bucket whose calls took less than ``inline_seconds`` (:data:`INLINE_SECONDS`) on average so far (its first
+  call, which pays one-time costs, not counted), runs on the caller's thread (:meth:`Batcher.inline`): a hop to the
+  worker and back costs more than the call. Slower calls, and any that would compile, go to the worker, so an event
+  loop is never held longer than that.
 - Merging needs a batch variable whose rows may be split and merged (``Batched.splits``: each output row depends
   on its own input row only, not on its position) and ``merge``; otherwise every request is its own call, still
   on the worker (``no_merge_reason`` says why). A failure of a merged call goes to every request in it.
@@ -84,6 +87,7 @@ class Batcher:
         self._last = 0
         self._cond = threading.Condition()
         self._seconds: dict[tuple[tuple[str, int], ...], tuple[float, int]] = {}
+        self._first: set[tuple[tuple[str, int], ...]] = set()
         self._thread = threading.Thread(target=self._work, name=f"{name}-worker", daemon=True)
         self._thread.start()
 
@@ -119,8 +123,8 @@ class Batcher:
         if admitted.chunks:
             return None
         seconds, count = self._seconds.get(tuple(admitted.dims.items()), (0.0, 0))
-        if not count or seconds / count >= self.inline_seconds:
-            return None
+        if not count or seconds / count >= self.inline_seconds or not self.batched.compiled_for(admitted):
+            return None  # slow, or its bucket was evicted since: compiling it is the worker's
         with self._cond:
             self._arrived()
             if self._busy or self._queue or self._arriving or self._closed:
@@ -165,11 +169,19 @@ class Batcher:
         if not self.merge or first.admitted.chunks or first.admitted.rows is None:
             return taken
         assert self.max_rows is not None
+
+        def joins(a: Admitted) -> bool:
+            return a.key == first.admitted.key and not a.chunks and a.rows is not None
+
+        # at most what a compiled bucket holds: the bucket of what is queued compiles meanwhile (``Batched``)
+        wanted = min(self.max_rows, first.admitted.rows + sum(q.admitted.rows or 0 for q in self._queue
+                                                              if joins(q.admitted)))
+        limit = min(self.max_rows, self.batched.merge_rows(first.admitted, wanted))
         rows, kept = first.admitted.rows, deque[_Queued]()
         while self._queue:
             q = self._queue.popleft()
             a = q.admitted
-            if a.key == first.admitted.key and not a.chunks and a.rows is not None and rows + a.rows <= self.max_rows:
+            if joins(a) and a.rows is not None and rows + a.rows <= limit:
                 taken.append(q)
                 rows += a.rows
             else:
@@ -230,5 +242,8 @@ class Batcher:
             w.per_call[len(requests)] = w.per_call.get(len(requests), 0) + 1
             if len(requests) == 1:
                 key = tuple(requests[0].dims.items())
-                total, count = self._seconds.get(key, (0.0, 0))
-                self._seconds[key] = (total + seconds, count + 1)
+                if key not in self._first:  # a size's first call pays one-time costs (allocations): not counted
+                    self._first.add(key)
+                else:
+                    total, count = self._seconds.get(key, (0.0, 0))
+                    self._seconds[key] = (total + seconds, count + 1)

@@ -1,45 +1,47 @@
-"""Batches of any size on a fixed set of compiled shapes: the engine-free core of ``jaxport serve`` and the batch
-engines (Ray Data, Beam, Spark).
+"""Batches of any size on a set of compiled shapes: the engine-free core of ``jaxport serve`` and the batch engines
+(Ray Data, Beam, Spark).
 
 A request path that calls a program at whatever batch size it meets compiles a new executable for every size
 (a Beam job over 3000 rows met 12 sizes and compiled 12 times; Ray Data's ragged last batch compiled mid-job in
-every actor). :class:`Batched` compiles a fixed set of shape *buckets* ahead and runs every batch on one of them:
+every actor). :class:`Batched` runs every batch on a shape *bucket* instead:
 
-- The buckets: for each dimension variable, the sizes given (``dims={"batch": [1, 8, 32]}``, ``--dim
-  batch=1,8,32``), or else the sizes proposed from the spec's bounds by the rule ``jaxport compile`` uses
-  (``run.buckets.propose``), finer: the powers of two inside them with three sizes between each (:data:`STEPS`)
-  and the upper bound, at most 64 buckets; every combination that satisfies the spec's constraints.
-  :meth:`Batched.warmup` compiles them all (a server); ``lazy`` compiles the first bucket a call needs (a batch
-  job: the bucket of its batch size, which its ragged last batch reuses).
+- The buckets (``buckets``): for each dimension variable, the sizes given (``dims={"batch": [1, 8, 32]}``,
+  ``--dim batch=1,8,32``), or else the ladder of the spec's bounds (the powers of two with three sizes between
+  each, :data:`~buckets.STEPS`, and the upper bound), every combination that satisfies the spec's constraints.
+  :meth:`Batched.warmup` compiles the buckets given (a server: what its budget allows before it is ready); a
+  bucket a call needs that is not compiled yet is compiled then, once (``compiled``: one compile per bucket at a
+  time, a bounded cache of those compiled after warm-up). ``lazy``: a call runs on the smallest *compiled* bucket
+  that fits and compiles one only when none does (a batch job: the bucket of its batch size, which its ragged last
+  batch reuses).
 - A call runs on the smallest bucket that fits it (the fewest input elements): each variable equal to the
   bucket's value, or not above it where the program is proven to work row by row along the variable
   (``run.buckets.rowwise``, the proof ``jaxport compile`` records for IREE modules). There the inputs are padded
   along that variable's axes with copies of their last row (``edge``: a padded row is a valid row) and the outputs
-  sliced back, which gives what the call gives unpadded.
-- The *batch variable* is the one that sizes axis 0 of every input and every output, exactly, with a row-wise
-  proof. A batch of more rows than the largest bucket holds is split into chunks of that bucket's size (the last
-  one padded), called one by one and concatenated; so are batches over the spec's upper bound. Splitting, and
-  merging several requests into one call, need the proof's ``split`` verdict too (each output row depends on its
-  own input row only, not on its position, and the variable sizes no axis but axis 0): without it a batch over the
-  largest bucket is refused with the reason (an InputError; padding at the end keeps rows' positions, so a smaller
-  one still runs, alone), and :attr:`Batched.split_reason` says why requests are not merged.
-- Where padding is not proven safe, a call must match a bucket exactly; otherwise it is refused with the proof's
-  reason (an InputError). Inputs are checked by the artifact's own checks (``Loaded.prepare``: names, dtypes,
-  shapes, bounds, constraints) before anything runs, with the artifact's messages, once per request
-  (:meth:`Batched.admit`); :meth:`Batched.run` runs admitted requests, several merged along the batch variable
-  into one call (``batcher``), on the compiled program itself.
+  sliced back, which gives what the call gives unpadded. Where padding is not proven safe, a call runs on a bucket
+  of its own size, compiled on first use when the plan has none (``strict``: refused instead, with the proof's
+  reason, an InputError).
+- The *batch variable* (``verdicts``) is the one that sizes axis 0 of every input and every output, exactly, with
+  a row-wise proof. A batch of more rows than the largest bucket holds is split into chunks of that bucket's size
+  (the last one padded), called one by one and concatenated; so are batches over the spec's upper bound. Splitting,
+  and merging several requests into one call, need the proof's ``split`` verdict too (each output row depends on
+  its own input row only, not on its position, and the variable sizes no axis but axis 0): without it a batch over
+  the largest bucket runs on a bucket of its own (``strict``: refused with the reason; padding at the end keeps
+  rows' positions, so a smaller one still runs, alone), and :attr:`Batched.split_reason` says why requests are not
+  merged.
+- Inputs are checked by the artifact's own checks (``Loaded.prepare``: names, dtypes, shapes, bounds, constraints)
+  before anything runs, with the artifact's messages, once per request (:meth:`Batched.admit`); :meth:`Batched.run`
+  runs admitted requests, several merged along the batch variable into one call (``batcher``), on the compiled
+  program itself.
 
-Nothing here compiles after :meth:`Batched.warmup`: every call runs on a bucket's signature
-(:attr:`Batched.compilations_after_warmup` counts, and tests assert, 0). Calls are serialized by a lock (one
-program runs at a time per function; XLA itself uses every core).
+:attr:`Batched.compilations_after_warmup` counts what compiled after :meth:`Batched.warmup` (0 while every call
+fits a bucket warmed up). Calls are serialized by a lock (one program runs at a time per function; XLA itself uses
+every core); a compile does not hold it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import math
+import concurrent.futures
+import functools
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -47,154 +49,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import dtypes, usercache
-from .._jax_internals import lapack_left_alone, lapack_targets
+from .. import dtypes
 from ..artifact import contract
-from ..artifact.model import Function, Input, Output
-from ..errors import InputError, UsageError
-from ..program.checks import checked_targets
-from ..run import buckets as buckets_mod
-from ..run.buckets.padding import padding_verdicts, specializer
+from ..errors import InputError, PlatformError, UsageError
 from ..run.buckets.rowwise import Verdict
-from ..run.jax_backend import JaxBackend
 from ..run.loaded import Loaded
-from ..run.warmup import Warmed, signature
+from ..run.warmup import Warmed
+from .buckets import STEPS, Dims, Key, bucket_label, elements, fitting, plan_buckets, unfit_reason
+from .compiled import MAX_EXECUTABLES, Compiled
+from .verdicts import PADDING_RECORD, batch_variable, verdicts_of
 
-#: Sizes per power of two that serving and batch inference pad to by default (``run.buckets.ladder``): 2^k,
-#: 1.25 * 2^k, 1.5 * 2^k and 1.75 * 2^k. Padding a call to the next wastes under 25% of its rows (under 9% over
-#: request sizes 1..100, where powers of two alone waste 45%); more buckets cost only compilations at warm-up.
-STEPS = 4
+__all__ = ["MAX_EXECUTABLES", "PADDING_RECORD", "STEPS", "Admitted", "Batched", "BucketStats", "Dims",
+           "batch_variable", "bucket_label", "plan_buckets", "verdicts_of"]
 
-#: What a plan is given: sizes per dimension variable (one size, or several: every combination).
-Dims = Mapping[str, int | Sequence[int]]
-
-
-def bucket_label(bucket: Mapping[str, int]) -> str:
-    """``batch=8,seq=128``, or ``static`` for a function without dimension variables (metric labels, messages)."""
-    return ",".join(f"{k}={v}" for k, v in bucket.items()) or "static"
-
-
-def plan_buckets(f: Function, dims: Dims | None = None) -> buckets_mod.Plan:
-    """The buckets of function ``f`` (its record): ``dims``' sizes for the variables it names, the sizes
-    ``run.buckets.propose`` takes from the spec's bounds for the others (see the module docstring)."""
-    variables = contract.dimension_variables(f)
-    given = {k: [v] if isinstance(v, int) else list(v) for k, v in (dims or {}).items()}
-    for name, values in given.items():
-        if name not in variables:
-            have = ", ".join(variables) or "none"
-            raise UsageError(f"--dim {name}: the function has no dimension variable {name!r}; it has {have}.")
-        if not values:
-            raise UsageError(f"--dim {name}: give at least one size.")
-        bounds = f.bounds_of(name)
-        for value in values:
-            if type(value) is not int or not bounds.holds(value):  # noqa: E721 - no bools or floats
-                raise UsageError(f"--dim {name}={','.join(map(str, values))}: {value!r} is outside the spec bound "
-                                 f"{bounds.text(name)}.")
-    if not variables:
-        return buckets_mod.Plan([{}], "static")
-    if not given:
-        return buckets_mod.propose(f, STEPS, buckets_mod.MAX_BUCKETS)
-    lists: dict[str, list[int]] = {}
-    for v in variables:
-        if v in given:
-            lists[v] = sorted(set(given[v]))
-            continue
-        b = f.bounds_of(v)
-        if b.hi is None:
-            raise UsageError(f"dimension {v!r} has no upper bound in the spec, so no buckets can be proposed for it; "
-                             f"give the sizes to compile with --dim {v}=N1,N2,... (dims={{{v!r}: [...]}} in "
-                             f"Python).")
-        lists[v] = buckets_mod.ladder(b.lo, b.hi)
-    chosen = buckets_mod.plan(f, grid=lists)
-    chosen.source = "--dim"
-    return chosen
-
-
-def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str, Verdict]:
-    """Whether calls may pad each dimension variable of a loaded function (``run.buckets.rowwise``, as ``jaxport
-    compile`` decides it): the program specialized at two sizes of each variable and compared. The verdicts are
-    remembered in ``cache_dir`` (default: the active cache directory), keyed by the program and the function's
-    record, so that the next worker of a batch job, or the next start of a server, does not specialize it again."""
-
-    f = loaded.function_record
-    variables = contract.dimension_variables(f)
-    backend = loaded.backend
-    if not isinstance(backend, JaxBackend):
-        return {v: Verdict(v, False, f"the {loaded.runtime} runtime offers no program to check it on")
-                for v in variables}
-    member = loaded.model.members.get(f.payload)
-    directory = Path(cache_dir).expanduser() if cache_dir is not None else usercache.active_cache_dir()
-    digest = None
-    if member is not None:
-        record = json.dumps([member.sha256, f.to_json(), len(f.weights)], sort_keys=True, default=str)
-        digest = hashlib.sha256(record.encode()).hexdigest()
-        remembered = _remembered(usercache.read_record(directory, PADDING_RECORD, digest), variables)
-        if remembered is not None:
-            return remembered
-    specialized = specializer(backend, f)
-    # Lowering a call of the exported program initializes jaxlib's LAPACK kernels (importing scipy.linalg: 0.3-0.4 s
-    # of a batch worker's start) unless told not to; a program the allowlist check found no LAPACK call in does not
-    # need them, as ``JaxBackend.compile`` decides for its own lowering.
-    targets = checked_targets(backend.exported.mlir_module_serialized)
-    quiet = targets is not None and not targets & lapack_targets()
-    with lapack_left_alone() if quiet else contextlib.nullcontext():
-        verdicts = padding_verdicts(f, len(f.weights), specialized, backend.exported.mlir_module())
-    if digest is not None:
-        usercache.write_record(directory, PADDING_RECORD, digest,
-                               {v: {"allowed": d.allowed, "reason": d.reason, "inputs": d.inputs,
-                                    "outputs": d.outputs, "split": d.split, "split_reason": d.split_reason}
-                                for v, d in verdicts.items()})
-    return verdicts
-
-
-#: The kind of the remembered padding verdicts (``usercache.read_record``); a new proof rule takes a new one (2: the
-#: splitting and merging verdict; 3: unused operations dropped before the two sizes are compared; 4: a variable whose
-#: value the program computes with is refused, ``dimvalues``; 5: that refusal only where the two sizes agree).
-PADDING_RECORD = "padding-verdicts-5"
-
-
-def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:
-    """Verdicts read back from their record, or None for anything that is not exactly one per variable."""
-    if not isinstance(value, dict) or sorted(value) != sorted(variables):
-        return None
-    out = {}
-    for v in variables:
-        d = value[v]
-        if not isinstance(d, dict) or type(d.get("allowed")) is not bool or not isinstance(d.get("reason"), str) \
-                or type(d.get("split")) is not bool or not isinstance(d.get("split_reason"), str):
-            return None
-        axes: list[dict[str, list[int]]] = []
-        for a in (d.get("inputs"), d.get("outputs")):
-            if not isinstance(a, dict) or not all(isinstance(k, str) and isinstance(x, list) and
-                                                  all(type(i) is int for i in x) for k, x in a.items()):
-                return None
-            axes.append(dict(a))
-        out[v] = Verdict(v, d["allowed"], d["reason"], axes[0], axes[1], d["split"], d["split_reason"])
-    return out
-
-
-def batch_variable(f: Function, verdicts: Mapping[str, Verdict]) -> tuple[str | None, str]:
-    """The variable that sizes axis 0 of every input and output, exactly, and may be padded; or None and why not."""
-    entries: list[tuple[str, Input | Output]] = [("input", e) for e in f.inputs] + [("output", e) for e in f.outputs]
-    if not f.inputs:
-        return None, "the function takes no inputs"
-    first: str | None = None
-    for kind, e in entries:
-        shape = e.shape
-        axis0 = shape[0].strip() if shape and isinstance(shape[0], str) else None
-        if axis0 is None or axis0 not in verdicts:
-            what = "is a scalar" if not shape else f"has axis 0 = {shape[0]}, not a dimension variable"
-            return None, f"{kind} {e.name!r} {what}"
-        if first is None:
-            first = axis0
-        elif axis0 != first:
-            return None, f"{kind} {e.name!r} has axis 0 = {axis0}, but {entries[0][0]} " \
-                         f"{entries[0][1].name!r} has {first}"
-    assert first is not None
-    verdict = verdicts[first]
-    if not verdict.allowed:
-        return None, f"padding {first} is not proven safe: {verdict.reason}"
-    return first, ""
+#: How many times a call looks for its bucket's executable when other buckets' compiles keep evicting it.
+_EVICTED_RETRIES = 4
 
 
 @dataclass
@@ -210,7 +79,8 @@ class BucketStats:
     seconds: float = 0.0
 
 
-#: The most input signatures :meth:`Batched.admit` remembers (a client sending every shape cannot grow it further).
+#: The most input signatures :meth:`Batched.admit` remembers (a client sending every shape cannot grow it further),
+#: and the most dimension values whose buckets it remembers.
 _ADMITTED_SIGNATURES = 4096
 
 
@@ -227,29 +97,35 @@ class Admitted(NamedTuple):
 
 
 class Batched:
-    """A loaded function called on a fixed set of compiled buckets (see the module docstring).
+    """A loaded function called on compiled buckets (see the module docstring).
 
     ``batched(arrays)`` takes input arrays by name and returns the outputs by name (numpy), equal to the function
-    called directly on ``arrays``. ``dims`` chooses the buckets (default: from the spec's bounds). ``lazy``: no
-    up-front warm-up; a call runs on the smallest compiled bucket that fits and compiles the smallest planned one
-    that fits only when none does (what a batch job wants: the bucket of its batch size, once). ``cache_dir``: where
-    the padding verdicts are remembered and, until :meth:`warmup` names another, programs compiled lazily go.
+    called directly on ``arrays``. ``dims`` chooses the planned sizes (default: from the spec's bounds). ``lazy``: no
+    up-front warm-up; a call runs on the smallest compiled bucket that fits and compiles the smallest one that fits
+    only when none does (what a batch job wants: the bucket of its batch size, once). ``strict``: a call runs on a
+    planned bucket or is refused (nothing outside the plan compiles). ``most``: how many buckets compiled after
+    warm-up are kept (``compiled``). ``cache_dir``: where the padding verdicts are remembered and, until
+    :meth:`warmup` names another, where programs are compiled with JAX's persistent cache.
     """
 
     def __init__(self, loaded: Loaded, dims: Dims | None = None, *,
                  verdicts: Mapping[str, Verdict] | None = None, lazy: bool = False,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, strict: bool = False, most: int = MAX_EXECUTABLES):
         self.loaded = loaded
         f = self.function_record = loaded.function_record
         self.where = f"{loaded.path}: function {loaded.function!r}"
         self.plan = plan_buckets(f, dims)
+        #: The planned buckets, every combination of :attr:`sizes` the constraints allow.
         self.buckets: list[dict[str, int]] = self.plan.buckets
         self.variables = contract.dimension_variables(f)
+        #: The planned sizes of each dimension variable.
+        self.sizes: dict[str, list[int]] = {v: sorted({b[v] for b in self.buckets}) for v in self.variables}
         self.verdicts: dict[str, Verdict] = dict(verdicts) if verdicts is not None else \
             verdicts_of(loaded, cache_dir)
         self.input_names = f.input_names
         self.output_names = f.output_names
         self.lazy = lazy
+        self.strict = strict
         #: The batch variable (axis 0 of everything, padding proven), or None; why not, when None.
         self.batch, self.no_batch_reason = batch_variable(f, self.verdicts) if self.variables else \
             (None, "the function has no dimension variables")
@@ -257,23 +133,24 @@ class Batched:
         self.split_reason = self.no_batch_reason if self.batch is None else \
             "" if self.verdicts[self.batch].split else \
             f"splitting or merging {self.batch} is not proven safe: {self.verdicts[self.batch].split_reason}"
-        self._elements = [sum(math.prod(contract.concrete_shape(i, b)) for i in f.inputs) for b in self.buckets]
-        self._order = sorted(range(len(self.buckets)), key=lambda k: self._elements[k])
-        self.stats: dict[str, BucketStats] = {bucket_label(b): BucketStats() for b in self.buckets}
+        #: What each bucket that ran so far ran (by :func:`~buckets.bucket_label`).
+        self.stats: dict[str, BucketStats] = {}
         #: The axes padded per input and sliced per output, per variable that may be padded.
         self._pad_inputs = [[(v, axis) for v, d in self.verdicts.items() if d.allowed
                              for axis in d.inputs.get(i.name, [])] for i in f.inputs]
         self._pad_outputs = [[(v, axis) for v, d in self.verdicts.items() if d.allowed
                               for axis in d.outputs.get(o.name, [])] for o in f.outputs]
-        self._lock = threading.Lock()
-        self._warm: int | None = None
-        self._cache_dir: str | Path | None = cache_dir
-        #: Bucket index -> the call of its compiled program on the inputs in order (``_runner``).
-        self._runners: dict[int, Any] = {}
+        self._lock = threading.Lock()  # held while a program runs
+        #: The compiled buckets (``compiled``).
+        self.compiled = Compiled(loaded, self.variables, self._lock, cache_dir=cache_dir, most=most)
+        self._warmed = False
+        #: ``time.monotonic()`` of the last request admitted (a server's background compiles wait for quiet).
+        self.last_admitted = 0.0
         #: ``((shape, dtype), ...)`` of numpy inputs that passed the checks -> what :meth:`admit` gave them.
         self._admitted: dict[tuple[Any, ...], Admitted] = {}
-        #: Solved dimension values -> the bucket index a call with them runs on.
-        self._chosen: dict[tuple[tuple[str, int], ...], int] = {}
+        #: Solved dimension values -> the buckets a call with them may run on, smallest first.
+        self._fits: dict[tuple[tuple[str, int], ...], list[Key]] = {}
+        self._first = threading.Lock()  # a lazy Batched's first bucket, compiled once as its warm-up
 
     def __repr__(self) -> str:
         return f"<jaxport.serve.Batched {self.loaded.function!r}: {len(self.buckets)} buckets>"
@@ -282,8 +159,8 @@ class Batched:
 
     @property
     def max_rows(self) -> int | None:
-        """The most rows of the batch variable one program call takes (the largest bucket's), or None."""
-        return max(b[self.batch] for b in self.buckets) if self.batch else None
+        """The most rows of the batch variable one program call takes (the largest planned bucket's), or None."""
+        return self.sizes[self.batch][-1] if self.batch else None
 
     def padding(self, variable: str) -> bool:
         verdict = self.verdicts.get(variable)
@@ -295,11 +172,19 @@ class Batched:
         (a batch variable whose ``split`` verdict allows it; else :attr:`split_reason` says why not)."""
         return not self.split_reason
 
+    @functools.cached_property
+    def ordered(self) -> list[dict[str, int]]:
+        """The planned buckets, fewest input elements first."""
+        f = self.function_record
+        return sorted(self.buckets, key=lambda b: (elements(f, b), tuple(b.values())))
+
     def describe(self) -> dict[str, Any]:
-        """The plan as plain data: buckets, the batch variable, and each variable's padding verdict, with its
-        splitting and merging verdict under ``split``."""
-        return {"buckets": [dict(b) for b in self.buckets], "source": self.plan.source, "notes": list(self.plan.notes),
-                "batch": self.batch, "max_rows": self.max_rows,
+        """The plan as plain data: the buckets compiled now (a call that fits one compiles nothing), the planned
+        sizes per variable, the batch variable, and each variable's padding verdict, with its splitting and
+        merging verdict under ``split``."""
+        return {"buckets": sorted(self.compiled.held, key=lambda b: tuple(b.values())), "sizes": self.sizes,
+                "planned": len(self.buckets), "strict": self.strict, "source": self.plan.source,
+                "notes": list(self.plan.notes), "batch": self.batch, "max_rows": self.max_rows,
                 "no_batch_reason": self.no_batch_reason or None, "split_reason": self.split_reason or None,
                 "padding": {v: {**d.as_dict(), "split": d.split_dict()} for v, d in self.verdicts.items()}}
 
@@ -307,19 +192,19 @@ class Batched:
 
     def warmup(self, cache_dir: str | Path | None = None,
                buckets: Sequence[Mapping[str, int]] | None = None) -> list[Warmed]:
-        """Compile every bucket, or the planned ``buckets`` given (``Loaded.warmup``, into JAX's persistent cache in
-        ``cache_dir``); from then on :attr:`compilations_after_warmup` counts compilations (0 is the contract)."""
+        """Compile every planned bucket, or the ``buckets`` given (planned ones, or where padding is refused a
+        variable's own size), into JAX's persistent cache in ``cache_dir``, and keep them; from then on
+        :attr:`compilations_after_warmup` counts compilations (0 while every call fits them)."""
         chosen = [dict(b) for b in self.buckets] if buckets is None else [dict(b) for b in buckets]
         for b in chosen:
-            if b not in self.buckets:
-                raise UsageError(f"{self.where}: {bucket_label(b)} is not one of the planned buckets "
-                                 f"({'; '.join(map(bucket_label, self.buckets))}).")
-        self._cache_dir = cache_dir if cache_dir is not None else self._cache_dir
-        done = self.loaded.warmup(chosen, cache_dir=self._cache_dir)
-        for b in chosen:  # the compiled buckets a call may run on (``lazy`` takes only these, then compiles)
-            k = self.buckets.index(b)
-            self._runners.setdefault(k, self._runner(k))
-        self._warm = len(self.loaded.compiled_signatures)
+            if b not in self.buckets and (self.strict or set(b) != set(self.variables) or
+                                          self.compiled.key(b) not in self._candidates(b)):
+                shown = "; ".join(f"{v} in {', '.join(map(str, s))}" for v, s in self.sizes.items())
+                raise UsageError(f"{self.where}: {bucket_label(b)} is not one of the planned buckets ({shown}).")
+        if cache_dir is not None:
+            self.compiled.cache_dir = cache_dir
+        done = self.compiled.warmup(chosen)
+        self._warmed = True
         return done
 
     def bucket_of_rows(self, rows: int) -> dict[str, int] | None:
@@ -327,18 +212,18 @@ class Batched:
         other variables at their smallest), or None without a batch variable or above the largest bucket."""
         if self.batch is None:
             return None
-        fits = [self.buckets[k] for k in self._order if self.buckets[k][self.batch] >= rows]
+        fits = [b for b in self.ordered if b[self.batch] >= rows]
         return fits[0] if fits else None
 
     @property
     def compilations(self) -> int:
-        """Programs compiled for this function so far (warm-up included)."""
-        return len(self.loaded.compiled_signatures)
+        """Programs compiled (or fetched from the compilation cache) for this function so far, warm-up included."""
+        return sum(self.compiled.counts.values())
 
     @property
     def compilations_after_warmup(self) -> int | None:
         """Programs compiled since :meth:`warmup` (lazy: since the first bucket compiled); None before either."""
-        return None if self._warm is None else len(self.loaded.compiled_signatures) - self._warm
+        return self.compiled.after_warmup if self._warmed else None
 
     # -- checks --
 
@@ -372,32 +257,63 @@ class Batched:
         return counts[first]
 
     def choose(self, dims: Mapping[str, int]) -> dict[str, int]:
-        """The smallest bucket that fits a call's dimension values; InputError saying why none does."""
-        return self.buckets[self._fitting(dims)[0]]
+        """The bucket a call with these dimension values runs on (lazy: the smallest compiled one that fits, if
+        any); InputError saying why none does."""
+        return self.compiled.bucket(self._target(dims))
 
-    def _fitting(self, dims: Mapping[str, int]) -> list[int]:
-        """The indices of the buckets that fit, smallest first; InputError saying why none does."""
-        fits = [k for k in self._order
-                if all(v not in dims or self.buckets[k][v] == dims[v] or
-                       (self.padding(v) and self.buckets[k][v] >= dims[v]) for v in self.variables)]
-        if fits:
-            return fits
+    def _candidates(self, dims: Mapping[str, int]) -> list[Key]:
+        """The buckets a call with these dimension values may run on, smallest first (``buckets.fitting``)."""
+        key = tuple(dims.items())
+        found = self._fits.get(key)
+        if found is None:
+            found = [self.compiled.key(b) for b in fitting(self.function_record, self.sizes, self.padding, dims,
+                                                           strict=self.strict)]
+            if len(self._fits) < _ADMITTED_SIGNATURES:
+                self._fits[key] = found
+        return found
+
+    def _target(self, dims: Mapping[str, int], merged: bool = False) -> Key:
+        """The bucket a call with these dimension values runs on, compiled or not; InputError saying why none
+        fits. Lazy, and for a call of requests merged (``merged``): the smallest compiled bucket that fits, when one
+        does; a merged call's own bucket then compiles on the compile thread, for the next such call."""
+        found = self._candidates(dims)
+        if not found:
+            raise self._unfit(dims)
+        if self.lazy or merged:
+            for k in found:
+                if self.compiled.has(k):
+                    if merged and k != found[0]:
+                        self.compiled.submit([self.compiled.bucket(found[0])], "request")
+                    return k
+        return found[0]
+
+    def merge_rows(self, admitted: Admitted, wanted: int | None = None) -> int:
+        """The most rows a call merging requests like ``admitted`` (its shapes past axis 0) takes when ``wanted``
+        rows (default: the most a call takes) are queued: all of them where the bucket that holds them is compiled;
+        else the largest compiled bucket's size not above them (at least the request's own rows), while that bucket
+        compiles on the compile thread, for the next merge. A merged call never waits for a compile, nor pads to a
+        bucket much larger than it."""
+        own = admitted.rows or 0
+        if self.batch is None or self.max_rows is None:
+            return own
+        wanted = min(self.max_rows if wanted is None else wanted, self.max_rows)
+        needed = self._candidates({**admitted.dims, self.batch: max(wanted, 1)})
+        if needed and self.compiled.has(needed[0]):
+            return max(wanted, own)
+        if needed:
+            self.compiled.submit([self.compiled.bucket(needed[0])], "request")
+        found = self._candidates({**admitted.dims, self.batch: 1})
+        sizes = [self.compiled.bucket(k)[self.batch] for k in found if self.compiled.has(k)]
+        return max([b for b in sizes if b <= wanted] + [own])
+
+    def _unfit(self, dims: Mapping[str, int]) -> InputError:
         shown = ", ".join(f"{v}={dims[v]}" for v in self.variables if v in dims)
-        why = []
-        for v in self.variables:
-            if v not in dims:
-                continue
-            sizes = sorted({b[v] for b in self.buckets})
-            if self.padding(v):
-                if dims[v] > sizes[-1]:
-                    why.append(f"{v}={dims[v]} is above the largest bucket's {sizes[-1]}")
-            elif dims[v] not in sizes:
-                why.append(f"{v} must equal a bucket's value ({', '.join(map(str, sizes))}) because padding it is "
-                           f"not proven safe: {self.verdicts[v].reason}")
-        detail = "; ".join(why) or f"no combination of the buckets ({'; '.join(map(bucket_label, self.buckets))}) " \
-                                    f"covers it"
-        raise InputError(f"{self.where}: no compiled bucket fits {shown}: {detail}. Serve with --dim to compile "
-                         f"the sizes you call with (dims={{...}} in Python).")
+        detail = unfit_reason(self.function_record, self.sizes, self.padding,
+                              {v: d.reason for v, d in self.verdicts.items()}, dims) or \
+            f"no combination of the planned sizes ({'; '.join(f'{v} in {s}' for v, s in self.sizes.items())}) " \
+            f"satisfies the spec's constraints"
+        return InputError(f"{self.where}: no compiled bucket fits {shown}: {detail}. Serve with --dim to compile "
+                          f"the sizes you call with (dims={{...}} in Python).")
 
     def admit(self, arrays: Mapping[str, Any]) -> Admitted:
         """Check a request once, as a call would, without running it (the artifact's checks, then a bucket that
@@ -405,6 +321,7 @@ class Batched:
         fits)."""
         import numpy as np
 
+        self.last_admitted = time.monotonic()
         # The checks depend only on the names, shapes and dtypes: numpy arrays of a signature that passed once
         # pass again, with the same dimension values (the steady state of a server).
         if len(arrays) == len(self.input_names):
@@ -413,9 +330,11 @@ class Batched:
             if len(signature_) == len(flat):
                 seen = self._admitted.get(signature_)
                 if seen is not None:
+                    self.loaded.check_values(flat, seen.dims)  # values, with --check-ranges: every request's own
                     return seen._replace(flat=flat)
                 admitted = self._admit(arrays)
-                if not admitted.chunks and all(dtype.kind != "V" for _, dtype in signature_) and \
+                kept = all(p.dtype == getattr(a, "dtype", None) for p, a in zip(admitted.flat, flat))  # unconverted
+                if not admitted.chunks and kept and all(dtype.kind != "V" for _, dtype in signature_) and \
                         len(self._admitted) < _ADMITTED_SIGNATURES:
                     self._admitted[signature_] = admitted
                 return admitted
@@ -425,8 +344,10 @@ class Batched:
         named = self._named(arrays)
         rows, most = self.rows(named), self.max_rows
         if rows is not None and most is not None and rows > most:
-            if not self.splits:
-                raise self._unsplit(rows, most)
+            if not self.splits:  # a bucket of its own, past the plan (strict: refused)
+                if self.strict:
+                    raise self._unsplit(rows, most)
+                return self._admit_one(named)
             chunks = [{n: a[lo:lo + most] for n, a in named.items()} for lo in range(0, rows, most)]
             first, last = self._admit_one(chunks[0]), self._admit_one(chunks[-1])
             # the middle chunks have the first's shapes, which passed the checks
@@ -447,7 +368,7 @@ class Batched:
 
     def _admit_one(self, named: Mapping[str, Any]) -> Admitted:
         prepared = self.loaded.prepare(named)
-        self._fitting(prepared.dims)
+        self._target(prepared.dims)
         rows = prepared.dims.get(self.batch) if self.batch else None
         key = tuple((tuple(v.shape[1:]), v.dtype) for v in prepared.flat)
         return Admitted(prepared.flat, prepared.dims, rows, key)
@@ -480,7 +401,7 @@ class Batched:
         assert self.batch is not None and all(r.key == requests[0].key and not r.chunks for r in requests)
         flat = [np.concatenate([np.asarray(r.flat[i]) for r in requests]) for i in range(len(self.input_names))]
         total = sum(r.rows or 0 for r in requests)
-        merged = self._execute(flat, {**requests[0].dims, self.batch: total})
+        merged = self._execute(flat, {**requests[0].dims, self.batch: total}, merged=True)
         out, start = [], 0
         for r in requests:
             stop = start + (r.rows or 0)
@@ -488,85 +409,75 @@ class Batched:
             start = stop
         return out
 
-    def _bucket(self, dims: Mapping[str, int]) -> int:
-        """The bucket a call with these dimension values runs on, compiled (see the class docstring: ``lazy``)."""
-        key = tuple(dims.items())
-        chosen = self._chosen.get(key)
-        if chosen is not None:
-            return chosen
-        fits = self._fitting(dims)
-        chosen = fits[0]
-        if self.lazy:
-            warm = [k for k in fits if k in self._runners]
-            chosen = warm[0] if warm else fits[0]
-        if chosen not in self._runners:
-            with self._lock:
-                if chosen not in self._runners:
-                    first = self._warm is None
-                    self.loaded.warmup([dict(self.buckets[chosen])], cache_dir=self._cache_dir)
-                    if first:
-                        self._warm = len(self.loaded.compiled_signatures)
-                    self._runners[chosen] = self._runner(chosen)
-        if not self.lazy or all(k in self._runners for k in fits[:fits.index(chosen)]):
-            self._chosen[key] = chosen  # lazily, a smaller bucket compiled later may take it
-        return chosen
+    def pending(self, admitted: Admitted) -> concurrent.futures.Future[None] | None:
+        """The compile of the buckets an admitted request runs on that are not compiled yet, started on the
+        process's compile thread (``compiled``), or None when they all are: a server awaits it off its event loop,
+        then runs the request."""
+        targets = {self._target(a.dims) for a in admitted.chunks or (admitted,)}
+        if all(self.compiled.has(k) for k in targets):
+            return None
+        return self.compiled.submit([self.compiled.bucket(k) for k in targets], "request")
 
-    def _runner(self, k: int) -> Any:
-        """The program compiled for bucket ``k`` as a call on its inputs in order: the compiled executable itself
-        where the backend offers it (``direct``), else ``execute``; the outputs as a list of arrays."""
-        import jax
+    def compiled_for(self, admitted: Admitted) -> bool:
+        """Whether every bucket an admitted request runs on is compiled now (then running it compiles nothing)."""
+        return all(self.compiled.has(self._target(a.dims)) for a in admitted.chunks or (admitted,))
 
-        loaded, key = self.loaded, signature(self.function_record, self.buckets[k])
-        backend = loaded.backend
-        direct = getattr(backend, "direct", None)
-        program = direct(key) if direct is not None else None
+    def _bucket(self, dims: Mapping[str, int], merged: bool = False) -> Key:
+        """The bucket a call with these dimension values runs on, compiled now if it is not (lazy, before any
+        warm-up: as the warm-up)."""
+        key = self._target(dims, merged)
+        if not self.compiled.has(key):
+            bucket = self.compiled.bucket(key)
+            if self.lazy and not self._warmed:
+                with self._first:
+                    if not self._warmed:
+                        self.warmup(buckets=[bucket])
+            self.compiled.compile(bucket, "request")
+        return key
 
-        def reported(flat: list[Any]) -> Any:
-            return backend.execute(key, backend.place(flat))
-
-        def run(flat: list[Any]) -> list[Any]:
-            out = None
-            if program is not None:
-                try:
-                    out = program(*flat)
-                except Exception:  # noqa: BLE001 - execute runs it again and reports the failure
-                    out = None
-            return jax.tree_util.tree_leaves(reported(flat) if out is None else out)
-
-        return run
-
-    def _execute(self, flat: list[Any], dims: Mapping[str, int]) -> dict[str, Any]:
+    def _execute(self, flat: list[Any], dims: Mapping[str, int], merged: bool = False) -> dict[str, Any]:
         import numpy as np
 
-        k = self._bucket(dims)
-        bucket = self.buckets[k]
-        grown = {v: bucket[v] - dims[v] for v in self.variables if v in dims and bucket[v] > dims[v]}
-        padded = flat
-        if grown:
-            padded = []
-            for a, axes in zip(flat, self._pad_inputs):
-                widths = [(0, 0)] * len(a.shape)
-                for v, axis in axes:
-                    if v in grown:
-                        widths[axis] = (0, grown[v])
-                if any(w for _, w in widths):
-                    a = np.asarray(a)
-                    a = np.pad(a, widths, mode="edge") if a.size else np.pad(a, widths)
-                padded.append(a)
-        run = self._runners[k]
-        with self._lock:
-            start = time.perf_counter()
-            leaves = run(padded)
-            values = [np.asarray(v) for v in leaves]
-            seconds = time.perf_counter() - start
-            stats = self.stats[bucket_label(bucket)]
-            stats.calls += 1
-            stats.seconds += seconds
-            rows = dims[self.batch] if self.batch else 1
-            stats.rows += rows
-            stats.padded_rows += bucket[self.batch] - rows if self.batch else 0
+        for _ in range(_EVICTED_RETRIES):
+            key = self._bucket(dims, merged)
+            bucket = self.compiled.bucket(key)
+            grown = {v: bucket[v] - dims[v] for v in self.variables if v in dims and bucket[v] > dims[v]}
+            padded = flat
             if grown:
-                stats.padded_elements += sum(int(p.size) - int(np.size(a)) for p, a in zip(padded, flat))
+                padded = []
+                for a, axes in zip(flat, self._pad_inputs):
+                    widths = [(0, 0)] * len(a.shape)
+                    for v, axis in axes:
+                        if v in grown:
+                            widths[axis] = (0, grown[v])
+                    if any(w for _, w in widths):
+                        a = np.asarray(a)
+                        a = np.pad(a, widths, mode="edge") if a.size else np.pad(a, widths)
+                    padded.append(a)
+            with self._lock:
+                run = self.compiled.runner(key)
+                if run is None:  # evicted since it compiled: compile it again
+                    continue
+                start = time.perf_counter()
+                leaves = run(padded)
+                values = [np.asarray(v) for v in leaves]
+                seconds = time.perf_counter() - start
+                label = bucket_label(bucket)
+                stats = self.stats.get(label)
+                if stats is None:
+                    stats = self.stats[label] = BucketStats()
+                stats.calls += 1
+                stats.seconds += seconds
+                rows = dims[self.batch] if self.batch else 1
+                stats.rows += rows
+                stats.padded_rows += bucket[self.batch] - rows if self.batch else 0
+                if grown:
+                    stats.padded_elements += sum(int(p.size) - int(np.size(a)) for p, a in zip(padded, flat))
+            break
+        else:
+            raise PlatformError(f"{self.where}: the bucket {bucket_label(bucket)} was evicted {_EVICTED_RETRIES} "
+                                f"times before it could run: other sizes keep filling the {self.compiled.most} "
+                                f"executables kept (--max-executables); keep more.")
         out = {}
         for name, value, axes in zip(self.output_names, values, self._pad_outputs):
             cut = [(axis, dims[v]) for v, axis in axes if v in grown]
@@ -585,6 +496,6 @@ class Batched:
         if self.batch is None:
             raise InputError(f"{self.where}: a batch of 0 rows has no batch axis to be empty along "
                              f"({self.no_batch_reason}).")
-        smallest = self.buckets[self._order[0]]
+        smallest = self.ordered[0]
         return {o.name: np.zeros(contract.concrete_shape(o, {**smallest, self.batch: 0}), dtypes.to_numpy(o.dtype))
                 for o in self.function_record.outputs}

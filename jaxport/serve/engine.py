@@ -35,8 +35,11 @@ from .._fsio import atomic_write
 from ..artifact import contract
 from ..artifact.model import Function
 from ..errors import FormatError, OutputError, UsageError
+from ..run.loaded import Loaded
 from ..run.options import LoadOptions
 from .batching import Batched, Dims, plan_buckets
+from .buckets import elements
+from .compiled import COMPILING
 from .loading import check_serving, load_served, merged
 
 #: What an adapter takes as the artifact: a path every worker can read, or the artifact's bytes.
@@ -145,6 +148,26 @@ def _job_dims(f: Function, dims: Dims | None, batch_size: int | None) -> Dims | 
     return {variable: [batch_size]}
 
 
+def _batch_bucket(f: Function, dims: Dims | None, batch_size: int) -> dict[str, int] | None:
+    """The planned bucket a batch of ``batch_size`` rows runs on (``Batched.bucket_of_rows``), from the function's
+    record alone (its first input's axis 0 taken as the batch variable), or None: known before the padding proof,
+    so that it compiles meanwhile."""
+    axis0 = f.inputs[0].shape[0] if f.inputs and f.inputs[0].shape else None
+    variable = axis0.strip() if isinstance(axis0, str) else None
+    if variable not in contract.dimension_variables(f):
+        return None
+    plan = plan_buckets(f, dims).buckets
+    rows = min(batch_size, max(b[variable] for b in plan))
+    fits = [b for b in plan if b[variable] >= rows]
+    return min(fits, key=lambda b: (elements(f, b), tuple(b.values()))) if fits else None
+
+
+def _compile_quietly(loaded: Loaded, bucket: dict[str, int], cache_dir: str | Path | None) -> None:
+    """Compile ``bucket`` ahead of the warm-up that needs it; a failure is left to that warm-up to report."""
+    with contextlib.suppress(Exception), COMPILING:
+        loaded.warmup([bucket], cache_dir=cache_dir)
+
+
 def refuse_unsplittable(batched: Batched) -> None:
     """Refuse (UsageError) a function a batch engine would give wrong answers with: one whose first input's axis 0
     is a dimension variable (the rows an engine batches) along which a batch may not be split (``Batched.splits``).
@@ -182,9 +205,19 @@ class Engine:
                 with contextlib.suppress(OSError):
                     path.unlink()
             raise
-        self.batched = Batched(loaded, _job_dims(loaded.function_record, dims, batch_size), lazy=True,
-                               cache_dir=self.cache_dir)
-        refuse_unsplittable(self.batched)
+        job = _job_dims(loaded.function_record, dims, batch_size)
+        early = _batch_bucket(loaded.function_record, job, batch_size) if batch_size is not None else None
+        # The bucket of a known batch size compiles while the padding proof runs (XLA leaves Python free)
+        compiling = threading.Thread(target=_compile_quietly, args=(loaded, early, self.cache_dir),
+                                     name="jaxport-first-bucket", daemon=True) if early is not None else None
+        if compiling is not None:
+            compiling.start()
+        try:
+            self.batched = Batched(loaded, job, lazy=True, cache_dir=self.cache_dir)
+            refuse_unsplittable(self.batched)
+        finally:
+            if compiling is not None:
+                compiling.join()
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTS, 0)
         self._counts["workers"] = 1

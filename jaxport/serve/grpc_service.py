@@ -9,7 +9,7 @@ Where kserve 0.21 falls short over gRPC:
 - it ignores ``model_version``: versions are routed here (``kserve_server.Registry``), and metadata comes from the
   registry (gRPC's ``ModelMetadataResponse`` has no ``parameters`` field, so it has names, datatypes and shapes
   only);
-- it binds gRPC to ``[::]``, always: the server is built here, on ``host`` (:func:`start`);
+- it binds gRPC to ``[::]``, always: the server is built here, on ``host`` or a unix socket (:func:`start`);
 - gRPC answers bytes that are no protobuf message ``UNKNOWN`` (a server error): each request is decoded here
   (:func:`add_servicer`), and such bytes are ``INVALID_ARGUMENT``;
 - gRPC sets ``SO_REUSEPORT``, so a second server on a port in use starts and shares it silently: it is turned off,
@@ -19,12 +19,13 @@ Where kserve 0.21 falls short over gRPC:
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import InputError
-from . import oip, ports
+from ..errors import InputError, UsageError
+from . import oip, ports, unix
 from .kserve_imports import (
     DecodeError,
     ExceptionToStatusInterceptor,
@@ -198,10 +199,11 @@ def add_servicer(servicer: Servicer, server: Any) -> None:
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
-async def start(servicer: Servicer, host: str, port: int, threads: int, max_request_bytes: int) -> Any:
-    """A gRPC server of ``servicer`` started on ``host:port`` with ``threads`` worker threads, receiving messages of
-    at most ``max_request_bytes`` (a larger one is ``RESOURCE_EXHAUSTED``, gRPC's own answer); a ``UsageError``
-    (``ports.grpc_refusal``) when it cannot bind."""
+async def start(servicer: Servicer, host: str, port: int, threads: int, max_request_bytes: int,
+                uds: str | None = None, uds_mode: int = unix.DEFAULT_MODE) -> Any:
+    """A gRPC server of ``servicer`` started on ``host:port`` (or on the unix socket ``uds``, its file given
+    ``uds_mode``) with ``threads`` worker threads, receiving messages of at most ``max_request_bytes`` (a larger one
+    is ``RESOURCE_EXHAUSTED``, gRPC's own answer); a ``UsageError`` (``ports.grpc_refusal``) when it cannot bind."""
     # gRPC sets SO_REUSEPORT by default: a second server on the same port would bind too, and share it silently.
     server = aio.server(concurrent.futures.ThreadPoolExecutor(max_workers=threads),
                         interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
@@ -209,11 +211,24 @@ async def start(servicer: Servicer, host: str, port: int, threads: int, max_requ
                                  ("grpc.max_receive_message_length", min(max_request_bytes, GRPC_MESSAGE_BYTES)),
                                  ("grpc.so_reuseport", 0)])
     add_servicer(servicer, server)
-    try:
-        bound = server.add_insecure_port(ports.address(host, port))
-    except RuntimeError:  # "Failed to bind to address": the reason is only in gRPC's log
-        bound = 0
-    if not bound:
-        raise ports.grpc_refusal(host, port)
+    if uds is not None:
+        where = unix.grpc_path(uds)
+        unix.usable(uds, where, "gRPC")  # taken since the check: refused; a dead server's socket: removed
+        try:
+            with unix.narrowed_umask():
+                bound = server.add_insecure_port(f"unix:{where}")
+            os.chmod(where, uds_mode)
+        except (RuntimeError, OSError):
+            bound = 0
+        if not bound:
+            raise UsageError(f"--uds {uds}: gRPC could not listen on the unix socket {where}; give --uds another "
+                             f"path, or start again.")
+    else:
+        try:
+            bound = server.add_insecure_port(ports.address(host, port))
+        except RuntimeError:  # "Failed to bind to address": the reason is only in gRPC's log
+            bound = 0
+        if not bound:
+            raise ports.grpc_refusal(host, port)
     await server.start()
     return server

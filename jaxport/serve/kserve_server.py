@@ -1,14 +1,15 @@
 """``jaxport serve``: artifacts behind the Open Inference Protocol (v2) over REST and gRPC, on kserve's
 ``Model`` and ``ModelServer`` (the optional extra ``jaxport[serve]``).
 
-Each artifact is a :class:`JaxportModel` over a :class:`batching.Batched`: every bucket is compiled before the
-server starts listening, so ``/v2/health/ready`` answers only once nothing is left to compile. A request's tensors
-are checked once, by the artifact's own checks; an error is HTTP 400 / gRPC ``INVALID_ARGUMENT`` with the
-artifact's message (kserve's ``InvalidInput``). The program runs on one worker thread per model (``batcher``: a
-call that is fast, with nothing waiting, on the event loop itself). With a batching window (``window_ms > 0``),
-what queues while the worker runs a call is concatenated along the batch axis (up to ``max_rows``), run as the
-next call, and split back; the REST and gRPC handlers count a request as arriving while they read it, which the
-worker waits for, up to the window.
+Each artifact is a :class:`JaxportModel` over a :class:`batching.Batched`: the buckets its warm-up budget allows are
+compiled before the server starts listening (``models.open_models``); a request whose bucket is not compiled yet
+waits, off the event loop, for its one compile on the compile thread (``compiled``), while the compiled buckets keep
+answering. A request's tensors are checked once, by the artifact's own checks; an error is HTTP 400 / gRPC
+``INVALID_ARGUMENT`` with the artifact's message (kserve's ``InvalidInput``). The program runs on one worker thread
+per model (``batcher``: a call that is fast, with nothing waiting, on the event loop itself). With a batching window
+(``window_ms > 0``), what queues while the worker runs a call is concatenated along the batch axis (up to
+``max_rows``), run as the next call, and split back; the REST and gRPC handlers count a request as arriving while
+they read it, which the worker waits for, up to the window.
 
 The served models are a :class:`Registry` by name and version. Where kserve 0.21 falls short (README, "Serving and
 batch inference"), this adapter does the work itself, each in the module of what it concerns: ``rest`` (requests
@@ -45,6 +46,7 @@ from .kserve_imports import (
 from .metrics import Metrics
 from .ports import MAX_REQUEST_BYTES
 from .rest import add_routes
+from .unix import DEFAULT_MODE
 
 
 class JaxportModel(Model):
@@ -62,7 +64,7 @@ class JaxportModel(Model):
                                name=f"jaxport-{name}")
         self.max_rows = self.batcher.max_rows
         self._latency = PREDICT_HIST_TIME.labels(**get_labels(name))
-        self.ready = True  # every bucket was compiled before the model was made
+        self.ready = True  # its warm-up ran before the model was made
 
     @property
     def batching(self) -> bool:
@@ -85,6 +87,9 @@ class JaxportModel(Model):
         start = time.perf_counter()
         try:
             admitted = self.batched.admit(arrays)  # the one check of this request
+            compiling = self.batched.pending(admitted)
+            if compiling is not None:  # a size not compiled yet: compiled on the compile thread, once
+                await asyncio.wrap_future(compiling)
             if self.batcher.merge:
                 # let the handlers of requests already read reach their arrival first: with others arriving, this
                 # one goes to the worker, which merges them (inline, each would run alone)
@@ -135,14 +140,17 @@ class Registry:
 
 
 class Server(ModelServer):
-    """kserve's ``ModelServer`` listening on ``host``, with the routes and servicer of this adapter."""
+    """kserve's ``ModelServer`` listening on ``host`` (or on the unix sockets of ``uds``: ``unix``), with the routes
+    and servicer of this adapter."""
 
     def __init__(self, models: Sequence[JaxportModel], *, host: str = "127.0.0.1", http_port: int = 8080,
-                 grpc_port: int = 8081, grpc_threads: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES):
+                 grpc_port: int = 8081, grpc_threads: int = 4, max_request_bytes: int = MAX_REQUEST_BYTES,
+                 uds: str | None = None, uds_mode: int = DEFAULT_MODE):
         super().__init__(http_port=http_port, grpc_port=grpc_port, enable_latency_logging=False, workers=1,
                          max_threads=grpc_threads)
         self.host = host
         self.max_request_bytes = max_request_bytes
+        self.uds, self.uds_mode = uds, uds_mode
         self.registry = Registry(models)
         for model in self.registry.latest.values():
             self.register_model(model)
@@ -166,6 +174,8 @@ class Server(ModelServer):
 
         def start_grpc() -> Any:  # in the event loop, as REST starts
             servicer = grpc_service.Servicer(self.registry, self.dataplane, self.model_repository_extension)
-            return grpc_service.start(servicer, self.host, self.grpc_port, self.max_threads, self.max_request_bytes)
+            return grpc_service.start(servicer, self.host, self.grpc_port, self.max_threads, self.max_request_bytes,
+                                      self.uds, self.uds_mode)
 
-        return lifecycle.serve(rest.config, self.host, self.http_port, start_grpc, on_listening)
+        return lifecycle.serve(rest.config, self.host, self.http_port, start_grpc, on_listening, uds=self.uds,
+                               uds_mode=self.uds_mode)

@@ -4,7 +4,8 @@ until SIGINT or SIGTERM, and its log lines on stderr, one per request.
 Where kserve 0.21 and uvicorn fall short:
 
 - kserve binds REST to ``0.0.0.0``, always, and uvicorn binds its own socket and exits the process when it cannot:
-  the REST sockets are bound here, on ``host`` (``ports.bind``), and one that cannot be bound is a ``UsageError``;
+  the REST sockets are bound here, on ``host`` (``ports.bind``) or a unix socket (``unix.bind``), and one that
+  cannot be bound is a ``UsageError``;
 - SIGINT and SIGTERM stop both servers, the requests in flight answered first (``GRACE_S`` at most), and the signal
   is returned rather than the process ending in uvicorn: ``jaxport serve`` reports it (exit 130 or 143);
 - kserve writes uvicorn's access lines on stdout, which is ``--json``'s events, and logs a traceback per request
@@ -22,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import interrupts
-from . import ports
+from . import ports, unix
 from .kserve_imports import InvalidInput, ModelNotFound, uvicorn
 
 #: Seconds the requests in flight get to finish after SIGINT or SIGTERM, over REST and gRPC alike.
@@ -86,13 +87,16 @@ async def _serve_all(rest: _Uvicorn, sockets: list[Any], start_grpc: Callable[[]
 
 
 def serve(config: Any, host: str, http_port: int, start_grpc: Callable[[], Awaitable[Any]],
-          on_listening: Callable[[], None] | None = None) -> int | None:
-    """Serve REST by uvicorn's ``config`` on ``host:http_port`` and the gRPC server ``start_grpc`` starts, until
-    SIGINT or SIGTERM; then let the requests in flight finish (``GRACE_S`` at most) and return the signal that
-    stopped them (None if none did). ``on_listening`` is called once both listen. In the main thread, the signals
-    are this server's until it returns (``interrupts.deferred``): the previous handlers are restored then."""
+          on_listening: Callable[[], None] | None = None, *, uds: str | None = None,
+          uds_mode: int = unix.DEFAULT_MODE) -> int | None:
+    """Serve REST by uvicorn's ``config`` on ``host:http_port`` (or on the unix socket ``uds``, its file given
+    ``uds_mode`` and removed at the end, as gRPC's) and the gRPC server ``start_grpc`` starts, until SIGINT or
+    SIGTERM; then let the requests in flight finish (``GRACE_S`` at most) and return the signal that stopped them
+    (None if none did). ``on_listening`` is called once both listen. In the main thread, the signals are this
+    server's until it returns (``interrupts.deferred``): the previous handlers are restored then."""
     server = _Uvicorn(config, on_listening or (lambda: None))
-    sockets = ports.bind(host, http_port, "--http-port")
+    sockets = [unix.bind(uds, uds, "REST", uds_mode)] if uds else ports.bind(host, http_port, "--http-port")
+    ours = {where: unix.inode(where) for where, _ in unix.paths(uds)} if uds else {}
     main = threading.current_thread() is threading.main_thread()
     # Installed before the loop starts and restored after it ends (uvicorn installs the same handler while it
     # serves): a signal at any moment in between stops the server gracefully, none is lost.
@@ -104,6 +108,8 @@ def serve(config: Any, host: str, http_port: int, start_grpc: Callable[[], Await
     finally:
         for sock in sockets:
             sock.close()
+        for where, node in ours.items():
+            unix.remove(where, node if where == uds else None)  # gRPC's: bound by gRPC, after this
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return server.signals[0] if server.signals else None

@@ -11,12 +11,13 @@ compiles every shape bucket ahead, which only a runtime with the ``serving`` cap
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..artifact.container import Artifact
-from ..errors import UsageError
+from ..errors import JaxportError, UsageError
+from ..isolation.isolate import check_payload
 from ..run.cache import compilation_cache
 from ..run.load import load_with
 from ..run.loaded import Loaded
@@ -40,6 +41,16 @@ def check_serving(options: LoadOptions) -> None:
         serving = [r.name for r in RUNTIMES.values() if r.serving]
         raise UsageError(f"runtime {options.runtime!r} cannot serve: serving compiles every shape bucket ahead, "
                          f"which the {' or '.join(map(repr, serving))} runtime does; load with that one.")
+
+
+def check_programs(opened: Sequence[tuple[Artifact, str]]) -> None:
+    """The program check (``isolation.isolate.check_payload``) of each function ``(artifact, name)``, all before
+    any is loaded: loading or compiling one starts JAX's backends, after which a check can no longer run in a fork of
+    this process and starts a fresh interpreter instead (0.5 s a model). A refusal is left to the load, which
+    reports it with the artifact's message."""
+    for art, fname in opened:
+        with contextlib.suppress(JaxportError):
+            check_payload(art.read(art.model.functions[fname].payload), str(art.path), fname)
 
 
 def load_served(path: str | Path | Artifact, options: LoadOptions, cache_dir: str | Path | None) -> Loaded:

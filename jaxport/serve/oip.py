@@ -5,17 +5,19 @@ it.
 Requests come from anyone who can reach the port: every field is type-checked here, and every value decoded exactly
 (:func:`values`: ``call --cast``'s rule, a value passes only where it is kept), each failure an ``InputError`` naming
 the field (``inputs[1].data[3]``), with the names it echoes shortened (:func:`shorten`). A response never changes a
-value (:func:`response`: NaN in binary, never JSON's ``null``). specs/CLI.md, "Requests and responses".
+value (:func:`response`: NaN and the infinities as the JSON strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``,
+never JSON's ``null``, and a float input takes them so too). specs/CLI.md, "Requests and responses".
 
 Metadata follows the protocol: each tensor's ``name``, ``datatype`` (``FP32``, ``INT64``, ...) and ``shape`` with
 ``-1`` for every axis sized by a dimension variable; what the protocol has no field for goes in ``parameters``:
-each tensor's declared shape (``["batch", 784]``), and for the model the function, its dimension variables' bounds,
-the spec's constraints, the compiled buckets and the padding verdicts. Datatypes the protocol lacks (bfloat16,
-float8, complex, PRNG keys) cannot be served: :func:`datatype` says so.
+each tensor's declared shape (``["batch", 784]``) and an input's declared ``range``, and for the model the function,
+its dimension variables' bounds, the spec's constraints, the compiled buckets and the padding verdicts. Datatypes
+the protocol lacks (bfloat16, float8, int4, complex, PRNG keys) cannot be served: :func:`datatype` says so.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -45,26 +47,31 @@ def datatype(dtype: str, what: str) -> str:
 
 
 class Tensor(NamedTuple):
-    """One input's or output's metadata: name, datatype, shape (-1 for symbolic axes), declared shape."""
+    """One input's or output's metadata: name, datatype, shape (-1 for symbolic axes), declared shape, and an
+    input's declared range ([LO, HI), a bound may be a dimension expression; None without one)."""
 
     name: str
     datatype: str
     shape: list[int]
     declared: list[int | str]
+    range: list[Any] | None = None
 
     @classmethod
     def of(cls, entry: Input | Output, kind: str) -> Tensor:
         """The metadata of ``entry``, an input or output (``kind``); UsageError for a dtype the protocol lacks."""
+        declared = None if getattr(entry, "range_example", False) else getattr(entry, "range", None)  # a like: one
         return cls(entry.name, datatype(entry.dtype, f"{kind} {entry.name!r}"),
-                   [d if isinstance(d, int) else -1 for d in entry.shape], list(entry.shape))
+                   [d if isinstance(d, int) else -1 for d in entry.shape], list(entry.shape),
+                   list(declared) if declared is not None else None)
 
     def types(self) -> dict[str, Any]:
         """The protocol's fields: name, datatype and shape (gRPC metadata has these only)."""
         return {"name": self.name, "datatype": self.datatype, "shape": self.shape}
 
     def to_json(self) -> dict[str, Any]:
-        """The protocol's fields, and the declared shape in ``parameters``."""
-        return {**self.types(), "parameters": {"shape": self.declared}}
+        """The protocol's fields, and in ``parameters`` the declared shape and an input's declared range."""
+        extra = {"range": self.range} if self.range is not None else {}
+        return {**self.types(), "parameters": {"shape": self.declared, **extra}}
 
 
 def tensor(entry: Input | Output, kind: str) -> dict[str, Any]:
@@ -75,13 +82,15 @@ def tensor(entry: Input | Output, kind: str) -> dict[str, Any]:
 def model(f: Function, name: str, versions: Sequence[str], function: str,
           plan: Mapping[str, Any]) -> dict[str, Any]:
     """A model's metadata (``GET /v2/models/NAME``): the protocol's fields, and the rest in ``parameters``, with the
-    buckets, batch variable, most rows and padding verdicts of the serving ``plan`` (``Batched.describe()``)."""
+    buckets compiled now (a request that fits one compiles nothing), the planned sizes, batch variable, most rows
+    and padding verdicts of the serving ``plan`` (``Batched.describe()``)."""
     dims = {v: f.bounds_of(v).to_manifest() for v in contract.dimension_variables(f)}
     return {"name": name, "versions": list(versions), "platform": "jaxport",
             "inputs": [tensor(i, "input") for i in f.inputs],
             "outputs": [tensor(o, "output") for o in f.outputs],
             "parameters": {"function": function, "dims": dims, "constraints": list(f.constraints),
-                           **{k: plan[k] for k in ("buckets", "batch", "max_rows", "padding")}}}
+                           **{k: plan[k] for k in ("buckets", "sizes", "planned", "strict", "batch", "max_rows",
+                                                     "padding")}}}
 
 
 # --- requests: every field checked, every value decoded exactly ------------------------------------------------
@@ -152,10 +161,13 @@ def values(items: Sequence[Any], datatype: str, at: Callable[[int], str]) -> Any
     dt = dtypes.BY_NAME[DTYPES[datatype]]
     target = np.dtype(dt.name)
     kinds = set(map(type, items))
-    allowed = (bool,) if dt.kind == "bool" else (int, float)
-    if not kinds <= set(allowed):
-        k = next(k for k, v in enumerate(items) if type(v) not in allowed)
+    allowed = (bool,) if dt.kind == "bool" else (int, float, str) if dt.kind == "float" else (int, float)
+    if not kinds <= set(allowed) or str in kinds and any(type(v) is str and v not in NONFINITE for v in items):
+        k = next(k for k, v in enumerate(items) if type(v) not in allowed or type(v) is str and v not in NONFINITE)
         raise _refused(at(k), items[k], datatype)
+    if str in kinds:  # NaN and the infinities, which JSON has no number for
+        items = [NONFINITE[v] if type(v) is str else v for v in items]
+        kinds = set(map(type, items))
     if dt.kind == "bool":
         return np.array(items, dtype=target).reshape(-1)
     if dt.kind == "float":
@@ -164,7 +176,7 @@ def values(items: Sequence[Any], datatype: str, at: Callable[[int], str]) -> Any
         except OverflowError:  # an integer past float64's range
             k = next(k for k, v in enumerate(items) if type(v) is int and abs(v) > sys.float_info.max)
             raise _refused(at(k), items[k], datatype) from None
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             narrow = wide.astype(target)
         overflowed = np.isinf(narrow) & np.isfinite(wide)
         if overflowed.any():
@@ -393,13 +405,30 @@ def _requested(value: Any, outputs: Sequence[str]) -> list[Requested] | None:
     return asked
 
 
+#: How a float's NaN and infinities travel in JSON, which has no number for them (requests and responses alike).
+NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def json_values(value: Any) -> list[Any]:
+    """An array's values for a JSON ``data`` field, flat: numbers, and a float's NaN and infinities as the strings
+    of :data:`NONFINITE`."""
+    import numpy as np
+
+    flat = value.reshape(-1)
+    if value.dtype.kind != "f" or np.isfinite(flat).all():
+        return flat.tolist()
+    return [x if math.isfinite(x) else ("NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity")
+            for x in flat.tolist()]
+
+
 def response(model: str, version: str, request_id: str, tensors: Sequence[Tensor], outputs: Mapping[str, Any],
              asked: list[Requested] | None, binary: bool) -> tuple[dict[str, Any], list[bytes]]:
     """A REST inference response: its JSON, and the bytes of the outputs it carries in binary (the binary
     extension, in the JSON's order). The outputs ``asked`` for (None: all of ``tensors``, the model's), each in
     binary where it asked (else ``binary``, the request's ``binary_data_output``). An encoding never changes a
-    value: a float output holding NaN or an infinity, which JSON has no number for, comes in binary even where JSON
-    was asked for (Triton's and KServe's clients read either)."""
+    value, and a JSON response is all JSON: a float output's NaN and infinities, which JSON has no number for, are
+    the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (:data:`NONFINITE`), which numpy reads back as the
+    values (Triton's and KServe's clients do: ``np.array(data, dtype)``)."""
     import numpy as np
 
     by_name = {t.name: t for t in tensors}
@@ -409,13 +438,11 @@ def response(model: str, version: str, request_id: str, tensors: Sequence[Tensor
         entry: dict[str, Any] = {"name": want.name, "datatype": by_name[want.name].datatype,
                                  "shape": list(value.shape)}
         in_binary = binary if want.binary is None else want.binary
-        if not in_binary and value.dtype.kind == "f" and not np.isfinite(value).all():
-            in_binary = True
         if in_binary:
             data = value.tobytes()
             entry["parameters"] = {"binary_data_size": len(data)}
             raw.append(data)
         else:
-            entry["data"] = value.reshape(-1).tolist()
+            entry["data"] = json_values(value)
         entries.append(entry)
     return {"id": request_id, "model_name": model, "model_version": version, "outputs": entries}, raw

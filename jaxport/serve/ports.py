@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from . import unix
 
 #: The largest request a server reads, by default: a REST body or a gRPC message (``--max-request-mb``). Decoding
 #: a JSON request takes about 15 times its size in memory, so the limit bounds a request's memory too.
@@ -31,30 +32,39 @@ MAX_REQUEST_BYTES = 256 << 20
 @dataclass(frozen=True)
 class Listen:
     """The address a server listens on: REST (Open Inference Protocol v2, ``/metrics``) and gRPC each on a port of
-    their own, of ``host`` (0.0.0.0: every interface, as in a container); and the largest request it reads
-    (``max_request_bytes``: a REST body, a gRPC message)."""
+    their own, of ``host`` (0.0.0.0: every interface, as in a container), or each on a unix socket (``uds``: REST
+    on that path, gRPC on ``PATH.grpc``, files of mode ``uds_mode``; then no TCP port: ``unix``); and the largest
+    request it reads (``max_request_bytes``: a REST body, a gRPC message)."""
 
     host: str = "127.0.0.1"
     http_port: int = 8080
     grpc_port: int = 8081
     max_request_bytes: int = MAX_REQUEST_BYTES
+    uds: str | None = None
+    uds_mode: int = unix.DEFAULT_MODE
 
     @property
     def rest(self) -> str:
-        """The REST base URL: ``http://HOST:PORT``."""
-        return f"http://{address(self.host, self.http_port)}"
+        """The REST base URL: ``http://HOST:PORT``, or ``unix:PATH``."""
+        return f"unix:{self.uds}" if self.uds else f"http://{address(self.host, self.http_port)}"
 
     @property
     def grpc(self) -> str:
-        """The gRPC address: ``HOST:PORT`` (``[HOST]:PORT`` for IPv6)."""
-        return address(self.host, self.grpc_port)
+        """The gRPC address: ``HOST:PORT`` (``[HOST]:PORT`` for IPv6), or ``unix:PATH.grpc`` (gRPC's target)."""
+        return f"unix:{unix.grpc_path(self.uds)}" if self.uds else address(self.host, self.grpc_port)
 
     def check(self) -> None:
-        """:func:`check` of this address."""
-        check(self.host, self.http_port, self.grpc_port)
+        """:func:`check` of this address (``unix.check`` of a unix socket's)."""
+        if self.uds:
+            unix.check(self.uds, self.uds_mode)
+        else:
+            check(self.host, self.http_port, self.grpc_port)
 
     def as_dict(self) -> dict[str, Any]:
         """The address as ``jaxport serve --json``'s ``listening`` event gives it."""
+        if self.uds:
+            return {"uds": self.uds, "grpc_uds": unix.grpc_path(self.uds), "uds_mode": f"{self.uds_mode:04o}",
+                    "rest": self.rest, "grpc": self.grpc}
         return {"host": self.host, "http_port": self.http_port, "grpc_port": self.grpc_port, "rest": self.rest,
                 "grpc": self.grpc}
 

@@ -7,8 +7,8 @@ Where kserve 0.21 falls short over REST:
   datatype cannot hold are a 500 (or, for INT32 data of ``1.5``, silently ``1``), and its binary decoder turns every
   element into a Python object. Requests are decoded here, every field checked and every value kept exactly
   (``oip.read_request``), the binary tensors straight from the bytes: each error is a 400 naming the field;
-- its JSON responses write NaN and infinities as ``null``: responses are encoded here (``oip.response``), such an
-  output in binary;
+- its JSON responses write NaN and infinities as ``null``: responses are encoded here (``oip.response``), with
+  them as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, so that a JSON request gets a JSON body;
 - it answers every versioned route (``/v2/models/NAME/versions/N/...``) with "not supported": versions are routed
   here (``kserve_server.Registry``), the unversioned routes serving the highest version;
 - its metadata drops ``versions`` and ``parameters``: REST metadata is answered here;

@@ -32,8 +32,11 @@ class ArrayLeaf:
     #: dimension expression (``nodes``); None: not declared.
     range: tuple[int | float | str, int | float | str] | None = None
     #: Traced weakly typed, as ``jax.jit`` traces a Python number (a ``like:`` value's ``int``/``float`` leaf), so
-    #: that it takes the other operand's dtype (``w * lr`` stays bfloat16); the artifact records the dtype alone.
+    #: that it takes the other operand's dtype (``w * lr`` stays bfloat16); the artifact records it (``weak``).
     weak: bool = False
+    #: The range was taken from an example value (a ``like:`` leaf), not declared: it shapes random inputs only, and
+    #: ``check_ranges`` does not hold a call to it.
+    range_example: bool = False
 
     def shape_text(self) -> str:
         return ", ".join(str(d) for d in self.shape)

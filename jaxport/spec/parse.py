@@ -121,6 +121,11 @@ class _Parser:
         if not isinstance(spelling, str):
             raise self.fail(line, f"{path}: dtype must be a string such as 'f32', found {spelling!r}.")
         d = dtypes.canonical(spelling)
+        why = dtypes.NOT_EXPORTABLE.get(spelling.strip().lower())
+        if d is None and why is not None:
+            wider = "uint4" if spelling.strip().lower().startswith("u") else "int4"
+            raise self.fail(line, f"{path}: dtype {spelling!r} cannot be exported: {why}. Use {wider} (or a wider "
+                                  f"type) for its values.")
         if d is None:
             shorts = ", ".join(x.short for x in dtypes.BY_NAME.values() if x.kind != "key")
             raise self.fail(line, f"{path}: unknown dtype {spelling!r}.{suggest(spelling.lower(), dtypes.spellings())}"

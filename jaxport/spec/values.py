@@ -161,8 +161,7 @@ def input_range(lo: Any, hi: Any, dtype: str) -> tuple[int | float, int | float]
             if isinstance(x, float) and not x.is_integer():
                 raise ValueError(f"{dtype} values are integers, but {name} is {x!r}; give whole numbers")
             ints.append(int(x))
-        bits = dtypes.BY_NAME[dtype].itemsize * 8
-        least, most = (0, (1 << bits) - 1) if kind == "uint" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        least, most = dtypes.int_limits(dtype)
         a, b = ints
         if a >= b:
             raise ValueError(f"LO {_number_text(a)} is not below HI {_number_text(b)}; the range is half-open "
@@ -182,9 +181,17 @@ def input_range(lo: Any, hi: Any, dtype: str) -> tuple[int | float, int | float]
     return a_f, b_f
 
 
+def platform_hint(name: str) -> str:
+    """`` Did you mean 'cuda'?`` for an unknown platform name: JAX names a GPU by its vendor's platform (``gpu``:
+    ``cuda``, or ``rocm`` for AMD's), other names by the closest spelling; "" when none is close."""
+    if name.strip().lower() in ("gpu", "nvidia", "cuda12", "cuda13"):
+        return " Did you mean 'cuda'? (JAX names an NVIDIA GPU cuda, an AMD one rocm.)"
+    return suggest(name.lower(), PLATFORMS)
+
+
 def check_platform(name: Any, where: str) -> str:
     if not isinstance(name, str) or name.lower() not in PLATFORMS:
-        raise SpecError(f"{where}: unknown platform {name!r}.{suggest(str(name).lower(), PLATFORMS)} "
+        raise SpecError(f"{where}: unknown platform {name!r}.{platform_hint(str(name))} "
                         f"Use some of: {', '.join(PLATFORMS)}.")
     return name.lower()
 

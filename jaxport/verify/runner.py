@@ -227,7 +227,7 @@ def _prepare(s: _Setting, fname: str) -> _Prepared:
     r, f = s.request, s.manifest.functions[fname]
     given = None
     if r.inputs is not None:
-        given, case = given_inputs(f, r.inputs)
+        given, case = given_inputs(f, r.inputs, r.load.check_ranges)
         cases = [case]
     else:
         cases = plan_cases(f, chosen_for(f, r.dims, len(s.names) > 1), r.budget_bytes)

@@ -17,6 +17,7 @@ from ..artifact import contract
 from ..artifact.model import Function
 from ..errors import InputError, UsageError
 from ..run import inputs as inputs_mod
+from ..run import ranges
 from ..run.npyio import read_named_arrays
 from .plan import Case
 
@@ -68,10 +69,11 @@ def reference_side(path: str | Path, f: Function) -> Side:
     return Side("reference", str(path), reference)
 
 
-def given_inputs(f: Function, given: Sequence[str] | Mapping[str, Any]
+def given_inputs(f: Function, given: Sequence[str] | Mapping[str, Any], check_ranges: bool = False
                  ) -> tuple[dict[str, Any], Case]:
     """The inputs ``--inputs`` names (a list in ``call``'s syntax) or given as arrays by name, checked against the
-    function's signature, and the one case they make (its dimension values solved from their shapes)."""
+    function's signature (with ``check_ranges``, their values against the declared ranges too), and the one case
+    they make (its dimension values solved from their shapes)."""
     import numpy as np
 
     if isinstance(given, Mapping):
@@ -87,7 +89,10 @@ def given_inputs(f: Function, given: Sequence[str] | Mapping[str, Any]
         if isinstance(given, str):
             raise UsageError("inputs: give a list of --inputs values (or arrays by name), not one string.")
         arrays, sources = inputs_mod.gather(f, list(given))
+    arrays = inputs_mod.weak_inputs(f, arrays, sources)  # a Python number at export: any integer or float, kept
     infos = [contract.ArrayInfo(n, tuple(int(d) for d in arrays[n].shape), str(arrays[n].dtype), sources.get(n))
              for n in f.input_names]
     dims = contract.check(f, infos)
+    if check_ranges:
+        ranges.check_values(f, [arrays[n] for n in f.input_names], dims)
     return arrays, Case("--inputs", dict(dims))

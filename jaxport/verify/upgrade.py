@@ -27,6 +27,7 @@ from .._fsio import atomic_write, check_output
 from ..artifact import container
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.model import Function, Manifest, UpgradedFrom, replace
+from ..artifact.signature import drop_stale
 from ..errors import OutputError, VerificationError
 from ..export import gradients
 from ..export.manifest import program_fields, versions
@@ -53,7 +54,7 @@ class UpgradeResult:
     old_for_jax: str | None = None
     compared: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    manifest: dict[str, Any] | None = None
+    manifest: dict[str, Any] | None = field(default=None, repr=False)  # a repr shows what was done, not all of it
     size: int | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -100,8 +101,9 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
 
     ``for_jax`` writes it for that older JAX instead (``export --for-jax``). ``allow_custom_calls`` are the
     custom-call targets beyond JAX's guaranteed-stable ones that the programs may call (as for ``load``). An
-    artifact already written by the running JAX (and for the same ``for_jax``) is not rewritten: the result says
-    ``nothing_to_do``.
+    artifact already written by the running JAX (and for the same ``for_jax``) has nothing to upgrade: it is
+    written to ``output`` as it is (its manifest and members, each checked against its digest), so that a script
+    that uploads ``output`` next finds it, and the result says ``nothing_to_do``.
     """
     import jax
 
@@ -115,9 +117,8 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
         notes: list[str] = []
         programs = {fname: load_mod.runnable_program(art, fname, allowed, str(source), notes)
                     for fname in old.functions}
-        if (old.producer.jax == now.jax and old.producer.jaxlib == now.jaxlib and old.producer.for_jax == wanted
-                and not notes):  # written here, and every payload read by this JAX's own reader
-            return UpgradeResult(None, source, old.producer.jax, now.jax, wanted, True, old_for_jax=wanted)
+        current = (old.producer.jax == now.jax and old.producer.jaxlib == now.jaxlib and
+                   old.producer.for_jax == wanted and not notes)  # written here, every payload read by this JAX
         out = Path(output)
         if out.is_dir():
             out = out / source.name
@@ -131,6 +132,14 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
                 check_output(path, [source])
         functions: dict[str, Function] = {}
         members: dict[str, Any] = {n: art.read(n) for n in old.members}
+        if current:  # nothing to upgrade: its copy, as it is
+            raw = container.write_artifact(out, old, members)
+            notes += [stale] if (stale := drop_stale(out)) is not None else []
+            if sidecar is not None:
+                atomic_write(sidecar, lambda fh: fh.write(raw), inputs=[source])
+            return UpgradeResult(out, source, old.producer.jax, now.jax, wanted, True, old_for_jax=wanted,
+                                 notes=notes, manifest=container.with_members(old, members).to_json(),
+                                 size=out.stat().st_size)
         for fname, f in old.functions.items():
             new = reexport(programs[fname], f, f"{source}: function {fname!r}")
             if t is not None:
@@ -152,6 +161,8 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
             raw = container.write_artifact(out, manifest, members)
         finally:
             tmp.unlink(missing_ok=True)
+    stale = drop_stale(out)  # a signature of the file this one replaced: removed, and said
+    notes += [stale] if stale is not None else []
     if sidecar is not None:
         atomic_write(sidecar, lambda fh: fh.write(raw), inputs=[source])
     written = container.with_members(manifest, members).to_json()

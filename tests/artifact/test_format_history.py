@@ -18,7 +18,7 @@ FORMAT_MD = REPO / "specs" / "FORMAT.md"
 
 #: The fingerprint of the records and schema of each format version, oldest first. 1.0's was not recorded when it
 #: was released (this test came with 1.1); a new version adds its line.
-RECORDED = {"1.0": None, "1.1": "5c79f4aa03d6c6b8", "1.2": "0f07c25ad0247478"}
+RECORDED = {"1.0": None, "1.1": "5c79f4aa03d6c6b8", "1.2": "0f07c25ad0247478", "1.3": "d9b688a33fcce1da"}
 
 
 def fingerprint() -> str:
@@ -74,3 +74,13 @@ def test_export_writes_1_0_and_an_export_for_an_older_jax_1_1(mlp_path, tmp_path
                            for_jax="0.9.1", root=REPO)
     with jaxport.open_artifact(older.path) as art:
         assert (art.model.format_version, art.model.producer.for_jax) == ("1.1", "0.9.1")
+
+
+def test_an_artifact_with_a_sub_byte_dtype_is_1_3_and_only_then():
+    plain = model.Producer("0.1.0", "0.12.0", "0.12.0")
+    tensor = model.StoredTensor("int4", (8, 5), 0, 20, "ab" * 32)
+    m = model.Manifest("1.3", plain, {}, {}, model.Metadata(), None, model.Weights("weights.bin", {"w": tensor}),
+                       "jaxport")
+    assert manifest.written_version(m) == "1.3"
+    assert manifest.written_version(model.replace(m, weights=model.Weights(
+        "weights.bin", {"w": model.replace(tensor, dtype="int8", nbytes=40)}))) == "1.0"

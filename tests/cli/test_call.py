@@ -178,6 +178,22 @@ def test_benchmark(call, mlp_path):
     assert bench["load_s"] > 0 and bench["lower_s"] > 0 and bench["compile_s"] > 0
     one = call(mlp_path, "--random", "--benchmark", "1")
     assert "benchmark (1 call after 1 warm-up)" in one.stdout
+    assert bench["pipelined_s"] > 0 and bench["executable"] == "compiled"
+    assert bench["host_p50_s"] is None and bench["host_p99_s"] is None
+
+
+def test_benchmark_host_latency(call, mlp_path):
+    res = call(mlp_path, "--random", "--benchmark", "5", "--host-latency", "--json")
+    assert res.exit_code == 0, res.stderr
+    bench = json.loads(res.stdout)["benchmark"]
+    assert 0 < bench["host_p50_s"] <= bench["host_p99_s"]
+    res = call(mlp_path, "--random", "--benchmark", "5", "--host-latency")
+    assert re.search(r"^host to host \(inputs from host memory, outputs copied back\): p50 \S+ \S+, p99 \S+ \S+$",
+                     res.stdout, re.M)
+    res = call(mlp_path, "--random", "--host-latency")
+    assert res.exit_code == 2
+    assert res.stderr == ("error[usage]: --host-latency times the calls of --benchmark from host memory to host "
+                          "memory; add --benchmark N. See 'jaxport call --help'.\n")
 
 
 def test_benchmark_percentiles_are_those_of_the_timed_calls():

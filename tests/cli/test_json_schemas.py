@@ -155,7 +155,8 @@ def test_upgrade_json(cli, work, tmp_path):
     assert (out["old_for_jax"], out["for_jax"], out["compared"]) == ("0.9.1", None, {"predict": 3})
     code, out = cli("upgrade", "mlp.jaxport", "-o", str(tmp_path / "same.jaxport"))
     assert code == 0 and _errors("upgrade", out) == []
-    assert out["nothing_to_do"] is True and out["artifact"] is None and out["manifest"] is None
+    assert out["nothing_to_do"] is True and out["artifact"] == str(tmp_path / "same.jaxport")
+    assert out["manifest"]["format_version"] == "1.0"  # the copy's, as it is
 
 
 @FRESH_EXPORT_PASSES_THE_EXAMPLE_POLICY

@@ -565,7 +565,9 @@ def test_bound_dtype_the_function_cannot_take(workdir, run_cli):
     ({"w": np.array(["a", "b"])},
      "spec.yaml:4: bound leaf 'params/w' has dtype <U1, which jaxport does not store. Convert it, e.g. to float32."),
     ({"w": np.ones(3, ml_dtypes.bfloat16)},  # numpy writes ml_dtypes' types to .npy as raw void bytes
-     "spec.yaml:4: bound leaf 'params/w' has dtype |V2, which jaxport does not store. Convert it, e.g. to float32."),
+     "spec.yaml:4: bound leaf 'params/w' has the raw void dtype '|V2', as numpy saves bfloat16, which does not say "
+     "which. Bind a .safetensors file (it records bfloat16, float8_e4m3fn, float8_e5m2, float4_e2m1fn by name), an "
+     "orbax checkpoint or a Python attribute 'model.py:NAME' instead."),
     ({"w": np.array([{}, 1], dtype=object)},
      "spec.yaml:4: bound file p.npz: member 'w.npy': the array holds Python objects (dtype '|O'), which could "
      "only be read by unpickling; jaxport refuses them. Save a numeric array instead."),
@@ -601,7 +603,7 @@ def test_unsupported_dtype_in_a_bound_file(workdir, run_cli, arrays, message):
     ("p.safetensors",
      struct.pack("<Q", 62) + b'{"w": {"dtype": "F4X", "shape": [4], "data_offsets": [0, 16]}}' + bytes(16),
      "spec.yaml:4: bound file p.safetensors: tensor 'w': dtype F4X is not one jaxport reads (it reads BOOL, I8, "
-     "I16, I32, I64, U8, U16, U32, U64, BF16, F16, F32, F64, C64, F8_E4M3, F8_E5M2)."),
+     "I16, I32, I64, U8, U16, U32, U64, BF16, F16, F32, F64, C64, F8_E4M3, F8_E5M2, F4)."),
     ("nowhere.py:PARAMS", None,
      "spec.yaml:4: bound module nowhere.py not found (paths are relative to the spec file's directory)."),
 ], ids=["missing", "extension", "npz-not-zip", "npy-pickle", "st-short", "st-huge-header", "st-not-object",

@@ -174,8 +174,8 @@ def test_orbax_missing_names_the_extra(workdir, run_cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "orbax", None)
     monkeypatch.setitem(sys.modules, "orbax.checkpoint", None)
     res = _export(run_cli, "ckpt")
-    assert (res.exit_code, res.stderr) == (3, (
-        "error[spec]: --bind params: bound directory ckpt looks like an orbax checkpoint, which needs "
+    assert (res.exit_code, res.stderr) == (10, (  # a missing extra is exit 10, as every one is
+        "error[platform]: --bind params: bound directory ckpt looks like an orbax checkpoint, which needs "
         "orbax-checkpoint to read: pip install 'jaxport[orbax]' (or convert it to .safetensors or .npz).\n"))
 
 

@@ -251,8 +251,8 @@ def test_cli_unknown_platform(run_cli):
     res = run_cli("export", f"{EXAMPLES}/mlp/model.py:predict", "--shapes", EXAMPLES / "mlp" / "spec.yaml",
                   "--platform", "gpu")
     assert res.exit_code == 3
-    assert res.stderr == ("error[spec]: --platform: unknown platform 'gpu'. Did you mean 'tpu'? Use some of: cpu, "
-                          "cuda, rocm, tpu.\n")
+    assert res.stderr == ("error[spec]: --platform: unknown platform 'gpu'. Did you mean 'cuda'? (JAX names an "
+                          "NVIDIA GPU cuda, an AMD one rocm.) Use some of: cpu, cuda, rocm, tpu.\n")
 
 
 def test_cli_output_directory_missing(run_cli, tmp_path):

@@ -61,8 +61,9 @@ def test_a_raw_void_array_names_its_candidates_in_the_message(tmp_path):
     with pytest.raises(InputError) as e:
         npyio.read_npy(tmp_path / "h.npy", "float32", "x")
     assert str(e.value) == (f"{tmp_path / 'h.npy'}: the array has the raw void dtype '|V1' (how numpy saves "
-                            f"float8_e4m3fn or float8_e5m2); jaxport reads it only for a float8_e4m3fn or float8_e5m2 "
-                            f"input, and input 'x' is float32.")
+                            f"float8_e4m3fn, float8_e5m2, int4, uint4 or float4_e2m1fn); jaxport reads it only for a "
+                            f"float8_e4m3fn, float8_e5m2, int4, uint4 or float4_e2m1fn input, and input 'x' is "
+                            f"float32.")
 
 
 def test_mlir_names_every_array_type_in_its_message():

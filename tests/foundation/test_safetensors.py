@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxport import _safetensors, dtypes
+from jaxport import _safetensors, _subbyte, dtypes
 from jaxport.errors import InputError, SpecError
 from jaxport.export import bind
 from jaxport.run import npyio
@@ -28,6 +28,8 @@ ARRAYS["scalar"] = np.array(2.5, np.float32)
 ARRAYS["empty"] = np.zeros((0, 4), np.float16)
 #: The dtypes ``safetensors.numpy`` can represent (numpy's own).
 NUMPY_NATIVE = [n for n in ARRAYS if n not in dtypes.NOT_IN_NPY]
+#: Those of ml_dtypes (bfloat16, float8, float4).
+ML_DTYPES = [n for n in ARRAYS if n in dtypes.NOT_IN_NPY]
 
 
 def _written(arrays) -> bytes:
@@ -45,7 +47,7 @@ def _read(tmp_path: Path, data: bytes, *, mmap: bool = False, name: str = "t.saf
 
 def test_every_safetensors_tag_is_a_dtype_entry():
     assert set(dtypes.BY_SAFETENSORS) == {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "BF16",
-                                          "F32", "F64", "C64", "F8_E4M3", "F8_E5M2"}
+                                          "F32", "F64", "C64", "F8_E4M3", "F8_E5M2", "F4"}
     assert _safetensors.tag_of("complex128") is None and _safetensors.tag_of("key<fry>") is None
 
 
@@ -66,11 +68,12 @@ def test_the_safetensors_library_reads_what_jaxport_writes():
     for name in NUMPY_NATIVE:
         assert got[name].dtype == ARRAYS[name].dtype
         np.testing.assert_array_equal(got[name], ARRAYS[name])
-    # bfloat16 and float8, which safetensors.numpy cannot represent, through the library's raw reader
+    # bfloat16, float8 and float4 (packed), which safetensors.numpy cannot represent, through the library's raw reader
     raw = dict(safetensors.deserialize(_written(ARRAYS)))
-    for name in dtypes.NOT_IN_NPY:
+    for name in ML_DTYPES:
         assert raw[name]["dtype"] == dtypes.BY_NAME[name].safetensors and raw[name]["shape"] == [2, 3]
-        assert bytes(raw[name]["data"]) == ARRAYS[name].tobytes()
+        stored = _subbyte.pack(ARRAYS[name]) if dtypes.BY_NAME[name].packed else ARRAYS[name]
+        assert bytes(raw[name]["data"]) == stored.tobytes()
 
 
 def _library_serialize(arrays) -> bytes:
@@ -79,9 +82,12 @@ def _library_serialize(arrays) -> bytes:
     if not hasattr(safetensors, "TensorSpec"):
         return safetensors.serialize({n: {"dtype": dtypes.BY_NAME[str(a.dtype)].safetensors, "shape": list(a.shape),
                                           "data": a.tobytes()} for n, a in arrays.items()}, metadata={"format": "np"})
-    specs = {n: safetensors.TensorSpec(dtype=str(a.dtype), shape=list(a.shape), data_ptr=a.ctypes.data,
-                                       data_len=a.nbytes) for n, a in arrays.items()}
-    return safetensors.serialize(specs, metadata={"format": "np"})  # the arrays stay alive: ``arrays`` holds them
+    stored = {n: _subbyte.pack(a) if dtypes.BY_NAME[str(a.dtype)].packed else a for n, a in arrays.items()}
+    specs = {n: safetensors.TensorSpec(  # float4 as PyTorch's float4_e2m1fn_x2: its storage shape, two to a byte
+        dtype="float4_e2m1fn_x2" if str(a.dtype) == "float4_e2m1fn" else str(a.dtype),
+        shape=list(stored[n].shape), data_ptr=stored[n].ctypes.data, data_len=stored[n].nbytes)
+        for n, a in arrays.items()}
+    return safetensors.serialize(specs, metadata={"format": "np"})  # the arrays stay alive: ``stored`` holds them
 
 
 def test_jaxport_reads_what_the_safetensors_library_writes(tmp_path):
@@ -89,10 +95,10 @@ def test_jaxport_reads_what_the_safetensors_library_writes(tmp_path):
     for name in NUMPY_NATIVE:
         assert got[name].dtype == ARRAYS[name].dtype
         np.testing.assert_array_equal(got[name], ARRAYS[name])
-    got = _read(tmp_path, _library_serialize({n: ARRAYS[n] for n in dtypes.NOT_IN_NPY}), name="raw.safetensors")
-    for name in dtypes.NOT_IN_NPY:
+    got = _read(tmp_path, _library_serialize({n: ARRAYS[n] for n in ML_DTYPES}), name="raw.safetensors")
+    for name in ML_DTYPES:
         assert got[name].dtype == dtypes.to_numpy(name)
-        np.testing.assert_array_equal(got[name], ARRAYS[name])
+        np.testing.assert_array_equal(got[name].reshape(-1), ARRAYS[name].reshape(-1))  # float4: the flat count
 
 
 def test_layout_matches_the_safetensors_library():

@@ -41,6 +41,10 @@ CASES = {
         "state-for-jax-0.9.1": ("../tests/golden/models/state.py:sample", "../tests/golden/models/state.yaml",
                                 {"batch": 2}, {"for_jax": "0.9.1"}),
     },
+    "1.3": {  # int4 weights (stored packed), a uint4 input, int4 and float4 outputs, for the oldest JAX
+        "int4-for-jax-0.9.1": ("../tests/golden/models/int4.py:apply", "../tests/golden/models/int4.yaml",
+                               {"batch": 3}, {"for_jax": "0.9.1"}),
+    },
 }
 
 
@@ -58,6 +62,10 @@ def _reference(name: str, arrays: dict[str, np.ndarray]):
         step, key = jax.jit(model.sample)(arrays["x"], jax.random.wrap_key_data(arrays["key"]))
         return {"0/energy": np.asarray(step.energy), "0/position": np.asarray(step.position),
                 "1": np.asarray(jax.random.key_data(key))}
+    if name.startswith("int4"):
+        model = _module(HERE / "models" / "int4.py")
+        y, shifted, f4 = jax.jit(model.apply)(model.PARAMS, arrays["x"], arrays["levels"])
+        return {"y": np.asarray(y), "shifted": np.asarray(shifted), "f4": np.asarray(f4)}
     if name.startswith("mlp"):
         model = _module(EXAMPLES / "mlp" / "model.py")
         return {"output": np.asarray(jax.jit(model.predict)(arrays["x"]))}

@@ -486,7 +486,7 @@ def position_dependence(scratch: Path, sample: int | None = None, seed: int = 0,
         rows.append(row)
         try:
             loaded = jaxport.export(prog.fn, {"jaxport": 1, "dims": DIMS, "args": list(prog.args)}).load()
-            batched = Batched(loaded, {BATCH: BUCKETS}, cache_dir=scratch / "verdicts")
+            batched = Batched(loaded, {BATCH: BUCKETS}, cache_dir=scratch / "verdicts", strict=True)
         except Exception as e:  # noqa: BLE001 - the corpus's program must export and load
             row.runs += 1
             row.problems.append(f"export or Batched: {type(e).__name__}: {str(e)[:300]}")

@@ -361,16 +361,16 @@ def test_spec_that_does_not_fit_main(body, message, work, run_cli):
     assert not (work / "bad.jaxport").exists()
 
 
-MODULE_ERRORS = [
-    ("not mlir at all\n", 4,
-     f"error[entrypoint]: m.mlir: cannot read a StableHLO module: m.mlir:1:1: custom op 'not' is unknown (tried "
+MODULE_ERRORS = [  # a file that is no module is exit 7, as a file that is no artifact
+    ("not mlir at all\n", 7,
+     f"error[format]: m.mlir: cannot read a StableHLO module: m.mlir:1:1: custom op 'not' is unknown (tried "
      f"'builtin.not' as well). {HOW}"),
-    ("", 4, f"error[entrypoint]: m.mlir: the module file is empty. {HOW}"),
-    (b"\xff\xfe\x00garbage", 4,
-     f"error[entrypoint]: m.mlir: not a StableHLO module: neither MLIR bytecode nor UTF-8 text (byte 0 is 0xff). "
+    ("", 7, f"error[format]: m.mlir: the module file is empty. {HOW}"),
+    (b"\xff\xfe\x00garbage", 7,
+     f"error[format]: m.mlir: not a StableHLO module: neither MLIR bytecode nor UTF-8 text (byte 0 is 0xff). "
      f"{HOW}"),
-    (b"ML\xefR\x00garbage", 4,
-     f"error[entrypoint]: m.mlir: cannot read a StableHLO module: m.mlir:0:0: attempting to parse 8 bytes when only 7 "
+    (b"ML\xefR\x00garbage", 7,
+     f"error[format]: m.mlir: cannot read a StableHLO module: m.mlir:0:0: attempting to parse 8 bytes when only 7 "
      f"remain. {HOW}"),
     ("func.func @forward(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n  return %arg0 : tensor<4xf32>\n}\n", 4,
      "error[entrypoint]: m.mlir: the module has no function 'main'; it defines 'forward'. jaxport imports a "
@@ -395,7 +395,7 @@ MODULE_ERRORS = [
      "  return %0 : tensor<3xf8E4M3FNUZ>\n}\n",
      4, "error[entrypoint]: m.mlir: main's result 0 (tensor<3xf8E4M3FNUZ>) has element type f8E4M3FNUZ, which jaxport "
         "does not support. Supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, bf16, f16, f32, f64, "
-        "complex<f32>, complex<f64>, f8E4M3FN, f8E5M2."),
+        "complex<f32>, complex<f64>, f8E4M3FN, f8E5M2, i4, ui4, f4E2M1FN."),
     ("module attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n"
      "  func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n    return %arg0 : tensor<4xf32>\n  }\n}\n", 4,
      "error[entrypoint]: m.mlir: the module is partitioned for 4 devices (mhlo.num_partitions, mhlo.num_replicas); "
@@ -417,9 +417,9 @@ def test_module_that_cannot_be_imported(content, code, message, work, run_cli):
 
 def test_missing_module(work, run_cli):
     res = run_cli("import", "nowhere.mlir", "--json")
-    assert res.exit_code == 4
-    assert json.loads(res.stdout) == {"error": {"kind": "entrypoint", "message": "nowhere.mlir: module file not found.",
-                                                "exit_code": 4}}
+    assert res.exit_code == 7
+    assert json.loads(res.stdout) == {"error": {"kind": "format", "message": "nowhere.mlir: module file not found.",
+                                                "exit_code": 7}}
 
 
 NON_LINEAR = """\

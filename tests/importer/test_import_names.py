@@ -102,7 +102,7 @@ def test_exact_refusals_of_names(work, run_cli):
     assert res.stderr == ("error[export]: module.mlir: the program's function @main refers to itself (line 1); "
                           "jaxport reads programs without recursion" + LIMITS)
     res = _import(run_cli, NAME_MODULES["main-twice-by-escape"][0])
-    assert res.stderr == (f"error[entrypoint]: module.mlir: cannot read a StableHLO module: module.mlir:4:1: "
+    assert res.stderr == (f"error[format]: module.mlir: cannot read a StableHLO module: module.mlir:4:1: "
                           f"redefinition of symbol named 'main'. {HOW}\n")
     res = _import(run_cli, NAME_MODULES["deep-once-wrapped"][0])
     assert res.stderr == (f"error[export]: module.mlir: the program nests more than {MAX_NESTING} levels deep through "

@@ -583,9 +583,8 @@ def test_read_named_arrays_formats(tmp_path):
                   "of the data section belongs to one tensor."),
     ("s.safetensors", struct.pack("<Q", 56) + b'{"a":{"dtype":"O","shape":[1],"data_offsets":[0,8]}}'.ljust(56)
      + b"\0" * 8, "s.safetensors: tensor 'a': dtype O is not one jaxport reads"),
-    ("v.npz", "void", "v.npz: member 'h.npy': the array has the raw void dtype '|V2' (how numpy stores bfloat16 and "
-                      "float8), and nothing says what 'h' is; write the arrays as .safetensors, which records their "
-                      "dtype."),
+    ("v.npz", "void", "v.npz: member 'h.npy': the array has the raw void dtype '|V2' (how numpy stores bfloat16), "
+                      "and nothing says what 'h' is; write the arrays as .safetensors, which records their dtype."),
 ])
 def test_read_named_arrays_refuses_damage(tmp_path, name, data, message):
     path = tmp_path / name

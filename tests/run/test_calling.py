@@ -240,7 +240,17 @@ def test_wrong_inputs_are_refused_without_importing_jax(mlp, pair, tmp_path):
     np.save(tmp_path / "many.npy", np.zeros((4097, 784), np.float32))
     np.savez(tmp_path / "pair.npz", x=np.zeros((2, 16), np.float32), y=np.zeros((3, 2), np.float32))
     np.savez(tmp_path / "tall.npz", x=np.zeros((2, 9), np.float32), y=np.zeros((2, 2), np.float32))
+    np.save(tmp_path / "whole.npy", np.zeros((3, 784), np.float32))
+    whole = (tmp_path / "whole.npy").read_bytes()
+    (tmp_path / "cut.npy").write_bytes(whole[:-4])
+    (tmp_path / "long.npy").write_bytes(whole + b"tail")
     cases = [
+        (mlp, {"inputs": [str(tmp_path / "cut.npy")]},
+         f"{tmp_path / 'cut.npy'}: truncated .npy file: the header declares shape (3, 784) of float32 = 9408 bytes, "
+         f"but only 9404 bytes follow it."),
+        (mlp, {"inputs": [str(tmp_path / "long.npy")]},
+         f"{tmp_path / 'long.npy'}: damaged .npy file: 4 bytes follow the array data (shape (3, 784) of float32 = "
+         f"9408 bytes)."),
         (mlp, {"inputs": [str(tmp_path / "wide.npy")]},
          "input 'x': shape[1] = 783, but the artifact expects 784 (f32[batch, 784])."),
         (mlp, {"inputs": [str(tmp_path / "f64.npy")]},

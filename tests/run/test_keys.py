@@ -99,8 +99,8 @@ def test_key_spellings(leaf, dtype):
      "remove 'range'."),
     ('"key<foo>[]"',
      "spec.yaml:2: args[1]: unknown dtype 'key<foo>'. Did you mean 'key<fry>'? Use one of: bool, i8, i16, i32, i64, "
-     "u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2 (or numpy names such as float32), or key "
-     "for a PRNG key (key<rbg>, key<unsafe_rbg> for other implementations)."),
+     "u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2, i4, u4, f4e2m1fn (or numpy names such as "
+     "float32), or key for a PRNG key (key<rbg>, key<unsafe_rbg> for other implementations)."),
 ])
 def test_key_leaf_errors(leaf, message):
     with pytest.raises(SpecError) as e:

@@ -135,8 +135,9 @@ def test_split_verdicts_and_what_an_allowed_split_gives(artifacts, live, name, e
 
 
 def test_a_position_dependent_batch_is_padded_never_split(artifacts, live):
-    """``x + arange(rows)`` on buckets 1 and 8: 5 rows pad to 8 and slice back (positions kept), 20 rows are
-    refused rather than answered 0..7, 0..7, 0..3; two requests given to one run are each run alone."""
+    """``x + arange(rows)`` on buckets 1 and 8: 5 rows pad to 8 and slice back (positions kept), 20 rows run on a
+    bucket of their own (compiled on first use) rather than answered 0..7, 0..7, 0..3, or with ``strict`` are
+    refused; two requests given to one run are each run alone."""
     path = artifacts("numbered")
     batched = Batched(jaxport.load(path), {"b": [1, 8]})
     batched.warmup()
@@ -146,39 +147,45 @@ def test_a_position_dependent_batch_is_padded_never_split(artifacts, live):
     assert batched.describe()["padding"]["b"] == {
         "allowed": True, "fill": "edge", "inputs": {"x": [0]}, "outputs": {"output": [0]},
         "split": {"allowed": False, "reason": f"output 'output' depends on {POSITIONS}"}}
-    for rows in (1, 5, 8):
+    for rows in (1, 5, 8, 20, 19):  # 20 and 19 pad to 20, the ladder's size past the plan: one compile
         x = _x(rows, rows)
         _check(batched({"x": x}), _jit(live, "numbered", x))
-    with pytest.raises(jaxport.InputError, match=re.escape(
-            f"{path}: function 'numbered': 20 rows are more than the largest bucket's 8, and the batch may not be "
-            f"split into calls of 8 rows: {reason}. Send at most 8 rows per call, or compile a bucket that holds "
-            f"them (--dim b=...,20; dims={{...}} in Python).")):
-        batched({"x": _x(20)})
-    with pytest.raises(jaxport.InputError, match=re.escape(
-            "rows are more than the largest bucket's 8, and the batch may not be split into calls of 8 rows: "
-            f"{reason}. Send at most 8 rows per call (65 is outside the spec bound 1 <= b <= 64: no bucket can hold "
-            f"them).")):
-        batched({"x": _x(65)})
+    assert batched.compilations_after_warmup == 1 and batched.stats["b=20"].calls == 2
     a, b = _x(3, 1), _x(4, 2)
     got = batched.run([batched.admit({"x": a}), batched.admit({"x": b})])
     _check(got[0], _jit(live, "numbered", a))
     _check(got[1], _jit(live, "numbered", b))
-    assert batched.stats["b=8"].calls == 2 + 2 and batched.compilations_after_warmup == 0  # 5, 8; then a, b
+    assert batched.stats["b=8"].calls == 2 + 2  # 5, 8; then a, b
+    strict = Batched(jaxport.load(path), {"b": [1, 8]}, strict=True)
+    strict.warmup()
+    with pytest.raises(jaxport.InputError, match=re.escape(
+            f"{path}: function 'numbered': 20 rows are more than the largest bucket's 8, and the batch may not be "
+            f"split into calls of 8 rows: {reason}. Send at most 8 rows per call, or compile a bucket that holds "
+            f"them (--dim b=...,20; dims={{...}} in Python).")):
+        strict({"x": _x(20)})
+    with pytest.raises(jaxport.InputError, match=re.escape(
+            "rows are more than the largest bucket's 8, and the batch may not be split into calls of 8 rows: "
+            f"{reason}. Send at most 8 rows per call (65 is outside the spec bound 1 <= b <= 64: no bucket can hold "
+            f"them).")):
+        strict({"x": _x(65)})
+    assert strict.compilations_after_warmup == 0
 
 
-def test_a_batch_by_batch_output_is_refused_over_the_largest_bucket_not_a_value_error(artifacts, live):
+def test_a_batch_by_batch_output_runs_on_its_own_bucket_over_the_largest_not_a_value_error(artifacts, live):
     """``x @ x.T`` ([b, b]): padding is exact (both axes sliced back); splitting it would concatenate [8, 8] and
-    [4, 4] blocks, and merging would hand each request other requests' rows."""
+    [4, 4] blocks, and merging would hand each request other requests' rows: 12 rows run on a bucket of 12, or with
+    ``strict`` are refused."""
     path = artifacts("gram")
     batched = Batched(jaxport.load(path), {"b": [1, 8]})
-    x = _x(5, 3)
-    _check(batched({"x": x}), _jit(live, "gram", x))
-    assert batched.stats["b=8"].padded_rows == 3
+    for rows in (5, 12):
+        x = _x(rows, 3)
+        _check(batched({"x": x}), _jit(live, "gram", x))
+    assert batched.stats["b=8"].padded_rows == 3 and batched.stats["b=12"].padded_rows == 0
     with pytest.raises(jaxport.InputError, match=re.escape(
             f"{path}: function 'gram': 12 rows are more than the largest bucket's 8, and the batch may not be split "
             f"into calls of 8 rows: splitting or merging b is not proven safe: output 'output' (shape [b, b]) has b "
             f"as axis 1 too: its rows are not one per row of the batch.")):
-        batched({"x": _x(12)})
+        Batched(jaxport.load(path), {"b": [1, 8]}, strict=True)({"x": _x(12)})
 
 
 def test_the_window_does_not_merge_requests_whose_rows_depend_on_their_positions(artifacts, live):
@@ -251,7 +258,8 @@ def test_the_remembered_verdicts_keep_the_split_verdict(artifacts, tmp_path):
 def test_a_program_computing_with_the_batch_size_is_never_padded(artifacts, live):
     """``x * min(b, 8)`` is 8 at the two sizes the specializations compare, and so the same program there; padding
     2 rows to a bucket of 4 would multiply by 4. The data-flow walk of the polymorphic program sees b's value reach
-    the output: each call runs at its own size, on a bucket it fits exactly, and a size with no bucket is refused."""
+    the output: each call runs at its own size, on a bucket it fits exactly (compiled when first needed;
+    ``strict``: a size with no bucket is refused)."""
     path = artifacts("size_capped")
     loaded = jaxport.load(path)
     f = loaded.function_record
@@ -261,8 +269,9 @@ def test_a_program_computing_with_the_batch_size_is_never_padded(artifacts, live
               "min(n, 8), n // 16, n % 2 or a loop of n steps), which padding, splitting and merging change")
     assert (verdict.allowed, verdict.reason, verdict.split) == (False, reason, False)
     batched = Batched(jaxport.load(path), {"b": [2, 4]})
-    for rows in (2, 4):
+    for rows in (2, 4, 3):  # 3: no planned size, a bucket of its own
         x = _x(rows, rows)
         _check(batched({"x": x}), _jit(live, "size_capped", x))
+    assert sorted(batched.stats) == ["b=2", "b=3", "b=4"]
     with pytest.raises(jaxport.InputError):
-        batched({"x": _x(3)})
+        Batched(jaxport.load(path), {"b": [2, 4]}, strict=True)({"x": _x(3)})

@@ -176,6 +176,8 @@ def test_a_record_with_other_compile_options_names_them(mlp, tmp_path):
     ("magic", "it is not a jaxport executable record"),
     ("header", "its header is damaged"),
     ("writable", "others can write it (mode 666)"),
+    ("huge header", "its header is damaged"),
+    ("fifo", "it is not a regular file"),
 ])
 def test_a_damaged_or_foreign_record_is_ignored_and_said(mlp, tmp_path, damage, why):
     cache = tmp_path / "cache"
@@ -190,12 +192,30 @@ def test_a_damaged_or_foreign_record_is_ignored_and_said(mlp, tmp_path, damage, 
     elif damage == "header":
         start = len(executables.MAGIC) + 8
         data[start:start + 8] = b"{{{{{{{{"
-    record.write_bytes(bytes(data))
-    record.chmod(0o666 if damage == "writable" else 0o644)
+    elif damage == "huge header":
+        data[len(executables.MAGIC):len(executables.MAGIC) + 8] = (1 << 62).to_bytes(8, "little")
+    if damage == "fifo":
+        record.unlink()
+        os.mkfifo(record, 0o644)
+    else:
+        record.write_bytes(bytes(data))
+        record.chmod(0o666 if damage == "writable" else 0o644)
     loaded, run = _load_and_run(mlp, cache)
     assert not run.compilation.shipped
     assert loaded.notes == [f"ignored the executable {record.name} in the cache: {why}; compiling instead."]
     np.testing.assert_allclose(run.leaves[0][1], _load_and_run(mlp, None)[1].leaves[0][1], rtol=0, atol=0)
+
+
+def test_sharded_executables_built_for_the_host_devices_run_with_no_compile(tmp_path):
+    art = tmp_path / "sharded.jaxport"
+    done = _run("export", "model.py:predict", "--shapes", "spec.yaml", "-o", art, cwd=EXAMPLES / "sharded")
+    assert done.returncode == 0, done.stderr
+    cache = tmp_path / "cache"
+    done = _run("warmup", art, "--target", "cpu", "--host-devices", "8", "--dim", "b=2", "--cache-dir", cache)
+    assert done.returncode == 0, done.stderr
+    done = _run("call", art, "--random", "--dim", "b=2", "--host-devices", "8", "--cache-dir", cache, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["timings"]["executable"] == "shipped"
 
 
 def test_records_in_a_directory_others_can_write_are_not_read(mlp, tmp_path, monkeypatch):

@@ -299,6 +299,10 @@ def value_cases() -> Iterator[Case]:
             yield _value_case(name, label, data, "refused", f"@[{at}]")
         for token in ("NaN", "Infinity", "-Infinity", "1e400", "-" + "9" * 400):
             yield _value_case(name, f"{token[:8]}-token", [RAW, 0], "refused", "not JSON", raw=token)
+        # JSON has no number for them: a float takes NaN and the infinities as these strings, and no other
+        yield _value_case(name, "nan-strings", ["NaN", "-Infinity"], "answered", kept=[np.nan, -np.inf])
+        yield _value_case(name, "infinity-string", ["Infinity", 0.5], "answered", kept=[np.inf, 0.5])
+        yield _value_case(name, "nan-lowercase", [0, "nan"], "refused", "@[1]")
         big = 2 ** 70
         if dt == "float16":
             yield _value_case(name, "2^70", [big, 0], "refused", "@[0]")

@@ -14,9 +14,9 @@ outcome, judged here:
   ``Content-Encoding``);
 - ``missing``: HTTP 404 / gRPC ``NOT_FOUND`` (an unknown model, version or route), as short;
 - ``answered``: 200 / OK with exactly the outputs of ``jax.jit`` of the live function on the values the request
-  means (under ``jax.enable_x64`` for ``t``; NaN equal to NaN, the sign of zero compared), the outputs asked for in
-  their order, each in binary where asked, as JSON where asked unless it holds NaN or an infinity (then binary), and
-  the request's id;
+  means (under ``jax.enable_x64`` for ``t``; NaN equal to NaN whatever its sign, the sign of zero compared), the
+  outputs asked for in their order, each in binary where asked, as JSON where asked (a float's NaN and infinities
+  as the strings "NaN", "Infinity", "-Infinity"), and the request's id;
 - ``closed``: a request whose framing cannot be read: the connection closed, or a 4xx, within :data:`TIMEOUT_S`.
 
 After every case a canary (a good request over the same transport) must get the right answer, and what the server
@@ -211,8 +211,10 @@ def expected(case: Case, server: Server) -> dict[str, np.ndarray]:
 def same(got: np.ndarray, want: np.ndarray) -> bool:
     if got.dtype != want.dtype or got.shape != want.shape:
         return False
-    if want.dtype.kind == "f":
-        return bool(np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want)))
+    if want.dtype.kind == "f":  # the sign of zero kept; JSON's "NaN" has no sign (nor payload) to keep
+        numbers = ~np.isnan(want)
+        return bool(np.array_equal(got, want, equal_nan=True) and
+                    np.array_equal(np.signbit(got)[numbers], np.signbit(want)[numbers]))
     return bool(np.array_equal(got, want))
 
 
@@ -249,15 +251,16 @@ def _rest_answer(case: Case, server: Server, headers: dict, body: bytes) -> str:
     for o in header["outputs"]:
         dtype = np.dtype(DTYPES[o["datatype"]])
         if "data" in o:
-            finite = all(type(v) in (int, float, bool) for v in o["data"])
-            got: Any = np.array(o["data"], dtype) if finite else f"JSON values {o['data'][:5]} (not numbers)"
+            numbers = all(type(v) in (int, float, bool) or (dtype.kind == "f" and v in ("NaN", "Infinity", "-Infinity"))
+                          for v in o["data"])
+            got: Any = np.array(o["data"], dtype) if numbers else f"JSON values {o['data'][:5]} (not numbers)"
             if o["name"] in case.binary:
                 got = "asked for in binary, came as JSON"
         else:
             size = o["parameters"]["binary_data_size"]
             got = np.frombuffer(raw[offset:offset + size], dtype)
             offset += size
-            if o["name"] in case.text and (dtype.kind != "f" or np.isfinite(got).all()):
+            if o["name"] in case.text:
                 got = "asked for as JSON, came in binary"
         outputs.append((o["name"], o["datatype"], o["shape"], got))
     if offset != len(raw):

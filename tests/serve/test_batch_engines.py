@@ -177,6 +177,17 @@ def test_spark_predict_udf(workdir, monkeypatch):
         np.testing.assert_allclose(np.array([r["out"]["y"] for r in got], np.float32), expected["y"], rtol=1e-6)
         np.testing.assert_allclose(np.array([r["out"]["s"] for r in got], np.float32), expected["s"], rtol=1e-5,
                                    atol=1e-6)
+        # without batch_size, each worker compiles the bucket of Spark's Arrow batch cut evenly: 100 rows over calls
+        # of at most 64 are two calls of 50 (not 64 and 36 padded to 64), its one bucket, compiled at start
+        ns["spark"].conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+        assert jaxport.spark.arrow_batch_rows() == 100
+        assert [jaxport.spark.even_share(n, 64) for n in (100, 10_000, 64, 65, None)] == [50, 64, 64, 33, 64]
+        counts = jaxport.spark.metrics(ns["spark"])
+        udf = jaxport.spark.predict_udf(workdir / "small.jaxport", metrics=counts)
+        got = sorted(df.withColumn("out", udf("x")).select("id", "out").collect(), key=lambda r: r["id"])
+        np.testing.assert_allclose(np.array([r["out"]["y"] for r in got], np.float32), expected["y"], rtol=1e-6)
+        c = counts.value
+        assert (c["rows"], c["compilations"], c["compilations_after_warmup"]) == (150, c["workers"], 0), c
     finally:
         ns["spark"].stop()
 

@@ -158,6 +158,8 @@ def test_fast_calls_with_nothing_waiting_run_on_the_callers_thread(batched, dire
         admitted = batched.admit({"x": x})
         assert batcher.inline(admitted) is None  # no call of this bucket measured yet: the worker runs it
         _expect(direct, x, batcher.submit(admitted).result(timeout=60))
+        assert batcher.inline(admitted) is None  # the first call pays one-time costs: not a measure
+        _expect(direct, x, batcher.submit(admitted).result(timeout=60))
         inline = batcher.inline(admitted)
         assert inline is not None and batcher.waits.inline == 1
         _expect(direct, x, inline)
@@ -188,3 +190,31 @@ def test_close_lets_queued_requests_finish(batched, direct):
         _expect(direct, x, f.result(timeout=0))
     with pytest.raises(RuntimeError, match="the batcher is closed"):
         batcher.submit(batched.admit({"x": xs[1]}))
+
+
+def test_merged_calls_never_wait_for_a_compile_and_what_they_need_compiles_meanwhile(mlp, direct):
+    """Only buckets 1, 2 and 4096 are compiled: ten one-row requests queued behind a running call merge two at a
+    time (never into 4096 rows, never waiting for a compile) while the bucket of all ten (16) compiles on the
+    compile thread; the next ten merge into one call on it."""
+    b = Batched(jaxport.load(mlp), {"batch": [1, 2, 4, 8, 16, 4096]})
+    b.warmup(buckets=[{"batch": 1}, {"batch": 2}, {"batch": 4096}])
+    batcher = Batcher(b, merge=True, window_ms=2)
+    try:
+        for round_ in range(2):
+            if round_:
+                deadline = time.monotonic() + 120  # the bucket of ten rows, compiled meanwhile
+                while not b.compiled.has((16,)) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            big = _x(4096, 1)  # one long call occupies the worker while the others queue
+            small = [_x(1, 40 + i) for i in range(10)]
+            futures = [batcher.submit(b.admit({"x": big}))] + [batcher.submit(b.admit({"x": x})) for x in small]
+            for x, f in zip([big, *small], futures):
+                _expect(direct, x, f.result(timeout=120))
+            if not round_:
+                assert b.stats["batch=2"].calls == 5 and b.stats["batch=4096"].calls == 1, b.stats
+        assert batcher.waits.per_call == {1: 2, 2: 5, 10: 1}, batcher.waits.per_call
+        # the buckets of what was queued at each merge (10, 8, 6 and 4 rows), each compiled once, meanwhile
+        assert b.stats["batch=16"].calls == 1 and b.compiled.counts["request"] == 3
+        assert sorted(k["batch"] for k in b.compiled.held) == [1, 2, 4, 8, 16, 4096]
+    finally:
+        batcher.close()

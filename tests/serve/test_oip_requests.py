@@ -5,6 +5,8 @@ real server."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -194,14 +196,21 @@ TENSORS = [oip.Tensor("y", "FP32", [-1], ["batch"]), oip.Tensor("k", "INT32", [-
 
 
 def test_a_response_never_changes_a_value():
-    """JSON where asked for; NaN and infinities, which JSON cannot carry, in binary even where JSON was asked for;
-    the outputs asked for, in their order."""
+    """JSON where asked for, NaN and infinities (which JSON has no number for) as the strings "NaN", "Infinity",
+    "-Infinity", which numpy reads back as those values; the outputs asked for, in their order."""
     y, k = np.array([1.5, np.nan, -np.inf], np.float32), np.array([1, 2, 3], np.int32)
     body, raw = oip.response("m", "1", "r", TENSORS, {"y": y, "k": k}, None, False)
     assert body == {"id": "r", "model_name": "m", "model_version": "1", "outputs": [
-        {"name": "y", "datatype": "FP32", "shape": [3], "parameters": {"binary_data_size": 12}},
+        {"name": "y", "datatype": "FP32", "shape": [3], "data": [1.5, "NaN", "-Infinity"]},
         {"name": "k", "datatype": "INT32", "shape": [3], "data": [1, 2, 3]}]}
-    assert raw == [y.tobytes()]
+    assert raw == []
+    np.testing.assert_array_equal(np.array(body["outputs"][0]["data"], np.float32), y)  # as tritonclient reads it
+    got = oip.decode("inputs[0]", "FP32", [3], data=["Infinity", "NaN", 2])  # and a request sends them so
+    np.testing.assert_array_equal(got, np.array([np.inf, np.nan, 2], np.float32))
+    with pytest.raises(InputError, match=re.escape("inputs[0].data[0] is 'nan', which FP32 cannot hold")):
+        oip.decode("inputs[0]", "FP32", [1], data=["nan"])
+    with pytest.raises(InputError, match=re.escape("inputs[0].data[0] is 'NaN', which INT32 cannot hold")):
+        oip.decode("inputs[0]", "INT32", [1], data=["NaN"])
     body, raw = oip.response("m", "1", "r", TENSORS, {"y": y[:1], "k": k},
                              [oip.Requested("k", True), oip.Requested("y", None)], False)
     assert [o["name"] for o in body["outputs"]] == ["k", "y"] and raw == [k.tobytes()]

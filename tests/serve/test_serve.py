@@ -165,6 +165,7 @@ def test_metadata_matches_the_manifest(server):
     p = meta["parameters"]
     assert (p["function"], p["dims"], p["constraints"]) == ("predict", {"batch": {"min": 1, "max": 4096}}, [])
     assert (p["buckets"], p["batch"], p["max_rows"]) == ([{"batch": 1}, {"batch": 8}, {"batch": 32}], "batch", 32)
+    assert (p["sizes"], p["planned"], p["strict"]) == ({"batch": [1, 8, 32]}, 3, False)
     assert p["padding"]["batch"] == {"allowed": True, "fill": "edge", "inputs": {"x": [0]},
                                      "outputs": {"output": [0]}, "split": {"allowed": True}}
     grpc = grpcclient.InferenceServerClient(url=server["grpc"])
@@ -188,21 +189,20 @@ def test_bad_input_is_400_with_the_artifacts_message(server):
     status, body = _post(f"{server['base']}/v2/models/mlp/infer",
                          {"inputs": [{"name": "x", "shape": [1, 784], "datatype": "FP32", "data": [0.0] * 5}]})
     assert (status, body) == (400, {"error": "inputs[0].data has 5 values, but shape [1, 784] takes 784."})
-    # a function that mixes rows: its n must be a bucket's (2, 4); 3 is refused with the proof's reason
-    path = server["paths"]["centered"]
-    status, body = _post(f"{server['base']}/v2/models/centered/infer",
-                         {"inputs": [{"name": "x", "shape": [3, 3], "datatype": "FP32", "data": [1.0] * 9}]})
-    assert (status, body) == (400, {"error": f"{path}: function 'f': no compiled bucket fits n=3: n must equal "
-                                             f"a bucket's value (2, 4) because padding it is not proven safe: "
-                                             f"output 'output' depends on a reduction over n (stablehlo.reduce). "
-                                             f"Serve with --dim to compile the sizes you call with (dims={{...}} in "
-                                             f"Python)."})
-    x4 = _x(4, 3, cols=3)
-    status, body = _post(f"{server['base']}/v2/models/centered/infer",
-                         {"inputs": [{"name": "x", "shape": [4, 3], "datatype": "FP32", "data": x4.ravel().tolist()}]})
-    assert status == 200
-    np.testing.assert_allclose(np.asarray(body["outputs"][0]["data"]).reshape(4, 3), x4 - x4.mean(axis=0),
-                               rtol=1e-5, atol=1e-6)
+    # a function that mixes rows, on buckets n=2 and 4: n=3 may not be padded to 4, so it runs on a bucket of its
+    # own, compiled on its first use (once), and counted
+    for rows in (4, 3, 3):
+        xn = _x(rows, 3, cols=3)
+        status, body = _post(f"{server['base']}/v2/models/centered/infer",
+                             {"inputs": [{"name": "x", "shape": [rows, 3], "datatype": "FP32",
+                                          "data": xn.ravel().tolist()}]})
+        assert status == 200, body
+        np.testing.assert_allclose(np.asarray(body["outputs"][0]["data"]).reshape(rows, 3), xn - xn.mean(axis=0),
+                                   rtol=1e-5, atol=1e-6)
+    metrics = _metrics(server)
+    assert _metric(metrics, "jaxport_compilations_after_warmup", model="centered", version="1") == 1
+    assert _metric(metrics, "jaxport_compilations_total", model="centered", version="1", phase="request") == 1
+    assert _metric(metrics, "jaxport_program_calls_total", model="centered", version="1", bucket="n=3") == 2
     grpc = grpcclient.InferenceServerClient(url=server["grpc"])
     inp = grpcclient.InferInput("x", [2, 3], "FP32")
     inp.set_data_from_numpy(x)
@@ -248,7 +248,7 @@ def test_concurrent_requests_are_batched_and_nothing_compiles_after_ready(server
     assert _metric(after, "jaxport_program_calls_total", model="mlp", version="1", bucket="batch=32") >= 2
     padded = _metric(after, "jaxport_padded_rows_total", model="mlp", version="1", bucket="batch=8")
     assert padded >= 5  # the 3-row request ran on bucket 8
-    for model, version in (("mlp", "1"), ("mlp", "2"), ("centered", "1")):
+    for model, version in (("mlp", "1"), ("mlp", "2")):  # every size listed (--dim) compiled before ready
         assert _metric(after, "jaxport_compilations_after_warmup", model=model, version=version) == 0
     server["log"].flush()
     server["log"].seek(0)

@@ -65,13 +65,30 @@ def test_pads_splits_and_equals_a_direct_call_without_compiling_after_warmup(mlp
     assert batched.empty_outputs()["output"].shape == (0, 10)
 
 
-def test_refuses_with_the_reason_where_padding_is_not_proven(make_artifact):
+def test_where_padding_is_not_proven_a_size_runs_on_its_own_bucket_compiled_on_first_use(make_artifact):
     path = make_artifact("def f(x):\n    return x - x.mean(axis=0)\n",
                          "jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\nargs:\n  - \"f32[batch, 3]\"\n")
     batched = Batched(jaxport.load(path), {"batch": [2, 4]})
     assert batched.batch is None
     assert batched.no_batch_reason == ("padding batch is not proven safe: output 'output' depends on a reduction "
                                        "over batch (stablehlo.reduce)")
+    batched.warmup()
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+    for rows in (4, 3, 3, 10, 2):  # 3 and 10 are no planned size: each compiles once, on first use
+        np.testing.assert_allclose(batched({"x": x[:rows]})["output"], x[:rows] - x[:rows].mean(axis=0), rtol=1e-6)
+    assert (batched.compilations, batched.compilations_after_warmup) == (4, 2)
+    assert batched.compiled.warm == [{"batch": 2}, {"batch": 4}]
+    assert batched.compiled.held == [{"batch": 2}, {"batch": 4}, {"batch": 3}, {"batch": 10}]
+    assert {k: s.calls for k, s in batched.stats.items()} == {"batch=4": 1, "batch=3": 2, "batch=10": 1, "batch=2": 1}
+    with pytest.raises(jaxport.InputError, match=re.escape(
+            "input 'x': shape[1] = 2, but the artifact expects 3 (f32[batch, 3]).")):
+        batched({"x": x[:, :2]})
+
+
+def test_strict_refuses_a_size_no_planned_bucket_fits_with_the_reason(make_artifact):
+    path = make_artifact("def f(x):\n    return x - x.mean(axis=0)\n",
+                         "jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\nargs:\n  - \"f32[batch, 3]\"\n")
+    batched = Batched(jaxport.load(path), {"batch": [2, 4]}, strict=True)
     batched.warmup()
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     np.testing.assert_allclose(batched({"x": x})["output"], x - x.mean(axis=0))
@@ -80,10 +97,10 @@ def test_refuses_with_the_reason_where_padding_is_not_proven(make_artifact):
             f"because padding it is not proven safe: output 'output' depends on a reduction over batch "
             f"(stablehlo.reduce). Serve with --dim to compile the sizes you call with (dims={{...}} in Python).")):
         batched({"x": x[:3]})
-    with pytest.raises(jaxport.InputError, match=re.escape(
-            "input 'x': shape[1] = 2, but the artifact expects 3 (f32[batch, 3]).")):
-        batched({"x": x[:, :2]})
     assert batched.compilations_after_warmup == 0
+    with pytest.raises(jaxport.UsageError, match=re.escape(
+            f"{path}: function 'f': batch=3 is not one of the planned buckets (batch in 2, 4).")):
+        batched.warmup(buckets=[{"batch": 3}])
 
 
 def test_padding_to_the_default_buckets_wastes_under_a_tenth_of_the_rows_over_sizes_1_to_100(mlp):
@@ -118,7 +135,7 @@ def test_lazy_compiles_the_first_bucket_a_call_needs_and_pads_smaller_calls_to_i
         x = _x(rows, rows)
         np.testing.assert_allclose(batched({"x": x})["output"], np.asarray(direct(x)), rtol=1e-5, atol=1e-6)
     assert (batched.compilations, batched.compilations_after_warmup) == (1, 0)
-    assert batched.stats["batch=32"].calls == 4 and batched.stats["batch=1"].calls == 0
+    assert batched.stats["batch=32"].calls == 4 and "batch=1" not in batched.stats  # stats of the buckets that ran
     batched({"x": _x(50)})  # over the compiled bucket: 64 compiles, once
     batched({"x": _x(40)})
     assert (batched.compilations, batched.compilations_after_warmup) == (2, 1)
@@ -157,17 +174,17 @@ def test_lazy_runs_smaller_calls_on_a_bucket_warmed_ahead(mlp):
 
 
 def test_padding_verdicts_are_remembered_in_the_cache_and_a_damaged_record_is_ignored(mlp, tmp_path, monkeypatch):
-    from jaxport.serve import batching
+    from jaxport.serve import verdicts
 
     cache = tmp_path / "cache"
     first = Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache)
-    records = sorted(cache.glob(f"jaxport-{batching.PADDING_RECORD.replace('-', '_')}-*.json"))
+    records = sorted(cache.glob(f"jaxport-{verdicts.PADDING_RECORD.replace('-', '_')}-*.json"))
     assert len(records) == 1 and first.verdicts["batch"].allowed
 
     def no_specializing(*args, **kwargs):
         raise AssertionError("the program was specialized again")
 
-    monkeypatch.setattr(batching, "specializer", lambda *args: no_specializing)
+    monkeypatch.setattr(verdicts, "specializer", lambda *args: no_specializing)
     second = Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache)
     assert second.verdicts == first.verdicts and second.batch == "batch"
     monkeypatch.undo()
@@ -211,3 +228,60 @@ def test_an_engine_loads_by_load_options_and_takes_their_fields_by_keyword(mlp, 
         Engine(mlp, load=LoadOptions(runtime="iree"))
     with pytest.raises(TypeError, match=re.escape("Engine() got an unexpected keyword argument 'cache_directory'")):
         Engine(mlp, cache_directory=cache)
+
+
+ATTENTION = ("import jax\nimport jax.numpy as jnp\n\n\ndef f(x):\n    s = jnp.einsum('bqd,bkd->bqk', x, x)\n"
+             "    return jax.nn.softmax(s, axis=-1) @ x\n")
+
+
+def test_the_default_plan_holds_for_every_variable_of_a_model_with_several(make_artifact):
+    """A tagger's batch 1..64 and seq 1..512 each take the ladder (no thinning to 64 buckets): 20 x 32 sizes."""
+    from jaxport.serve.buckets import fitting, warmup_order
+
+    path = make_artifact(ATTENTION, "jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\n  seq: {min: 1, max: 512}\n"
+                                    "args:\n  - \"f32[batch, seq, 2]\"\n")
+    f = jaxport.load(path).function_record
+    plan = plan_buckets(f)
+    sizes = {v: sorted({b[v] for b in plan.buckets}) for v in ("batch", "seq")}
+    assert sizes["batch"] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64]
+    assert sizes["seq"][:13] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20] and sizes["seq"][-2:] == [448, 512]
+    assert (len(sizes["seq"]), len(plan.buckets), plan.source) == (32, 640, "spec bounds")
+    padded = {"batch": True, "seq": False}.__getitem__
+    # batch pads up the ladder; seq runs at its own size (strict: only a planned one)
+    assert fitting(f, sizes, padded, {"batch": 9, "seq": 100}, strict=False)[:2] == [{"batch": 10, "seq": 100},
+                                                                                      {"batch": 12, "seq": 100}]
+    assert fitting(f, sizes, padded, {"batch": 9, "seq": 100}, strict=True) == []
+    assert fitting(f, sizes, padded, {"batch": 9, "seq": 96}, strict=True)[0] == {"batch": 10, "seq": 96}
+    must, rest = warmup_order(f, plan.buckets, {"seq": [128]}, strict=False)
+    assert must == [{"batch": 1, "seq": 1}, {"batch": 1, "seq": 128}] and rest[:2] == [{"batch": 1, "seq": 2},
+                                                                                      {"batch": 2, "seq": 1}]
+    assert warmup_order(f, plan.buckets, {}, strict=True) == (sorted(plan.buckets, key=lambda b: (
+        b["batch"] * b["seq"], b["batch"], b["seq"])), [])
+
+
+def test_one_compile_per_bucket_however_many_ask_and_eviction_past_the_bound(make_artifact):
+    import concurrent.futures
+
+    path = make_artifact(ATTENTION, "jaxport: 1\ndims:\n  batch: {min: 1, max: 4}\n  seq: {min: 1, max: 16}\n"
+                                    "args:\n  - \"f32[batch, seq, 2]\"\n")
+    direct = jaxport.load(path)
+    batched = Batched(jaxport.load(path), most=2)
+    batched.warmup(buckets=[{"batch": 1, "seq": 1}])
+    base = np.random.default_rng(0).standard_normal((3, 16, 2), dtype=np.float32)
+    x = base[:, :9]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:  # eight callers of one new bucket at once
+        outs = list(pool.map(lambda _: batched({"x": x})["output"], range(8)))
+    for out in outs:
+        np.testing.assert_allclose(out, np.asarray(direct(x)), rtol=1e-5, atol=1e-6)
+    assert (batched.compilations, batched.compilations_after_warmup) == (2, 1)
+    admitted = batched.admit({"x": base[:, :11]})
+    pending = batched.pending(admitted)  # the compile of (3, 11), on the compile thread
+    assert pending is not None and batched.pending(admitted) is pending  # one flight
+    pending.result(timeout=120)
+    assert batched.pending(admitted) is None and batched.compiled_for(admitted)
+    for part in (base[:, :13], base[:, :9], base[:1, :1]):  # 13 evicts (3, 9); (3, 9) compiles again and evicts
+        np.testing.assert_allclose(batched({"x": part})["output"], np.asarray(direct(part)), rtol=1e-5, atol=1e-6)
+    assert batched.compiled.evicted == 2 and batched.compilations_after_warmup == 4
+    assert batched.compiled.held == [{"batch": 1, "seq": 1}, {"batch": 3, "seq": 13}, {"batch": 3, "seq": 9}]
+    #   ((3, 11) evicted; (1, 1), the warm-up's, kept)
+    assert batched.compiled.counts == {"warmup": 1, "background": 0, "request": 4}

@@ -1,8 +1,8 @@
 """``jaxport serve`` of programs whose rows depend on their positions (``x + arange(rows)``) or pair rows
 (``x @ x.T``): a real server on 127.0.0.1 (ephemeral ports) with a batching window, queried over HTTP and gRPC by
 concurrent clients. Such a request is padded up to a bucket (positions kept) but never split over the largest bucket
-(a 400 naming why, not rows numbered 0..7, 0..7, 0..3 or a 500) nor merged with other clients' rows; after every
-refusal a canary still gets the right answer. Values are compared with ``jax.jit`` of the live function. Skips when
+(it runs whole, on a bucket of its own: not rows numbered 0..7, 0..7, 0..3) nor merged with other clients' rows; a
+canary still gets the right answer after each. Values are compared with ``jax.jit`` of the live function. Skips when
 the extra jaxport[serve] or tritonclient is not installed."""
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tests.support import REPO
 if importlib.util.find_spec("kserve") is None:
     pytest.skip("jaxport serve needs the extra jaxport[serve] (pip install 'jaxport[serve]')", allow_module_level=True)
 grpcclient = pytest.importorskip("tritonclient.grpc", reason="the tests' client: pip install 'tritonclient[all]'")
-from tritonclient.utils import InferenceServerException  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -111,26 +110,25 @@ def _canary(server, live) -> None:
         np.testing.assert_allclose(_answer(body), live[model](x), rtol=1e-5, atol=1e-5)
 
 
-def test_a_batch_over_the_largest_bucket_is_a_400_naming_why(server, live):
-    for model, reason in (("numbered", POSITIONS), ("gram", PAIRS)):
-        path = server["paths"][model]
-        status, body = _post(server, model, _x(20))
-        assert (status, body) == (400, {"error": (
-            f"{path}: function '{model}': 20 rows are more than the largest bucket's 8, and the batch may not be "
-            f"split into calls of 8 rows: splitting or merging batch is not proven safe: {reason}. Send at most 8 "
-            f"rows per call, or compile a bucket that holds them (--dim batch=...,20; dims={{...}} in Python).")})
+def test_a_batch_over_the_largest_bucket_runs_whole_on_a_bucket_of_its_own(server, live):
+    """20 rows of a program whose rows depend on their positions (or pair rows) are never split into 8 + 8 + 4:
+    they run as one call on a bucket of 20 rows, compiled on first use (``--compile-after-ready never`` refuses
+    them instead: tests/run/test_position_dependence.py)."""
+    for model in ("numbered", "gram"):
+        x = _x(20)
+        status, body = _post(server, model, x)
+        assert status == 200, body
+        np.testing.assert_allclose(_answer(body), live[model](x), rtol=1e-5, atol=1e-5)  # rows 0..19
         _canary(server, live)
     x = _x(20, 1)  # a row-wise program is still split: 8 + 8 + 4
     status, body = _post(server, "twice", x)
     assert status == 200
     np.testing.assert_allclose(_answer(body), live["twice"](x), rtol=1e-6)
     grpc = grpcclient.InferenceServerClient(url=server["grpc"])
+    x = _x(12)
     inp = grpcclient.InferInput("x", [12, 3], "FP32")
-    inp.set_data_from_numpy(_x(12))
-    with pytest.raises(InferenceServerException) as e:
-        grpc.infer("gram", [inp])
-    assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "12 rows are more than the largest bucket's 8" in e.value.message()
+    inp.set_data_from_numpy(x)
+    np.testing.assert_allclose(grpc.infer("gram", [inp]).as_numpy("output"), live["gram"](x), rtol=1e-5, atol=1e-5)
     _canary(server, live)
 
 

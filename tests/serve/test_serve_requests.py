@@ -9,6 +9,8 @@ import gzip
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -234,9 +236,9 @@ def test_no_client_unloads_a_model_and_kserve_s_v1_routes_are_not_served(server)
     _canary(server)
 
 
-def test_nan_and_infinities_asked_for_as_json_come_in_binary(server):
-    """log(x) of 0 and -1 is -inf and NaN, which JSON cannot carry: that output comes in binary (tritonclient reads
-    it, as it reads any binary output), the others as JSON."""
+def test_nan_and_infinities_asked_for_as_json_come_as_json_strings(server):
+    """log(x) of 0 and -1 is -inf and NaN, which JSON has no number for: a JSON response carries them as the strings
+    "-Infinity" and "NaN" (the body stays JSON, which tritonclient and curl read), and a JSON request sends them so."""
     x = np.array([[0.0, -1.0, 1.0]], np.float32)
     n, b = np.array([3], np.int32), np.array([False])
     client = httpclient.InferenceServerClient(url=server["http"])
@@ -251,17 +253,21 @@ def test_nan_and_infinities_asked_for_as_json_come_in_binary(server):
     np.testing.assert_array_equal(result.as_numpy("w"), w)
     assert np.isneginf(result.as_numpy("w")[0, 0]) and np.isnan(result.as_numpy("w")[0, 1])
     np.testing.assert_array_equal(result.as_numpy("k"), k)
-    response = result.get_response()
-    assert [(o["name"], o.get("parameters"), o.get("data")) for o in response["outputs"]] == [
-        ("w", {"binary_data_size": 12}, None), ("k", None, [4])]
-    status, headers, body = _post(f"{server['base']}/v2/models/m/infer", _json(
-        {"inputs": [_tensor("x", x, "FP32"), _tensor("n", n, "INT32"), _tensor("b", b, "BOOL")],
-         "outputs": [{"name": "w"}]}))
-    length = int(headers["inference-header-content-length"])
-    assert status == 200 and headers["content-type"] == "application/octet-stream"
-    assert json.loads(body[:length])["outputs"] == [{"name": "w", "datatype": "FP32", "shape": [1, 3],
-                                                     "parameters": {"binary_data_size": 12}}]
-    np.testing.assert_array_equal(np.frombuffer(body[length:], np.float32).reshape(1, 3), w)
+    assert [(o["name"], o.get("parameters"), o.get("data")) for o in result.get_response()["outputs"]] == [
+        ("w", None, ["-Infinity", "NaN", 0.0]), ("k", None, [4])]
+    request = {"inputs": [{**_tensor("x", x, "FP32"), "data": ["NaN", "Infinity", 1.0]}, _tensor("n", n, "INT32"),
+                          _tensor("b", b, "BOOL")], "outputs": [{"name": "y"}]}
+    status, headers, body = _post(f"{server['base']}/v2/models/m/infer", _json(request))
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert json.loads(body)["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [1, 3],
+                                            "data": ["NaN", "Infinity", 2.0]}]
+    if shutil.which("curl") is not None:  # the command line a user types
+        res = subprocess.run(["curl", "-s", "-w", "\\n%{content_type}", "-H", "Content-Type: application/json",
+                              "-d", json.dumps(request), f"{server['base']}/v2/models/m/infer"],
+                             capture_output=True, text=True, timeout=60)
+        text, content_type = res.stdout.rsplit("\n", 1)
+        assert content_type == "application/json"
+        assert json.loads(text)["outputs"][0]["data"] == ["NaN", "Infinity", 2.0]
     _canary(server)
 
 

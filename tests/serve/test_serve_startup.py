@@ -205,8 +205,8 @@ def test_open_models_is_jaxport_serve_in_python(work):
     assert refusals == [
         "runtime 'iree' cannot serve: serving compiles every shape bucket ahead, which the 'jax' runtime does; load "
         "with that one.",
-        "a server compiles every bucket into JAX's compilation cache before it listens: give cache_dir=DIR rather "
-        "than cache=False.",
+        "a server compiles into JAX's compilation cache and fetches from it: give cache_dir=DIR rather than "
+        "cache=False.",
         "--dim rows: no served function has a dimension variable 'rows'."]
 
 
@@ -300,8 +300,8 @@ def test_json_events_a_second_server_on_its_ports_and_sigint(work, running):
         assert (res.returncode, res.stderr) == (2, IN_USE.format(option=option, port=port))
     assert server.stop(signal.SIGINT) == 130
     assert server.next_event(30) == {"event": "stopped", "signal": "SIGINT", "exit_code": 130}
-    assert server.log().endswith("error[interrupted]: stopped by SIGINT (Ctrl-C); every output is as it was or "
-                                 "complete, and no temporary file is left\n")
+    assert server.log().endswith("jaxport serve: stopped by SIGINT (Ctrl-C); every request in flight was "
+                                 "answered\n")  # a stop as it should be: no error line
     assert len(server.lines) == 3 and all(line.endswith("}\n") for line in server.lines)
     for line in server.lines:  # one JSON object per line, each valid
         jsonschema.validate(json.loads(line), SCHEMA)
@@ -355,8 +355,7 @@ def test_sigterm_lets_the_requests_in_flight_finish_then_exits_143(work, running
         assert when > signalled
         np.testing.assert_allclose(got, expected, rtol=1e-6)
     assert server.next_event(30) == {"event": "stopped", "signal": "SIGTERM", "exit_code": 143}
-    assert server.log().endswith("error[interrupted]: stopped by SIGTERM; every output is as it was or complete, "
-                                 "and no temporary file is left\n")
+    assert server.log().endswith("jaxport serve: stopped by SIGTERM; every request in flight was answered\n")
 
 
 # --- the real bind, after warm-up ----------------------------------------------------------------------------------

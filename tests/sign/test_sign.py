@@ -401,11 +401,9 @@ def test_rebind_writes_an_unsigned_artifact_and_says_so(tmp_path, keys, run_cli)
     shutil.copy(GOLDEN / "mlp-bound.jaxport", src)
     assert run_cli("sign", src, "--key", keys["ci"][0]).exit_code == 0
     out = tmp_path / "tuned.jaxport"
-    Path(f"{out}.sig").write_text("{}")  # a stale signature of a file the new one replaces
     assert carry_notes(src, out) == [
         f"{src}.sig signs {src}, not the new artifact: its signature does not carry over. Sign {out} again "
-        f"(jaxport sign {out} --key PRIVATE.pem).",
-        f"{out}.sig beside the new artifact signs the file it replaced and no longer verifies; sign {out} again."]
+        f"(jaxport sign {out} --key PRIVATE.pem)."]
     res = run_cli("rebind", src, "--bind", "params=nowhere.npz", "-o", out, "--require-signature", keys["other"][1])
     assert res.exit_code == 14 and "which is not trusted" in res.stderr
 
@@ -423,3 +421,30 @@ def test_a_keyless_bundle_with_trusted_identities_is_checked_offline(signed, key
     assert res.stderr.count("\n") == 1 and "TUF" not in res.stderr
     assert (f"[signature] {sig}: not a model-signing signature bundle: sigstore cannot read it as a keyless bundle "
             f"(failed to load bundle: ") in res.stderr
+
+
+def test_export_over_a_signed_artifact_removes_the_signature_it_no_longer_matches(tmp_path, keys, run_cli,
+                                                                                  monkeypatch):
+    """A re-export that writes the same bytes (the same code and spec) keeps the signature, which still signs them;
+    one that writes other bytes removes it and says which, so no stale bundle sits beside the new artifact."""
+    from tests.support import EXAMPLES
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(EXAMPLES / "mlp", "mlp")
+    export = ("export", "mlp/model.py:predict", "--shapes", "mlp/spec.yaml", "-o", "m.jaxport")
+    assert run_cli(*export).exit_code == 0
+    assert run_cli("sign", "m.jaxport", "--key", keys["ci"][0]).exit_code == 0
+    res = run_cli(*export)
+    assert res.exit_code == 0 and "removed" not in res.stderr
+    assert run_cli("check", "m.jaxport", "--signature-key", keys["ci"][1]).exit_code == 0
+    res = run_cli(*export, "--version", "2.0.0")  # other bytes under the same name
+    assert res.exit_code == 0
+    assert ("warning: removed m.jaxport.sig: it signed the previous m.jaxport, not the one just written. Sign it again "
+            "(jaxport sign m.jaxport --key PRIVATE.pem).\n") in res.stderr
+    assert not Path("m.jaxport.sig").exists()
+    Path("m.jaxport.sig").write_text("{}")  # no bundle at all
+    res = run_cli("rebind", "m.jaxport", "--bind", "x=nowhere.npz", "-o", "m.jaxport")
+    assert res.exit_code != 0 and Path("m.jaxport.sig").exists()  # nothing written: nothing removed
+    res = run_cli(*export)
+    assert ("warning: removed m.jaxport.sig: it is no signature bundle jaxport reads, so it signs no m.jaxport. Sign "
+            "it again (jaxport sign m.jaxport --key PRIVATE.pem).\n") in res.stderr

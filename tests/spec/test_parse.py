@@ -13,7 +13,8 @@ from jaxport.errors import SpecError
 from jaxport.export.lower import InputLeaf, function_constraints
 from jaxport.spec import MAX_SPEC_BYTES, ArrayLeaf, StaticLeaf, load_spec, parse_spec
 
-DTYPES = "bool, i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2"
+DTYPES = ("bool, i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2, i4, u4, "
+          "f4e2m1fn")
 KEY_DTYPES = "or key for a PRNG key (key<rbg>, key<unsafe_rbg> for other implementations)"
 TOP_KEYS = ("jaxport, name, dims, constraints, args, kwargs, outputs, platforms, allow_custom_calls, metadata, "
             "functions, mesh, outputs_sharding, vjp_order")
@@ -414,7 +415,8 @@ def test_dims_errors(text, message):
     ("text", "message"),
     [
         ("jaxport: 1\nargs: ['f32[3]']\nplatforms: [cpu, gpu]\n",
-         "spec.yaml:3: platforms: unknown platform 'gpu'. Did you mean 'tpu'? Use some of: cpu, cuda, rocm, tpu."),
+         "spec.yaml:3: platforms: unknown platform 'gpu'. Did you mean 'cuda'? (JAX names an NVIDIA GPU cuda, an AMD "
+         "one rocm.) Use some of: cpu, cuda, rocm, tpu."),
         ("jaxport: 1\nargs: ['f32[3]']\nplatforms: []\n",
          "spec.yaml:3: 'platforms' must be a list such as [cpu, cuda, tpu]."),
         ("jaxport: 1\nargs: ['f32[3]']\nallow_custom_calls: [1]\n",

@@ -75,12 +75,14 @@ def test_upgrading_twice_gives_the_same_bytes(tmp_path):
     assert a.path.read_bytes() == b.path.read_bytes()
 
 
-def test_an_artifact_this_jax_wrote_has_nothing_to_upgrade(mlp_path, tmp_path, run_cli):
+def test_an_artifact_this_jax_wrote_has_nothing_to_upgrade_and_is_copied(mlp_path, tmp_path, run_cli):
+    """A script that uploads -o next finds it: the artifact as it is (the same bytes, as jaxport writes it)."""
     res = run_cli("upgrade", str(mlp_path), "-o", str(tmp_path / "new.jaxport"))
     assert res.exit_code == 0, res.stderr
-    assert res.stdout == (f"Nothing to do: {mlp_path} was written by jax {jax.__version__}, the JAX running here, "
-                          f"which reads it itself; nothing was written.\n")
-    assert not (tmp_path / "new.jaxport").exists()
+    assert res.stdout == (f"Nothing to upgrade: {mlp_path} was written by jax {jax.__version__}, the JAX running "
+                          f"here, which reads it itself; copied it as it is to {tmp_path / 'new.jaxport'}.\n")
+    assert (tmp_path / "new.jaxport").read_bytes() == mlp_path.read_bytes()
+    assert (tmp_path / "new.jaxport.manifest.json").is_file()
 
 
 def test_upgrade_never_writes_over_its_input(tmp_path, run_cli):

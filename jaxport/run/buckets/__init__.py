@@ -4,7 +4,18 @@ proof that a call may be padded up to a bucket, and that a batch may be split in
 (``rowwise``, ``padding``). ``jaxport compile`` (``run.deploy``), ``jaxport serve`` and the batch engines
 (``serve.batching``) import them from here."""
 
-from .plan import MAX_BUCKETS, MAX_PROPOSED, SINGLE_NAME, Plan, function_names, ladder, parse_assignments, plan, propose
+from .plan import (
+    MAX_BUCKETS,
+    MAX_PROPOSED,
+    SINGLE_NAME,
+    Plan,
+    combined,
+    function_names,
+    ladder,
+    parse_assignments,
+    plan,
+    propose,
+)
 
-__all__ = ["MAX_BUCKETS", "MAX_PROPOSED", "SINGLE_NAME", "Plan", "function_names", "ladder", "parse_assignments",
-           "plan", "propose"]
+__all__ = ["MAX_BUCKETS", "MAX_PROPOSED", "SINGLE_NAME", "Plan", "combined", "function_names", "ladder",
+           "parse_assignments", "plan", "propose"]

@@ -26,23 +26,25 @@ def structs(f: Function, env: Mapping[str, int]) -> list[Any]:
     return [jax.ShapeDtypeStruct(contract.concrete_shape(i, env), dtypes.to_numpy(i.dtype)) for i in f.inputs]
 
 
-def specializer(backend: JaxBackend, f: Function) -> Callable[[Mapping[str, int]], str]:
-    """``specialize`` for an assignment of the variables, each assignment specialized once."""
-    cache: dict[tuple[tuple[str, int], ...], str] = {}
+def specializer(backend: JaxBackend, f: Function, *, fast: bool = False) -> Callable[[Mapping[str, int]], Any]:
+    """``specialize`` for an assignment of the variables, each assignment specialized once: MLIR text, or with
+    ``fast`` bytecode (what the padding proof alone reads: ``specialize.static_module``)."""
+    cache: dict[tuple[tuple[str, int], ...], str | bytes] = {}
 
-    def specialized(env: Mapping[str, int]) -> str:
+    def specialized(env: Mapping[str, int]) -> str | bytes:
         key = tuple(sorted(env.items()))
         if key not in cache:
-            cache[key] = specialize(backend, structs(f, env))
+            cache[key] = specialize(backend, structs(f, env), fast=fast)
         return cache[key]
 
     return specialized
 
 
-def padding_verdicts(f: Function, n_weights: int, specialized: Callable[[Mapping[str, int]], str],
-                     polymorphic: str) -> dict[str, rowwise.Verdict]:
+def padding_verdicts(f: Function, n_weights: int, specialized: Callable[[Mapping[str, int]], str | bytes],
+                     polymorphic: str | bytes) -> dict[str, rowwise.Verdict]:
     """Whether calls may pad each dimension variable (``rowwise``), from two specializations per variable at sizes
-    chosen to be unlike the program's other dimensions, and from the polymorphic program itself (its MLIR text):
+    chosen to be unlike the program's other dimensions, and from the polymorphic program itself (its MLIR text, or
+    its serialized portable artifact: ``dimvalues.used_values``):
     a variable whose value the program computes with (``dimvalues``) is never padded, split or merged."""
     variables = contract.dimension_variables(f)
     used = dimvalues.used_values(polymorphic, f)

@@ -115,7 +115,7 @@ def plan(fn: Function, *, fixed: Mapping[str, int] | None = None,
                     raise UsageError(f"--dim {v}={','.join(map(str, values))}: {value} is outside the spec bound "
                                      f"{bounds[v].text(v)}.")
         lists = {v: sorted(set(grid[v])) if v in grid else [fixed[v]] for v in variables}
-        return _combined(fn, variables, lists, "--dims", "grid point")
+        return combined(fn, variables, lists, "--dims", "grid point")
     if fixed:
         return Plan([_resolved(fn, fixed, "--dim")], "--dim")
     return propose(fn)
@@ -152,7 +152,7 @@ def propose(fn: Function, steps: int = 1, most: int = MAX_PROPOSED) -> Plan:
         if len(values) > keep:
             step = math.ceil(len(values) / keep)
             lists[v] = sorted(values[::-1][::step])
-    result = _combined(fn, variables, lists, "spec bounds", "proposed bucket")
+    result = combined(fn, variables, lists, "spec bounds", "proposed bucket")
     shown = "; ".join(f"{v} in {', '.join(map(str, lists[v]))}" for v in variables)
     between = "" if per == 1 else f" and {per - 1} sizes between each power of two"
     result.notes.insert(0, f"no --dim or --bucket given: buckets proposed from the spec's bounds (powers of two "
@@ -160,11 +160,14 @@ def propose(fn: Function, steps: int = 1, most: int = MAX_PROPOSED) -> Plan:
     return result
 
 
-def _combined(fn: Function, variables: list[str], lists: Mapping[str, list[int]], source: str,
-              what: str) -> Plan:
+def combined(fn: Function, variables: list[str], lists: Mapping[str, list[int]], source: str, what: str,
+             most: int = MAX_BUCKETS) -> Plan:
+    """Every combination of the sizes ``lists`` gives each variable that satisfies the spec's constraints (a note
+    counts those left out), ordered; at most ``most`` combinations (a module's functions: ``MAX_BUCKETS``), else a
+    usage error."""
     total = math.prod(len(lists[v]) for v in variables)
-    if total > MAX_BUCKETS:
-        raise UsageError(f"--dim: {total} combinations, more than the {MAX_BUCKETS} functions one module may hold; "
+    if total > most:
+        raise UsageError(f"--dim: {total} combinations, more than the {most} functions one module may hold; "
                          f"give fewer sizes, or list the buckets you need with --bucket.")
     buckets: list[dict[str, int]] = []
     dropped: list[dict[str, int]] = []
