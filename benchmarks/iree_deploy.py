@@ -6,15 +6,15 @@ For two models with bound weights, the demo MLP (examples/mlp, spec-bound.yaml) 
 transformer encoder with small dimensions (d=64, 4 heads, d_ff=256, polymorphic batch and sequence length; its
 source is below), in one process:
 
-- compile time: the artifact to something ready to call, for one shape. IREE: `jaxport.run.deploy.compile_artifact`
-  with `--dim` and `--cpu host`, as XLA compiles for this CPU (load, specialize, the padding analysis, IREE's
-  compilation, writing the .vmfb/.irpa/.run.json); XLA: `jaxport.load` and the first call's lowering and XLA
-  compilation (no persistent cache). Each `--repeats` times, alternating; medians; and the compilers alone. Also
-  the IREE module with four buckets (`--dims`), once.
-- steady per-call time: the module run by `jaxport.run.iree_loader` (numpy in, numpy out) against the artifact run
-  by `jaxport.load` on XLA (numpy in, `np.asarray` out), alternating call by call after a warm-up; medians, and
-  the ratio IREE / XLA (below 1: IREE is faster). Also the module compiled with `--cpu generic` (compile's default,
-  portable to any CPU of the architecture), timed against XLA again.
+- compile time: the artifact to something ready to call, for one shape. IREE:
+  `jaxport.run.compile.deploy.compile_artifact` with `--dim` and `--cpu host`, as XLA compiles for this CPU (load,
+  specialize, the padding analysis, IREE's compilation, writing the .vmfb/.irpa/.run.json); XLA: `jaxport.load` and
+  the first call's lowering and XLA compilation (no persistent cache). Each `--repeats` times, alternating;
+  medians; and the compilers alone. Also the IREE module with four buckets (`--dims`), once.
+- steady per-call time: the module run by `jaxport.run.compile.iree_loader` (numpy in, numpy out) against the
+  artifact run by `jaxport.load` on XLA (numpy in, `np.asarray` out), alternating call by call after a warm-up;
+  medians, and the ratio IREE / XLA (below 1: IREE is faster). Also the module compiled with `--cpu generic`
+  (compile's default, portable to any CPU of the architecture), timed against XLA again.
 - size: the artifact's bytes against the .vmfb's (the program without weights) and the .irpa's (the weights).
 
 Both runtimes must give the same numbers (checked with the two-compiler tolerance) or the script fails. Timings
@@ -139,8 +139,8 @@ def main() -> None:
     import numpy as np
 
     import jaxport
-    from jaxport.run import iree_loader
-    from jaxport.run.deploy import compile_artifact
+    from jaxport.run.compile import iree_loader
+    from jaxport.run.compile.deploy import compile_artifact
 
     common.print_machine()
     from importlib.metadata import version

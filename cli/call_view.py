@@ -1,4 +1,4 @@
-"""How ``jaxport call`` shows a ``CallReport`` (``jaxport.run.report.CallReport``) as text: the timing line, the
+"""How ``jaxport call`` shows a ``CallReport`` (``jaxport.run.calls.report.CallReport``) as text: the timing line, the
 output statistics, printed values, the benchmark, what was written, and the ``--expect`` comparison, each read from
 the report (what ``--json`` prints); and the spinner and progress bar shown while a call runs on a terminal."""
 
@@ -11,8 +11,8 @@ from .render import escape, plain
 
 if TYPE_CHECKING:
     from jaxport.run.backend import Placement
-    from jaxport.run.expect import Expectation
-    from jaxport.run.outputs import Stats
+    from jaxport.run.calls.expect import Expectation
+    from jaxport.run.values.outputs import Stats
 
 #: Outputs with at most this many values are printed by --print.
 PRINT_LIMIT = 1000
@@ -198,7 +198,7 @@ def _short(v: Any) -> str:
 
 
 class Busy:
-    """The spinner of a call on a terminal: its text follows the stages ``jaxport.run.calling.call`` reports
+    """The spinner of a call on a terminal: its text follows the stages ``jaxport.run.calls.calling.call`` reports
     (rich is imported only where a spinner shows); :meth:`rows` shows a streamed call's progress bar instead."""
 
     def __init__(self, shown: bool, batch_size: int | None = None):

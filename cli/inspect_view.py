@@ -25,7 +25,7 @@ def document(art, function: str | None, bundle_path=None, verified=None) -> rend
 
 def signature_line(art, bundle_path=None, verified=None) -> str:
     """Whether a signature sits beside the artifact and by whom, unverified unless ``verified`` is given."""
-    from jaxport.artifact.signature import describe
+    from jaxport.artifact.signing.bundle import describe
 
     if verified is not None:
         return f"  signature: {plain(str(verified.signature))}: verified, {verified.method}" \
@@ -82,8 +82,8 @@ def _printable(node):
 
 
 def _render(art, names, bundle_path=None, verified=None) -> render.Document:
-    from jaxport.artifact.compat import reach, serializer_version, window
     from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
+    from jaxport.artifact.window.compat import reach, serializer_version, window
 
     m = _printable(art.model) if _may_hold_unprintable(art.manifest_bytes) else art.model
     out = render.Document()

@@ -102,7 +102,7 @@ def cache_dir_option(help: str = f"XLA compilation cache (default: {DEFAULT_CACH
     return click.option("--cache-dir", type=click.Path(file_okay=False), help=help)
 
 
-#: The targets ``--target`` names (``jaxport.run.targets``), for the help texts.
+#: The targets ``--target`` names (``jaxport.run.compile.targets``), for the help texts.
 TARGETS_HELP = ("cpu (this host), tpu-v5e (one v5e chip), tpu-v5e-4, tpu-v5e-8, tpu-v6e, tpu-v6e-4, tpu-v6e-8, "
                 "tpu-v5p-8, tpu-v4-8")
 
@@ -503,7 +503,7 @@ def _parse_ranges(ctx: click.Context, param: click.Parameter, values: tuple[str,
 
 def range_option(f: F) -> F:
     """``--range NAME=LO:HI`` (repeatable): the half-open value range of a random input, as ``ranges``
-    (input name -> (LO, HI)); check it against the function with ``jaxport.run.inputs.check_ranges``."""
+    (input name -> (LO, HI)); check it against the function with ``jaxport.run.values.inputs.check_ranges``."""
     return click.option("--range", "ranges", multiple=True, metavar="NAME=LO:HI", callback=_parse_ranges,
                         help="Draw random input NAME from [LO, HI): floats uniform, integers LO..HI-1 (e.g. "
                              "tokens=0:32000 gives ids 0..31999; an integer input's bound may be a dimension, "

@@ -43,21 +43,21 @@ if TYPE_CHECKING:
     from .artifact.diff import compare_manifests
     from .artifact.diff import diff as diff_artifacts
     from .artifact.policy import check, load_policy
-    from .artifact.signature_check import verify_signature
-    from .artifact.signing import sign
+    from .artifact.signing.check import verify_signature
+    from .artifact.signing.sign import sign
     from .export.pipeline import ExportResult
     from .export.rebind import rebind
     from .export.request import ExportRequest
     from .importer.build import import_stablehlo
     from .importer.request import ImportRequest
-    from .run.calling import CallReport, CallRequest
-    from .run.calling import call as call
-    from .run.deploy import compile_artifact
+    from .run.calls.calling import CallReport, CallRequest
+    from .run.calls.calling import call as call
+    from .run.calls.report import ReferenceMismatch
+    from .run.compile.deploy import compile_artifact
     from .run.load import load
     from .run.loaded import Loaded
     from .run.options import LoadOptions
-    from .run.report import ReferenceMismatch
-    from .run.treefiles import save_inputs
+    from .run.values.treefiles import save_inputs
     from .spec.build import Like, Spec, like
     from .spec.model import ShapeSpec
     from .spec.parse import load_spec, parse_spec
@@ -132,23 +132,23 @@ _LAZY = {
     "load": ("jaxport.run.load", "load"),
     "Loaded": ("jaxport.run.loaded", "Loaded"),
     "LoadOptions": ("jaxport.run.options", "LoadOptions"),
-    "call": ("jaxport.run.calling", "call"),
-    "CallRequest": ("jaxport.run.calling", "CallRequest"),
-    "CallReport": ("jaxport.run.calling", "CallReport"),
-    "ReferenceMismatch": ("jaxport.run.report", "ReferenceMismatch"),
+    "call": ("jaxport.run.calls.calling", "call"),
+    "CallRequest": ("jaxport.run.calls.calling", "CallRequest"),
+    "CallReport": ("jaxport.run.calls.calling", "CallReport"),
+    "ReferenceMismatch": ("jaxport.run.calls.report", "ReferenceMismatch"),
     "verify_artifact": ("jaxport.verify.runner", "verify"),
     "VerifyRequest": ("jaxport.verify.request", "VerifyRequest"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),
     "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),
     "check": ("jaxport.artifact.policy", "check"),
     "load_policy": ("jaxport.artifact.policy", "load_policy"),
-    "compile_artifact": ("jaxport.run.deploy", "compile_artifact"),
+    "compile_artifact": ("jaxport.run.compile.deploy", "compile_artifact"),
     "import_stablehlo": ("jaxport.importer", "import_stablehlo"),
     "rebind": ("jaxport.export.rebind", "rebind"),
-    "save_inputs": ("jaxport.run.treefiles", "save_inputs"),
+    "save_inputs": ("jaxport.run.values.treefiles", "save_inputs"),
     "upgrade": ("jaxport.verify.upgrade", "upgrade"),
-    "sign": ("jaxport.artifact.signing", "sign"),
-    "verify_signature": ("jaxport.artifact.signature_check", "verify_signature"),
+    "sign": ("jaxport.artifact.signing.sign", "sign"),
+    "verify_signature": ("jaxport.artifact.signing.check", "verify_signature"),
 }
 
 
@@ -196,7 +196,7 @@ def _load_exported(*args: Any, **kwargs: Any) -> Loaded:
 #: lives: imported only when a checked function's signature names it (an export's checks import no ``run`` layer).
 _CLASS_HOMES = {"ShapeSpec": ("jaxport.spec.model", "ShapeSpec"), "Spec": ("jaxport.spec.build", "Spec"),
                 "Policy": ("jaxport.artifact.policy", "Policy"), "date": ("datetime", "date"),
-                "CallRequest": ("jaxport.run.calling", "CallRequest"),
+                "CallRequest": ("jaxport.run.calls.calling", "CallRequest"),
                 "VerifyRequest": ("jaxport.verify.request", "VerifyRequest")}
 
 

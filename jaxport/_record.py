@@ -2,7 +2,7 @@
 
 ``import dataclasses`` pulls in ``inspect``, ``ast``, ``dis`` and ``tokenize`` (7 ms), and each class it decorates
 compiles its methods from source (0.3 - 0.6 ms), which is a sixth of what ``jaxport inspect`` takes. The modules on
-that path (``dtypes``, ``dimexpr``, ``artifact.bounds``, ``artifact.calltree``, ``artifact.compat``,
+that path (``dtypes``, ``dimexpr``, ``artifact.bounds``, ``artifact.calltree``, ``artifact.window.compat``,
 ``artifact.container``) therefore take :func:`dataclass` from here. It supports exactly what they use and refuses the
 rest: ``frozen=True``; fields declared by annotations, in order, with immutable class-level defaults; a base class
 of ``object``. The instances behave as the standard library's do: ``__init__`` by position or keyword, ``__repr__``

@@ -34,10 +34,10 @@ from .artifact.manifest import function_names
 from .errors import InputError, UsageError
 from .run.load import open_checked
 from .run.options import LoadOptions
-from .run.rows import example_columns
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound
 from .serve.loading import check_serving, merged
+from .serve.rows import example_columns
 
 __all__ = ["ModelHandler"]
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from .errors import UsageError
 from .run.options import LoadOptions
-from .run.rows import batch_columns
 from .serve.batching import Dims
 from .serve.engine import Engine
 from .serve.loading import merged
+from .serve.rows import batch_columns
 
 __all__ = ["Predictor"]
 
@@ -49,7 +49,7 @@ class Predictor:
     ``ds.map_batches(Predictor, fn_constructor_args=(ARTIFACT,), batch_size=256, concurrency=2)``, ARTIFACT a path
     every node can read, the bytes, or an ``ObjectRef`` to them (``ray.put``). Batches are numpy
     (``batch_format="numpy"``, Ray's default) or pandas, with a column per input, named after it (or mapped:
-    ``columns={"x": "image"}``), each cell a row of it (``run.rows``: a bad cell is refused naming its column and
+    ``columns={"x": "image"}``), each cell a row of it (``serve.rows``: a bad cell is refused naming its column and
     row; values are converted to the input's dtype when every one is kept). ``keep_inputs=False`` returns the
     outputs only. ``batch_size``: the batch size given to ``map_batches``, so the actor compiles its bucket at start
     (default: the first batch's, then).

@@ -295,7 +295,7 @@ def spec_leaf(spec: PartitionSpec | None) -> Any:
 
 def runtime_mesh(mesh: RecordedMesh, where: str, devices: Sequence[Any] | None = None) -> Any:
     """The recorded mesh (``model.Mesh``) laid over the devices JAX sees, in device order (all processes'
-    devices), or over ``devices`` (a target's, compiled for without them: ``run.aot``)."""
+    devices), or over ``devices`` (a target's, compiled for without them: ``run.compile.aot``)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh

@@ -12,7 +12,7 @@ when given, else of Spark's Arrow batch (``spark.sql.execution.arrow.maxRecordsP
 cut evenly into calls of at most the largest bucket's rows (:func:`even_share`: three calls of 3334 rows, not 4096,
 4096 and 1808 padded to 4096). Each Arrow batch is cut the same way, and a partition's ragged last batch is padded
 to that bucket, so a job compiles one program per Python worker. Rows reach the program as Arrow gives them: a
-column of numpy arrays of one shape is stacked in one call (``run.rows``). The artifact reaches the executors by
+column of numpy arrays of one shape is stacked in one call (``serve.rows``). The artifact reaches the executors by
 Spark itself: ``ship=True`` (the default) adds it with ``SparkContext.addFile`` under its content's name
 (``SHA256.jaxport``) and each worker reads it by ``SparkFiles.get``, so only the driver needs the file (or the
 bytes, given instead of a path); ``ship=False`` reads the path as given on every executor (an image's file, a shared
@@ -46,10 +46,10 @@ from .artifact.model import Output
 from .errors import InputError, UsageError
 from .run.load import open_checked
 from .run.options import LoadOptions
-from .run.rows import Column, stack_column
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound, keep_file
 from .serve.loading import check_serving, merged
+from .serve.rows import Column, stack_column
 
 __all__ = ["metrics", "predict_udf"]
 
@@ -298,7 +298,7 @@ def _pandas_udf(make_predict_fn: Callable[[], Callable[..., Any]], return_type: 
                 names: list[str], columns: list[Column]) -> Any:
     """An iterator pandas UDF that calls the worker's predict function on slices of ``batch_size`` rows of each
     Arrow batch, one numpy array per input column (what ``predict_batch_udf`` does, minus its import), each stacked
-    by ``run.rows`` (a bad row is named by its index in the task's partition)."""
+    by ``serve.rows`` (a bad row is named by its index in the task's partition)."""
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 

@@ -1,4 +1,4 @@
-"""The rule of comparing an output with a reference, said once: ``call --expect`` (``run.expect``) and ``verify``
+"""The rule of comparing an output with a reference, said once: ``call --expect`` (``run.calls.expect``) and ``verify``
 (the live function, stored reference outputs, or the same artifact run by XLA) compare by it. Per-dtype tolerances,
 non-finite values and error statistics.
 

@@ -33,12 +33,34 @@
 5. The format layer stays light: ``artifact`` and the base layers import jax, jaxlib, numpy, ml_dtypes, safetensors,
    iree and the signature libraries (model_signing, sigstore, cryptography, OpenSSL: the extra ``jaxport[sign]``)
    only inside functions, so that reading a manifest imports none of them.
+6. Rooms. ``artifact`` and ``run`` are each a core (their flat modules) and rooms (their sub-packages, one concept
+   each); every sub-package is a room of this table, and a module imports only from its own room and the rooms of
+   its layer the table allows (imports for type checkers alone do not count, and a layer's ``__init__`` may reach
+   any of its rooms):
+
+   ================ =====================================================================================
+   artifact         the format core (container, manifest, model, tensors, call tree, contract, ...): none of
+                    its rooms
+   artifact.window  which JAX reads an artifact (release table, window, producer age, payload): the core
+   artifact.signing who made it (signature bundle, its check, signing): the core
+   artifact.diff    what changed between two artifacts: window, the core
+   artifact.extract an artifact taken apart (weights, programs): window, the core
+   artifact.policy  whether it may ship: signing, window, the core
+   run.values       the values a function takes and gives (input files, random inputs, keys, outputs): nothing
+                    else of ``run``
+   run.buckets      the one home of sizes (plans, the padding proof, programs specialized to a bucket): values
+   run              the run core (load, ``Loaded``, the backends, the compilation cache): buckets, values
+   run.compile      compiling ahead of time (XLA for a target, IREE modules and their runner): the run core,
+                    buckets, values
+   run.calls        ``jaxport call`` (request, report, streaming, references): compile, the run core, buckets,
+                    values
+   ================ =====================================================================================
 
 The command line (``jaxport_cli``, the directory ``cli/``) sits above the library and may import any of it, lazily
 (``jaxport --help`` must not import JAX), but only by public names:
 
-6. No import cycle between command-line modules (function bodies included).
-7. No command-line module imports a private library module (``jaxport._text``) or a ``_private`` name, of the
+7. No import cycle between command-line modules (function bodies included).
+8. No command-line module imports a private library module (``jaxport._text``) or a ``_private`` name, of the
    library or of another command-line module, nor reads one through a module it imported.
 
 Usage: ``python scripts/check_layers.py [PACKAGE_DIR [CLI_DIR]]``; prints one line per violation, exits 1 if any.
@@ -74,6 +96,22 @@ ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
 #: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
 OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
+#: The rooms of the layers that have them (rule 6): room -> the other rooms of its layer it may import. The name of a
+#: layer alone is its core, the flat modules; every sub-package of a layer in ``ROOMED`` must be a room here.
+ROOMS: dict[str, set[str]] = {
+    "artifact": set(),
+    "artifact.window": {"artifact"},
+    "artifact.signing": {"artifact"},
+    "artifact.diff": {"artifact", "artifact.window"},
+    "artifact.extract": {"artifact", "artifact.window"},
+    "artifact.policy": {"artifact", "artifact.window", "artifact.signing"},
+    "run.values": set(),
+    "run.buckets": {"run.values"},
+    "run": {"run.values", "run.buckets"},
+    "run.compile": {"run", "run.values", "run.buckets"},
+    "run.calls": {"run", "run.values", "run.buckets", "run.compile"},
+}
+ROOMED = ("artifact", "run")
 HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree", "model_signing", "sigstore", "cryptography",
          "OpenSSL")
 LIGHT_LAYERS = ("artifact", "spec", "isolation", "foundation")
@@ -110,6 +148,35 @@ def layer(module: str) -> str:
     if len(parts) >= 2 and parts[1] in SUBPACKAGES:
         return parts[1]
     return "foundation"
+
+
+def room(module: str) -> str | None:
+    """The room of a module of a layer that has rooms (``artifact.diff`` for ``jaxport.artifact.diff.shapes``,
+    ``artifact`` for the core's ``jaxport.artifact.container``), or None outside them."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in ROOMED:
+        return None
+    sub = ".".join(parts[1:3])
+    return sub if sub in ROOMS else parts[1]
+
+
+def rooms_text() -> str:
+    """The rooms by layer, as the checker reports them: ``artifact: diff, extract, ...; run: ...``."""
+    return "; ".join(f"{layer_}: " + ", ".join(sorted(r.split(".", 1)[1] for r in ROOMS if r.startswith(layer_ + ".")))
+                     for layer_ in ROOMED)
+
+
+def _room_text(name: str) -> str:
+    return f"the {name} core" if "." not in name else name
+
+
+def _room_rule(name: str) -> str:
+    """What rule 6 lets room ``name`` import, as a violation's line ends."""
+    allowed = ", ".join(_room_text(r) for r in sorted(ROOMS[name]))
+    if allowed:
+        return f"may import only from {allowed}"
+    layer_ = name.split(".")[0]
+    return "imports none of its rooms" if name == layer_ else f"imports nothing else of {layer_}"
 
 
 def _resolve(mod: Module, node: ast.ImportFrom) -> str:
@@ -267,6 +334,11 @@ def violations(root: Path) -> list[str]:
     for mod in modules.values():
         where = mod.path.relative_to(root.parent)
         src_layer = layer(mod.name)
+        src_room = room(mod.name)
+        parts = mod.name.split(".")
+        if mod.is_package and len(parts) == 3 and parts[1] in ROOMED and ".".join(parts[1:]) not in ROOMS:
+            out.append(f"{where}: {mod.name} is a sub-package of {parts[1]} that is no room; add it to ROOMS in "
+                       f"scripts/check_layers.py with the rooms it may import")
         for line in mod.cli_imports:
             out.append(f"{where}:{line}: imports the command line ({PACKAGE}_cli); the library must not")
         if src_layer in LIGHT_LAYERS:
@@ -289,6 +361,11 @@ def violations(root: Path) -> list[str]:
                 out.append(f"{where}:{imp.line}: {mod.name} imports the facade ({PACKAGE}); import the module "
                            f"that defines the name")
             own_submodule = mod.is_package and target.startswith(mod.name + ".")
+            dst_room = room(target)
+            if (src_room is not None and dst_room is not None and dst_room != src_room and src_layer == dst_layer
+                    and dst_room not in ROOMS[src_room] and not imp.type_only and not own_submodule):
+                out.append(f"{where}:{imp.line}: {mod.name} ({_room_text(src_room)}) imports {target} "
+                           f"({_room_text(dst_room)}); {_room_text(src_room)} {_room_rule(src_room)}")
             if not imp.top and src_layer != "facade" and not own_submodule and target not in OPTIONAL_MODULES:
                 out.append(f"{where}:{imp.line}: {mod.name} imports {target} inside a function; move the import "
                            f"to the top of the module (only jax, numpy, yaml, iree and safetensors stay lazy)")
@@ -303,7 +380,7 @@ def violations(root: Path) -> list[str]:
 
 
 def cli_violations(root: Path, library: Path) -> list[str]:
-    """Every breach of the command line's rules (6 and 7) in the ``jaxport_cli`` package at ``root`` (``cli/``),
+    """Every breach of the command line's rules (7 and 8) in the ``jaxport_cli`` package at ``root`` (``cli/``),
     over the library at ``library``, one readable line each."""
     library_modules = load_package(library)
     modules = load_package(root, CLI_PACKAGE, also=frozenset(library_modules), tracked=(PACKAGE, CLI_PACKAGE))
@@ -343,8 +420,9 @@ def main(argv: list[str]) -> int:
         print(line)
     modules = [*load_package(root).values(), *load_package(cli, CLI_PACKAGE).values()]
     longest = max(modules, key=lambda m: len(m.path.read_text().splitlines()))
-    print(f"{len(modules)} modules, {len(found)} violation{'s' if len(found) != 1 else ''}; longest module: "
-          f"{longest.path.relative_to(root.parent)} ({len(longest.path.read_text().splitlines())} lines)")
+    print(f"{len(modules)} modules, {len(found)} violation{'s' if len(found) != 1 else ''}; rooms: {rooms_text()}; "
+          f"longest module: {longest.path.relative_to(root.parent)} ({len(longest.path.read_text().splitlines())} "
+          f"lines)")
     return 1 if found else 0
 
 

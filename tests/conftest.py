@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jaxport.run.targets import quiet_libtpu
+from jaxport.run.compile.targets import quiet_libtpu
 from tests.support import EXAMPLES
 
 # libtpu is installed (the extra `tpu`, to compile for a TPU here): keep its start-up warnings out of every process a

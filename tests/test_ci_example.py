@@ -81,8 +81,8 @@ def test_workflow_runs_export_check_verify_and_diff_against_main():
 def test_the_workflow_python_installs_the_newest_jax_jaxport_supports():
     """pip picks the newest JAX inside jaxport's pin that installs on the runner's Python: with a Python older than
     the newest release needs (3.11 for jax 0.12), it gets an older JAX, which fails max_producer_age_days."""
-    from jaxport.artifact import compat
-    from jaxport.artifact.releases import RELEASES, SUPPORTED_JAX
+    from jaxport.artifact.window import compat
+    from jaxport.artifact.window.releases import RELEASES, SUPPORTED_JAX
 
     (setup,) = [s for s in _steps() if str(s.get("uses", "")).startswith("actions/setup-python")]
     python = _version(setup["with"]["python-version"])
@@ -97,7 +97,7 @@ def test_the_workflow_python_installs_the_newest_jax_jaxport_supports():
 def test_the_policy_names_the_newest_jax_and_the_end_of_its_window():
     """The example policy's age rules pass a fresh export (0 days behind, within the limit), and its comment on
     min_days_left names the newest supported JAX and the day its window ends (so a new release table updates it)."""
-    from jaxport.artifact import age, compat
+    from jaxport.artifact.window import age, compat
 
     policy_text = (CI / "policy.yaml").read_text()
     policy = yaml.safe_load(policy_text)

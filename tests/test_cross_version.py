@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxport.artifact.compat import window
+from jaxport.artifact.window.compat import window
 from tests.support import EXAMPLES
 
 OTHERS = [p for p in os.environ.get("JAXPORT_COMPAT_PYTHON", "").split(os.pathsep) if p]

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from jaxport.artifact import container, manifest
 from jaxport.errors import FormatError, InputError, SpecError
-from jaxport.run import npyio
+from jaxport.run.values import npyio
 from jaxport.spec import parse_spec
 from tests.hostile import zipmodel
 

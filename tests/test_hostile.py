@@ -223,7 +223,7 @@ def test_an_unknown_zip_version_is_a_format_error(built, tmp_path):
 
 
 def test_npz_member_names_cut_at_nul_are_refused(built, tmp_path):
-    from jaxport.run import npyio
+    from jaxport.run.values import npyio
 
     _, cases = built
     (case,) = [c for c in cases if c.id == "input-npz/name-nul"]
@@ -333,11 +333,12 @@ def test_a_crashing_isolated_command_is_a_crash_error(run_cli, monkeypatch, tmp_
 def test_isolate_time_limit(run_cli, built, tmp_path, monkeypatch):
     base, _ = built
     monkeypatch.chdir(base.dir)
-    # the child must outlast its limit whatever the machine's speed: it sleeps at start-up (sitecustomize)
+    # the child must outlast its limit whatever the machine's speed: it sleeps at start-up (sitecustomize, found on
+    # the path the child is given: this process's own, not the environment's PYTHONPATH)
     slow = tmp_path / "slow"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text("import time\ntime.sleep(30)\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(slow), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(slow))
     res = run_cli("call", "base.jaxport", "--random", "--no-cache", "--isolate", "--time-limit", "1")
     assert res.exit_code == 15
     assert res.stderr.endswith("error[crash]: base.jaxport: the isolated process ran longer than 1 s and was "

@@ -15,7 +15,7 @@ import jaxport
 from jaxport.artifact.model import Input
 from jaxport.errors import InputError
 from jaxport.run.buckets.padding import padding_verdicts, specializer
-from jaxport.run.rows import Column, batch_columns, column_of, stack_column
+from jaxport.serve.rows import Column, batch_columns, column_of, stack_column
 from tests.hostile import batch_classes
 
 #: A sample of the programs: each kind, and those the first run of the class found refused for a coincidence.

@@ -207,3 +207,51 @@ def test_an_option_of_several_commands_is_declared_once_in_cli_options():
     assert "--allow-custom-call" not in declared and "--dim" not in declared  # both from cli/options.py
     twice = {flag: sorted(files) for flag, files in declared.items() if len(files) > 1}
     assert set(twice) <= SAME_NAME_OTHER_MEANING, twice
+
+
+def _rooms(tmp_path: Path, files: dict[str, str]) -> Path:
+    rooms = {f"{r.replace('.', '/')}/__init__.py": "" for r in check_layers.ROOMS if "." in r}
+    return _package(tmp_path, {**rooms, **files})
+
+
+def test_the_rooms_are_named_and_each_sub_package_is_one():
+    assert check_layers.rooms_text() == ("artifact: diff, extract, policy, signing, window; "
+                                         "run: buckets, calls, compile, values")
+    assert {check_layers.room(m) for m in ("jaxport.artifact.container", "jaxport.artifact.diff",
+                                           "jaxport.artifact.diff.shapes", "jaxport.run.values.inputs",
+                                           "jaxport.export.write")} == {"artifact", "artifact.diff", "run.values", None}
+
+
+def test_the_format_core_imports_none_of_its_rooms(tmp_path):
+    root = _rooms(tmp_path, {"artifact/model.py": "", "artifact/payload.py": "from .window import compat\n",
+                             "artifact/window/compat.py": "from ..model import X\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/artifact/payload.py:1: jaxport.artifact.payload (the artifact core) imports "
+        "jaxport.artifact.window.compat (artifact.window); the artifact core imports none of its rooms"]
+
+
+def test_a_room_imports_only_the_rooms_its_rule_allows(tmp_path):
+    root = _rooms(tmp_path, {
+        "artifact/container.py": "", "artifact/window/compat.py": "from ..container import X\n",
+        "artifact/signing/check.py": "from ..container import X\nfrom ..policy import language\n",
+        "artifact/policy/language.py": "from ..window import compat\n",
+        "artifact/policy/checking.py": "from ..signing import check\nfrom . import language\n",
+        "run/load.py": "from .values import inputs\nfrom .buckets import plan\n", "run/buckets/plan.py": "",
+        "run/values/inputs.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..load import x\n"
+                                "from ..calls import report\n",
+        "run/calls/calling.py": "from ..loaded import y\nfrom ..compile import deploy\n", "run/loaded.py": "",
+        "run/compile/deploy.py": "from ..load import z\n", "run/calls/report.py": "",
+        "run/__init__.py": "def __getattr__(name):\n    from .calls import calling\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/artifact/signing/check.py:2: jaxport.artifact.signing.check (artifact.signing) imports "
+        "jaxport.artifact.policy.language (artifact.policy); artifact.signing may import only from the artifact core",
+        "jaxport/run/values/inputs.py:4: jaxport.run.values.inputs (run.values) imports jaxport.run.calls.report "
+        "(run.calls); run.values imports nothing else of run"]
+
+
+def test_a_sub_package_that_is_no_room_is_reported(tmp_path):
+    root = _rooms(tmp_path, {"artifact/helpers/__init__.py": "", "artifact/helpers/zips.py": "",
+                             "export/sub/__init__.py": ""})
+    assert check_layers.violations(root) == [
+        "jaxport/artifact/helpers/__init__.py: jaxport.artifact.helpers is a sub-package of artifact that is no room; "
+        "add it to ROOMS in scripts/check_layers.py with the rooms it may import"]

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -14,9 +15,25 @@ import pytest
 
 from tests.support import REPO
 
-SUBPACKAGES = ["jaxport", "jaxport/spec", "jaxport/program", "jaxport/isolation", "jaxport/artifact", "jaxport/export",
-               "jaxport/importer", "jaxport/run", "jaxport/verify", "jaxport/schemas", "jaxport_cli",
-               "jaxport_cli/commands"]
+#: The packages pyproject.toml ships (``[tool.setuptools] packages``), as the wheel's directories.
+PACKAGES = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+SUBPACKAGES = [p.replace(".", "/") for p in PACKAGES]
+
+
+def _source_packages() -> set[str]:
+    """Every package of the source tree by import name: each directory under jaxport/ and cli/ (``jaxport_cli``) that
+    holds an ``__init__.py``."""
+    found = set()
+    for root, name in ((REPO / "jaxport", "jaxport"), (REPO / "cli", "jaxport_cli")):
+        for init in root.rglob("__init__.py"):
+            found.add(".".join([name, *init.parent.relative_to(root).parts]))
+    return found
+
+
+def test_pyproject_lists_every_package_of_the_source_tree():
+    # setuptools ships only the packages listed: one left out is missing from the wheel, not from the checkout.
+    assert sorted(_source_packages() - set(PACKAGES)) == []
+    assert sorted(set(PACKAGES) - _source_packages() - {"jaxport.schemas"}) == []  # schemas: specs/schemas
 
 
 @pytest.fixture(scope="module")

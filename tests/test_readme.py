@@ -32,7 +32,7 @@ def _producer_age() -> int:
     """How many days the JAX running the tests lags behind the newest JAX this jaxport supports."""
     import jax
 
-    from jaxport.artifact import compat
+    from jaxport.artifact.window import compat
 
     return compat.dating(jax.__version__).producer_age() or 0
 

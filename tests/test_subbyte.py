@@ -17,7 +17,7 @@ import jaxport
 from jaxport import _safetensors, _subbyte, dtypes
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.errors import FormatError, InputError, SpecError
-from jaxport.run import npyio
+from jaxport.run.values import npyio
 
 #: An MLP whose weights ship as an int4 weight-only checkpoint: symmetric int4 codes in groups of 4 input rows, each
 #: group and output column with its float32 scale (the GPTQ/AWQ layout), dequantized inside the function.
@@ -235,7 +235,7 @@ def test_a_compiled_module_takes_and_returns_int4_packed(four_bit, tmp_path):
     """``jaxport compile`` and the numpy-only loader beside the module: an int4 input goes to IREE packed (its i4
     buffers), an int4 output comes back unpacked, the same values as the artifact run by JAX."""
     pytest.importorskip("iree.runtime")
-    from jaxport.run import iree_loader
+    from jaxport.run.compile import iree_loader
 
     compiled = jaxport.compile_artifact(four_bit, tmp_path / "m.vmfb", dims={"b": 2}, cpu="host")
     w = np.array([[1, -2, 3], [0, 7, -8], [1, 1, 0], [2, -1, 1]], np.int8).astype(ml_dtypes.int4)

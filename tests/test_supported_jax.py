@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from jaxport.artifact import releases
+from jaxport.artifact.window import releases
 from tests.support import EXAMPLES, REPO
 
 PICK = REPO / "scripts" / "pick_python.sh"
@@ -100,8 +100,8 @@ def test_a_fresh_export_with_the_newest_jax_passes_min_days_left_30(run_cli, tmp
 
 def test_a_mixed_install_is_dated_by_its_older_jaxlib(run_cli, tmp_path):
     """jax 0.12.0.1 over jaxlib 0.11.2: JAX dates the window by the jaxlib that serialized (2026-09-17 + 6 months)."""
-    from jaxport.artifact import compat
     from jaxport.artifact.model import Producer
+    from jaxport.artifact.window import compat
 
     assert compat.serializer_version(Producer("0.1.0", "0.12.0.1", "0.11.2")) == "0.11.2"
     assert compat.window(compat.serializer_version(Producer("0.1.0", "0.12.0.1", "0.11.2"))).loadable_until \

@@ -43,8 +43,8 @@ from jaxport.errors import (
 from jaxport.export import bind
 from jaxport.export.entrypoint import load_entrypoint
 from jaxport.importer.mlir import read_module
-from jaxport.run import npyio
-from jaxport.run.streaming import NpyRows
+from jaxport.run.calls.streaming import NpyRows
+from jaxport.run.values import npyio
 from jaxport.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]

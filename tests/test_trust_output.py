@@ -476,7 +476,7 @@ def test_streamed_output_never_follows_planted_links(run_cli, work, tmp_path, mo
 
 def test_a_failing_streamed_call_leaves_no_file(work, tmp_path, monkeypatch):
     import jaxport
-    from jaxport.run import streaming
+    from jaxport.run.calls import streaming
 
     loaded = jaxport.load(work / "w.jaxport")
     x = np.ones((6, 784), np.float32)
@@ -519,15 +519,15 @@ def test_extract_safetensors_refuses_a_tensor_named_metadata(run_cli, work, tmp_
 
 
 def test_extract_safetensors_refuses_complex128(tmp_path, monkeypatch):
-    from jaxport.artifact import extract
+    from jaxport.artifact.extract import weights
     from jaxport.errors import UsageError
 
     class Art:
         path = tmp_path / "a.jaxport"
 
-    monkeypatch.setattr(extract, "weight_arrays", lambda art: {"z": np.zeros(2, np.complex128)})
+    monkeypatch.setattr(weights, "weight_arrays", lambda art: {"z": np.zeros(2, np.complex128)})
     with pytest.raises(UsageError) as e:
-        extract.extract_weights(Art(), tmp_path / "w.safetensors")
+        weights.extract_weights(Art(), tmp_path / "w.safetensors")
     assert str(e.value) == (f"{tmp_path / 'w.safetensors'}: .safetensors cannot record the dtype of 1 tensor(s): "
                             f"'z' (complex128). Write .npz instead.")
 

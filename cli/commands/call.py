@@ -1,7 +1,7 @@
 """``jaxport call``: run an artifact, or a module ``jaxport compile`` built, on inputs from files or generated from
 its signature.
 
-The command parses its options into a ``jaxport.run.calling.CallRequest`` (which refuses combinations that do not
+The command parses its options into a ``jaxport.run.calls.calling.CallRequest`` (which refuses combinations that do not
 fit; how to load the function comes whole from the option group ``load_options``), runs it with ``jaxport.call``
 and shows the report (``call_view``)."""
 
@@ -104,7 +104,7 @@ ARTIFACT_ONLY = ("host_devices", "coordinator", "num_processes", "process_id", "
 def _request(artifact, values, options):
     """The request of the parsed options (``load``, a ``LoadOptions``, among them); a combination it refuses is a
     command-line usage error (exit 2)."""
-    from jaxport.run.calling import CallRequest
+    from jaxport.run.calls.calling import CallRequest
 
     with errors.usage_errors():
         return CallRequest(artifact, values=values, **{RENAMED.get(k, k): v for k, v in options.items()})

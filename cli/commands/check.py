@@ -64,8 +64,8 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
     def body():
         from pathlib import Path
 
-        from jaxport.artifact.age import DEPRECATED_MAX_AGE, PRODUCER_AGE
         from jaxport.artifact.policy import Policy, check, load_policy
+        from jaxport.artifact.window.age import DEPRECATED_MAX_AGE, PRODUCER_AGE
         from jaxport.errors import PolicyViolation
 
         if policy_path is None and max_producer_age is None and min_days_left is None and max_age is None \
@@ -87,7 +87,7 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
         if min_reach_days is not None:
             policy.min_reach_days = min_reach_days
         if signature_keys:
-            from jaxport.artifact.signature_check import Trust
+            from jaxport.artifact.signing.check import Trust
 
             given = policy.signature.identities if policy.signature is not None else ()
             policy.signature = Trust(tuple(map(Path, signature_keys)), given, source="--signature-key")
@@ -95,7 +95,7 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
             raise click.UsageError("--signature names the bundle to check, but nothing is trusted: give "
                                    "--signature-key PUBLIC.pem, or a policy with a signature section.")
         if targets or policy.compiles_on:
-            from jaxport.run.aot import check as check_compiling
+            from jaxport.run.compile.aot import check as check_compiling
 
             with Stages(enabled(as_json)) as stages:
                 report = check_compiling(artifact, policy, targets=targets, dims=dims or None,

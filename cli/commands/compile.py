@@ -73,7 +73,7 @@ def command(artifact, target, output, function, dims, buckets, cpu, print_comman
     """
 
     def body():
-        from jaxport.run.deploy import compile_artifact
+        from jaxport.run.compile.deploy import compile_artifact
 
         busy = render.stderr().status("Compiling with IREE...", spinner="dots") if not (as_json or print_command) \
             else contextlib.nullcontext()

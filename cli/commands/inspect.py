@@ -52,7 +52,7 @@ def command(artifact, as_json, mlir, debug_info, function, signature_keys, signa
 
         verified = None
         if signature_keys:  # checked before the artifact is read, on the descriptor it is then read from
-            from jaxport.artifact.signature_check import Trust, open_signed
+            from jaxport.artifact.signing.check import Trust, open_signed
 
             opened, verified = open_signed(artifact, Trust(tuple(signature_keys), source="--signature-key"),
                                            signature_path)
@@ -63,7 +63,7 @@ def command(artifact, as_json, mlir, debug_info, function, signature_keys, signa
             m = art.manifest
             names = function_names(art.model, function)
             if mlir:
-                from jaxport.artifact.payload import module_bytes
+                from jaxport.artifact.window.payload import module_bytes
                 from jaxport.program.module_scan import module_text
 
                 for fname in names:

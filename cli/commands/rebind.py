@@ -54,7 +54,7 @@ def command(artifact, binds, output, root, version, no_manifest, for_jax, requir
         if signature_path is not None and not require_signature:
             raise click.UsageError("--signature names the bundle to check: give the trusted key with "
                                    "--require-signature PUBLIC.pem.")
-        from jaxport.artifact.signing import carry_notes
+        from jaxport.artifact.signing.sign import carry_notes
 
         # a required signature is checked on the descriptor the artifact is then read from (never its path again)
         result = jaxport.rebind(artifact, binds, output, root=root, version=version,

@@ -43,7 +43,7 @@ def command(artifact, output, for_jax, allow_custom_calls, no_manifest, devices,
             result = jaxport.upgrade(artifact, output, for_jax=for_jax,
                                      allow_custom_calls=list(allow_custom_calls) or None,
                                      write_manifest=not no_manifest)
-        from jaxport.artifact.signing import carry_notes
+        from jaxport.artifact.signing.sign import carry_notes
 
         unsigned = carry_notes(artifact, result.path)  # the new one (or the copy) is not signed
         if as_json:

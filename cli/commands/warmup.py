@@ -78,8 +78,8 @@ def command(artifact, dims, load, targets, devices, as_json, debug):
 def _for_targets(artifact, targets, dims, load, as_json):
     """``warmup --target``: compile for each target and store the executables in the cache."""
     from jaxport.errors import PlatformError
-    from jaxport.run.aot import compile_targets
     from jaxport.run.cache import default_cache_dir
+    from jaxport.run.compile.aot import compile_targets
 
     directory = load.cache_dir or default_cache_dir()
     with Stages(enabled(as_json)) as stages:
@@ -100,7 +100,7 @@ def _for_targets(artifact, targets, dims, load, as_json):
 def render_target(report, *, stored):
     """A target's buckets as a table: compiled or failed, the memory needed against the target's, the record."""
     from jaxport.artifact.summary import type_text
-    from jaxport.run.aot import gib
+    from jaxport.run.compile.aot import gib
 
     out = render.Document()
     t = report.target

@@ -255,7 +255,7 @@ def open_artifact(path: str | Path) -> Artifact:
 def read_artifact(path: Path, fd: int) -> Artifact:
     """The artifact of ``fd``, an open descriptor of the regular file ``path``, checked as :func:`open_artifact`
     checks it; the artifact owns the descriptor (closed with it, or at once when the file is refused). A signature
-    check hashes a descriptor, then reads the artifact from it (``signature_check.open_signed``)."""
+    check hashes a descriptor, then reads the artifact from it (``signing.check.open_signed``)."""
     where = str(path)
     data = _FileBytes(fd, where)
     try:

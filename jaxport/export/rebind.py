@@ -12,7 +12,7 @@ members' digests, the recorded source of each rebound argument (in the call tree
 with ``--bind NAME=W`` (same JAX), and ``verify`` runs the live function with W.
 
 With ``require_signature``, the artifact is rebound only if it carries a signature by a trusted signer, verified
-on the bytes of the descriptor every member is then read from (``signature_check.open_signed``): the new artifact
+on the bytes of the descriptor every member is then read from (``signing.check.open_signed``): the new artifact
 holds the signed programs, or none is written. It is itself not signed (``signing.carry_notes``).
 
 Non-array leaves of a bound value (Python numbers and strings inside a module) were baked into the program at
@@ -36,8 +36,8 @@ from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
 from ..artifact.private_copy import private_member
-from ..artifact.signature import drop_stale
-from ..artifact.signature_check import open_signed
+from ..artifact.signing.bundle import drop_stale
+from ..artifact.signing.check import open_signed
 from ..errors import InputError, OutputError, SpecError, UsageError
 from ..program.module_scan import stablehlo_version
 from ..sharding import text as spec_text

@@ -25,8 +25,8 @@ from .._jax_internals import (
     vjp_getter,
     with_vjp_getter,
 )
-from ..artifact.compat import version_key
-from ..artifact.releases import STABLEHLO
+from ..artifact.window.compat import version_key
+from ..artifact.window.releases import STABLEHLO
 from ..errors import ExportError, UsageError
 
 #: What StableHLO's serializer says about an operation or type it cannot write for the target version.

@@ -21,7 +21,7 @@ from typing import Any
 from .._fsio import atomic_write, check_output
 from ..artifact import bulkwrite, container, manifest, tensors
 from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
-from ..artifact.signature import drop_stale
+from ..artifact.signing.bundle import drop_stale
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
 from ..isolation.isolate import trust

@@ -44,7 +44,7 @@ from .._jax_internals import (
 from .._yaml import load
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import Function, replace
-from ..artifact.payload import dotted, readable_stablehlo, stablehlo_version
+from ..artifact.window.payload import dotted, readable_stablehlo, stablehlo_version
 from ..errors import EntrypointError, ExportError, FormatError, InputError, PolicyError, SpecError, UsageError
 from ..export import gradients, lower
 from ..export.entrypoint import Entrypoint

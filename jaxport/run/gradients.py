@@ -21,7 +21,7 @@ from .._jax_internals import vjp_getter, with_vjp_getter
 from ..artifact.model import Function
 from ..errors import InputError, UsageError
 from ..sharding import gather
-from .npyio import read_npy, read_npz
+from .values.npyio import read_npy, read_npz
 
 if TYPE_CHECKING:
     from .loaded import Loaded

@@ -30,10 +30,10 @@ from .._api_types import runs_program
 from .._fsio import atomic_write
 from ..artifact.model import Function
 from ..errors import PlatformError
-from . import keys
 from .backend import Compilation, Placement, ShapeKey
 from .buckets.specialize import DYNAMIC_PREFIX, GONE_WHEN_STATIC, RUN_WITH_JAX, custom_call_error, specialize
 from .jax_backend import JaxBackend
+from .values import keys
 
 
 def compile_module(module: bytes | str, cpu: str = "host") -> bytes:

@@ -11,7 +11,7 @@ copied from the artifact and their digest checked over the copy (``artifact.priv
 without a check when the caller trusts the file (``verify=False``).
 
 With a required signature, the artifact is opened once and read only from that descriptor, whose bytes were hashed
-and compared with the signed digest (``signature_check.open_signed``; an ``Artifact`` passed in is checked on its
+and compared with the signed digest (``signing.check.open_signed``; an ``Artifact`` passed in is checked on its
 own descriptor, ``verify_open``): its path is never opened again, so a file renamed over it meanwhile is never
 read. Its weights then always run from the private copy whose digest is checked, whatever ``verify`` says: a memory
 map would show a rewrite of the file in place after the check.
@@ -30,10 +30,10 @@ from ..artifact.calltree import argument_positions
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest, Weights
-from ..artifact.payload import check_readable, deserialize
 from ..artifact.private_copy import DigestCheck, private_member
-from ..artifact.signature_check import Verified, open_signed, verify_open, verify_signature
+from ..artifact.signing.check import Verified, open_signed, verify_open, verify_signature
 from ..artifact.tensors import tensor_views
+from ..artifact.window.payload import check_readable, deserialize
 from ..errors import FormatError, PlatformError, UsageError
 from ..program.checks import check_runnable
 from ..sharding import device_count_message
@@ -148,7 +148,7 @@ def check_signature(path: str | Path | Artifact, options: LoadOptions) -> Verifi
 
 def open_checked(path: str | Path, options: LoadOptions) -> Artifact:
     """The artifact at ``path``, open to be read (the caller closes it): when ``options`` require a signature, opened
-    only once it verified on the bytes of the descriptor it is read from (``signature_check.open_signed``); a later
+    only once it verified on the bytes of the descriptor it is read from (``signing.check.open_signed``); a later
     ``load`` of it, with the same options, does not hash it again."""
     if not options.require_signature:
         return open_artifact(path)
@@ -177,7 +177,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     public key's PEM path, or several), the artifact must carry a model-signing signature by one of them (the bundle
     ``ARTIFACT.sig``, or ``signature``), verified on the bytes of the descriptor the artifact is then read from
     before anything else reads it (an ``Artifact`` passed in, on its own), and its weights are checked whatever
-    ``verify`` says: ``SignatureError`` otherwise (``artifact.signature_check``; needs ``jaxport[sign]``). With
+    ``verify`` says: ``SignatureError`` otherwise (``artifact.signing.check``; needs ``jaxport[sign]``). With
     ``check_ranges``, every call refuses an input value outside the ``range`` its manifest entry declares (a spec's
     ``range:``), naming the input, the index and the value (``InputError``); without it a range only shapes random
     inputs (``random_inputs``, ``call --random``, ``verify``).

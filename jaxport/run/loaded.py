@@ -25,9 +25,10 @@ from ..artifact.typed import rebuilder
 from ..errors import InputError, OutputError, UsageError
 from ..isolation import isolate
 from ..sharding import gather
-from . import gradients, inputs, ranges
+from . import gradients
 from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer
 from .cache import compilation_cache
+from .values import inputs, ranges
 from .warmup import Shapes, Warmed, combinations, signature
 
 

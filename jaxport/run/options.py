@@ -99,7 +99,7 @@ class LoadOptions:
     cache_dir: str | Path | None = None
     cache: bool = True
     #: the public keys (or CA certificates, PEM) one of which must have signed the artifact, checked before anything
-    #: else reads it (``artifact.signature``); kept as a tuple of paths, the keyword takes one path or several
+    #: else reads it (``artifact.signing.bundle``); kept as a tuple of paths, the keyword takes one path or several
     require_signature: tuple[str | Path, ...] = field(
         default=(), metadata={"takes": "str | Path | Iterable[str | Path] | None"})
     #: where that signature is (default: ``ARTIFACT.sig`` beside the artifact)

@@ -5,9 +5,9 @@ A request path that calls a program at whatever batch size it meets compiles a n
 (a Beam job over 3000 rows met 12 sizes and compiled 12 times; Ray Data's ragged last batch compiled mid-job in
 every actor). :class:`Batched` runs every batch on a shape *bucket* instead:
 
-- The buckets (``buckets``): for each dimension variable, the sizes given (``dims={"batch": [1, 8, 32]}``,
+- The buckets (``run.buckets.served``): for each dimension variable, the sizes given (``dims={"batch": [1, 8, 32]}``,
   ``--dim batch=1,8,32``), or else the ladder of the spec's bounds (the powers of two with three sizes between
-  each, :data:`~buckets.STEPS`, and the upper bound), every combination that satisfies the spec's constraints.
+  each, :data:`~served.STEPS`, and the upper bound), every combination that satisfies the spec's constraints.
   :meth:`Batched.warmup` compiles the buckets given (a server: what its budget allows before it is ready); a
   bucket a call needs that is not compiled yet is compiled then, once (``compiled``: one compile per bucket at a
   time, a bounded cache of those compiled after warm-up). ``lazy``: a call runs on the smallest *compiled* bucket
@@ -53,9 +53,9 @@ from .. import dtypes
 from ..artifact import contract
 from ..errors import InputError, PlatformError, UsageError
 from ..run.buckets.rowwise import Verdict
+from ..run.buckets.served import STEPS, Dims, Key, bucket_label, elements, fitting, plan_buckets, unfit_reason
 from ..run.loaded import Loaded
 from ..run.warmup import Warmed
-from .buckets import STEPS, Dims, Key, bucket_label, elements, fitting, plan_buckets, unfit_reason
 from .compiled import MAX_EXECUTABLES, Compiled
 from .verdicts import PADDING_RECORD, batch_variable, verdicts_of
 
@@ -133,7 +133,7 @@ class Batched:
         self.split_reason = self.no_batch_reason if self.batch is None else \
             "" if self.verdicts[self.batch].split else \
             f"splitting or merging {self.batch} is not proven safe: {self.verdicts[self.batch].split_reason}"
-        #: What each bucket that ran so far ran (by :func:`~buckets.bucket_label`).
+        #: What each bucket that ran so far ran (by :func:`~served.bucket_label`).
         self.stats: dict[str, BucketStats] = {}
         #: The axes padded per input and sliced per output, per variable that may be padded.
         self._pad_inputs = [[(v, axis) for v, d in self.verdicts.items() if d.allowed
@@ -262,7 +262,7 @@ class Batched:
         return self.compiled.bucket(self._target(dims))
 
     def _candidates(self, dims: Mapping[str, int]) -> list[Key]:
-        """The buckets a call with these dimension values may run on, smallest first (``buckets.fitting``)."""
+        """The buckets a call with these dimension values may run on, smallest first (``served.fitting``)."""
         key = tuple(dims.items())
         found = self._fits.get(key)
         if found is None:

@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..run.buckets.served import Key, bucket_label
 from ..run.loaded import Loaded
 from ..run.warmup import Warmed, signature
-from .buckets import Key, bucket_label
 
 #: When a bucket was compiled: in a warm-up (before a server is ready; a batch worker's first bucket), by a
 #: server's background compiler after it is ready, or because a call needed it.
@@ -60,7 +60,7 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 class Compiled:
     """The compiled buckets of ``loaded``'s function (see the module docstring). ``variables``: the function's
-    dimension variables, in the order of a bucket's :data:`~buckets.Key`; ``calls``: the lock a program call holds
+    dimension variables, in the order of a bucket's :data:`~served.Key`; ``calls``: the lock a program call holds
     while it runs."""
 
     def __init__(self, loaded: Loaded, variables: Sequence[str], calls: threading.Lock, *,

@@ -1,6 +1,6 @@
 """What every batch-engine adapter (``jaxport.ray``, ``jaxport.beam``, ``jaxport.spark``) holds per worker: an
 artifact's function on a lazy :class:`batching.Batched` (the rows of a batch become its input arrays in
-``run.rows``), the most rows one program call takes (what an engine caps its batches at), and the artifact itself
+``serve.rows``), the most rows one program call takes (what an engine caps its batches at), and the artifact itself
 when it arrives as bytes.
 
 Start-up is what a batch job pays per worker, so a worker compiles only what its job reaches: the one bucket that
@@ -35,10 +35,10 @@ from .._fsio import atomic_write
 from ..artifact import contract
 from ..artifact.model import Function
 from ..errors import FormatError, OutputError, UsageError
+from ..run.buckets.served import elements
 from ..run.loaded import Loaded
 from ..run.options import LoadOptions
 from .batching import Batched, Dims, plan_buckets
-from .buckets import elements
 from .compiled import COMPILING
 from .loading import check_serving, load_served, merged
 

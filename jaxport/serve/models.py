@@ -33,11 +33,11 @@ from typing import Any
 from ..artifact import contract
 from ..artifact.container import Artifact
 from ..errors import OutputError, PlatformError, UsageError
+from ..run.buckets.served import warmup_order
 from ..run.cache import compilation_cache, default_cache_dir
 from ..run.load import open_checked, select_function
 from ..run.options import LoadOptions
 from .batching import Batched, Dims
-from .buckets import warmup_order
 from .compiled import MAX_EXECUTABLES, describe_compile
 from .loading import check_programs, check_serving, load_served
 from .ports import Listen

@@ -37,9 +37,9 @@ class VerifyRequest:
     be a ``jaxport.Spec`` or a spec dict (its ``jaxport.like`` values are read from it). ``binds`` maps bound
     arguments to sources the user names (``--bind NAME=SOURCE``), replacing the recorded ones. ``dims`` maps
     dimension variables to the values to try; ``ranges`` (input name -> ``(LO, HI)``) the values of random inputs, as
-    ``run.inputs.random_inputs`` takes them, drawn from ``seed`` (case ``i`` from ``seed + i``); each planned case is
-    kept under ``budget_bytes`` of inputs and outputs. ``inputs`` replaces the planned random cases by one case on
-    the given inputs: ``--inputs`` values as ``call`` takes them, or arrays by name. ``expect`` (with ``inputs``): a
+    ``run.values.inputs.random_inputs`` takes them, drawn from ``seed`` (case ``i`` from ``seed + i``); each planned
+    case is kept under ``budget_bytes`` of inputs and outputs. ``inputs`` replaces the planned random cases by one case
+    on the given inputs: ``--inputs`` values as ``call`` takes them, or arrays by name. ``expect`` (with ``inputs``): a
     file of reference outputs keyed by output name (as ``call -o`` writes them) to compare with; the live function is
     then compared too only when ``against`` is given. ``atol``/``rtol`` replace the tolerances by output dtype;
     ``allow_nonfinite``: an output that is NaN/Inf everywhere on both sides passes instead of failing as

@@ -7,7 +7,7 @@ two compilers, :data:`jaxport.tolerance.COMPILER_TOLERANCES`).
 
 For each function, :func:`.plan.plan_cases` picks assignments of the dimension variables from the manifest's bounds
 and constraints, each kept under a memory budget; ``dims`` replaces the plan with the product of the values given.
-Inputs are seeded random arrays (``run.inputs.random_inputs``: the ``ranges`` given, else the ranges the manifest
+Inputs are seeded random arrays (``run.values.inputs.random_inputs``: the ``ranges`` given, else the ranges the manifest
 declares, else small non-negative integers, which index safely, and standard normal floats), or the one set of
 inputs ``inputs`` names (one case, its dimensions solved from their shapes). The artifact runs through
 ``run.load.load``, and the live function (:class:`.live.LiveFunction`) is called as the export called it. Every
@@ -46,9 +46,9 @@ from ..artifact.model import Function, Manifest
 from ..errors import JaxportError, PlatformError, UsageError
 from ..export.entrypoint import in_memory_values
 from ..program.checks import caller_allowances
-from ..run import inputs as inputs_mod
 from ..run import load as runtime_mod
 from ..run.options import RUNTIMES
+from ..run.values import inputs as inputs_mod
 from ..spec import ShapeSpec, as_shape_spec, like_values, load_spec
 from ..tolerance import OutputResult, compare
 from . import recorded

@@ -16,9 +16,9 @@ from typing import Any
 from ..artifact import contract
 from ..artifact.model import Function
 from ..errors import InputError, UsageError
-from ..run import inputs as inputs_mod
-from ..run import ranges
-from ..run.npyio import read_named_arrays
+from ..run.values import inputs as inputs_mod
+from ..run.values import ranges
+from ..run.values.npyio import read_named_arrays
 from .plan import Case
 
 #: The outputs of a reference for named inputs: ``(name, array)`` pairs in the manifest's order.

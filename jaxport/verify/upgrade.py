@@ -27,7 +27,7 @@ from .._fsio import atomic_write, check_output
 from ..artifact import container
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.model import Function, Manifest, UpgradedFrom, replace
-from ..artifact.signature import drop_stale
+from ..artifact.signing.bundle import drop_stale
 from ..errors import OutputError, VerificationError
 from ..export import gradients
 from ..export.manifest import program_fields, versions
@@ -35,7 +35,7 @@ from ..export.relower import reexport
 from ..export.target import Target, for_target, target
 from ..program.module_scan import scan_module
 from ..run import load as load_mod
-from ..run.inputs import random_inputs
+from ..run.values.inputs import random_inputs
 from .plan import plan_cases
 
 

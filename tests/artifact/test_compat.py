@@ -1,4 +1,4 @@
-"""The compatibility window derived from the JAX version that wrote an artifact (``jaxport.artifact.compat``)."""
+"""The compatibility window derived from the JAX version that wrote an artifact (``jaxport.artifact.window.compat``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import datetime
 from pathlib import Path
 
 from jaxport import _version
-from jaxport.artifact import compat
-from jaxport.artifact.compat import ADVISABLE, CURRENT, KNOWN, first_release, requirement, version_key, window
-from jaxport.artifact.releases import REVIEWED
+from jaxport.artifact.window import compat
+from jaxport.artifact.window.compat import ADVISABLE, CURRENT, KNOWN, first_release, requirement, version_key, window
+from jaxport.artifact.window.releases import REVIEWED
 
 TODAY = datetime.date(2026, 11, 29)
 

@@ -363,7 +363,7 @@ def test_a_stablehlo_version_older_jax_cannot_read_is_breaking():
     """A newer JAX's export raises the StableHLO version past what the oldest JAX that read the old artifact reads:
     its consumers cannot load the new one (jax 0.10.2 refuses StableHLO 1.18.0). One the same releases read is
     compatible."""
-    from jaxport.artifact import compat
+    from jaxport.artifact.window import compat
 
     old = jaxport.open_artifact(Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport").model
     f = old.functions["predict"]

@@ -20,8 +20,8 @@ from jaxport import dimexpr
 from jaxport.artifact import diff
 from jaxport.artifact.bounds import Bounds
 from jaxport.artifact.container import open_artifact
-from jaxport.artifact.implication import IMPLIED, REFUTED, UNDECIDED, System, implies
-from jaxport.artifact.linear_integer import GaveUp, row, solve
+from jaxport.artifact.diff.implication import IMPLIED, REFUTED, UNDECIDED, System, implies
+from jaxport.artifact.diff.linear_integer import GaveUp, row, solve
 from tests.support import EXAMPLES
 
 STEPS = 2_000_000

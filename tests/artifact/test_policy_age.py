@@ -15,9 +15,10 @@ import jsonschema
 import pytest
 
 from jaxport import _version
-from jaxport.artifact import age, compat, policy
+from jaxport.artifact import policy
 from jaxport.artifact.container import open_artifact, write_artifact
-from jaxport.artifact.releases import RELEASES, REVIEWED, SUPPORTED_JAX
+from jaxport.artifact.window import age, compat
+from jaxport.artifact.window.releases import RELEASES, REVIEWED, SUPPORTED_JAX
 from jaxport.errors import PolicyFileError, UsageError
 from tests.support import REPO
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.run import inputs
+from jaxport.run.values import inputs
 from tests.support import EXAMPLES, example, load_module, npz_arrays
 
 LOCAL = jax.export.default_export_platform()  # "cpu" on a CPU-only machine

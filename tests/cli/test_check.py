@@ -15,9 +15,10 @@ import jax
 import pytest
 
 import jaxport
-from jaxport.artifact import compat, policy
+from jaxport.artifact import policy
 from jaxport.artifact.manifest import validate
 from jaxport.artifact.summary import human_bytes
+from jaxport.artifact.window import compat
 from jaxport.errors import PolicyFileError
 from tests.support import EXAMPLES, REPO
 
@@ -363,8 +364,8 @@ def test_check_does_not_import_jax(artifacts, tmp_path):
 def test_a_fresh_export_passes_the_producer_age(run_cli, artifacts, monkeypatch):
     """An artifact exported here, with the JAX this jaxport supports, is 0 days behind the newest JAX release it
     supports, on any day: --max-producer-age 30 and the deprecated --max-age 30 pass (exit 0)."""
-    from jaxport.artifact.compat import CURRENT, supported
     from jaxport.artifact.container import open_artifact
+    from jaxport.artifact.window.compat import CURRENT, supported
 
     with open_artifact(artifacts["mlp"]) as art:
         assert art.manifest["producer"]["jax"] == jax.__version__
@@ -382,8 +383,8 @@ def test_a_fresh_export_passes_the_producer_age(run_cli, artifacts, monkeypatch)
 def test_producer_age_and_window_from_the_command_line(run_cli, tmp_path, monkeypatch):
     """An artifact whose recorded JAX is old fails --max-producer-age and --min-days-left; the same artifact recorded
     with the newest JAX this jaxport supports passes (more cases: tests/artifact/test_policy_age.py)."""
-    from jaxport.artifact.compat import CURRENT
     from jaxport.artifact.container import open_artifact, write_artifact
+    from jaxport.artifact.window.compat import CURRENT
 
     monkeypatch.setenv("JAXPORT_TODAY", "2026-11-01")
     golden = Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport"

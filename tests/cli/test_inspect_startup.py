@@ -26,7 +26,7 @@ NOT_IMPORTED = {"jax", "jaxlib", "numpy", "ml_dtypes", "yaml", "click", "rich", 
 #: Standard modules that jaxport modules on the path imported, and the only jaxport modules still allowed to (those
 #: that use them; ``typing``: the public API's facade, ``jaxport/__init__.py``). Any other one imports ``typing``
 #: only for type checkers (``if TYPE_CHECKING:``, with ``TYPE_CHECKING = False``), and the others where used.
-IMPORTERS = {"typing": set(), "tempfile": set(), "datetime": {"jaxport.artifact.compat"},
+IMPORTERS = {"typing": set(), "tempfile": set(), "datetime": {"jaxport.artifact.window.compat"},
              "hashlib": {"jaxport.artifact.container"}}
 
 # Runs the console script's ``main`` with ``__import__`` wrapped to note every module whose code imports a watched

@@ -16,7 +16,7 @@ import pytest
 from referencing import Registry, Resource
 
 import jaxport
-from jaxport.artifact import compat
+from jaxport.artifact.window import compat
 from tests.support import EXAMPLES, REPO
 
 JAX = importlib.metadata.version("jax")

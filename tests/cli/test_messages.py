@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from jaxport._text import plural
-from jaxport.artifact.compat import n_days
 from jaxport.artifact.policy import CheckReport, Violation
+from jaxport.artifact.window.compat import n_days
 from jaxport.verify.report import differing
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "1.0" / "mlp.jaxport"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.artifact.compat import serializer_version, version_key, window
-from jaxport.artifact.payload import stablehlo_version
-from jaxport.artifact.releases import STABLEHLO
+from jaxport.artifact.window.compat import serializer_version, version_key, window
+from jaxport.artifact.window.payload import stablehlo_version
+from jaxport.artifact.window.releases import STABLEHLO
 from jaxport.export.target import module_for, target
 from tests.support import EXAMPLES
 

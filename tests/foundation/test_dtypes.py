@@ -13,7 +13,7 @@ import pytest
 from jaxport import _safetensors, dtypes, tolerance
 from jaxport.errors import InputError
 from jaxport.importer import mlir
-from jaxport.run import npyio, outputs
+from jaxport.run.values import npyio, outputs
 
 REPO = Path(__file__).resolve().parents[2]
 ARRAY_TYPES = [d for d in dtypes.TABLE if d.kind != "key"]

@@ -15,7 +15,7 @@ import pytest
 from jaxport import _safetensors, _subbyte, dtypes
 from jaxport.errors import InputError, SpecError
 from jaxport.export import bind
-from jaxport.run import npyio
+from jaxport.run.values import npyio
 
 safetensors = pytest.importorskip("safetensors")
 from safetensors.numpy import load as st_load  # noqa: E402

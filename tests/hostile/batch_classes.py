@@ -13,7 +13,7 @@ position-dependence``, ``--class batch-rows``; rows of ``process_runs``' table):
   (split into 8 + 4, or refused), two requests given to one run (merged, or run alone), the dispatcher's merge
   decision (``Batcher.merge``) and the batch engines' refusal (``serve.engine.refuse_unsplittable``): every answer
   must equal the live function's, and what the verdicts forbid must be refused, never answered wrong.
-- ``batch-rows``: hostile row sets given to the stacking the Ray, Beam and Spark adapters use (``run.rows``:
+- ``batch-rows``: hostile row sets given to the stacking the Ray, Beam and Spark adapters use (``serve.rows``:
   ``batch_columns``, ``example_columns``, ``stack_column`` with a Spark column), and output names to Spark's struct
   fields (``jaxport.spark._fields``). A row set must be stacked exactly (the input's shape and dtype, every value
   equal to the one given: no lossy cast) or refused with an ``InputError`` naming the column and the first bad row;
@@ -825,7 +825,7 @@ def _stacked_problem(got: Any, given: Any, inp: Any) -> str:
 def _run_set(rs: RowSet) -> str:
     """The failure of one row set, or ""."""
     from jaxport.errors import InputError, UsageError
-    from jaxport.run.rows import Column, batch_columns, example_columns, stack_column
+    from jaxport.serve.rows import Column, batch_columns, example_columns, stack_column
 
     data = rs.data()
     try:

@@ -79,7 +79,7 @@ KILLER = textwrap.dedent('''
         write_artifact(target, spec["manifest"], members)
     else:
         import numpy as np
-        from jaxport.run.outputs import save_outputs
+        from jaxport.run.values.outputs import save_outputs
         save_outputs(target, [("output", np.arange(int(source), dtype=np.float32))])
     print(json.dumps({"steps": count[0]}))
 ''')

@@ -66,7 +66,7 @@ def _with(bundle: bytes, edit) -> bytes:
 
 def bundles(b: Base) -> dict[str, tuple[bytes, tuple]]:
     """Every hostile bundle by name: (its bytes, the extra setup steps), all beside a copy of the base artifact."""
-    from jaxport.artifact.signing import sign
+    from jaxport.artifact.signing.sign import sign
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -124,7 +124,7 @@ def signed_elsewhere(b: Base) -> dict[str, bytes]:
     from model_signing import hashing
     from model_signing import signing as ms_signing
 
-    from jaxport.artifact.signing import sign
+    from jaxport.artifact.signing.sign import sign
 
     from ..sign.keys import pki
 

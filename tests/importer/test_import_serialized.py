@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.artifact.compat import version_key
+from jaxport.artifact.window.compat import version_key
 from jaxport.errors import EntrypointError, FormatError
 from jaxport.program import jaxser
 from tests.hostile.boundary_classes import PARENS, serialization_with

@@ -18,7 +18,7 @@ import pytest
 import jaxport
 from jaxport import _safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
-from jaxport.run import inputs, npyio, outputs
+from jaxport.run.values import inputs, npyio, outputs
 from tests.support import EXAMPLES, REPO, example, function_record, load_module, npz_arrays
 
 EMBED = '''

@@ -212,7 +212,7 @@ def test_the_plain_call_report_is_what_rich_prints(mlp, tmp_path):
 
     from jaxport_cli import call_view, render
 
-    from jaxport.run.report import CallReport
+    from jaxport.run.calls.report import CallReport
     from tests.cli.test_inspect import _CONSOLES, _Terminal
 
     f = jaxport.load(mlp)

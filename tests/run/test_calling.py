@@ -161,9 +161,9 @@ def test_random_inputs_save_and_expect(mlp, tmp_path):
 
 
 def test_the_run_layer_compares_with_the_references_itself(mlp, tmp_path):
-    from jaxport.run.calling import call
+    from jaxport.run.calls.calling import call
 
-    assert call is jaxport.call.__wrapped__ and jaxport.call.__module__ == "jaxport.run.calling"
+    assert call is jaxport.call.__wrapped__ and jaxport.call.__module__ == "jaxport.run.calls.calling"
     call(CallRequest(mlp, random=True, output=tmp_path / "ref.npz", cache=False))
     again = call(CallRequest(mlp, random=True, expect=tmp_path / "ref.npz", cache=False))
     assert again.sections["expect"]["reference"] == str(tmp_path / "ref.npz")
@@ -172,7 +172,7 @@ def test_the_run_layer_compares_with_the_references_itself(mlp, tmp_path):
 
 def test_jaxport_run_call_is_the_run_layers_call(mlp, tmp_path):
     import jaxport.run
-    from jaxport.run import calling
+    from jaxport.run.calls import calling
 
     assert jaxport.run.call is calling.call and jaxport.run.CallRequest is CallRequest
     assert jaxport.run.CallReport is jaxport.CallReport

@@ -16,7 +16,7 @@ import pytest
 
 from jaxport.artifact import contract
 from jaxport.errors import InputError
-from jaxport.run import inputs, npyio
+from jaxport.run.values import inputs, npyio
 from tests.support import function_record
 
 # A function entry as the manifest holds it: x: f32[b, 4], y: i32[b], constraint b >= 16.
@@ -502,7 +502,7 @@ def test_reading_never_imports_jax(tmp_path):
     import sys
 
     np.save(tmp_path / "x.npy", np.zeros((16, 4), np.float32))
-    code = ("import sys, jaxport.run.npyio as i; i.read_npy(sys.argv[1], 'float32'); "
+    code = ("import sys, jaxport.run.values.npyio as i; i.read_npy(sys.argv[1], 'float32'); "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.npy")], check=True, env={**os.environ})
 

@@ -152,7 +152,7 @@ def test_cumulative_operations_over_a_polymorphic_axis_run_on_iree(make_artifact
     assert ("note: padding not allowed for b: output 'lse' depends on an operation whose padding changes with b: it "
             "works across b or uses its value (stablehlo.reduce_window); a call's b must equal a bucket's") \
         in res.stdout
-    from jaxport.run import iree_loader
+    from jaxport.run.compile import iree_loader
 
     x = np.random.default_rng(0).uniform(0.5, 1.5, (9, 3)).astype(np.float32)
     got = iree_loader.load(tmp_path / "c.run.json")(x)
@@ -240,7 +240,7 @@ def test_compile_a_pytree_function_with_several_outputs(artifacts, tmp_path, run
 
 def _run_description() -> dict:
     """A run description as ``compile`` writes it, with only what the loader reads (no module is run)."""
-    from jaxport.run import iree_loader
+    from jaxport.run.compile import iree_loader
 
     arrays = [{"name": "x", "shape": [4], "dtype": "float32"}]
     return {"format": iree_loader.FORMAT, "module": "m.vmfb", "parameters": None, "device": "local-task",
@@ -253,7 +253,7 @@ def _run_description() -> dict:
 
 
 def test_the_loader_reads_a_run_description_once_and_refuses_an_incomplete_one(tmp_path):
-    from jaxport.run import iree_loader
+    from jaxport.run.compile import iree_loader
 
     path = tmp_path / "m.run.json"
     path.write_text(json.dumps(_run_description()))

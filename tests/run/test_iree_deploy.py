@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.run import iree_loader
-from jaxport.run.deploy import compile_artifact
+from jaxport.run.compile import iree_loader
+from jaxport.run.compile.deploy import compile_artifact
 from tests.support import EXAMPLES, example
 
 pytest.importorskip("iree.compiler")

@@ -171,7 +171,7 @@ def test_iree_takes_a_key_as_its_data_and_gives_a_key_back(model_dir, run_cli):
     """JAX puts a sharding constraint (of the shardy dialect, which IREE lacks) on a key's data even in a one-device
     program: IREE compiles it without, and its run description gives the module's key input as its data."""
     pytest.importorskip("iree.compiler")
-    from jaxport.run import iree_loader
+    from jaxport.run.compile import iree_loader
 
     assert _export(run_cli, "model.py:next_key", 'jaxport: 1\nargs: ["f32[4]", "key[]"]\n').exit_code == 0
     x, key = jnp.arange(4, dtype=jnp.float32), jax.random.key(5)

@@ -16,8 +16,8 @@ import pytest
 import jaxport
 from jaxport.artifact import container
 from jaxport.errors import FormatError, InputError, IntegrityError, OutputError, PlatformError, PolicyError, UsageError
-from jaxport.run import inputs, npyio, outputs
 from jaxport.run.cache import compilation_cache, default_cache_dir
+from jaxport.run.values import inputs, npyio, outputs
 from tests.support import EXAMPLES, example
 
 LOCAL = jax.export.default_export_platform()  # "cpu" on a CPU-only machine

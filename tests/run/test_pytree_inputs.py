@@ -307,7 +307,7 @@ def test_streaming_still_takes_only_leaf_names(here, run_cli):
     """``--batch-size`` reads .npy files by input name; a pytree name is not one of them."""
     module, _, _ = here
     with pytest.raises(InputError):
-        from jaxport.run.inputs import classify
+        from jaxport.run.values.inputs import classify
 
         fn = jaxport.load("t.jaxport").function_record
         classify(fn, ["state=s.npz"])

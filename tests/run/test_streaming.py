@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.run import streaming
+from jaxport.run.calls import streaming
 
 MODEL = '''
 import jax.numpy as jnp

@@ -247,8 +247,8 @@ def test_unknown_target_is_a_usage_error_naming_the_closest(mlp, run_cli):
 
 
 def test_the_policy_language_and_the_targets_agree():
-    from jaxport.artifact.policy_language import COMPILE_TARGETS
-    from jaxport.run.targets import target_names
+    from jaxport.artifact.policy.language import COMPILE_TARGETS
+    from jaxport.run.compile.targets import target_names
 
     assert list(COMPILE_TARGETS) == target_names()
 
@@ -266,7 +266,7 @@ def test_a_platform_the_artifact_was_not_exported_for_is_refused(tmp_path, run_c
 def test_without_libtpu_a_tpu_target_says_what_to_install(mlp, monkeypatch):
     from jax.experimental import topologies
 
-    from jaxport.run.aot import compile_targets
+    from jaxport.run.compile.aot import compile_targets
 
     def missing(*args, **kwargs):
         raise RuntimeError("JAX TPU support not installed; cannot generate TPU topology. See https://...")
@@ -379,7 +379,7 @@ def test_a_program_over_the_chips_memory_is_refused_with_xlas_sizes(tmp_path, ru
 
 
 def test_an_executable_over_the_targets_memory_does_not_fit():
-    from jaxport.run.aot import Bucket
+    from jaxport.run.compile.aot import Bucket
 
     gib = 1 << 30
     bucket = Bucket("f", {"b": 8}, (((8, 4), "float32"),), ("x",), True, None, 0.1,
@@ -408,7 +408,7 @@ def test_the_positional_fast_path_takes_bound_artifacts_and_still_refuses_numpy_
 
 
 def test_targets_are_named_as_documented():
-    from jaxport.run.targets import target
+    from jaxport.run.compile.targets import target
 
     with pytest.raises(UsageError):
         target("gpu")

@@ -1,7 +1,7 @@
 """Bad rows on the real engines: Ray Data (local), Apache Beam (DirectRunner) and Apache Spark (local) hand
 jaxport's adapters ragged, missing, NaN and foreign cells, Beam dict rows with a key missing or too many, and Spark
 struct fields two outputs would share. Each is refused with jaxport's InputError naming the column (or input), the
-row and what it holds (``run.rows``), or, for the fields, a UsageError before any data runs; good rows of Python
+row and what it holds (``serve.rows``), or, for the fields, a UsageError before any data runs; good rows of Python
 lists and doubles that hold float32 values give the live function's values (``jax.jit``); empty partitions give
 nothing. Each test skips when its engine is not installed (``make test-serve``)."""
 

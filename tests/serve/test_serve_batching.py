@@ -236,7 +236,7 @@ ATTENTION = ("import jax\nimport jax.numpy as jnp\n\n\ndef f(x):\n    s = jnp.ei
 
 def test_the_default_plan_holds_for_every_variable_of_a_model_with_several(make_artifact):
     """A tagger's batch 1..64 and seq 1..512 each take the ladder (no thinning to 64 buckets): 20 x 32 sizes."""
-    from jaxport.serve.buckets import fitting, warmup_order
+    from jaxport.run.buckets.served import fitting, warmup_order
 
     path = make_artifact(ATTENTION, "jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\n  seq: {min: 1, max: 512}\n"
                                     "args:\n  - \"f32[batch, seq, 2]\"\n")

@@ -2,7 +2,7 @@
 ``signature-swap`` (tests/hostile/signature_classes.py): a signed artifact ``m.jaxport`` whose function doubles its
 input, unsigned ones that would answer otherwise, and an attacker who renames, links or rewrites files at a chosen
 event of a command: an opening of the artifact's path, or a step of the signature check
-(``jaxport.artifact.signature_check.step``).
+(``jaxport.artifact.signing.check.step``).
 
 An attacker here can write the artifact's directory (rename a file over the artifact, hard-link one there) and, for
 ``rewrite``, the artifact file itself; not the trusted key, nor the signer's private key.
@@ -142,7 +142,7 @@ class Attacker:
 
     def __init__(self, path: Path, monkeypatch: Any, plan: str | None = None, at: int = -1,
                  evil: Path | None = None, good: Path | None = None):
-        import jaxport.artifact.signature_check as signature_check
+        import jaxport.artifact.signing.check as signature_check
 
         self.path = Path(os.path.abspath(path))
         self.events: list[str] = []

@@ -12,7 +12,7 @@ pytest.importorskip("model_signing", reason="the signature tests need the extra 
                                             "'jaxport[sign]'; make test installs it)")
 
 import jaxport  # noqa: E402
-from jaxport.artifact.signature_check import key_id  # noqa: E402
+from jaxport.artifact.signing.check import key_id  # noqa: E402
 
 from .keys import key_pair  # noqa: E402
 

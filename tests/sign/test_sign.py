@@ -17,8 +17,8 @@ pytest.importorskip("model_signing", reason="the signature tests need the extra 
 pytest.importorskip("OpenSSL", reason="model-signing needs pyopenssl beside it (pip install 'jaxport[sign]')")
 
 import jaxport  # noqa: E402
-from jaxport.artifact.signature import MAX_BUNDLE_BYTES  # noqa: E402
-from jaxport.artifact.signature_check import key_id  # noqa: E402
+from jaxport.artifact.signing.bundle import MAX_BUNDLE_BYTES  # noqa: E402
+from jaxport.artifact.signing.check import key_id  # noqa: E402
 
 from .keys import key_pair, keyless_bundle, pki  # noqa: E402
 
@@ -206,7 +206,7 @@ def test_call_refuses_before_reading_the_artifact(case, signed, keys, tmp_path, 
     trusted, message = _refusal(case, signed, keys, tmp_path)
     target = _target(case, signed)
     read = []
-    import jaxport.artifact.signature_check as signature_check
+    import jaxport.artifact.signing.check as signature_check
     import jaxport.run.load as run_load
 
     def reading(*a, **k):
@@ -395,7 +395,7 @@ def test_inspect_says_what_signature_sits_beside_it_without_verifying(signed, ke
 
 
 def test_rebind_writes_an_unsigned_artifact_and_says_so(tmp_path, keys, run_cli):
-    from jaxport.artifact.signing import carry_notes
+    from jaxport.artifact.signing.sign import carry_notes
 
     src = tmp_path / "mlp-bound.jaxport"
     shutil.copy(GOLDEN / "mlp-bound.jaxport", src)

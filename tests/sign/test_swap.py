@@ -2,7 +2,7 @@
 
 An attacker who can write the artifact's directory renames an unsigned artifact over the signed one (and the signed
 one back), or renames a hard link to one there, at each event of a command: each opening of the artifact's path
-and each step of the signature check (``signature_check.step``), deterministically (``swap.Attacker``); one who can
+and each step of the signature check (``signing.check.step``), deterministically (``swap.Attacker``); one who can
 write the file rewrites it in place. Every command that takes ``--require-signature`` (call, serve's core, verify,
 warmup, rebind, inspect ``--signature-key``), ``jaxport.load`` of a path and of an open ``Artifact``, and the batch
 engines' shared loading path then computes the signed program's numbers (x * 2, where the unsigned ones answer
@@ -375,7 +375,7 @@ def test_bytes_parsed_after_the_hash_are_tied_to_the_chunks_hashed(tmp_path):
     import hashlib
     import os
 
-    from jaxport.artifact.signature_check import HASH_CHUNK, TIED_BYTES, hash_descriptor
+    from jaxport.artifact.signing.check import HASH_CHUNK, TIED_BYTES, hash_descriptor
 
     path = tmp_path / "f"
     data = bytearray(np.random.default_rng(0).integers(0, 256, TIED_BYTES + 2 * HASH_CHUNK, np.uint8).tobytes())

@@ -20,7 +20,7 @@ BUILD = Path(os.environ.get("JAXPORT_TPU_BUILD", REPO / "build" / "tpu"))
 def _tpu_here() -> str | None:
     """Why the tier cannot run here, or None on a TPU (JAX is started only where a TPU chip is attached: elsewhere
     collecting this directory leaves JAX unstarted, as the other tests need)."""
-    from jaxport.run.targets import has_tpu_chip
+    from jaxport.run.compile.targets import has_tpu_chip
 
     if not has_tpu_chip():
         return "no TPU here; the TPU tier runs where one is (make test-tpu)"

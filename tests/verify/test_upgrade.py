@@ -18,9 +18,9 @@ import pytest
 
 import jaxport
 from jaxport.artifact import container
-from jaxport.artifact.compat import window
 from jaxport.artifact.container import open_artifact
 from jaxport.artifact.model import replace
+from jaxport.artifact.window.compat import window
 from jaxport.errors import VerificationError
 from jaxport.verify import upgrade as upgrade_mod
 from tests.support import EXAMPLES

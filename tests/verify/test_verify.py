@@ -19,7 +19,7 @@ from jaxport import tolerance
 from jaxport.artifact import model
 from jaxport.artifact.bounds import Bounds
 from jaxport.errors import InputError, UsageError
-from jaxport.run.inputs import random_inputs
+from jaxport.run.values.inputs import random_inputs
 from jaxport.verify import plan, spec_check
 from jaxport.verify.runner import verify
 from tests.support import EXAMPLES

@@ -20,7 +20,7 @@ import pytest
 
 import jaxport
 from jaxport import tolerance
-from jaxport.run.inputs import random_inputs
+from jaxport.run.values.inputs import random_inputs
 from jaxport.verify import runner
 from jaxport.verify.runner import verify
 from tests.support import EXAMPLES, REPO

@@ -1,8 +1,9 @@
-"""Shape buckets, in one place: which concrete shapes to compile (``plan``: ``--dim``, ``--bucket``, or proposed from
-the spec's bounds by one rule, ``ladder``), the program specialized to a bucket's shapes (``specialize``), and the
-proof that a call may be padded up to a bucket, and that a batch may be split into calls or merged with others
-(``rowwise``, ``padding``). ``jaxport compile`` (``run.deploy``), ``jaxport serve`` and the batch engines
-(``serve.batching``) import them from here."""
+"""Shape buckets, the one home of sizes: which concrete shapes to compile (``plan``: ``--dim``, ``--bucket``, or
+proposed from the spec's bounds by one rule, ``ladder``), the sizes a function is served on and which of them a call
+fits (``served``), the program specialized to a bucket's shapes (``specialize``), and the proof that a call may be
+padded up to a bucket, and that a batch may be split into calls or merged with others (``rowwise``, ``padding``).
+``jaxport compile`` (``run.compile.deploy``), ``jaxport serve`` and the batch engines (``serve.batching``) import
+them from here. Below the run core: it imports only ``run.values`` (the JAX backend it specializes with is a type)."""
 
 from .plan import (
     MAX_BUCKETS,

@@ -5,15 +5,17 @@ records the padding verdicts in its modules; serving and the batch engines pad, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import dtypes
 from ...artifact import contract
 from ...artifact.model import Function
 from ...errors import JaxportError
-from ..jax_backend import JaxBackend
 from . import dimvalues, rowwise
 from .specialize import specialize
+
+if TYPE_CHECKING:  # a type only: the buckets sit below the run core, which hands them its JAX backend
+    from ..jax_backend import JaxBackend
 
 #: Sizes tried first when a variable is specialized twice to find the axes it sizes: small, odd, and unlikely to
 #: equal another dimension of the program.

@@ -7,11 +7,13 @@ from __future__ import annotations
 import io
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._jax_internals import make_ir_context
 from ...errors import PlatformError
-from ..jax_backend import JaxBackend
+
+if TYPE_CHECKING:  # a type only: the buckets sit below the run core, which hands them its JAX backend
+    from ..jax_backend import JaxBackend
 
 #: What makes a custom call vanish once the program has static shapes: JAX's shape checks and its calls that exist
 #: only for dynamic shapes (``stablehlo.dynamic_top_k``, ``stablehlo.dynamic_reduce_window``, ...).

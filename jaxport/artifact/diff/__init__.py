@@ -1,0 +1,24 @@
+"""What changed between two artifacts, and whether it breaks their callers (``jaxport diff``).
+
+``compare`` walks two manifests (and, unless told not to, their programs) and classifies every difference as a
+``changes.Change``; ``shapes`` compares the shapes a function accepts, which ``implication`` decides exactly over
+integers with ``linear_integer``. Callers import the comparison from here.
+"""
+
+from .compare import (
+    BREAKING,
+    COMPATIBLE,
+    FAIL_ON,
+    MAX_EVALUATION_STEPS,
+    UNDECIDED,
+    Change,
+    DiffReport,
+    ProgramComparison,
+    compare_manifests,
+    diff,
+    function_pairs,
+    program_digest,
+)
+
+__all__ = ["BREAKING", "COMPATIBLE", "FAIL_ON", "MAX_EVALUATION_STEPS", "UNDECIDED", "Change", "DiffReport",
+           "ProgramComparison", "compare_manifests", "diff", "function_pairs", "program_digest"]
