@@ -1,4 +1,5 @@
-"""jaxport's own `.safetensors` reader and writer (`jaxport._safetensors`) against the safetensors library's numpy API.
+"""jaxport's own `.safetensors` reader and writer (`jaxport.arrayfiles.safetensors`) against the safetensors
+library's numpy API.
 
     python benchmarks/bench_safetensors.py [--quick | --repeats N]
 
@@ -8,9 +9,9 @@ outputs and extracted weights, reading them back as copies (`call --inputs`, `--
 (export). Per operation, in one process, the contenders alternate round by round on the same arrays and the same
 files (in a temporary directory, so both hit the page cache alike):
 
-- write: `_safetensors.write` into a file against `safetensors.numpy.save_file`;
-- read (copy): `_safetensors.read_file(..., mmap=False)` against `safetensors.numpy.load_file`;
-- read (map): `_safetensors.read_file(..., mmap=True)` plus one byte of every tensor touched, against
+- write: `safetensors_io.write` into a file against `safetensors.numpy.save_file`;
+- read (copy): `safetensors_io.read_file(..., mmap=False)` against `safetensors.numpy.load_file`;
+- read (map): `safetensors_io.read_file(..., mmap=True)` plus one byte of every tensor touched, against
   `safe_open(..., framework="numpy")` and `get_tensor` of every tensor (the library's lazy reader, which copies);
 
 and, as whole processes, what importing each reader costs. Every file each side writes is read by the other side
@@ -34,7 +35,7 @@ import numpy as np  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from jaxport import _safetensors  # noqa: E402
+from jaxport.arrayfiles import safetensors as safetensors_io  # noqa: E402
 from jaxport.errors import InputError  # noqa: E402
 
 #: (case, tensor count, elements per tensor): many small tensors (a checkpoint's biases and norms) and a few large.
@@ -60,11 +61,11 @@ def timed(fn: Callable[[], object]) -> float:
 
 def jaxport_write(path: Path, data: dict[str, np.ndarray]) -> None:
     with open(path, "wb") as f:
-        _safetensors.write(f, data)
+        safetensors_io.write(f, data)
 
 
 def jaxport_map(path: Path) -> int:
-    tensors = _safetensors.read_file(path, str(path), InputError, mmap=True)
+    tensors = safetensors_io.read_file(path, str(path), InputError, mmap=True)
     return sum(int(a.reshape(-1)[:1].view(np.uint8)[0]) for a in tensors.values())
 
 
@@ -100,10 +101,11 @@ def main() -> None:
             jaxport_write(ours, data)
             save_file(data, str(theirs))
             check(load_file(str(ours)), data, "safetensors.numpy.load_file of jaxport's file")
-            check(_safetensors.read_file(theirs, "theirs", InputError), data, "jaxport's reader of the library's file")
+            check(safetensors_io.read_file(theirs, "theirs", InputError), data,
+                  "jaxport's reader of the library's file")
             ops = {
                 "write": (lambda d=data: jaxport_write(ours, d), lambda d=data: save_file(d, str(theirs))),
-                "read (copy)": (lambda: _safetensors.read_file(ours, "ours", InputError),
+                "read (copy)": (lambda: safetensors_io.read_file(ours, "ours", InputError),
                                 lambda: load_file(str(theirs))),
                 "read (map)": (lambda: jaxport_map(ours), lambda: library_lazy(theirs)),
             }
@@ -117,10 +119,10 @@ def main() -> None:
                 rows.append([case, op, f"{ma * 1e3:.1f} ms", f"{mb * 1e3:.1f} ms", f"{mb / ma:.2f}x"])
     print(common.table(["case", "operation", "jaxport", "safetensors", "safetensors / jaxport"], rows))
     repeats = max(args.repeats, 3)
-    mine = import_seconds("numpy, jaxport", ["jaxport._safetensors"], repeats)
+    mine = import_seconds("numpy, jaxport", ["jaxport.arrayfiles.safetensors"], repeats)
     library = import_seconds("numpy, jaxport", ["safetensors", "safetensors.numpy"], repeats)
     print(f"\nImport in a process that has numpy and jaxport (-X importtime, cumulative, best of {repeats}): "
-          f"jaxport._safetensors {mine * 1e3:.1f} ms, safetensors.numpy {library * 1e3:.1f} ms.")
+          f"jaxport.arrayfiles.safetensors {mine * 1e3:.1f} ms, safetensors.numpy {library * 1e3:.1f} ms.")
 
 if __name__ == "__main__":
     main()

@@ -98,8 +98,15 @@ DEFAULT_CACHE = "$JAXPORT_CACHE_DIR, else $XDG_CACHE_HOME/jaxport/xla or ~/.cach
 
 
 def cache_dir_option(help: str = f"XLA compilation cache (default: {DEFAULT_CACHE}).") -> Callable[[F], F]:
-    """``--cache-dir DIR`` (as ``cache_dir``): JAX's persistent compilation cache and jaxport's check verdicts."""
+    """``--cache-dir DIR`` (as ``cache_dir``): JAX's persistent compilation cache and jaxport's records beside it
+    (check verdicts, padding verdicts, shipped executables), in every command."""
     return click.option("--cache-dir", type=click.Path(file_okay=False), help=help)
+
+
+def module_dir_option(help: str = "With --runtime iree: where IREE keeps the modules it compiles (default: iree beside "
+                                  "the compilation cache, ~/.cache/jaxport/iree).") -> Callable[[F], F]:
+    """``--module-dir DIR`` (as ``module_dir``): IREE's compiled modules."""
+    return click.option("--module-dir", type=click.Path(file_okay=False), help=help)
 
 
 #: The targets ``--target`` names (``jaxport.run.compile.targets``), for the help texts.
@@ -217,6 +224,7 @@ _LOAD_OPTIONS: tuple[tuple[str, Callable[[str | None], Callable[[F], F]], str, C
     ("cache", lambda h: click.option("--no-cache", is_flag=True,
                                      help=h or "Do not use the persistent compilation cache."),
      "no_cache", lambda v: not v),
+    ("module_dir", lambda h: module_dir_option(h) if h else module_dir_option(), "module_dir", None),
     ("require_signature", lambda h: require_signature_option(h) if h else require_signature_option(),
      "require_signature", tuple),
     ("signature", lambda h: signature_path_option(h) if h else signature_path_option(
@@ -240,7 +248,7 @@ def load_options(*, omit: tuple[str, ...] = (), help: dict[str, str] | None = No
     """The options of how to load an artifact's function, which the command receives as one parameter ``load``, a
     ``jaxport.run.options.LoadOptions`` (:func:`record_options`): ``--function``, ``--runtime``,
     ``--allow-platform-mismatch``, ``--allow-custom-call``, ``--no-verify``, ``--cache-dir``, ``--no-cache``,
-    ``--require-signature``, ``--signature`` and ``--check-ranges``, less
+    ``--module-dir``, ``--require-signature``, ``--signature`` and ``--check-ranges``, less
     the fields in ``omit`` (which keep their defaults), with a command's own ``help`` by field. A field added to
     ``LoadOptions`` is added to ``_LOAD_OPTIONS`` and every command that loads takes it."""
     texts = help or {}
@@ -354,54 +362,21 @@ def seed_option(default: int | None, help: str) -> Callable[[F], F]:
 
 # --- dimension variables --------------------------------------------------------------------------------------------
 
-#: The largest dimension size (what a manifest may record).
-MAX_DIMENSION = 1 << 62
-
-
-def _dimension(text: str) -> int:
-    """An integer option value; one of more digits than any dimension has reads as just above the cap (int()
-    refuses thousands of digits with a message about Python, not about the option)."""
-    digits = text.strip().lstrip("+")
-    if digits.isdigit() and len(digits.lstrip("0")) > 19:
-        return MAX_DIMENSION + 1
-    return int(text.strip())
-
-
 def _parse_dims(one_value: bool) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], dict[str, Any]]:
     """The callback of ``--dim NAME=V[,V...]``: ``{name: [values]}`` in the order given (a name repeated adds its
-    values), or, where the command runs one shape (``one_value``), ``{name: value}``."""
-    example = "--dim batch=8" if one_value else "--dim batch=1,7,128"
-    form = "NAME=VALUE" if one_value else "NAME=VALUE[,VALUE...]"
+    values), or, where the command runs one shape (``one_value``), ``{name: value}``; read by the library's rules of
+    sizes (``jaxport.run.buckets.sizes``), whose mistakes are click's usage errors of the option."""
 
     def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
-        dims: dict[str, list[int]] = {}
-        for text in values:
-            name, eq, rest = text.partition("=")
-            name = name.strip()
-            if not eq or not name.isidentifier():
-                raise click.BadParameter(f"{text!r} is not {form} (e.g. {example}).", ctx, param)
-            chosen = dims.setdefault(name, [])
-            for item in rest.split(","):
-                try:
-                    value = _dimension(item)
-                except ValueError:
-                    other, is_pair, _ = item.partition("=")
-                    if is_pair and other.strip().isidentifier():  # --dim batch=3,seq=17: two variables in one
-                        raise click.BadParameter(f"{text[:60]!r} sets two variables; give each its own --dim "
-                                                 f"(repeat the option): --dim {name}={rest.split(',')[0].strip()} "
-                                                 f"--dim {item.strip()[:40]}.", ctx, param) from None
-                    raise click.BadParameter(f"{text[:60]!r}: {item.strip()[:40]!r} is not an integer.", ctx,
-                                             param) from None
-                if value < 0:
-                    raise click.BadParameter(f"{text!r}: a dimension cannot be negative.", ctx, param)
-                if value > MAX_DIMENSION:
-                    raise click.BadParameter(f"{text[:60]!r}: a dimension is at most 2**62.", ctx, param)
-                if value not in chosen:
-                    chosen.append(value)
-            if one_value and len(chosen) > 1:
-                shown = ", ".join(map(str, chosen[:4])) + (", ..." if len(chosen) > 4 else "")
-                raise click.BadParameter(f"{name} has {len(chosen)} values ({shown}), and this command runs one "
-                                         f"shape; give one (e.g. --dim {name}={chosen[0]}).", ctx, param)
+        if not values:
+            return {}
+        from jaxport.errors import UsageError
+        from jaxport.run.buckets import sizes
+
+        try:
+            dims = sizes.parse(values, one_value=one_value)
+        except UsageError as e:
+            raise click.BadParameter(str(e), ctx, param) from None
         return {name: chosen[0] for name, chosen in dims.items()} if one_value else dims
 
     return parse

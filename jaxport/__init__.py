@@ -231,7 +231,8 @@ def _classes() -> Mapping[str, type]:
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked
 #: Public name -> the public name of the request whose fields the function's ``**options`` takes.
-_OPTIONS = {"export": "ExportRequest", "import_stablehlo": "ImportRequest", "verify_artifact": "VerifyRequest"}
+_OPTIONS = {"export": "ExportRequest", "import_stablehlo": "ImportRequest", "verify_artifact": "VerifyRequest",
+            "load": "LoadOptions"}
 
 
 def _checked(name: str, fn: Any) -> Any:

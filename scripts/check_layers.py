@@ -5,8 +5,9 @@
 1. Layers. Each module belongs to one layer; it imports only from its own layer and the layers this table allows:
 
    ========== =========================================================
-   foundation the flat top-level modules (errors, dtypes, dimexpr, sharding, ...) and ``jaxport.program``, the
-              lowered program's readers and checks (``_jax_internals`` builds on ``program.jaxser``): foundation
+   foundation the flat top-level modules (errors, dtypes, dimexpr, sharding, ...), ``jaxport.program``, the
+              lowered program's readers and checks (``_jax_internals`` builds on ``program.jaxser``), and
+              ``jaxport.arrayfiles``, arrays in files (``.npy``, ``.safetensors``, sub-byte packing): foundation
               only
    spec       ``jaxport.spec``, the spec language: foundation
    isolation  ``jaxport.isolation``, child processes with limits and the program checks run in them: foundation
@@ -70,6 +71,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,7 +92,7 @@ ALLOWED = {
 }
 SUBPACKAGES = ("spec", "isolation", "artifact", "export", "importer", "run", "verify", "serve")
 #: Subpackages that belong to the foundation layer.
-FOUNDATION_PACKAGES = ("program",)
+FOUNDATION_PACKAGES = ("program", "arrayfiles")
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
 ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
@@ -326,16 +328,42 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _imports(mod: Module, modules: dict[str, Module]) -> Iterator[tuple[Import, str]]:
+    """Each import of ``mod`` with the module of the package it names; not those of modules outside the package, of
+    ``mod`` itself, or of the package ``mod`` is in (``from . import x``, ``x`` a name of its ``__init__``)."""
+    for imp in mod.imports:
+        target = _owner(imp.target, modules)
+        if target is None or target == mod.name:
+            continue
+        if mod.name.startswith(target + ".") and modules[target].is_package and not imp.names:
+            continue  # ``from . import x`` resolved to the package itself
+        yield imp, target
+
+
+def import_graph(modules: dict[str, Module]) -> dict[str, set[str]]:
+    """Each module -> the modules of the package it imports when it runs (rule 2): imports inside function bodies
+    count, those under ``if TYPE_CHECKING:`` do not."""
+    return {name: {target for imp, target in _imports(mod, modules) if not imp.type_only}
+            for name, mod in modules.items()}
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """The import cycles of the package at ``root`` (rule 2), each as its modules, sorted."""
+    return _cycles(import_graph(load_package(root)))
+
+
 def violations(root: Path) -> list[str]:
     """Every breach of the contract in the package at ``root``, one readable line each."""
     modules = load_package(root)
     out: list[str] = []
-    graph: dict[str, set[str]] = {name: set() for name in modules}
     for mod in modules.values():
         where = mod.path.relative_to(root.parent)
         src_layer = layer(mod.name)
         src_room = room(mod.name)
         parts = mod.name.split(".")
+        if mod.is_package and len(parts) == 2 and parts[1] not in (*SUBPACKAGES, *FOUNDATION_PACKAGES):
+            out.append(f"{where}: {mod.name} is a sub-package in no layer; add it to SUBPACKAGES (a layer of its own) "
+                       f"or FOUNDATION_PACKAGES in scripts/check_layers.py")
         if mod.is_package and len(parts) == 3 and parts[1] in ROOMED and ".".join(parts[1:]) not in ROOMS:
             out.append(f"{where}: {mod.name} is a sub-package of {parts[1]} that is no room; add it to ROOMS in "
                        f"scripts/check_layers.py with the rooms it may import")
@@ -345,14 +373,7 @@ def violations(root: Path) -> list[str]:
             for name, line in mod.heavy_top:
                 out.append(f"{where}:{line}: imports {name} at module level; the {src_layer} layer imports it "
                            f"inside the function that needs it")
-        for imp in mod.imports:
-            target = _owner(imp.target, modules)
-            if target is None or target == mod.name:
-                continue
-            if mod.name.startswith(target + ".") and modules[target].is_package and not imp.names:
-                continue  # ``from . import x`` resolved to the package itself
-            if not imp.type_only:
-                graph[mod.name].add(target)
+        for imp, target in _imports(mod, modules):
             dst_layer = layer(target)
             if src_layer != "facade" and dst_layer != "facade" and dst_layer not in ALLOWED[src_layer]:
                 out.append(f"{where}:{imp.line}: {mod.name} ({src_layer}) imports {target} ({dst_layer}); "
@@ -374,7 +395,7 @@ def violations(root: Path) -> list[str]:
                     out.append(f"{where}:{imp.line}: {mod.name} imports the private name {name} from {target}")
         for target, attr, line in mod.private_reads:
             out.append(f"{where}:{line}: {mod.name} reads the private name {attr} of {target}")
-    for component in _cycles(graph):
+    for component in _cycles(import_graph(modules)):
         out.append(f"import cycle: {' -> '.join(component)} (each imports another in the group)")
     return out
 

@@ -21,6 +21,20 @@ def load_module(path: Path, name: str | None = None) -> ModuleType:
 
 
 @functools.cache
+def layer_checker() -> ModuleType:
+    """``scripts/check_layers.py`` (the import-layer contract) as the module ``check_layers``, put in ``sys.modules``
+    as its dataclasses need."""
+    import sys
+
+    spec = importlib.util.spec_from_file_location("check_layers", REPO / "scripts" / "check_layers.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_layers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
 def example(name: str) -> ModuleType:
     """``examples/NAME/model.py``, loaded once per test run (its functions keep their identity, so ``jax.jit``
     compiles each of them once)."""

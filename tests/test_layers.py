@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO, layer_checker
 
-
-def _checker():
-    spec = importlib.util.spec_from_file_location("check_layers", REPO / "scripts" / "check_layers.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_layers"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-check_layers = _checker()
+check_layers = layer_checker()
 
 
 def test_jaxport_keeps_its_import_layers():
@@ -247,6 +235,22 @@ def test_a_room_imports_only_the_rooms_its_rule_allows(tmp_path):
         "jaxport.artifact.policy.language (artifact.policy); artifact.signing may import only from the artifact core",
         "jaxport/run/values/inputs.py:4: jaxport.run.values.inputs (run.values) imports jaxport.run.calls.report "
         "(run.calls); run.values imports nothing else of run"]
+
+
+def test_a_sub_package_in_no_layer_is_reported(tmp_path):
+    root = _package(tmp_path, {"helpers/__init__.py": "", "helpers/zips.py": "", "program/__init__.py": "",
+                               "arrayfiles/__init__.py": ""})
+    assert check_layers.violations(root) == [
+        "jaxport/helpers/__init__.py: jaxport.helpers is a sub-package in no layer; add it to SUBPACKAGES (a layer of "
+        "its own) or FOUNDATION_PACKAGES in scripts/check_layers.py"]
+
+
+def test_a_cycle_through_a_lazy_getattr_is_reported(tmp_path):
+    # ``run``'s PEP 562 ``__getattr__`` imports ``r`` when a name is first read; ``r`` reads one of those names
+    root = _package(tmp_path, {"run/__init__.py": "def __getattr__(name):\n    from . import r\n",
+                               "run/r.py": "def f():\n    from . import call\n", "run/s.py": "from . import r\n"})
+    assert check_layers.cycles(root) == [["jaxport.run", "jaxport.run.r"]]
+    assert check_layers.import_graph(check_layers.load_package(root))["jaxport.run.s"] == {"jaxport.run.r"}
 
 
 def test_a_sub_package_that_is_no_room_is_reported(tmp_path):

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import _safetensors, _subbyte, dtypes
+from jaxport import dtypes
+from jaxport.arrayfiles import safetensors as safetensors_io
+from jaxport.arrayfiles import subbyte
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.errors import FormatError, InputError, SpecError
 from jaxport.run.values import npyio
@@ -133,9 +135,9 @@ def test_the_model_runs_on_iree_from_its_packed_weights(quantized, run_cli, tmp_
 ])
 def test_sub_byte_elements_pack_two_to_a_byte_first_in_the_low_nibble(name, values, stored):
     arr = np.array(values, np.float32).astype(dtypes.to_numpy(name))
-    assert _subbyte.pack(arr).tobytes() == bytes(stored)
+    assert subbyte.pack(arr).tobytes() == bytes(stored)
     assert dtypes.stored_nbytes(name, len(values)) == len(stored)
-    back = _subbyte.unpack(bytes(stored), name, len(values))
+    back = subbyte.unpack(bytes(stored), name, len(values))
     assert back.dtype == arr.dtype and back.view(np.uint8).tolist() == arr.view(np.uint8).tolist()
 
 
@@ -207,18 +209,18 @@ def test_a_raw_int4_byte_is_read_by_its_low_nibble(tmp_path):
 def test_float4_round_trips_through_safetensors_packed(tmp_path):
     a = np.array([[0.5, -6.0], [3.0, -0.0]], np.float32).astype(ml_dtypes.float4_e2m1fn)
     with open(tmp_path / "a.safetensors", "wb") as f:
-        _safetensors.write(f, {"a": a})
+        safetensors_io.write(f, {"a": a})
     raw = (tmp_path / "a.safetensors").read_bytes()
     (n,) = np.frombuffer(raw[:8], np.uint64)
     assert json.loads(raw[8:8 + int(n)]) == {"a": {"dtype": "F4", "shape": [2, 2], "data_offsets": [0, 2]}}
     assert raw[8 + int(n):] == bytes([0xF1, 0x85])
     for mmap in (False, True):
-        back = _safetensors.read_file(tmp_path / "a.safetensors", "a.safetensors", InputError, mmap=mmap)["a"]
+        back = safetensors_io.read_file(tmp_path / "a.safetensors", "a.safetensors", InputError, mmap=mmap)["a"]
         assert back.dtype == a.dtype and back.view(np.uint8).tolist() == a.view(np.uint8).tolist()
     with open(tmp_path / "b.safetensors", "wb") as f, pytest.raises(ValueError, match=re.escape(
             "tensor 'b' holds 3 float4_e2m1fn elements, which .safetensors cannot store (it packs 2 to a byte, and a "
             "tensor fills whole bytes)")):
-        _safetensors.write(f, {"b": a.reshape(-1)[:3]})
+        safetensors_io.write(f, {"b": a.reshape(-1)[:3]})
 
 
 def test_iree_refuses_float4_with_the_reason(make_artifact):

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jaxport import _npyfile
-from jaxport import _safetensors as safetensors_io
 from jaxport._fsio import open_for_reading, read_file
+from jaxport.arrayfiles import npy as npyfile
+from jaxport.arrayfiles import safetensors as safetensors_io
 from jaxport.artifact.container import open_artifact
 from jaxport.artifact.policy import load_policy
 from jaxport.errors import (
@@ -300,18 +300,18 @@ def test_bound_npz_reads_members_with_caps(tmp_path, monkeypatch):
     assert str(e.value) == ("spec.yaml:4: bound file small.npz: member 'w.npy': cannot be read (Bad CRC-32 for file "
                             "'w.npy'); the file is damaged.")
 
-    monkeypatch.setattr(_npyfile, "MAX_NPZ_BYTES", 1 << 20)
+    monkeypatch.setattr(npyfile, "MAX_NPZ_BYTES", 1 << 20)
     with pytest.raises(SpecError) as e:
         _bind(tmp_path, "bomb.npz", _raw_zip([("w.npy", stream, 8, crc, total)]))
     assert str(e.value) == (f"spec.yaml:4: bound file bomb.npz: the .npz members declare {total} bytes in all; at "
                             f"most {1 << 20} are allowed.")
-    monkeypatch.setattr(_npyfile, "MAX_NPZ_BYTES", 16 << 30)
-    monkeypatch.setattr(_npyfile, "physical_memory", lambda: 1 << 20)
+    monkeypatch.setattr(npyfile, "MAX_NPZ_BYTES", 16 << 30)
+    monkeypatch.setattr(npyfile, "physical_memory", lambda: 1 << 20)
     with pytest.raises(SpecError) as e:
         _bind(tmp_path, "bomb.npz", _raw_zip([("w.npy", stream, 8, crc, total)]))
     assert str(e.value) == (f"spec.yaml:4: bound file bomb.npz: the .npz members declare {total} bytes in all, more "
                             f"than this machine's memory ({1 << 20} bytes).")
-    monkeypatch.setattr(_npyfile, "physical_memory", lambda: 8 << 20)
+    monkeypatch.setattr(npyfile, "physical_memory", lambda: 8 << 20)
     with pytest.raises(SpecError) as e:  # a header larger than memory is refused before its data is inflated
         _bind(tmp_path, "lies.npz", _raw_zip([("w.npy", stream, 8, crc, 4 << 20)]))
     assert str(e.value) == ("spec.yaml:4: bound file lies.npz: member 'w.npy': the array declares shape (1048576, 4) "
@@ -320,7 +320,7 @@ def test_bound_npz_reads_members_with_caps(tmp_path, monkeypatch):
 
 def test_bound_npz_refuses_a_zip_bomb_before_inflating_it(tmp_path, monkeypatch):
     stream, crc, total = _bomb(1 << 20)  # 16 MiB from a few kilobytes
-    monkeypatch.setattr(_npyfile, "BOMB_FLOOR", 1 << 20)
+    monkeypatch.setattr(npyfile, "BOMB_FLOOR", 1 << 20)
     with pytest.raises(SpecError) as e:
         _bind(tmp_path, "bomb.npz", _raw_zip([("w.npy", stream, 8, crc, total)]))
     assert str(e.value) == (f"spec.yaml:4: bound file bomb.npz: member 'w.npy' inflates {len(stream)} bytes to "

@@ -79,7 +79,7 @@ def command(artifact, spec_path, items, platforms, devices, as_json, debug, **op
     with errors.usage_errors():
         request = VerifyRequest(artifact, spec=spec_path, inputs=list(items) or None,
                                 platforms=[p.lower() for p in platforms] or None,
-                                cache_dir=_module_cache(options["load"]), **options)
+                                module_dir=_module_dir(options["load"]), **options)
         if devices.distributed:
             raise UsageError("verify runs in one process: --coordinator, --num-processes and --process-id are for "
                              "'call'. Simulate the devices of a sharded artifact with --host-devices N.")
@@ -102,11 +102,12 @@ def command(artifact, spec_path, items, platforms, devices, as_json, debug, **op
     errors.run(body, debug=debug, as_json=as_json)
 
 
-def _module_cache(load):
-    """Where a runtime that compiles on its own (IREE) keeps its modules: beside JAX's compilation cache."""
+def _module_dir(load):
+    """Where a runtime that compiles on its own (IREE) keeps its modules: --module-dir, else beside JAX's
+    compilation cache."""
     from jaxport.run.cache import default_cache_dir
 
-    return load.runs_on.modules_beside(default_cache_dir())
+    return load.module_directory(default_cache_dir())
 
 
 def _with_progress(run):

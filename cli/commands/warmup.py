@@ -15,7 +15,7 @@ from ..render import plain
 @click.argument("artifact", type=click.Path())
 @dim_option("Values of a dimension variable to compile for (e.g. batch=1,8,32); repeat for each variable. "
             "Several values: every combination.")
-@load_options(omit=("runtime", "verify_weights", "cache", "check_ranges"), help={
+@load_options(omit=("runtime", "verify_weights", "cache", "check_ranges", "module_dir"), help={
     "cache_dir": f"The cache to fill: JAX's compilation cache and jaxport's check verdicts (default: {DEFAULT_CACHE}). "
                  f"Give the same directory to 'jaxport call --cache-dir' (or ship it as the default) where the "
                  f"artifact runs.",

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _PAD_ID = 0xA1A0  # extra-field id of jaxport's alignment padding
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
 _EOCD = b"PK\x05\x06"

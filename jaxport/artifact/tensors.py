@@ -3,7 +3,7 @@
 Every tensor is stored raw, little-endian, C order, at an offset that is a multiple of ``layout.ALIGNMENT`` inside
 one member (``weights.bin``); the manifest's ``weights.tensors`` index gives each one's dtype, shape, offset, size
 and sha256 (specs/FORMAT.md, "Weights"). A sub-byte tensor (``int4``, ``uint4``, ``float4_e2m1fn``) is stored packed,
-two elements per byte (``jaxport._subbyte``): read back, it is a new array rather than a view. numpy is imported
+two elements per byte (``arrayfiles.subbyte``): read back, it is a new array rather than a view. numpy is imported
 inside the functions that need it.
 """
 
@@ -17,7 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _subbyte, dtypes
+from .. import dtypes
+from ..arrayfiles import subbyte
 from ..errors import FormatError, SpecError
 from .layout import ALIGNMENT
 from .model import StoredTensor, replace
@@ -44,7 +45,7 @@ class Tensor:
         if d is None or not d.packed:
             return self.array
         if self._packed is None:
-            object.__setattr__(self, "_packed", _subbyte.pack(self.array))
+            object.__setattr__(self, "_packed", subbyte.pack(self.array))
         return self._packed
 
 
@@ -297,7 +298,7 @@ def tensor_views(buffer: memoryview, index: Mapping[str, StoredTensor], where: s
                               f"offset {offset}, which does not fit the {size}-byte weights member as declared "
                               f"({t.nbytes} bytes).")
         if d.packed:  # unpacked into new memory, from the bytes that were checked; read-only as a view is
-            arr = _subbyte.unpack(buffer[offset:offset + nbytes], d.name, count)
+            arr = subbyte.unpack(buffer[offset:offset + nbytes], d.name, count)
             arr.flags.writeable = False
         else:
             arr = np.frombuffer(buffer, dtype=dtypes.to_numpy(d.name), count=count, offset=offset)

@@ -30,10 +30,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .. import _safetensors, dtypes
+from .. import dtypes
 from .._fsio import open_for_reading
-from .._npyfile import NpzRules, read_header, read_npz_file, size_text
 from .._text import human_bytes, plural
+from ..arrayfiles import safetensors
+from ..arrayfiles.npy import NpzRules, read_header, read_npz_file, size_text
 from ..artifact.calltree import key_name
 from ..artifact.pathtree import check_argument
 from ..artifact.summary import type_text
@@ -46,7 +47,8 @@ from .entrypoint import load_attribute, split_entrypoint
 from .orbax_source import SOURCES, load_directory
 
 MAX_BIND_FILE_MEMBERS = 1 << 16
-#: A bound ``.npz`` member over ``_npyfile.BOMB_FLOOR`` bytes may inflate at most this many times its compressed size.
+#: A bound ``.npz`` member over ``arrayfiles.npy.BOMB_FLOOR`` bytes may inflate at most this many times its compressed
+#: size.
 MAX_BIND_RATIO = 100
 
 
@@ -133,7 +135,7 @@ def load_bind_source(source: str, base_dir: Path, where: str,
                 return _nest(read_npz_file(f, here, NpzRules(SpecError, MAX_BIND_FILE_MEMBERS, holds="only arrays",
                                                                  numeric_only=False, max_ratio=MAX_BIND_RATIO)),
                              f"{where}: {source}")
-            return _nest(_safetensors.read(f, here, SpecError, mmap=True, max_tensors=MAX_BIND_FILE_MEMBERS),
+            return _nest(safetensors.read(f, here, SpecError, mmap=True, max_tensors=MAX_BIND_FILE_MEMBERS),
                          f"{where}: {source}")
         except SpecError:
             raise
@@ -142,7 +144,7 @@ def load_bind_source(source: str, base_dir: Path, where: str,
 
 
 def _map_npy(f: BinaryIO, where: str) -> np.ndarray:
-    """A bound ``.npy`` as a read-only memory map of the open file ``f``, its header checked by ``_npyfile``."""
+    """A bound ``.npy`` as a read-only memory map of the open file ``f``, its header checked by ``arrayfiles.npy``."""
     size = os.fstat(f.fileno()).st_size
     header = read_header(f, where, SpecError, numeric_only=False)
     if size - header.header_bytes != header.nbytes:

@@ -247,11 +247,7 @@ def lower(
 
     def run_export(checks):
         with export_config():
-            structs = _shape_dtype_structs(inputs, spec)
-            tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
-            kwargs = dict(tree[1])
-            if tensors:
-                kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+            tree, kwargs = _abstract_arguments(dyn_args, dyn_kwargs, inputs, spec, tensors)
             if spec.mesh:
                 jitted, call_args = _jit_sharded(program, tree, kwargs, dyn_args, dyn_kwargs, inputs, weight_specs,
                                                  spec, fspec)
@@ -273,17 +269,8 @@ def lower(
     except (SpecError, PolicyError):
         raise
     except Exception as e:  # noqa: BLE001 - tracing runs the user's code; anything it raises is reported as theirs
-        if _JAX_CUSTOM_CALL_ERROR in str(e):
-            unsafe = on_fresh_stack(export_allowing_every_custom_call, run_export)
-            raise disallowed_custom_calls_error(entry.spec, scan_module(unsafe.mlir_module_serialized),
-                                                set(allow_custom_calls)) from None
-        too_big = _int32_bound(e, spec)
-        if too_big is not None:
-            raise too_big from None
-        # JAX reports host callbacks as NotImplementedError, or with symbolic shapes as an opaque RuntimeError.
-        raise _export_failed(e, entry.spec, binds, lambda: _host_callbacks(program, dyn_args, dyn_kwargs, inputs,
-                                                                            spec, x64, tensors),
-                             used_variables(inputs)) from None
+        raise _export_failed(e, entry.spec, spec, allow_custom_calls, run_export, binds, lambda: _host_callbacks(
+            program, dyn_args, dyn_kwargs, inputs, spec, x64, tensors), used_variables(inputs)) from None
 
     if strip_locations:
         exported = dataclasses.replace(
@@ -358,11 +345,21 @@ def _program(fn: Callable[..., Any], fspec: FunctionSpec, bound: dict[int, Any],
     return program
 
 
-def _export_failed(e: Exception, where: str, binds: list[BoundArgument],
-                   host_callbacks: Callable[[], list[str]], variables: set[str]) -> Exception:
-    """The error to report for an export that raised ``e`` (custom calls aside): a bound tree without a key the
-    function reads, host callbacks (``host_callbacks`` traces the program for them), else ``e`` as the user's, with
-    what to do where jaxport knows (``hints``; ``variables``: the dimension variables of the inputs' shapes)."""
+def _export_failed(e: Exception, where: str, spec: ShapeSpec, allowed: list[str], run_export: Callable[[Any], Any],
+                   binds: list[BoundArgument], host_callbacks: Callable[[], list[str]], variables: set[str]
+                   ) -> Exception:
+    """The error to report for an export of the spec's function (at ``where``) that raised ``e``: custom calls not
+    in ``allowed`` (all of them named, from ``run_export`` run again with every custom call allowed), a ``dims`` max
+    beyond int32, a bound tree without a key the function reads, host callbacks (``host_callbacks`` traces the
+    program for them; JAX reports them as a NotImplementedError, or with symbolic shapes as an opaque RuntimeError),
+    else ``e`` as the user's, with what to do where jaxport knows (``hints``; ``variables``: the dimension variables
+    of the inputs' shapes)."""
+    if _JAX_CUSTOM_CALL_ERROR in str(e):
+        unsafe = on_fresh_stack(export_allowing_every_custom_call, run_export)
+        return disallowed_custom_calls_error(where, scan_module(unsafe.mlir_module_serialized), set(allowed))
+    too_big = _int32_bound(e, spec)
+    if too_big is not None:
+        return too_big
     missing = missing_bound_key(e) if binds else None
     if missing is not None:
         return missing_key_error(missing, binds)
@@ -432,15 +429,26 @@ def _trace(program: Callable[..., Any], dyn_args: Any, dyn_kwargs: Any, inputs: 
            x64: bool, tensors: list[Any]) -> Any:
     """The closed jaxpr of the program at the spec's symbolic shapes (raises what tracing raises)."""
     import jax
-    from jax import tree_util
 
     with jax_config(jax_enable_x64=x64 or x64_enabled()):
-        structs = _shape_dtype_structs(inputs, spec)
-        tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
-        kwargs = dict(tree[1])
-        if tensors:
-            kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+        tree, kwargs = _abstract_arguments(dyn_args, dyn_kwargs, inputs, spec, tensors)
         return jax.make_jaxpr(program)(*tree[0], **kwargs)
+
+
+def _abstract_arguments(dyn_args: Any, dyn_kwargs: Any, inputs: list[InputLeaf], spec: ShapeSpec,
+                        tensors: list[Any]) -> tuple[Any, dict[str, Any]]:
+    """What the program is traced with: the pytree ``(args, kwargs)`` of the free arguments, each input a
+    ``jax.ShapeDtypeStruct`` of the spec's symbolic shape, and the keyword arguments (the tree's, and the bound
+    tensors' as ``WEIGHTS_KWARG``)."""
+    import jax
+    from jax import tree_util
+
+    structs = _shape_dtype_structs(inputs, spec)
+    tree = tree_util.tree_unflatten(tree_util.tree_structure((dyn_args, dyn_kwargs)), structs)
+    kwargs = dict(tree[1])
+    if tensors:
+        kwargs[WEIGHTS_KWARG] = {t.name: jax.ShapeDtypeStruct(t.array.shape, t.array.dtype) for t in tensors}
+    return tree, kwargs
 
 
 def _unread_weights(traced_jaxpr: Callable[[], Any], tensors: list[Any], weight_positions: list[int]) -> list[str]:

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import _subbyte, dtypes
+from .. import dtypes
 from .._fsio import atomic_write, check_output, open_regular, read_at_most
 from .._jax_internals import read_exported
+from ..arrayfiles import subbyte
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
@@ -288,7 +289,7 @@ def _typed_void(value: Any, name: str, old_index: Mapping[str, StoredTensor], pa
             old = old_index.get(full)
             if old is not None and old.dtype in dtypes.raw_void(value.dtype.itemsize):
                 typed = value.view(dtypes.to_numpy(old.dtype))
-                return _subbyte.canonical(typed) if dtypes.BY_NAME[old.dtype].packed else typed
+                return subbyte.canonical(typed) if dtypes.BY_NAME[old.dtype].packed else typed
     return value
 
 

@@ -25,9 +25,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from .. import _subbyte, dtypes
+from .. import dtypes
 from .._api_types import runs_program
 from .._fsio import atomic_write
+from ..arrayfiles import subbyte
 from ..artifact.model import Function
 from ..errors import PlatformError
 from .backend import Compilation, Placement, ShapeKey
@@ -143,7 +144,7 @@ def to_iree(runtime: Any, device: Any, value: Any) -> Any:
     element = runtime.HalElementType.SINT_4 if d.kind == "int" else runtime.HalElementType.UINT_4
     buffer = device.allocator.allocate_buffer_copy(memory_type=runtime.MemoryType.DEVICE_LOCAL,
                                                    allowed_usage=runtime.BufferUsage.DEFAULT, device=device,
-                                                   buffer=_subbyte.pack(array))
+                                                   buffer=subbyte.pack(array))
     return runtime.HalBufferView(buffer, list(array.shape), element)
 
 
@@ -158,7 +159,7 @@ def from_iree(result: Any, dtype: str) -> Any:
     view = getattr(result, "_buffer_view", result)  # an iree.runtime DeviceArray holds its HalBufferView
     shape = [int(n) for n in view.shape]
     raw = np.array(view.map().asarray((int(view.byte_length),), np.dtype(np.uint8)))
-    return _subbyte.unpack(raw, dtype, math.prod(shape)).reshape(shape)
+    return subbyte.unpack(raw, dtype, math.prod(shape)).reshape(shape)
 
 
 def shapes_text(key: ShapeKey | list[Any]) -> str:

@@ -34,16 +34,17 @@ from ..artifact.private_copy import DigestCheck, private_member
 from ..artifact.signing.check import Verified, open_signed, verify_open, verify_signature
 from ..artifact.tensors import tensor_views
 from ..artifact.window.payload import check_readable, deserialize
-from ..errors import FormatError, PlatformError, UsageError
+from ..errors import FormatError, OutputError, PlatformError, UsageError
+from ..isolation import isolate
 from ..program.checks import check_runnable
 from ..sharding import device_count_message
 from .backend import Backend
+from .cache import compilation_cache
 from .gradients import explain_missing
 from .iree import IreeBackend
 from .jax_backend import JaxBackend
 from .loaded import Loaded
 from .options import LoadOptions
-from .options import runtime as runtime_named
 
 
 def select_function(manifest: Manifest, function: str | None, where: str) -> str:
@@ -155,43 +156,67 @@ def open_checked(path: str | Path, options: LoadOptions) -> Artifact:
     return open_signed(path, options.require_signature, options.signature)[0]
 
 
-def load(path: str | Path | Artifact, function: str | None = None, *, allow_platform_mismatch: bool = False,
-         verify: bool = True, runtime: str = "jax", cache_dir: str | Path | None = None,
-         allow_custom_calls: Iterable[str] | None = None, defer_verify: bool = False,
-         require_signature: str | Path | Iterable[str | Path] | None = None,
-         signature: str | Path | None = None, check_ranges: bool = False) -> Loaded:
+def load(path: str | Path | Artifact, function: str | None = None, *, verify: bool = True,
+         defer_verify: bool = False, **options: Any) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
-    caller closes it, after the last call. ``function`` names the function when the artifact holds several. With
+    caller closes it, after the last call. ``function`` names the function when the artifact holds several. Bound
+    weights are memory-mapped from the artifact; ``verify=False`` skips their sha256 check (one pass over the weight
+    bytes, about a second per 1-2 GB), for artifacts whose origin is already trusted. With ``defer_verify`` (what
+    ``jaxport call`` does), the weights' sha256 check runs in a thread while the program compiles, and the first run
+    waits for it: a damaged weights member is then refused (``IntegrityError``) by the first call rather than by
+    ``load``, and nothing runs on it either way.
+
+    The other keywords are the fields of :class:`~jaxport.run.options.LoadOptions`. With
     ``allow_platform_mismatch``, a function exported for other platforms is tried on the local one (JAX's
-    ``DisabledSafetyCheck.platform()``). Bound weights are memory-mapped from the artifact; ``verify=False`` skips
-    their sha256 check (one pass over the weight bytes, about a second per 1-2 GB), for artifacts whose origin is
-    already trusted. ``runtime="iree"`` compiles and runs the program with IREE on the CPU instead of XLA (see
-    ``iree``), caching compiled modules in ``cache_dir`` when given. ``allow_custom_calls`` names the custom-call
-    targets beyond JAX's guaranteed-stable ones that the program may call (kernels this process provides); the
-    artifact's own ``allowed_custom_calls`` grants nothing, and host callbacks are refused whatever is allowed.
-    With ``defer_verify`` (what ``jaxport call`` does), the weights' sha256 check runs in a thread while the program
-    compiles, and the first run waits for it: a damaged weights member is then refused (``IntegrityError``) by the
-    first call rather than by ``load``, and nothing runs on it either way. With ``require_signature`` (a trusted
-    public key's PEM path, or several), the artifact must carry a model-signing signature by one of them (the bundle
-    ``ARTIFACT.sig``, or ``signature``), verified on the bytes of the descriptor the artifact is then read from
-    before anything else reads it (an ``Artifact`` passed in, on its own), and its weights are checked whatever
-    ``verify`` says: ``SignatureError`` otherwise (``artifact.signing.check``; needs ``jaxport[sign]``). With
-    ``check_ranges``, every call refuses an input value outside the ``range`` its manifest entry declares (a spec's
-    ``range:``), naming the input, the index and the value (``InputError``); without it a range only shapes random
-    inputs (``random_inputs``, ``call --random``, ``verify``).
+    ``DisabledSafetyCheck.platform()``). ``runtime="iree"`` compiles and runs the program with IREE on the CPU
+    instead of XLA (see ``iree``). ``cache_dir``: JAX's compilation cache the function compiles with, as in every
+    command, with jaxport's records beside it (the program check's verdict, executables ``warmup --target``
+    shipped), and IREE's compiled modules in a directory beside it (``module_dir`` names another); without it the
+    function compiles with the cache the process has (``jax.config``), ``cache=False``: none. ``allow_custom_calls``
+    names the custom-call targets beyond JAX's guaranteed-stable ones that the program may call (kernels this
+    process provides); the artifact's own ``allowed_custom_calls`` grants nothing, and host callbacks are refused
+    whatever is allowed. With ``require_signature`` (a trusted public key's PEM path, or several), the artifact must
+    carry a model-signing signature by one of them (the bundle ``ARTIFACT.sig``, or ``signature``), verified on the
+    bytes of the descriptor the artifact is then read from before anything else reads it (an ``Artifact`` passed in,
+    on its own), and its weights are checked whatever ``verify`` says: ``SignatureError`` otherwise
+    (``artifact.signing.check``; needs ``jaxport[sign]``). With ``check_ranges``, every call refuses an input value
+    outside the ``range`` its manifest entry declares (a spec's ``range:``), naming the input, the index and the
+    value (``InputError``); without it a range only shapes random inputs (``random_inputs``, ``call --random``,
+    ``verify``).
     """
-    runtime_named(runtime)  # UsageError for one there is not
-    required = LoadOptions()
-    if require_signature is not None or signature is not None:  # a bundle without a key: UsageError
-        required = LoadOptions(require_signature=require_signature, signature=signature)  # type: ignore[arg-type]
-    signed = bool(required.require_signature)
+    verify = verify and options.pop("verify_weights", True)  # the record's name for it, taken too
+    return load_by(path, LoadOptions(function=function, verify_weights=verify, **options), defer_verify=defer_verify)
+
+
+def load_by(path: str | Path | Artifact, options: LoadOptions, *, defer_verify: bool = False) -> Loaded:
+    """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record: with ``options.cache_dir`` (or
+    ``cache=False``) the function is loaded, and compiles, with JAX's compilation cache there (or none)."""
+    if options.cache and options.cache_dir is None:  # the compilation cache the process has
+        return _load(path, options, options.module_directory(), defer_verify)
+    directory = Path(options.cache_dir).expanduser() if options.cache and options.cache_dir is not None else None
+    with compilation_cache(directory) as state:
+        if state.reason:
+            raise OutputError(f"{path.path if isinstance(path, Artifact) else path}: {state.reason}; give a directory "
+                              f"this user can write (cache_dir=DIR).")
+        loaded = _load(path, options, options.module_directory(directory), defer_verify)
+    loaded.compile_in(directory)
+    member = loaded.model.members.get(loaded.function_record.payload)
+    if directory is not None and member is not None:  # the check's verdict there too, if this process checked it
+        isolate.remember(member.sha256, directory)
+    return loaded
+
+
+def _load(path: str | Path | Artifact, options: LoadOptions, module_dir: Path | None,
+          defer_verify: bool) -> Loaded:
+    """:func:`load` by its record, IREE's modules in ``module_dir``."""
+    signed = bool(options.require_signature)
     opened: Artifact | None = None
     if isinstance(path, Artifact):
-        check_signature(path, required)
+        check_signature(path, options)
     elif signed:
-        opened = open_checked(path, required)  # refused before JAX is imported
+        opened = open_checked(path, options)  # refused before JAX is imported
     import jax
     from jax import export
 
@@ -202,16 +227,17 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
     where = str(path)
     pending: DigestCheck | None = None
     try:
-        fname = select_function(art.model, function, where)
+        fname = select_function(art.model, options.function, where)
         record = art.model.functions[fname]
         notes: list[str] = []
-        exported = runnable_program(art, fname, allow_custom_calls, where, notes)
-        weights, pending = map_weights(art, record, verify or signed, defer=defer_verify and runtime == "jax") \
+        exported = runnable_program(art, fname, options.allow_custom_calls, where, notes)
+        deferred = defer_verify and options.runtime == "jax"
+        weights, pending = map_weights(art, record, options.verify_weights or signed, defer=deferred) \
             if record.weights else ([], None)
         local = export.default_export_platform()
         mismatch = local not in exported.platforms
         if mismatch:
-            if not allow_platform_mismatch:
+            if not options.allow_platform_mismatch:
                 raise PlatformError(
                     f"{where}: function {fname!r} was exported for {', '.join(exported.platforms)}, but JAX here "
                     f"runs on {local}. Run it where {' or '.join(exported.platforms)} is available, or re-export it "
@@ -227,7 +253,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
                                  platform=local, platform_mismatch=mismatch,
                                  weights_check=pending.wait if pending is not None else None,
                                  program=art.model.members[record.payload].sha256)
-        backend: Backend = IreeBackend(jax_backend, record, cache_dir) if runtime == "iree" else jax_backend
+        backend: Backend = IreeBackend(jax_backend, record, module_dir) if options.runtime == "iree" else jax_backend
     except BaseException:
         if pending is not None:
             pending.join()  # its thread reads the file: never close it under that thread
@@ -236,21 +262,18 @@ def load(path: str | Path | Artifact, function: str | None = None, *, allow_plat
         raise
     if not weights and not borrowed:  # nothing maps the artifact's bytes any more
         art.close()
-    return Loaded(Path(path), fname, art.model, backend, local, mismatch, time.perf_counter() - start,
-                  art if weights else None, notes, check_ranges=check_ranges)
+    return Loaded(Path(path), fname, art.model, backend, local, time.perf_counter() - start, art if weights else None,
+                  notes, check_ranges=options.check_ranges)
 
 
 def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: str | Path | None = None,
               defer_verify: bool = False) -> Loaded:
-    """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record. ``cache_dir`` is JAX's compilation
-    cache directory in use (``cache.compilation_cache``), beside which a runtime that compiles on its own keeps its
-    modules (``Runtime.modules_beside``). The signature it requires is checked first, on the descriptor the artifact
+    """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record, inside a command's block of JAX's
+    compilation cache (``cache.compilation_cache``): ``cache_dir`` is the directory that block uses, beside which a
+    runtime that compiles on its own keeps its modules unless ``options.module_dir`` says where
+    (``LoadOptions.module_directory``). The signature it requires is checked first, on the descriptor the artifact
     is read from (``load``)."""
-    return load(path, options.function, allow_platform_mismatch=options.allow_platform_mismatch,
-                verify=options.verify_weights, runtime=options.runtime,
-                cache_dir=options.runs_on.modules_beside(cache_dir),
-                allow_custom_calls=options.allow_custom_calls, defer_verify=defer_verify,
-                check_ranges=options.check_ranges, **signature_options(options))
+    return _load(path, options, options.module_directory(cache_dir), defer_verify)
 
 
 def signature_options(options: LoadOptions) -> dict[str, Any]:

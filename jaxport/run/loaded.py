@@ -11,13 +11,15 @@ constants. Use :func:`jaxport.run.load.load`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import _subbyte, dtypes, usercache
+from .. import dtypes, usercache
+from ..arrayfiles import subbyte
 from ..artifact import calltree, contract, model, summary
 from ..artifact.model import Function, Manifest
 from ..artifact.pathtree import path_trees
@@ -27,6 +29,7 @@ from ..isolation import isolate
 from ..sharding import gather
 from . import gradients
 from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer
+from .buckets import sizes
 from .cache import compilation_cache
 from .values import inputs, ranges
 from .warmup import Shapes, Warmed, combinations, signature
@@ -159,7 +162,7 @@ class Loaded:
     """
 
     def __init__(self, path: Path, function: str, model: Manifest, backend: Backend, platform: str,
-                 platform_mismatch: bool, load_seconds: float, artifact: Any = None, notes: list[str] | None = None,
+                 load_seconds: float, artifact: Any = None, notes: list[str] | None = None,
                  *, check_ranges: bool = False):
         self.path = path
         #: Whether every call refuses an input value outside its declared ``range`` (``load(check_ranges=True)``).
@@ -174,7 +177,6 @@ class Loaded:
         #: What compiles and runs the program (``backend.Backend``).
         self.backend = backend
         self.platform = platform
-        self.platform_mismatch = platform_mismatch
         self.load_seconds = load_seconds
         f = self.function_record
         sharded = f.mesh is not None
@@ -183,6 +185,10 @@ class Loaded:
                                    {v: d.to_json() for v, d in f.dims.items()}, f.constraints,
                                    summary.signature(function, f))
         self._artifact = artifact  # keeps the memory map of the weights open
+        #: JAX's compilation cache the function compiles with, and jaxport's records there (``load(cache_dir=)``);
+        #: None: the process's own cache (or none, after ``compile_in(None)``).
+        self.cache_dir: Path | None = None
+        self._own_cache = False  # compile_in was called: compile in the block of cache_dir (None: no cache)
         #: The solved dimension variables of each input shape signature that passed the checks.
         self._checked: dict[ShapeKey, dict[str, int]] = {}
         #: ``((shape, dtype, type), ...)`` of inputs that passed the checks unconverted -> their compiled signature.
@@ -209,6 +215,12 @@ class Loaded:
     def runtime(self) -> str:
         """Which runtime compiles and runs the program (``jax``, ``iree``)."""
         return self.backend.name
+
+    @property
+    def platform_mismatch(self) -> bool:
+        """Whether the function was exported for other platforms than this one (``load(allow_platform_mismatch=True)``
+        tries it here all the same)."""
+        return self.platform not in self.function_record.platforms
 
     @property
     def mesh(self) -> Any:
@@ -244,9 +256,10 @@ class Loaded:
 
     def random_inputs(self, dims: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, Any]:
         """Random input arrays by name, as ``jaxport call --random`` makes them: dimension variables not in
-        ``dims`` take the smallest values that satisfy the bounds and constraints."""
+        ``dims`` take the smallest values that satisfy the bounds and constraints (``dims`` is checked as ``--dim``
+        is: ``buckets.sizes``, a ``UsageError`` for a mistake)."""
         f = self.function_record
-        return inputs.random_inputs(f, contract.resolve_dims(f, dims or {}), seed)
+        return inputs.random_inputs(f, sizes.resolved(f, dims), seed)
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The free input arrays of a call ``f(*args, **kwargs)``, by input name (structure checked)."""
@@ -304,7 +317,7 @@ class Loaded:
                     declared.kind == "V":
                 v = v.view(declared)  # numpy stores bfloat16 and float8 as raw void (np.load gives '|V2')
                 if dtypes.BY_NAME[inp.dtype].packed:  # int4: the unused high bits of each byte cleared
-                    v = _subbyte.canonical(v)
+                    v = subbyte.canonical(v)
             if inp.weak and str(v.dtype) != inp.dtype:  # a Python number at export: any integer or float, kept
                 v = inputs.weak_value(inp, v, (sources or {}).get(inp.name))
             flat.append(v)
@@ -328,9 +341,17 @@ class Loaded:
         """Check named input arrays against the manifest; returns the solved dimension variables."""
         return self.prepare(arrays).dims
 
-    def _compile(self, key: ShapeKey) -> Compilation:
+    def compile_in(self, directory: Path | None) -> None:
+        """Compile from now on with JAX's compilation cache in ``directory`` (None: without one), keeping jaxport's
+        records there, whatever cache the process has (``load(cache_dir=)``, ``load(cache=False)``)."""
+        self.cache_dir, self._own_cache = directory, True
+
+    def _compile(self, key: ShapeKey, in_block: bool = False) -> Compilation:
+        """The program compiled for ``key``, once; in the cache :meth:`compile_in` chose unless the caller's block
+        chose one (``in_block``: ``warmup``)."""
         if key not in self._compilations:
-            compilation = self._compilations[key] = self.backend.compile(key)
+            with compilation_cache(self.cache_dir) if self._own_cache and not in_block else contextlib.nullcontext():
+                compilation = self._compilations[key] = self.backend.compile(key)
             self.notes.extend(n for n in compilation.notes if n not in self.notes)
         return self._compilations[key]
 
@@ -482,21 +503,23 @@ class Loaded:
 
         ``shapes`` gives every dimension variable a value (``{"batch": 8}``), or several (``{"batch": [1, 8, 32]}``:
         every combination), or is a list of such mappings; a function without dimension variables takes None. The
-        executables go to JAX's persistent cache in ``cache_dir`` (default: the directory this process's JAX cache
-        uses, else the user's cache directory, ``jaxport.run.cache.default_cache_dir()``), with the verdict of the
-        program's check. Returns what was compiled, and how, per signature.
+        executables go to JAX's persistent cache in ``cache_dir`` (default: the one the function was loaded with,
+        ``load(cache_dir=)``, else the directory this process's JAX cache uses, else the user's cache directory,
+        ``jaxport.run.cache.default_cache_dir()``), with the verdict of the program's check. Returns what was
+        compiled, and how, per signature.
         """
         where = f"{self.path}: function {self.function!r}"
         f = self.function_record
         planned = [(dims, signature(f, dims)) for dims in combinations(f, shapes, where)]
-        directory = Path(cache_dir).expanduser() if cache_dir is not None else usercache.active_cache_dir()
+        directory = Path(cache_dir).expanduser() if cache_dir is not None else \
+            self.cache_dir or usercache.active_cache_dir()
         done = []
         with compilation_cache(directory) as state:
             if state.reason:
                 raise OutputError(f"{where}: {state.reason}; warm up into a directory this user can write "
                                   f"(--cache-dir DIR).")
             for dims, key in planned:
-                done.append(Warmed(dict(dims), key, self._compile(key)))
+                done.append(Warmed(dict(dims), key, self._compile(key, in_block=True)))
         member = self.model.members.get(f.payload)
         if member is not None:
             isolate.remember(member.sha256, directory)

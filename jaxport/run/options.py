@@ -82,8 +82,11 @@ class LoadOptions:
     ``function``: the function to run, when the artifact holds several. ``runtime``: a name in :data:`RUNTIMES`.
     ``allow_platform_mismatch``: try a function exported for other platforms on the local one.
     ``allow_custom_calls``: custom-call targets beyond JAX's guaranteed-stable ones the program may call.
-    ``verify_weights``: check the bound weights' sha256 (the default). ``cache_dir``: the compilation cache (default:
-    ``jaxport.run.cache.default_cache_dir()``); ``cache=False``: none. ``require_signature``: the trusted public
+    ``verify_weights``: check the bound weights' sha256 (the default). ``cache_dir``: JAX's compilation cache, and
+    jaxport's records beside it (check verdicts, padding verdicts, shipped executables; default: the commands'
+    ``jaxport.run.cache.default_cache_dir()``, ``jaxport.load``'s the process's own); ``cache=False``: none.
+    ``module_dir``: where a runtime that compiles on its own (IREE) keeps its modules (default: beside the
+    compilation cache, :meth:`module_directory`). ``require_signature``: the trusted public
     keys (PEM paths) of which one must have signed the artifact, its bundle at ``signature`` (default
     ``ARTIFACT.sig``), checked before the artifact is read (``SignatureError``, exit 14, otherwise).
     ``check_ranges``: refuse an input value outside the ``range`` its manifest entry declares (``InputError``,
@@ -98,6 +101,8 @@ class LoadOptions:
     verify_weights: bool = True
     cache_dir: str | Path | None = None
     cache: bool = True
+    #: IREE's compiled modules (``runtime="iree"``); default: beside ``cache_dir`` (``Runtime.modules_beside``)
+    module_dir: str | Path | None = None
     #: the public keys (or CA certificates, PEM) one of which must have signed the artifact, checked before anything
     #: else reads it (``artifact.signing.bundle``); kept as a tuple of paths, the keyword takes one path or several
     require_signature: tuple[str | Path, ...] = field(
@@ -119,6 +124,17 @@ class LoadOptions:
     def runs_on(self) -> Runtime:
         """The runtime record of ``runtime``."""
         return RUNTIMES[self.runtime]
+
+    def module_directory(self, in_use: str | Path | None = None) -> Path | None:
+        """Where a runtime that compiles on its own (IREE) keeps its modules: ``module_dir``; else beside JAX's
+        compilation cache (``cache_dir``, else ``in_use``, the one a command's block uses: ``Runtime.modules_beside``,
+        ``~/.cache/jaxport/xla`` -> ``~/.cache/jaxport/iree``, ``DIR`` -> ``DIR/iree``); None without either, or
+        with ``cache=False``."""
+        if self.module_dir is not None:
+            return Path(self.module_dir)
+        if not self.cache:
+            return None
+        return self.runs_on.modules_beside(self.cache_dir if self.cache_dir is not None else in_use)
 
 
 #: The fields of :class:`LoadOptions`, which a request holding one also takes by keyword.

@@ -14,8 +14,8 @@ options (see ``cache``), so another jaxlib, device kind or program never reuses 
 
 from __future__ import annotations
 
-import difflib
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +25,7 @@ from ..artifact import contract
 from ..artifact.model import Function
 from ..errors import UsageError
 from .backend import Compilation, ShapeKey
+from .buckets import sizes
 
 #: The most shape signatures one warm-up compiles (every combination of the given values counts).
 MAX_SIGNATURES = 256
@@ -52,44 +53,31 @@ class Warmed:
 
 def combinations(fn: Function, shapes: Shapes, where: str) -> list[dict[str, int]]:
     """The dimension values of each signature to compile: ``{"batch": 8}`` gives one, ``{"batch": [1, 8]}`` two,
-    ``[{"batch": 1}, {"batch": 8}]`` two. Every dimension variable of the function needs a value (a server knows
-    the shapes it will serve; none is guessed)."""
+    ``[{"batch": 1}, {"batch": 8}]`` two, each checked by the rules of every ``--dim`` (``buckets.sizes``). Every
+    dimension variable of the function needs a value (a server knows the shapes it will serve; none is guessed)."""
     variables = contract.dimension_variables(fn)
     if shapes is None:
         shapes = {}
     if isinstance(shapes, Mapping):
-        names = list(shapes)
-        values = [[v] if isinstance(v, int) else list(v) for v in shapes.values()]
-        count = 1
-        for vs in values:
-            count *= len(vs)
+        count = math.prod(len(v) if isinstance(v, (list, tuple, range)) else 1 for v in shapes.values())
         if count > MAX_SIGNATURES:
             raise UsageError(f"{where}: {count} shape signatures to warm up (every combination of the values "
                              f"given); at most {MAX_SIGNATURES} are allowed. Give fewer values.")
-        combos = [dict(zip(names, chosen)) for chosen in itertools.product(*values)]
+        checked = sizes.given(fn, shapes)
+        combos = [dict(zip(checked, chosen)) for chosen in itertools.product(*checked.values())]
     else:
         combos = [dict(c) for c in shapes]
         if len(combos) > MAX_SIGNATURES:
             raise UsageError(f"{where}: {len(combos)} shape signatures to warm up; at most {MAX_SIGNATURES} are "
                              f"allowed.")
-    defined = contract.aliases(fn, variables)
+        combos = [sizes.one(fn, c) for c in combos]
     for dims in combos:
-        for name, value in dims.items():
-            if name not in variables and name not in defined:
-                close = difflib.get_close_matches(name, variables, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise UsageError(f"{where}: unknown dimension variable {name!r}.{hint} The function has "
-                                 f"{', '.join(variables) or 'no dimension variables'}.")
-            if type(value) is not int:  # noqa: E721 - bools and floats are no dimension values
-                raise UsageError(f"{where}: dimension {name!r} = {value!r} is not an integer.")
-        dims.update(contract.through_aliases(fn, dims, variables))  # --dim d=128 with d == 64*heads: heads=2
-        for name in defined:
-            dims.pop(name, None)
         missing = [v for v in variables if v not in dims]
         if missing:
             raise UsageError(f"{where}: give a value for every dimension variable to warm up ({', '.join(missing)} "
                              f"missing): --dim NAME=V, or several values --dim NAME=V1,V2 (in Python: "
                              f"warmup({{{missing[0]!r}: 8}})).")
+        sizes.resolved(fn, dims)  # the constraints, as every --dim
     return combos
 
 

@@ -20,14 +20,14 @@ every actor). :class:`Batched` runs every batch on a shape *bucket* instead:
   sliced back, which gives what the call gives unpadded. Where padding is not proven safe, a call runs on a bucket
   of its own size, compiled on first use when the plan has none (``strict``: refused instead, with the proof's
   reason, an InputError).
-- The *batch variable* (``verdicts``) is the one that sizes axis 0 of every input and every output, exactly, with
-  a row-wise proof. A batch of more rows than the largest bucket holds is split into chunks of that bucket's size
-  (the last one padded), called one by one and concatenated; so are batches over the spec's upper bound. Splitting,
-  and merging several requests into one call, need the proof's ``split`` verdict too (each output row depends on
-  its own input row only, not on its position, and the variable sizes no axis but axis 0): without it a batch over
-  the largest bucket runs on a bucket of its own (``strict``: refused with the reason; padding at the end keeps
-  rows' positions, so a smaller one still runs, alone), and :attr:`Batched.split_reason` says why requests are not
-  merged.
+- The *batch variable* (``run.buckets.verdicts``) is the one that sizes axis 0 of every input and every output,
+  exactly, with a row-wise proof. A batch of more rows than the largest bucket holds is split into chunks of that
+  bucket's size (the last one padded), called one by one and concatenated; so are batches over the spec's upper bound.
+  Splitting, and merging several requests into one call, need the proof's ``split`` verdict too (each output row
+  depends on its own input row only, not on its position, and the variable sizes no axis but axis 0): without it a
+  batch over the largest bucket runs on a bucket of its own (``strict``: refused with the reason; padding at the end
+  keeps rows' positions, so a smaller one still runs, alone), and :attr:`Batched.split_reason` says why requests are
+  not merged.
 - Inputs are checked by the artifact's own checks (``Loaded.prepare``: names, dtypes, shapes, bounds, constraints)
   before anything runs, with the artifact's messages, once per request (:meth:`Batched.admit`); :meth:`Batched.run`
   runs admitted requests, several merged along the batch variable into one call (``batcher``), on the compiled
@@ -54,10 +54,10 @@ from ..artifact import contract
 from ..errors import InputError, PlatformError, UsageError
 from ..run.buckets.rowwise import Verdict
 from ..run.buckets.served import STEPS, Dims, Key, bucket_label, elements, fitting, plan_buckets, unfit_reason
+from ..run.buckets.verdicts import PADDING_RECORD, batch_variable, verdicts_of
 from ..run.loaded import Loaded
 from ..run.warmup import Warmed
 from .compiled import MAX_EXECUTABLES, Compiled
-from .verdicts import PADDING_RECORD, batch_variable, verdicts_of
 
 __all__ = ["MAX_EXECUTABLES", "PADDING_RECORD", "STEPS", "Admitted", "Batched", "BucketStats", "Dims",
            "batch_variable", "bucket_label", "plan_buckets", "verdicts_of"]

@@ -6,7 +6,7 @@ Where kserve 0.21 falls short over gRPC:
 - it decodes typed ``contents`` with numpy's casts (an INT8 of 300 wraps) and ignores the outputs asked for:
   requests are decoded here (:func:`grpc_inputs`, every value kept exactly, each error ``INVALID_ARGUMENT`` naming
   the field), and only the outputs asked for are answered (:func:`grpc_outputs`);
-- it ignores ``model_version``: versions are routed here (``kserve_server.Registry``), and metadata comes from the
+- it ignores ``model_version``: versions are routed here (``registry.Registry``), and metadata comes from the
   registry (gRPC's ``ModelMetadataResponse`` has no ``parameters`` field, so it has names, datatypes and shapes
   only);
 - it binds gRPC to ``[::]``, always: the server is built here, on ``host`` or a unix socket (:func:`start`);
@@ -39,7 +39,7 @@ from .kserve_imports import (
 )
 
 if TYPE_CHECKING:
-    from .kserve_server import JaxportModel, Registry
+    from .registry import JaxportModel, Registry
 
 #: The most bytes one gRPC message may carry, each way.
 GRPC_MESSAGE_BYTES = 1 << 30

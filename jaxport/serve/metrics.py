@@ -17,7 +17,7 @@ from prometheus_client.core import (
 )
 
 if TYPE_CHECKING:
-    from .kserve_server import Registry
+    from .registry import Registry
 
 #: Requests per program call, the buckets of the ``jaxport_requests_per_call`` histogram.
 _PER_CALL = (1, 2, 4, 8, 16, 32, 64, 128)

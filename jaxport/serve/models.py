@@ -3,9 +3,10 @@ them, :func:`serve_models` serves them over the Open Inference Protocol (v2) unt
 
 Each model is one ``[NAME[@VERSION]=]ARTIFACT`` (:class:`ModelSpec`). Everything that can be refused without
 compiling is refused before the first compilation, in this order: a runtime that cannot serve, a model given twice,
-an artifact that cannot be read (as ``jaxport call`` refuses it), a ``--dim`` that no served function has, an
-address that cannot be listened on (``ports``), and the optional extra ``jaxport[serve]`` missing: kserve, which
-takes seconds to import, is imported only then (``kserve_server``).
+an artifact that cannot be read (as ``jaxport call`` refuses it), a ``--dim`` that no served function has or outside
+a function's bounds (``run.buckets.sizes``, as every command refuses it), an address that cannot be listened on
+(``ports``), and the optional extra ``jaxport[serve]`` missing: kserve, which takes seconds to import, is imported
+only then (``kserve_server``).
 
 Ready in seconds: before the server listens, each model compiles what it must (:func:`buckets.warmup_order`: its
 smallest bucket and those of the sizes ``--dim`` lists; with ``compile_after_ready="never"`` every planned bucket),
@@ -20,6 +21,7 @@ server's whole life (``run.cache.compilation_cache``), so every compile, before 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import signal
 import threading
@@ -30,9 +32,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..artifact import contract
 from ..artifact.container import Artifact
 from ..errors import OutputError, PlatformError, UsageError
+from ..run.buckets import sizes
 from ..run.buckets.served import warmup_order
 from ..run.cache import compilation_cache, default_cache_dir
 from ..run.load import open_checked, select_function
@@ -42,7 +44,7 @@ from .compiled import MAX_EXECUTABLES, describe_compile
 from .loading import check_programs, check_serving, load_served
 from .ports import Listen
 
-__all__ = ["Listen", "ModelSpec", "ServedModel", "open_models", "serve_models"]
+__all__ = ["Listen", "ModelSpec", "ServedModel", "Serving", "open_models", "serve_models"]
 
 #: What compiles after ready (``--compile-after-ready``): what a request needs, when it first does (``first-use``);
 #: that and the rest of the plan in the background (``background``); nothing, every planned bucket compiled before
@@ -146,20 +148,19 @@ def _sizes(sizes: Sequence[int]) -> str:
 
 
 def _opened(stack: contextlib.ExitStack, specs: Sequence[ModelSpec], options: LoadOptions,
-            dims: Mapping[str, Any]) -> list[Artifact]:
+            dims: Mapping[str, Any]) -> list[tuple[Artifact, dict[str, list[int]]]]:
     """Every artifact opened and checked (its signature when ``options`` require one, on the descriptor it is then
-    loaded from; the manifest, without JAX), with one function to serve; a ``--dim`` that no served function has is
-    refused here, before anything compiles."""
-    opened, seen = [], set()
+    loaded from; the manifest, without JAX), with one function to serve, and the ``--dim`` sizes of that function
+    (``run.buckets.sizes``: a name that no served function has, a size outside a function's bounds, are refused
+    here, before anything compiles)."""
+    opened, functions = [], []
     for s in specs:
         art = stack.enter_context(open_checked(s.path, options))
-        fname = select_function(art.model, options.function, s.path)
-        seen.update(contract.dimension_variables(art.model.functions[fname]))
+        functions.append(art.model.functions[select_function(art.model, options.function, s.path)])
         opened.append(art)
-    unused = [v for v in dims if v not in seen]
-    if unused:
-        raise UsageError(f"--dim {unused[0]}: no served function has a dimension variable {unused[0]!r}.")
-    return opened
+    sizes.check_names(dims, functions)
+    return [(art, sizes.given(f, {k: v for k, v in dims.items() if k in sizes.names_of(f)}))
+            for art, f in zip(opened, functions)]
 
 
 def _kserve_server() -> ModuleType:
@@ -178,39 +179,58 @@ def _ignore(_: Any) -> None:
     """What a callback not given does."""
 
 
+@dataclass(frozen=True)
+class Serving:
+    """How a server batches its requests and compiles its buckets (``jaxport serve``'s options): ``window_ms`` and
+    ``max_rows``, how requests are batched (``kserve_server.JaxportModel``); ``warmup_budget_s``,
+    ``compile_after_ready`` (:data:`AFTER_READY`) and ``max_executables``, what compiles before and after ready, and
+    how many buckets compiled after warm-up each model keeps (see the module docstring)."""
+
+    window_ms: float = 0.0
+    max_rows: int | None = None
+    warmup_budget_s: float = WARMUP_BUDGET_S
+    compile_after_ready: str = "first-use"
+    max_executables: int = MAX_EXECUTABLES
+
+    def check(self) -> None:
+        """Refuse a malformed value (``UsageError``)."""
+        if self.compile_after_ready not in AFTER_READY:
+            raise UsageError(f"compile_after_ready={self.compile_after_ready!r}: give one of "
+                             f"{', '.join(AFTER_READY)}.")
+        most = self.max_executables
+        if not self.warmup_budget_s >= 0 or type(most) is not int or most < 1:  # noqa: E721 - no bools
+            raise UsageError(f"warmup_budget_s={self.warmup_budget_s!r}, max_executables={self.max_executables!r}: "
+                             f"give seconds of at least 0 and a whole number of executables, at least 1.")
+
+
 @contextlib.contextmanager
 def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: LoadOptions | None = None,
-                window_ms: float = 0.0, max_rows: int | None = None, listen: Listen | None = None,
-                warmup_budget_s: float = WARMUP_BUDGET_S, compile_after_ready: str = "first-use",
-                max_executables: int = MAX_EXECUTABLES, on_note: Callable[[str], None] | None = None,
-                on_line: Callable[[str], None] | None = None) -> Iterator[list[ServedModel]]:
+                listen: Listen | None = None, serving: Serving | None = None,
+                on_note: Callable[[str], None] | None = None, on_line: Callable[[str], None] | None = None,
+                **fields: Any) -> Iterator[list[ServedModel]]:
     """The models of ``artifacts`` (each ``[NAME[@VERSION]=]ARTIFACT``), warmed up, for the block; the artifacts,
     whose weights the models map, are closed after it, and JAX's compilation cache is the cache directory's
     throughout it.
 
     ``dims``: the planned sizes by dimension variable (``jaxport serve --dim``; default: the spec's bounds' ladder);
-    the sizes it lists are compiled before ready. ``warmup_budget_s``, ``compile_after_ready`` (:data:`AFTER_READY`)
-    and ``max_executables``: what compiles before and after ready, and how many buckets compiled after warm-up each
-    model keeps (see the module docstring). ``load``: how to load each function (``LoadOptions``; ``cache_dir``: the
-    compilation cache to compile into and fetch from, default ``run.cache.default_cache_dir()``). ``window_ms`` and
-    ``max_rows``: how requests are batched (``kserve_server.JaxportModel``). ``listen``: the address the server
-    will listen on, checked before anything compiles. ``on_note`` gets each note of a load (a program older than
-    this JAX's window, read by jaxport), ``on_line`` each model's :meth:`ServedModel.summary` once it is warmed
-    up, and a line for each compile after ready. Refusals are ``UsageError``s, in the module docstring's order; an
-    artifact that cannot be read is refused as ``jaxport.load`` refuses it."""
+    the sizes it lists are compiled before ready. ``serving`` (or its fields by keyword: ``window_ms``, ``max_rows``,
+    ``warmup_budget_s``, ``compile_after_ready``, ``max_executables``): how requests are batched and what compiles
+    before and after ready (:class:`Serving`). ``load``: how to load each function (``LoadOptions``; ``cache_dir``:
+    the compilation cache to compile into and fetch from, default ``run.cache.default_cache_dir()``). ``listen``: the
+    address the server will listen on, checked before anything compiles. ``on_note`` gets each note of a load (a
+    program older than this JAX's window, read by jaxport), ``on_line`` each model's :meth:`ServedModel.summary`
+    once it is warmed up, and a line for each compile after ready. Refusals are ``UsageError``s, in the module
+    docstring's order; an artifact that cannot be read is refused as ``jaxport.load`` refuses it."""
     options = load or LoadOptions()
+    serving = dataclasses.replace(serving or Serving(), **fields)
     check_serving(options)
     if not options.cache:
         raise UsageError("a server compiles into JAX's compilation cache and fetches from it: give cache_dir=DIR "
                          "rather than cache=False.")
-    if compile_after_ready not in AFTER_READY:
-        raise UsageError(f"compile_after_ready={compile_after_ready!r}: give one of {', '.join(AFTER_READY)}.")
-    if not warmup_budget_s >= 0 or type(max_executables) is not int or max_executables < 1:  # noqa: E721
-        raise UsageError(f"warmup_budget_s={warmup_budget_s!r}, max_executables={max_executables!r}: give seconds "
-                         f"of at least 0 and a whole number of executables, at least 1.")
+    serving.check()
     specs = model_specs(artifacts)
     given = dict(dims or {})
-    strict = compile_after_ready == "never"
+    strict = serving.compile_after_ready == "never"
     with contextlib.ExitStack() as stack:
         opened = _opened(stack, specs, options, given)  # loaded from these descriptors: never a path again
         if listen is not None:
@@ -220,32 +240,31 @@ def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: Loa
         state = stack.enter_context(compilation_cache(directory))
         if state.reason:
             raise OutputError(f"{state.reason}; serve with a directory this user can write (--cache-dir DIR).")
-        check_programs([(art, select_function(art.model, options.function, s.path)) for s, art in zip(specs, opened)])
+        check_programs([(art, select_function(art.model, options.function, s.path))
+                        for s, (art, _) in zip(specs, opened)])
         models: list[tuple[ModelSpec, Batched, list[dict[str, int]], float]] = []
-        for spec, art in zip(specs, opened):
+        for spec, (art, listed) in zip(specs, opened):
             start = time.perf_counter()
             loaded = load_served(art, options, directory)
             for note in loaded.notes:
                 (on_note or _ignore)(note)
-            variables = contract.dimension_variables(loaded.function_record)
-            listed = {k: v for k, v in given.items() if k in variables}
-            batched = Batched(loaded, listed, cache_dir=directory, strict=strict, most=max_executables)
-            must, rest = warmup_order(loaded.function_record, batched.buckets,
-                                      {k: [v] if isinstance(v, int) else list(v) for k, v in listed.items()}, strict)
+            batched = Batched(loaded, listed, cache_dir=directory, strict=strict, most=serving.max_executables)
+            must, rest = warmup_order(loaded.function_record, batched.buckets, listed, strict)
             batched.warmup(directory, buckets=must)
             models.append((spec, batched, rest, time.perf_counter() - start))
-        spent = _spend(models, warmup_budget_s)
+        spent = _spend(models, serving.warmup_budget_s)
         served, listening = [], threading.Event()
         for (spec, batched, _, seconds), extra in zip(models, spent):
-            model = transport.JaxportModel(spec.name, spec.version, batched, window_ms=window_ms, max_rows=max_rows)
-            served.append(ServedModel(spec, model, seconds + extra, compile_after_ready, listening))
+            model = transport.JaxportModel(spec.name, spec.version, batched, window_ms=serving.window_ms,
+                                           max_rows=serving.max_rows)
+            served.append(ServedModel(spec, model, seconds + extra, serving.compile_after_ready, listening))
             (on_line or _ignore)(served[-1].summary())
         for m in served:
             name = f"{m.spec.name} version {m.spec.version}"
             m.batched.compiled.on_compile = lambda bucket, phase, seconds, source, name=name, c=m.batched.compiled: \
                 (on_line or _ignore)(describe_compile(name, bucket, phase, seconds, source, c))
         background = _Background([m.batched for m in served], listening) \
-            if compile_after_ready == "background" else None
+            if serving.compile_after_ready == "background" else None
         try:
             yield served
         finally:

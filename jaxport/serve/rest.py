@@ -10,7 +10,7 @@ Where kserve 0.21 falls short over REST:
 - its JSON responses write NaN and infinities as ``null``: responses are encoded here (``oip.response``), with
   them as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, so that a JSON request gets a JSON body;
 - it answers every versioned route (``/v2/models/NAME/versions/N/...``) with "not supported": versions are routed
-  here (``kserve_server.Registry``), the unversioned routes serving the highest version;
+  here (``registry.Registry``), the unversioned routes serving the highest version;
 - its metadata drops ``versions`` and ``parameters``: REST metadata is answered here;
 - it answers kserve's v1 routes (a v1 ``:explain`` fails with a traceback in the log) and the repository extension,
   which lets any client unload a model for good: both are answered here with a 404 saying what jaxport serves.
@@ -35,7 +35,7 @@ from .kserve_imports import (
 )
 
 if TYPE_CHECKING:
-    from .kserve_server import JaxportModel, Registry
+    from .registry import JaxportModel, Registry
 
 
 def _json_length(headers: Mapping[str, str], body: bytes) -> int:

@@ -18,6 +18,7 @@ from .._text import human_bytes
 from ..artifact import contract
 from ..artifact.model import Function, Input, Output
 from ..errors import InputError, UsageError
+from ..run.buckets import sizes
 
 #: Each case's inputs and outputs together stay under this many bytes (unless the smallest shapes already exceed
 #: it, or ``--dim`` asks for more).
@@ -97,23 +98,21 @@ def plan_cases(f: Function, chosen: Mapping[str, list[int]] | None = None,
                budget: int = DEFAULT_BUDGET_BYTES) -> list[Case]:
     """The dimension assignments to verify a function at (see the module docstring)."""
     variables = contract.dimension_variables(f)
-    if not variables:
-        return [Case("fixed shapes", {})]
-    # One evaluation budget for every search of the plan: an artifact's constraints cannot make each costly.
-    steps = dimexpr.Budget(PLAN_STEPS, "planning the verification cases from the constraints")
     if chosen:
-        names = list(chosen)
         count = 1
-        for n in names:
+        for n in chosen:
             count *= len(chosen[n])
         if count > MAX_CASES:
             raise UsageError(f"--dim asks for {count} combinations; at most {MAX_CASES} are allowed. Give fewer "
                              f"values.")
-        planned = []
-        for combo in itertools.product(*(chosen[n] for n in names)):
-            given = dict(zip(names, combo))
-            env = contract.resolve_dims(f, given, steps)
-            planned.append(Case("--dim", env))
+    checked = sizes.given(f, chosen)
+    if not variables:
+        return [Case("fixed shapes", {})]
+    # One evaluation budget for every search of the plan: an artifact's constraints cannot make each costly.
+    steps = dimexpr.Budget(PLAN_STEPS, "planning the verification cases from the constraints")
+    if checked:
+        planned = [Case("--dim", sizes.resolved(f, dict(zip(checked, combo)), steps))
+                   for combo in itertools.product(*checked.values())]
         return _dedupe(planned)
     base = contract.resolve_dims(f, {}, steps)
     planned = [Case("smallest valid", base, None if case_bytes(f, base) <= budget else
@@ -143,12 +142,12 @@ def plan_cases(f: Function, chosen: Mapping[str, list[int]] | None = None,
 
 def chosen_for(f: Function, dims: Mapping[str, list[int]] | None, several: bool) -> dict[str, list[int]]:
     """The ``--dim`` values that apply to one function: all of them for the only function, else those of its
-    variables (a variable no function has is refused before)."""
+    variables and the names its constraints define (a name no function has is refused before)."""
     if not dims:
         return {}
     if not several:
         return dict(dims)
-    have = set(contract.dimension_variables(f))
+    have = set(sizes.names_of(f))
     return {k: v for k, v in dims.items() if k in have}
 
 

@@ -49,8 +49,9 @@ class VerifyRequest:
     ``load`` (or its fields by keyword): ``function`` chooses one function of several; ``allow_custom_calls`` the
     custom-call targets beyond JAX's guaranteed-stable ones the artifact (and an imported artifact's module) may use,
     as for ``load``; with ``runtime="iree"``, the artifact run by IREE is compared with the same artifact run by JAX
-    (``xla``) instead of the live function (no entry point needed), and ``cache_dir`` is where IREE keeps its
-    compiled modules (none by default, nor with ``cache=False``); ``verify_weights=False`` skips the sha256 check of
+    (``xla``) instead of the live function (no entry point needed), and ``module_dir`` is where IREE keeps its
+    compiled modules (default: beside ``cache_dir``, JAX's compilation cache, as in ``jaxport.load``; none without
+    either, nor with ``cache=False``); ``verify_weights=False`` skips the sha256 check of
     the bound weights; ``allow_platform_mismatch`` verifies a function exported for no platform JAX here has on the
     local one.
     """
@@ -110,6 +111,7 @@ class VerifyRequest:
         return self.load.runs_on is not JAX_RUNTIME
 
     @property
-    def module_cache(self) -> str | Path | None:
-        """Where a runtime that compiles on its own (IREE) keeps its compiled modules; None: nowhere."""
-        return self.load.cache_dir if self.load.cache else None
+    def module_cache(self) -> Path | None:
+        """Where a runtime that compiles on its own (IREE) keeps its compiled modules (``LoadOptions.module_dir``, else
+        beside ``cache_dir``); None: nowhere."""
+        return self.load.module_directory()

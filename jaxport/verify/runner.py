@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifact import calltree, contract
+from ..artifact import calltree
 from ..artifact.container import Artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
@@ -47,6 +47,7 @@ from ..errors import JaxportError, PlatformError, UsageError
 from ..export.entrypoint import in_memory_values
 from ..program.checks import caller_allowances
 from ..run import load as runtime_mod
+from ..run.buckets import sizes
 from ..run.options import RUNTIMES
 from ..run.values import inputs as inputs_mod
 from ..spec import ShapeSpec, as_shape_spec, like_values, load_spec
@@ -140,7 +141,7 @@ def _setting(request: VerifyRequest, art: Artifact) -> _Setting:
         found = recorded.as_exported(found, manifest, root)  # with the export's command-line binds
         for fname in names:
             differences += spec_differences(found, fname, manifest.functions[fname], len(manifest.functions))
-    _check_dims(request.dims, manifest, names, where)
+    _check_dims(request.dims, manifest, names)
     # Recorded bound sources stay under the root, or under the directory of a spec the user named.
     roots = [root] + ([Path(given_path).parent] if given_path is not None else [])
     sources = Sources(root, roots, request.binds or {}, caller_allowances(request.load.allow_custom_calls),
@@ -180,16 +181,10 @@ def _check_binds(binds: Mapping[str, str], manifest: Manifest, names: list[str],
                              f"{', '.join(bound) or 'none'}.")
 
 
-def _check_dims(dims: Mapping[str, list[int]] | None, manifest: Manifest, names: list[str], where: str) -> None:
-    """With several functions, every ``--dim NAME`` must name a dimension variable of one of them (the only
-    function checks its own, ``plan.plan_cases``)."""
-    if not dims or len(names) < 2:
-        return
-    known = {v for fname in names for v in contract.dimension_variables(manifest.functions[fname])}
-    unknown = [k for k in dims if k not in known]
-    if unknown:
-        raise UsageError(f"--dim {unknown[0]}: no function of {where} has a dimension variable {unknown[0]!r}; they "
-                         f"have {', '.join(sorted(known)) or 'none'}.")
+def _check_dims(dims: Mapping[str, list[int]] | None, manifest: Manifest, names: list[str]) -> None:
+    """Every ``--dim NAME`` must name a dimension variable of a verified function (``run.buckets.sizes``, as every
+    command checks it); each function checks its sizes (``plan.plan_cases``)."""
+    sizes.check_names(dims or {}, [manifest.functions[fname] for fname in names])
 
 
 def _ranges_by_function(ranges: Mapping[str, tuple[float, float]] | None, manifest: Manifest,
@@ -347,9 +342,9 @@ def _run(s: _Setting, prepared: list[_Prepared], report: VerifyReport,
     local = _local_platform()
     for p in prepared:
         for platform in p.plan.platforms:
-            loaded = runtime_mod.load(s.art, p.plan.name, allow_platform_mismatch=platform != local,
-                                      verify=r.load.verify_weights, runtime=r.load.runtime, cache_dir=r.module_cache,
-                                      allow_custom_calls=s.sources.allowed, **runtime_mod.signature_options(r.load))
+            loaded = runtime_mod.load_by(s.art, dataclasses.replace(
+                r.load, function=p.plan.name, allow_platform_mismatch=platform != local,
+                allow_custom_calls=tuple(sorted(s.sources.allowed))))
             target = _Target(loaded, p, platform, _devices(platform)[0], r)
             for i, case in enumerate(p.plan.cases):
                 shown = _shown_case(p.plan.name, platform, case)

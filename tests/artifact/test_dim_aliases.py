@@ -69,3 +69,32 @@ def test_call_verify_and_warmup_take_the_defined_name(artifact, run_cli, tmp_pat
     res = run_cli("warmup", artifact, "--dim", "d=128", "--dim", "b=2", "--cache-dir", tmp_path / "c")
     assert res.exit_code == 0, res.stderr
     assert "heads=2" in res.stdout
+
+
+def test_every_command_s_sizes_take_the_defined_name(artifact):
+    from jaxport.run import buckets
+    from jaxport.run.buckets import sizes
+    from jaxport.run.buckets.served import plan_buckets
+
+    fn = _fn(artifact)
+    assert sizes.given(fn, {"d": [128, 256], "b": 2}) == {"b": [2], "heads": [2, 4]}
+    assert buckets.plan(fn, fixed={"b": 2}, grid={"d": [128, 256]}).buckets == [{"b": 2, "heads": 2},
+                                                                              {"b": 2, "heads": 4}]
+    assert plan_buckets(fn, {"d": [128], "b": [2]}).buckets == [{"b": 2, "heads": 2}]
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"d": 100}, "--dim d=100: dimension 'd' = 100 (given), but d == 64*heads (spec constraint) needs a value of the "
+                 "form 64*heads with heads an integer."),
+    ({"d": 128, "heads": 3}, "--dim d=128: dimension 'd' = 128 (given), but d == 64*heads (spec constraint) makes it "
+                             "192 with heads=3."),
+    ({"d": 64 * 17}, "--dim d=1088: d == 64*heads (spec constraint) makes heads 17, outside the spec bound 1 <= heads "
+                     "<= 16."),
+])
+def test_a_defined_name_no_variable_fits_is_a_usage_error(artifact, given, message):
+    from jaxport.errors import UsageError
+    from jaxport.run.buckets import sizes
+
+    with pytest.raises(UsageError) as e:
+        sizes.resolved(_fn(artifact), given)
+    assert str(e.value) == message

@@ -121,12 +121,12 @@ def test_npz_output_is_reproducible(extract, mlp_bound, tmp_path):
 def test_bfloat16_and_scalars_round_trip_through_safetensors(extract, mixed, tmp_path):
     """safetensors stores BF16 and scalars; the file binds again (jaxport reads BF16, which safetensors.numpy
     cannot) to the same tensors."""
-    from jaxport import _safetensors
+    from jaxport.arrayfiles import safetensors as safetensors_io
     from jaxport.errors import SpecError
 
     path, expected = mixed
     assert extract(path, "--weights", "w.safetensors").exit_code == 0
-    found = _safetensors.read_file(tmp_path / "w.safetensors", "test", SpecError, mmap=True)
+    found = safetensors_io.read_file(tmp_path / "w.safetensors", "test", SpecError, mmap=True)
     _assert_same(found, expected)
     assert found["scale"].shape == ()
     header = json.loads((tmp_path / "w.safetensors").read_bytes()[8:][:int.from_bytes(

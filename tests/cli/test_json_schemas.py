@@ -210,7 +210,8 @@ def test_sign_json(cli, work, tmp_path):
 
 ERRORS = [
     (["inspect", "missing.jaxport"], 7, "format"),
-    (["call", "mlp.jaxport", "--random", "--dim", "batch=0", "--no-cache"], 9, "input"),
+    (["call", "mlp.jaxport", "-i", "nothing.npy", "--no-cache"], 9, "input"),
+    (["call", "mlp.jaxport", "--random", "--dim", "batch=0", "--no-cache"], 2, "usage"),
     (["export", "model.py:predict", "--shapes", "missing.yaml"], 3, "spec"),
     (["verify", "mlp.jaxport", "--platform", "tpu"], 10, "platform"),
     (["verify", "mlp.jaxport", "--against", "nowhere.py:f"], 4, "entrypoint"),
@@ -220,7 +221,7 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("args, code, kind", ERRORS, ids=[" ".join(a[:2]) for a, _, _ in ERRORS])
+@pytest.mark.parametrize("args, code, kind", ERRORS, ids=[" ".join(a[:3]) for a, _, _ in ERRORS])
 def test_error_object(args, code, kind, cli):
     got, out = cli(*args)
     assert got == code

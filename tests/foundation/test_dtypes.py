@@ -10,7 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from jaxport import _safetensors, dtypes, tolerance
+from jaxport import dtypes, tolerance
+from jaxport.arrayfiles import safetensors as safetensors_io
 from jaxport.errors import InputError
 from jaxport.importer import mlir
 from jaxport.run.values import npyio, outputs
@@ -32,7 +33,7 @@ def test_the_derived_tables_follow_the_entries():
     for d in dtypes.TABLE:
         assert tolerance.tolerance(d.name) == d.tolerance
         assert tolerance.tolerance(d.name, across_compilers=True) == d.compiler_tolerance
-        assert _safetensors.tag_of(d.name) == d.safetensors
+        assert safetensors_io.tag_of(d.name) == d.safetensors
 
 
 @pytest.mark.parametrize("d", ARRAY_TYPES, ids=[d.name for d in ARRAY_TYPES])

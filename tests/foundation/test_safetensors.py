@@ -1,6 +1,6 @@
-"""``jaxport._safetensors``: the one ``.safetensors`` reader and writer. Files it writes are read by the safetensors
-library and the reverse, every dtype jaxport stores included; the hostile-input rules of the two readers it
-replaced hold for every caller (bound weights, ``call``'s named arrays)."""
+"""``jaxport.arrayfiles.safetensors``: the one ``.safetensors`` reader and writer. Files it writes are read by the
+safetensors library and the reverse, every dtype jaxport stores included; the hostile-input rules of the two readers
+it replaced hold for every caller (bound weights, ``call``'s named arrays)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxport import _safetensors, _subbyte, dtypes
+from jaxport import dtypes
+from jaxport.arrayfiles import safetensors as safetensors_io
+from jaxport.arrayfiles import subbyte
 from jaxport.errors import InputError, SpecError
 from jaxport.export import bind
 from jaxport.run.values import npyio
@@ -34,7 +36,7 @@ ML_DTYPES = [n for n in ARRAYS if n in dtypes.NOT_IN_NPY]
 
 def _written(arrays) -> bytes:
     f = io.BytesIO()
-    n = _safetensors.write(f, arrays)
+    n = safetensors_io.write(f, arrays)
     assert n == len(f.getvalue())
     return f.getvalue()
 
@@ -42,13 +44,13 @@ def _written(arrays) -> bytes:
 def _read(tmp_path: Path, data: bytes, *, mmap: bool = False, name: str = "t.safetensors"):
     path = tmp_path / name
     path.write_bytes(data)
-    return _safetensors.read_file(path, name, InputError, mmap=mmap)
+    return safetensors_io.read_file(path, name, InputError, mmap=mmap)
 
 
 def test_every_safetensors_tag_is_a_dtype_entry():
     assert set(dtypes.BY_SAFETENSORS) == {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "BF16",
                                           "F32", "F64", "C64", "F8_E4M3", "F8_E5M2", "F4"}
-    assert _safetensors.tag_of("complex128") is None and _safetensors.tag_of("key<fry>") is None
+    assert safetensors_io.tag_of("complex128") is None and safetensors_io.tag_of("key<fry>") is None
 
 
 @pytest.mark.parametrize("mmap", [False, True], ids=["copy", "mmap"])
@@ -72,7 +74,7 @@ def test_the_safetensors_library_reads_what_jaxport_writes():
     raw = dict(safetensors.deserialize(_written(ARRAYS)))
     for name in ML_DTYPES:
         assert raw[name]["dtype"] == dtypes.BY_NAME[name].safetensors and raw[name]["shape"] == [2, 3]
-        stored = _subbyte.pack(ARRAYS[name]) if dtypes.BY_NAME[name].packed else ARRAYS[name]
+        stored = subbyte.pack(ARRAYS[name]) if dtypes.BY_NAME[name].packed else ARRAYS[name]
         assert bytes(raw[name]["data"]) == stored.tobytes()
 
 
@@ -82,7 +84,7 @@ def _library_serialize(arrays) -> bytes:
     if not hasattr(safetensors, "TensorSpec"):
         return safetensors.serialize({n: {"dtype": dtypes.BY_NAME[str(a.dtype)].safetensors, "shape": list(a.shape),
                                           "data": a.tobytes()} for n, a in arrays.items()}, metadata={"format": "np"})
-    stored = {n: _subbyte.pack(a) if dtypes.BY_NAME[str(a.dtype)].packed else a for n, a in arrays.items()}
+    stored = {n: subbyte.pack(a) if dtypes.BY_NAME[str(a.dtype)].packed else a for n, a in arrays.items()}
     specs = {n: safetensors.TensorSpec(  # float4 as PyTorch's float4_e2m1fn_x2: its storage shape, two to a byte
         dtype="float4_e2m1fn_x2" if str(a.dtype) == "float4_e2m1fn" else str(a.dtype),
         shape=list(stored[n].shape), data_ptr=stored[n].ctypes.data, data_len=stored[n].nbytes)
@@ -174,7 +176,7 @@ def test_the_header_must_start_with_a_brace_before_it_is_parsed(tmp_path):
 
 def test_copies_must_fit_memory_and_maps_need_not(tmp_path, monkeypatch):
     data = _written({"w": np.zeros(1024, np.float32)})
-    monkeypatch.setattr(_safetensors, "physical_memory", lambda: 1000)
+    monkeypatch.setattr(safetensors_io, "physical_memory", lambda: 1000)
     with pytest.raises(InputError) as e:
         _read(tmp_path, data)
     assert str(e.value) == ("t.safetensors: its tensors hold 4096 bytes, more than this machine's memory (1000 "
@@ -184,11 +186,11 @@ def test_copies_must_fit_memory_and_maps_need_not(tmp_path, monkeypatch):
 
 def test_bound_files_allow_more_tensors_than_call_inputs(tmp_path, monkeypatch):
     data = _written({f"t{i}": np.zeros(1, np.uint8) for i in range(3)})
-    monkeypatch.setattr(_safetensors, "MAX_TENSORS", 2)
+    monkeypatch.setattr(safetensors_io, "MAX_TENSORS", 2)
     path = tmp_path / "w.safetensors"
     path.write_bytes(data)
     with pytest.raises(InputError) as e:
-        _safetensors.read_file(path, "w", InputError, max_tensors=_safetensors.MAX_TENSORS)
+        safetensors_io.read_file(path, "w", InputError, max_tensors=safetensors_io.MAX_TENSORS)
     assert str(e.value) == "w: 3 tensors; at most 2 are allowed."
     assert sorted(bind.load_bind_source(path.name, path.parent, "spec.yaml:4")) == ["t0", "t1", "t2"]
 

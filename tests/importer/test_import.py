@@ -192,9 +192,8 @@ def test_a_static_spec_specializes_a_dynamic_module(imported):
 def test_the_spec_bounds_are_checked_before_running(work, run_cli):
     assert run_cli("import", "scale_rows.mlir", "-s", "scale_rows.yaml", "-o", "s.jaxport").exit_code == 0
     res = run_cli("call", "s.jaxport", "--random", "--dim", "batch=2000", "--no-cache")
-    assert res.exit_code == 9
-    assert res.stderr == ("error[input]: dimension 'batch' = 2000 (given), but it must satisfy 1 <= batch <= 1024 "
-                          "(spec bound).\n")
+    assert res.exit_code == 2
+    assert res.stderr == "error[usage]: --dim batch=2000: 2000 is outside the spec bound 1 <= batch <= 1024.\n"
 
 
 def test_tuple_result_is_flattened(imported):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import _safetensors as safetensors_io
+from jaxport.arrayfiles import safetensors as safetensors_io
 from jaxport.errors import FormatError, InputError, UsageError
 from jaxport.run.values import inputs, npyio, outputs
 from tests.support import EXAMPLES, REPO, example, function_record, load_module, npz_arrays

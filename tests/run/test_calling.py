@@ -264,13 +264,15 @@ def test_wrong_inputs_are_refused_without_importing_jax(mlp, pair, tmp_path):
         (pair, {"inputs": [str(tmp_path / "tall.npz")]},
          "input 'x': shape[1] = 9, but dimension 'h' must satisfy h <= 4*b (spec constraint); b = 2 from input 'x' "
          "(shape[0])."),
-        (mlp, {"random": True, "dims": {"batch": 5000}},
-         "dimension 'batch' = 5000 (given), but it must satisfy 1 <= batch <= 4096 (spec bound)."),
     ]
     for artifact, options, message in cases:
         got = _probe(artifact, **options)
         assert (got["kind"], got["exit_code"], got["message"]) == ("input", 9, message)
         assert got["jax"] is False, message
+    got = _probe(mlp, random=True, dims={"batch": 5000})  # a --dim mistake: usage, as in every command
+    assert (got["kind"], got["exit_code"], got["message"]) == (
+        "usage", 2, "--dim batch=5000: 5000 is outside the spec bound 1 <= batch <= 4096.")
+    assert got["jax"] is False
     assert _probe(mlp, random=True)["jax"] is True  # the probe does see JAX once a call runs
 
 

@@ -54,10 +54,16 @@ def test_iree_applies_the_same_input_checks(artifacts, tmp_path):
 
 def test_iree_modules_are_cached(artifacts, tmp_path):
     x = np.ones((2, 784), np.float32)
-    first = jaxport.load(artifacts["mlp"], runtime="iree", cache_dir=tmp_path / "iree").run({"x": x})
-    second = jaxport.load(artifacts["mlp"], runtime="iree", cache_dir=tmp_path / "iree").run({"x": x})
+    first = jaxport.load(artifacts["mlp"], runtime="iree", module_dir=tmp_path / "iree").run({"x": x})
+    second = jaxport.load(artifacts["mlp"], runtime="iree", module_dir=tmp_path / "iree").run({"x": x})
     assert first.compilation.cache_hit is False and second.compilation.cache_hit is True
     assert len(list((tmp_path / "iree").glob("*.vmfb"))) == 1
+    # cache_dir is JAX's compilation cache, as in every command: IREE's modules go beside it
+    third = jaxport.load(artifacts["mlp"], runtime="iree", cache_dir=tmp_path / "cache" / "xla").run({"x": x})
+    assert third.compilation.cache_hit is False
+    assert len(list((tmp_path / "cache" / "iree").glob("*.vmfb"))) == 1
+    fourth = jaxport.load(artifacts["mlp"], runtime="iree", cache_dir=tmp_path / "mine").run({"x": x})
+    assert fourth.compilation.cache_hit is False and len(list((tmp_path / "mine" / "iree").glob("*.vmfb"))) == 1
 
 
 def test_cli_call_with_iree(artifacts, run_cli, tmp_path):

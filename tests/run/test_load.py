@@ -302,6 +302,33 @@ def test_persistent_cache_serves_a_second_load(mlp_path, tmp_path):
         assert jaxport.load(mlp_path).run({"x": x}).compilation.cache_hit is None
 
 
+def test_cache_dir_is_the_compilation_cache_the_function_compiles_with(mlp_path, tmp_path):
+    before = jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache
+    x = np.zeros((5, 784), np.float32)
+    first = jaxport.load(mlp_path, cache_dir=tmp_path / "cache")
+    assert first.cache_dir == tmp_path / "cache"
+    assert (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache) == before  # no leak
+    assert first.run({"x": x}).compilation.cache_hit is False
+    assert any(p.name.startswith("jaxport-verdict-") for p in (tmp_path / "cache").iterdir())  # jaxport's records
+    assert jaxport.load(mlp_path, cache_dir=tmp_path / "cache").run({"x": x}).compilation.cache_hit is True
+    assert [w.compilation.cache_hit for w in first.warmup({"batch": 6})] == [False]  # warms up there by default
+    assert jaxport.load(mlp_path, cache=False).run({"x": x}).compilation.cache_hit is None
+    assert (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache) == before
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match=re.escape(f"{mlp_path}: cannot use the compilation cache "
+                                                    f"{tmp_path / 'file' / 'cache'}: Not a directory; give a "
+                                                    f"directory this user can write (cache_dir=DIR).")):
+        jaxport.load(mlp_path, cache_dir=tmp_path / "file" / "cache")
+
+
+def test_load_takes_the_load_options_fields_and_refuses_others(mlp_path):
+    assert jaxport.load(mlp_path, verify_weights=False, check_ranges=True).check_ranges
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cache_directory'"):
+        jaxport.load(mlp_path, cache_directory="x")
+    with pytest.raises(TypeError, match="module_dir"):
+        jaxport.load(mlp_path, module_dir=3)
+
+
 def test_cache_directory_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -407,7 +434,7 @@ def test_loaded_runs_only_through_its_backend(mlp):
     from jaxport.run.loaded import Loaded
 
     rec = _Recording(mlp.backend)
-    f = Loaded(mlp.path, mlp.function, mlp.model, rec, mlp.platform, False, 0.0)
+    f = Loaded(mlp.path, mlp.function, mlp.model, rec, mlp.platform, 0.0)
     x = np.random.default_rng(0).standard_normal((3, 784)).astype(np.float32)
     np.testing.assert_array_equal(f(x), mlp(x))
     f(x)

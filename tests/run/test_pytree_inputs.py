@@ -127,7 +127,7 @@ def test_keys_below_the_argument_and_safetensors(here, run_cli):
     flat = {"/".join(jaxport_key(k) for k in p): np.asarray(v)
             for p, v in jax.tree_util.tree_flatten_with_path(module.STATE)[0]}
     np.savez("below.npz", **flat)
-    from jaxport._safetensors import write
+    from jaxport.arrayfiles.safetensors import write
 
     with open("below.safetensors", "wb") as f:
         write(f, flat)

@@ -174,7 +174,7 @@ def test_lazy_runs_smaller_calls_on_a_bucket_warmed_ahead(mlp):
 
 
 def test_padding_verdicts_are_remembered_in_the_cache_and_a_damaged_record_is_ignored(mlp, tmp_path, monkeypatch):
-    from jaxport.serve import verdicts
+    from jaxport.run.buckets import verdicts
 
     cache = tmp_path / "cache"
     first = Batched(jaxport.load(mlp), {"batch": [1, 8]}, cache_dir=cache)

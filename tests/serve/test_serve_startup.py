@@ -207,7 +207,7 @@ def test_open_models_is_jaxport_serve_in_python(work):
         "with that one.",
         "a server compiles into JAX's compilation cache and fetches from it: give cache_dir=DIR rather than "
         "cache=False.",
-        "--dim rows: no served function has a dimension variable 'rows'."]
+        "--dim rows: the function has no dimension variable 'rows'; it has batch."]
 
 
 # --- a running server: its events, a second server on its ports, SIGINT --------------------------------------------

@@ -66,6 +66,8 @@ def test_the_load_options_are_flat_keywords_too():
     assert (request.against, request.runtime, request.across_compilers) == ("model.py:f", "iree", True)
     assert not VerifyRequest("f.jaxport", load=LoadOptions(function="f")).across_compilers
     assert VerifyRequest("f.jaxport", cache_dir="c", cache=False).module_cache is None
+    assert VerifyRequest("f.jaxport", runtime="iree", cache_dir="c").module_cache == Path("c") / "iree"
+    assert VerifyRequest("f.jaxport", runtime="iree", cache_dir="c", module_dir="m").module_cache == Path("m")
     with pytest.raises(TypeError):
         VerifyRequest("f.jaxport", "model.py:f", "spec.yaml", 0)  # the options after spec are keywords only
 

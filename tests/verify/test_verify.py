@@ -18,7 +18,7 @@ import jaxport
 from jaxport import tolerance
 from jaxport.artifact import model
 from jaxport.artifact.bounds import Bounds
-from jaxport.errors import InputError, UsageError
+from jaxport.errors import UsageError
 from jaxport.run.values.inputs import random_inputs
 from jaxport.verify import plan, spec_check
 from jaxport.verify.runner import verify
@@ -275,12 +275,11 @@ def test_recorded_spec_missing_is_a_note(in_project, tmp_path, monkeypatch):
 
 def test_bad_dim_values(in_project, run_cli):
     res = run_cli("verify", "f.jaxport", "--dim", "b=0")
-    assert res.exit_code == 9
-    assert res.stderr == ("error[input]: dimension 'b' = 0 (given), but it must satisfy 1 <= b <= 512 (spec "
-                          "bound).\n")
+    assert res.exit_code == 2
+    assert res.stderr == "error[usage]: --dim b=0: 0 is outside the spec bound 1 <= b <= 512.\n"
     res = run_cli("verify", "f.jaxport", "--dim", "c=3")
-    assert res.exit_code == 9
-    assert res.stderr == "error[input]: unknown dimension variable 'c'; the function has b.\n"
+    assert res.exit_code == 2
+    assert res.stderr == "error[usage]: --dim c: the function has no dimension variable 'c'; it has b.\n"
     res = run_cli("verify", "f.jaxport", "--dim", "b=x")
     assert res.exit_code == 2
     assert "'b=x': 'x' is not an integer." in res.stderr
@@ -372,7 +371,7 @@ def test_plan_with_chosen_values_is_their_product():
     assert [c.dims for c in cases] == [{"a": a, "b": b} for a in (1, 2) for b in (3, 4, 5)]
     with pytest.raises(UsageError, match=re.escape("--dim asks for 300 combinations; at most 256 are allowed.")):
         plan.plan_cases(f, {"a": list(range(1, 21)), "b": list(range(1, 16))})
-    with pytest.raises(InputError, match=re.escape("dimension 'a' = 0 (given)")):
+    with pytest.raises(UsageError, match=re.escape("--dim a=0: 0 is outside the spec bound a >= 1.")):
         plan.plan_cases(f, {"a": [0]})
 
 

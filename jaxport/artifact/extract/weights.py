@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import _safetensors, dtypes
+from ... import dtypes
 from ..._fsio import atomic_write, check_output
+from ...arrayfiles import safetensors
 from ...errors import UsageError
 from ..calltree import walk
 from ..container import Artifact
@@ -120,7 +121,7 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
         # is refused where .safetensors records every tensor's dtype; int4 and uint4, which it has no tag for, are
         # written so (one element per byte, as numpy saves them): rebind reads them back by the artifact's dtypes.
         odd = [(n, str(a.dtype)) for n, a in arrays.items() if str(a.dtype) in dtypes.NOT_IN_NPY]
-        if odd and all(_safetensors.tag_of(str(a.dtype)) is not None for a in arrays.values()):
+        if odd and all(safetensors.tag_of(str(a.dtype)) is not None for a in arrays.values()):
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             raise UsageError(f"{output}: {suffix} cannot record the dtype of {len(odd)} tensor(s): {shown}; numpy "
                              f"would store them as raw bytes. Write .safetensors instead.")
@@ -129,10 +130,10 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
         else:
             atomic_write(output, lambda f: _write_npy(f, next(iter(arrays.values()))), inputs=[art.path])
     else:
-        if _safetensors.METADATA in arrays:
-            raise UsageError(f"{output}: a tensor is named {_safetensors.METADATA!r}, the key a .safetensors header "
+        if safetensors.METADATA in arrays:
+            raise UsageError(f"{output}: a tensor is named {safetensors.METADATA!r}, the key a .safetensors header "
                              f"reserves for its metadata; the file could not be read back. Write .npz instead.")
-        odd = [(n, str(a.dtype)) for n, a in arrays.items() if _safetensors.tag_of(str(a.dtype)) is None]
+        odd = [(n, str(a.dtype)) for n, a in arrays.items() if safetensors.tag_of(str(a.dtype)) is None]
         if odd:
             shown = ", ".join(f"{n!r} ({d})" for n, d in odd[:5]) + (", ..." if len(odd) > 5 else "")
             packed = any(dtypes.BY_NAME[d].packed for _, d in odd)
@@ -140,7 +141,7 @@ def extract_weights(art: Artifact, output: str | Path, argument: str | None = No
                              f"Write .npz instead" + (" (4-bit tensors as numpy saves them, one element per byte, "
                                                       "which rebind reads back)." if packed else "."))
         try:
-            atomic_write(output, lambda f: _safetensors.write(f, arrays), inputs=[art.path])
+            atomic_write(output, lambda f: safetensors.write(f, arrays), inputs=[art.path])
         except ValueError as e:  # an odd number of float4 elements: whole bytes only
             raise UsageError(f"{output}: {e}. Write .npz instead.") from None
     return WeightsWritten(output.stat().st_size, len(arrays), chosen)

@@ -1,9 +1,12 @@
-"""Shape buckets, the one home of sizes: which concrete shapes to compile (``plan``: ``--dim``, ``--bucket``, or
+"""Shape buckets, the one home of sizes: the rules of the sizes a user gives (``sizes``: ``--dim`` and ``dims=``
+for every command and the Python API), which concrete shapes to compile (``plan``: ``--dim``, ``--bucket``, or
 proposed from the spec's bounds by one rule, ``ladder``), the sizes a function is served on and which of them a call
 fits (``served``), the program specialized to a bucket's shapes (``specialize``), and the proof that a call may be
-padded up to a bucket, and that a batch may be split into calls or merged with others (``rowwise``, ``padding``).
+padded up to a bucket, and that a batch may be split into calls or merged with others (``rowwise``, ``padding``),
+decided once per program and remembered in the cache directory (``verdicts``).
 ``jaxport compile`` (``run.compile.deploy``), ``jaxport serve`` and the batch engines (``serve.batching``) import
-them from here. Below the run core: it imports only ``run.values`` (the JAX backend it specializes with is a type)."""
+them from here. Below the run core: it imports only ``run.values`` (the JAX backend it specializes with, and the
+loaded function whose verdicts it keeps, are types)."""
 
 from .plan import (
     MAX_BUCKETS,
@@ -13,10 +16,10 @@ from .plan import (
     combined,
     function_names,
     ladder,
-    parse_assignments,
     plan,
     propose,
 )
+from .sizes import parse_assignments
 
 __all__ = ["MAX_BUCKETS", "MAX_PROPOSED", "SINGLE_NAME", "Plan", "combined", "function_names", "ladder",
            "parse_assignments", "plan", "propose"]

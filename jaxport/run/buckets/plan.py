@@ -12,8 +12,9 @@ A *bucket* assigns every dimension variable of a function a value. ``compile`` t
   itself when it is not one, thinned (keeping the largest) so that at most :data:`MAX_PROPOSED` functions are built.
   A variable without an upper bound cannot be proposed for: the user gives ``--dim``.
 
-Every bucket is checked against the bounds and constraints (``artifact.contract``); a grid point or proposal that
-breaks a constraint is left out with a note, a given value that breaks a bound is a usage error. No JAX here.
+The sizes given are checked by the rules of every ``--dim`` (``sizes``: names, bounds, one wording); every bucket
+against the bounds and constraints (``artifact.contract``): a grid point or proposal that breaks a constraint is left
+out with a note, a single bucket that does is a usage error. No JAX here.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from ...artifact import contract
 from ...artifact.model import Function
 from ...errors import InputError, UsageError
+from . import sizes
 
 #: Most functions proposed from the spec's bounds when no buckets are given.
 MAX_PROPOSED = 8
@@ -47,25 +49,6 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def _shown(bucket: Mapping[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in bucket.items())
-
-
-def _check_names(variables: list[str], names: Sequence[str], flag: str) -> None:
-    for name in names:
-        if name not in variables:
-            have = ", ".join(variables) or "none"
-            raise UsageError(f"{flag} {name}: the function has no dimension variable {name!r}; it has {have}.")
-
-
-def _resolved(fn: Function, bucket: Mapping[str, int], flag: str) -> dict[str, int]:
-    """Every variable's value for a bucket that names all of them, checked against bounds and constraints."""
-    try:
-        return contract.resolve_dims(fn, bucket)
-    except InputError as e:
-        raise UsageError(f"{flag} {_shown(bucket)}: {e}") from None
-
-
 def _satisfies(fn: Function, bucket: Mapping[str, int]) -> bool:
     try:
         contract.resolve_dims(fn, bucket)
@@ -78,15 +61,15 @@ def plan(fn: Function, *, fixed: Mapping[str, int] | None = None,
          grid: Mapping[str, Sequence[int]] | None = None,
          explicit: Sequence[Mapping[str, int]] | None = None) -> Plan:
     """The buckets of a manifest function (see the module docstring); raises UsageError for a bad request."""
-    fixed, grid, explicit = dict(fixed or {}), dict(grid or {}), list(explicit or [])
     variables = contract.dimension_variables(fn)
     if grid and explicit:
         raise UsageError("--dim with several sizes builds a grid and --bucket lists buckets one by one; give one of "
                          "them.")
-    _check_names(variables, list(fixed), "--dim")
-    _check_names(variables, list(grid), "--dim")
+    fixed = {k: v[0] for k, v in sizes.given(fn, fixed).items()}
+    grid = sizes.given(fn, grid)
+    explicit = list(explicit or [])
     for b in explicit:
-        _check_names(variables, list(b), "--bucket")
+        sizes.check_names(b, [fn], "--bucket")
     both = [v for v in grid if v in fixed]
     if both:
         raise UsageError(f"{both[0]!r} is both fixed ({both[0]}={fixed[both[0]]}) and given a grid of sizes; give it "
@@ -98,26 +81,20 @@ def plan(fn: Function, *, fixed: Mapping[str, int] | None = None,
         for b in explicit:
             missing = [v for v in variables if v not in b and v not in fixed]
             if missing:
-                raise UsageError(f"--bucket {_shown(b)}: give every dimension variable ({', '.join(missing)} "
+                raise UsageError(f"--bucket {sizes.shown(b)}: give every dimension variable ({', '.join(missing)} "
                                  f"missing), or fix {'them' if len(missing) > 1 else 'it'} with --dim "
                                  f"{missing[0]}=N.")
-            buckets.append(_resolved(fn, {**fixed, **b}, "--bucket"))
+            buckets.append(sizes.resolved(fn, {**fixed, **b}, flag="--bucket"))
         return Plan(_ordered(buckets, variables), "--bucket")
     if grid:
         missing = [v for v in variables if v not in grid and v not in fixed]
         if missing:
             raise UsageError(f"--dim: give every dimension variable its sizes ({', '.join(missing)} has none), or "
                              f"fix {'them' if len(missing) > 1 else 'it'} with --dim {missing[0]}=N.")
-        bounds = {v: fn.bounds_of(v) for v in variables}
-        for v, values in grid.items():
-            for value in values:
-                if not bounds[v].holds(value):
-                    raise UsageError(f"--dim {v}={','.join(map(str, values))}: {value} is outside the spec bound "
-                                     f"{bounds[v].text(v)}.")
         lists = {v: sorted(set(grid[v])) if v in grid else [fixed[v]] for v in variables}
         return combined(fn, variables, lists, "--dims", "grid point")
     if fixed:
-        return Plan([_resolved(fn, fixed, "--dim")], "--dim")
+        return Plan([sizes.resolved(fn, fixed)], "--dim")
     return propose(fn)
 
 
@@ -181,7 +158,7 @@ def combined(fn: Function, variables: list[str], lists: Mapping[str, list[int]],
     notes = []
     if dropped:
         notes.append(f"{len(dropped)} {what}{'s' if len(dropped) > 1 else ''} left out for breaking the spec's "
-                     f"constraints: {'; '.join(_shown(b) for b in dropped[:6])}{' ...' if len(dropped) > 6 else ''}")
+                     f"constraints: {'; '.join(map(sizes.shown, dropped[:6]))}{' ...' if len(dropped) > 6 else ''}")
     return Plan(_ordered(buckets, variables), source, notes)
 
 
@@ -202,31 +179,3 @@ def function_names(buckets: list[dict[str, int]]) -> list[str]:
     if len(set(names)) != len(names) or not all(_SYMBOL.fullmatch(n) for n in names):
         names = [f"{SINGLE_NAME}_{i}" for i in range(len(buckets))]
     return names
-
-
-def parse_assignments(text: str, flag: str) -> dict[str, list[int]]:
-    """``NAME=N1,N2`` (``--dims``) or ``NAME=N,NAME=N`` (``--bucket``) as ``{name: [values]}``; raises UsageError.
-
-    For ``--dims`` the text names one variable and several values; for ``--bucket`` several variables with one
-    value each. Which one is meant is the caller's check."""
-    out: dict[str, list[int]] = {}
-    name = None
-    for part in text.split(","):
-        part = part.strip()
-        if "=" in part:
-            name, _, value = part.partition("=")
-            name = name.strip()
-            if not name.isidentifier():
-                raise UsageError(f"{flag} {text}: {name!r} is not a dimension variable name.")
-            if name in out:
-                raise UsageError(f"{flag} {text}: {name!r} is given twice.")
-            out[name] = []
-        elif name is None:
-            raise UsageError(f"{flag} {text}: expected NAME=VALUE (e.g. {flag} batch=1,8,32).")
-        else:
-            value = part
-        value = value.strip()
-        if not value.isdigit() or len(value) > 19:
-            raise UsageError(f"{flag} {text}: {value[:40]!r} is not a size (a non-negative integer).")
-        out[name].append(int(value))
-    return out

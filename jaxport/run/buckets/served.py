@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ...artifact import contract
 from ...artifact.model import Function
 from ...errors import InputError, UsageError
+from . import sizes
 from .plan import Plan, combined, ladder
 
 #: Sizes per power of two that serving and batch inference pad to by default (``run.buckets.ladder``): 2^k,
@@ -51,18 +52,7 @@ def plan_buckets(f: Function, dims: Dims | None = None) -> Plan:
     """The planned buckets of function ``f`` (its record): ``dims``' sizes for the variables it names, the ladder of
     the spec's bounds for the others (see the module docstring)."""
     variables = contract.dimension_variables(f)
-    given = {k: [v] if isinstance(v, int) else list(v) for k, v in (dims or {}).items()}
-    for name, values in given.items():
-        if name not in variables:
-            have = ", ".join(variables) or "none"
-            raise UsageError(f"--dim {name}: the function has no dimension variable {name!r}; it has {have}.")
-        if not values:
-            raise UsageError(f"--dim {name}: give at least one size.")
-        bounds = f.bounds_of(name)
-        for value in values:
-            if type(value) is not int or not bounds.holds(value):  # noqa: E721 - no bools or floats
-                raise UsageError(f"--dim {name}={','.join(map(str, values))}: {value!r} is outside the spec bound "
-                                 f"{bounds.text(name)}.")
+    given = sizes.given(f, dims)
     if not variables:
         return Plan([{}], "static")
     for v in variables:
@@ -80,8 +70,7 @@ def plan_buckets(f: Function, dims: Dims | None = None) -> Plan:
     if total > MAX_PLANNED:
         raise UsageError(f"--dim: {total} combinations of sizes, more than the {MAX_PLANNED} buckets a server plans; "
                          f"give fewer sizes with --dim NAME=N1,N2,... (dims={{...}} in Python).")
-    chosen = combined(f, variables, lists, "--dim" if given else "spec bounds", "planned bucket",
-                                  MAX_PLANNED)
+    chosen = combined(f, variables, lists, "--dim" if given else "spec bounds", "planned bucket", MAX_PLANNED)
     if steps != STEPS:
         chosen.notes.insert(0, f"{total} planned buckets with {STEPS - 1} sizes between each power of two would be "
                                f"more than {MAX_PLANNED}: {steps - 1 or 'no'} sizes between each")

@@ -34,6 +34,7 @@ from ...artifact.model import Manifest
 from ...errors import FormatError, InputError, PlatformError, UsageError
 from .. import gradients
 from ..backend import Compilation
+from ..buckets import sizes
 from ..cache import CacheState, compilation_cache, default_cache_dir
 from ..compile import iree_loader
 from ..compile.deploy import is_compiled_module, run_description_path, signature_function
@@ -257,7 +258,7 @@ def _checks(r: CallRequest, manifest: Manifest) -> _Checked:
     if r.expect:
         checked.references = expect.read(r.expect, names, native)
     if r.random:
-        checked.dims = contract.resolve_dims(f, r.dims)
+        checked.dims = sizes.resolved(f, r.dims)
     elif r.batch_size:
         checked.stream_inputs = streaming.open_inputs(f, list(r.inputs))
     else:
@@ -420,7 +421,7 @@ def _call_module(r: CallRequest, say: Callable[[str], None]) -> CallReport:
     if r.ranges:
         inputs.check_ranges(fn, r.ranges)
     if r.random:
-        arrays = inputs.random_inputs(fn, contract.resolve_dims(fn, r.dims), r.seed or 0, ranges=r.ranges)
+        arrays = inputs.random_inputs(fn, sizes.resolved(fn, r.dims), r.seed or 0, ranges=r.ranges)
         sources = {n: r.source for n in arrays}
     else:
         arrays, sources = inputs.gather(fn, list(r.inputs))

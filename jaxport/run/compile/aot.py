@@ -24,7 +24,6 @@ from ... import dtypes
 from ..._jax_compiler import Facts, memory_analysis, serialized_executable, steered, steering_available
 from ..._jax_internals import initialize_lapack
 from ..._text import plural
-from ...artifact import contract
 from ...artifact.calltree import argument_positions
 from ...artifact.container import Artifact
 from ...artifact.model import Function
@@ -34,6 +33,7 @@ from ...errors import JaxportError, PlatformError, UsageError
 from ...sharding import mesh_devices, mesh_text, runtime_mesh
 from .. import buckets as buckets_mod
 from ..backend import ShapeKey
+from ..buckets import sizes
 from ..executables import write_record
 from ..jax_backend import program_function, xla_message
 from ..load import open_checked, runnable_program, select_function
@@ -147,10 +147,9 @@ def memory_text(m: Mapping[str, int] | None) -> str:
 def plan_buckets(fn: Function, dims: Mapping[str, Sequence[int]] | None, where: str) -> list[dict[str, int]]:
     """The dimension values to compile ``fn`` for: every combination of the values ``dims`` gives (as ``warmup``
     reads ``--dim``), or without them, the buckets ``jaxport compile`` proposes from the spec's bounds."""
-    variables = contract.dimension_variables(fn)
     if dims:
-        own = {k: list(v) for k, v in dims.items() if k in variables or k in contract.aliases(fn, variables)}
-        return combinations(fn, own, where)
+        names = sizes.names_of(fn)
+        return combinations(fn, {k: list(v) for k, v in dims.items() if k in names}, where)
     try:
         return buckets_mod.plan(fn).buckets
     except UsageError as e:
@@ -173,6 +172,7 @@ def compile_for_target(art: Artifact, target: Target, *, functions: Iterable[str
                             f"JAX jaxport supports.")
     names = list(functions) if functions is not None else list(art.model.functions)
     report = TargetReport(str(art.path), target, cache_dir=str(cache_dir) if cache_dir is not None else None)
+    sizes.check_names(dims or {}, [art.model.functions[fname] for fname in names])  # one of them has each
     plans = {}
     for fname in names:
         fn = art.model.functions[fname]

@@ -80,7 +80,7 @@ _PACKED = {"int4": "SINT_4", "uint4": "UINT_4"}
 
 def _to_runtime(rt: Any, device: Any, a: Any) -> Any:
     """An input as IREE takes it: the array, or a buffer view of an int4/uint4 array's packed bytes (the layout of
-    jaxport's ``_subbyte``; this file imports nothing from jaxport)."""
+    jaxport's ``arrayfiles.subbyte``; this file imports nothing from jaxport)."""
     import numpy as np
 
     if str(a.dtype) not in _PACKED:

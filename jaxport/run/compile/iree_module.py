@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import _subbyte, dtypes
+from ... import dtypes
 from ..._fsio import atomic_write
 from ..._jax_internals import make_ir_context
+from ...arrayfiles import subbyte
 from ...errors import PlatformError
 from ..iree import RUN_WITH_JAX, iree_packages
 
@@ -132,7 +133,7 @@ def write_archive(path: str | Path, tensors: Sequence[tuple[str, Any]], inputs: 
         array = np.ascontiguousarray(np.asarray(value))
         d = dtypes.from_numpy(array.dtype)
         if d is not None and d.packed:  # IREE reads an i4 parameter as its packed bytes
-            flat = _subbyte.pack(array)
+            flat = subbyte.pack(array)
         else:
             flat = array.reshape(-1).view(np.uint8) if array.ndim else array.reshape(1).copy().view(np.uint8)
         index.add_buffer(name, flat)

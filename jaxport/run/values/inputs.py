@@ -12,7 +12,7 @@ from typing import Any
 
 from ... import dimexpr, dtypes
 from ..._fsio import open_for_reading
-from ..._npyfile import check_size
+from ...arrayfiles.npy import check_size
 from ...artifact.contract import ArrayInfo, check, concrete_shape, input_names, parsed_shape, unknown_input_error
 from ...artifact.model import Function, Input
 from ...artifact.summary import array_type

@@ -1,7 +1,7 @@
 """Reading ``.npy`` and ``.npz`` files that may be hostile, without ``numpy.load``: ``call``'s input files and
 cotangents, and the rows a streamed call reads. No JAX.
 
-Trust model: input files may be hostile. They are parsed by ``jaxport._npyfile`` (which also reads the weights files
+Trust model: input files may be hostile. They are parsed by ``arrayfiles.npy`` (which also reads the weights files
 a spec binds), never handed to ``numpy.load``, and opened by ``_fsio.open_for_reading`` (regular files only, never a
 FIFO or a device). A ``.npy`` header is
 read with ``ast.literal_eval`` (literals only, never ``eval``), capped at ``MAX_HEADER_BYTES``, and must be exactly
@@ -15,7 +15,7 @@ member never yields more than its declared size, and its CRC is checked.
 A raw void ``.npy`` (``<V2``, ``<V1``), which is how numpy saves ``bfloat16``, ``float8`` and the sub-byte arrays
 (``int4``, ``uint4``, ``float4_e2m1fn``: one element per byte), is accepted only for an input the artifact declares
 with that ml_dtypes type of the same width, and is reinterpreted as it; a sub-byte element's unused high bits are
-cleared (``_subbyte.canonical``), so that every check sees the value the program runs on.
+cleared (``arrayfiles.subbyte.canonical``), so that every check sees the value the program runs on.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import _safetensors, _subbyte, dtypes
+from ... import dtypes
 from ..._fsio import open_for_reading
 from ..._machine import physical_memory
-from ..._npyfile import (
+from ...arrayfiles import safetensors, subbyte
+from ...arrayfiles.npy import (
     MAX_HEADER_BYTES,
     MAX_NPZ_BYTES,
     MAX_NPZ_MEMBERS,
@@ -51,7 +52,7 @@ from ...errors import InputError
 
 #: Arrays larger than this are checked against the input they are for from their header alone, before reading.
 EARLY_CHECK_BYTES = 16 << 20
-#: Names other modules import from here; the readers themselves live in ``_npyfile``, shared with ``export.bind``.
+#: Names other modules import from here; the readers themselves live in ``arrayfiles.npy``, shared with ``export.bind``.
 __all__ = ["MAX_HEADER_BYTES", "MAX_NPZ_BYTES", "MAX_NPZ_MEMBERS", "MAX_RANK", "EARLY_CHECK_BYTES", "Header",
            "check_fits", "final_dtype", "physical_memory", "read_header", "read_named_arrays", "read_npy", "read_npz",
            "safe_member", "size_text"]
@@ -126,7 +127,7 @@ def read_npy(path: str | Path, declared: str | None = None, name: str | None = N
 def _canonical(arr: Any) -> Any:
     """A sub-byte array read from raw bytes with its unused high bits cleared; any other array as it is."""
     d = dtypes.from_numpy(arr.dtype)
-    return _subbyte.canonical(arr) if d is not None and d.packed else arr
+    return subbyte.canonical(arr) if d is not None and d.packed else arr
 
 
 # --- reading .npz ----------------------------------------------------------------------------------------------
@@ -168,10 +169,10 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
     (keyed by tensor name), or a single ``.npy`` (keyed by ``single_name``, which the caller must give). Reference
     outputs for ``call --expect`` and ``verify --expect`` (named as ``call -o`` writes them) and saved inputs.
 
-    The file is read as untrusted (see the module docstring and :mod:`jaxport._safetensors`): regular files only, capped
-    reads, never unpickled. ``where`` starts every message (default: the path). ``declared`` (name -> manifest dtype)
-    lets a raw void array (how numpy saves ``bfloat16`` and ``float8``) be read as the declared type; without it such
-    an array is refused, naming ``.safetensors``. Errors are ``InputError``.
+    The file is read as untrusted (see the module docstring and ``arrayfiles.safetensors``): regular files only,
+    capped reads, never unpickled. ``where`` starts every message (default: the path). ``declared`` (name ->
+    manifest dtype) lets a raw void array (how numpy saves ``bfloat16`` and ``float8``) be read as the declared type;
+    without it such an array is refused, naming ``.safetensors``. Errors are ``InputError``.
     """
     where = where or str(path)
     suffix = Path(path).suffix.lower()
@@ -203,7 +204,7 @@ def read_named_arrays(path: str | Path, where: str | None = None, *, single_name
             flat = read_npy_data(f, header, size, header.dtype if header.dtype.kind != "V" else dtype, where)
         return {single_name: _canonical(shaped(flat, header).astype(dtype, copy=False))}
     if suffix == ".safetensors":
-        return _safetensors.read_file(path, where, InputError)
+        return safetensors.read_file(path, where, InputError)
     with open_for_reading(path, InputError, directory="a .npz file") as f:
         arrays = read_npz_file(f, where, NpzRules(max_members=MAX_NPZ_MEMBERS, max_bytes=MAX_NPZ_BYTES,
                                                    holds="arrays keyed by name"), prepare=dtype_of)

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ... import _safetensors, dtypes
+from ... import dtypes
 from ..._fsio import atomic_write, check_output
+from ...arrayfiles import safetensors as safetensors_file
 from ...errors import OutputError
 from . import keys
 from .npyio import safe_member
@@ -114,11 +115,11 @@ def raw_warning(path: str | Path, raw: list[tuple[str, str]], streamed: bool = F
     (``streamed``: by ``call --batch-size``, which writes neither ``.safetensors`` nor converted outputs)."""
     shown = ", ".join(f"{n!r} ({d})" for n, d in raw[:5]) + (", ..." if len(raw) > 5 else "")
     floats = any(dtypes.BY_NAME[d].kind == "float" for _, d in raw)
-    if all(_safetensors.tag_of(d) is not None for _, d in raw):
+    if all(safetensors_file.tag_of(d) is not None for _, d in raw):
         fix = f"{'without --batch-size, ' if streamed else ''}write .safetensors to keep the dtype, or add " \
               f"--output-dtype f32"
     else:  # int4, uint4: no other file format names them
-        untagged = sorted({d for _, d in raw if _safetensors.tag_of(d) is None})
+        untagged = sorted({d for _, d in raw if safetensors_file.tag_of(d) is None})
         fix = (f"{' and '.join(untagged)} {'has' if len(untagged) == 1 else 'have'} no dtype in .safetensors either"
                + (f"; {'without --batch-size, ' if streamed else ''}--output-dtype f32 converts the float outputs"
                   if floats else ""))
@@ -150,7 +151,7 @@ def save_outputs(path: str | Path, leaves: list[tuple[str, Any]]) -> None:
         atomic_write(path, lambda f: np.lib.format.write_array(f, np.asarray(leaves[0][1]), allow_pickle=False))
         return
     if suffix == ".safetensors":
-        atomic_write(path, lambda f: _safetensors.write(f, {n: np.asarray(v) for n, v in leaves}))
+        atomic_write(path, lambda f: safetensors_file.write(f, {n: np.asarray(v) for n, v in leaves}))
         return
 
     def write(f: Any) -> None:
@@ -192,10 +193,10 @@ def check_output_path(path: str | Path, names: list[str], dtypes_: list[str] | N
         raise OutputError(f"{path}: a .npy file holds one array, but the function has {len(names)} outputs "
                           f"({', '.join(names)}); write an .npz instead.")
     if suffix == ".safetensors":
-        if _safetensors.METADATA in names:
-            raise OutputError(f"{path}: an output is named {_safetensors.METADATA!r}, the key a .safetensors header "
-                              f"reserves for its metadata; write .npz instead.")
-        odd = [(n, d) for n, d in zip(names, dtypes_ or []) if _safetensors.tag_of(d) is None]
+        if safetensors_file.METADATA in names:
+            raise OutputError(f"{path}: an output is named {safetensors_file.METADATA!r}, the key a .safetensors "
+                              f"header reserves for its metadata; write .npz instead.")
+        odd = [(n, d) for n, d in zip(names, dtypes_ or []) if safetensors_file.tag_of(d) is None]
         if odd:
             raise OutputError(f"{path}: .safetensors has no dtype for output {odd[0][0]!r} ({odd[0][1]}); write .npz "
                               f"instead.")

@@ -1,6 +1,7 @@
 """Whether calls of a loaded function may be padded, split and merged along each dimension variable: the row-wise
-proof (``run.buckets.rowwise``, the one ``jaxport compile`` records), decided once per program and remembered in the
-cache directory, and the *batch variable* that serving and the batch engines pad, split and merge along.
+proof (``rowwise``, the one ``jaxport compile`` records), decided once per program and remembered in the cache
+directory, and the *batch variable* that serving and the batch engines (``serve.batching``) pad, split and merge
+along. The loaded function and its JAX backend are types here: the run core hands them over.
 """
 
 from __future__ import annotations
@@ -10,33 +11,37 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from .. import usercache
-from .._jax_internals import lapack_left_alone, lapack_targets
-from ..artifact import contract
-from ..artifact.model import Function, Input, Output
-from ..program.checks import checked_targets
-from ..run.buckets.padding import padding_verdicts, specializer
-from ..run.buckets.rowwise import Verdict
-from ..run.jax_backend import JaxBackend
-from ..run.loaded import Loaded
+from ... import usercache
+from ..._jax_internals import lapack_left_alone, lapack_targets
+from ...artifact import contract
+from ...artifact.model import Function, Input, Output
+from ...program.checks import checked_targets
+from .padding import padding_verdicts, specializer
+from .rowwise import Verdict
+
+if TYPE_CHECKING:  # types only: the buckets sit below the run core
+    from ..jax_backend import JaxBackend
+    from ..loaded import Loaded
 
 
 def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str, Verdict]:
-    """Whether calls may pad each dimension variable of a loaded function (``run.buckets.rowwise``, as ``jaxport
-    compile`` decides it): the program specialized at two sizes of each variable and compared. The verdicts are
-    remembered in ``cache_dir`` (default: the active cache directory), keyed by the program and the function's
-    record, so that the next worker of a batch job, or the next start of a server, does not specialize it again."""
+    """Whether calls may pad each dimension variable of a loaded function (``rowwise``, as ``jaxport compile``
+    decides it): the program specialized at two sizes of each variable and compared. The verdicts are remembered in
+    ``cache_dir`` (default: the loaded function's, ``load(cache_dir=)``, else the active cache directory), keyed by
+    the program and the function's record, so that the next worker of a batch job, or the next start of a server,
+    does not specialize it again."""
 
     f = loaded.function_record
     variables = contract.dimension_variables(f)
-    backend = loaded.backend
-    if not isinstance(backend, JaxBackend):
+    if loaded.runtime != "jax":
         return {v: Verdict(v, False, f"the {loaded.runtime} runtime offers no program to check it on")
                 for v in variables}
+    backend = cast("JaxBackend", loaded.backend)
     member = loaded.model.members.get(f.payload)
-    directory = Path(cache_dir).expanduser() if cache_dir is not None else usercache.active_cache_dir()
+    directory = Path(cache_dir).expanduser() if cache_dir is not None else \
+        loaded.cache_dir or usercache.active_cache_dir()
     digest = None
     if member is not None:
         record = json.dumps([member.sha256, f.to_json(), len(f.weights)], sort_keys=True, default=str)

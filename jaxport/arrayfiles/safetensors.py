@@ -2,7 +2,7 @@
 writer (``call -o``, ``extract --weights``). Every dtype jaxport stores is read and written, ``BF16`` and ``F8_*``
 included, which ``.npy`` can only store as raw void bytes (and ``safetensors.numpy`` cannot represent). ``F4``
 (``float4_e2m1fn``) is packed two elements per byte, the first in the low nibble (PyTorch's ``float4_e2m1fn_x2``,
-``jaxport._subbyte``), and a tensor of it holds an even number of elements (the format's rule: every tensor is whole
+``arrayfiles.subbyte``), and a tensor of it holds an even number of elements (the format's rule: every tensor is whole
 bytes); ``int4`` and ``uint4`` have no tag in the format. numpy is imported inside the functions that need it.
 
 The format (the safetensors README, "Format"): an 8-byte little-endian header length N, N bytes of JSON (an object
@@ -33,11 +33,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import _subbyte, dtypes
-from ._fsio import open_for_reading, read_at_most
-from ._json import strict_json
-from ._machine import physical_memory
-from ._npyfile import MAX_RANK
+from .. import dtypes
+from .._fsio import open_for_reading, read_at_most
+from .._json import strict_json
+from .._machine import physical_memory
+from . import subbyte
+from .npy import MAX_RANK
 
 Error = Callable[[str], Exception]
 
@@ -170,7 +171,7 @@ def _tensor(data: Any, dtype: Any, shape: tuple[int, ...]) -> Any:
     import math
 
     if dtypes.BY_NAME[dtype.name].packed:
-        array = _subbyte.unpack(data, dtype.name, math.prod(shape)).reshape(shape)
+        array = subbyte.unpack(data, dtype.name, math.prod(shape)).reshape(shape)
         array.flags.writeable = bool(data.flags.writeable)
         return array
     return data.view(_little(dtype)).reshape(shape)
@@ -204,7 +205,7 @@ def write(f: BinaryIO, arrays: Mapping[str, Any]) -> int:
             if a.size * known.width % 8:
                 raise ValueError(f"tensor {name!r} holds {a.size} {a.dtype} elements, which .safetensors cannot store "
                                  f"(it packs {8 // known.width} to a byte, and a tensor fills whole bytes)")
-            a = _subbyte.pack(a)  # the bytes the file holds; the header keeps the shape and tag
+            a = subbyte.pack(a)  # the bytes the file holds; the header keeps the shape and tag
         prepared.append((name, a, tag))
     layout = sorted(range(len(prepared)), key=lambda i: -prepared[i][1].dtype.itemsize)
     offsets: dict[int, tuple[int, int]] = {}

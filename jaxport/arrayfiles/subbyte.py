@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import dtypes
+from .. import dtypes
 
 
 def codes(arr: Any) -> Any:

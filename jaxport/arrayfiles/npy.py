@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ._machine import physical_memory
-from .errors import InputError
+from .._machine import physical_memory
+from ..errors import InputError
 
 MAX_HEADER_BYTES = 10_000  # numpy's own default cap for untrusted headers
 MAX_RANK = 64
@@ -145,14 +145,15 @@ def check_memory(header: Header, where: str, error: Error = InputError) -> None:
                     f"({total} bytes).")
 
 
-def check_size(header: Header, size: int, where: str, error: Error = InputError) -> None:
-    """Refuse a ``.npy`` file of ``size`` bytes whose data is not exactly the size its ``header`` declares."""
+def check_size(header: Header, size: int, where: str, error: Error = InputError, what: str = ".npy file") -> None:
+    """Refuse a ``.npy`` file (``what``: or an ``.npz`` member, an "array") of ``size`` bytes whose data is not
+    exactly the size its ``header`` declares."""
     available = size - header.header_bytes
     if available < header.nbytes:
-        raise error(f"{where}: truncated .npy file: the header declares {size_text(header)}, but only "
-                    f"{available} bytes follow it.")
+        raise error(f"{where}: truncated {what}: the header declares {size_text(header)}, but only "
+                    f"{max(available, 0)} bytes follow it.")
     if available > header.nbytes:
-        raise error(f"{where}: damaged .npy file: {available - header.nbytes} bytes follow the array data "
+        raise error(f"{where}: damaged {what}: {available - header.nbytes} bytes follow the array data "
                     f"({size_text(header)}).")
 
 
@@ -289,13 +290,7 @@ def read_npz_file(f: IO[bytes], where: str, rules: NpzRules = NpzRules(), *,
                 header = read_header(member, here, error, numeric_only=numeric_only)
                 dtype = prepare(key, header, here) if prepare else header.dtype
                 check_memory(header, here, error)
-                available = info.file_size - header.header_bytes
-                if available < header.nbytes:
-                    raise error(f"{here}: truncated array: the header declares {size_text(header)}, but "
-                                f"only {max(available, 0)} bytes follow it.")
-                if available > header.nbytes:
-                    raise error(f"{here}: damaged array: {available - header.nbytes} bytes follow the "
-                                f"array data ({size_text(header)}).")
+                check_size(header, info.file_size, here, error, "array")
                 buf = bytearray(header.nbytes)
                 view = memoryview(buf)
                 got = 0
