@@ -12,6 +12,7 @@ from ..options import debug_option, json_option, shapes_option
 from ..progress import Stages
 from ..progress import enabled as progress_lines
 from ..requests import EXPORT_REQUEST, request_options
+from ..written import print_written, written_document
 
 
 @click.command("export")
@@ -46,25 +47,9 @@ def command(entrypoint, spec_path, output, request, as_json, debug):
             result = jaxport.export(entrypoint, spec_path, output if output else Path("."), request=request,
                                     progress=stages)
         if as_json:
-            render.print_json({"artifact": str(result.path), "size": result.size,
-                               "manifest_file": str(result.manifest_path) if result.manifest_path else None,
-                               "warnings": result.warnings, "manifest": result.manifest})
+            render.print_json(written_document(result))
             return
-        from jaxport.artifact.summary import human_bytes, signature
-
-        if result.warnings:
-            said = render.Document()
-            for w in result.warnings:
-                said.line(("warning:", "yellow"), " ", render.plain(w))
-            said.print(err=True)
-        out = render.Document()
-        out.line(("Exported", "green"), f" {render.plain(str(result.path))} ({human_bytes(result.size)})")
-        for fname, f in result.model.functions.items():
-            out.line(f"  {render.plain(signature(fname, f))}")
-            out.line(f"  platforms: {render.plain(', '.join(f.platforms))}")
-        if result.manifest_path:
-            out.line(f"  manifest: {render.plain(result.manifest_path)}")
-        out.print()
+        print_written("Exported", result)
 
     errors.run(body, debug=debug, as_json=as_json)
 

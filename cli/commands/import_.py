@@ -10,6 +10,7 @@ from .. import errors, render
 from ..files import NamesFiles, OutputPath
 from ..options import debug_option, json_option, shapes_option
 from ..requests import IMPORT_REQUEST, request_options
+from ..written import print_written, written_document
 
 
 @click.command("import")
@@ -39,21 +40,8 @@ def command(module, spec_path, output, request, as_json, debug):
         with con.status("Importing...", spinner="dots") if not as_json else contextlib.nullcontext():
             result = import_stablehlo(module, spec_path, output=output, request=request)
         if as_json:
-            render.print_json({"artifact": str(result.path), "size": result.size,
-                               "manifest_file": str(result.manifest_path) if result.manifest_path else None,
-                               "warnings": result.warnings, "manifest": result.manifest})
+            render.print_json(written_document(result))
             return
-        from jaxport.artifact.summary import human_bytes, signature
-
-        for w in result.warnings:
-            con.print(f"[yellow]warning:[/] {render.escape(w)}")
-        out = render.stdout()
-        out.print(f"[green]Imported[/] {render.escape(str(result.path))} ({human_bytes(result.size)})")
-        for fname, f in result.model.functions.items():
-            out.print(f"  {render.plain(signature(fname, f))}", markup=False)
-            out.print(f"  platforms: {render.plain(', '.join(f.platforms))}; calling convention "
-                      f"{f.calling_convention_version}", markup=False)
-        if result.manifest_path:
-            out.print(f"  manifest: {render.plain(result.manifest_path)}", markup=False)
+        print_written("Imported", result, convention=True)
 
     errors.run(body, debug=debug, as_json=as_json)

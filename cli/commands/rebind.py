@@ -15,6 +15,7 @@ from ..options import (
     require_signature_option,
     signature_path_option,
 )
+from ..written import written_document
 
 
 @click.command("rebind")
@@ -62,13 +63,11 @@ def command(artifact, binds, output, root, version, no_manifest, for_jax, requir
                                 require_signature=require_signature or None, signature=signature_path)
         unsigned = carry_notes(artifact, result.path)  # the new artifact is not signed: say so
         if as_json:
-            render.print_json({
-                "artifact": str(result.path), "input": str(artifact), "size": result.size,
-                "manifest_file": str(result.manifest_path) if result.manifest_path else None,
-                "rebound": [{"name": r.name, "source": r.source, "recorded": r.recorded, "tensors": r.tensors,
-                             "changed": r.changed} for r in result.rebound],
-                "kept_members": result.kept_members, "warnings": [*result.warnings, *unsigned],
-                "manifest": result.manifest})
+            render.print_json(written_document(
+                result, source=artifact, warnings=[*result.warnings, *unsigned],
+                rebound=[{"name": r.name, "source": r.source, "recorded": r.recorded, "tensors": r.tensors,
+                          "changed": r.changed} for r in result.rebound],
+                kept_members=result.kept_members))
             return
         from jaxport.artifact.summary import human_bytes
 

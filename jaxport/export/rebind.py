@@ -30,12 +30,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import dtypes
-from .._fsio import atomic_write, check_output, open_regular, read_at_most
+from .._fsio import open_regular, read_at_most
 from .._jax_internals import read_exported
 from ..arrayfiles import subbyte
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
 from ..artifact.model import CallNode, Manifest, Signature, StoredTensor, Weights, replace
+from ..artifact.output import artifact_output
 from ..artifact.private_copy import private_member
 from ..artifact.signing.bundle import drop_stale
 from ..artifact.signing.check import open_signed
@@ -142,10 +143,8 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
                          "with --require-signature PUBLIC.pem (require_signature= in Python).")
     opened = open_signed(artifact, require_signature, signature)[0] if require_signature else open_artifact(artifact)
     with opened as art:
-        out = Path(output)
-        if out.is_dir():
-            out = out / artifact.name
-        _refuse_input_as_output(out, artifact)
+        outputs = artifact_output(output, artifact.name, manifest=write_manifest, source=artifact, command="rebind")
+        out = outputs.path
         arguments = bound_arguments(art.model)
         weights = art.model.weights
         if weights is None or not weights.tensors or not any(a.tensors for a in arguments.values()):
@@ -174,20 +173,16 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
         if for_jax is not None:
             manifest = _for_jax(manifest, members, target(for_jax), str(artifact))
         kept = [n for n in members if n != weights.member and (for_jax is None or n not in _payloads(manifest))]
-        sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
         inputs: list[str | Path] = [artifact, *files]
-        for path in (out, sidecar):
-            if path is not None:
-                check_output(path, inputs)
+        outputs.check(inputs)
         raw = container.write_artifact(out, manifest, members)
     stale = drop_stale(out)  # a signature of the file this one replaced: removed, and said
     warnings += [stale] if stale is not None else []
-    if sidecar is not None:
-        atomic_write(sidecar, lambda f: f.write(raw), inputs=inputs, durable=False)  # restates the manifest
+    outputs.write_sidecar(raw, inputs)
     results = [Rebound(a.name, source, recorded, list(a.tensors),
                        [n for n in a.tensors if packed.index[n].sha256 != old_index[n].sha256])
                for a, source, recorded in rebound]
-    return RebindResult(out, container.with_members(manifest, members).to_json(), out.stat().st_size, sidecar,
+    return RebindResult(out, container.with_members(manifest, members).to_json(), out.stat().st_size, outputs.sidecar,
                         results, kept, warnings)
 
 
@@ -205,18 +200,6 @@ def _for_jax(manifest: Manifest, members: dict[str, Any], t: Target, where: str)
         members[f.payload] = gradients.serialize(new, f.vjp_order, where, fname)
         functions[fname] = replace(f, stablehlo_version=stablehlo_version(new.mlir_module_serialized))
     return replace(manifest, functions=functions, producer=replace(versions(), for_jax=t.jax))
-
-
-def _refuse_input_as_output(out: Path, artifact: Path) -> None:
-    """rebind never replaces its input: the old artifact stays, to diff the new one against or to go back to."""
-    try:
-        same = out.exists() and os.path.samefile(out, artifact)
-    except OSError:
-        same = False
-    if same:
-        raise OutputError(f"{out}: is the artifact being rebound; rebind writes a new artifact and never replaces "
-                          f"its input. Choose another output path (and rename it over the old artifact afterwards "
-                          f"if you mean to replace it).")
 
 
 def _unknown_name(artifact: Path, name: str, arguments: Mapping[str, _BoundArgument]) -> str:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._fsio import atomic_write, check_output
+from .._fsio import atomic_write
 from ..artifact import bulkwrite, container, manifest, tensors
 from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
+from ..artifact.output import artifact_output
 from ..artifact.signing.bundle import drop_stale
 from ..artifact.tensors import Tensor
 from ..errors import UsageError
@@ -118,22 +119,16 @@ class ExportResult:
         with ``write_manifest`` (default: the export's ``write_manifest``), its manifest beside it as
         ``<artifact>.manifest.json``. Both are checked first (never a device, FIFO or directory, never a file the
         export read). Returns the artifact's path, which ``path`` also holds afterwards."""
-        out = Path(path)
-        if out.is_dir():
-            out = out / f"{self.name}.jaxport"
-        sidecar = out.with_name(out.name + ".manifest.json") \
-            if (self._write_manifest if write_manifest is None else write_manifest) else None
-        for target in (out, sidecar):
-            if target is not None:
-                check_output(target, self._read)
+        outputs = artifact_output(path, f"{self.name}.jaxport",
+                                  manifest=self._write_manifest if write_manifest is None else write_manifest)
+        outputs.check(self._read)
+        out = outputs.path
         atomic_write(out, self._write, inputs=self._read)
         stale = drop_stale(out)  # a signature of the file this one replaced: removed, and said
         if stale is not None:
             self.warnings.append(stale)
-        if sidecar is not None:
-            # the sidecar restates the artifact's manifest for review: atomic, not synced to the disk
-            atomic_write(sidecar, lambda f: f.write(self._manifest_bytes()), inputs=self._read, durable=False)
-        self.path, self.manifest_path, self._size = out, sidecar, out.stat().st_size
+        outputs.write_sidecar(self._manifest_bytes(), self._read)
+        self.path, self.manifest_path, self._size = out, outputs.sidecar, out.stat().st_size
         return out
 
     def _write(self, f: Any) -> None:

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._fsio import atomic_write, check_output
 from ..artifact import container
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.model import Function, Manifest, UpgradedFrom, replace
+from ..artifact.output import artifact_output
 from ..artifact.signing.bundle import drop_stale
-from ..errors import OutputError, VerificationError
+from ..errors import VerificationError
 from ..export import gradients
 from ..export.manifest import program_fields, versions
 from ..export.relower import reexport
@@ -119,24 +119,15 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
                     for fname in old.functions}
         current = (old.producer.jax == now.jax and old.producer.jaxlib == now.jaxlib and
                    old.producer.for_jax == wanted and not notes)  # written here, every payload read by this JAX
-        out = Path(output)
-        if out.is_dir():
-            out = out / source.name
-        if out.exists() and os.path.samefile(out, source):
-            raise OutputError(f"{out}: is the artifact being upgraded; upgrade writes a new artifact and never "
-                              f"replaces its input. Choose another output path (and rename it over the old artifact "
-                              f"afterwards if you mean to replace it).")
-        sidecar = out.with_name(out.name + ".manifest.json") if write_manifest else None
-        for path in (out, sidecar):
-            if path is not None:
-                check_output(path, [source])
+        outputs = artifact_output(output, source.name, manifest=write_manifest, source=source, command="upgrade")
+        outputs.check([source])
+        out = outputs.path
         functions: dict[str, Function] = {}
         members: dict[str, Any] = {n: art.read(n) for n in old.members}
         if current:  # nothing to upgrade: its copy, as it is
             raw = container.write_artifact(out, old, members)
             notes += [stale] if (stale := drop_stale(out)) is not None else []
-            if sidecar is not None:
-                atomic_write(sidecar, lambda fh: fh.write(raw), inputs=[source])
+            outputs.write_sidecar(raw, [source])
             return UpgradeResult(out, source, old.producer.jax, now.jax, wanted, True, old_for_jax=wanted,
                                  notes=notes, manifest=container.with_members(old, members).to_json(),
                                  size=out.stat().st_size)
@@ -163,8 +154,7 @@ def upgrade(artifact: str | Path, output: str | Path, *, for_jax: str | None = N
             tmp.unlink(missing_ok=True)
     stale = drop_stale(out)  # a signature of the file this one replaced: removed, and said
     notes += [stale] if stale is not None else []
-    if sidecar is not None:
-        atomic_write(sidecar, lambda fh: fh.write(raw), inputs=[source])
+    outputs.write_sidecar(raw, [source])
     written = container.with_members(manifest, members).to_json()
     return UpgradeResult(out, source, old.producer.jax, jax.__version__, wanted, False, p.for_jax, compared, notes,
                          written, out.stat().st_size)

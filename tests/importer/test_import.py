@@ -20,7 +20,7 @@ import pytest
 from referencing import Registry, Resource
 
 import jaxport
-from jaxport.artifact import model
+from jaxport.artifact import model, summary
 from jaxport.artifact.bounds import Bounds
 from jaxport.artifact.container import open_artifact
 from jaxport.importer import build as importer
@@ -262,6 +262,19 @@ def test_calling_convention_is_recorded(work, run_cli):
         f = art.manifest["functions"]["add"]
         assert f["calling_convention_version"] == lo
         assert jax.export.deserialize(bytearray(art.read(f["payload"]))).calling_convention_version == lo
+
+
+def test_an_import_into_a_directory_writes_name_jaxport_there_and_says_so(work, run_cli):
+    Path("out").mkdir()
+    res = run_cli("import", "add.mlir", "-o", "out")
+    assert res.exit_code == 0, res.stderr
+    assert sorted(p.name for p in Path("out").iterdir()) == ["add.jaxport", "add.jaxport.manifest.json"]
+    size = summary.human_bytes(Path("out/add.jaxport").stat().st_size)
+    with open_artifact(work / "out" / "add.jaxport") as art:
+        f = art.model.functions["add"]
+        assert res.stdout == (f"Imported out/add.jaxport ({size})\n  {summary.signature('add', f)}\n"
+                              f"  platforms: cpu; calling convention {f.calling_convention_version}\n"
+                              f"  manifest: out/add.jaxport.manifest.json\n")
 
 
 @pytest.mark.parametrize("version", ["8", "11"])

@@ -161,3 +161,18 @@ def test_an_artifact_with_a_payload_older_than_jaxs_window_is_upgraded(tmp_path,
         assert art.model.producer.upgraded_from.jax == "0.4.35"
         assert art.model.functions["dict_io"].calling_convention_version == \
             jax.config.jax_export_calling_convention_version  # type: ignore[attr-defined]
+
+
+def test_upgrade_into_a_directory_writes_the_input_file_name_there_and_refuses_a_link_to_its_input(mlp_path, tmp_path,
+                                                                                                  run_cli):
+    (tmp_path / "out").mkdir()
+    res = run_cli("upgrade", str(mlp_path), "-o", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["mlp.jaxport", "mlp.jaxport.manifest.json"]
+    assert (tmp_path / "out" / "mlp.jaxport").read_bytes() == mlp_path.read_bytes()
+    (tmp_path / "link.jaxport").symlink_to(mlp_path)
+    res = run_cli("upgrade", str(mlp_path), "-o", str(tmp_path / "link.jaxport"))
+    assert res.exit_code == 11
+    assert res.stderr == (f"error[output]: {tmp_path / 'link.jaxport'}: is the artifact being upgraded; upgrade writes "
+                          f"a new artifact and never replaces its input. Choose another output path (and rename it "
+                          f"over the old artifact afterwards if you mean to replace it).\n")
