@@ -23,9 +23,13 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
-    """The choice closest to ``word`` (a likely misspelling of it), or None."""
+    """The choice closest to ``word`` (a likely misspelling of it: first one that differs only in case, ``BATCH``
+    for ``batch``), or None."""
     import difflib  # only for messages: not imported when a manifest is read
 
+    folded = [c for c in choices if c.casefold() == word.casefold()]
+    if folded:
+        return folded[0]
     close = difflib.get_close_matches(word, list(choices), n=1)
     return close[0] if close else None
 

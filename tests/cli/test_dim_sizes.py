@@ -27,6 +27,8 @@ COMMANDS = {
 MISTAKES = {
     "an unknown name": ("bach=3", "--dim bach: the function has no dimension variable 'bach'; it has batch. Did you "
                                   "mean 'batch'?"),
+    "a name in the wrong case": ("BATCH=3", "--dim BATCH: the function has no dimension variable 'BATCH'; it has "
+                                            "batch. Did you mean 'batch'?"),
     "a size outside the bounds": ("batch=0", "--dim batch=0: 0 is outside the spec bound 1 <= batch <= 4096."),
     "one size of several outside the bounds": ("batch=8,5000", "--dim batch=8,5000: 5000 is outside the spec bound "
                                                                "1 <= batch <= 4096."),

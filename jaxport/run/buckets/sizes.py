@@ -19,7 +19,6 @@ exit 9). No JAX.
 
 from __future__ import annotations
 
-import difflib
 import numbers
 import operator
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +27,7 @@ from ... import dimexpr
 from ...artifact import contract
 from ...artifact.model import Function
 from ...errors import InputError, UsageError
+from ...spec.values import suggest
 
 #: The largest dimension size (what a manifest may record).
 MAX_DIMENSION = dimexpr.MAX_VALUE
@@ -143,8 +143,7 @@ def check_names(names: Iterable[str], functions: Sequence[Function], flag: str =
     variables = list(dict.fromkeys(v for f in functions for v in contract.dimension_variables(f)))
     for name in names:
         if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = suggest(name, known)
             have = ", ".join(variables) or "none"
             said = f"the function has no dimension variable {name!r}; it has {have}" if len(functions) == 1 else \
                 f"no function has a dimension variable {name!r}; they have {have}"
