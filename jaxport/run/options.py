@@ -119,6 +119,10 @@ class LoadOptions:
         if self.signature is not None and not self.require_signature:
             raise UsageError("signature names the bundle to check, but no key is trusted: give the trusted public "
                              "key with --require-signature PUBLIC.pem (require_signature= in Python).")
+        if self.module_dir is not None and self.runtime != "iree":
+            raise UsageError(f"module_dir names where IREE keeps the modules it compiles, but the runtime is "
+                             f"{self.runtime}, which compiles none: give --runtime iree (runtime='iree' in Python), "
+                             f"or leave out --module-dir.")
 
     @property
     def runs_on(self) -> Runtime:

@@ -329,6 +329,17 @@ def test_load_takes_the_load_options_fields_and_refuses_others(mlp_path):
         jaxport.load(mlp_path, module_dir=3)
 
 
+def test_a_module_directory_needs_the_runtime_that_compiles_modules(mlp_path, tmp_path, run_cli):
+    message = ("module_dir names where IREE keeps the modules it compiles, but the runtime is jax, which compiles "
+               "none: give --runtime iree (runtime='iree' in Python), or leave out --module-dir.")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        jaxport.load(mlp_path, module_dir=tmp_path / "modules")
+    for command in (["call", mlp_path, "--random", "--no-cache"], ["verify", mlp_path]):
+        res = run_cli(*command, "--module-dir", tmp_path / "modules")
+        assert (res.exit_code, res.stderr) == (2, f"error[usage]: {message} See 'jaxport {command[0]} --help'.\n")
+    assert not (tmp_path / "modules").exists()
+
+
 def test_cache_directory_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
