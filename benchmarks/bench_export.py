@@ -2,8 +2,10 @@
 
     python benchmarks/bench_export.py [--quick | --repeats N]
 
-Goal: `jaxport export` takes at most 1.15x the baseline's time (ratio = jaxport / baseline). The baseline is
-benchmarks/baseline_export.py; it lowers the same function with the same symbolic shapes and bounds.
+Goals: `jaxport export` takes at most 1.15x the baseline's time (ratio = jaxport / baseline), and (issue 48) the
+example MLP's at most 1.0x the baseline's and at most 1.05x the baseline that skips the exit-time garbage collection
+(`--freeze`). The baseline is benchmarks/baseline_export.py; it lowers the same function with the same symbolic shapes
+and bounds. The transformer's ratios are reported beside the MLP's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 GOAL = 1.15
+MLP_GOAL = 1.0
 FROZEN_GOAL = 1.05
 RATIO = "jaxport / baseline"
 
@@ -30,7 +33,7 @@ CASES = [
 def main() -> None:
     args = common.parse_args(__doc__.splitlines()[0])
     jaxport = common.jaxport_command()
-    rows, ratios, frozen_ratios = [], [], []
+    rows, ratios, frozen_ratios = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="jaxport-bench-") as tmp:
         for case, entrypoint, spec in CASES:
             baseline = common.Contender("baseline", [sys.executable, str(common.BENCH_DIR / "baseline_export.py"),
@@ -42,19 +45,20 @@ def main() -> None:
             common.interleave([baseline, frozen, ours], args.repeats)
             rows.append(common.comparison_row(case, ours, baseline))
             rows.append(common.comparison_row(f"{case} (gc frozen)", ours, frozen))
-            ratios.append(ours.median / baseline.median)
-            frozen_ratios.append(ours.median / frozen.median)
+            ratios[case] = ours.median / baseline.median
+            frozen_ratios[case] = ours.median / frozen.median
     common.print_machine()
     common.print_legend(args.repeats, RATIO)
     print(common.table(["case", "jaxport export", "baseline (jax.export + serialize + write)",
                         *common.RATIO_HEADERS], rows))
-    worst = max(ratios)
+    worst = max(ratios.values())
     verdict = "met" if worst <= GOAL else "NOT met"
     print(f"\nGoal: at most {GOAL:g}x. Worst ratio of medians {worst:.2f}x: goal {verdict}.")
-    worst = max(frozen_ratios)
-    verdict = "met" if worst <= FROZEN_GOAL else "NOT met"
-    print(f"Goal against the baseline that freezes the garbage collector as jaxport does (issue 48): at most "
-          f"{FROZEN_GOAL:g}x. Worst ratio of medians {worst:.2f}x: goal {verdict}.")
+    plain, frozen_mlp = ratios["mlp"], frozen_ratios["mlp"]
+    verdict = "met" if plain <= MLP_GOAL and frozen_mlp <= FROZEN_GOAL else "NOT met"
+    print(f"Goal of issue 48 for the example MLP: at most {MLP_GOAL:g}x the baseline ({plain:.2f}x) and at most "
+          f"{FROZEN_GOAL:g}x the baseline that freezes the garbage collector as jaxport does ({frozen_mlp:.2f}x): "
+          f"goal {verdict}. The transformer: {ratios['transformer']:.2f}x and {frozen_ratios['transformer']:.2f}x.")
 
 
 if __name__ == "__main__":

@@ -660,7 +660,8 @@ def main() -> None:
                         help="The TPU section instead: every server on unix sockets, one at a time, on the host's own "
                              "platform (run it on the TPU host: benchmarks/serve_sizes.py).")
     parser.add_argument("--runs", type=int, help="Runs per figure (default 3; --quick: 1); figures are medians.")
-    parser.add_argument("--models", default=",".join(MODELS), help="Models to serve (comma-separated).")
+    parser.add_argument("--models", help=f"Models to serve (comma-separated; default {','.join(MODELS)}, with --uds "
+                                         f"mlp,mlp4x1024,tagger).")
     parser.add_argument("--client-procs", type=int, default=1,
                         help="Spread the throughput clients over this many processes (default 1: threads only).")
     parser.add_argument("--json", type=Path, default=common.REPO / "out" / "bench_serve.json")
@@ -682,7 +683,8 @@ def main() -> None:
         if args.uds:
             import serve_sizes
 
-            report["tpu"] = serve_sizes.tpu_section(sys.modules[__name__], s, tmp, jaxport)
+            report["tpu"] = serve_sizes.tpu_section(sys.modules[__name__], s, tmp, jaxport,
+                                                    args.models.split(",") if args.models else None)
             serve_sizes.report_tpu(report["tpu"], summary)
         if args.only in (None, "sizes") and not args.uds:
             import serve_sizes
@@ -690,7 +692,7 @@ def main() -> None:
             report["sizes"] = serve_sizes.sizes_case(sys.modules[__name__], s, tmp, jaxport)
             serve_sizes.report_sizes(report["sizes"], summary)
         if args.only in (None, "serve") and not args.uds:
-            for name in args.models.split(","):
+            for name in (args.models or ",".join(MODELS)).split(","):
                 report["serve"][name] = serve_model(name, s, tmp, jaxport)
                 report_serve(name, report["serve"][name], summary)
         if args.only in (None, "batch") and not args.uds:

@@ -238,14 +238,20 @@ def _one_request(name: str, rng):
     return rng.standard_normal((1, width), dtype=np.float32), "FP32"
 
 
-def tpu_section(bs, s: dict, tmp: Path, jaxport: str) -> dict:
-    """Each model's three contenders one at a time on unix sockets, ``s["runs"]`` rounds (each server cold: a
-    cache directory of its own), the tagger's sizes in the first (see the module docstring)."""
+def tpu_section(bs, s: dict, tmp: Path, jaxport: str, models: list[str] | None = None) -> dict:
+    """Each model's (of ``models``, default all of ``TPU_MODELS``) three contenders one at a time on unix sockets,
+    ``s["runs"]`` rounds (each server cold: a cache directory of its own), the tagger's sizes in the first (see the
+    module docstring)."""
     import numpy as np
 
     bs.PLATFORMS.clear()  # the host's own platform: the TPU
     out: dict = {}
+    unknown = sorted(set(models or []) - set(TPU_MODELS))
+    if unknown:
+        sys.exit(f"benchmarks: no TPU model {', '.join(unknown)}; choose among {', '.join(TPU_MODELS)}")
     for name, (ref, spec, input_name) in TPU_MODELS.items():
+        if models is not None and name not in models:
+            continue
         artifact = export(ref, spec, tmp / f"{name}.jaxport", jaxport, env=bs._env(tmp / "export-cache"))
         contenders = {
             "bare": [sys.executable, str(bs.BASELINES), "bare", ref, "--name", name, "--output", "output",
@@ -321,10 +327,11 @@ def _answers(srv, sizes: list[tuple[int, int]]) -> list:
 
 def report_tpu(res: dict, summary: list[list[str]]) -> None:
     med = statistics.median
-    runs = len(res["mlp"]["bare"])
+    served = [name for name in TPU_MODELS if name in res]
+    runs = len(res[served[0]]["bare"])
     print(f"\n### Serving on the TPU host (unix sockets, one server at a time; median of {runs} run(s))\n")
     rows = []
-    for name in TPU_MODELS:
+    for name in served:
         r = res[name]
         for key in ("bare", "off", "on"):
             ones = r[key]

@@ -15,6 +15,13 @@ TYPE_CHECKING = False  # typing's constant, without importing typing on the path
 if TYPE_CHECKING:
     from typing import Any
 
+#: The commands that import JAX, do bounded work and end: their start (imports of jaxport, JAX and the user's
+#: modules) runs without Python's garbage collector, which each resumes where its work starts
+#: (``jaxport.collection``), and they end without the interpreter's teardown
+#: (``environment.exit_without_teardown``).
+LEAN_COMMANDS = frozenset({"export"})
+
+
 def __getattr__(name: str) -> Any:
     """``cli`` (the click group) and ``LazyGroup`` live in ``group``, imported with click on first use."""
     if name in ("cli", "LazyGroup"):
@@ -83,12 +90,26 @@ def _early_stop(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
+def _ignore_signals() -> None:
+    """The command is over (its outputs complete, its exit code set): a signal from here on is ignored, as Python's
+    teardown restores the default handlers (a death by the signal) long before it ends."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _early_stop)
-    from jaxport import interrupts
+    lean = sys.argv[1:2] != [] and sys.argv[1] in LEAN_COMMANDS
+    paused = lean and gc.isenabled()
+    if paused:
+        gc.disable()  # from the first import on; the command turns it back on where its work starts
+    from jaxport import collection, interrupts
 
     from . import environment
+
+    if paused:
+        collection.pause(stopped=True)
 
     interrupts.install()  # Ctrl-C and SIGTERM end every moment of a command the same way
     environment.prepare()
@@ -102,12 +123,12 @@ def main() -> None:
         raise
     except SystemExit as e:
         environment.exit_after_command(e.code)  # a stdout that could not take what was printed: exit 11
+        if lean and (e.code is None or isinstance(e.code, int)):
+            _ignore_signals()
+            environment.exit_without_teardown(e.code or 0)
         raise
     finally:
-        # The command is over (its outputs complete, its exit code set): a signal from here on is ignored, as
-        # Python's teardown restores the default handlers (a death by the signal) long before it ends.
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)
+        _ignore_signals()
         # Python's final garbage collection walks every object JAX created (about half a second after
         # `import jax`); a process that is about to exit does not need it. IREE's bindings report objects left
         # uncollected as leaks, so a process that used IREE collects as usual.

@@ -27,7 +27,9 @@
 3. Imports of jaxport modules sit at module top level: a lazy import inside a function hides a dependency (and so
    a cycle). Only the facade imports lazily, to keep ``import jaxport`` light, and a subpackage's ``__init__``
    its own submodules (PEP 562 ``__getattr__``: ``jaxport.run.call`` without importing it with every ``run`` module),
-   and ``jaxport serve`` its kserve transport (``OPTIONAL_MODULES``), once its arguments are checked.
+   and ``jaxport serve`` its kserve transport (``OPTIONAL_MODULES``), once its arguments are checked, and the export
+   pipeline its optional stages where they are used (``OPTIONAL_STAGES``: the rules of an older JAX), so that an
+   export that needs none imports none (issue 48).
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
    (``inputs._read_header``). Private modules (``_fsio``, ``_yaml``, ...) may be imported; their names are public
    to the package.
@@ -98,6 +100,11 @@ ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
 #: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
 OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
+#: Importer -> the modules it imports where an optional stage of the export needs them (rule 3).
+OPTIONAL_STAGES: dict[str, set[str]] = {
+    "jaxport.export.request": {"jaxport.export.target"},
+    "jaxport.export.pipeline": {"jaxport.export.target"},
+}
 #: The rooms of the layers that have them (rule 6): room -> the other rooms of its layer it may import. The name of a
 #: layer alone is its core, the flat modules; every sub-package of a layer in ``ROOMED`` must be a room here.
 ROOMS: dict[str, set[str]] = {
@@ -387,7 +394,8 @@ def violations(root: Path) -> list[str]:
                     and dst_room not in ROOMS[src_room] and not imp.type_only and not own_submodule):
                 out.append(f"{where}:{imp.line}: {mod.name} ({_room_text(src_room)}) imports {target} "
                            f"({_room_text(dst_room)}); {_room_text(src_room)} {_room_rule(src_room)}")
-            if not imp.top and src_layer != "facade" and not own_submodule and target not in OPTIONAL_MODULES:
+            optional = target in OPTIONAL_MODULES or target in OPTIONAL_STAGES.get(mod.name, set())
+            if not imp.top and src_layer != "facade" and not own_submodule and not optional:
                 out.append(f"{where}:{imp.line}: {mod.name} imports {target} inside a function; move the import "
                            f"to the top of the module (only jax, numpy, yaml, iree and safetensors stay lazy)")
             for name in imp.names:

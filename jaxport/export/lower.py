@@ -189,7 +189,9 @@ def _shape_dtype_structs(inputs: list[InputLeaf], spec: ShapeSpec):
     structs = []
     for inp in inputs:
         try:
-            shape = export.symbolic_shape(inp.leaf.shape_text(), scope=scope) if inp.leaf.shape else ()
+            shape: Any = tuple(inp.leaf.shape)
+            if not all(isinstance(d, int) for d in shape):  # without a variable, JAX's parser gives these ints
+                shape = export.symbolic_shape(inp.leaf.shape_text(), scope=scope)
         except Exception as e:  # noqa: BLE001
             raise SpecError(f"{inp.leaf.where}: {inp.spec_path}: JAX rejects the shape "
                             f"[{inp.leaf.shape_text()}]: {e}") from None

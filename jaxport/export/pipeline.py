@@ -10,8 +10,9 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import collection
 from .._text import human_bytes
 from ..artifact import typed
 from ..artifact.model import Function, Source, replace
@@ -26,8 +27,10 @@ from .live import live_entry
 from .manifest import build_function_entry, versions
 from .paths import RootPaths
 from .request import IDENTIFIER, ExportRequest
-from .target import Target, for_target
 from .write import Contents, ExportResult, artifact_metadata, build_result
+
+if TYPE_CHECKING:
+    from .target import Target
 
 #: Embedded constants above this many bytes in total draw a warning.
 LARGE_CONSTANTS_BYTES = 1 << 20
@@ -91,6 +94,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, request: Export
             progress: Callable[[str], None]) -> ExportResult:
     warnings: list[str] = []
     jobs = _jobs(fn, spec, request.name, settled, progress, warnings)
+    collection.resume()  # the command line paused the collector while JAX and the entry points were imported
     meta = artifact_metadata(spec.metadata, request.name, request.version, jobs[0][0])
     source = _source(spec, settled.paths, settled.binds)
 
@@ -108,6 +112,8 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, request: Export
         check_custom_calls(entry.spec, low.scan, set(settled.allowed))
         if written_for is not None:
             progress(f"writing {fname} for jax {written_for.jax}")
+            from .target import for_target  # imported with the Target that ``written_for`` holds
+
             low = dataclasses.replace(low, exported=for_target(low.exported, written_for, entry.spec, fname))
         payload_name = f"functions/{fname}.jaxexport"
         order = spec.vjp_order if request.vjp_order is None else request.vjp_order

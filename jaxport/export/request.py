@@ -19,13 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._api_types import check_fields
 from ..errors import UsageError
 from ..spec import ShapeSpec, check_platform
 from .paths import IN_MEMORY
-from .target import Target, target
+
+if TYPE_CHECKING:
+    from .target import Target
 
 __all__ = ["IDENTIFIER", "ExportRequest", "WriteOptions"]
 
@@ -82,7 +84,11 @@ class WriteOptions:
 
     def written_for(self) -> Target | None:
         """The older JAX to write the artifact for (``for_jax``, checked against the releases jaxport supports)."""
-        return target(self.for_jax) if self.for_jax is not None else None
+        if self.for_jax is None:
+            return None
+        from .target import target  # the older JAX's rules (its window, its StableHLO) only when one is named
+
+        return target(self.for_jax)
 
 
 @dataclass(frozen=True, kw_only=True)
