@@ -190,7 +190,8 @@ def exit_without_teardown(code: int) -> None:
     daemons, run the ``atexit`` functions (``weakref.finalize`` among them), flush stdout and stderr, then
     ``os._exit``. What is skipped is the freeing of every object JAX and the modules created, one by one (35-45 ms
     after ``import jax`` on the 2-core machine), which nothing outside the process can see: every output of
-    jaxport's is complete and closed before its command returns. Called after ``exit_after_command``."""
+    jaxport's is complete and closed before its command returns. A stdout that cannot take what was printed
+    fails the command as ``exit_after_command`` says."""
     import atexit
     import threading
 

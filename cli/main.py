@@ -109,7 +109,7 @@ def main() -> None:
     from . import environment
 
     if paused:
-        collection.pause(stopped=True)
+        collection.pause()
 
     interrupts.install()  # Ctrl-C and SIGTERM end every moment of a command the same way
     environment.prepare()
@@ -122,10 +122,10 @@ def main() -> None:
         environment.exit_if_stdout_failed(e)
         raise
     except SystemExit as e:
-        environment.exit_after_command(e.code)  # a stdout that could not take what was printed: exit 11
         if lean and (e.code is None or isinstance(e.code, int)):
             _ignore_signals()
-            environment.exit_without_teardown(e.code or 0)
+            environment.exit_without_teardown(e.code or 0)  # checks stdout as the next line does
+        environment.exit_after_command(e.code)  # a stdout that could not take what was printed: exit 11
         raise
     finally:
         _ignore_signals()

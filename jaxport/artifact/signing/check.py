@@ -481,15 +481,25 @@ def verify_signature(artifact: str | Path, trusted: Trust | str | Path | Iterabl
     What verified is the file this check opened; the path may name another one the moment after. To read a signed
     artifact, open it with :func:`open_signed` (or check an open one with :func:`verify_open`), never by its path
     after this check."""
+    opened, _, _, verified = _open_checked(artifact, trusted, signature)
+    os.close(opened.fd)
+    return verified
+
+
+def _open_checked(artifact: str | Path, trusted: Trust | str | Path | Iterable[str | Path],
+                  signature: str | Path | None) -> tuple[_OpenFile, Bundle, Trust, Verified]:
+    """The artifact opened, its signature verified on that descriptor (the caller's; closed here on a failure)."""
     t = trust(trusted)
     path = Path(artifact)
     bundle = _bundle_for(path, signature)
     fd = _open(path)
     try:
         step("opened", path)
-        return _checked(_OpenFile(path, fd, os.fstat(fd).st_size), bundle, t)
-    finally:
+        opened = _OpenFile(path, fd, os.fstat(fd).st_size)
+        return opened, bundle, t, _checked(opened, bundle, t)
+    except BaseException:
         os.close(fd)
+        raise
 
 
 def open_signed(artifact: str | Path, trusted: Trust | str | Path | Iterable[str | Path],
@@ -500,18 +510,8 @@ def open_signed(artifact: str | Path, trusted: Trust | str | Path | Iterable[str
     that were hashed (every member read later is checked against the manifest's sha256). Returns the open artifact
     (the caller closes it) and what verified; the same errors as :func:`verify_signature`, then ``open_artifact``'s
     for a signed file that is no artifact."""
-    t = trust(trusted)
-    path = Path(artifact)
-    bundle = _bundle_for(path, signature)
-    fd = _open(path)
-    try:
-        step("opened", path)
-        opened = _OpenFile(path, fd, os.fstat(fd).st_size)
-        verified = _checked(opened, bundle, t)
-    except BaseException:
-        os.close(fd)
-        raise
-    probe = os.dup(fd)  # the descriptor, for a file refused while it is parsed (read_artifact closes its own)
+    opened, bundle, t, verified = _open_checked(artifact, trusted, signature)
+    path, fd, probe = opened.path, opened.fd, os.dup(opened.fd)  # probe: read_artifact closes fd on a refusal
     try:
         art = read_artifact(path, fd)  # owns the descriptor from here: closes it when it refuses the file
     except (FormatError, IntegrityError):
