@@ -9,10 +9,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   := build/demo
 
-.PHONY: install install-test demo test test-fast test-compat test-cross test-serve test-tpu tpu-build lint bench clean
+.PHONY: install install-test demo test test-fast test-setup test-compat test-cross test-serve test-tpu tpu-build \
+	test-tpu-deviceless test-cuda-deviceless test-gpu gpu-build lint bench clean
 
 # `install`: what running jaxport needs, nothing more (extras stay opt-in: `pip install -e '.[iree]'`).
-# `install-test`: the test, lint and optional-runtime tools on top (IREE, flax, equinox, pytest, ruff, mypy).
+# `install-test`: the test, lint and optional-runtime tools on top (IREE, flax, equinox, pytest, ruff, mypy), never
+# anything that pins JAX (libtpu, JAX's CUDA plugin: they get environments of their own), so the JAX `make install`
+# chose stays (`make test-setup` checks it).
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
@@ -48,6 +51,15 @@ TEST_WORKERS ?= 2
 
 test: install-test
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+# `test-setup`: `make demo`, then the test tools, leave .venv's JAX as `make demo` installed it (issue 57: the test
+# extra once pulled libtpu, which PyPI did not have for the newest JAX, and pip downgraded JAX to one it had). On a
+# fresh checkout (CI) the tools are installed for the first time; where they were installed before, pip's dry run of
+# their install says whether it would change JAX (scripts/same_jax.py; a few seconds).
+test-setup: demo
+	$(BIN)/python scripts/same_jax.py record $(DEMO)/jax-after-demo.json
+	$(MAKE) install-test
+	$(BIN)/python scripts/same_jax.py compare $(DEMO)/jax-after-demo.json
 
 # `test-fast`: the inner loop, everything but the tests marked `slow` and the corpora (marked `corpus`, tests/conftest.py),
 # over TEST_WORKERS pytest-xdist workers, as `make test`.
@@ -120,6 +132,66 @@ tpu-build: $(COMPAT_MID)/.installed-$(MID_JAX)
 	$(COMPAT_MID)/bin/python -m pip install --quiet 'jax[tpu]==$(MID_JAX)'
 	$(COMPAT_MID)/bin/python scripts/tpu_build.py $(TPU_BUILD)
 
+# `test-tpu-deviceless`: compiling for a TPU on this CPU-only machine, the tests marked `libtpu` (warmup and check
+# --target tpu-v5e of the examples, libtpu's start-up settings refused, its start-up lines kept out of the command line
+# and of Python scripts that import jaxport, the README's TPU section), in their own environment $(TPU_VENV) with the
+# extra `tpu`: libtpu, and the newest JAX that PyPI has a libtpu for (jax 0.12.0.1 while jax 0.12.1's libtpu 0.0.53
+# is not out; pip chooses). Never in $(VENV): libtpu there would make pip change the user's JAX to fit it, and every
+# JAX process start it. Without libtpu, those tests skip, saying so.
+TPU_VENV  ?= .venv-tpu
+TPU_TESTS := tests/run/test_targets.py tests/run/test_gpu_targets.py tests/foundation/test_startup.py tests/test_readme.py
+
+$(TPU_VENV)/.installed: pyproject.toml
+	test -x $(TPU_VENV)/bin/python || $(PYTHON) -m venv $(TPU_VENV)
+	$(TPU_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TPU_VENV)/bin/python -m pip install --quiet -e '.[tpu]' 'pytest>=8' 'jsonschema>=4'
+	touch $@
+
+test-tpu-deviceless: $(TPU_VENV)/.installed
+	$(TPU_VENV)/bin/python -m pytest -q -p no:cacheprovider -m libtpu $(TPU_TESTS)
+
+# `test-cuda-deviceless`: compiling for NVIDIA GPUs on this CPU-only machine (tests/cuda: warmup and check --target
+# cuda-h200 of the examples, the Pallas Triton and Mosaic GPU kernels included, the GPU's memory, the records' keys;
+# and tests/run/test_gpu_targets.py with the plugin installed),
+# in its own environment $(CUDA_VENV) with the extra `cuda`: JAX's CUDA plugin of $(VENV)'s JAX release, ptxas and
+# libdevice from PyPI (about 500 MB to download, no driver, cuBLAS or cuDNN). Never in $(VENV): a CUDA plugin there
+# would change how every JAX process starts. Without the plugin installed, tests/cuda skips.
+CUDA_VENV ?= .venv-cuda
+
+$(CUDA_VENV)/.installed: pyproject.toml $(VENV)/.installed
+	test -x $(CUDA_VENV)/bin/python || $(PYTHON) -m venv $(CUDA_VENV)
+	$(CUDA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	v=$$($(BIN)/python -c 'import jax; print(jax.__version__)') && \
+		$(CUDA_VENV)/bin/python -m pip install --quiet -e '.[cuda]' "jax==$$v" "jaxlib==$$v" 'pytest>=8' 'jsonschema>=4'
+	touch $@
+
+test-cuda-deviceless: $(CUDA_VENV)/.installed
+	$(CUDA_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/cuda tests/run/test_gpu_targets.py
+
+# `test-gpu`: the GPU tier (tests/gpu) where JAX sees an NVIDIA GPU; elsewhere every test skips, saying why. It runs
+# in one process with $(GPU_PYTHON): .venv's where there is one, else python3 (a GPU machine with JAX and its CUDA
+# plugin preinstalled and jaxport's wheel on PYTHONPATH: ../shared/GPU.md). It reads what `make gpu-build` made on a
+# machine without a GPU ($(GPU_BUILD), or $$JAXPORT_GPU_BUILD): copy that directory there (scripts/gpu_run.sh does).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_BUILD  ?= build/gpu
+# `gpu-build`: on a machine without a GPU, the artifacts, CPU goldens and executables the GPU tier runs
+# (scripts/gpu_build.py), exported and compiled (deviceless, for cuda-h200) by the JAX the GPU machine runs,
+# $(GPU_JAX), with its CUDA plugin, in $(GPU_BUILD_VENV).
+GPU_JAX        ?= 0.11.2
+GPU_BUILD_VENV ?= .venv-cuda-$(GPU_JAX)
+
+test-gpu:
+	JAXPORT_GPU_BUILD=$${JAXPORT_GPU_BUILD:-$(GPU_BUILD)} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider tests/gpu
+
+$(GPU_BUILD_VENV)/.installed: pyproject.toml
+	test -x $(GPU_BUILD_VENV)/bin/python || $(PYTHON) -m venv $(GPU_BUILD_VENV)
+	$(GPU_BUILD_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(GPU_BUILD_VENV)/bin/python -m pip install --quiet -e '.[cuda]' jax==$(GPU_JAX) jaxlib==$(GPU_JAX)
+	touch $@
+
+gpu-build: $(GPU_BUILD_VENV)/.installed
+	$(GPU_BUILD_VENV)/bin/python scripts/gpu_build.py $(GPU_BUILD)
+
 # ruff, mypy, and the import-layer contract (scripts/check_layers.py: layers, no cycles, no lazy or private imports).
 lint: install-test
 	$(BIN)/ruff check jaxport cli tests benchmarks scripts
@@ -130,4 +202,5 @@ bench: install-test
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf build $(VENV) $(COMPAT) $(COMPAT_MID) $(SERVE_VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf build $(VENV) $(COMPAT) $(COMPAT_MID) $(SERVE_VENV) $(TPU_VENV) $(CUDA_VENV) $(GPU_BUILD_VENV) .pytest_cache \
+		.ruff_cache .mypy_cache

@@ -3,7 +3,7 @@
     python benchmarks/baseline_export.py {mlp,transformer} OUTPUT [--freeze]
 
 With ``--freeze`` it skips the interpreter's garbage collection at exit (``gc.freeze()``, as ``jaxport``'s command
-line does): the floor that leaves out only what jaxport itself does.
+line freezes what JAX's import made; the user's module and the work are collected there): a lower floor.
 
 The shapes are those of the case's jaxport spec (same dimension variables and bounds), so both contenders of
 bench_export.py lower the same program.

@@ -17,6 +17,8 @@ F = Callable[..., Any]
 
 #: The most devices --host-devices simulates on the CPU; XLA aborts far above it.
 MAX_HOST_DEVICES = 4096
+#: The most processes of a distributed job (--num-processes): far more hosts than any TPU or GPU cluster has.
+MAX_PROCESSES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,9 @@ def device_options(f: F) -> F:
                 process_id: int | None, **kwargs: Any) -> Any:
         return f(*args, devices=Devices(host_devices, coordinator, num_processes, process_id), **kwargs)
 
-    wrapper = click.option("--process-id", type=click.IntRange(min=0), metavar="I",
+    wrapper = click.option("--process-id", type=click.IntRange(0, MAX_PROCESSES - 1), metavar="I",
                            help="With --coordinator: this process's index, 0 to --num-processes - 1.")(wrapper)
-    wrapper = click.option("--num-processes", type=click.IntRange(min=1), metavar="P",
+    wrapper = click.option("--num-processes", type=click.IntRange(1, MAX_PROCESSES), metavar="P",
                            help="With --coordinator: how many processes take part.")(wrapper)
     wrapper = click.option("--coordinator", metavar="HOST:PORT",
                            help="Run as one process of a jax.distributed job whose process 0 listens at HOST:PORT; "
@@ -56,6 +58,10 @@ def apply(devices: Devices) -> None:
     given = [devices.coordinator is not None, devices.num_processes is not None, devices.process_id is not None]
     if any(given) and not all(given):
         raise click.UsageError("--coordinator, --num-processes and --process-id go together: give all three.")
+    if devices.distributed and devices.process_id is not None and devices.num_processes is not None and \
+            devices.process_id >= devices.num_processes:
+        raise click.UsageError(f"--process-id {devices.process_id}: the processes of a job of --num-processes "
+                               f"{devices.num_processes} are numbered 0 to {devices.num_processes - 1}.")
     from jaxport.run import distributed
 
     if devices.host_devices is not None:

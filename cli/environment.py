@@ -11,13 +11,17 @@ None of these is jaxport's bug, so none may end as ``error[internal]`` or a trac
 - a standard output whose reader went away (``jaxport inspect ART | head -1``) takes the rest of the output to the
   null device: the command ends as it would have, with its own exit code, and no ``BrokenPipeError``;
 - a standard output that fails to take what a command prints ends the command with one ``error[output]`` line on
-  stderr and exit 11 (README, "Exit codes"), the output error's code;
+  stderr and exit 11 (README, "Exit codes"), the output error's code; one closed when the process started
+  (``>&-``) is such an output (:func:`reopen_closed_streams`);
+- a standard error closed when the process started (``2>&-``) takes what the command writes there to the null
+  device: the command runs and ends with its own exit code;
 - a setting that XLA, libtpu or JAX refuse as they start (``XLA_FLAGS``, ``LIBTPU_INIT_ARGS``, ``JAX_*``) ends the
   command with one ``error[platform]`` line naming the variable, exit 10, before JAX starts (:class:`_JaxStart`).
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sys
@@ -50,6 +54,49 @@ class _StdoutFile(io.FileIO):
 
 
 _failure: OSError | None = None
+
+
+class _ClosedStdout(io.RawIOBase):
+    """Standard output when the process started without descriptor 1 (``>&-``): every write fails as a write to a
+    closed descriptor does (``EBADF``), so that a command that prints ends with ``error[output]``, exit 11."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:  # type: ignore[override]
+        global _failure
+        e = OSError(errno.EBADF, os.strerror(errno.EBADF))
+        _failure = _failure or e
+        raise e
+
+
+def reopen_closed_streams() -> None:
+    """Give each of descriptors 0, 1 and 2 that the process started without (``<&-``, ``>&-``, ``2>&-``) the null
+    device, before anything opens a file, so that no file, pipe or socket opened later takes its number (a pipe on
+    descriptor 1 would receive the output; a child would inherit it as its stdout). Python left ``sys.stdin``,
+    ``sys.stdout`` or ``sys.stderr`` None for each: stdin then reads nothing, what is written to stderr is discarded,
+    and stdout fails every write (:class:`_ClosedStdout`): a command that prints to a closed stdout has not done
+    what it was asked, and ends with one ``error[output]`` line and exit 11."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            continue
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if fd == 0 and sys.stdin is None:
+            sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+        elif fd == 1 and sys.stdout is None:
+            sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedStdout()), errors="backslashreplace")
+        elif fd == 2 and sys.stderr is None:
+            sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+                                          errors="backslashreplace", write_through=True)
 
 
 class _JaxStart:
@@ -165,6 +212,9 @@ def exit_if_stdout_failed(exc: BaseException | None = None) -> None:
     failure = stdout_failed()
     if failure is None:
         return
+    if failure.errno == errno.EBADF:
+        _leave("error[output]: cannot write the standard output: it is closed (the command was started with >&-). "
+               "Redirect the output to a file, or to /dev/null to discard it.", EXIT_OUTPUT)
     reason = failure.strerror or type(failure).__name__
     _leave(f"error[output]: cannot write the standard output: {reason}. Free space on that disk, or redirect the "
            f"output elsewhere.", EXIT_OUTPUT)
@@ -183,28 +233,6 @@ def exit_after_command(code: object) -> None:
     except (OSError, ValueError):
         pass
     os._exit(code if isinstance(code, int) else 1)
-
-
-def exit_without_teardown(code: int) -> None:
-    """End the process with ``code`` as the interpreter would, less its teardown: wait for the threads that are not
-    daemons, run the ``atexit`` functions (``weakref.finalize`` among them), flush stdout and stderr, then
-    ``os._exit``. What is skipped is the freeing of every object JAX and the modules created, one by one (35-45 ms
-    after ``import jax`` on the 2-core machine), which nothing outside the process can see: every output of
-    jaxport's is complete and closed before its command returns. A stdout that cannot take what was printed
-    fails the command as ``exit_after_command`` says."""
-    import atexit
-    import threading
-
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()  # noqa: SLF001 - what Py_FinalizeEx runs first; errors are printed, as at exit
-    exit_after_command(code)
-    try:
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os._exit(code)
 
 
 def _leave(line: str, code: int) -> None:

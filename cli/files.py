@@ -7,12 +7,16 @@ the chain), some only after an output was written, and a library may read a file
 command's body runs, :func:`note_read_files` records every file its options name, and an output that is one of
 them (the same file, also through a link) is refused with exit 11 before anything is written. A new option is in
 that set unless its type says it is an output: the rule needs no list to keep up to date.
+
+By the same types, an empty path (``-o ''``, ``--cache-dir ''``) is refused as a usage error, naming the option
+(:func:`refuse_empty_paths`): click takes it, and each command would make something of it that no one asked for.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -77,3 +81,32 @@ def note_read_files(ctx: click.Context | None) -> None:
                 note_input(path)
                 if isinstance(root, str) and not os.path.isabs(path):
                     note_input(os.path.join(root, path))
+
+
+def nonempty_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A callback refusing an empty path among the option's values: ``''`` names no file."""
+    if any(text == "" for text in _texts(value)):
+        raise click.BadParameter("'' is an empty path, which names no file; give a path.", ctx, param)
+    return value
+
+
+#: The commands whose file options :func:`refuse_empty_paths` already guards.
+_GUARDED: weakref.WeakSet[click.Command] = weakref.WeakSet()
+
+
+def refuse_empty_paths(command: click.Command) -> click.Command:
+    """``command``, each parameter of which that names a file (:func:`read_options`, :func:`output_options`) refuses
+    an empty value (:func:`nonempty_path`) before its own callback runs; once per command."""
+    if command not in _GUARDED:
+        for param in (*read_options(command), *output_options(command)):
+            param.callback = _then(param.callback)
+        _GUARDED.add(command)
+    return command
+
+
+def _then(callback: Callable[..., Any] | None) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        value = nonempty_path(ctx, param, value)
+        return callback(ctx, param, value) if callback is not None else value
+
+    return check

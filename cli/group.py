@@ -12,6 +12,7 @@ import click
 from jaxport import __version__
 
 from .commands import COMMANDS
+from .files import refuse_empty_paths
 
 
 class LazyGroup(click.Group):
@@ -53,7 +54,7 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         module = importlib.import_module(COMMANDS[name][0])
-        return module.command
+        return refuse_empty_paths(module.command)  # every file option: '' is a usage error
 
     def format_commands(self, ctx: click.Context, formatter: Any) -> None:
         rows = [(name, help_) for name, (_, help_) in sorted(COMMANDS.items())]

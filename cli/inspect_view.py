@@ -82,7 +82,7 @@ def _printable(node):
 
 
 def _render(art, names, bundle_path=None, verified=None) -> render.Document:
-    from jaxport.artifact.summary import array_type, derivation_text, human_bytes, signature
+    from jaxport.artifact.summary import array_type, derivation_text, human_bytes, range_text, signature
     from jaxport.artifact.window.compat import reach, serializer_version, window
 
     m = _printable(art.model) if _may_hold_unprintable(art.manifest_bytes) else art.model
@@ -112,10 +112,13 @@ def _render(art, names, bundle_path=None, verified=None) -> render.Document:
         out.line(f"  entry point {f.entrypoint}; platforms {', '.join(f.platforms)}; calling convention "
                  f"{f.calling_convention_version}{rng_text}; StableHLO {f.stablehlo_version}; devices {f.nr_devices}")
         _render_parallel(out, f)
+        ranged = any(i.range is not None for i in f.inputs)  # a range column only where an input has one
         for kind, arrays in (("inputs", f.inputs), ("outputs", f.outputs)):
-            t = render.Table(kind, ("name", "type", "sharding"))
+            shows_range = ranged and kind == "inputs"
+            t = render.Table(kind, ("name", "type", *(("range",) if shows_range else ()), "sharding"))
             for a in arrays[:_MAX_ROWS]:
-                t.add_row(a.name, plain(array_type(a)), plain(_sharding(a, f.mesh is not None)))
+                shown = (plain(range_text(a) or "-"),) if shows_range else ()
+                t.add_row(a.name, plain(array_type(a)), *shown, plain(_sharding(a, f.mesh is not None)))
             out.table(t)
             if len(arrays) > _MAX_ROWS:
                 out.line(f"  ... and {len(arrays) - _MAX_ROWS} more {kind} (inspect --json lists them all)")

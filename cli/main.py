@@ -7,6 +7,7 @@ from __future__ import annotations
 # The C module under ``signal``: the same functions and constants, without the enums ``signal`` builds on import
 # (1.4 ms of every command's start, a fortieth of ``jaxport inspect``).
 import _signal as signal
+import atexit
 import gc
 import os
 import sys
@@ -15,10 +16,9 @@ TYPE_CHECKING = False  # typing's constant, without importing typing on the path
 if TYPE_CHECKING:
     from typing import Any
 
-#: The commands that import JAX, do bounded work and end: their start (imports of jaxport, JAX and the user's
-#: modules) runs without Python's garbage collector, which each resumes where its work starts
-#: (``jaxport.collection``), and they end without the interpreter's teardown
-#: (``environment.exit_without_teardown``).
+#: The commands that import JAX, do bounded work and end: jaxport's and JAX's imports run without Python's garbage
+#: collector, which is back on, what those imports made frozen, before the user's module is imported
+#: (``jaxport.collection``).
 LEAN_COMMANDS = frozenset({"export"})
 
 
@@ -91,8 +91,10 @@ def _early_stop(signum: int, frame: object) -> None:
 
 
 def _ignore_signals() -> None:
-    """The command is over (its outputs complete, its exit code set): a signal from here on is ignored, as Python's
-    teardown restores the default handlers (a death by the signal) long before it ends."""
+    """The last ``atexit`` function (registered first): the command is over, the threads the user's code started
+    have ended and every other exit function has run. A signal from here on is ignored: Python's teardown, which
+    follows, restores the default handlers (a death by the signal) before it ends. Until here ``jaxport.interrupts``
+    ends the process on a signal (130 or 143, one line), user code running or not."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
 
@@ -100,13 +102,15 @@ def _ignore_signals() -> None:
 def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _early_stop)
+    atexit.register(_ignore_signals)  # exit functions run last registered first: this one after all the others
     lean = sys.argv[1:2] != [] and sys.argv[1] in LEAN_COMMANDS
     paused = lean and gc.isenabled()
     if paused:
-        gc.disable()  # from the first import on; the command turns it back on where its work starts
-    from jaxport import collection, interrupts
-
+        gc.disable()  # from the first import on; turned back on before the user's module is imported
     from . import environment
+
+    environment.reopen_closed_streams()  # before anything opens a file: none may take descriptor 0, 1 or 2
+    from jaxport import collection, interrupts
 
     if paused:
         collection.pause()
@@ -122,15 +126,7 @@ def main() -> None:
         environment.exit_if_stdout_failed(e)
         raise
     except SystemExit as e:
-        if lean and (e.code is None or isinstance(e.code, int)):
-            _ignore_signals()
-            environment.exit_without_teardown(e.code or 0)  # checks stdout as the next line does
         environment.exit_after_command(e.code)  # a stdout that could not take what was printed: exit 11
         raise
     finally:
-        _ignore_signals()
-        # Python's final garbage collection walks every object JAX created (about half a second after
-        # `import jax`); a process that is about to exit does not need it. IREE's bindings report objects left
-        # uncollected as leaks, so a process that used IREE collects as usual.
-        if not any(name.startswith("iree.") for name in sys.modules):
-            gc.freeze()
+        collection.freeze_for_exit()

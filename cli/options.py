@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from .bounds import MAX_SEED, MAX_TIME_LIMIT, MAX_TOLERANCE, FiniteRange, memory_size
 from .files import NamesFiles, OutputPath
 
 F = Callable[..., Any]
@@ -35,8 +36,18 @@ def for_jax_option(f: F) -> F:
                              "it: its StableHLO as that JAX reads it, its window dated by that JAX.")(f)
 
 
+def complete_platforms(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a platform's name (``--platform``, ``--against-platform``): JAX's platforms a spec
+    takes."""
+    from click.shell_completion import CompletionItem
+
+    from jaxport.spec.values import PLATFORMS
+
+    return [CompletionItem(p) for p in PLATFORMS if p.startswith(incomplete)]
+
+
 def platform_option(f: F) -> F:
-    return click.option("--platform", "platforms", multiple=True, metavar="NAME",
+    return click.option("--platform", "platforms", multiple=True, metavar="NAME", shell_complete=complete_platforms,
                         help="Target platform (cpu, cuda, rocm, tpu); repeat for several.")(f)
 
 
@@ -46,24 +57,6 @@ def function_choice_option(help: str = "Function of the artifact to use when it 
 
 
 function_option = function_choice_option()
-
-
-def finite_float(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A callback for float options: NaN and infinities are refused (FloatRange lets NaN through)."""
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a finite number.", ctx, param)
-    return value
-
-
-def at_most(limit: int) -> Callable[[click.Context, click.Parameter, int | None], int | None]:
-    """A callback for integer options that refuses values above ``limit`` (after the option's own type check)."""
-
-    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-        if value is not None and value > limit:
-            raise click.BadParameter(f"{value} is more than {limit}, the most this option takes.", ctx, param)
-        return value
-
-    return check
 
 
 def _options(f: F, *decorators: Callable[[F], F]) -> F:
@@ -111,12 +104,22 @@ def module_dir_option(help: str = "With --runtime iree: where IREE keeps the mod
 
 #: The targets ``--target`` names (``jaxport.run.compile.targets``), for the help texts.
 TARGETS_HELP = ("cpu (this host), tpu-v5e (one v5e chip), tpu-v5e-4, tpu-v5e-8, tpu-v6e, tpu-v6e-4, tpu-v6e-8, "
-                "tpu-v5p-8, tpu-v4-8")
+                "tpu-v5p-8, tpu-v4-8, cuda-h200 (one H200: XLA's spec until captured), cuda-h200-8, cuda-h100, "
+                "cuda-h100-8, cuda-a100, cuda-a100-8, cuda-FILE.json (a GPU captured by 'jaxport target')")
+
+
+def _complete_targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    from click.shell_completion import CompletionItem
+
+    from jaxport.run.compile.targets import target_names
+
+    return [CompletionItem(n) for n in target_names() if n.startswith(incomplete)]
 
 
 def target_option(help: str) -> Callable[[F], F]:
     """``--target NAME`` (repeatable, as ``targets``): machines to compile for, which need not be this one."""
-    return click.option("--target", "targets", multiple=True, metavar="NAME", help=f"{help} Targets: {TARGETS_HELP}.")
+    return click.option("--target", "targets", multiple=True, metavar="NAME", shell_complete=_complete_targets,
+                        help=f"{help} Targets: {TARGETS_HELP}.")
 
 
 def allow_platform_mismatch_option(
@@ -156,6 +159,26 @@ def signature_path_option(help: str = "Where the artifact's signature bundle is 
     command writes it (``sign``), every other reads it."""
     return click.option("--signature", "signature_path", type=OutputPath() if written else click.Path(),
                         metavar="PATH", help=help)
+
+
+def password_env_option(help: str = "Read the private key's password from environment variable VAR (never from the "
+                                    "command line).") -> Callable[[F], F]:
+    """``--password-env VAR`` (as ``password_env``): where a signing key's password is; :func:`password_from` reads
+    it."""
+    return click.option("--password-env", "password_env", metavar="VAR", help=help)
+
+
+def password_from(variable: str | None) -> str | None:
+    """The password in the environment variable ``variable`` (None: no password); a variable that is not set is a
+    usage error."""
+    import os
+
+    if variable is None:
+        return None
+    password = os.environ.get(variable)
+    if password is None:
+        raise click.UsageError(f"--password-env {variable}: the environment variable is not set.")
+    return password
 
 
 def require_signature_option(
@@ -262,6 +285,7 @@ def load_options(*, omit: tuple[str, ...] = (), help: dict[str, str] | None = No
 
 # --- tolerances -----------------------------------------------------------------------------------------------------
 
+
 def tolerance_options(condition: str = "") -> Callable[[F], F]:
     """``--atol``, ``--rtol`` and ``--allow-nonfinite`` (as ``atol``, ``rtol``, ``allow_nonfinite``): how outputs are
     compared with a reference. ``condition`` starts each help line where they apply only with another option
@@ -270,10 +294,10 @@ def tolerance_options(condition: str = "") -> Callable[[F], F]:
     def decorate(f: F) -> F:
         return _options(
             f,
-            click.option("--atol", type=click.FloatRange(min=0), callback=finite_float,
+            click.option("--atol", type=FiniteRange(0, MAX_TOLERANCE),
                          help=_sentence(condition, "absolute tolerance for every output (default: by output "
                                                    "dtype).")),
-            click.option("--rtol", type=click.FloatRange(min=0), callback=finite_float,
+            click.option("--rtol", type=FiniteRange(0, MAX_TOLERANCE),
                          help=_sentence(condition, "relative tolerance for every output (default: by output "
                                                    "dtype).")),
             click.option("--allow-nonfinite", is_flag=True,
@@ -355,9 +379,9 @@ def inputs_option(help: str = f"Input arrays: {INPUT_FILES}. Repeatable.") -> Ca
 
 
 def seed_option(default: int | None, help: str) -> Callable[[F], F]:
-    """``--seed N``: a non-negative integer, as numpy's generators take."""
-    return click.option("--seed", type=click.IntRange(min=0), default=default, show_default=default is not None,
-                        help=help)
+    """``--seed N``: a non-negative integer of at most 64 bits, as numpy's generators take."""
+    return click.option("--seed", type=click.IntRange(0, MAX_SEED), default=default,
+                        show_default=default is not None, help=help)
 
 
 # --- dimension variables --------------------------------------------------------------------------------------------
@@ -502,38 +526,11 @@ class IsolatableCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-#: The largest ``--memory-limit`` (1 PiB) and ``--time-limit`` (a week): past them a limit means nothing.
-MAX_MEMORY_LIMIT = 1 << 50
-MAX_TIME_LIMIT = 7 * 24 * 3600.0
-
-
-def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
-    text = value.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
-    try:
-        number = float(text[:-1] if unit else text) if len(text) <= 32 else math.inf
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param) from None
-    if math.isnan(number):
-        raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param)
-    if number * _UNITS[unit] > MAX_MEMORY_LIMIT:
-        raise click.BadParameter(f"{value[:40]!r} is more than {MAX_MEMORY_LIMIT >> 50}P, the largest memory limit.",
-                                 ctx, param)
-    size = int(number * _UNITS[unit])
-    if size < 256 << 20:
-        raise click.BadParameter(f"{value!r} is less than 256M, too little to start Python and JAX.", ctx, param)
-    return size
-
-
 def isolate_options(f: F) -> F:
     """``--isolate`` with ``--memory-limit`` and ``--time-limit``: run the command in a child process."""
-    f = click.option("--time-limit", type=click.FloatRange(min=1, max=MAX_TIME_LIMIT), callback=finite_float,
-                     metavar="SECONDS",
+    f = click.option("--time-limit", type=FiniteRange(1, MAX_TIME_LIMIT), metavar="SECONDS",
                      help=f"With --isolate: stop the child after SECONDS (default {DEFAULT_TIME_LIMIT:g}).")(f)
-    f = click.option("--memory-limit", callback=_parse_size, metavar="SIZE",
+    f = click.option("--memory-limit", callback=memory_size, metavar="SIZE",
                      help="With --isolate: the child's memory limit, e.g. 8G (default: the machine's physical "
                           "memory), on data memory (heap and private mappings); a limit below what Python and JAX "
                           "need to start is refused, naming that floor.")(f)

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from .bounds import MAX_NUMBER
 from .options import (
     F,
     RecordField,
@@ -59,7 +60,7 @@ EXPORT_REQUEST: tuple[RecordField, ...] = (
 #: The options of ``jaxport.ImportRequest``'s fields, in ``import --help``'s order.
 IMPORT_REQUEST: tuple[RecordField, ...] = (
     ("calling_convention", click.option(
-        "--calling-convention", "calling_convention", type=int, metavar="N",
+        "--calling-convention", "calling_convention", type=click.IntRange(0, MAX_NUMBER), metavar="N",
         help="JAX calling-convention version to record (default: the one this JAX's export writes)."),
      "calling_convention", None),
     _PLATFORMS, _CUSTOM_CALLS,

@@ -58,11 +58,13 @@ if TYPE_CHECKING:
     from .run.loaded import Loaded
     from .run.options import LoadOptions
     from .run.values.treefiles import save_inputs
+    from .run.vouching import vouch as vouch_cache
     from .spec.build import Like, Spec, like
     from .spec.model import ShapeSpec
     from .spec.parse import load_spec, parse_spec
+    from .verify.api import localize
+    from .verify.api import verify as verify_artifact
     from .verify.request import VerifyRequest
-    from .verify.runner import verify as verify_artifact
 
 __all__ = [
     "FORMAT_VERSION",
@@ -107,6 +109,7 @@ __all__ = [
     "load",
     "load_policy",
     "load_spec",
+    "localize",
     "open_artifact",
     "parse_spec",
     "rebind",
@@ -115,6 +118,7 @@ __all__ = [
     "upgrade",
     "verify_artifact",
     "verify_signature",
+    "vouch_cache",
 ]
 
 
@@ -136,7 +140,8 @@ _LAZY = {
     "CallRequest": ("jaxport.run.calls.calling", "CallRequest"),
     "CallReport": ("jaxport.run.calls.calling", "CallReport"),
     "ReferenceMismatch": ("jaxport.run.calls.report", "ReferenceMismatch"),
-    "verify_artifact": ("jaxport.verify.runner", "verify"),
+    "verify_artifact": ("jaxport.verify.api", "verify"),
+    "localize": ("jaxport.verify.api", "localize"),
     "VerifyRequest": ("jaxport.verify.request", "VerifyRequest"),
     "diff_artifacts": ("jaxport.artifact.diff", "diff"),
     "compare_manifests": ("jaxport.artifact.diff", "compare_manifests"),
@@ -149,6 +154,7 @@ _LAZY = {
     "upgrade": ("jaxport.verify.upgrade", "upgrade"),
     "sign": ("jaxport.artifact.signing.sign", "sign"),
     "verify_signature": ("jaxport.artifact.signing.check", "verify_signature"),
+    "vouch_cache": ("jaxport.run.vouching", "vouch"),
 }
 
 
@@ -159,7 +165,16 @@ def _export(
     *,
     request: ExportRequest | None = None,
     progress: Callable[[str], None] | None = None,
-    **options: Any,
+    bind: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    version: str | None = None,
+    platforms: list[str] | None = None,
+    allow_custom_calls: list[str] | tuple[str, ...] = (),
+    strip_locations: bool = False,
+    write_manifest: bool = True,
+    vjp_order: int | None = None,
+    root: str | Path | None = None,
+    for_jax: str | None = None,
 ) -> ExportResult:
     """Export ``fn`` with the argument shapes of ``spec`` into an artifact; write it to ``output`` when given.
 
@@ -168,28 +183,29 @@ def _export(
     ``spec``: a spec file's path, YAML text (a string with a line break, or starting with ``jaxport:``), a dict with
     the YAML's structure (``{"jaxport": 1, "dims": {...}, "args": [...]}``), a ``jaxport.Spec`` or a parsed
     ``ShapeSpec``. The options are the fields of ``jaxport.ExportRequest``, given as ``request=`` or as keywords
-    (which replace the request's): ``bind``, ``name``, ``version``, ``platforms``, ``allow_custom_calls``,
-    ``strip_locations``, ``write_manifest``, ``vjp_order``, ``root``, ``for_jax``. ``bind``: ``{parameter name:
-    value}``, a value being an in-memory pytree of arrays (dicts of arrays, flax variables, an nnx module or state, an
-    equinox module) or a source string (``params.npz``, ``model.py:PARAMS``); the spec need not list a bound
-    parameter. ``for_jax``: write the artifact for that older JAX (``"0.10.2"``): its payloads as that JAX reads
-    them, its window dated by it. Returns an ``ExportResult``: without ``output`` nothing is written, and
+    (which replace the request's where not at their defaults): ``bind``, ``name``, ``version``, ``platforms``,
+    ``allow_custom_calls``, ``strip_locations``, ``write_manifest``, ``vjp_order``, ``root``, ``for_jax``. ``bind``:
+    ``{parameter name: value}``, a value being an in-memory pytree of arrays (dicts of arrays, flax variables, an nnx
+    module or state, an equinox module) or a source string (``params.npz``, ``model.py:PARAMS``); the spec need not
+    list a bound parameter. ``for_jax``: write the artifact for that older JAX (``"0.10.2"``): its payloads as that
+    JAX reads them, its window dated by it. Returns an ``ExportResult``: without ``output`` nothing is written, and
     ``result.save(path)``, ``result.to_bytes()`` and ``result.load()`` give the artifact. ``progress``: called with
     the text of each stage as it starts (``lowering predict``). See ``jaxport.export.pipeline.export``.
     """
     from .export.pipeline import export as export_
-    from .export.request import ExportRequest
 
-    result = export_(fn, spec, output, ExportRequest.given(request, options), progress=progress)
+    record = _lazy("ExportRequest").given(request, {
+        "bind": bind, "name": name, "version": version, "platforms": platforms,
+        "allow_custom_calls": allow_custom_calls, "strip_locations": strip_locations,
+        "write_manifest": write_manifest, "vjp_order": vjp_order, "root": root, "for_jax": for_jax})
+    result = export_(fn, spec, output, record, progress=progress)
     result.loader = _load_exported  # the export layer does not import the run layer: the facade connects them
     return result
 
 
 def _load_exported(*args: Any, **kwargs: Any) -> Loaded:
-    """``jaxport.run.load.load``, imported when an export's ``result.load()`` first needs it (not with every export)."""
-    from .run.load import load as load_
-
-    return load_(*args, **kwargs)
+    """``jaxport.load``, imported when an export's ``result.load()`` first needs it (not with every export)."""
+    return __getattr__("load")(*args, **kwargs)
 
 
 #: The classes the public functions' annotations name, for their argument checks (``_api_types``), by where each
@@ -197,7 +213,10 @@ def _load_exported(*args: Any, **kwargs: Any) -> Loaded:
 _CLASS_HOMES = {"ShapeSpec": ("jaxport.spec.model", "ShapeSpec"), "Spec": ("jaxport.spec.build", "Spec"),
                 "Policy": ("jaxport.artifact.policy", "Policy"), "date": ("datetime", "date"),
                 "CallRequest": ("jaxport.run.calls.calling", "CallRequest"),
-                "VerifyRequest": ("jaxport.verify.request", "VerifyRequest")}
+                "VerifyRequest": ("jaxport.verify.request", "VerifyRequest"),
+                "ExportRequest": ("jaxport.export.request", "ExportRequest"),
+                "ImportRequest": ("jaxport.importer.request", "ImportRequest"),
+                "LoadOptions": ("jaxport.run.options", "LoadOptions")}
 
 
 class _Classes(Mapping[str, type]):
@@ -230,17 +249,13 @@ def _classes() -> Mapping[str, type]:
 
 
 _CHECKED: dict[str, Any] = {}  # public name -> the function with its arguments checked
-#: Public name -> the public name of the request whose fields the function's ``**options`` takes.
-_OPTIONS = {"export": "ExportRequest", "import_stablehlo": "ImportRequest", "verify_artifact": "VerifyRequest",
-            "load": "LoadOptions"}
 
 
 def _checked(name: str, fn: Any) -> Any:
     from ._api_types import checked
 
     if getattr(_CHECKED.get(name), "__wrapped__", None) is not fn:
-        record = _OPTIONS.get(name)
-        _CHECKED[name] = checked(name, fn, _classes, functools.partial(_lazy, record) if record else None)
+        _CHECKED[name] = checked(name, fn, _classes)
     return _CHECKED[name]
 
 
@@ -252,14 +267,17 @@ def _lazy(name: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-@functools.wraps(_export)
-def export(*args: Any, **kwargs: Any) -> ExportResult:
-    return _checked("export", _export)(*args, **kwargs)
+if TYPE_CHECKING:  # what a type checker and an IDE read: the functions themselves, with their parameters
+    export = _export
+    open_artifact = _open_artifact
+else:  # the same functions with their arguments checked (``inspect.signature`` and ``help`` show theirs)
+    @functools.wraps(_export)
+    def export(*args: Any, **kwargs: Any) -> ExportResult:
+        return _checked("export", _export)(*args, **kwargs)
 
-
-@functools.wraps(_open_artifact)
-def open_artifact(*args: Any, **kwargs: Any) -> Artifact:
-    return _checked("open_artifact", _open_artifact)(*args, **kwargs)
+    @functools.wraps(_open_artifact)
+    def open_artifact(*args: Any, **kwargs: Any) -> Artifact:
+        return _checked("open_artifact", _open_artifact)(*args, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
@@ -269,3 +287,28 @@ def __getattr__(name: str) -> Any:
         value = _lazy(name)
         return _checked(name, value) if inspect.isfunction(value) else value
     raise AttributeError(f"module 'jaxport' has no attribute {name!r}")
+
+
+def _quiet_libtpu() -> None:
+    """Where libtpu is installed (``jaxport[tpu]``, to compile for a TPU here) and no TPU is attached, keep libtpu's
+    start-up lines (``could not determine TPU accelerator type``, ``unexpected worker hostname``...) off stderr
+    whenever JAX starts in this process, as the command line does: ``_machine.quiet_libtpu`` sets libtpu's own
+    variables, each only where neither ``TPU_ACCELERATOR_TYPE`` nor ``TPU_WORKER_HOSTNAMES`` is set, and only on a
+    machine without a TPU, where JAX's TPU backend fails to start either way and JAX runs on the CPU. Nothing else of
+    JAX's configuration is touched. Without libtpu, only its absence is looked up (``_machine`` is not imported)."""
+    import importlib.util
+    import os
+
+    if "TPU_ACCELERATOR_TYPE" in os.environ or "TPU_WORKER_HOSTNAMES" in os.environ:
+        return
+    try:
+        if importlib.util.find_spec("libtpu") is None:
+            return
+    except (ImportError, ValueError):
+        return
+    from ._machine import quiet_libtpu
+
+    quiet_libtpu()
+
+
+_quiet_libtpu()  # at import, before the user's JAX (or jaxport's) starts its backends

@@ -7,19 +7,19 @@ function's own annotations (``str | Path | None``), so that they cannot drift fr
 ``str``, ``Path`` (any ``os.PathLike``), ``bool``, ``int`` (never a bool), ``float`` (an int too), ``None``,
 ``Mapping``, ``Sequence``/``list``/``tuple``/``Iterable`` (never a string or bytes), ``Callable``, and the package's
 own classes; a name the check does not know (``Any``) accepts anything. Values inside containers are the function's
-to check. A function whose options are a request's fields (``jaxport.export(fn, spec, **options)`` builds an
-``ExportRequest``) is checked as if it took them as keyword-only parameters; :func:`check_fields` checks a request's
-fields by the same rules where it is built. An error that escapes the function without being a ``JaxportError`` (a
-value of the right type but of the wrong shape: a mapping without a key it needs, a structure nested without end)
-becomes the function's error class (``ERRORS``), its message naming the function and the exception. That mapping
-is for reading the arguments only: an exception raised while a program is compiled or run (through a function marked
-:func:`runs_program`, such as a backend's ``compile`` and ``execute``) is the program's failure, whatever its type
-(XLA reports a bounds check as an ``IndexError``), and becomes a ``PlatformError`` saying so.
+to check. A function that takes a request's fields lists each as a parameter of its own (``jaxport.export(fn, spec,
+name=..., ...)``), checked as every other, and builds the request once (:func:`record_of`); :func:`check_fields`
+checks a request's fields by the same rules where it is built. An error that escapes the function without being a
+``JaxportError`` (a value of the right type but of the wrong shape: a mapping without a key it needs, a structure
+nested without end) becomes the function's error class (``ERRORS``), its message naming the function and the
+exception. That mapping is for reading the arguments only: an exception raised while a program is compiled or run
+(through a function marked :func:`runs_program`, such as a backend's ``compile`` and ``execute``) is the program's
+failure, whatever its type (XLA reports a bounds check as an ``IndexError``), and becomes a ``PlatformError`` saying
+so.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import inspect
@@ -42,6 +42,7 @@ MALFORMED = (RecursionError, AttributeError, KeyError, IndexError, TypeError, Va
 #: The code of the functions that compile or run a program (:func:`runs_program`).
 _PROGRAM_CODE: set[object] = set()
 _F = TypeVar("_F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 def runs_program(fn: _F) -> _F:
@@ -184,27 +185,39 @@ def check_fields(record: Any) -> None:
             raise error
 
 
-def _with_options(signature: inspect.Signature, record: type) -> inspect.Signature:
-    """``signature`` with its ``**options`` parameter replaced by the fields of the dataclass ``record`` that it does
-    not name already, as keyword-only parameters with the fields' defaults and annotations (a field's ``takes``
-    metadata, when the keyword takes more than the field keeps), and, for a record that holds another whose fields it
-    takes by keyword too (``record.HOLDS``: ``run.options.holding_load_options``), that record's fields."""
-    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    named = {p.name for p in kept}
-    fields = [f for r in (record, getattr(record, "HOLDS", None)) if r is not None for f in dataclasses.fields(r)
-              if f.name not in named]
-    return signature.replace(parameters=kept + [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                          annotation=f.metadata.get("takes", f.type)) for f in fields])
+def record_of(cls: type[R], given: R | None, keywords: Mapping[str, Any], parameter: str) -> R:
+    """The record a public function builds once from its arguments: ``given`` (the record passed as ``parameter``;
+    default: ``cls()``, every field's default), with each of ``keywords`` that is not its field's default replacing
+    the field (:func:`changed`). The function lists every field as a parameter of its own, with the field's default,
+    and passes them here by name, so that its signature shows them (``help``, an IDE) and nothing beyond the facade
+    takes a record's fields as keywords (``scripts/check_layers.py``, rule 7). A ``given`` that is no ``cls`` is a
+    ``UsageError`` naming ``parameter``."""
+    if given is not None and not isinstance(given, cls):
+        raise UsageError(f"{parameter} must be a jaxport.{cls.__name__}, not {type(given).__name__}.")
+    record = given if given is not None else cls()
+    replaced = changed(cls, keywords)
+    return dataclasses.replace(record, **replaced) if replaced else record  # type: ignore[type-var]
 
 
-def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str, type]],
-            options: Callable[[], type] | None = None) -> Callable[..., Any]:
+def changed(cls: type, keywords: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``keywords`` (fields of the dataclass ``cls``, by name) whose values are not their fields' defaults: what
+    a keyword given to a public function changes in a record given with it. A value equal to the default (a bool,
+    number, string or tuple of the default's own type) or the default itself leaves the record's field as it is."""
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
+                for f in dataclasses.fields(cls)}
+    return {k: v for k, v in keywords.items() if not _is_default(v, defaults[k])}
+
+
+def _is_default(value: object, default: object) -> bool:
+    return value is default or (type(value) is type(default) and isinstance(value, (bool, int, float, str, tuple))
+                                 and value == default)
+
+
+def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str, type]]) -> Callable[..., Any]:
     """``fn`` with its arguments' types checked and its malformed-value errors made ``JaxportError``s (see the module
-    docstring). ``classes`` gives the package's classes an annotation may name (``ShapeSpec``, ``Artifact``, ...),
-    called at the first call (importing them is not free). ``options``, called then too, gives the dataclass (a
-    request, such as ``ExportRequest``) whose fields ``fn``'s ``**options`` takes: they are checked as ``fn``'s own
-    keyword-only parameters (an unknown keyword is refused as for any function), and an annotation may name it."""
+    docstring). ``classes`` gives the package's classes an annotation may name (``ShapeSpec``, ``Artifact``,
+    ``ExportRequest``, ...), called at the first call (importing them is not free)."""
     found: list[tuple[inspect.Signature, dict[str, tuple[Callable[[object], bool], str]]]] = []
     error = ERRORS.get(name, UsageError)
 
@@ -213,10 +226,6 @@ def checked(name: str, fn: Callable[..., Any], classes: Callable[[], Mapping[str
         if not found:
             known: Mapping[str, type] = classes()  # looked up by name: only the classes named are imported
             signature = inspect.signature(fn)
-            if options is not None:
-                record = options()
-                known = collections.ChainMap({record.__name__: record}, known)  # type: ignore[arg-type]
-                signature = _with_options(signature, record)
             found.append((signature, {p.name: c for p in signature.parameters.values()
                                       if (c := _checker(p.annotation, known)) is not None}))
         signature, checks = found[0]

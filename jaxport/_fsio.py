@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import interrupts
+from ._text import closest
 from .errors import OutputError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -72,7 +73,7 @@ def open_regular(path: str | Path, error: Callable[[str], Exception], *, missing
     except ValueError:  # an embedded NUL byte: no system call can name that path
         raise error(f"{cannot_read}: the path contains a NUL byte.") from None
     except FileNotFoundError:
-        raise error(f"{shown}: {missing} not found.") from None
+        raise error(f"{shown}: {missing} not found.{nearby(path)}") from None
     except IsADirectoryError:
         raise error(f"{shown}: is a directory, not {directory}.") from None
     except OSError as e:
@@ -100,6 +101,34 @@ def open_regular(path: str | Path, error: Callable[[str], Exception], *, missing
         os.close(fd)
         raise
     return fd
+
+
+#: At most this many names of a directory are read to suggest one for a file that is not found there.
+_NEARBY_NAMES = 2000
+
+
+def nearby(path: str | Path, base: str | Path | None = None) -> str:
+    """`` Did you mean 'x.npy'?`` for the name in the missing file's directory (under ``base``, default the current
+    directory, when the path is relative) closest to its own, a misspelt file name, written as the path was given; an
+    empty string when none is close (a shared extension alone is not close: ``t.jaxport`` for ``nothere.jaxport``)
+    or the directory cannot be read."""
+    import difflib  # only for messages
+
+    try:
+        given = os.fsdecode(path)
+        folder, name = os.path.split(given)
+        listed = os.path.join(os.fsdecode(base), folder) if base is not None and not os.path.isabs(folder) else folder
+        with os.scandir(listed or ".") as entries:
+            names = [e.name for _, e in zip(range(_NEARBY_NAMES), entries) if not e.name.startswith(".")]
+    except (OSError, ValueError):
+        return ""
+    close = closest(name, names)
+    if close is None or close == name:
+        return ""
+    stem, other = os.path.splitext(name)[0].casefold(), os.path.splitext(close)[0].casefold()
+    if stem != other and difflib.SequenceMatcher(None, stem, other).ratio() < 0.6:
+        return ""
+    return f" Did you mean {shown_path(os.path.join(folder, close))!r}?"
 
 
 def _not_regular(shown: str, kind: str, directory: str) -> str:

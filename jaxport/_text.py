@@ -10,7 +10,7 @@ the command line and every error message goes through it.
 
 from __future__ import annotations
 
-__all__ = ["human_bytes", "plural", "visible"]
+__all__ = ["closest", "human_bytes", "plural", "suggest", "visible"]
 
 #: Characters Python calls printable that show nothing and can hide text (Unicode's default-ignorable code points
 #: outside the format category, and the Hangul fillers). Everything Python calls unprintable is escaped anyway: the
@@ -65,3 +65,21 @@ def human_bytes(n: int, *, binary: bool = False) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
+    """The choice closest to ``word`` (a likely misspelling of it: first one that differs only in case, ``BATCH``
+    for ``batch``), or None."""
+    import difflib  # only for messages: not imported when a manifest is read
+
+    folded = [c for c in choices if c.casefold() == word.casefold()]
+    if folded:
+        return folded[0]
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return close[0] if close else None
+
+
+def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` Did you mean 'X'?`` for the choice closest to ``word``, or an empty string."""
+    close = closest(word, choices)
+    return f" Did you mean {close!r}?" if close else ""

@@ -27,17 +27,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from apache_beam.metrics import Metrics
-from apache_beam.ml.inference import base
-
+from ._api_types import record_of
 from .artifact.manifest import function_names
-from .errors import InputError, UsageError
+from .errors import InputError, MissingExtra, UsageError
 from .run.load import open_checked
 from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound
-from .serve.loading import check_serving, merged
+from .serve.loading import check_serving
 from .serve.rows import example_columns
+
+try:
+    from apache_beam.metrics import Metrics
+    from apache_beam.ml.inference import base
+except ImportError as e:  # the extra jaxport[beam]: exit 10 naming it, not a traceback of Beam's absence
+    raise MissingExtra("jaxport.beam", "beam", "apache-beam", e) from None
 
 __all__ = ["ModelHandler"]
 
@@ -64,13 +68,22 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
     (``FileSystems``), or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``;
     ``max_batch_size`` lowers the cap (never above the largest bucket) and chooses the bucket each worker
     compiles. ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as
-    well (``cache_dir``, ``allow_custom_calls``, ...)."""
+    well (``cache_dir``, ``allow_custom_calls``, ...; one at its default leaves ``load``'s)."""
 
     def __init__(self, artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
                  min_batch_size: int = 1, max_batch_size: int | None = None, load: LoadOptions | None = None,
-                 **load_fields: Any):
+                 runtime: str = "jax",
+                 allow_platform_mismatch: bool = False, allow_custom_calls: Iterable[str] | None = (),
+                 verify_weights: bool = True, cache_dir: str | Path | None = None, cache: bool = True,
+                 module_dir: str | Path | None = None,
+                 require_signature: str | Path | Iterable[str | Path] | None = (),
+                 signature: str | Path | None = None, check_ranges: bool = False):
         super().__init__()
-        self.load = merged(load, {"function": function, **load_fields}, "ModelHandler")
+        self.load = record_of(LoadOptions, load, {
+            "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+            "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
+            "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
+            "check_ranges": check_ranges}, "load")
         check_serving(self.load)
         if isinstance(artifact, (bytes, bytearray, memoryview)):
             self.artifact: str | bytes = bytes(artifact)

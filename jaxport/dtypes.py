@@ -223,6 +223,26 @@ def int_limits(name: str) -> tuple[int, int]:
     return -(1 << (d.width - 1)), (1 << (d.width - 1)) - 1
 
 
+def neighbour(value, up: bool):
+    """The value of a float dtype next to the finite scalar ``value`` (a numpy scalar of that dtype), above it or
+    below it, by its bits (numpy's ``nextafter`` knows none of ml_dtypes' float8 types)."""
+    import numpy as np
+
+    width = BY_NAME[str(value.dtype)].width  # 4 for float4_e2m1fn, held in a byte's low bits
+    unsigned = np.dtype(f"uint{max(width, 8)}")
+    bits = int(np.asarray(value).view(unsigned)) & ((1 << width) - 1)
+    sign = 1 << (width - 1)
+    magnitude = bits & (sign - 1)
+    negative = bool(bits & sign) and magnitude != 0
+    if magnitude == 0:  # +0 or -0
+        bits = 1 if up else sign | 1
+    elif negative:
+        bits = bits - 1 if up else bits + 1
+    else:
+        bits = bits + 1 if up else bits - 1
+    return np.asarray(bits, dtype=unsigned).view(value.dtype)[()]
+
+
 def raw_void(itemsize: int) -> tuple[str, ...]:
     """The dtypes that numpy stores as the raw void type of ``itemsize`` bytes (``|V2``: ``bfloat16``)."""
     return tuple(n for n in NOT_IN_NPY if BY_NAME[n].itemsize == itemsize)

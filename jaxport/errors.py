@@ -63,6 +63,16 @@ class PlatformError(JaxportError):
     kind = "platform"
 
 
+class MissingExtra(PlatformError, ImportError):
+    """An optional extra a feature needs is not installed (``jaxport.beam`` without ``jaxport[beam]``): a platform
+    error (exit 10) that names the ``pip install`` to run, and an ``ImportError`` too, so that code guarding an
+    optional import with ``except ImportError`` keeps working."""
+
+    def __init__(self, feature: str, extra: str, packages: str, cause: BaseException | str):
+        super().__init__(f"{feature} needs the optional extra jaxport[{extra}] ({packages}), which is not installed "
+                         f"({cause}): pip install 'jaxport[{extra}]'.")
+
+
 class UsageError(JaxportError):
     """A request that does not fit the artifact, such as an unknown function name."""
 

@@ -13,16 +13,20 @@ driver's path; each node writes it once to its user cache, named by its sha256 (
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib.util
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ._api_types import record_of
+from .errors import MissingExtra, UsageError
 from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import Engine
-from .serve.loading import merged
 from .serve.rows import batch_columns
+
+if importlib.util.find_spec("ray") is None:  # found, not imported: Ray is imported where it is used (an ObjectRef)
+    raise MissingExtra("jaxport.ray", "ray", "ray[data]", "No module named 'ray'")
 
 __all__ = ["Predictor"]
 
@@ -46,27 +50,35 @@ def _resolved(artifact: Any) -> str | Path | bytes:
 class Predictor:
     """A Ray Data callable class: ``batch -> batch`` with the artifact's outputs added as columns.
 
-    ``ds.map_batches(Predictor, fn_constructor_args=(ARTIFACT,), batch_size=256, concurrency=2)``, ARTIFACT a path
-    every node can read, the bytes, or an ``ObjectRef`` to them (``ray.put``). Batches are numpy
-    (``batch_format="numpy"``, Ray's default) or pandas, with a column per input, named after it (or mapped:
-    ``columns={"x": "image"}``), each cell a row of it (``serve.rows``: a bad cell is refused naming its column and
-    row; values are converted to the input's dtype when every one is kept). ``keep_inputs=False`` returns the
-    outputs only. ``batch_size``: the batch size given to ``map_batches``, so the actor compiles its bucket at start
-    (default: the first batch's, then).
-    ``report_compilations=True`` adds two columns: ``jaxport_compilations``, the programs this actor compiled after
-    its warm-up (0: every batch fits the bucket of the first), and ``jaxport_compilations_total``, all it compiled
-    or fetched from the compilation cache (1). ``dims``: the bucket sizes, as ``jaxport serve --dim`` (default:
-    the spec's bounds' sizes). ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes
-    by keyword as well: ``cache_dir``, JAX's persistent compilation cache (see the module docstring),
-    ``allow_custom_calls``, ...
+    ``ds.map_batches(Predictor, fn_constructor_args=(ARTIFACT,), batch_size=256, concurrency=2)``, ARTIFACT a path every
+    node can read, the bytes, or an ``ObjectRef`` to them (``ray.put``). Batches are numpy (``batch_format="numpy"``,
+    Ray's default) or pandas, with a column per input, named after it (or mapped: ``columns={"x": "image"}``), each cell
+    a row of it (``serve.rows``: a bad cell is refused naming its column and row; values are converted to the input's
+    dtype when every one is kept). ``keep_inputs=False`` returns the outputs only. ``batch_size``: the batch size given
+    to ``map_batches``, so the actor compiles its bucket at start (default: the first batch's, then).
+    ``report_compilations=True`` adds two columns: ``jaxport_compilations``, the programs this actor compiled after its
+    warm-up (0: every batch fits the bucket of the first), and ``jaxport_compilations_total``, all it compiled or
+    fetched from the compilation cache (1). ``dims``: the bucket sizes, as ``jaxport serve --dim`` (default: the spec's
+    bounds' sizes). ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword
+    as well (one at its default leaves ``load``'s): ``cache_dir``, JAX's persistent compilation cache (see the module
+    docstring), ``allow_custom_calls``, ...
     """
 
     def __init__(self, artifact: Any, function: str | None = None, dims: Dims | None = None, *,
                  columns: Mapping[str, str] | None = None, keep_inputs: bool = True,
                  report_compilations: bool = False, batch_size: int | None = None, load: LoadOptions | None = None,
-                 **load_fields: Any):
-        self.engine = Engine(_resolved(artifact), dims=dims, batch_size=batch_size,
-                             load=merged(load, {"function": function, **load_fields}, "Predictor"))
+                 runtime: str = "jax",
+                 allow_platform_mismatch: bool = False, allow_custom_calls: Iterable[str] | None = (),
+                 verify_weights: bool = True, cache_dir: str | Path | None = None, cache: bool = True,
+                 module_dir: str | Path | None = None,
+                 require_signature: str | Path | Iterable[str | Path] | None = (),
+                 signature: str | Path | None = None, check_ranges: bool = False):
+        options = record_of(LoadOptions, load, {
+            "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+            "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
+            "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
+            "check_ranges": check_ranges}, "load")
+        self.engine = Engine(_resolved(artifact), dims=dims, batch_size=batch_size, load=options)
         self.columns = dict(columns or {})
         self.keep_inputs = keep_inputs
         self.report_compilations = report_compilations

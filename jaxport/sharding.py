@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from . import dimexpr
-from ._jax_internals import hlo_sharding_text, named_shardings
 from ._text import plural
 from .errors import PlatformError, SpecError
+from .jaxprivate.exported import hlo_sharding_text, named_shardings
 
 #: One PartitionSpec entry: None, an axis name, or a tuple of axis names.
 Entry = None | str | tuple[str, ...]

@@ -31,25 +31,33 @@ twice: select its output once, or cache it). Needs the optional extra ``jaxport[
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pyspark.accumulators import Accumulator, AccumulatorParam
-from pyspark.sql import types as T
-
 from . import dtypes
+from ._api_types import record_of
 from .artifact.manifest import function_names
 from .artifact.model import Output
-from .errors import InputError, UsageError
+from .errors import InputError, MissingExtra, UsageError
 from .run.load import open_checked
 from .run.options import LoadOptions
 from .serve.batching import Dims
 from .serve.engine import COUNTS, Engine, artifact_path, first_axis_bound, keep_file
-from .serve.loading import check_serving, merged
+from .serve.loading import check_serving
 from .serve.rows import Column, stack_column
+
+try:
+    from pyspark.accumulators import Accumulator, AccumulatorParam
+    from pyspark.sql import types as T
+except ImportError as e:  # the extra jaxport[spark]: exit 10 naming it, not a traceback of Spark's absence
+    raise MissingExtra("jaxport.spark", "spark", "pyspark, pandas, pyarrow", e) from None
+for _needed in ("pandas", "pyarrow"):  # a pandas UDF's batches: found, not imported (a worker imports them)
+    if importlib.util.find_spec(_needed) is None:
+        raise MissingExtra("jaxport.spark", "spark", "pyspark, pandas, pyarrow", f"No module named {_needed!r}")
 
 __all__ = ["metrics", "predict_udf"]
 
@@ -165,7 +173,13 @@ def _shipped(local: Path) -> str:
 
 def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims: Dims | None = None, *,
                 batch_size: int | None = None, ship: bool = True, metrics: Accumulator | None = None,
-                fields: Mapping[str, str] | None = None, load: LoadOptions | None = None, **load_fields: Any) -> Any:
+                fields: Mapping[str, str] | None = None, load: LoadOptions | None = None,
+                runtime: str = "jax",
+                allow_platform_mismatch: bool = False, allow_custom_calls: Iterable[str] | None = (),
+                verify_weights: bool = True, cache_dir: str | Path | None = None, cache: bool = True,
+                module_dir: str | Path | None = None,
+                require_signature: str | Path | Iterable[str | Path] | None = (),
+                signature: str | Path | None = None, check_ranges: bool = False) -> Any:
     """The pandas UDF that runs ``function`` of ``artifact`` (see the module docstring). ``artifact``: a path on the
     driver, or the artifact's bytes. ``dims``: the bucket sizes, as ``jaxport serve --dim``; ``batch_size``: the
     rows of one program call (at most the largest bucket's; default: Spark's Arrow batch cut evenly, see the module
@@ -173,8 +187,12 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     ``fields``: the struct's field name of an output (of several), by output name (default: the name with ``/`` and
     ``.`` as ``_``); two outputs on one field are refused here, before any data runs.
     ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as well
-    (``cache_dir``, ``allow_custom_calls``, ...)."""
-    options = merged(load, {"function": function, **load_fields}, "predict_udf")
+    (``cache_dir``, ``allow_custom_calls``, ...; one at its default leaves ``load``'s)."""
+    options = record_of(LoadOptions, load, {
+        "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+        "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
+        "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
+        "check_ranges": check_ranges}, "load")
     check_serving(options)
     given_bytes = isinstance(artifact, (bytes, bytearray, memoryview))
     local = artifact_path(artifact)
@@ -208,7 +226,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
         return_type = T.StructType([T.StructField(field_names[o.name], _spark_type(o)) for o in outputs])
     shipped = _shipped(local) if ship or given_bytes else None
     path, dims_ = str(local), dict(dims or {})
-    cache = os.fspath(options.cache_dir) if options.cache and options.cache_dir is not None else None
+    cache_path = os.fspath(options.cache_dir) if options.cache and options.cache_dir is not None else None
     warm = size  # the one bucket each worker compiles, at start
     sink = None if metrics is None else _Sink(metrics)
 
@@ -216,7 +234,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
         from pyspark import SparkFiles
 
         source = SparkFiles.get(shipped) if shipped is not None else path
-        where = cache if cache is None or os.path.isabs(cache) else SparkFiles.get(cache)
+        where = cache_path if cache_path is None or os.path.isabs(cache_path) else SparkFiles.get(cache_path)
         engine = Engine(source, dims=dims_, batch_size=warm, load=dataclasses.replace(options, cache_dir=where))
 
         def predict(*columns: Any) -> Any:

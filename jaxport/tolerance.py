@@ -5,7 +5,8 @@ non-finite values and error statistics.
 An output passes when ``|actual - expected| <= atol + rtol * |expected|`` everywhere; NaN must match NaN and an
 infinity the same infinity, at the same positions (a NaN where the other side has a number, or at another position,
 is a mismatch); integers and booleans must be equal. Two compilers (``verify --runtime iree``) are compared with
-:data:`COMPILER_TOLERANCES` and the magnitude-scaled rule ``|actual - expected| <= atol + rtol * max(|expected|, s)``,
+:data:`COMPILER_TOLERANCES` (of the program's lowest-precision float type, when it computes in one below the
+output's) and the magnitude-scaled rule ``|actual - expected| <= atol + rtol * max(|expected|, s)``,
 ``s`` the largest finite ``|expected|`` of that output: compilers reorder reductions and approximate transcendental
 functions differently, so an error is measured against the output's magnitude, not against a value that happens to
 lie near zero. An output whose values are all NaN or infinite on both sides proves nothing: it is *inconclusive*
@@ -39,13 +40,34 @@ _LONG = {"artifact": "the artifact", "live": "the live function", "reference": "
 
 
 def tolerance(dtype: str, atol: float | None = None, rtol: float | None = None, *,
-              across_compilers: bool = False) -> tuple[float, float]:
+              across_compilers: bool = False, computed_in: str | None = None) -> tuple[float, float]:
     """``(atol, rtol)`` for an output dtype; ``atol``/``rtol`` override the dtype's defaults (``DType.tolerance``, or
-    ``DType.compiler_tolerance`` with ``across_compilers``). Integers, bools and unknown types must be equal."""
+    ``DType.compiler_tolerance`` with ``across_compilers``). Integers, bools and unknown types must be equal.
+
+    ``computed_in``: with ``across_compilers``, the program's lowest-precision float type (:func:`lowest_float`): a
+    float output computed through it (an ``f32`` output of ``bf16`` arithmetic) takes that type's compiler
+    tolerances, since two compilers round its intermediates apart (one keeps a ``bf16`` product in ``f32``, the other
+    rounds it)."""
     d = dtypes.BY_NAME.get(dtype)
     default_atol, default_rtol = dtypes.EXACT if d is None else \
         d.compiler_tolerance if across_compilers else d.tolerance
+    low = dtypes.BY_NAME.get(computed_in) if computed_in is not None else None
+    if (across_compilers and d is not None and low is not None and d.kind in ("float", "complex")
+            and (low.precision or 0) < (d.precision or 0)):
+        default_atol, default_rtol = (max(a, b) for a, b in zip((default_atol, default_rtol), low.compiler_tolerance))
     return (default_atol if atol is None else atol), (default_rtol if rtol is None else rtol)
+
+
+def lowest_float(element_types: set[str] | list[str]) -> str | None:
+    """The float type of least precision among a program's MLIR element types (``bf16``, ``complex<f32>``, ``i4``:
+    ``program.module_scan.element_types``), as its canonical name (``bfloat16``); a complex type counts as its parts'.
+    None when the program holds no float."""
+    found = []
+    for t in element_types:
+        d = dtypes.BY_MLIR.get(t)
+        if d is not None and d.kind in ("float", "complex") and d.precision is not None:
+            found.append(dtypes.BY_NAME[d.part] if d.part else d)
+    return min(found, key=lambda d: (d.precision, d.width)).name if found else None
 
 
 @dataclass
@@ -119,19 +141,20 @@ def _scalar(v: Any) -> Any:
 
 
 def compare(name: str, expected: Any, actual: Any, atol: float | None = None, rtol: float | None = None, *,
-            allow_nonfinite: bool = False, across_compilers: bool = False,
+            allow_nonfinite: bool = False, across_compilers: bool = False, computed_in: str | None = None,
             sides: tuple[str, str] = ("artifact", "live")) -> OutputResult:
     """Compare one output: ``actual`` (the artifact's) with ``expected`` (the reference's); see the module docstring.
 
     ``allow_nonfinite``: an output that is NaN/Inf everywhere on both sides passes (it is still marked
-    ``inconclusive``). ``across_compilers``: :data:`COMPILER_TOLERANCES` and the magnitude-scaled rule. ``sides``
-    names the two sides, ``(actual, expected)``, in messages.
+    ``inconclusive``). ``across_compilers``: :data:`COMPILER_TOLERANCES` and the magnitude-scaled rule, of the
+    program's lowest-precision float type ``computed_in`` where it is below the output's (:func:`tolerance`).
+    ``sides`` names the two sides, ``(actual, expected)``, in messages.
     """
     import numpy as np
 
     e, a = np.asarray(expected), np.asarray(actual)
     dtype = str(a.dtype)
-    at, rt = tolerance(str(e.dtype), atol, rtol, across_compilers=across_compilers)
+    at, rt = tolerance(str(e.dtype), atol, rtol, across_compilers=across_compilers, computed_in=computed_in)
     result = OutputResult(name, dtype, [int(d) for d in a.shape], int(a.size), at, rt,
                           allow_nonfinite=allow_nonfinite, sides=sides)
     first, second = (_LONG.get(s, s) for s in sides)

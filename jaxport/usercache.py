@@ -13,10 +13,16 @@ so both are read only from a directory owned by this user and writable by no one
 file that is not a regular file of this user's that only this user can write, is larger than a verdict, does not
 parse, or holds any other key is ignored (the check runs again and replaces it). Verdicts are written
 atomically (``_fsio.atomic_write``); failing to write one only costs a check next time.
+
+Under a required signature the cache directory is code the signer did not write: a record about a program loaded
+under one (:func:`require_vouching`: the program's sha256 and who may vouch) is read only if a trusted signer vouched
+for that very file, its name and sha256 (``artifact.signing.vouch``); any other is ignored with one note, and the
+work it would have saved is done again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -104,16 +110,68 @@ def untrusted_reason(directory: str | os.PathLike[str]) -> str | None:
 def has_verdict(directory: Path, key: dict[str, str]) -> bool:
     """Whether ``directory`` holds a passed verdict of exactly ``key`` (see the module docstring for what is
     ignored), read only from a directory of this user's that no one else can write (:func:`untrusted_reason`)."""
-    return _read_json(directory, verdict_path(directory, key), MAX_VERDICT_BYTES) == key
+    return _read_json(directory, verdict_path(directory, key), MAX_VERDICT_BYTES, key.get("sha256")) == key
 
 
-def _read_json(directory: Path, path: Path, most: int) -> Any:
+# --- records under a required signature ----------------------------------------------------------------------------
+
+#: Program sha256 -> what may vouch for the records about it (``run.vouching.Vouching``: ``vouched(path, sha256)``
+#: gives the signer who vouched for that file, or None, and ``notes`` the lines about what was ignored).
+_REQUIRED: dict[str, list[Any]] = {}
+
+
+def require_vouching(program: str, vouching: Any) -> None:
+    """From now on in this process, read a record about the program of sha256 ``program`` only if ``vouching``
+    (or another one given for it) vouches for the file's bytes: the program was loaded under a required
+    signature."""
+    known = _REQUIRED.setdefault(program, [])
+    if vouching not in known:
+        known.append(vouching)
+
+
+def vouching_required(program: str | None) -> bool:
+    """Whether records about ``program`` are read only when vouched for (:func:`require_vouching`)."""
+    return program is not None and program in _REQUIRED
+
+
+def vouched(program: str | None, path: Path, sha256: str) -> tuple[bool, str | None]:
+    """Whether the file ``path`` whose bytes have ``sha256`` may be used as a record about ``program``, and the
+    signer who vouched for it: (True, None) when no signature is required for the program; (False, None) when one
+    is and no trusted signer vouched for these bytes (:func:`unvouched` then says so)."""
+    if program is None or program not in _REQUIRED:
+        return True, None
+    for vouching in _REQUIRED[program]:
+        signer = vouching.vouched(path, sha256)
+        if signer is not None:
+            return True, signer
+    return False, None
+
+
+def unvouched(program: str, path: Path, keep: bool = False) -> str:
+    """The line saying that ``path``, a record about ``program``, is ignored for want of a vouch; with ``keep``, it
+    is also among the program's :func:`vouching_notes`, for whoever reports the work that read it."""
+    lines = [vouching.ignored(path, keep) for vouching in _REQUIRED.get(program, ())[:1]]
+    return lines[0] if lines else f"ignored {path.name} in the cache: no trusted signer vouched for it."
+
+
+def vouching_notes(program: str | None) -> list[str]:
+    """The lines about the records of ``program`` ignored under a required signature (vouches that did not verify,
+    entries no one vouched for) since they were last asked for: each is said once."""
+    return [n for vouching in _REQUIRED.get(program or "", ()) for n in vouching.drain()]
+
+
+def _read_json(directory: Path, path: Path, most: int, program: str | None = None) -> Any:
     """The JSON value in ``path`` inside ``directory``, read only from a directory no one else may write
-    (:func:`untrusted_reason`) and as :func:`_read_small` reads; None when it cannot be read or is not JSON."""
+    (:func:`untrusted_reason`) and as :func:`read_small` reads; None when it cannot be read or is not JSON, or
+    when a signature is required for ``program`` and no trusted signer vouched for the file (:func:`vouched`)."""
     if untrusted_reason(directory) is not None:
         return None
-    data = _read_small(path, most)
+    data = read_small(path, most)
     if data is None:
+        return None
+    if vouching_required(program) and not vouched(program, path, hashlib.sha256(data).hexdigest())[0]:
+        assert program is not None
+        unvouched(program, path, keep=True)
         return None
     try:
         return json.loads(data.decode("utf-8"))
@@ -121,7 +179,7 @@ def _read_json(directory: Path, path: Path, most: int) -> Any:
         return None
 
 
-def _read_small(path: Path, most: int) -> bytes | None:
+def read_small(path: Path, most: int) -> bytes | None:
     """The bytes of ``path`` if it is a regular file (never through a symbolic link, never a FIFO or device) of at
     most ``most`` bytes; None otherwise, or if it cannot be read."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -135,8 +193,8 @@ def _read_small(path: Path, most: int) -> bytes | None:
             return None
         if hasattr(os, "geteuid") and (info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
             return None  # a file someone else wrote or may rewrite
-        data = os.read(fd, most + 1)
-        return data if len(data) <= most else None
+        data = os.read(fd, min(most, info.st_size) + 1)  # never a buffer of ``most`` for a small file
+        return data if len(data) <= min(most, info.st_size) else None
     except OSError:
         return None
     finally:
@@ -198,11 +256,12 @@ def record_path(directory: Path, kind: str, digest: str) -> Path:
     return directory / f"jaxport-{_safe(kind)}-{_safe(digest)}-{_safe(jaxlib_version())}-{_safe(__version__)}.json"
 
 
-def read_record(directory: Path, kind: str, digest: str) -> Any:
+def read_record(directory: Path, kind: str, digest: str, program: str | None = None) -> Any:
     """A JSON value remembered by :func:`write_record` for ``kind`` and ``digest`` (under this jaxlib and jaxport),
     read as verdicts are (a regular file of this user's that no one else can write, in a directory no one else can
-    write, at most :data:`MAX_RECORD_BYTES`); None when there is none or it is not one."""
-    found = _read_json(directory, record_path(directory, kind, digest), MAX_RECORD_BYTES)
+    write, at most :data:`MAX_RECORD_BYTES`); None when there is none or it is not one, or when it is about
+    ``program`` (a sha256), which requires a vouch, and no trusted signer vouched for it (:func:`vouched`)."""
+    found = _read_json(directory, record_path(directory, kind, digest), MAX_RECORD_BYTES, program)
     if not isinstance(found, dict) or found.get("key") != _record_key(kind, digest):
         return None
     return found.get("value")

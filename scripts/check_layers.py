@@ -6,9 +6,9 @@
 
    ========== =========================================================
    foundation the flat top-level modules (errors, dtypes, dimexpr, sharding, ...), ``jaxport.program``, the
-              lowered program's readers and checks (``_jax_internals`` builds on ``program.jaxser``), and
-              ``jaxport.arrayfiles``, arrays in files (``.npy``, ``.safetensors``, sub-byte packing): foundation
-              only
+              lowered program's readers and checks, ``jaxport.jaxprivate``, JAX's private surface (its
+              ``exported`` builds on ``program.jaxser``), and ``jaxport.arrayfiles``, arrays in files (``.npy``,
+              ``.safetensors``, sub-byte packing): foundation only
    spec       ``jaxport.spec``, the spec language: foundation
    isolation  ``jaxport.isolation``, child processes with limits and the program checks run in them: foundation
    artifact   ``jaxport.artifact``: the base layers (spec, isolation, foundation)
@@ -59,11 +59,25 @@
                     values
    ================ =====================================================================================
 
+7. Transport: records inside, keywords at the facade. Inside the library a request, or a group of options, travels as
+   its record (``LoadOptions``, ``ExportRequest``, ``VerifyRequest``, ...). Only the facade (:data:`FACADE`: the
+   public functions and constructors a user calls with keywords, ``jaxport.load``, ``jaxport.export``,
+   ``CallRequest``, the batch engines' adapters, ...) takes a record's fields, each as a parameter of its own (with
+   the field's default), and builds the record once (``_api_types.record_of``). So a facade function lists every
+   field of the records it builds; no library module imports one (it calls the function beside it that takes the
+   record: ``load_by``, ``verify_by``, ``import_by``, the pipeline's ``export``; a package's ``__init__`` may
+   re-export its own), nor gives a facade constructor another record's fields by keyword (``CallRequest(path,
+   load=options)``, never ``runtime=``); and no library function takes ``**kwargs`` but a call in another function's
+   own form (with ``*args``: a wrapper, a program called as the function it was exported from), which never unpacks
+   them into a record (a class, or ``replace``), and the keyword bags of :data:`KEYWORD_BAGS`, whose names it cannot
+   know (a pytree's, JAX's flags, a spec's top-level keys). ``tests/test_limits.py`` counts a facade function's
+   parameters less the fields it lists.
+
 The command line (``jaxport_cli``, the directory ``cli/``) sits above the library and may import any of it, lazily
 (``jaxport --help`` must not import JAX), but only by public names:
 
-7. No import cycle between command-line modules (function bodies included).
-8. No command-line module imports a private library module (``jaxport._text``) or a ``_private`` name, of the
+8. No import cycle between command-line modules (function bodies included).
+9. No command-line module imports a private library module (``jaxport._text``) or a ``_private`` name, of the
    library or of another command-line module, nor reads one through a module it imported.
 
 Usage: ``python scripts/check_layers.py [PACKAGE_DIR [CLI_DIR]]``; prints one line per violation, exits 1 if any.
@@ -94,17 +108,14 @@ ALLOWED = {
 }
 SUBPACKAGES = ("spec", "isolation", "artifact", "export", "importer", "run", "verify", "serve")
 #: Subpackages that belong to the foundation layer.
-FOUNDATION_PACKAGES = ("program", "arrayfiles")
+FOUNDATION_PACKAGES = ("program", "jaxprivate", "arrayfiles")
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
 ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
 #: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
 OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
 #: Importer -> the modules it imports where an optional stage of the export needs them (rule 3).
-OPTIONAL_STAGES: dict[str, set[str]] = {
-    "jaxport.export.request": {"jaxport.export.target"},
-    "jaxport.export.pipeline": {"jaxport.export.target"},
-}
+OPTIONAL_STAGES: dict[str, set[str]] = {"jaxport.export.request": {"jaxport.export.target"}}
 #: The rooms of the layers that have them (rule 6): room -> the other rooms of its layer it may import. The name of a
 #: layer alone is its core, the flat modules; every sub-package of a layer in ``ROOMED`` must be a room here.
 ROOMS: dict[str, set[str]] = {
@@ -121,6 +132,35 @@ ROOMS: dict[str, set[str]] = {
     "run.calls": {"run", "run.values", "run.buckets", "run.compile"},
 }
 ROOMED = ("artifact", "run")
+#: The facade (rule 7): module -> its functions (qualified: ``Engine.__init__``) that take a record's fields as
+#: keywords, each with the records (``module.Class``) whose every field it lists as a parameter of its own.
+LOAD_OPTIONS = "jaxport.run.options.LoadOptions"
+VERIFY_REQUEST = "jaxport.verify.request.VerifyRequest"
+FACADE: dict[str, dict[str, tuple[str, ...]]] = {
+    "jaxport": {"_export": ("jaxport.export.request.ExportRequest",)},  # ``jaxport.export``, its arguments checked
+    "jaxport.run.load": {"load": (LOAD_OPTIONS,)},
+    "jaxport.run.calls.calling": {"CallRequest.__init__": ("jaxport.run.calls.calling.CallRequest", LOAD_OPTIONS)},
+    "jaxport.verify.request": {"VerifyRequest.__init__": (VERIFY_REQUEST, LOAD_OPTIONS)},
+    "jaxport.verify.api": {"verify": (VERIFY_REQUEST, LOAD_OPTIONS), "localize": (VERIFY_REQUEST, LOAD_OPTIONS)},
+    "jaxport.importer.build": {"import_stablehlo": ("jaxport.importer.request.ImportRequest",)},
+    "jaxport.export.write": {"ExportResult.load": (LOAD_OPTIONS,)},  # ``jaxport.load``'s keywords, passed to it
+    "jaxport.serve.models": {"open_models": ("jaxport.serve.models.Serving",)},
+    "jaxport.serve.engine": {"Engine.__init__": (LOAD_OPTIONS,)},
+    "jaxport.ray": {"Predictor.__init__": (LOAD_OPTIONS,)},
+    "jaxport.beam": {"ModelHandler.__init__": (LOAD_OPTIONS,)},
+    "jaxport.spark": {"predict_udf": (LOAD_OPTIONS,)},
+}
+#: The fields a facade function leaves out of its records', and why: ``module.function`` -> {field: why}.
+FACADE_OMITS: dict[str, dict[str, str]] = {"jaxport.verify.api.localize": {"localize": "always on"}}
+#: The functions whose ``**kwargs`` are names they cannot know (rule 7): ``module.function`` -> what the names are.
+KEYWORD_BAGS: dict[str, str] = {
+    "jaxport.artifact.model.replace": "a record's changed fields, as dataclasses.replace takes them",
+    "jaxport.artifact.model._given": "a JSON object's optional entries, by key",
+    "jaxport.export.tracing.jax_config": "JAX's configuration options, by name",
+    "jaxport.run.values.treefiles.save_inputs": "the pytrees to save, each by the name it is saved under",
+    "jaxport.spec.build.Spec.__init__": "a spec's other top-level keys (functions, mesh, vjp_order, ...)",
+    "jaxport.run.cache._listen.on_event": "the details of a JAX monitoring event (the listener's signature)",
+}
 HEAVY = ("jax", "jaxlib", "numpy", "ml_dtypes", "safetensors", "iree", "model_signing", "sigstore", "cryptography",
          "OpenSSL")
 LIGHT_LAYERS = ("artifact", "spec", "isolation", "foundation")
@@ -143,6 +183,7 @@ class Module:
     imports: list[Import] = field(default_factory=list)
     heavy_top: list[tuple[str, int]] = field(default_factory=list)  # (module, line) of heavy top-level imports
     private_reads: list[tuple[str, str, int]] = field(default_factory=list)  # (module, attribute, line)
+    module_reads: list[tuple[str, str, int]] = field(default_factory=list)  # every attribute read through a module
     cli_imports: list[int] = field(default_factory=list)
 
 
@@ -268,6 +309,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.value, ast.Name) and node.value.id in self.module_aliases:
             attr = node.attr
+            self.mod.module_reads.append((self.module_aliases[node.value.id], attr, node.lineno))
             if _private(attr):
                 self.mod.private_reads.append((self.module_aliases[node.value.id], attr, node.lineno))
         self.generic_visit(node)
@@ -403,13 +445,14 @@ def violations(root: Path) -> list[str]:
                     out.append(f"{where}:{imp.line}: {mod.name} imports the private name {name} from {target}")
         for target, attr, line in mod.private_reads:
             out.append(f"{where}:{line}: {mod.name} reads the private name {attr} of {target}")
+    out += transport_violations(root, modules)
     for component in _cycles(import_graph(modules)):
         out.append(f"import cycle: {' -> '.join(component)} (each imports another in the group)")
     return out
 
 
 def cli_violations(root: Path, library: Path) -> list[str]:
-    """Every breach of the command line's rules (7 and 8) in the ``jaxport_cli`` package at ``root`` (``cli/``),
+    """Every breach of the command line's rules (8 and 9) in the ``jaxport_cli`` package at ``root`` (``cli/``),
     over the library at ``library``, one readable line each."""
     library_modules = load_package(library)
     modules = load_package(root, CLI_PACKAGE, also=frozenset(library_modules), tracked=(PACKAGE, CLI_PACKAGE))
@@ -437,6 +480,146 @@ def cli_violations(root: Path, library: Path) -> list[str]:
             out.append(f"{where}:{line}: {mod.name} reads the private name {attr} of {target}")
     for component in _cycles(graph):
         out.append(f"import cycle: {' -> '.join(component)} (each imports another in the group)")
+    return out
+
+
+def functions(tree: ast.AST) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function of a module with its qualified name (``Engine.__init__``, ``_listen.on_event``)."""
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield f"{prefix}{child.name}", child
+                yield from walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, f"{prefix}{child.name}.")
+            else:
+                yield from walk(child, prefix)
+
+    yield from walk(tree, "")
+
+
+def parameter_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The names of a function's parameters but ``*args`` and ``**kwargs``."""
+    return [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+
+
+def record_fields(root: Path, record: str) -> list[str]:
+    """The fields of the dataclass ``record`` (``jaxport.run.options.LoadOptions``) of the package at ``root``, read
+    from its class body and those of its bases in the package (``ExportRequest`` over ``WriteOptions``), bases first;
+    none of ``ClassVar`` or ``KW_ONLY``; none for a record the package does not hold."""
+    module, _, name = record.rpartition(".")
+    parts = module.split(".")[1:]
+    path = root.joinpath(*parts).with_suffix(".py")
+    if not path.exists():
+        path = root.joinpath(*parts, "__init__.py")
+    tree = ast.parse(path.read_text(), str(path)) if path.exists() else ast.Module([], [])
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if cls is None:  # a package without the record (the layer tests' small ones)
+        return []
+    imported = {a.asname or a.name: _absolute(module, path.name == "__init__.py", n) + "." + a.name
+                for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    fields: list[str] = []
+    for base in cls.bases:
+        if isinstance(base, ast.Name):
+            home = f"{module}.{base.id}" if any(isinstance(n, ast.ClassDef) and n.name == base.id
+                                                for n in tree.body) else imported.get(base.id, "")
+            if home.startswith(PACKAGE + "."):
+                fields += record_fields(root, home)
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            annotation = ast.unparse(node.annotation)
+            if "ClassVar" not in annotation and "KW_ONLY" not in annotation and node.target.id not in fields:
+                fields.append(node.target.id)
+    return fields
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _into_a_record(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """Whether the function unpacks ``name`` into a record: ``**name`` given to a class (a name that starts with a
+    capital) or to ``replace``."""
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if (callee[:1].isupper() or callee == "replace") and any(
+                k.arg is None and isinstance(k.value, ast.Name) and k.value.id == name for k in call.keywords):
+            return True
+    return False
+
+
+def _held_fields(root: Path) -> dict[str, dict[str, str]]:
+    """Each facade constructor's class (``CallRequest``) -> the fields of the other records it takes by keyword, each
+    with its record's name (``{"runtime": "LoadOptions", ...}``)."""
+    held: dict[str, dict[str, str]] = {}
+    for module, functions_ in FACADE.items():
+        for qualname, records in functions_.items():
+            cls = qualname.removesuffix(".__init__")
+            if qualname.endswith(".__init__") and "." not in cls:
+                held[cls] = {f: r.rpartition(".")[2] for r in records if r != f"{module}.{cls}"
+                             for f in record_fields(root, r)}
+    return held
+
+
+def _keywords_to_constructors(mod: Module, tree: ast.AST, where: Path, held: dict[str, dict[str, str]]) -> list[str]:
+    """The calls in ``mod`` of a facade constructor (``CallRequest``) that give another record's fields by keyword."""
+    out = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        given = [k.arg for k in call.keywords if k.arg in held.get(callee, {})]
+        if given:
+            record = held[callee][given[0]]
+            out.append(f"{where}:{call.lineno}: {mod.name} gives {callee} the {record} field{'s' * (len(given) > 1)} "
+                       f"{', '.join(given)} by keyword; inside the library pass the record whole")
+    return out
+
+
+def transport_violations(root: Path, modules: dict[str, Module]) -> list[str]:
+    """Every breach of rule 7 in the package at ``root``: a facade function that does not list a field of its
+    records, a library module that imports a facade function, a ``**kwargs`` that is no call's own form (or is
+    unpacked into a record) nor a listed keyword bag."""
+    out: list[str] = []
+    facade_functions = {(m, q) for m, fs in FACADE.items() for q in fs if "." not in q}
+    held = _held_fields(root)
+    for mod in modules.values():
+        where = mod.path.relative_to(root.parent)
+        tree = ast.parse(mod.path.read_text(), str(mod.path))
+        listed = FACADE.get(mod.name, {})
+        for qualname, node in functions(tree):
+            full = f"{mod.name}.{qualname}"
+            if qualname in listed:
+                names = set(parameter_names(node))
+                omitted = FACADE_OMITS.get(full, {})
+                for record in listed[qualname]:
+                    missing = [f for f in record_fields(root, record) if f not in names and f not in omitted]
+                    if missing:
+                        out.append(f"{where}:{node.lineno}: {qualname} takes the fields of {record.rpartition('.')[2]} "
+                                   f"but not {', '.join(missing)}; the facade lists every field of the records it "
+                                   f"builds")
+            kwargs = node.args.kwarg
+            if kwargs is not None and full not in KEYWORD_BAGS and (
+                    node.args.vararg is None or _into_a_record(node, kwargs.arg)):
+                out.append(f"{where}:{node.lineno}: {qualname} takes **{kwargs.arg}; inside the library a request "
+                           f"travels as its record: take the record (the facade lists a record's fields as "
+                           f"parameters of their own), or list the keyword bag in KEYWORD_BAGS")
+        if layer(mod.name) == "facade":
+            continue
+        out += _keywords_to_constructors(mod, tree, where, held)
+        for imp, target in _imports(mod, modules):
+            reexport = mod.is_package and target.startswith(mod.name + ".")
+            for name in imp.names:
+                if (target, name) in facade_functions and not reexport:
+                    out.append(f"{where}:{imp.line}: {mod.name} imports the facade function {name} from {target}; "
+                               f"inside the library call the function beside it that takes the record")
+        for target, attr, line in mod.module_reads:
+            if (target, attr) in facade_functions:
+                out.append(f"{where}:{line}: {mod.name} calls the facade function {attr} of {target}; inside the "
+                           f"library call the function beside it that takes the record")
     return out
 
 

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jaxport.run.compile.targets import quiet_libtpu
+from jaxport.run.compile.targets import quiet_cuda, quiet_libtpu
 from tests.support import EXAMPLES
 
 # libtpu is installed (the extra `tpu`, to compile for a TPU here): keep its start-up warnings out of every process a
-# test starts, as the command line does for itself.
+# test starts, as the command line does for itself; and JAX's CUDA plugin (the extra `cuda`, in .venv-cuda) without a
+# GPU: JAX starts its CPU alone.
 quiet_libtpu()
+quiet_cuda()
 
 # Strictness: warnings are errors (pyproject's filterwarnings). JAX's rank-promotion check is left at its default:
 # jaxport exports users' functions, which rely on broadcasting, and must see them as users run them.
@@ -122,7 +124,17 @@ def pytest_unconfigure(config):
         runtime.disable_leak_checker()
 
 
+#: Why a test marked ``libtpu`` skips where libtpu is not installed: jaxport's own environment never has it (the test
+#: tools leave the user's JAX alone), and ``make test-tpu-deviceless`` runs these tests in one that does.
+NO_LIBTPU = "needs libtpu (the extra tpu): make test-tpu-deviceless runs it, in .venv-tpu"
+
+
 def pytest_collection_modifyitems(config, items):
+    import importlib.util
+
+    has_libtpu = importlib.util.find_spec("libtpu") is not None
     for item in items:
         if item.path.name in CORPUS_FILES:
             item.add_marker(pytest.mark.corpus)
+        if not has_libtpu and item.get_closest_marker("libtpu") is not None:
+            item.add_marker(pytest.mark.skip(reason=NO_LIBTPU))

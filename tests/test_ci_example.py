@@ -227,9 +227,10 @@ def test_the_policy_with_a_consumer_jax_passes_an_artifact_written_for_it(tmp_pa
     (consumer,) = re.findall(r'^# min_consumer_jax: "([0-9.]+)"$', text, re.M)
     assert f"--for-jax {consumer})" in text
     policy.write_text(text.replace(f'# min_consumer_jax: "{consumer}"', f'min_consumer_jax: "{consumer}"'))
-    model, spec = WORKFLOW["env"]["MODEL"], WORKFLOW["env"]["SPEC"]
+    model, spec, weights = WORKFLOW["env"]["MODEL"], WORKFLOW["env"]["SPEC"], WORKFLOW["env"]["WEIGHTS"]
     for name, extra in (("newest", []), ("for", ["--for-jax", consumer])):
-        assert run_cli("export", model, "--shapes", spec, "-o", f"{name}.jaxport", *extra).exit_code == 0
+        assert run_cli("export", model, "--shapes", spec, "--bind", weights, "-o", f"{name}.jaxport",
+                       *extra).exit_code == 0
     res = run_cli("check", "newest.jaxport", "--policy", str(policy))
     assert res.exit_code == 14 and "min_consumer_jax" in res.stdout + res.stderr, res.stdout + res.stderr
     res = run_cli("check", "for.jaxport", "--policy", str(policy))
@@ -246,3 +247,39 @@ def test_a_breaking_change_against_main_fails_the_build(tmp_path):
     assert (name, code) == ("Diff against main", 13)
     assert "bound_tightened" in output
     assert "error[diff]: build/model.jaxport differs from build/main.jaxport: 1 breaking" in output
+
+
+def _resize(model: Path, old: str, new: str) -> None:
+    """Rewrite examples/mlp/model.py's parameter shapes in a checkout (``(32, 10)`` -> ``(32, 12)``)."""
+    text = model.read_text()
+    assert old in text
+    model.write_text(text.replace(old, new))
+
+
+@pytest.mark.slow
+def test_a_resized_hidden_layer_passes_and_a_changed_output_fails(tmp_path):
+    """The artifact stores its weights (WEIGHTS): a hidden layer of 48 units where main has 32 changes three bound
+    tensors' shapes, which breaks no caller (the same input, the same output): the gate passes and the diff says the
+    change breaks rebinding. Ten classes where main had twelve changes the output: the gate fails."""
+    for run in ("resize", "output"):
+        (tmp_path / run).mkdir()
+    workspace, main = _checkout(tmp_path / "resize", "workspace"), _checkout(tmp_path / "resize", "main")
+    model = workspace / "examples" / "mlp" / "model.py"
+    for hidden in ("(784, 32)", "np.zeros(32,", "(32, 10)"):
+        _resize(model, hidden, hidden.replace("32", "48"))
+    results = _run_workflow(tmp_path / "resize", workspace, main)
+    assert [code for _, code, _ in results] == [0] * len(results), results[-1][2]
+    said = " ".join(_output(results, "Diff against main").split())  # the lines as a terminal of any width wraps them
+    assert ("build/model.jaxport differs from build/main.jaxport: 0 breaking, 4 compatible changes, 3 of which break "
+            "rebinding (a bound tensor's layout).") in said
+    assert _output(results, "Diff against main").count("weights_layout_changed") == 3
+    workspace, main = _checkout(tmp_path / "output", "workspace"), _checkout(tmp_path / "output", "main")
+    for classes in ("(32, 10)", "np.zeros(10,"):
+        _resize(main / "examples" / "mlp" / "model.py", classes, classes.replace("10", "12"))
+    results = _run_workflow(tmp_path / "output", workspace, main)
+    name, code, output = results[-1]
+    assert (name, code) == ("Diff against main", 13)
+    assert "output_dimension_changed" in output
+    assert ("error[diff]: build/model.jaxport differs from build/main.jaxport: 1 breaking, 3 compatible changes, 2 of "
+            "which break rebinding (a bound tensor's layout). Failing on breaking changes (--fail-on breaking).") \
+        in " ".join(output.split())

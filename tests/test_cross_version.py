@@ -65,7 +65,7 @@ print(json.dumps(jax.__version__))
 _SHARDINGS = """
 import json, sys, zipfile
 from jax import export
-from jaxport._jax_internals import named_shardings
+from jaxport.jaxprivate.exported import named_shardings
 with zipfile.ZipFile(sys.argv[1]) as z:
     exported = export.deserialize(bytearray(z.read("functions/predict.jaxexport")))
 ins, outs = named_shardings(exported)

@@ -20,8 +20,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DIGESTS = REPO / "tests" / "golden" / "example-digests"
-#: The JAX releases CI runs (make test: the newest; make test-compat: the oldest), and the newest for Python 3.11.
-PINNED = ("0.9.1", "0.10.2", "0.12.0.1")
+#: The JAX releases CI runs (make test: the newest, 0.12.1; make test-compat: the oldest), the newest for Python 3.11,
+#: and 0.12.0.1 (the newest with a libtpu on PyPI: make test-tpu-deviceless's).
+PINNED = ("0.9.1", "0.10.2", "0.12.0.1", "0.12.1")
 
 
 def _recorded(path: Path) -> tuple[str, str, dict[str, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -79,9 +80,10 @@ def test_isolation_sits_on_the_foundation_alone(tmp_path):
         "isolation may import only from foundation, isolation"]
 
 
-def test_the_lowered_program_package_is_foundation(tmp_path):
+def test_the_lowered_program_and_jax_private_packages_are_foundation(tmp_path):
     root = _package(tmp_path, {
-        "_jax_internals.py": "from .program import jaxser\n", "program/__init__.py": "",
+        "jaxprivate/__init__.py": "", "jaxprivate/exported.py": "from ..program import jaxser\n",
+        "program/__init__.py": "",
         "program/jaxser.py": "from ..errors import X\n", "program/checks.py": "from ..spec import model\n",
         "spec/__init__.py": "", "spec/model.py": "", "artifact/a.py": "from ..program import checks\n"})
     assert check_layers.violations(root) == [
@@ -259,3 +261,80 @@ def test_a_sub_package_that_is_no_room_is_reported(tmp_path):
     assert check_layers.violations(root) == [
         "jaxport/artifact/helpers/__init__.py: jaxport.artifact.helpers is a sub-package of artifact that is no room; "
         "add it to ROOMS in scripts/check_layers.py with the rooms it may import"]
+
+
+# --- rule 7: records inside, keywords at the facade ------------------------------------------------------------------
+
+_OPTIONS = "from dataclasses import dataclass\n@dataclass\nclass LoadOptions:\n    runtime: str = 'jax'\n" \
+           "    cache: bool = True\n"
+
+
+def test_a_facade_function_lists_every_field_of_its_records(tmp_path):
+    root = _package(tmp_path, {
+        "run/options.py": _OPTIONS,
+        "run/load.py": "def load(path, *, runtime='jax'):\n    pass\n\ndef load_by(path, options):\n    pass\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/run/load.py:1: load takes the fields of LoadOptions but not cache; the facade lists every field of "
+        "the records it builds"]
+
+
+def test_the_fields_of_a_record_include_its_bases(tmp_path):
+    root = _package(tmp_path, {
+        "export/request.py": "class WriteOptions:\n    name: str | None = None\n    _: KW_ONLY\n"
+                             "class ExportRequest(WriteOptions):\n    bind: dict | None = None\n"
+                             "    kind: ClassVar[str] = 'x'\n",
+        "importer/__init__.py": "",
+        "importer/request.py": "from ..export.request import WriteOptions\nclass ImportRequest(WriteOptions):\n"
+                               "    function: str | None = None\n"})
+    assert check_layers.record_fields(root, "jaxport.export.request.ExportRequest") == ["name", "bind"]
+    assert check_layers.record_fields(root, "jaxport.importer.request.ImportRequest") == ["name", "function"]
+
+
+def test_the_library_calls_the_function_beside_the_facade(tmp_path):
+    root = _package(tmp_path, {
+        "run/options.py": _OPTIONS,
+        "run/load.py": "def load(path, *, runtime='jax', cache=True):\n    pass\n\ndef load_by(path, options):\n"
+                       "    pass\n",
+        "run/warm.py": "from .load import load, load_by\nfrom . import load as load_mod\nx = load_mod.load\n"
+                       "y = load_mod.load_by\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/run/warm.py:1: jaxport.run.warm imports the facade function load from jaxport.run.load; inside the "
+        "library call the function beside it that takes the record",
+        "jaxport/run/warm.py:3: jaxport.run.warm calls the facade function load of jaxport.run.load; inside the "
+        "library call the function beside it that takes the record"]
+
+
+def test_kwargs_are_a_calls_own_form_or_a_listed_bag(tmp_path):
+    root = _package(tmp_path, {
+        "run/a.py": "def wrapper(*args, **kwargs):\n    return f(*args, **kwargs)\n\n"
+                    "def forwards(path, **options):\n    return load(path, **options)\n\n"
+                    "def takes_fields(*args, **options):\n    return Options(*args, **options)\n\n"
+                    "def reads(**options):\n    return options.get('runtime')\n\n"
+                    "def replaces(r, *args, **changes):\n    return dataclasses.replace(r, **changes)\n",
+        "export/tracing.py": "def jax_config(**updates):\n    return dict(updates)\n"})
+    assert check_layers.violations(root) == [
+        f"jaxport/run/a.py:{line}: {name} takes **{kwargs}; inside the library a request travels as its record: take "
+        f"the record (the facade lists a record's fields as parameters of their own), or list the keyword bag in "
+        f"KEYWORD_BAGS" for line, name, kwargs in ((4, "forwards", "options"), (7, "takes_fields", "options"),
+                                                   (10, "reads", "options"), (13, "replaces", "changes"))]
+
+
+def test_the_transport_tables_name_functions_that_exist():
+    modules = check_layers.load_package(REPO / "jaxport")
+    named = [*(f"{m}.{q}" for m, fs in check_layers.FACADE.items() for q in fs), *check_layers.KEYWORD_BAGS,
+             *check_layers.FACADE_OMITS]
+    found = {f"{m}.{q}" for m, mod in modules.items()
+             for q, _ in check_layers.functions(ast.parse(mod.path.read_text()))}
+    assert [n for n in named if n not in found] == []
+
+
+def test_the_library_gives_a_facade_constructor_records_whole(tmp_path):
+    root = _package(tmp_path, {
+        "run/options.py": _OPTIONS, "run/calls/__init__.py": "",
+        "run/calls/calling.py": "class CallRequest:\n    artifact: str\n    load: object = None\n",
+        "run/calls/warm.py": "from .calling import CallRequest\nfrom ..options import LoadOptions\n"
+                             "a = CallRequest('m', load=LoadOptions(runtime='iree'))\n"
+                             "b = CallRequest('m', runtime='iree')\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/run/calls/warm.py:4: jaxport.run.calls.warm gives CallRequest the LoadOptions field runtime by "
+        "keyword; inside the library pass the record whole"]

@@ -28,6 +28,73 @@ def test_readme_shows_the_two_setup_commands():
     assert _block_after("## Set-up on a fresh machine") == ["make demo", "make test"]
 
 
+#: A ``sh`` code block, fenced at any indentation.
+_SH_BLOCK = re.compile(r"^( *)```sh\n(.*?)^\1```", re.S | re.M)
+
+#: Every ``sh`` block of the README (its section, and how its first command starts) with the test that runs it as
+#: written, or ``skip: `` and why none can here. A block of a section that is not listed fails
+#: test_every_sh_block_is_run_by_a_test_or_skipped_with_a_reason: a new block needs a test, or a reason.
+SH_BLOCKS = [
+    ("## Set-up on a fresh machine", "make demo",
+     "tests/test_readme.py::test_make_demo_runs"),  # and `make test`: .ci/run, after `make test-setup`
+    ("## Quick start", ".venv/bin/jaxport export", "tests/test_readme.py::test_quick_start_and_call_commands_run"),
+    ("## Running an artifact", "jaxport call", "tests/test_readme.py::test_quick_start_and_call_commands_run"),
+    ("## Warm-up", "jaxport warmup", "tests/test_readme.py::test_warm_up_commands_run"),
+    ("## Compiling for a TPU you do not have", "jaxport export",
+     "tests/test_readme.py::test_compiling_for_a_tpu_you_do_not_have_runs_as_written"),  # make test-tpu-deviceless
+    ("## Compiling for a GPU you do not have", "jaxport export",
+     "tests/cuda/test_deviceless.py::test_compiling_for_a_gpu_you_do_not_have_runs_as_written"),  # in .venv-cuda
+    ("## Beyond one device: shards, gradients, large inputs", "jaxport export",
+     "tests/foundation/test_sharding.py::test_readme_commands_export_inspect_and_call_on_eight_simulated_devices"),
+    ("## In CI: verify, diff, check", "jaxport call", "tests/test_readme.py::test_quick_start_and_call_commands_run"),
+    ("## Signed artifacts", "openssl ecparam", "tests/test_readme.py::test_signing_commands_run_as_written"),
+    ("## Signed artifacts", "jaxport warmup",
+     "tests/sign/test_cache_vouch.py::test_the_readme_signed_cache_block_runs_as_written"),
+    ("## A second runtime: IREE", "jaxport export", "tests/test_readme.py::test_iree_deployment_commands_run"),
+    ("## Serving and batch inference", "pip install",
+     "skip: an image's build and its server: an install from the package index, the container's /opt/cache, ports "
+     "8080 and 8081 on every interface (tests/serve/test_serve_readme.py serves mlp.jaxport and sends the section's "
+     "requests; test_warm_up_commands_run runs warmup)"),
+    ("## Serving and batch inference", "jaxport serve mlp.jaxport --uds",
+     "tests/serve/test_serve_uds.py::test_the_readmes_unix_socket_lines_run_as_written"),
+    ("## Serving and batch inference", "python -c",
+     "tests/serve/test_serve_readme.py::test_the_curl_request_runs_as_written"),
+    ("## Untrusted artifacts", "jaxport call",
+     "tests/test_hostile.py::test_the_readme_commands_for_untrusted_artifacts_run"),
+]
+
+
+def _sh_blocks() -> list[tuple[int, str, list[str]]]:
+    """Every ``sh`` block of the README: (line, the ``## `` section it is in, its commands without comments)."""
+    out = []
+    for m in _SH_BLOCK.finditer(README):
+        heading = re.findall(r"^## .*$", README[:m.start()], re.M)[-1]
+        lines = [line.split("#")[0].strip() for line in m.group(2).splitlines() if line.split("#")[0].strip()]
+        out.append((README.count("\n", 0, m.start()) + 1, heading, lines))
+    return out
+
+
+def test_every_sh_block_is_run_by_a_test_or_skipped_with_a_reason():
+    """Issue 57: blocks that did not run as pasted (an artifact never exported for the TPU, an unset
+    $SIGNING_KEY_FILE, an x.npy that is not at the root). Each block is matched, in order, to its entry of SH_BLOCKS:
+    the test named there exists and reads the README (so it runs the block's lines), or the reason says why none
+    can run here."""
+    blocks = _sh_blocks()
+    assert [(heading, lines[0].startswith(start)) for (_, heading, lines), (_, start, _) in zip(blocks, SH_BLOCKS)] \
+        == [(heading, True) for heading, _, _ in SH_BLOCKS], [(line, h, lines[0]) for line, h, lines in blocks]
+    assert len(blocks) == len(SH_BLOCKS)
+    for heading, start, runner in SH_BLOCKS:
+        if runner.startswith("skip: "):
+            assert len(runner) > 40, f"{heading} {start}: give the reason"
+            continue
+        path, name = runner.split("::")
+        source = (REPO / path).read_text()
+        assert f"def {name}(" in source and "README" in source, runner
+    for _, _, lines in blocks:  # what issue 57 found
+        text = "\n".join(lines)
+        assert "$SIGNING_KEY_FILE" not in text and "--inputs x.npy" not in text, text
+
+
 def _producer_age() -> int:
     """How many days the JAX running the tests lags behind the newest JAX this jaxport supports."""
     import jax
@@ -222,19 +289,42 @@ def test_iree_deployment_commands_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="libtpu is not installed (jaxport[tpu])")
+@pytest.mark.libtpu
 def test_compiling_for_a_tpu_you_do_not_have_runs_as_written(tmp_path):
-    """The section's check and warmup lines, on the example MLP exported for cpu and tpu as model.jaxport (its serve
-    line runs on a TPU host: tests/tpu covers what it relies on)."""
-    import jaxport
-
-    jaxport.export(str(REPO / "examples/mlp/model.py:predict"), str(REPO / "examples/mlp/spec.yaml"),
-                   output=tmp_path / "model.jaxport", platforms=["cpu", "tpu"])
-    bindir = Path(sys.executable).parent
+    """The section's export, check and warmup lines as written, in a copy of the examples (its serve line runs on a
+    TPU host: tests/tpu covers what it relies on)."""
+    env = _environment(tmp_path)
     lines = _block_after("## Compiling for a TPU you do not have")
-    assert [shlex.split(line)[1] for line in lines] == ["check", "warmup", "serve"]
-    for line in lines[:2]:
-        res = subprocess.run([str(bindir / "jaxport"), *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True,
-                             text=True)
-        assert res.returncode == 0, f"{line}\n{res.stdout}\n{res.stderr}"
+    assert [shlex.split(line)[1] for line in lines] == ["export", "check", "warmup", "serve"]
+    assert "--platform tpu" in lines[0]  # issue 57: the block compiled an artifact it never said to export for tpu
+    for line in lines[:3]:
+        _run(line, tmp_path, env)
     assert len(list((tmp_path / "tpu-cache").glob("jaxport-executable-*.bin"))) == 3
+
+
+@pytest.mark.slow
+def test_signing_commands_run_as_written(tmp_path):
+    """The key-pair block of "Signed artifacts" as written, after the quick start's export, but its last line (a
+    server; tests/sign/test_commands.py runs serve --require-signature): the key made where the block uses it, the
+    signature checked, the signed artifact called."""
+    pytest.importorskip("model_signing", reason="needs the extra jaxport[sign] (pip install -e '.[sign]')")
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    env = _environment(tmp_path)
+    _run(_block_after("## Quick start")[0], tmp_path, env)
+    section = README.split("## Signed artifacts", 1)[1]
+    lines = _block_after("## Signed artifacts")
+    assert [shlex.split(line)[:2] for line in lines] == [
+        ["openssl", "ecparam"], ["openssl", "ec"], ["jaxport", "sign"], ["jaxport", "check"], ["jaxport", "call"],
+        ["jaxport", "serve"]] and "--require-signature ci-signing.pub" in lines[-1] and section
+    for line in lines[:-1]:
+        _run(line, tmp_path, env)
+    assert (tmp_path / "mlp.jaxport.sig").is_file() and (tmp_path / "ci-signing.pub").is_file()
+    other = tmp_path / "other"  # a key that did not sign it is refused: the check the block relies on
+    other.mkdir()
+    for line in lines[:2]:
+        _run(line, other, env)
+    res = subprocess.run([shutil.which("jaxport", path=env["PATH"]), "call", "mlp.jaxport", "--inputs",
+                          "examples/mlp/x.npy", "--require-signature", "other/ci-signing.pub"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 14 and res.stderr.startswith("error[signature]: "), res.stderr

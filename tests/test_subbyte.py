@@ -128,6 +128,57 @@ def test_the_model_runs_on_iree_from_its_packed_weights(quantized, run_cli, tmp_
     np.testing.assert_allclose(got, np.asarray(jax.jit(model.apply)(model.PARAMS, x)), rtol=1e-5, atol=1e-5)
 
 
+#: int4 weights dequantized to bfloat16, the matrix product in bfloat16, the output float32 near 100: XLA and IREE
+#: round the bfloat16 intermediates apart, by 1 or 2.
+BF16_MODEL = textwrap.dedent('''
+    import jax.numpy as jnp
+    import ml_dtypes
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    W = {"w4": rng.integers(-8, 8, size=(64, 16)).astype(ml_dtypes.int4), "scale": np.full((16,), 0.5, np.float32)}
+
+
+    def apply(params, x):
+        w = params["w4"].astype(jnp.bfloat16) * params["scale"].astype(jnp.bfloat16)
+        return ((x.astype(jnp.bfloat16) @ w) * 8 + 100).astype(jnp.float32)
+''')
+
+
+def test_two_compilers_compare_an_output_computed_in_bfloat16_with_its_tolerance(tmp_path, monkeypatch, run_cli):
+    """verify --runtime iree takes the tolerances of the least precise float the program computes in, not the
+    output's: an f32 output of bf16 arithmetic differs by 2 near 100 between two correct compilers, which f32's
+    tolerances (rtol 1e-4) call a failure and bf16's (rtol 4e-2) agreement; the live function gives the same values as
+    the artifact run by JAX, bit for bit."""
+    from jaxport.tolerance import lowest_float, tolerance
+
+    assert lowest_float({"i4", "i32", "bf16", "f32"}) == "bfloat16"
+    assert lowest_float({"complex<f32>", "f64"}) == "float32" and lowest_float({"i1", "i32"}) is None
+    assert tolerance("float32", across_compilers=True, computed_in="bfloat16") == (1e-2, 4e-2)
+    assert tolerance("float32", across_compilers=True, computed_in="float64") == (1e-6, 1e-4)
+    assert tolerance("float32", computed_in="bfloat16") == (1e-6, 1e-5)  # one compiler: the output's own
+    assert tolerance("int32", across_compilers=True, computed_in="bfloat16") == (0.0, 0.0)
+    pytest.importorskip("iree.runtime")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.py").write_text(BF16_MODEL)
+    (tmp_path / "spec.yaml").write_text('jaxport: 1\ndims: {b: {max: 64}}\nargs:\n  - bind: q.py:W\n'
+                                        '  - "f32[b, 64]"\n')
+    assert run_cli("export", "q.py:apply", "-s", "spec.yaml", "-o", "q.jaxport").exit_code == 0
+    assert run_cli("verify", "q.jaxport").exit_code == 0
+    res = run_cli("verify", "q.jaxport", "--runtime", "iree", "--module-dir", str(tmp_path / "iree"), "--json")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    report = json.loads(res.stdout)
+    assert report["notes"] == ["function 'apply' computes in bfloat16: its output 'output' takes bfloat16's "
+                               "tolerances for two compilers (atol 0.01, rtol 0.04), which round its intermediates "
+                               "apart"]
+    outputs = [o for case in report["cases"] for o in case["outputs"]]
+    assert {(o["atol"], o["rtol"]) for o in outputs} == {(0.01, 0.04)}
+    assert max(o["max_abs_error"] for o in outputs) >= 1  # the compilers do differ: f32's tolerance would fail it
+    res = run_cli("verify", "q.jaxport", "--runtime", "iree", "--module-dir", str(tmp_path / "iree"),
+                  "--rtol", "1e-4", "--atol", "1e-6")
+    assert res.exit_code == 12 and "FAILED: 3 of 3 cases differ." in res.stdout
+
+
 @pytest.mark.parametrize("name, values, stored", [
     ("int4", [1, -2, 7, -8, 0], [0xE1, 0x87, 0x00]),
     ("uint4", [15, 0, 3], [0x0F, 0x03]),
@@ -231,6 +282,35 @@ def test_iree_refuses_float4_with_the_reason(make_artifact):
             "function 'f': input 'w' is float4_e2m1fn, which IREE cannot compile (it has no f4E2M1FN element type); "
             "run it with the JAX runtime (--runtime jax).")):
         jaxport.load(path, runtime="iree")
+
+
+def test_iree_run_module_reads_and_writes_int4_as_the_command_line_says(four_bit, tmp_path):
+    """The command line ``jaxport compile`` writes reads an int4 input from a packed ``NAME.bin`` with its shape and
+    type (``--input=4x3xi4=@w.bin``) and writes an int4 output to one: ``iree-run-module`` has no int4 ``.npy`` (it
+    takes numpy's, one element per byte, as packed bytes and computes from the wrong values without an error)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("iree.runtime")
+    tool = Path(sys.executable).parent / "iree-run-module"
+    if not tool.exists() and shutil.which("iree-run-module") is None:
+        pytest.skip("iree-run-module is not installed")
+    compiled = jaxport.compile_artifact(four_bit, tmp_path / "m.vmfb", dims={"b": 2}, cpu="host")
+    (fn,) = compiled.functions
+    assert fn.argv[3:] == ["--function=main", "--input=4x3xi4=@w.bin", "--input=@x.npy", "--output=@y.npy",
+                           "--output=@w.bin"]
+    w = np.array([[1, -2, 3], [0, 7, -8], [1, 1, 0], [2, -1, 1]], np.int8)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    (tmp_path / "w.bin").write_bytes(subbyte.pack(w.astype(ml_dtypes.int4)).tobytes())
+    np.save(tmp_path / "x.npy", x)
+    argv = [str(tool) if tool.exists() else "iree-run-module", *fn.argv[1:]]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), x @ w.astype(np.float32), rtol=1e-6)
+    back = subbyte.unpack(np.frombuffer((tmp_path / "w.bin").read_bytes(), np.uint8), "int4", w.size)
+    assert back.reshape(w.shape).astype(np.int8).tolist() == w.tolist()
 
 
 def test_a_compiled_module_takes_and_returns_int4_packed(four_bit, tmp_path):

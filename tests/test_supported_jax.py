@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def _requirement(name: str) -> Requirement:
 
 
 @pytest.mark.parametrize("name", ["jax", "jaxlib"])
-@pytest.mark.parametrize("version", ["0.9.1", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.12.0.1"])
+@pytest.mark.parametrize("version", ["0.9.1", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.12.0.1", "0.12.1"])
 def test_pip_keeps_an_installed_supported_jax(name, version):
     """`pip install jaxport` beside a supported JAX keeps it: the pin admits every supported release."""
     assert _requirement(name).specifier.contains(version)
@@ -110,3 +111,33 @@ def test_a_mixed_install_is_dated_by_its_older_jaxlib(run_cli, tmp_path):
     # an undatable jax is judged as it is (reported as unreadable), whatever jaxlib says
     assert compat.serializer_version(Producer("0.1.0", "not-a-version", "0.11.2")) == "not-a-version"
     assert compat.serializer_version(Producer("0.1.0", "0.11.2", "0.12.0.1")) == "0.11.2"
+
+
+def _pypi_document(rows: dict[str, releases.Release]) -> dict:
+    """PyPI's JSON document of jax (the fields scripts/jax_releases.py reads) listing ``rows``, each release with a
+    wheel and a source archive uploaded that day, and a pre-release that is no row."""
+    files = {v: [{"upload_time_iso_8601": f"{r.date}T{t}Z", "requires_python": f">={r.python}", "yanked": r.yanked}
+                 for t in ("21:07:07.9", "21:04:05.0")] for v, r in rows.items()}
+    return {"releases": {**files, "0.13.0rc1": [{"upload_time_iso_8601": "2026-12-02T10:00:00Z",
+                                                 "requires_python": ">=3.12", "yanked": False}]}}
+
+
+def test_the_release_script_finds_what_the_table_lacks(tmp_path):
+    """scripts/jax_releases.py, the table's update procedure: a release PyPI has and the table lacks (or dates
+    otherwise) is printed as the row to add, exit 1; a table that lists every release is exit 0."""
+    script = [sys.executable, str(REPO / "scripts" / "jax_releases.py"), "--json", str(tmp_path / "jax.json")]
+    (tmp_path / "jax.json").write_text(json.dumps(_pypi_document(releases.RELEASES)))
+    res = subprocess.run(script, capture_output=True, text=True, timeout=120)
+    newest = max(releases.RELEASES, key=lambda v: releases.RELEASES[v].date)
+    assert (res.returncode, res.stdout, res.stderr) == (0, (
+        f"The table lists every JAX release on PyPI from 0.4.30 on ({len(releases.RELEASES)}; the newest: {newest}, "
+        f"{releases.RELEASES[newest].date}).\n"), "")
+    rows = {**releases.RELEASES, "0.12.2": releases.Release("2026-12-03", "3.12"),
+            "0.10.2": releases.Release("2026-06-18", "3.11")}
+    (tmp_path / "jax.json").write_text(json.dumps(_pypi_document(rows)))
+    res = subprocess.run(script, capture_output=True, text=True, timeout=120)
+    assert (res.returncode, res.stdout) == (1, (
+        'differs: "0.10.2": Release("2026-06-17", "3.11"),  PyPI: "0.10.2": Release("2026-06-18", "3.11"),\n'
+        'missing: "0.12.2": Release("2026-12-03", "3.12"),\n'
+        "Add or correct these rows in jaxport/artifact/window/releases.py, then set REVIEWED to today (this script's "
+        "docstring gives the rest of the procedure).\n"))

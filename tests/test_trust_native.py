@@ -111,7 +111,7 @@ def test_programs_jax_writes_pass():
     import jax.numpy as jnp
     from jax import export
 
-    from jaxport._jax_internals import deserialize_portable_artifact, make_ir_context
+    from jaxport.jaxprivate.mlir import deserialize_portable_artifact, make_ir_context
 
     @jax.jit
     def layer(x, w):
@@ -141,7 +141,7 @@ _WRITER = """
 import sys, threading
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import stablehlo
-from jaxport._jax_internals import make_ir_context, serialize_portable_artifact
+from jaxport.jaxprivate.mlir import make_ir_context, serialize_portable_artifact
 kind, n = sys.argv[1], int(sys.argv[2])
 def work():
     with make_ir_context(), ir.Location.unknown():

@@ -24,14 +24,15 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport._jax_internals import make_ir_context, serialize_portable_artifact, vjp_getter, with_vjp_getter
 from jaxport.artifact.container import open_artifact, write_artifact
 from jaxport.errors import EntrypointError, PolicyError, UsageError
 from jaxport.importer import build as importer
+from jaxport.jaxprivate.exported import vjp_getter, with_vjp_getter
+from jaxport.jaxprivate.mlir import make_ir_context, serialize_portable_artifact
 from jaxport.program.checks import HOST_CALLBACK_TARGETS, caller_allowances, is_host_callback, refused_target
 from jaxport.program.module_scan import stablehlo_version
 from jaxport.verify import recorded
-from jaxport.verify.runner import verify
+from jaxport.verify.api import verify
 
 # --- building programs with any custom call ---------------------------------------------------------------------
 

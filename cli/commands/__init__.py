@@ -20,4 +20,6 @@ COMMANDS = {
     "warmup": ("jaxport_cli.commands.warmup", "Check and compile an artifact ahead for given shapes, into the cache."),
     "sign": ("jaxport_cli.commands.sign", "Sign an artifact (OpenSSF model signing): write ARTIFACT.sig beside it."),
     "serve": ("jaxport_cli.commands.serve", "Serve artifacts over the Open Inference Protocol (v2): REST and gRPC."),
+    "target": ("jaxport_cli.commands.target", "Capture this machine's GPU as a compile target, for --target "
+                                              "cuda-FILE elsewhere."),
 }

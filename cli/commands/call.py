@@ -14,12 +14,12 @@ import click
 from jaxport.errors import UsageError
 
 from .. import errors, render
+from ..bounds import MAX_NUMBER
 from ..call_view import PRINT_LIMIT, Busy, show
 from ..devices import apply, device_options
 from ..files import OutputPath
 from ..options import (
     IsolatableCommand,
-    at_most,
     debug_option,
     expect_option,
     input_selection_options,
@@ -53,7 +53,7 @@ from ..options import (
 @tolerance_options("With --expect: ")
 @click.option("--print", "print_values", is_flag=True, help=f"Print the values of outputs of at most {PRINT_LIMIT} "
                                                              f"elements.")
-@click.option("--benchmark", type=click.IntRange(min=1), callback=at_most(1_000_000), metavar="N",
+@click.option("--benchmark", type=click.IntRange(1, 1_000_000), metavar="N",
               help="Time N calls (at most 1000000) after a warm-up call; report load, compile and per-call latency "
                    "(p50, p90, p99, min, max: each call waited for, inputs already on the device), and per call "
                    "with N calls pipelined.")
@@ -66,7 +66,7 @@ from ..options import (
                    "--cotangents (default: ones). Needs an artifact exported with --vjp-order 1 or more.")
 @click.option("--cotangents", type=click.Path(), metavar="FILE",
               help="With --vjp: the output cotangents, an .npz keyed by output name (or an .npy for a single output).")
-@click.option("--batch-size", type=click.IntRange(min=1), metavar="K",
+@click.option("--batch-size", type=click.IntRange(1, MAX_NUMBER), metavar="K",
               help="Stream the inputs through the artifact in chunks of K rows of axis 0 (a dimension variable shared "
                    "by every input and output); .npy inputs are read and outputs written chunk by chunk.")
 @device_options

@@ -7,6 +7,7 @@ import click
 from jaxport.frontend import plural
 
 from .. import errors, render
+from ..bounds import MAX_NUMBER
 from ..options import (
     debug_option,
     dim_option,
@@ -15,7 +16,7 @@ from ..options import (
     signature_path_option,
     target_option,
 )
-from ..progress import Stages, enabled
+from ..progress import stages as progress_stages
 from ..render import escape, plain
 
 
@@ -23,16 +24,16 @@ from ..render import escape, plain
 @click.argument("artifact", type=click.Path())
 @click.option("--policy", "-p", "policy_path", type=click.Path(),
               help="The policy file (YAML, see specs/POLICY.md).")
-@click.option("--max-producer-age", "max_producer_age", type=click.IntRange(min=0), metavar="DAYS",
+@click.option("--max-producer-age", "max_producer_age", type=click.IntRange(0, MAX_NUMBER), metavar="DAYS",
               help="Fail when the JAX that wrote the artifact lags more than DAYS behind the newest JAX release "
                    "this jaxport supports (rule max_producer_age_days; overrides the policy's).")
-@click.option("--min-days-left", "min_days_left", type=click.IntRange(min=0), metavar="DAYS",
+@click.option("--min-days-left", "min_days_left", type=click.IntRange(0, MAX_NUMBER), metavar="DAYS",
               help="Fail when fewer than DAYS remain in JAX's compatibility window for the artifact (6 months from "
                    "its JAX's release; rule min_days_left; overrides the policy's).")
-@click.option("--min-reach-days", "min_reach_days", type=click.IntRange(min=0), metavar="DAYS",
+@click.option("--min-reach-days", "min_reach_days", type=click.IntRange(0, MAX_NUMBER), metavar="DAYS",
               help="Fail when fewer than DAYS remain in StableHLO's promise that newer readers load the artifact's "
                    "payloads (5 years; rule min_reach_days; overrides the policy's).")
-@click.option("--max-age", "max_age", type=click.IntRange(min=0), metavar="DAYS",
+@click.option("--max-age", "max_age", type=click.IntRange(0, MAX_NUMBER), metavar="DAYS",
               help="Deprecated: the old name of --max-producer-age, which it now sets.")
 @signature_key_option("Require a signature (model signing, ARTIFACT.sig) by this trusted public key (PEM; or a CA "
                       "certificate), checked before anything else (rule signature); repeatable: any one of them. "
@@ -40,7 +41,8 @@ from ..render import escape, plain
 @signature_path_option("Where the artifact's signature bundle is (default: ARTIFACT.sig beside it).")
 @target_option("Fail unless every function compiles for this machine, and fits its memory, at every bucket (rule "
                "compiles_on): compiled here, without the machine (a TPU target needs libtpu: pip install "
-               "'jaxport[tpu]'); nothing is written. Repeatable; adds to the policy's compiles_on.")
+               "'jaxport[tpu]'; a GPU target: pip install 'jaxport[cuda]'); nothing is written. Repeatable; adds to "
+               "the policy's compiles_on.")
 @dim_option("With --target or compiles_on: sizes of a dimension variable to compile at (e.g. batch=1,8,64; every "
             "combination); default: the policy's compiles_on.dims, else the buckets proposed from the spec's bounds.")
 @json_option
@@ -97,7 +99,7 @@ def command(artifact, policy_path, max_producer_age, min_days_left, min_reach_da
         if targets or policy.compiles_on:
             from jaxport.run.compile.aot import check as check_compiling
 
-            with Stages(enabled(as_json)) as stages:
+            with progress_stages(as_json) as stages:
                 report = check_compiling(artifact, policy, targets=targets, dims=dims or None,
                                          signature=signature_path, progress=stages)
         else:

@@ -17,7 +17,8 @@ INSTALL = {
 def command(shell):
     """Print the completion script for SHELL (bash, zsh or fish) on stdout.
 
-    Completes commands, options and file arguments. Install it once: write the script to a file and source that
+    Completes commands, options, the values of options that take names (--platform, --target, --runtime,
+    --fail-on, ...) and file arguments. Install it once: write the script to a file and source that
     file from the shell's profile (~/.bashrc, ~/.zshrc); fish loads its completions directory by itself.
 
     \b

@@ -12,8 +12,11 @@ from ..render import escape, plain
 @click.command("diff")
 @click.argument("old", type=click.Path())
 @click.argument("new", type=click.Path())
-@click.option("--fail-on", type=click.Choice(["breaking", "any", "never"]), default="never", show_default=True,
-              help="Exit with 13 when a breaking or undecided change (breaking) or any difference (any) is found.")
+@click.option("--fail-on", type=click.Choice(["breaking", "rebind", "any", "never"]), default="never",
+              show_default=True,
+              help="Exit with 13 when a change may break the artifact's callers (breaking: a breaking or undecided "
+                   "change), its callers or those who rebind its weights (rebind: a bound tensor's layout too), or "
+                   "anything differs (any).")
 @click.option("--no-programs", is_flag=True,
               help="Do not compare the programs' StableHLO (no JAX); differing payloads are reported as such.")
 @click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
@@ -24,17 +27,18 @@ from ..render import escape, plain
 def command(old, new, fail_on, no_programs, renames, as_json, debug):
     """Compare two artifacts; classify each difference as breaking, undecided or compatible.
 
-    Breaking: callers of OLD may fail with NEW (an input removed, renamed or added, a dtype, rank or constant
-    dimension changed, fewer shapes accepted, an output, platform or function removed, a new custom call JAX does
-    not guarantee stable). Compatible: everything else (more shapes accepted, additions, metadata, weights with the
-    same names and shapes, the program changed behind the same signature). Undecided: a bound or constraint change
-    jaxport could not prove either way; --fail-on breaking counts it as breaking (exit 13), and says that it is
-    undecided, not proven breaking.
+    Breaking: callers of OLD may fail with NEW (an input removed, renamed or added, a dtype, rank, weak type or
+    constant dimension changed, fewer shapes or values accepted, an output, platform or function removed, a new
+    custom call JAX does not guarantee stable). Compatible: everything else (more shapes accepted, additions,
+    metadata, new weights, the program changed behind the same signature); a bound tensor added, removed or
+    reshaped is compatible for callers and breaks rebinding (--fail-on rebind fails on it). Undecided: a bound or
+    constraint change jaxport could not prove either way; --fail-on breaking counts it as breaking (exit 13), and
+    says that it is undecided, not proven breaking.
 
     \b
     Examples:
       jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply
-      jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply --fail-on breaking --json
+      jaxport diff mlp.jaxport mlp-bound.jaxport --rename predict=apply --fail-on rebind --json
     """
     pairs = _renames(renames)
 
@@ -48,9 +52,10 @@ def command(old, new, fail_on, no_programs, renames, as_json, debug):
         else:
             _render(report)
         if report.fails(fail_on):
-            what = "breaking changes" if fail_on == "breaking" else "differences"
+            what = {"breaking": "breaking changes", "rebind": "changes that break callers or rebinding"}.get(
+                fail_on, "differences")
             note = ""
-            if fail_on == "breaking" and report.undecided:
+            if fail_on in ("breaking", "rebind") and report.undecided:
                 n = len(report.undecided)
                 note = (f"; {'the' if n == 1 else 'its'} {n} undecided change{'s count' if n != 1 else ' counts'} as "
                         f"breaking: not proven breaking, only not proven compatible")
@@ -78,12 +83,13 @@ def _render(report):
     out = render.stdout()
     if report.changes:
         t = Table(show_edge=False)
-        for col in ("severity", "function", "kind", "change"):
+        for col in ("severity", "breaks", "function", "kind", "change"):
             t.add_column(col)
         order = {"breaking": 0, "undecided": 1}
-        for c in sorted(report.changes, key=lambda c: order.get(c.severity, 2)):
+        for c in sorted(report.changes, key=lambda c: (order.get(c.severity, 2), c.breaks is None)):
             style = {"breaking": "red", "undecided": "yellow"}.get(c.severity, "green")
-            t.add_row(f"[{style}]{escape(c.severity)}[/]", escape(c.function or "-"), escape(c.kind), escape(c.message))
+            t.add_row(f"[{style}]{escape(c.severity)}[/]", escape(c.breaks or "-"), escape(c.function or "-"),
+                      escape(c.kind), escape(c.message))
         out.print(t)
     for fname, p in report.programs.items():
         out.print(f"program {plain(fname)}: {plain(p.status)}", markup=False)

@@ -34,11 +34,11 @@ def command(module, spec_path, output, request, as_json, debug):
     """
 
     def body():
-        from jaxport.importer import import_stablehlo
+        from jaxport.importer import import_by
 
         con = render.stderr()
         with con.status("Importing...", spinner="dots") if not as_json else contextlib.nullcontext():
-            result = import_stablehlo(module, spec_path, output=output, request=request)
+            result = import_by(module, spec_path, output, request)
         if as_json:
             render.print_json(written_document(result))
             return

@@ -53,9 +53,11 @@ def command(artifact, as_json, mlir, debug_info, function, signature_keys, signa
         verified = None
         if signature_keys:  # checked before the artifact is read, on the descriptor it is then read from
             from jaxport.artifact.signing.check import Trust, open_signed
+            from jaxport.run.vouching import register
 
-            opened, verified = open_signed(artifact, Trust(tuple(signature_keys), source="--signature-key"),
-                                           signature_path)
+            trusted = Trust(tuple(signature_keys), source="--signature-key")
+            opened, verified = open_signed(artifact, trusted, signature_path)
+            register(opened, verified, trusted)  # the program check's verdict is read only when vouched for
         else:
             opened = open_artifact(artifact)
         with opened as art:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import errors, render
-from ..options import debug_option, json_option, signature_path_option
+from ..options import debug_option, json_option, password_env_option, password_from, signature_path_option
 
 
 @click.command("sign")
@@ -18,11 +18,15 @@ from ..options import debug_option, json_option, signature_path_option
               help="Sign with the PKI method: the key's certificate (PEM), carried in the bundle with its chain.")
 @click.option("--certificate-chain", "certificate_chain", multiple=True, type=click.Path(), metavar="CHAIN",
               help="With --certificate: the intermediate and root certificates (PEM); repeatable.")
-@click.option("--password-env", "password_env", metavar="VAR",
-              help="Read the private key's password from environment variable VAR (never from the command line).")
+@password_env_option()
+@click.option("--cache-dir", "cache_dir", type=click.Path(), metavar="DIR",
+              help="Instead of the artifact, vouch for what the cache directory DIR holds of it (its shipped "
+                   "executables, check and padding verdicts, as warmup left them): a vouch file there, signed with "
+                   "--key, lets --require-signature use them (without one they are ignored and the work is done "
+                   "again).")
 @json_option
 @debug_option
-def command(artifact, key, signature_path, certificate, certificate_chain, password_env, as_json, debug):
+def command(artifact, key, signature_path, certificate, certificate_chain, password_env, cache_dir, as_json, debug):
     """Sign an artifact (the OpenSSF model-signing format): write ARTIFACT.sig beside it.
 
     The bundle is what 'model_signing sign key' writes (a sigstore bundle: a DSSE envelope over an in-toto statement
@@ -30,22 +34,27 @@ def command(artifact, key, signature_path, certificate, certificate_chain, passw
     and --require-signature of call, serve, warmup, verify and rebind, verify it before the artifact runs. The
     artifact is checked (every member's sha256) and left byte for byte as it was. Needs jaxport[sign].
 
+    With --cache-dir DIR, vouch instead for the entries of the cache directory DIR that belong to the artifact
+    (what 'jaxport warmup --sign' does after it fills a cache): under a required signature nothing from a cache
+    directory runs unless the signer vouched for it.
+
     \b
     Examples:
       jaxport sign mlp.jaxport --key ci-signing.pem
       jaxport sign mlp.jaxport --key ci-signing.pem --json
+      jaxport sign mlp.jaxport --key ci-signing.pem --cache-dir build/shipped
     """
 
     def body():
-        import os
-
         import jaxport
 
-        password = None
-        if password_env is not None:
-            password = os.environ.get(password_env)
-            if password is None:
-                raise click.UsageError(f"--password-env {password_env}: the environment variable is not set.")
+        password = password_from(password_env)
+        if cache_dir is not None:
+            if certificate is not None or certificate_chain or signature_path is not None:
+                raise click.UsageError("--cache-dir vouches with a key alone: leave out --certificate, "
+                                       "--certificate-chain and --signature.")
+            render_vouch(jaxport.vouch_cache(artifact, key, cache_dir, password=password), artifact, as_json)
+            return
         if certificate_chain and certificate is None:
             raise click.UsageError("--certificate-chain needs --certificate CERT, the signing key's certificate.")
         signed = jaxport.sign(artifact, key, signature=signature_path, certificate=certificate,
@@ -61,3 +70,19 @@ def command(artifact, key, signature_path, certificate, certificate_chain, passw
             markup=False, highlight=False, soft_wrap=True)
 
     errors.run(body, debug=debug, as_json=as_json)
+
+
+def render_vouch(vouched, artifact, as_json):
+    """What a vouch for a cache directory's entries says: its file, the key and the entries by kind."""
+    if as_json:
+        render.print_json({"artifact": str(artifact), **vouched.to_json()})
+        return
+    kinds = {}
+    for e in vouched.entries:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+    counted = ", ".join(f"{n} {kind}{'s' if n != 1 and not kind.endswith('s') else ''}" for kind, n in kinds.items())
+    of = f" of {render.plain(str(artifact))}" if artifact is not None else ""
+    render.stdout().print(
+        f"Vouched for {len(vouched.entries)} cache entr{'y' if len(vouched.entries) == 1 else 'ies'}{of} "
+        f"({counted}): {render.plain(str(vouched.path))} (key {vouched.key_id[:16]}). --require-signature with its "
+        f"public key uses them.", markup=False, highlight=False, soft_wrap=True)

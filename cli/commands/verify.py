@@ -13,6 +13,7 @@ from ..files import NamesFiles
 from ..options import (
     INPUT_FILES,
     bind_root_options,
+    complete_platforms,
     debug_option,
     dim_option,
     expect_option,
@@ -55,6 +56,20 @@ from ..render import escape, plain
 @load_options(omit=("allow_platform_mismatch", "verify_weights", "cache_dir", "cache"), help={
     "runtime": "iree: compare the artifact run by IREE with the same artifact run by JAX (XLA), with the tolerances "
                "for two compilers (no live function)."})
+@click.option("--against-artifact", type=click.Path(), metavar="OTHER.jaxport",
+              help="Compare with another artifact of the same signature (an older version, or the original of an "
+                   "upgraded one), as side 'other', instead of the live function.")
+@click.option("--against-platform", metavar="NAME", shell_complete=complete_platforms,
+              help="Compare with the same artifact run on platform NAME (e.g. cpu), with the tolerances for two "
+                   "compilers.")
+@click.option("--localize", is_flag=True,
+              help="On the first case whose outputs differ, find the first operation whose results depart while its "
+                   "operands agree: its StableHLO operation, JAX primitive and source line.")
+@click.option("--localize-out", type=click.Path(), metavar="DIR",
+              help="With --localize: write that operation alone into DIR, as an artifact with its recorded inputs and "
+                   "both sides' outputs (for a bug report).")
+@click.option("--localize-budget", metavar="SIZE", callback=lambda ctx, param, value: _size(ctx, param, value),
+              help="With --localize: at most SIZE of intermediate values per run on each side (default 64M).")
 @device_options
 @json_option
 @debug_option
@@ -64,18 +79,22 @@ def command(artifact, spec_path, items, platforms, devices, as_json, debug, **op
     The cases are assignments of the dimension variables chosen from the bounds and constraints (smallest valid
     values, a value that is not a power of two, the upper bound or a large value), each kept under 64 MB of inputs
     and outputs; --dim chooses them instead, --inputs gives the inputs of one case. --expect compares with stored
-    reference outputs. Exits with 12 when an output differs beyond its tolerance, is NaN/Inf everywhere on both
-    sides (unless --allow-nonfinite), or the spec does not describe the artifact.
+    reference outputs, --against-artifact another artifact, --against-platform another platform. --localize
+    names the first operation where the first differing case's sides part, and its source line. Exits with 12 when
+    an output differs beyond its tolerance, is NaN/Inf everywhere on both sides (unless --allow-nonfinite), or the
+    spec does not describe the artifact.
 
     \b
     Examples:
       jaxport verify mlp.jaxport
-      jaxport verify mlp.jaxport --dim batch=1,7,4096 --json
+      jaxport verify mlp.jaxport --dim batch=1,7,4096 --localize --json
       jaxport verify mlp.jaxport --inputs in.npz --expect out.npz
     """
     from jaxport.errors import UsageError
     from jaxport.verify.request import VerifyRequest
 
+    if options.get("localize_budget") is None:
+        options.pop("localize_budget", None)
     with errors.usage_errors():
         request = VerifyRequest(artifact, spec=spec_path, inputs=list(items) or None,
                                 platforms=[p.lower() for p in platforms] or None,
@@ -87,9 +106,9 @@ def command(artifact, spec_path, items, platforms, devices, as_json, debug, **op
     def body():
         apply(devices)  # before JAX starts
         from jaxport.errors import VerificationError
-        from jaxport.verify.runner import verify
+        from jaxport.verify.runner import verify_by
 
-        run = lambda progress: verify(request, progress=progress)  # noqa: E731
+        run = lambda progress: verify_by(request, progress=progress)  # noqa: E731
         if as_json:
             report = run(None)
             render.print_json(report.as_dict())
@@ -124,6 +143,9 @@ def _with_progress(run):
             starting = [True]  # the runner reports each case as it starts, then as it ends
 
             def line(done, total, description):
+                if description.startswith("localizing"):  # the localization's stages, within a case
+                    stages(description)
+                    return
                 if starting[0]:
                     stages(f"case {done + 1}/{total}: {description}")
                 starting[0] = not starting[0]
@@ -196,9 +218,84 @@ def _render(report):
         out.print(t)
     if fixes:
         out.print(f"[yellow]inconclusive:[/] {escape(fixes[0])}.")
+    if report.localized is not None:
+        _render_localized(out, report.localized)
     failed = report.failures()
     if report.passed:
         n = len(report.cases)
         out.print(f"[green]OK[/]: {plural(n, 'case')} match{'es' if n == 1 else ''}.")
     elif failed:
         out.print(f"[red]FAILED[/]: {failing(failed, len(report.cases))}.")
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _size(ctx, param, value):
+    """``--localize-budget``: a size such as 64M, 1G or 1048576 (bytes)."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS and text[-1:] else ""
+    try:
+        number = float(text[:-1] if unit else text) if len(text) <= 32 else float("nan")
+    except ValueError:
+        number = float("nan")
+    if not number >= 1 or number * _SIZE_UNITS[unit] > 1 << 50:
+        raise click.BadParameter(f"{value!r} is not a size such as 64M, 1G or 1048576.", ctx, param)
+    return int(number * _SIZE_UNITS[unit])
+
+
+def _render_localized(out, loc):
+    """The localization: the operation blamed, its errors, whether it departs alone, and the error's growth."""
+    from rich.table import Table
+
+    out.print()
+    case = ", ".join(f"{k}={v}" for k, v in loc.dims.items()) or "fixed shapes"
+    if loc.case:
+        out.print(f"[bold]localize[/]: {escape(loc.actual)} ({escape(loc.actual_shown)}) against "
+                  f"{escape(loc.expected)} ({escape(loc.expected_shown)}), {escape(loc.function)} on "
+                  f"{escape(loc.platform)} at {escape(case)} ({escape(loc.case)})")
+    else:
+        out.print("[bold]localize[/]:")
+    if loc.correspondence:
+        out.print(f"  operations: {escape(loc.correspondence['text'])}")
+    b = loc.blame
+    if b is not None:
+        op = loc.op()
+        out.print(f"  [red]blamed[/]: {escape(op.named())} at [bold]{escape(op.where.shown())}[/]")
+        out.print(f"          {escape(op.types())}" + (f"  [dim]({escape(op.program)}'s program)[/]"
+                                                       if not loc.correspondence or
+                                                       not loc.correspondence["same_program"] else ""))
+        other = b.expected if op is b.actual else b.actual
+        if other is not None:
+            out.print(f"          in {escape(other.program)}'s program: {escape(other.named())} at "
+                      f"{escape(other.where.shown())}")
+        for step in b.inside:
+            out.print(f"  inside: {escape(step.shown())}")
+        if b.cause:
+            out.print(f"  why:    {escape(b.cause)}")
+        for m in b.results:
+            out.print(f"  error:  {escape(m.what)} {escape(m.type)}: {escape(m.error_text())}")
+        for m in b.operands:
+            out.print(f"          {escape(m.what)} {escape(m.type)}: {escape(m.error_text())}")
+        if b.consequence:
+            out.print(f"  then:   {escape(b.consequence)}")
+        if b.alone is not None:
+            worst = "; ".join(m.error_text() for m in b.alone.results if m.result is not None)
+            out.print(f"  alone:  [bold]{escape(b.alone.verdict)}[/] ({escape(b.alone.compared)} on "
+                      f"{escape(b.alone.inputs_from)}'s recorded inputs: {escape(worst)})")
+        if loc.growth:
+            t = Table(show_edge=False, title="the error from there to the outputs", title_justify="left")
+            for col in ("step", "where", "max abs err", "max rel err", "values outside"):
+                t.add_column(col, justify="right" if col.startswith(("max", "values")) else "left")
+            for g in loc.growth:
+                r = g.measured.result
+                t.add_row(escape(g.label), escape(g.where), _number(r.max_abs_error if r else None),
+                          _number(r.max_rel_error if r else None), f"{r.mismatched}/{r.size}" if r else "-")
+            out.print(t)
+    if loc.written:
+        out.print(f"  written: {escape(loc.written['directory'])} ({escape(', '.join(loc.written['files']))})")
+    for note in loc.notes:
+        out.print(f"  [yellow]note:[/] {escape(note)}")
+    out.print(f"  {escape(loc.summary())}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,21 +37,35 @@ def unknown_input_error(name: str, declared: Mapping[str, Any] | list[str], cont
     return InputError(f"unknown input name {name!r}{context}; the inputs are: {', '.join(names) or '(none)'}.{hint}")
 
 
+def check_input_names(given: Collection[str], declared: Sequence[str]) -> None:
+    """The inputs of a call by name, ``given``, against the function's, ``declared``: a name that is none of them
+    (:func:`unknown_input_error`, naming the closest), then any of them missing, is an ``InputError``."""
+    for name in given:
+        if name not in declared:
+            raise unknown_input_error(name, list(declared))
+    missing = [n for n in declared if n not in given]
+    if missing:
+        raise InputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
+
+
 # --- checking arrays against the manifest ----------------------------------------------------------------------
 
 
 def _convert_hint(name: str, dtype: str, actual: str, source: str | None) -> str:
     """How to give input ``name`` as ``dtype``: ``call --cast`` where it applies (it converts when every value is
     kept: always for a pair ``dtypes.safe_cast`` allows, and is named for other pairs of integers, such as numpy's
-    default int64 ids for an int32 input, whose values it judges one by one), and how to convert it into a new file
-    (never over the user's own file)."""
+    default int64 ids for an int32 input, and for any other pair of numbers read from a file, such as numpy's default
+    float64 for a float32 input, whose values it judges one by one), and how to convert it into a new file (never
+    over the user's own file)."""
     known = dtypes.BY_NAME.get(dtype)
     target = f"ml_dtypes.{dtype}" if known is not None and known.ml_dtypes else f"np.{dtype}"
     imports = "import numpy as np" + ("; import ml_dtypes" if target.startswith("ml_dtypes") else "")
     cast = ""
     if actual in dtypes.BY_NAME and dtypes.safe_cast(actual, dtype):
         cast = " Or let 'jaxport call --cast' convert it on reading (every value is kept)."
-    elif actual in dtypes.BY_NAME and {dtypes.BY_NAME[actual].kind, known and known.kind} <= {"int", "uint"}:
+    elif actual in dtypes.BY_NAME and known is not None and (
+            {dtypes.BY_NAME[actual].kind, known.kind} <= {"int", "uint"}
+            or source is not None and "key" not in (dtypes.BY_NAME[actual].kind, known.kind)):
         cast = f" Or let 'jaxport call --cast' convert it on reading: it does when every value is kept as {dtype}."
     if source and source.endswith(".npy") and "'" not in source:
         new = f"{source[:-len('.npy')]}.{dtype}.npy"

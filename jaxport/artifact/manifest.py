@@ -16,7 +16,8 @@ from ..errors import FormatError, UsageError
 from ..spec.values import dimension_range, input_range
 from . import model
 from .bounds import Bounds
-from .layout import ALIGNMENT, MAX_NAME, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
+from .fields import Fields, as_digest, as_integer, as_list, as_string, fail, peek
+from .layout import ALIGNMENT, PAYLOAD_NAME, WEIGHTS_MEMBER, is_safe_member_name
 from .versions import FORMAT_MAJOR as FORMAT_MAJOR
 from .versions import FORMAT_VERSION as FORMAT_VERSION
 from .versions import written_version as written_version
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 FORMAT_NAME = "jaxport"
 
 MAX_RANK = 64
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def function_names(m: model.Manifest, function: str | None = None) -> list[str]:
@@ -48,127 +48,25 @@ def function_names(m: model.Manifest, function: str | None = None) -> list[str]:
 
 # --- reading an untrusted manifest -------------------------------------------------------------------------------
 #
-# One pass: each object of the JSON document is read field by field, each field checked where it is taken and made
-# into its record (``model``); the first wrong field raises a FormatError that names its path in the manifest.
+# One pass: each object of the JSON document is read field by field (``fields.Fields``), each field checked where it
+# is taken and made into its record (``model``); the first wrong field raises a FormatError that names its path in the
+# manifest.
 
-_REQUIRED = object()
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _fail(path: str, msg: str) -> FormatError:
-    return FormatError(f"manifest.json: {path}: {msg}")
-
-
-def _object(v: Any, path: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise _fail(path, f"expected an object, found {type(v).__name__}")
-    return v
-
-
-def _list(v: Any, path: str, limit: int = 1 << 20) -> list[Any]:
-    if not isinstance(v, list):
-        raise _fail(path, f"expected a list, found {type(v).__name__}")
-    if len(v) > limit:
-        raise _fail(path, f"has {len(v)} entries; at most {limit} are allowed")
-    return v
-
-
-def _string(v: Any, path: str, limit: int = MAX_NAME) -> str:
-    if not isinstance(v, str):
-        raise _fail(path, f"expected a string, found {type(v).__name__}")
-    if len(v) > limit:
-        raise _fail(path, f"string is {len(v)} characters; at most {limit} are allowed")
-    return v
-
-
-def _integer(v: Any, path: str, lo: int = 0, hi: int = (1 << 63) - 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _fail(path, f"expected an integer, found {type(v).__name__}")
-    if not lo <= v <= hi:
-        raise _fail(path, f"{v} is out of range [{lo}, {hi}]")
-    return v
-
-
-def _digest(v: Any, path: str) -> str:
-    if not _SHA256.match(_string(v, path, 64)):
-        raise _fail(path, "expected 64 lowercase hex digits")
-    return v
-
-
-def _peek(v: Any, key: str) -> Any:
-    """``v[key]`` of a value not yet checked, or None when ``v`` is no object or lacks the key."""
-    return v.get(key) if isinstance(v, dict) else None
-
-
-class _Fields:
-    """One object of the manifest being read: its fields by name, each checked as it is taken. ``path`` names the
-    object in messages; ``at(key)`` names a field."""
-
-    __slots__ = ("raw", "path", "prefix")
-
-    def __init__(self, raw: Any, path: str, prefix: str | None = None) -> None:
-        self.raw = _object(raw, path)
-        self.path = path
-        self.prefix = f"{path}." if prefix is None else prefix
-
-    def at(self, key: str) -> str:
-        return self.prefix + key
-
-    def has(self, key: str) -> bool:
-        return key in self.raw
-
-    def value(self, key: str, default: Any = _REQUIRED) -> Any:
-        """The field's JSON value; a missing one is ``default``, or an error when the field is required."""
-        if key in self.raw:
-            return self.raw[key]
-        if default is _REQUIRED:
-            raise _fail(self.path, f"missing required field {key!r}")
-        return default
-
-    def fields(self, key: str, default: Any = _REQUIRED) -> _Fields:
-        return _Fields(self.value(key, default), self.at(key))
-
-    def string(self, key: str, limit: int = MAX_NAME, default: Any = _REQUIRED) -> str:
-        return _string(self.value(key, default), self.at(key), limit)
-
-    def optional_string(self, key: str, limit: int = MAX_NAME) -> str | None:
-        """A string, or None when the field is missing or null."""
-        v = self.value(key, None)
-        return None if v is None else _string(v, self.at(key), limit)
-
-    def integer(self, key: str, lo: int = 0, hi: int = (1 << 63) - 1, default: Any = _REQUIRED) -> int:
-        return _integer(self.value(key, default), self.at(key), lo, hi)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        if not isinstance(v := self.value(key, default), bool):
-            raise _fail(self.at(key), f"expected true or false, found {type(v).__name__}")
-        return v
-
-    def optional_integer(self, key: str) -> int | None:
-        """An integer when the field is there (null is no integer), else None."""
-        return _integer(self.raw[key], self.at(key)) if key in self.raw else None
-
-    def list(self, key: str, limit: int = 1 << 20, default: Any = _REQUIRED) -> list[Any]:
-        return _list(self.value(key, default), self.at(key), limit)
-
-    def strings(self, key: str, limit: int = 1 << 16, length: int = MAX_NAME) -> tuple[str, ...]:
-        """A list of strings, empty when the field is missing."""
-        path = self.at(key)
-        return tuple(_string(s, f"{path}[{i}]", length) for i, s in enumerate(self.list(key, limit, [])))
 
 
 def validate(m: Any) -> model.Manifest:
     """Check the structure of an untrusted manifest (parsed JSON); raise FormatError naming the first bad field.
     Returns it as records: the only way from a manifest's JSON to a ``model.Manifest``."""
-    top = _Fields(m, "(top level)", prefix="")
+    top = Fields(m, "(top level)", prefix="")
     fmt = top.value("format")
     if fmt != FORMAT_NAME:
-        raise _fail("format", f"expected {FORMAT_NAME!r}, found {fmt!r}: this is not a jaxport artifact")
+        raise fail("format", f"expected {FORMAT_NAME!r}, found {fmt!r}: this is not a jaxport artifact")
     ver = top.string("format_version", 32)
     mm = re.fullmatch(r"([0-9]{1,6})\.([0-9]{1,6})", ver)
     if not mm:
-        raise _fail("format_version", f"{ver!r} is not of the form MAJOR.MINOR")
-    writer = _peek(_peek(m, "producer"), "jaxport")
+        raise fail("format_version", f"{ver!r} is not of the form MAJOR.MINOR")
+    writer = peek(peek(m, "producer"), "jaxport")
     writer = writer if isinstance(writer, str) else "unknown"
     if not writer.isprintable() or len(writer) > 40:
         writer = repr(writer[:40])
@@ -176,91 +74,91 @@ def validate(m: Any) -> model.Manifest:
         raise FormatError(f"artifact format {ver} was written by jaxport {writer}; this jaxport "
                           f"({__version__}) reads format {FORMAT_MAJOR}.x. Upgrade jaxport to read it.")
     if int(mm.group(1)) < 1:
-        raise _fail("format_version", f"{ver!r} is not a released format version")
+        raise fail("format_version", f"{ver!r} is not a released format version")
     producer = _producer(top.fields("producer"))
     source = _source(top.fields("source", {}))
     metadata = _metadata(top.fields("metadata", {}))
     members = _members(top.fields("members"))
     raw_functions = top.fields("functions")
     if not raw_functions.raw:
-        raise _fail("functions", "the artifact declares no function")
-    tensors = _peek(_peek(m, "weights"), "tensors")
+        raise fail("functions", "the artifact declares no function")
+    tensors = peek(peek(m, "weights"), "tensors")
     stored = set(tensors) if isinstance(tensors, dict) else set()
     functions = {}
     for fname, f in raw_functions.raw.items():
         here = f"functions[{fname!r}]"
-        _string(fname, here, 256)
+        as_string(fname, here, 256)
         if not _IDENTIFIER.match(fname):
-            raise _fail(here, "a function's name is an identifier ([A-Za-z_][A-Za-z0-9_]*)")
-        functions[fname] = _function(_Fields(f, here), members, stored)
+            raise fail(here, "a function's name is an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        functions[fname] = _function(Fields(f, here), members, stored)
     weights = None if top.value("weights", None) is None else _weights(top.fields("weights"), members)
     return model.Manifest(ver, producer, members, functions, metadata, source, weights, fmt)
 
 
-def _producer(p: _Fields) -> model.Producer:
+def _producer(p: Fields) -> model.Producer:
     jaxport, jax, jaxlib = (p.string(k, 64) for k in ("jaxport", "jax", "jaxlib"))
     for_jax = p.optional_string("for_jax", 64)
     upgraded = None
     if p.value("upgraded_from", None) is not None:
         u = p.fields("upgraded_from")
         upgraded = model.UpgradedFrom(u.string("jaxport", 64), u.string("jax", 64), u.string("jaxlib", 64),
-                                      _digest(u.value("sha256", None), u.at("sha256")),
+                                      as_digest(u.value("sha256", None), u.at("sha256")),
                                       u.optional_string("for_jax", 64))
     ccr = None
     if p.value("calling_convention_range", None) is not None:
         given = p.list("calling_convention_range", 2)
         if len(given) != 2:
-            raise _fail(p.at("calling_convention_range"), "expected [oldest, newest]")
-        oldest, newest = (_integer(x, f"{p.at('calling_convention_range')}[{i}]", 0, 1 << 20)
+            raise fail(p.at("calling_convention_range"), "expected [oldest, newest]")
+        oldest, newest = (as_integer(x, f"{p.at('calling_convention_range')}[{i}]", 0, 1 << 20)
                           for i, x in enumerate(given))
         ccr = (oldest, newest)
     return model.Producer(jaxport, jax, jaxlib, ccr, for_jax, upgraded)
 
 
-def _source(s: _Fields) -> model.Source:
+def _source(s: Fields) -> model.Source:
     spec = s.optional_string("spec", 4096)
-    digest = None if s.value("spec_sha256", None) is None else _digest(s.value("spec_sha256"), s.at("spec_sha256"))
+    digest = None if s.value("spec_sha256", None) is None else as_digest(s.value("spec_sha256"), s.at("spec_sha256"))
     binds = None
     if s.has("binds"):
-        binds = {k: _string(v, f"source.binds[{k!r}]", 1 << 12) for k, v in s.fields("binds").raw.items()}
+        binds = {k: as_string(v, f"source.binds[{k!r}]", 1 << 12) for k, v in s.fields("binds").raw.items()}
     return model.Source(spec, digest, binds)
 
 
-def _metadata(meta: _Fields) -> model.Metadata:
+def _metadata(meta: Fields) -> model.Metadata:
     name, version, description = (meta.optional_string(k, 1 << 16) for k in ("name", "version", "description"))
-    labels = {k: _string(v, f"metadata.labels[{k!r}]", 1 << 12) for k, v in meta.fields("labels", {}).raw.items()}
+    labels = {k: as_string(v, f"metadata.labels[{k!r}]", 1 << 12) for k, v in meta.fields("labels", {}).raw.items()}
     return model.Metadata(name, version, description, labels or model.EMPTY,
                           tuple(k for k in meta.raw if k in model.METADATA_KEYS))
 
 
-def _members(members: _Fields) -> dict[str, model.MemberInfo]:
+def _members(members: Fields) -> dict[str, model.MemberInfo]:
     if len(members.raw) > 1 << 16:
-        raise _fail("members", f"lists {len(members.raw)} members; at most {1 << 16} are allowed")
+        raise fail("members", f"lists {len(members.raw)} members; at most {1 << 16} are allowed")
     out = {}
     for name, raw in members.raw.items():
         here = f"members[{name!r}]"
         if name == "manifest.json":
-            raise _fail(here, "the manifest does not list itself")
-        _string(name, here)
-        info = _Fields(raw, here)
-        out[name] = model.MemberInfo(info.integer("size"), _digest(info.value("sha256"), info.at("sha256")))
+            raise fail(here, "the manifest does not list itself")
+        as_string(name, here)
+        info = Fields(raw, here)
+        out[name] = model.MemberInfo(info.integer("size"), as_digest(info.value("sha256"), info.at("sha256")))
     return out
 
 
 # --- one function ------------------------------------------------------------------------------------------------
 
 
-def _function(fn: _Fields, members: Mapping[str, model.MemberInfo], stored: set[str]) -> model.Function:
+def _function(fn: Fields, members: Mapping[str, model.MemberInfo], stored: set[str]) -> model.Function:
     payload = fn.string("payload")
     if payload not in members:
-        raise _fail(fn.at("payload"), f"{payload!r} is not listed under 'members'")
+        raise fail(fn.at("payload"), f"{payload!r} is not listed under 'members'")
     if not PAYLOAD_NAME.match(payload):
-        raise _fail(fn.at("payload"), f"{payload!r} is not a program member's name (functions/NAME.jaxexport)")
+        raise fail(fn.at("payload"), f"{payload!r} is not a program member's name (functions/NAME.jaxexport)")
     convention = fn.integer("calling_convention_version", 0, 1 << 20)
     listed = fn.list("platforms", 16)
     if not listed:
-        raise _fail(fn.at("platforms"), "the function names no platform")
-    platforms = tuple(_string(p, f"{fn.at('platforms')}[{i}]", 32) for i, p in enumerate(listed))
+        raise fail(fn.at("platforms"), "the function names no platform")
+    platforms = tuple(as_string(p, f"{fn.at('platforms')}[{i}]", 32) for i, p in enumerate(listed))
     inputs = _arrays(fn, "inputs")
     _ranges(inputs)
     outputs = _arrays(fn, "outputs")
@@ -274,12 +172,12 @@ def _function(fn: _Fields, members: Mapping[str, model.MemberInfo], stored: set[
     shape_assertions = fn.strings("shape_assertions", 1 << 16, 1 << 16)
     custom_calls = []
     for i, raw in enumerate(fn.list("custom_calls", 1 << 16, [])):
-        c = _Fields(raw, f"{fn.at('custom_calls')}[{i}]")
+        c = Fields(raw, f"{fn.at('custom_calls')}[{i}]")
         custom_calls.append(model.CustomCall(c.string("target", default=None), c.optional_integer("count"),
                                              c.optional_string("stability", 64)))
     allowed = fn.strings("allowed_custom_calls")
     disabled = fn.strings("disabled_safety_checks")
-    kept = tuple(_integer(k, f"{fn.at('kept_inputs')}[{i}]", 0, 1 << 20)
+    kept = tuple(as_integer(k, f"{fn.at('kept_inputs')}[{i}]", 0, 1 << 20)
                  for i, k in enumerate(fn.list("kept_inputs", 1 << 20, [])))
     effects = fn.fields("effects", {})
     effects_record = model.Effects(effects.strings("ordered"), effects.strings("unordered"))
@@ -288,19 +186,19 @@ def _function(fn: _Fields, members: Mapping[str, model.MemberInfo], stored: set[
     constraints = []
     for i, c in enumerate(fn.list("constraints", 1024, [])):
         try:
-            text = _string(c, f"{fn.at('constraints')}[{i}]", 1024)
+            text = as_string(c, f"{fn.at('constraints')}[{i}]", 1024)
             constraints.append((text, dimexpr.parse_constraint(text)))
         except dimexpr.DimExprError as e:
-            raise _fail(f"{fn.at('constraints')}[{i}]", f"bad constraint: {e}") from None
+            raise fail(f"{fn.at('constraints')}[{i}]", f"bad constraint: {e}") from None
     _dimension_ranges(fn, inputs, outputs, dims, constraints)
     nr_devices = fn.integer("nr_devices", 1, 1 << 20, default=1)
     mesh, weights_specs = _mesh(fn, nr_devices, inputs, outputs)
     names = fn.list("weights", 1 << 20, [])
     for i, n in enumerate(names):
         if not isinstance(n, str) or n not in stored:
-            raise _fail(f"{fn.at('weights')}[{i}]", f"{n!r} is not a tensor of the top-level 'weights'")
+            raise fail(f"{fn.at('weights')}[{i}]", f"{n!r} is not a tensor of the top-level 'weights'")
     if len(set(names)) != len(names):
-        raise _fail(fn.at("weights"), "names a tensor twice")
+        raise fail(fn.at("weights"), "names a tensor twice")
     return model.Function(
         payload, convention, platforms, tuple(rec for _, rec in inputs), tuple(rec for _, rec in outputs), signature,
         entrypoint=entrypoint, stablehlo_version=stablehlo_version, x64=x64, weights=tuple(names),
@@ -312,34 +210,34 @@ def _function(fn: _Fields, members: Mapping[str, model.MemberInfo], stored: set[
 
 
 def _shape(shape: Any, path: str) -> tuple[int | str, ...]:
-    for i, d in enumerate(_list(shape, path, MAX_RANK)):
+    for i, d in enumerate(as_list(shape, path, MAX_RANK)):
         if isinstance(d, str):
             try:
-                dimexpr.parse(_string(d, f"{path}[{i}]", 256))
+                dimexpr.parse(as_string(d, f"{path}[{i}]", 256))
             except dimexpr.DimExprError as e:
-                raise _fail(f"{path}[{i}]", f"bad dimension expression: {e}") from None
+                raise fail(f"{path}[{i}]", f"bad dimension expression: {e}") from None
         else:
-            _integer(d, f"{path}[{i}]", 0, (1 << 62))
+            as_integer(d, f"{path}[{i}]", 0, (1 << 62))
     return tuple(shape)
 
 
-def _arrays(fn: _Fields, key: str) -> list[Any]:
+def _arrays(fn: Fields, key: str) -> list[Any]:
     """The entries of ``inputs`` or ``outputs``: unique printable names, shapes, supported dtypes. Each comes with
     its object, from which ``_ranges`` and ``_mesh`` add the range and the PartitionSpec to its record."""
     path, seen, out = fn.at(key), set(), []
     record = model.Input if key == "inputs" else model.Output
     for i, raw in enumerate(fn.list(key, 1 << 16)):
-        a = _Fields(raw, f"{path}[{i}]")
+        a = Fields(raw, f"{path}[{i}]")
         name = a.string("name")
         if not name.isprintable():
-            raise _fail(a.at("name"), f"{name!r} contains control characters")
+            raise fail(a.at("name"), f"{name!r} contains control characters")
         if name in seen:
-            raise _fail(a.at("name"), f"duplicate name {name!r}")
+            raise fail(a.at("name"), f"duplicate name {name!r}")
         seen.add(name)
         shape = _shape(a.value("shape"), a.at("shape"))
         dtype = a.string("dtype", 64)
         if dtype not in dtypes.BY_NAME:
-            raise _fail(a.at("dtype"), f"{dtype!r} is not a dtype jaxport supports")
+            raise fail(a.at("dtype"), f"{dtype!r} is not a dtype jaxport supports")
         sharding, spec_path = (a.optional_string(k, 1 << 16) for k in ("sharding", "spec_path"))
         rec = model.Input(name, shape, dtype, spec_path, sharding, weak=a.boolean("weak", False),
                           range_example=a.boolean("range_example", False)) if record is model.Input else \
@@ -348,16 +246,16 @@ def _arrays(fn: _Fields, key: str) -> list[Any]:
     return out
 
 
-def _output_key(a: _Fields, shape: tuple[int | str, ...], dtype: str) -> str | None:
+def _output_key(a: Fields, shape: tuple[int | str, ...], dtype: str) -> str | None:
     """An output's optional ``key`` (format 1.2): the key dtype whose key data (``uint32``, data axes last) it is."""
     if not a.has("key"):
         return None
     key = a.string("key", 64)
     if key not in dtypes.KEYS:
-        raise _fail(a.at("key"), f"{key!r} is not a PRNG key dtype (one of {', '.join(dtypes.KEYS)})")
+        raise fail(a.at("key"), f"{key!r} is not a PRNG key dtype (one of {', '.join(dtypes.KEYS)})")
     data = dtypes.KEYS[key].data_shape
     if dtype != "uint32" or len(shape) < len(data) or tuple(shape[len(shape) - len(data):]) != data:
-        raise _fail(a.at("key"), f"a {key} output's key data is uint32 with the axes {list(data)} last, "
+        raise fail(a.at("key"), f"a {key} output's key data is uint32 with the axes {list(data)} last, "
                                  f"not {dtype}{list(shape)}")
     return key
 
@@ -370,40 +268,40 @@ def _ranges(inputs: list[Any]) -> None:
             continue
         bounds = a.list("range", 2)
         if len(bounds) != 2:
-            raise _fail(a.at("range"), f"expected [LO, HI], found {plural(len(bounds), 'entry', 'entries')}")
+            raise fail(a.at("range"), f"expected [LO, HI], found {plural(len(bounds), 'entry', 'entries')}")
         kind = dtypes.BY_NAME[rec.dtype].kind
         named = any(isinstance(b, str) and any(c.isalpha() or c == "_" for c in b) for b in bounds)  # [0, "nodes"]
         if not named and kind in ("int", "uint") and not all(isinstance(b, int) and not isinstance(b, bool)
                                                              for b in bounds):
-            raise _fail(a.at("range"), f"expected two integers for a {rec.dtype} input")
+            raise fail(a.at("range"), f"expected two integers for a {rec.dtype} input")
         try:
             (dimension_range if named else input_range)(bounds[0], bounds[1], rec.dtype)
         except ValueError as e:
-            raise _fail(a.at("range"), str(e).split(";")[0]) from None
+            raise fail(a.at("range"), str(e).split(";")[0]) from None
         inputs[k] = (a, model.replace(rec, range=(bounds[0], bounds[1])))
 
 
-def _signature(sig: _Fields, input_names: list[str]) -> model.Signature:
+def _signature(sig: Fields, input_names: list[str]) -> model.Signature:
     """The call tree: known node kinds, input indexes in range, each input used exactly once."""
     if not sig.raw:  # no call tree: the inputs are the positional arguments, in order
         return model.Signature(tuple(model.CallNode("input", i, name) for i, name in enumerate(input_names)))
     n_inputs, used = len(input_names), []
 
     def node(raw: Any, here: str, top: bool) -> model.CallNode:
-        n = _Fields(raw, here)
+        n = Fields(raw, here)
         kinds = [k for k in model.NODE_KINDS if k in n.raw]
         if len(kinds) != 1:
-            raise _fail(here, f"a call-tree node has exactly one of {', '.join(model.NODE_KINDS)}; found "
+            raise fail(here, f"a call-tree node has exactly one of {', '.join(model.NODE_KINDS)}; found "
                               f"{', '.join(map(repr, sorted(n.raw)[:4])) or 'none'}")
         kind = kinds[0]
         name = n.string("name") if top else None
         value = n.value(kind)
         if kind == "input":
-            used.append(_integer(value, n.at(kind), 0, max(n_inputs - 1, 0)))
+            used.append(as_integer(value, n.at(kind), 0, max(n_inputs - 1, 0)))
             if n_inputs == 0:
-                raise _fail(n.at(kind), "the function has no inputs")
+                raise fail(n.at(kind), "the function has no inputs")
         elif kind == "bound":
-            _string(value, n.at(kind), 1 << 12)
+            as_string(value, n.at(kind), 1 << 12)
         elif kind == "list":
             value = tuple(node(c, f"{here}.list[{i}]", False) for i, c in enumerate(n.list(kind, 1 << 16)))
         elif kind == "dict":
@@ -413,19 +311,19 @@ def _signature(sig: _Fields, input_names: list[str]) -> model.Signature:
     args = tuple(node(a, f"{sig.at('args')}[{i}]", True) for i, a in enumerate(sig.list("args", 1 << 16, [])))
     kwargs = {k: node(c, f"{sig.at('kwargs')}[{k!r}]", False) for k, c in sig.fields("kwargs", {}).raw.items()}
     if sorted(used) != list(range(n_inputs)):
-        raise _fail(sig.path, f"uses inputs {sorted(used)[:8]}, but each of the {n_inputs} inputs must be used "
+        raise fail(sig.path, f"uses inputs {sorted(used)[:8]}, but each of the {n_inputs} inputs must be used "
                               f"exactly once")
     return model.Signature(args, kwargs)
 
 
 def _output_node(raw: Any, path: str, n_outputs: int) -> model.OutputNode:
     """A node of the output tree; with several kinds, the first of output, dict, list, tuple, node counts."""
-    n = _Fields(raw, path)
+    n = Fields(raw, path)
     index = None
     if n.has("output"):
         index = n.integer("output", 0, max(n_outputs - 1, 0))
         if n_outputs == 0:
-            raise _fail(n.at("output"), "the function has no outputs")
+            raise fail(n.at("output"), "the function has no outputs")
     def nodes(kind: str) -> tuple[model.OutputNode, ...] | None:
         if not n.has(kind):
             return None
@@ -436,11 +334,11 @@ def _output_node(raw: Any, path: str, n_outputs: int) -> model.OutputNode:
         if n.has("dict") else None
     type_name = n.string("node") if n.has("node") else None
     module = n.string("module", 1024) if n.has("module") else None
-    keys = tuple(_string(k, f"{n.at('keys')}[{i}]", 1024) for i, k in enumerate(n.list("keys", 1 << 16))) \
+    keys = tuple(as_string(k, f"{n.at('keys')}[{i}]", 1024) for i, k in enumerate(n.list("keys", 1 << 16))) \
         if n.has("keys") else None
     if keys is not None and len(keys) != len(children or ()):
         count = plural(len(children or ()), "child", "children")
-        raise _fail(n.at("keys"), f"names {plural(len(keys), 'key')} for {count}")
+        raise fail(n.at("keys"), f"names {plural(len(keys), 'key')} for {count}")
     if index is not None:
         return model.OutputNode("output", index)
     if entries is not None:
@@ -454,39 +352,39 @@ def _output_node(raw: Any, path: str, n_outputs: int) -> model.OutputNode:
     return model.OutputNode("none")
 
 
-def _dims(dims: _Fields, input_names: set[str]) -> dict[str, model.DimVar]:
+def _dims(dims: Fields, input_names: set[str]) -> dict[str, model.DimVar]:
     out = {}
     for name, raw in dims.raw.items():
         here = f"{dims.path}[{name!r}]"
         if not _IDENTIFIER.match(name):
-            raise _fail(here, "a dimension variable's name is an identifier")
-        d = _Fields(raw, here)
+            raise fail(here, "a dimension variable's name is an identifier")
+        d = Fields(raw, here)
         lo = 1 if d.value("min", None) is None else d.integer("min", 0, 1 << 62)
         hi = None if d.value("max", None) is None else d.integer("max", 0, 1 << 62)
         if hi is not None and lo > hi:
-            raise _fail(here, f"min {lo} is greater than max {hi}")
+            raise fail(here, f"min {lo} is greater than max {hi}")
         derivation = None
         if d.value("derived_from", None) is not None:
             src = d.fields("derived_from")
             source = src.string("input")
             if source not in input_names:
-                raise _fail(src.at("input"), f"{source!r} is not an input of the function")
+                raise fail(src.at("input"), f"{source!r} is not an input of the function")
             derivation = model.Derivation(source, src.integer("axis", 0, MAX_RANK - 1), src.string("expression", 256))
         out[name] = model.DimVar(Bounds(lo, hi), derivation)
     return out
 
 
-def _constants(consts: _Fields) -> model.EmbeddedConstants:
+def _constants(consts: Fields) -> model.EmbeddedConstants:
     count, size = consts.optional_integer("count"), consts.optional_integer("bytes")
     largest = []
     for i, raw in enumerate(consts.list("largest", 64, [])):
-        c = _Fields(raw, f"{consts.at('largest')}[{i}]")
+        c = Fields(raw, f"{consts.at('largest')}[{i}]")
         largest.append(model.Constant(c.optional_string("type", 1 << 12), c.optional_integer("bytes"),
                                       c.optional_string("location", 1 << 12)))
     return model.EmbeddedConstants(count, size, tuple(largest))
 
 
-def _dimension_ranges(fn: _Fields, inputs: list[Any], outputs: list[Any], dims: Mapping[str, model.DimVar],
+def _dimension_ranges(fn: Fields, inputs: list[Any], outputs: list[Any], dims: Mapping[str, model.DimVar],
                       constraints: list[Any]) -> None:
     """No shape or constraint can divide by zero or exceed 2**62 within the declared bounds (``dimexpr``'s rule)."""
     bounds = {name: (d.bounds.lo, d.bounds.hi) for name, d in dims.items()}
@@ -498,18 +396,18 @@ def _dimension_ranges(fn: _Fields, inputs: list[Any], outputs: list[Any], dims: 
                     try:
                         _, most = dimexpr.value_range(dimexpr.parse(d), bounds)
                     except dimexpr.DimExprError as e:
-                        raise _fail(here, f"bad dimension expression: {e}") from None
+                        raise fail(here, f"bad dimension expression: {e}") from None
                     if most < 0:
-                        raise _fail(here, f"bad dimension expression: {d!r} is negative for every value within the "
+                        raise fail(here, f"bad dimension expression: {d!r} is negative for every value within the "
                                           f"bounds")
     for i, (_, c) in enumerate(constraints):
         try:
             dimexpr.check_ranges(c, bounds)
         except dimexpr.DimExprError as e:
-            raise _fail(f"{fn.at('constraints')}[{i}]", f"bad constraint: {e}") from None
+            raise fail(f"{fn.at('constraints')}[{i}]", f"bad constraint: {e}") from None
 
 
-def _mesh(fn: _Fields, nr_devices: int, inputs: list[Any], outputs: list[Any]) -> tuple[Any, Any]:
+def _mesh(fn: Fields, nr_devices: int, inputs: list[Any], outputs: list[Any]) -> tuple[Any, Any]:
     """A sharded function's mesh (axis names and sizes whose product is ``nr_devices``) and PartitionSpecs naming
     only its axes; the arrays' records get their PartitionSpecs here."""
     mesh, axes = None, []
@@ -517,26 +415,26 @@ def _mesh(fn: _Fields, nr_devices: int, inputs: list[Any], outputs: list[Any]) -
         m = fn.fields("mesh")
         names, sizes = m.list("axis_names", 64), m.list("axis_sizes", 64)
         if not names or len(names) != len(sizes):
-            raise _fail(m.path, "axis_names and axis_sizes must be non-empty and of the same length")
+            raise fail(m.path, "axis_names and axis_sizes must be non-empty and of the same length")
         total = 1
         for i, (n, s) in enumerate(zip(names, sizes)):
-            if not _IDENTIFIER.match(_string(n, f"{m.at('axis_names')}[{i}]", 256)) or n in axes:
-                raise _fail(f"{m.at('axis_names')}[{i}]", "an axis name is a unique identifier")
+            if not _IDENTIFIER.match(as_string(n, f"{m.at('axis_names')}[{i}]", 256)) or n in axes:
+                raise fail(f"{m.at('axis_names')}[{i}]", "an axis name is a unique identifier")
             axes.append(n)
-            total *= _integer(s, f"{m.at('axis_sizes')}[{i}]", 1, 1 << 20)
+            total *= as_integer(s, f"{m.at('axis_sizes')}[{i}]", 1, 1 << 20)
         if total != nr_devices:
-            raise _fail(m.path, f"the axes multiply to {total} devices, but nr_devices is {nr_devices}")
+            raise fail(m.path, f"the axes multiply to {total} devices, but nr_devices is {nr_devices}")
         mesh = model.Mesh(tuple(names), tuple(sizes))
 
     def spec(value: Any, path: str) -> tuple[Any, ...] | None:
         if value is None:
             return None
         if mesh is None:
-            raise _fail(path, "a PartitionSpec needs the function's mesh")
-        for i, e in enumerate(_list(value, path, MAX_RANK)):
-            for n in (_list(e, f"{path}[{i}]", 64) if isinstance(e, list) else [] if e is None else [e]):
+            raise fail(path, "a PartitionSpec needs the function's mesh")
+        for i, e in enumerate(as_list(value, path, MAX_RANK)):
+            for n in (as_list(e, f"{path}[{i}]", 64) if isinstance(e, list) else [] if e is None else [e]):
                 if n not in axes:
-                    raise _fail(f"{path}[{i}]", f"{n!r} is not an axis of the function's mesh")
+                    raise fail(f"{path}[{i}]", f"{n!r} is not an axis of the function's mesh")
         return tuple(tuple(e) if isinstance(e, list) else e for e in value)
 
     for arrays in (inputs, outputs):
@@ -549,52 +447,53 @@ def _mesh(fn: _Fields, nr_devices: int, inputs: list[Any], outputs: list[Any]) -
     return mesh, specs if fn.has("weights_partition_specs") else None
 
 
-def _weights(w: _Fields, members: Mapping[str, model.MemberInfo]) -> model.Weights:
+def _weights(w: Fields, members: Mapping[str, model.MemberInfo]) -> model.Weights:
     """Tensors must lie inside the weights member, aligned, back to back (each at the first aligned offset after the
     previous one, the last ending the member), with sizes that match: no overlap, and no bytes no tensor owns."""
     member = w.string("member")
     if member != WEIGHTS_MEMBER or member not in members:
-        raise _fail(w.at("member"), f"must be {WEIGHTS_MEMBER!r} and listed under 'members'")
+        raise fail(w.at("member"), f"must be {WEIGHTS_MEMBER!r} and listed under 'members'")
     size = members[member].size
     spans, tensors = [], {}
     for name, raw in w.fields("tensors").raw.items():
         here = f"weights.tensors[{name!r}]"
-        _string(name, here)
+        as_string(name, here)
         if not is_safe_member_name(name) or not name.isprintable():
-            raise _fail(here, "a tensor's name is a relative path of printable characters with no empty, '.' or "
+            raise fail(here, "a tensor's name is a relative path of printable characters with no empty, '.' or "
                               "'..' component")
-        t = _Fields(raw, here)
+        t = Fields(raw, here)
         dt = t.string("dtype", 64)
         if dt not in dtypes.BY_NAME:
-            raise _fail(t.at("dtype"), f"{dt!r} is not a dtype jaxport supports")
+            raise fail(t.at("dtype"), f"{dt!r} is not a dtype jaxport supports")
         if dtypes.is_key(dt):  # a PRNG key type describes inputs; stored weights are numbers
-            raise _fail(t.at("dtype"), f"{dt!r} is a PRNG key type, which weights are never stored as")
+            raise fail(t.at("dtype"), f"{dt!r} is a PRNG key type, which weights are never stored as")
         shape = t.list("shape", MAX_RANK)
         count = 1
         for i, d in enumerate(shape):
-            count *= _integer(d, f"{t.at('shape')}[{i}]", 0, 1 << 62)
+            count *= as_integer(d, f"{t.at('shape')}[{i}]", 0, 1 << 62)
             if count > 1 << 62:
-                raise _fail(t.at("shape"), "the element count overflows")
+                raise fail(t.at("shape"), "the element count overflows")
         nbytes, takes = t.integer("nbytes"), dtypes.stored_nbytes(dt, count)
         if nbytes != takes:
-            raise _fail(t.at("nbytes"), f"{nbytes} bytes, but shape {shape} of {dt} takes {takes}")
+            raise fail(t.at("nbytes"), f"{nbytes} bytes, but shape {shape} of {dt} takes {takes}")
         offset = t.integer("offset")
         if offset % ALIGNMENT:
-            raise _fail(t.at("offset"), f"{offset} is not a multiple of {ALIGNMENT}")
+            raise fail(t.at("offset"), f"{offset} is not a multiple of {ALIGNMENT}")
         if offset + nbytes > size:
-            raise _fail(here, f"bytes {offset}..{offset + nbytes} lie past the end of the {size}-byte weights member")
-        tensors[name] = model.StoredTensor(dt, tuple(shape), offset, nbytes, _digest(t.value("sha256"), t.at("sha256")))
+            raise fail(here, f"bytes {offset}..{offset + nbytes} lie past the end of the {size}-byte weights member")
+        digest = as_digest(t.value("sha256"), t.at("sha256"))
+        tensors[name] = model.StoredTensor(dt, tuple(shape), offset, nbytes, digest)
         spans.append((offset, offset + nbytes, name))
     spans.sort()
     for (_, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
         if b0 < a1:
-            raise _fail("weights.tensors", f"tensors {an!r} and {bn!r} overlap")
+            raise fail("weights.tensors", f"tensors {an!r} and {bn!r} overlap")
     end = 0
     for start, stop, name in spans:
         if start != end + (-end) % ALIGNMENT:
-            raise _fail(f"weights.tensors[{name!r}].offset", f"{start} leaves a gap after the previous tensor, "
+            raise fail(f"weights.tensors[{name!r}].offset", f"{start} leaves a gap after the previous tensor, "
                                                              f"which ends at {end}")
         end = stop
     if size != end:
-        raise _fail(f"members[{WEIGHTS_MEMBER!r}].size", f"{size} bytes, but the tensors end at {end}")
+        raise fail(f"members[{WEIGHTS_MEMBER!r}].size", f"{size} bytes, but the tensors end at {end}")
     return model.Weights(member, tensors)

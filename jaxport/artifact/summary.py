@@ -26,6 +26,56 @@ def array_type(a: model.Input | model.Output | model.StoredTensor) -> str:
     return ("weak " if getattr(a, "weak", False) else "") + type_text(a.dtype, a.shape)
 
 
+def range_text(a: model.Input) -> str | None:
+    """An input's ``range`` as ``inspect`` and ``verify`` show it: ``[0, 32000)`` as declared, ``[0, nodes)`` with a
+    dimension, ``[0.13, 0.97) (example)`` taken from a ``like:`` value's leaf, and ``0.999 (example)`` for an example
+    range that holds the example's value alone (a scalar keeps its value); None without one."""
+    if a.range is None:
+        return None
+    lo, hi = a.range
+    example = " (example)" if a.range_example else ""
+    if a.range_example and _one_value(a.dtype, lo, hi):
+        return f"{_number(lo, a.dtype)}{example}"
+    return f"[{_number(lo)}, {_number(hi)}){example}"
+
+
+def _one_value(dtype: str, lo: float | str, hi: float | str) -> bool:
+    """Whether the range [lo, hi) holds a single value of ``dtype``, as an example range of a scalar does (export's
+    ``like.example_range``): an integer range one wide, or float bounds equal to the type's precision (the bounds lie
+    within a unit in the last place of each other; at 0, below the smallest normal number of every float type but
+    ``float4_e2m1fn``). No numpy: a test of the bounds alone."""
+    if isinstance(lo, str) or isinstance(hi, str):
+        return False
+    d = dtypes.BY_NAME[dtype]
+    if d.kind in ("int", "uint"):
+        return hi == lo + 1
+    digits = _digits(dtype)
+    if digits is None:
+        return False
+    if lo == 0:
+        return 0 < hi <= 2e-3
+    return f"{lo:.{digits}g}" == f"{hi:.{digits}g}"
+
+
+def _digits(dtype: str) -> int | None:
+    """The decimal digits a float dtype's precision holds (float32: 6), None for a type without one."""
+    precision = dtypes.BY_NAME[dtype].precision
+    return None if precision is None else max(1, int((precision - 1) * 0.30103))
+
+
+def _number(x: float | str, dtype: str | None = None) -> str:
+    """A bound as written: an integral float without ``.0``, a dimension expression as it is; with ``dtype``, a
+    float to the digits its precision holds (``0.999``, not float32's ``0.99900001``)."""
+    if isinstance(x, str) or isinstance(x, int):
+        return str(x)
+    digits = _digits(dtype) if dtype is not None else None
+    if digits is not None:
+        x = float(f"{x:.{digits}g}")
+    if x == int(x) and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x)
+
+
 #: A pytree with more array leaves than this is shown as a count (``{... 147 arrays}``) in a signature.
 MAX_SHOWN_LEAVES = 12
 _BRACKETS = {"dict": ("{", "}"), "list": ("[", "]"), "tuple": ("(", ")"), "node": ("(", ")")}

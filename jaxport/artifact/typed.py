@@ -5,8 +5,10 @@ data (``export.returns``); ``jaxport.load`` gives back what ``jax.jit`` of the f
   rebuilds it exactly, whatever its node types hold.
 - Else from the manifest's ``output_tree`` (format 1.2): a node whose type is a class of a module already imported
   in this process (never imported because an artifact names it) is rebuilt when it is a namedtuple, a dataclass
-  whose fields are its children's keys, or a dict subclass; any other node stays in the plain form it has in the
-  artifact (a dict of its children by key, a list for the keys 0..n-1).
+  whose fields are its children's keys, or a dict subclass; any other node stays in the plain form the program
+  returns it in (``artifact.pathtree.nest``: a list where its children's keys are sequence indices, else a dict of
+  them by key name, as a node with no keys of its own, numpyro's ``OptimizerState``, is), which is also the form the
+  same node takes as an input: what ``load`` returns goes back in.
 - Outputs that are a PRNG key's data (``Output.key``) are wrapped back into keys.
 
 The modules an artifact names are only looked up in ``sys.modules``: reading an artifact imports nothing. No JAX at
@@ -55,7 +57,7 @@ def rebuilder(f: Function, sha256: str | None) -> Callable[[Any], Any] | None:
             return jax.tree_util.tree_unflatten(treedef, [leaves[i] for i in order])
         if tree is None or not _typed(tree):
             return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(outputs), leaves)
-        return _build(tree, leaves)
+        return _build(tree, leaves, outputs)
 
     return rebuild
 
@@ -69,27 +71,39 @@ def _typed(node: OutputNode) -> bool:
     return any(_typed(c) for c in (node.value.values() if node.kind == "dict" else node.value))
 
 
-def _build(node: OutputNode, leaves: list[Any]) -> Any:
+def _build(node: OutputNode, leaves: list[Any], plain: Any) -> Any:
+    """The value of ``node``; ``plain`` is the same subtree as the program returned it (its plain dicts and lists)."""
     if node.kind == "output":
         return leaves[node.value]
     if node.kind == "none":
         return None
     if node.kind == "dict":
-        return {k: _build(v, leaves) for k, v in node.value.items()}
-    children = [_build(c, leaves) for c in node.value]
-    if node.kind == "list":
-        return children
-    if node.kind == "tuple":
-        return tuple(children)
-    keys = list(node.keys) if node.keys is not None else [str(i) for i in range(len(children))]
+        return {k: _build(v, leaves, _at(plain, k)) for k, v in node.value.items()}
+    if node.kind != "node":
+        children = [_build(c, leaves, _at(plain, i)) for i, c in enumerate(node.value)]
+        return children if node.kind == "list" else tuple(children)
+    keys = list(node.keys) if node.keys is not None else [str(i) for i in range(len(node.value))]
+    children = [_build(c, leaves, _at(plain, k)) for k, c in zip(keys, node.value)]
     cls = find_class(node.module, node.type_name)
     if cls is not None:
         value = _construct(cls, keys, children)
         if value is not None:
             return value
-    if keys == [str(i) for i in range(len(keys))]:
+    if isinstance(plain, dict):  # keys that are not sequence indices (or no keys, as JAX gives a node without any)
+        return {k: child for k, child in zip(keys, children) if k in plain}
+    if isinstance(plain, (list, tuple)) or keys == [str(i) for i in range(len(keys))]:
         return children
     return dict(zip(keys, children))
+
+
+def _at(plain: Any, key: str | int) -> Any:
+    """The child ``key`` of a plain container the program returned (a dict's key, a list's index), else None."""
+    if isinstance(plain, dict):
+        return plain.get(str(key), plain.get(key)) if not isinstance(key, int) else plain.get(key)
+    if isinstance(plain, (list, tuple)):
+        i = int(key) if isinstance(key, int) or str(key).isdigit() else -1
+        return plain[i] if 0 <= i < len(plain) else None
+    return None
 
 
 def find_class(module: str | None, qualname: str | None) -> type | None:

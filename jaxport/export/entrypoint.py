@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._fsio import open_regular, shown_path
+from .. import collection
+from .._fsio import nearby, open_regular, shown_path
 from ..errors import EntrypointError
 from .paths import IN_MEMORY
 
@@ -166,7 +167,8 @@ def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Ent
             raise EntrypointError(f"entry point {text!r}: cannot read {shown_path(target)}: {reason}.") from None
         if not exists:
             raise EntrypointError(f"entry point {text!r}: file {target} not found"
-                                  f"{'' if path.parent.is_dir() else ' (its directory does not exist)'}.")
+                                  f"{'' if path.parent.is_dir() else ' (its directory does not exist)'}."
+                                  f"{nearby(target, base) if not os.path.isabs(target) else nearby(target)}")
         # Python's importer opens the file itself: it must be a regular file (a FIFO would block the import)
         os.close(open_regular(path, lambda m: EntrypointError(f"entry point {text!r}: {m}"),
                               directory="a Python file"))
@@ -176,6 +178,7 @@ def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Ent
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise EntrypointError(f"entry point {text!r}: cannot load {target} as a Python module.")
+        collection.user_code()  # the user's module imports with the collector on, as in plain Python
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         try:
@@ -191,6 +194,7 @@ def _load(text: str, base_dir: str | Path | None, require_callable: bool) -> Ent
     else:
         root = base.resolve()
         _enter_root(root)
+        collection.user_code()
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as e:

@@ -4,7 +4,8 @@ JAX's own message and before the user's frames, which it never replaces (``lower
 The reasons: a library that needs a Python integer where the spec makes a size symbolic (``int()``, ``range()``,
 numpy, ``jnp.fft.irfft(n=...)``, ``jnp.diag_indices(n)``), equinox's ``EQX_ON_ERROR=nan`` mode and a Pallas kernel,
 both of which need static shapes, a comparison of a symbolic dimension that Python decides while tracing, and an FFT
-over a symbolic axis. No JAX import: each is recognised by what the error says and the values its frames held.
+over a symbolic axis; a Pallas GPU kernel lowered without a GPU or for the CPU too, and cuDNN attention traced without
+cuDNN. No JAX import: each is recognised by what the error says and the values its frames held.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."
 EQX_NAN_STATIC = " (with static shapes only: equinox makes the NaNs with numpy, at the shape's size)"
 #: What JAX says when an FFT's transformed axis is symbolic (``jax._src.lax.fft``).
 FFT_STATIC_ONLY = "Shape polymorphism for FFT with non-constant fft_length is not implemented"
+#: What Pallas says when it lowers a GPU kernel with no GPU to read the model from (a CPU-only machine).
+PALLAS_NO_GPU = "No supported GPU devices found, please specify an abstract GPU device"
+#: What Pallas says when a kernel is exported for the CPU too (``platforms: [cpu, cuda]``).
+PALLAS_NO_CPU = "Only interpret mode is supported on CPU backend"
+#: What JAX says when ``jax.nn.dot_product_attention(implementation="cudnn")`` is traced without cuDNN (without and
+#: with JAX's CUDA plugin installed).
+CUDNN_ABSENT = ("cuDNN is not detected", "cuDNN not found")
 #: The class of JAX's symbolic dimensions (``jax.export.symbolic_shape``), by name: what a library was handed.
 _SYMBOLIC = "_DimExpr"
 #: How many frames, innermost first, are searched for the symbolic size a failed call was given.
@@ -51,6 +59,18 @@ def library_hint(e: BaseException, variables: Collection[str] = ()) -> str:
                 "constraints: ['b >= 4']), compute it on arrays so the program decides it at each call "
                 "(jnp.asarray(x.shape[0]) > 3 with jnp.where or jax.lax.cond), or give the dimension a fixed "
                 "size in the spec.")
+    if PALLAS_NO_GPU in str(e):
+        return ("\nWhat to do: on a machine without a GPU, lower the kernel for a named one: call it under "
+                "jax.sharding.use_abstract_mesh(AbstractMesh((1,), ('gpu',), abstract_device=AbstractDevice("
+                "device_kind='NVIDIA H200', num_cores=132, platform='gpu'))), as examples/pallas_gpu/gpu.py does.")
+    if PALLAS_NO_CPU in str(e):
+        return ("\nWhat to do: JAX lowers a Pallas GPU or TPU kernel for that platform alone, never for the CPU too "
+                "(a kernel inside jax.lax.platform_dependent is lowered for every platform as well): export it with "
+                "platforms: [cuda] (or [tpu]), and its plain-JAX reference for the CPU in an artifact of its own.")
+    if any(said in str(e) for said in CUDNN_ABSENT):
+        return ('\nWhat to do: implementation="cudnn" needs cuDNN wherever the program is traced and run, and its '
+                'custom call is not one JAX keeps stable; export with implementation="xla" (portable, on every '
+                'platform), or on a machine with cuDNN with allow_custom_calls naming its __cudnn$fmha target.')
     if FFT_STATIC_ONLY in str(e):
         return ("\nWhat to do: JAX lowers an FFT only over axes of fixed size: give the transformed axes fixed sizes "
                 "in the spec and keep the symbolic dimension on the others (the batch).")

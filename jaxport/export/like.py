@@ -242,11 +242,17 @@ def _number_leaf(leaf: LikeLeaf, name: str, value: Any) -> ArrayLeaf:
 
 def example_range(value: Any, dtype: str) -> tuple[int | float, int | float] | None:
     """The values ``verify`` and ``call --random`` draw for a leaf whose example ``value`` (an array or a number)
-    the ``like:`` value holds, so that a state is drawn around its own values (a variance stays positive, a step
-    count stays a count): integers ``[min, max + 1)``; floats ``[min, max]`` widened by a tenth of its width (of
-    the value's magnitude, or 1, for a constant), not below 0 when the value is not. None for bool, complex and key
-    leaves, an empty value, one with no finite value, and a leaf with no values (a ``jax.ShapeDtypeStruct``, as
-    ``jax.eval_shape`` gives a model's parameters)."""
+    the ``like:`` value holds, so that a state is drawn where the function takes it (a variance stays positive, a
+    step count stays a count, Adam's ``b2 = 0.999`` stays below 1):
+
+    - a single value (a scalar: a learning rate, a decay, a distribution's scale, a step) keeps exactly that value,
+      as the range [LO, HI) around it that holds no other value of ``dtype``;
+    - integers ``[min, max + 1)``;
+    - floats ``[min, max]`` widened by a tenth of its width (of its magnitude, or 0.1 around 0, for a constant
+      array), never below 0 when no value is, and never to 1 when every value lies in [0, 1) (probabilities).
+
+    None for bool, complex and key leaves, an empty value, one with no finite value, and a leaf with no values (a
+    ``jax.ShapeDtypeStruct``, as ``jax.eval_shape`` gives a model's parameters)."""
     import numpy as np
 
     kind = dtypes.BY_NAME[dtype].kind
@@ -261,11 +267,44 @@ def example_range(value: Any, dtype: str) -> tuple[int | float, int | float] | N
     finite = wide[np.isfinite(wide)]
     if finite.size == 0:
         return None
+    if a.size == 1:
+        return _one_value(float(finite[0]), dtype)
     lo, hi = float(np.min(finite)), float(np.max(finite))
-    margin = (hi - lo) / 10 or max(abs(lo), 1.0) / 10
+    margin = (hi - lo) / 10 or abs(lo) / 10 or 0.1
     top = float(np.finfo(dtypes.to_numpy(dtype)).max)
     low = max(lo - margin, 0.0) if lo >= 0 else max(lo - margin, -top)
-    return _short_float(low), _short_float(min(hi + margin, top))
+    high = min(hi + margin, top)
+    if lo >= 0 and hi < 1:
+        high = min(high, 1.0)
+    return _short_float(low), _short_float(high)
+
+
+def _one_value(value: float, dtype: str) -> tuple[float, float] | None:
+    """The half-open range whose only value of ``dtype`` is ``value`` rounded to it, with the shortest decimal bounds
+    that do so (``0.999`` in float32: ``[0.999, 0.99900007)``); None when the rounded value is not finite or is the
+    dtype's largest (no bound above it)."""
+    import numpy as np
+
+    x = np.asarray(value, dtype=np.float64).astype(dtypes.to_numpy(dtype))[()]
+    above, below = dtypes.neighbour(x, up=True), dtypes.neighbour(x, up=False)
+    if not (np.isfinite(x) and np.isfinite(above)):
+        return None
+    return _shortest_in(float(below), float(x)), _shortest_in(float(x), float(above))
+
+
+def _shortest_in(low: float, high: float) -> float:
+    """The decimal with the fewest significant digits in (low, high]."""
+    from decimal import ROUND_FLOOR, Decimal
+
+    exact = Decimal(high)
+    for digits in range(1, 18):
+        if high == 0:
+            return 0.0
+        unit = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+        candidate = float(exact.quantize(unit, rounding=ROUND_FLOOR))
+        if low < candidate <= high:
+            return candidate
+    return high
 
 
 def _short_float(x: float) -> float:

@@ -10,17 +10,17 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .. import dimexpr, dtypes
-from .._jax_internals import export_allowing_every_custom_call
 from .._text import plural
 from ..artifact import calltree
 from ..artifact.calltree import WEIGHTS_KWARG
 from ..artifact.model import CallNode, OutputNode, Signature
 from ..errors import ExportError, PolicyError, SpecError
+from ..jaxprivate.exported import export_allowing_every_custom_call
 from ..program.checks import disallowed_custom_calls_error
 from ..program.module_scan import ModuleScan, scan_module
 from ..program.module_scan import strip_locations as strip_module_locations
@@ -125,7 +125,32 @@ def check_function_accepts_spec(fn: Callable[..., Any], fspec: FunctionSpec, lab
         given += f" and keyword{'s' if len(fspec.kwargs) != 1 else ''} {', '.join(fspec.kwargs)}"
     verb = "does" if n + len(fspec.kwargs) == 1 else "do"
     raise SpecError(f"{fspec.where}: the spec gives {given}, which {verb} not fit {label}{sig}: {reason}. "
-                    f"Make 'args' and 'kwargs' match the function's parameters.")
+                    f"Make 'args' and 'kwargs' match the function's parameters{_bind_hint(params, fspec)}.")
+
+
+#: Parameter names that hold a model's weights, by convention (``apply(params, x)``, ``model(variables, x)``).
+_WEIGHT_NAMES = ("params", "parameters", "variables", "weights", "model", "net", "module", "trainable",
+                 "non_trainable", "ckpt", "checkpoint")
+
+
+def _bind_hint(params: Mapping[str, inspect.Parameter], fspec: FunctionSpec) -> str:
+    """When the spec gives fewer positional arguments than the function requires and a parameter it leaves out at
+    the front is named as weights are (``apply(params, x)`` with ``args: [f32[b, 4]]``): how to bind it, so that the
+    spec lists only the inputs."""
+    positional = [name for name, q in params.items() if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)
+                  and q.default is q.empty and name not in fspec.kwargs]
+    short = len(positional) - len(fspec.args)
+    if short <= 0 or any(isinstance(a, BindLeaf) for a in fspec.args):
+        return ""
+    weights = [n for n in positional[:short] if n.lower() in _WEIGHT_NAMES or "param" in n.lower()
+               or "weight" in n.lower()]
+    if not weights:
+        return ""
+    named, first, one = " and ".join(repr(n) for n in weights), weights[0], len(weights) == 1
+    return (f"; if {named} {'holds' if one else 'hold'} weights the artifact should store, bind "
+            f"{'it' if one else 'them'}: a '- bind: SOURCE' entry (model.py:PARAMS, a .npz, .safetensors or "
+            f"checkpoint directory) in {'its' if one else 'their'} place in 'args', or export --bind {first}=SOURCE "
+            f"(bind={{{first!r}: ...}} from Python), and the spec lists the other arguments")
 
 
 def _spec_tree_dynamic(tree: Any) -> Any:

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import dimexpr
-from .._jax_internals import guaranteed_stable_custom_calls
 from .._version import __version__
 from ..artifact import model
 from ..artifact.bounds import Bounds
+from ..jaxprivate.stable import guaranteed_stable_custom_calls
 from ..program.module_scan import short_location, stablehlo_version
 from ..sharding import describe
 from .lower import function_constraints

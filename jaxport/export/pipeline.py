@@ -94,7 +94,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, request: Export
             progress: Callable[[str], None]) -> ExportResult:
     warnings: list[str] = []
     jobs = _jobs(fn, spec, request.name, settled, progress, warnings)
-    collection.resume()  # the command line paused the collector while JAX and the entry points were imported
+    collection.resume()  # tracing runs with the collector on (already, if a user's module was imported)
     meta = artifact_metadata(spec.metadata, request.name, request.version, jobs[0][0])
     source = _source(spec, settled.paths, settled.binds)
 
@@ -112,9 +112,7 @@ def _export(fn: Any, spec: ShapeSpec, output: str | Path | None, request: Export
         check_custom_calls(entry.spec, low.scan, set(settled.allowed))
         if written_for is not None:
             progress(f"writing {fname} for jax {written_for.jax}")
-            from .target import for_target  # imported with the Target that ``written_for`` holds
-
-            low = dataclasses.replace(low, exported=for_target(low.exported, written_for, entry.spec, fname))
+            low = dataclasses.replace(low, exported=written_for.written(low.exported, entry.spec, fname))
         payload_name = f"functions/{fname}.jaxexport"
         order = spec.vjp_order if request.vjp_order is None else request.vjp_order
         check_effects(low.exported, entry.spec, fname)

@@ -31,7 +31,6 @@ from typing import Any
 
 from .. import dtypes
 from .._fsio import open_regular, read_at_most
-from .._jax_internals import read_exported
 from ..arrayfiles import subbyte
 from ..artifact import calltree, container, tensors
 from ..artifact.container import open_artifact
@@ -41,6 +40,7 @@ from ..artifact.private_copy import private_member
 from ..artifact.signing.bundle import drop_stale
 from ..artifact.signing.check import open_signed
 from ..errors import InputError, OutputError, SpecError, UsageError
+from ..jaxprivate.exported import read_exported
 from ..program.module_scan import stablehlo_version
 from ..sharding import text as spec_text
 from ..spec import MAX_SPEC_BYTES

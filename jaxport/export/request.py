@@ -2,17 +2,17 @@
 ``jaxport.export``'s keywords, over :class:`WriteOptions`, those every command that writes a program takes (``jaxport
 import``'s ``ImportRequest`` holds them too).
 
-The command line's option group (``jaxport_cli.requests.EXPORT_REQUEST``), the facade (``jaxport.export``,
-whose keywords are this record's fields) and the pipeline (``export.pipeline.export``) pass one request, so that a new
-export option is a field here, an option in that group, and the code that uses it. The rules of the options sit here,
-as methods the pipeline calls where it needs their answer (a platform's name is checked after the spec is read, the
-root when the spec's directory is known, the target JAX when the pipeline writes for it), so that the errors come in
-the order they always did. No JAX at import.
+The command line's option group (``jaxport_cli.requests.EXPORT_REQUEST``), the facade (``jaxport.export``, which lists
+this record's fields as its keywords and builds it once: :meth:`WriteOptions.given`) and the pipeline
+(``export.pipeline.export``) pass one request, so that a new export option is a field here, a keyword of the facade
+(``tests/test_facade.py`` holds the two alike), an option in that group, and the code that uses it. The rules of the
+options sit here, as methods the pipeline calls where it needs their answer (a platform's name is checked after the
+spec is read, the root when the spec's directory is known, the target JAX when the pipeline writes for it), so that
+the errors come in the order they always did. No JAX at import.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._api_types import check_fields
+from .._api_types import check_fields, record_of
 from ..errors import UsageError
 from ..spec import ShapeSpec, check_platform
 from .paths import IN_MEMORY
@@ -66,13 +66,11 @@ class WriteOptions:
         set_(self, "allow_custom_calls", tuple(self.allow_custom_calls))
 
     @classmethod
-    def given(cls: type[R], request: R | None, options: Mapping[str, Any]) -> R:
-        """``request`` (default: every option's default) with the fields ``options`` gives replaced: what a
-        function taking both ``request=`` and the request's fields as keywords runs with."""
-        base = request if request is not None else cls()
-        if not isinstance(base, cls):
-            raise UsageError(f"request must be a jaxport.{cls.__name__}, not {type(base).__name__}.")
-        return dataclasses.replace(base, **options) if options else base
+    def given(cls: type[R], request: R | None, fields: Mapping[str, Any]) -> R:
+        """The request a public function builds once from ``request=`` (default: every option's default) and the
+        request's fields it lists as keywords, ``fields``: each that is not None replaces the request's
+        (``_api_types.record_of``)."""
+        return record_of(cls, request, fields, "request")
 
     def chosen_platforms(self, default: list[str] | None) -> list[str] | None:
         """The platforms to lower for: ``platforms`` (each a known platform's name, lowercased), else ``default``."""

@@ -17,17 +17,16 @@ import dataclasses
 import re
 from typing import Any
 
-from .._jax_internals import (
+from ..artifact.window.compat import version_key
+from ..artifact.window.releases import STABLEHLO
+from ..errors import ExportError, UsageError
+from ..jaxprivate.exported import vjp_getter, with_vjp_getter
+from ..jaxprivate.mlir import (
     deserialize_portable_artifact,
     make_ir_context,
     serialize_portable_artifact,
     serialize_with_sdy,
-    vjp_getter,
-    with_vjp_getter,
 )
-from ..artifact.window.compat import version_key
-from ..artifact.window.releases import STABLEHLO
-from ..errors import ExportError, UsageError
 
 #: What StableHLO's serializer says about an operation or type it cannot write for the target version.
 _FAILED_OP = re.compile(r"(?:failed to legalize operation|failed to convert|op|operation) '([\w.]+)'")
@@ -40,6 +39,11 @@ class Target:
 
     jax: str
     stablehlo: str
+
+    def written(self, exported: Any, where: str, fname: str) -> Any:
+        """``exported`` written for this JAX (:func:`for_target`): what the export pipeline writes, which holds a
+        target only when one is named (``ExportRequest.written_for``) and so imports this module only then."""
+        return for_target(exported, self, where, fname)
 
 
 def target(version: str, option: str = "--for-jax") -> Target:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._jax_internals import register_frame_exclusion
+from ..jaxprivate.runtime import register_frame_exclusion
 
 #: This package's directory: frames in it are jaxport's, never the user's.
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -13,7 +13,7 @@ import io
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,15 +156,24 @@ class ExportResult:
         else:
             container.write_members(f, raw, self._members, written=(manifest.WEIGHTS_MEMBER,))
 
-    def load(self, function: str | None = None, **options: Any) -> Any:
+    def load(self, function: str | None = None, *, runtime: str = "jax", allow_platform_mismatch: bool = False,
+             allow_custom_calls: Iterable[str] | None = (), verify_weights: bool = True,
+             cache_dir: str | Path | None = None, cache: bool = True, module_dir: str | Path | None = None,
+             require_signature: str | Path | Iterable[str | Path] | None = (), signature: str | Path | None = None,
+             check_ranges: bool = False, verify: bool = True, defer_verify: bool = False) -> Any:
         """The artifact's function (``function`` when it holds several), ready to call in this process: what
-        ``jaxport.load`` gives for the saved file (a ``jaxport.Loaded``), with the same checks and ``options``. An
-        unsaved artifact is written to a temporary file that is removed once it is open (the loaded function keeps
-        it mapped)."""
+        ``jaxport.load`` gives for the saved file (a ``jaxport.Loaded``), with the same checks and keywords (its own:
+        the export layer names no record of the run layer's). An unsaved artifact is written to a temporary file that
+        is removed once it is open (the loaded function keeps it mapped)."""
         load = self.loader
         if load is None:
             raise UsageError("this export result has no loader (it was not made by jaxport.export); save it with "
                              "result.save(PATH) and open it with jaxport.load(PATH).")
+        options = {"runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+                   "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
+                   "cache": cache, "module_dir": module_dir, "require_signature": require_signature,
+                   "signature": signature, "check_ranges": check_ranges, "verify": verify,
+                   "defer_verify": defer_verify}
         if self.path is not None:
             return load(self.path, function, **options)
         fd, temporary = tempfile.mkstemp(suffix=".jaxport", prefix=f"{self.name}-")

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import dimexpr, dtypes
-from .._jax_internals import make_exported
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import CallNode, Function, OutputNode, Signature, replace
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
@@ -32,6 +31,7 @@ from ..export.manifest import build_function_entry, versions
 from ..export.target import for_target
 from ..export.tracing import jax_config, x64_enabled
 from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
+from ..jaxprivate.exported import make_exported
 from ..program.checks import check_custom_calls
 from ..program.module_scan import ModuleScan, ProgramLimitError, check_program, scan_module
 from ..program.module_scan import strip_locations as strip_module_locations
@@ -251,7 +251,11 @@ def function_name(module_path: str | Path) -> str:
 
 def import_stablehlo(module: str | Path, spec: ShapeSpec | str | Path | None = None, *,
                      output: str | Path | None = None, request: ImportRequest | None = None,
-                     **options: Any) -> ExportResult:
+                     calling_convention: int | None = None, function: str | None = None, name: str | None = None,
+                     version: str | None = None, platforms: list[str] | None = None,
+                     allow_custom_calls: list[str] | tuple[str, ...] = (),
+                     strip_locations: bool = False, write_manifest: bool = True,
+                     for_jax: str | None = None) -> ExportResult:
     """Import a StableHLO module written by another producer into an artifact; returns an ``ExportResult``.
 
     ``module`` is MLIR text, MLIR bytecode or a StableHLO portable artifact whose ``main`` is the function.
@@ -259,7 +263,9 @@ def import_stablehlo(module: str | Path, spec: ShapeSpec | str | Path | None = N
     ...) then ``kwargs`` (named by their keys), one array leaf per argument of main, with ``dims``,
     ``constraints``, ``platforms`` (default cpu), ``allow_custom_calls`` and ``metadata``; without a spec, or with
     no arguments in it, main's own (static) argument types are taken. The options are the fields of
-    ``ImportRequest``, given as ``request=`` or as keywords (which replace the request's): ``calling_convention``
+    ``ImportRequest``, given as ``request=`` or as keywords (which replace the request's where not at their
+    defaults), from which
+    the request is built once (:func:`import_by` imports by it): ``calling_convention``
     is the version recorded (default: the one this JAX's ``jax.export`` writes); ``function`` names the function in
     the artifact (default: the module file's name); ``name``, ``version``, ``platforms``, ``allow_custom_calls``,
     ``strip_locations`` and ``write_manifest`` are those of ``export``; ``for_jax`` writes the artifact for that
@@ -269,7 +275,16 @@ def import_stablehlo(module: str | Path, spec: ShapeSpec | str | Path | None = N
     by its content and imported with the signature it records (``serialized.import_serialization``); a spec then
     adds only bounds, constraints, output names, the name and metadata.
     """
-    request = ImportRequest.given(request, options)
+    return import_by(module, spec, output, ImportRequest.given(request, {
+        "calling_convention": calling_convention, "function": function, "name": name, "version": version,
+        "platforms": platforms, "allow_custom_calls": allow_custom_calls, "strip_locations": strip_locations,
+        "write_manifest": write_manifest, "for_jax": for_jax}))
+
+
+def import_by(module: str | Path, spec: ShapeSpec | str | Path | None, output: str | Path | None,
+              request: ImportRequest) -> ExportResult:
+    """:func:`import_stablehlo` by its request (what ``jaxport import`` and the library call): ``module`` imported
+    with the options of ``request``, written to ``output`` when given."""
     if is_serialization(module) or str(module).lower().endswith(".jaxexport"):
         # a jax.export serialization, whatever its name (by its content), or one by its name that jaxport's reader
         # then says what is wrong with: its own signature

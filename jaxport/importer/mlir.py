@@ -17,9 +17,9 @@ from typing import Any
 
 from .. import dtypes
 from .._fsio import read_file
-from .._jax_internals import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
 from ..errors import CrashError, EntrypointError, ExportError, FormatError
 from ..isolation.isolate import check_module_bytes
+from ..jaxprivate.mlir import deserialize_portable_artifact, make_ir_context, serialize_portable_artifact
 from ..program.module_scan import (
     PARSER_NESTING,
     ProgramLimitError,

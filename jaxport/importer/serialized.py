@@ -30,17 +30,6 @@ from typing import Any
 
 from .. import dimexpr
 from .._fsio import open_for_reading, read_at_most
-from .._jax_internals import (
-    deserialize_portable_artifact,
-    exported_from_serialized,
-    guaranteed_stable_custom_calls,
-    is_expired_refusal,
-    make_ir_context,
-    serialize_portable_artifact,
-    serialize_with_sdy,
-    stablehlo_dialect,
-    writer_of,
-)
 from .._yaml import load
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import Function, replace
@@ -52,6 +41,15 @@ from ..export.manifest import build_function_entry, versions
 from ..export.target import for_target
 from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
 from ..isolation.isolate import check_payload, check_runs
+from ..jaxprivate.exported import exported_from_serialized, is_expired_refusal, writer_of
+from ..jaxprivate.mlir import (
+    deserialize_portable_artifact,
+    make_ir_context,
+    serialize_portable_artifact,
+    serialize_with_sdy,
+    stablehlo_dialect,
+)
+from ..jaxprivate.stable import guaranteed_stable_custom_calls
 from ..program import jaxser
 from ..program.checks import check_custom_calls
 from ..program.module_scan import scan_module

@@ -33,19 +33,13 @@ import threading
 from pathlib import Path
 
 from .. import usercache
-from .._jax_internals import (
-    backends_initialized,
-    deserialize_portable_artifact,
-    initialize_lapack,
-    make_ir_context,
-    mlir_ir,
-    read_exported,
-    stablehlo_dialect,
-)
 from .._text import human_bytes
 from ..dtypes import to_numpy
 from ..errors import CrashError, FormatError
 from ..interrupts import WATCHER_NAME
+from ..jaxprivate.exported import read_exported
+from ..jaxprivate.mlir import deserialize_portable_artifact, make_ir_context, mlir_ir, stablehlo_dialect
+from ..jaxprivate.runtime import backends_initialized, initialize_lapack
 from ..program.module_scan import (
     CALL_LEVELS,
     MAX_NESTING,
@@ -204,6 +198,12 @@ def has_verdict(digest: str, cache_dir: str | Path) -> bool:
     return usercache.has_verdict(Path(cache_dir), _verdict_key(digest))
 
 
+def verdict_file(cache_dir: str | Path, digest: str) -> Path:
+    """The file that holds the passed verdict of the program of sha256 ``digest`` in ``cache_dir``, for this jaxlib,
+    jaxport and check (what a vouch for the cache names, ``run.vouching``)."""
+    return usercache.verdict_path(Path(cache_dir), _verdict_key(digest))
+
+
 class _Refused(Exception):
     """A payload the child did not survive; the message is completed with the file and function by the caller."""
 
@@ -223,23 +223,9 @@ def _check(payload: bytes, digest: str, directory: Path) -> None:
         outcome = fork_run(functools.partial(_read_program_bytes, payload), limits)
     else:
         outcome = run("jaxport.isolation.isolate:_read_program", [], limits, stdin=payload, light=True)
-    death = outcome.death(limits)
-    if death is not None:
-        raise _Refused(f"JAX's reader {death} on this program in a test process; the artifact is damaged or "
-                       f"hostile. Do not load it; re-export it from its source.")
-    if outcome.returncode == _MEMORY:
-        raise _Refused(f"JAX's reader needs more than {human_bytes(limits.memory_bytes or 0, binary=True)} of "
-                       f"memory for this program; the artifact is damaged or hostile. Do not load it; re-export it "
-                       f"from its source.")
-    if outcome.returncode == _MODULE:
-        raise _Refused(f"the payload's StableHLO program cannot be read by this JAX ({_child_error(outcome)}).")
-    if outcome.returncode == _LIMIT:
-        raise _Refused(f"{_child_error(outcome, with_type=False)} (specs/FORMAT.md, \"Program limits\"), so it is "
-                       f"not read further. Do not load the artifact; re-export it from its source.")
-    if outcome.returncode not in (0, _EXCEPTION):
-        tail = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
-        raise _Refused(f"JAX's reader failed in a test process (exit status {outcome.returncode}: {tail[0][:200]}). "
-                       f"Do not load the artifact; re-export it from its source.")
+    failure = _child_failure(outcome, limits)
+    if failure is not None:
+        raise _Refused(_PROGRAM_REFUSED[failure[0]].format(failure[1]))
     if outcome.returncode == 0:
         _CHECKED.add(digest)
         usercache.write_verdict(directory, key)
@@ -278,6 +264,50 @@ def _can_fork() -> bool:
     return True
 
 
+#: How a checking child's failure (:func:`_child_failure`) refuses an artifact's program.
+_PROGRAM_REFUSED = {
+    "died": "JAX's reader {} on this program in a test process; the artifact is damaged or hostile. Do not load it; "
+            "re-export it from its source.",
+    "memory": "JAX's reader needs more than {} of memory for this program; the artifact is damaged or hostile. Do not "
+              "load it; re-export it from its source.",
+    "module": "the payload's StableHLO program cannot be read by this JAX ({}).",
+    "limit": "{} (specs/FORMAT.md, \"Program limits\"), so it is not read further. Do not load the artifact; "
+             "re-export it from its source.",
+    "failed": "JAX's reader failed in a test process ({}). Do not load the artifact; re-export it from its source.",
+}
+#: How it refuses a foreign module (``import``); a reader's own refusal (``module``) is the caller's to report.
+_MODULE_REFUSED = {
+    "died": "MLIR's reader {} on this module in a test process; the module is damaged or hostile, and is not read "
+            "here.",
+    "memory": "MLIR's reader needs more than {} of memory for this module; the module is damaged or hostile, and is "
+              "not read here.",
+    "failed": "MLIR's reader failed in a test process ({}); the module is not read here.",
+}
+#: How it says a program did not run (``check_runs``); any other failure in the child's own words.
+_RUN_FAILED = {"died": "JAX {} running it in a test process", "memory": "running it needs more than {} of memory"}
+
+
+def _child_failure(outcome: Outcome, limits: Limits) -> tuple[str, str] | None:
+    """What ended a child that read or ran a program under ``limits``, once for every check: ``(kind, words)``, the
+    kind ``died`` (a signal or the time limit: how), ``memory`` (the memory limit, in bytes as a reader says them),
+    ``module`` (the program cannot be read: the reader's error), ``limit`` (over a program limit: which) or
+    ``failed`` (any other exit: its status and the last line it wrote); None when it passed, or when the reader
+    raised (``_EXCEPTION``: the caller reads again, or reports the child's error)."""
+    death = outcome.death(limits)
+    if death is not None:
+        return "died", death
+    if outcome.returncode == _MEMORY:
+        return "memory", human_bytes(limits.memory_bytes or 0, binary=True)
+    if outcome.returncode == _MODULE:
+        return "module", _child_error(outcome)
+    if outcome.returncode == _LIMIT:
+        return "limit", _child_error(outcome, with_type=False)
+    if outcome.returncode not in (0, _EXCEPTION):
+        tail = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
+        return "failed", f"exit status {outcome.returncode}: {tail[0][:200]}"
+    return None
+
+
 def _child_error(outcome: Outcome, with_type: bool = True) -> str:
     """The error a checking child reported on stdout, on one line."""
     try:
@@ -311,19 +341,11 @@ def check_module_bytes(data: bytes) -> None:
         return
     limits = payload_limits(len(data))
     outcome = run("jaxport.isolation.isolate:_read_module", [], limits, stdin=data, light=True)
-    death = outcome.death(limits)
-    if death is not None:
-        raise CrashError(f"MLIR's reader {death} on this module in a test process; the module is damaged or hostile, "
-                         f"and is not read here.")
-    if outcome.returncode == _MEMORY:
-        raise CrashError(f"MLIR's reader needs more than {human_bytes(limits.memory_bytes or 0, binary=True)} of "
-                         f"memory for this module; the module is damaged or hostile, and is not read here.")
-    if outcome.returncode == _LIMIT:
-        raise ProgramLimitError(_child_error(outcome, with_type=False))
-    if outcome.returncode not in (0, _EXCEPTION, _MODULE):
-        tail = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
-        raise CrashError(f"MLIR's reader failed in a test process (exit status {outcome.returncode}: "
-                         f"{tail[0][:200]}); the module is not read here.")
+    failure = _child_failure(outcome, limits)
+    if failure is not None and failure[0] == "limit":
+        raise ProgramLimitError(failure[1])
+    if failure is not None and failure[0] in _MODULE_REFUSED:
+        raise CrashError(_MODULE_REFUSED[failure[0]].format(failure[1]))
     if outcome.returncode == 0:
         _CHECKED.add(digest)
 
@@ -396,14 +418,10 @@ def check_runs(payload: bytes, inputs: list[tuple[tuple[int, ...], str]]) -> str
     limits = payload_limits(len(payload))
     outcome = run("jaxport.isolation.isolate:_run_program", [json.dumps([[list(s), d] for s, d in inputs])], limits,
                   stdin=payload, light=True)
-    death = outcome.death(limits)
-    if death is not None:
-        return f"JAX {death} running it in a test process"
-    if outcome.returncode == _MEMORY:
-        return f"running it needs more than {human_bytes(limits.memory_bytes or 0, binary=True)} of memory"
-    if outcome.returncode != 0:
-        return _child_error(outcome)
-    return None
+    failure = _child_failure(outcome, limits)
+    if failure is not None and failure[0] in _RUN_FAILED:
+        return _RUN_FAILED[failure[0]].format(failure[1])
+    return _child_error(outcome) if outcome.returncode != 0 else None
 
 
 def _run_program() -> None:

@@ -33,9 +33,10 @@ import sys
 from types import ModuleType, TracebackType
 
 from .. import usercache
-from .._machine import QUIET_LIBTPU, quiet_libtpu
+from .._machine import QUIET_LIBTPU, quiet_cuda, quiet_libtpu
 from .._text import visible
 from ..errors import PlatformError
+from ..jaxprivate import xla
 from .sandbox import Limits, run
 
 TYPE_CHECKING = False
@@ -75,15 +76,16 @@ def _shown(value: str) -> str:
     return visible(repr(text))
 
 
-def _tpu_settings(environ: dict[str, str]) -> dict[str, str]:
+def _tpu_settings(environ: dict[str, str], started: bool = False) -> dict[str, str]:
     """libtpu's settings in ``environ``, when JAX would start libtpu here (it is installed, and ``JAX_PLATFORMS``,
-    if set, names ``tpu``); empty otherwise."""
+    if set, names ``tpu``), or ``started`` (libtpu is started whatever ``JAX_PLATFORMS`` says: to compile for a TPU
+    without one); empty otherwise."""
     found = {k: v for k, v in environ.items() if (k in LIBTPU_VARIABLES or k.startswith(LIBTPU_PREFIX))
              and QUIET_LIBTPU.get(k) != v}  # the values jaxport itself sets without a TPU, which libtpu takes
     if not found:
         return {}
     platforms = environ.get("JAX_PLATFORMS", "")
-    if platforms and "tpu" not in [p.strip() for p in platforms.split(",")]:
+    if not started and platforms and "tpu" not in [p.strip() for p in platforms.split(",")]:
         return {}
     import importlib.util
 
@@ -95,15 +97,17 @@ def _tpu_settings(environ: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def settings_refusal(environ: dict[str, str] | None = None, *, jax_settings: bool = False) -> str | None:
+def settings_refusal(environ: dict[str, str] | None = None, *, jax_settings: bool = False,
+                     libtpu: bool = False) -> str | None:
     """Why XLA or libtpu would end this process on the settings in ``environ`` (default ``os.environ``), in one
     line naming the variable; None when they take them, when none is set, or when the probe cannot tell (it could
     not import jaxlib: JAX's own start then reports what is wrong). ``jax_settings``: JAX's own ``JAX_*`` settings
     too, by importing JAX in the probe (for a process that will import JAX before it can check them itself: the
-    child of ``--isolate``)."""
+    child of ``--isolate``). ``libtpu``: libtpu's settings whatever ``JAX_PLATFORMS`` says (a process about to
+    start libtpu itself: to compile for a TPU on a machine without one)."""
     environ = dict(os.environ if environ is None else environ)
     flags = environ.get(XLA_FLAGS, "")
-    tpu = _tpu_settings(environ)
+    tpu = _tpu_settings(environ, started=libtpu)
     jax = {k: v for k, v in environ.items() if k.startswith("JAX_")} if jax_settings else {}
     if not flags and not tpu and not jax:
         return None
@@ -145,7 +149,9 @@ def _culprits(tpu: dict[str, str], reason: str) -> list[str]:
     (``Unknown command line flag 'bogus_flag'``); else ``LIBTPU_INIT_ARGS``, else every one set (a TPU machine sets
     many ``TPU_*`` variables of its own)."""
     quoted = re.findall(r"'([^']+)'", reason)
-    named = [k for k, v in sorted(tpu.items())
+    # as libtpu's log shows a value: bytes that are no UTF-8 (an undecodable value) read as U+FFFD
+    shown = {k: os.fsencode(v).decode("utf-8", "replace") for k, v in tpu.items()}
+    named = [k for k, v in sorted(shown.items())
              if v and any(q == v or (k in LIBTPU_VARIABLES and q in v) for q in quoted)]
     return named or [k for k in sorted(tpu) if k in LIBTPU_VARIABLES] or sorted(tpu)
 
@@ -165,10 +171,9 @@ def _probe() -> None:
     """Child target of :func:`settings_refusal`: parse the settings as the first compilation and backend of a JAX
     process would, printing a line after each step (arguments: ``tpu`` to initialize libtpu too, ``jax`` to import
     JAX and print its refusal of a ``JAX_*`` setting)."""
-    from jaxlib import xla_client
-
+    xla.import_client()
     print(_STEPS[0], flush=True)
-    xla_client.CompileOptions()  # XLA parses XLA_FLAGS here, once per process
+    xla.parse_flags()  # XLA parses XLA_FLAGS here, once per process
     print(_STEPS[1], flush=True)
     if "tpu" in sys.argv[1:]:
         path = os.environ.get("TPU_LIBRARY_PATH", "")
@@ -176,8 +181,7 @@ def _probe() -> None:
             import libtpu
 
             path = libtpu.get_library_path()
-        xla_client.load_pjrt_plugin_dynamically("tpu", path)
-        xla_client.initialize_pjrt_plugin("tpu")  # libtpu parses its flags here, without opening a device
+        xla.start_tpu_plugin(path)  # libtpu parses its flags here, without opening a device
         print(_STEPS[2], flush=True)
     if "jax" in sys.argv[1:]:
         try:
@@ -243,9 +247,11 @@ def jax_spec(path: Sequence[str] | None, target: ModuleType | None, skip: object
     refuse the settings that would end the process (:func:`settings_refusal`, asked once; the refusal is raised again
     on every later attempt, so that code that catches it cannot then start JAX), then the spec the other importers
     find, with JAX's module run under :class:`_SettingsChecked`. Where libtpu is installed and no TPU is attached,
-    its start-up settings are made quiet first (``_machine.quiet_libtpu``)."""
+    its start-up settings are made quiet first (``_machine.quiet_libtpu``), and where JAX's CUDA plugin is installed
+    and no GPU (``_machine.quiet_cuda``)."""
     if not _refusal:
         quiet_libtpu()  # libtpu installed to compile for a TPU, and no TPU here: its start-up warnings stay off stderr
+        quiet_cuda()  # the same for JAX's CUDA plugin and no GPU here: JAX starts its CPU alone, no plugin traceback
         _refusal.append(settings_refusal())
     if _refusal[0] is not None:
         raise StartupRefused(_refusal[0])

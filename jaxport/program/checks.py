@@ -34,8 +34,9 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._jax_internals import guaranteed_stable_custom_calls, registered_host_callbacks, vjp_getter, with_vjp_getter
 from ..errors import ExportError, FormatError, JaxportError, PolicyError, UsageError
+from ..jaxprivate.exported import vjp_getter, with_vjp_getter
+from ..jaxprivate.stable import guaranteed_stable_custom_calls, registered_host_callbacks
 from .module_scan import ModuleScan, scan_module, short_location
 from .rules import device_error, host_communication_error
 
@@ -62,7 +63,7 @@ _with_installed: frozenset[str] | None = None
 
 def host_callback_targets() -> frozenset[str]:
     """The reviewed :data:`HOST_CALLBACK_TARGETS` (the floor) and the installed jaxlib's registered host callbacks
-    (``_jax_internals.registered_host_callbacks``), casefolded. The registry is read once per process, from a JAX
+    (``jaxprivate.stable.registered_host_callbacks``), casefolded. The registry is read once per process, from a JAX
     already imported; until then (reading an artifact's manifest imports none) the floor alone, not remembered."""
     global _with_installed
     if _with_installed is None and "jax" in sys.modules:
@@ -159,12 +160,60 @@ def _refused_error(where: str, scan: ModuleScan, devices: int | None = None) -> 
     return None
 
 
+# --- GPU kernels that JAX does not keep stable ------------------------------------------------------------------
+
+#: The custom calls of GPU kernels JAX writes but does not guarantee stable, by target (a prefix ends in ``*``): what
+#: each is, and why it is not portable. JAX's guaranteed-stable list has CUDA's linear algebra (``cusolver_*_ffi``,
+#: ``cusparse_gtsv2_ffi``, ``cu_lu_pivots_to_permutation``, ``cu_threefry2x32_ffi``) and Pallas Mosaic GPU
+#: (``mosaic_gpu_v2``); these it has not.
+GPU_KERNELS: dict[str, tuple[str, str]] = {
+    "__gpu$xla.gpu.triton": (
+        "a Pallas Triton kernel",
+        "Triton promises no compatibility of its IR across releases (JAX's own back-compatibility test of it is "
+        "skipped), so the artifact runs only with the jaxlib that exported it"),
+    "__cudnn$fmha*": (
+        'cuDNN fused attention of jax.nn.dot_product_attention(implementation="cudnn")',
+        "its call is cuDNN's and changes with cuDNN, which must be installed wherever it is traced and run; "
+        'export with implementation="xla" (portable, on every platform) instead'),
+    "__cudnn$fusion": (
+        "a cuDNN fusion",
+        "its call is cuDNN's and changes with cuDNN, which must be installed wherever it runs"),
+}
+
+
+def gpu_kernel(target: str) -> tuple[str, str] | None:
+    """What a GPU kernel's custom call is and why it is not portable (:data:`GPU_KERNELS`), or None."""
+    for name, about in GPU_KERNELS.items():
+        if target == name or (name.endswith("*") and target.startswith(name[:-1])):
+            return about
+    return None
+
+
+def _gpu_kernels_error(where: str, bad: dict[str, list[str]], how: str) -> PolicyError | None:
+    """One line for a program whose only disallowed custom calls are GPU kernels of :data:`GPU_KERNELS`: each, what
+    it is and why it is not portable, and the allowance (``how``: where to give it); None when another target is
+    among them."""
+    if not bad or not all(gpu_kernel(t) for t in bad):
+        return None
+    kinds: dict[tuple[str, str], list[str]] = {}
+    for t in sorted(bad):
+        kinds.setdefault(gpu_kernel(t) or ("", ""), []).append(t)
+    said = "; ".join(f"{what} ({', '.join(f'{t} at {bad[t][0]}' for t in targets)}), which JAX does not guarantee "
+                     f"stable: {why}" for (what, why), targets in kinds.items())
+    flags = " ".join(f"--allow-custom-call {t!r}" for t in sorted(bad))  # quoted: the shell reads $ otherwise
+    return PolicyError(f"{where}: the program calls {said}. {how.format(targets=', '.join(sorted(bad)), flags=flags)}")
+
+
 def disallowed_custom_calls_error(where: str, scan: ModuleScan, allowed: set[str]) -> PolicyError:
     refused = _refused_error(where, scan)
     if refused is not None:
         return refused
     stable = guaranteed_stable_custom_calls()
     bad = _uses(scan, lambda t: t not in stable and t not in allowed)
+    kernels = _gpu_kernels_error(where, bad, "If you ship the artifact with what runs it, allow it with "
+                                            "'allow_custom_calls: [{targets}]' in the spec or {flags}.")
+    if kernels is not None:
+        return kernels
     flags = " ".join(f"--allow-custom-call {t}" for t in sorted(bad))
     return PolicyError(
         f"{where}: the program uses custom-call targets that JAX does not guarantee to keep stable:\n"
@@ -211,6 +260,11 @@ def check_module(where: str, module: bytes, allowed: frozenset[str], devices: in
     if bad:
         flags = " ".join(f"--allow-custom-call {t}" for t in sorted(bad))
         listed = ", ".join(repr(t) for t in sorted(bad))
+        kernels = _gpu_kernels_error(where, bad, f"The artifact's own list of allowed targets grants nothing: if you "
+                                                 f"trust it and this process provides the kernel, allow it with "
+                                                 f"{{flags}} (allow_custom_calls=[{listed}] in Python).")
+        if kernels is not None:
+            raise kernels
         raise PolicyError(
             f"{where}: the program uses custom-call targets that JAX does not guarantee to keep stable:\n"
             + "\n".join(_listing(bad))

@@ -2,8 +2,9 @@
 
 The serialization is a flatbuffer of JAX's schema (``jax/_src/export/serialization.fbs``): the function's name, its
 input and output pytrees, avals and shardings, device count, platforms, effects, disabled safety checks, the StableHLO
-module and the VJPs serialized with it. :func:`read` decodes it with :mod:`struct` alone, so that ``jaxport inspect``
-describes a payload without importing JAX, flatbuffers or numpy.
+module and the VJPs serialized with it. :func:`read` decodes it with :mod:`struct` alone (the flatbuffer's bytes and
+tables: :mod:`.flatbuf`; what they mean: here), so that ``jaxport inspect`` describes a payload without importing JAX,
+flatbuffers or numpy.
 
 Every JAX from 0.4.30 writes that one schema, only ever appended to. Where a field is stored twice, the one JAX's
 reader (``serialization._deserialize_exported``, jax 0.12) reads wins: ``unique_avals`` by ``in_avals_idxs`` /
@@ -29,22 +30,18 @@ strict UTF-8, and a string or byte vector referenced twice is decoded once. Anyt
 from __future__ import annotations
 
 import itertools
-import struct
 
 from .._record import dataclass
-from .._text import plural
 from ..errors import FormatError
+from .flatbuf import I8, I16, U16, U32, Buffer, Table
+from .flatbuf import MAX_ITEMS as MAX_ITEMS  # the reader's limits, re-exported: the trust model below names them
+from .flatbuf import MAX_STRING_BYTES as MAX_STRING_BYTES
 
 #: The deepest pytree read (levels below the root). JAX's are far shallower; the limit keeps the records' recursive
 #: ``==`` and ``repr`` inside Python's recursion limit (3.11 counts C calls too: repr fails near 200 levels, == 250).
 MAX_TREE_DEPTH = 128
 #: The most nested VJP levels read (``serialize(vjp_order=N)`` stores N).
 MAX_VJP_ORDER = 16
-#: The most vector elements (tree nodes, avals, dimensions, shardings, names, indices) read from one file.
-MAX_ITEMS = 1_000_000
-#: The longest string read (a name, a dimension expression, a dict key), in UTF-8 bytes.
-MAX_STRING_BYTES = 1 << 16
-
 #: The first bytes of an MLIR bytecode file (the module of every serialization).
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
 
@@ -151,7 +148,7 @@ def looks_like_serialization(data: bytes) -> bool:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         return False
     try:
-        buf = _Buffer(bytes(data), "")
+        buf = Buffer(bytes(data), "")
         root = buf.root()
         name, module = root.string("function_name"), root.ref("mlir_module_serialized")
         start, length = buf.vector(module, 1, "mlir_module_serialized") if module else (0, 0)
@@ -162,30 +159,9 @@ def looks_like_serialization(data: bytes) -> bool:
 
 def read(data: bytes, where: str) -> Serialized:
     """The function a JAX serialization stores, read without JAX; FormatError naming WHERE if it is malformed."""
-    buf = _Buffer(bytes(data), where)
+    buf = Buffer(bytes(data), where)
     return _exported(buf, buf.root(), 0)
 
-
-# -- the schema -----------------------------------------------------------------------------------------------------
-# Each table's fields in serialization.fbs order: field i lies in vtable slot 4 + 2 * i. Which writers store which
-# field, and which one JAX reads where two say the same: the module docstring.
-_SCHEMA = {
-    "Exported": "serialization_version function_name in_tree in_avals out_tree out_avals nr_devices_short "
-                "in_shardings out_shardings platforms ordered_effects unordered_effects disabled_checks "
-                "mlir_module_serialized calling_convention_version module_kept_var_idx uses_global_constants vjp "
-                "nr_devices unique_avals unique_abstract_meshes unique_named_shardings in_avals_idxs out_avals_idxs "
-                "in_shardings_idxs out_shardings_idxs jax_version",
-    "PyTreeDef": "kind children children_names custom_name custom_auxdata",
-    "AbstractValue": "kind shape dtype memory_space",
-    "Sharding": "kind hlo_sharding_proto named_sharding",
-    "NamedSharding": "mesh spec memory_kind abstract_mesh_idx",
-    "AbstractMesh": "axis_sizes axis_names axis_types abstract_device",
-    "PartitionSpec": "partitions reduced unreduced",
-    "PartitionSpecOneAxis": "axes",
-    "Effect": "type_name",
-    "DisabledSafetyCheck": "kind custom_call_target",
-}
-_SLOTS = {table: {name: 4 + 2 * i for i, name in enumerate(fields.split())} for table, fields in _SCHEMA.items()}
 
 _TREE_KINDS = ("leaf", "none", "tuple", "list", "dict", "custom")
 _AVAL_KINDS = ("shapedArray", "abstractToken")
@@ -200,185 +176,10 @@ _AXIS_TYPES = ("missing", "auto", "explicit", "manual")  # 0: never written
 _SHARDING_KINDS = ("unspecified", "hlo_sharding", "named_sharding")
 _CHECK_KINDS = ("platform", "custom_call", "shape_assertions")
 
-_I8, _U16, _I16, _U32, _I32 = (struct.Struct(f"<{c}") for c in "bHhIi")
-_VTABLE_HEAD = struct.Struct("<HH")
-
-
-# -- the flatbuffer reader ------------------------------------------------------------------------------------------
-
-
-class _Buffer:
-    """The bytes being read, with the bounds checks, the item budget and the decoded strings."""
-
-    __slots__ = ("data", "size", "where", "items", "_strings", "_blobs")
-
-    def __init__(self, data: bytes, where: str) -> None:
-        self.data, self.size, self.where, self.items = data, len(data), where, 0
-        self._strings: dict[int, str] = {}
-        self._blobs: dict[int, bytes] = {}
-
-    def fail(self, detail: str) -> FormatError:
-        return FormatError(f"{self.where}: not a JAX serialization: {detail}.")
-
-    def unknown(self, what: str, value: int, enum: str, names: tuple[str, ...]) -> FormatError:
-        return FormatError(f"{self.where}: {what} is {value}, an unknown {enum} (this jaxport knows 0 to "
-                           f"{len(names) - 1}); the serialization may come from a newer JAX: upgrade jaxport to read "
-                           f"it.")
-
-    def spend(self, count: int, what: str) -> None:
-        self.items += count
-        if self.items > MAX_ITEMS:
-            raise FormatError(f"{self.where}: the JAX serialization is too large for this reader: with {what} it holds "
-                              f"more than {MAX_ITEMS:,} tree nodes, avals, dimensions, shardings and names.")
-
-    def need(self, pos: int, size: int, what: str) -> None:
-        if pos + size > self.size:
-            if pos >= self.size:
-                raise self.fail(f"{what} (offset {pos}) is past the end of the {self.size}-byte file")
-            raise self.fail(f"{what} ({size} bytes at offset {pos}) runs past the end of the {self.size}-byte file")
-
-    def scalar(self, layout: struct.Struct, pos: int, what: str) -> int:
-        self.need(pos, layout.size, what)
-        return int(layout.unpack_from(self.data, pos)[0])
-
-    def root(self) -> _Table:
-        if self.size < 12:
-            raise self.fail(f"the file is {plural(self.size, 'byte')}, shorter than the smallest flatbuffer (12 "
-                            f"bytes)" if self.size else "the file is empty")
-        return self.table(self.scalar(_U32, 0, "the root table offset"), "Exported", "the root table", "")
-
-    def table(self, pos: int, type_name: str, what: str, path: str) -> _Table:
-        """The table of TYPE_NAME at POS; WHAT names it in messages, PATH prefixes the names of its fields."""
-        vtable = pos - self.scalar(_I32, pos, what)
-        if vtable < 0 or vtable + 4 > self.size:
-            raise self.fail(f"{what} (offset {pos}) points to a vtable at offset {vtable}, outside the "
-                            f"{self.size}-byte file")
-        vtable_size, table_size = _VTABLE_HEAD.unpack_from(self.data, vtable)
-        if vtable_size < 4 or vtable_size % 2:
-            raise self.fail(f"{what} (offset {pos}) has a {vtable_size}-byte vtable (a vtable is an even number of "
-                            f"bytes, at least 4)")
-        if vtable + vtable_size > self.size:
-            raise self.fail(f"{what} (offset {pos}): its {vtable_size}-byte vtable at offset {vtable} runs past the "
-                            f"end of the {self.size}-byte file")
-        if table_size < 4:
-            raise self.fail(f"{what} (offset {pos}) claims to be {table_size} bytes long (a table is at least 4)")
-        self.need(pos, table_size, what)
-        return _Table(self, pos, vtable, vtable_size, table_size, type_name, path)
-
-    def vector(self, pos: int, item_size: int, what: str) -> tuple[int, int]:
-        """``(start, length)`` of the vector at POS, whose items are ITEM_SIZE bytes."""
-        length = self.scalar(_U32, pos, what)
-        if pos + 4 + length * item_size > self.size:
-            raise self.fail(f"{what} (offset {pos}) claims {plural(length, 'item')} of {plural(item_size, 'byte')}, "
-                            f"past the end of the {self.size}-byte file")
-        return pos + 4, length
-
-    def numbers(self, pos: int, code: str, what: str) -> tuple[int, ...]:
-        """The vector of integers (struct CODE) at POS."""
-        size = struct.calcsize(code)
-        start, length = self.vector(pos, size, what)
-        self.spend(length, what)
-        return struct.unpack_from(f"<{length}{code}", self.data, start)
-
-    def references(self, pos: int, what: str) -> list[int]:
-        """Where each offset of the vector of tables or strings at POS points."""
-        start, length = self.vector(pos, 4, what)
-        self.spend(length, what)
-        offsets = struct.unpack_from(f"<{length}I", self.data, start)
-        return [start + 4 * i + offset for i, offset in enumerate(offsets)]
-
-    def string(self, pos: int, what: str) -> str:
-        if pos in self._strings:
-            return self._strings[pos]
-        start, length = self.vector(pos, 1, what)
-        if length > MAX_STRING_BYTES:
-            raise self.fail(f"{what} (offset {pos}) is {length} bytes long, over this reader's limit of "
-                            f"{MAX_STRING_BYTES}")
-        try:
-            text = self.data[start:start + length].decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise self.fail(f"{what} (offset {pos}) is not UTF-8 (byte {e.start} of the string: {e.reason})") from None
-        self._strings[pos] = text
-        return text
-
-    def blob(self, pos: int, what: str) -> bytes:
-        if pos not in self._blobs:
-            start, length = self.vector(pos, 1, what)
-            self._blobs[pos] = self.data[start:start + length]
-        return self._blobs[pos]
-
-
-class _Table:
-    """One table of the flatbuffer, of a type of :data:`_SCHEMA`: its fields by name, each read with bounds checks.
-    PATH prefixes the names of its fields in messages."""
-
-    __slots__ = ("buf", "pos", "vtable", "vtable_size", "size", "slots", "path")
-
-    def __init__(self, buf: _Buffer, pos: int, vtable: int, vtable_size: int, size: int, type_name: str,
-                 path: str) -> None:
-        self.buf, self.pos, self.vtable, self.vtable_size, self.size = buf, pos, vtable, vtable_size, size
-        self.slots, self.path = _SLOTS[type_name], path
-
-    def field(self, name: str, size: int) -> int:
-        """Where field NAME lies (SIZE bytes), or 0 when the table does not store it."""
-        slot = self.slots[name]
-        if slot >= self.vtable_size:
-            return 0
-        offset: int = _U16.unpack_from(self.buf.data, self.vtable + slot)[0]
-        if offset and offset + size > self.size:
-            raise self.buf.fail(f"{self.path}{name} (byte {offset} of the {self.size}-byte table at offset "
-                                f"{self.pos}) lies outside its table")
-        return self.pos + offset if offset else 0
-
-    def scalar(self, name: str, layout: struct.Struct) -> int:
-        """A number field; 0 (every field's default in JAX's schema) when not stored."""
-        at = self.field(name, layout.size)
-        return int(layout.unpack_from(self.buf.data, at)[0]) if at else 0
-
-    def enum(self, name: str, enum: str, names: tuple[str, ...]) -> str:
-        value = self.scalar(name, _I8)
-        if not 0 <= value < len(names):
-            raise self.buf.unknown(self.path + name, value, enum, names)
-        return names[value]
-
-    def ref(self, name: str) -> int:
-        """Where the table, vector or string field NAME points, or 0 when not stored (offsets only point forward, so
-        a stored one never points to 0)."""
-        at = self.field(name, 4)
-        return at + _U32.unpack_from(self.buf.data, at)[0] if at else 0
-
-    def table(self, name: str, type_name: str) -> _Table | None:
-        at = self.ref(name)
-        return self.buf.table(at, type_name, self.path + name, f"{self.path}{name}.") if at else None
-
-    def tables(self, name: str, type_name: str) -> list[_Table]:
-        """The vector of tables NAME, each named NAME[i] in messages (none when not stored)."""
-        at, what = self.ref(name), self.path + name
-        return [self.buf.table(p, type_name, f"{what}[{i}]", f"{what}[{i}].")
-                for i, p in enumerate(self.buf.references(at, what))] if at else []
-
-    def string(self, name: str) -> str | None:
-        at = self.ref(name)
-        return self.buf.string(at, self.path + name) if at else None
-
-    def strings(self, name: str) -> tuple[str, ...]:
-        at, what = self.ref(name), self.path + name
-        return tuple(self.buf.string(p, f"{what}[{i}]") for i, p in enumerate(self.buf.references(at, what))
-                     ) if at else ()
-
-    def numbers(self, name: str, code: str) -> tuple[int, ...]:
-        at = self.ref(name)
-        return self.buf.numbers(at, code, self.path + name) if at else ()
-
-    def blob(self, name: str) -> bytes | None:
-        at = self.ref(name)
-        return self.buf.blob(at, self.path + name) if at else None
-
-
 # -- the records ----------------------------------------------------------------------------------------------------
 
 
-def _exported(buf: _Buffer, t: _Table, level: int) -> Serialized:
+def _exported(buf: Buffer, t: Table, level: int) -> Serialized:
     """One level of the serialization (the function, or its level-th VJP), read as JAX's reader reads it."""
     p = t.path
     unique_avals = tuple(_aval(a) for a in t.tables("unique_avals", "AbstractValue"))
@@ -389,9 +190,9 @@ def _exported(buf: _Buffer, t: _Table, level: int) -> Serialized:
     if function_name is None:
         raise buf.fail(f"it stores no {p}function_name")
 
-    nr_devices, short = t.scalar("nr_devices", _U32), False
+    nr_devices, short = t.scalar("nr_devices", U32), False
     if nr_devices == 0:
-        nr_devices, short = t.scalar("nr_devices_short", _I16), True
+        nr_devices, short = t.scalar("nr_devices_short", I16), True
         if nr_devices <= 0:
             raise buf.fail(f"it stores no device count ({p}nr_devices is 0 and {p}nr_devices_short is {nr_devices})")
 
@@ -424,17 +225,17 @@ def _exported(buf: _Buffer, t: _Table, level: int) -> Serialized:
         vjp = _exported(buf, vjp_table, level + 1)
 
     return Serialized(
-        serialization_version=t.scalar("serialization_version", _U16), jax_version=t.string("jax_version"),
+        serialization_version=t.scalar("serialization_version", U16), jax_version=t.string("jax_version"),
         function_name=function_name,
         in_tree=sides["in"][0], in_avals=sides["in"][1], in_shardings=sides["in"][2],
         out_tree=sides["out"][0], out_avals=sides["out"][1], out_shardings=sides["out"][2],
         nr_devices=nr_devices, short_device_count=short, platforms=platforms,
         ordered_effects=effects[0], unordered_effects=effects[1], disabled_checks=checks, module=module,
-        calling_convention=t.scalar("calling_convention_version", _U16), kept_var_idx=kept,
-        uses_global_constants=bool(t.scalar("uses_global_constants", _I8)), vjp=vjp)
+        calling_convention=t.scalar("calling_convention_version", U16), kept_var_idx=kept,
+        uses_global_constants=bool(t.scalar("uses_global_constants", I8)), vjp=vjp)
 
 
-def _avals(t: _Table, side: str, unique: tuple[Aval, ...]) -> tuple[Aval, ...]:
+def _avals(t: Table, side: str, unique: tuple[Aval, ...]) -> tuple[Aval, ...]:
     """The in or out avals: by index into unique_avals when stored, else the per-argument tables."""
     indices = t.numbers(f"{side}_avals_idxs", "I")
     for i, k in enumerate(indices):
@@ -446,7 +247,7 @@ def _avals(t: _Table, side: str, unique: tuple[Aval, ...]) -> tuple[Aval, ...]:
     return tuple(_aval(a) for a in t.tables(f"{side}_avals", "AbstractValue"))
 
 
-def _shardings(t: _Table, side: str, unique: tuple[Sharding, ...],
+def _shardings(t: Table, side: str, unique: tuple[Sharding, ...],
                meshes: tuple[Mesh, ...]) -> tuple[Sharding | None, ...]:
     """The in or out shardings: by 1-based index into unique_named_shardings when stored, else the per-argument
     tables."""
@@ -467,7 +268,7 @@ def _placed(aval: Aval, sharding: Sharding) -> Aval:
     return aval if aval.memory_space == space else Aval(aval.shape, aval.dtype, space)
 
 
-def _aval(t: _Table) -> Aval:
+def _aval(t: Table) -> Aval:
     if t.enum("kind", "aval kind", _AVAL_KINDS) != "shapedArray":
         raise t.buf.fail(f"{t.path[:-1]} is an abstract token, which JAX never serializes")
     shape = t.strings("shape")
@@ -477,7 +278,7 @@ def _aval(t: _Table) -> Aval:
     return Aval(shape, t.enum("dtype", "dtype", _DTYPES), None if memory_space == "missing" else memory_space)
 
 
-def _mesh(t: _Table) -> Mesh:
+def _mesh(t: Table) -> Mesh:
     what = t.path[:-1]
     names, sizes, codes = t.strings("axis_names"), t.numbers("axis_sizes", "I"), t.numbers("axis_types", "b")
     if not len(names) == len(sizes) == len(codes):
@@ -494,10 +295,10 @@ def _mesh(t: _Table) -> Mesh:
     return Mesh(names, sizes, tuple(_AXIS_TYPES[c] for c in codes))
 
 
-def _named_sharding(t: _Table, meshes: tuple[Mesh, ...]) -> Sharding:
+def _named_sharding(t: Table, meshes: tuple[Mesh, ...]) -> Sharding:
     what = t.path[:-1]
     if meshes:  # JAX reads the index then, not the copy of the mesh that writers keep for older readers
-        k = t.scalar("abstract_mesh_idx", _U32)
+        k = t.scalar("abstract_mesh_idx", U32)
         if k >= len(meshes):
             raise t.buf.fail(f"{what}.abstract_mesh_idx is {k}, but {len(meshes)} unique_abstract_meshes are stored")
         mesh = meshes[k]
@@ -518,7 +319,7 @@ def _named_sharding(t: _Table, meshes: tuple[Mesh, ...]) -> Sharding:
     return Sharding("named", None, mesh, partitions, unreduced, reduced, t.string("memory_kind"))
 
 
-def _per_argument_sharding(t: _Table, meshes: tuple[Mesh, ...]) -> Sharding | None:
+def _per_argument_sharding(t: Table, meshes: tuple[Mesh, ...]) -> Sharding | None:
     t.enum("kind", "sharding kind", _SHARDING_KINDS)  # checked, not used: JAX reads which fields are stored
     named = t.table("named_sharding", "NamedSharding")
     if named is not None:
@@ -527,13 +328,13 @@ def _per_argument_sharding(t: _Table, meshes: tuple[Mesh, ...]) -> Sharding | No
     return None if proto is None else Sharding("hlo", proto, None, (), (), (), None)
 
 
-def _effect(t: _Table) -> str:
+def _effect(t: Table) -> str:
     if (name := t.string("type_name")) is None:
         raise t.buf.fail(f"{t.path[:-1]} has no type_name")
     return name
 
 
-def _disabled_check(t: _Table) -> DisabledCheck:
+def _disabled_check(t: Table) -> DisabledCheck:
     kind = t.enum("kind", "disabled safety check kind", _CHECK_KINDS)
     target = t.string("custom_call_target") if kind == "custom_call" else None
     if kind == "custom_call" and target is None:
@@ -541,7 +342,7 @@ def _disabled_check(t: _Table) -> DisabledCheck:
     return DisabledCheck(kind, target)
 
 
-def _tree(buf: _Buffer, exported: _Table, name: str, n_avals: int) -> TreeNode:
+def _tree(buf: Buffer, exported: Table, name: str, n_avals: int) -> TreeNode:
     """The in or out tree, walked without recursion (parents before children), then built from its leaves up."""
     tree = exported.path + name
     root = exported.ref(name)

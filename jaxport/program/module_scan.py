@@ -1,7 +1,7 @@
 """Reading a lowered StableHLO module: custom calls, large constants, shape assertions, locations.
 
 The module is walked with the MLIR Python bindings that JAX ships (``jax.extend.mlir``'s, imported without the rest
-of ``jax.extend``: ``_jax_internals.mlir_ir``), never printed whole, so a
+of ``jax.extend``: ``jaxprivate.mlir.mlir_ir``), never printed whole, so a
 module with hundreds of megabytes of constants is scanned without building its text.
 """
 
@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .._jax_internals import (
+from ..jaxprivate.mlir import (
     deserialize_portable_artifact,
     mlir_ir,
     serialize_portable_artifact,
@@ -168,6 +168,37 @@ def scan_module(mlir_module_serialized: bytes) -> ModuleScan:
 
         module.operation.walk(visit)
     return scan
+
+
+#: A tensor type's element type: ``tensor<4x?xbf16>`` -> ``bf16``, ``tensor<complex<f32>>`` -> ``complex<f32>``.
+_ELEMENT = re.compile(r"tensor<(?:[0-9?]+x)*(complex<[A-Za-z0-9]+>|[A-Za-z0-9]+)")
+
+
+def element_types(mlir_module_serialized: bytes) -> set[str]:
+    """The MLIR element types of every value the module computes (each operation's results, each block's
+    arguments): what it computes in, intermediates included (``bf16`` in a program that takes and returns ``f32``).
+    Walks the module; prints no constant."""
+    ir, stablehlo = mlir_ir(), stablehlo_dialect()
+
+    found: set[str] = set()
+    ctx = ir.Context()
+    stablehlo.register_dialect(ctx)
+    with ctx:
+        module = deserialize_portable_artifact(mlir_module_serialized)
+
+        def visit(op):
+            types = [r.type for r in op.results]
+            for region in op.regions:
+                for block in region.blocks:
+                    types += [a.type for a in block.arguments]
+            for t in types:
+                m = _ELEMENT.match(str(t))
+                if m:
+                    found.add(m.group(1))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+    return found
 
 
 def module_text(mlir_module_serialized: bytes, debug_info: bool = False) -> str:

@@ -1,6 +1,7 @@
 """Artifact -> results. The core: ``load`` opens and checks an artifact into a ``loaded.Loaded`` function, which runs
 through a backend (``backend``: the seam; ``jax_backend``, ``iree``) with the compilation ``cache`` and the
-``executables`` compiled ahead; ``warmup``, ``gradients`` and ``distributed`` build on it. Its rooms (sub-packages):
+``executables`` compiled ahead; ``warmup``, ``gradients``, ``distributed`` and ``latency`` (how long its calls take)
+build on it. Its rooms (sub-packages):
 
 - ``values``, below the core: the values a function takes and gives (``npyio`` reads input files safely, ``inputs``
   gathers ``--inputs`` and random inputs, ``outputs`` describes and writes results, ...);

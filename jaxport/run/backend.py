@@ -25,6 +25,13 @@ from typing import Any, NamedTuple, Protocol
 #: An input shape signature: ``((shape, dtype name), ...)``, one entry per free input, in the manifest's order.
 ShapeKey = tuple[tuple[tuple[int, ...], str], ...]
 
+#: What a direct call of a compiled program raises (a backend's optional ``direct(key)``: the executable called as
+#: JAX's C++ dispatch calls it, ``JaxBackend.direct``) when the dispatch refuses the inputs or the program fails: the
+#: caller runs the call again through :meth:`Backend.execute`, which reports the failure in the backend's words (XLA
+#: raises a failed bounds check as an ``IndexError``). Anything else, ``MemoryError`` above all, is no call's failure
+#: to repeat and passes as it is.
+DIRECT_FAILURES: tuple[type[Exception], ...] = (RuntimeError, TypeError, ValueError, IndexError)
+
 
 class Placement(NamedTuple):
     """Where a sharded program runs (a call report's ``devices``)."""
@@ -50,6 +57,8 @@ class Compilation:
     shipped: bool = False
     #: Lines about the compilation: a shipped executable that was not used, and why.
     notes: tuple[str, ...] = ()
+    #: Under a required signature, the trusted signer who vouched for the shipped executable (``run.vouching``).
+    vouched_by: str | None = None
 
     @property
     def source(self) -> str:

@@ -14,8 +14,8 @@ import os
 import re
 import sys
 
-from .._jax_internals import backends_initialized
 from ..errors import UsageError
+from ..jaxprivate.runtime import backends_initialized
 
 _FLAG = "--xla_force_host_platform_device_count"
 

@@ -10,16 +10,18 @@ weights as inputs instead of binding them to differentiate with respect to them 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import dtypes
-from .._jax_internals import vjp_getter, with_vjp_getter
+from .. import dtypes, usercache
 from ..artifact.model import Function
 from ..errors import InputError, UsageError
+from ..jaxprivate.compiler import private_compiles
+from ..jaxprivate.exported import vjp_getter, with_vjp_getter
 from ..sharding import gather
 from .values.npyio import read_npy, read_npz
 
@@ -91,7 +93,10 @@ def vjp(loaded: Loaded, arrays: Mapping[str, Any], cotangents: Mapping[str, Any]
             raise InputError(f"cotangent {n!r} names no output of {loaded.function!r}; cotangents are named after "
                              f"the outputs: {', '.join(names)}.{f' Did you mean {close[0]!r}?' if close else ''}")
     backend = loaded.backend
-    with backend.x64():
+    member = loaded.model.members.get(f.payload)
+    signed = usercache.vouching_required(member.sha256 if member is not None else None)
+    # under a required signature the derivative's programs are compiled here too, never fetched from JAX's cache
+    with backend.x64(), private_compiles() if signed else contextlib.nullcontext():
         placed = backend.place(flat)
         n_free = len(placed)
 

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from .. import dtypes
+from .. import dtypes, usercache
 from .._api_types import runs_program
 from .._fsio import atomic_write
 from ..arrayfiles import subbyte
@@ -167,6 +167,10 @@ def shapes_text(key: ShapeKey | list[Any]) -> str:
     return "for inputs of shapes " + ", ".join(str(tuple(s)) for s, _ in key)
 
 
+#: The largest compiled module read back from the cache (a module holds the program's code, not its weights).
+MAX_MODULE_BYTES = 1 << 31
+
+
 class IreeBackend:
     """Compiles and runs a loaded program with IREE on the local CPU; JAX lowers it (and traces it under JAX
     transformations) through ``jax_backend``."""
@@ -209,8 +213,13 @@ class IreeBackend:
         digest = hashlib.sha256(f"{module}\n{iree_version()} llvm-cpu host {_host_cpu()}".encode()).hexdigest()
         cached = self.cache_dir / f"{digest}.vmfb" if self.cache_dir is not None else None
         hit = None
-        if cached is not None and cached.is_file():
-            vmfb, hit = cached.read_bytes(), True
+        # a module is native code: read only from a directory and file of this user's that no one else can write
+        # (``usercache``), and never for a program under a required signature, which no signer can vouch for here
+        vmfb = None if cached is None or usercache.vouching_required(self._jax.program_sha256) or \
+            usercache.untrusted_reason(cached.parent) is not None else \
+            usercache.read_small(cached, MAX_MODULE_BYTES)
+        if vmfb is not None:
+            hit = True
         else:
             try:
                 vmfb = compile_module(module, "host")

@@ -17,11 +17,18 @@ from typing import Any
 
 from .. import dtypes
 from .._api_types import runs_program
-from .._jax_compiler import cpp_call, steered
-from .._jax_internals import initialize_lapack, lapack_left_alone, lapack_targets
 from ..artifact.calltree import argument_positions
 from ..artifact.model import Function, Mesh
 from ..errors import FormatError, InputError, PlatformError
+from ..jaxprivate.compiler import cpp_call, steered
+from ..jaxprivate.facts import Facts
+from ..jaxprivate.runtime import (
+    MOSAIC_GPU_TARGET,
+    initialize_lapack,
+    lapack_left_alone,
+    lapack_targets,
+    mosaic_gpu_runtime,
+)
 from ..program.checks import checked_targets
 from ..sharding import mesh_text, named, place, runtime_mesh
 from .backend import Compilation, Placement, ShapeKey, is_tracer
@@ -45,7 +52,8 @@ class JaxBackend:
         import jax
 
         self.exported = exported
-        self._program_sha256 = program
+        #: The payload's sha256 (the manifest's), which shipped executables and vouches name.
+        self.program_sha256 = program
         self.where = where
         self.platform = platform
         self.platform_mismatch = platform_mismatch
@@ -53,10 +61,12 @@ class JaxBackend:
         self._mesh_info = function.mesh
         self._needs_x64 = function.x64
         # Whether the program is known to call no LAPACK kernel (from the allowlist check's reading of it): lowering
-        # it then need not initialize LAPACK (``_jax_internals.lapack_left_alone``); any other program has LAPACK
+        # it then need not initialize LAPACK (``jaxprivate.runtime.lapack_left_alone``); any other program has LAPACK
         # initialized before it is lowered (JAX before 0.10 does not do it, and the call would crash).
         targets = checked_targets(exported.mlir_module_serialized)
         self._lapack_free = targets is not None and not targets & lapack_targets()
+        if targets is not None and MOSAIC_GPU_TARGET in targets:
+            mosaic_gpu_runtime()  # a Pallas Mosaic GPU kernel compiles only with its runtime library found
         free, weight_positions = argument_positions(exported)
         #: The program as a function of ``(bound tensors, *free inputs)``, for ``jax.jit`` and ``jax.eval_shape``.
         self.program = program_function(exported, fname)
@@ -118,7 +128,7 @@ class JaxBackend:
                 raise self._failure("JAX refused the inputs", e, InputError) from None
             lower_seconds = time.perf_counter() - start
             # an executable shipped in the cache for this program and shape (warmup --target) replaces XLA's compile
-            offer = shipped(executable_directory(), self._program_sha256, key)
+            offer = shipped(executable_directory(), self.program_sha256, key)
             start = time.perf_counter()
             try:
                 with steered(offer) if offer is not None else contextlib.nullcontext():
@@ -131,7 +141,29 @@ class JaxBackend:
         self._weights_checked()  # the digest check ran while XLA compiled: it ends before anything runs
         used = offer is not None and offer.used is not None
         return Compilation(lower_seconds, seconds, True if used else watch.hit(), used,
-                           tuple(offer.notes) if offer is not None else ())
+                           tuple(offer.notes) if offer is not None else (),
+                           offer.vouched_by if offer is not None else None)
+
+    def recompile(self, key: ShapeKey) -> tuple[Any, Facts | None]:
+        """The program compiled for ``key`` again, here, by XLA (no shipped executable offered: on a GPU, XLA
+        autotunes it), and the facts of that compilation (None where JAX compiled past jaxport's view); what runs
+        for ``key`` changes only with :meth:`use` (``run.compile.retune``)."""
+        import jax
+
+        shardings = self._in_shardings or [None] * len(key)
+        structs = [jax.ShapeDtypeStruct(shape, dtypes.to_numpy(dt), sharding=s)
+                   for (shape, dt), s in zip(key, shardings)]
+        seen: list[Facts] = []
+        with self.x64(), (lapack_left_alone() if self._lapack_free else contextlib.nullcontext()):
+            lowered = self._jit.lower(self.weights, *structs)
+            with steered(lambda facts, load: seen.append(facts)):
+                compiled = lowered.compile()
+        return compiled, seen[0] if seen else None
+
+    def use(self, key: ShapeKey, compiled: Any) -> None:
+        """Run ``key`` with ``compiled`` (from :meth:`recompile`) from now on; a call already running finishes with
+        the executable it started with."""
+        self._executables[key] = compiled
 
     def forget(self, keys: list[ShapeKey]) -> None:
         """Drop the executables of ``keys``. JAX keeps every program it lowered and compiled in caches of its own

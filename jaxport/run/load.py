@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import usercache
+from .._api_types import record_of
 from ..artifact import summary
 from ..artifact.calltree import argument_positions
 from ..artifact.container import Artifact, open_artifact
@@ -38,8 +40,9 @@ from ..errors import FormatError, OutputError, PlatformError, UsageError
 from ..isolation import isolate
 from ..program.checks import check_runnable
 from ..sharding import device_count_message
+from . import vouching
 from .backend import Backend
-from .cache import compilation_cache
+from .cache import CacheState, compilation_cache
 from .gradients import explain_missing
 from .iree import IreeBackend
 from .jax_backend import JaxBackend
@@ -143,7 +146,9 @@ def check_signature(path: str | Path | Artifact, options: LoadOptions) -> Verifi
     if not options.require_signature:
         return None
     if isinstance(path, Artifact):
-        return verify_open(path, options.require_signature, options.signature)
+        verified = verify_open(path, options.require_signature, options.signature)
+        vouching.register(path, verified, options.require_signature)  # its cache entries: used only when vouched for
+        return verified
     return verify_signature(path, options.require_signature, options.signature)
 
 
@@ -153,54 +158,73 @@ def open_checked(path: str | Path, options: LoadOptions) -> Artifact:
     ``load`` of it, with the same options, does not hash it again."""
     if not options.require_signature:
         return open_artifact(path)
-    return open_signed(path, options.require_signature, options.signature)[0]
+    art, verified = open_signed(path, options.require_signature, options.signature)
+    vouching.register(art, verified, options.require_signature)  # its cache entries: used only when vouched for
+    return art
 
 
-def load(path: str | Path | Artifact, function: str | None = None, *, verify: bool = True,
-         defer_verify: bool = False, **options: Any) -> Loaded:
+def load(path: str | Path | Artifact, function: str | None = None, *, runtime: str = "jax",
+         allow_platform_mismatch: bool = False, allow_custom_calls: Iterable[str] | None = (),
+         verify_weights: bool = True, cache_dir: str | Path | None = None, cache: bool = True,
+         module_dir: str | Path | None = None, require_signature: str | Path | Iterable[str | Path] | None = (),
+         signature: str | Path | None = None, check_ranges: bool = False, verify: bool = True,
+         defer_verify: bool = False) -> Loaded:
     """Open an artifact and prepare one of its functions to run (see the module docstring for the checks).
 
     ``path`` may also be an ``Artifact`` the caller has open, to load several functions from one opening; the
     caller closes it, after the last call. ``function`` names the function when the artifact holds several. Bound
-    weights are memory-mapped from the artifact; ``verify=False`` skips their sha256 check (one pass over the weight
-    bytes, about a second per 1-2 GB), for artifacts whose origin is already trusted. With ``defer_verify`` (what
-    ``jaxport call`` does), the weights' sha256 check runs in a thread while the program compiles, and the first run
-    waits for it: a damaged weights member is then refused (``IntegrityError``) by the first call rather than by
-    ``load``, and nothing runs on it either way.
+    weights are memory-mapped from the artifact; ``verify=False`` (or ``verify_weights=False``, the record's name)
+    skips their sha256 check (one pass over the weight bytes, about a second per 1-2 GB), for artifacts whose origin
+    is already trusted. With ``defer_verify`` (what ``jaxport call`` does), the weights' sha256 check runs in a thread
+    while the program compiles, and the first run waits for it: a damaged weights member is then refused
+    (``IntegrityError``) by the first call rather than by ``load``, and nothing runs on it either way.
 
-    The other keywords are the fields of :class:`~jaxport.run.options.LoadOptions`. With
-    ``allow_platform_mismatch``, a function exported for other platforms is tried on the local one (JAX's
-    ``DisabledSafetyCheck.platform()``). ``runtime="iree"`` compiles and runs the program with IREE on the CPU
-    instead of XLA (see ``iree``). ``cache_dir``: JAX's compilation cache the function compiles with, as in every
-    command, with jaxport's records beside it (the program check's verdict, executables ``warmup --target``
-    shipped), and IREE's compiled modules in a directory beside it (``module_dir`` names another); without it the
-    function compiles with the cache the process has (``jax.config``), ``cache=False``: none. ``allow_custom_calls``
-    names the custom-call targets beyond JAX's guaranteed-stable ones that the program may call (kernels this
-    process provides); the artifact's own ``allowed_custom_calls`` grants nothing, and host callbacks are refused
-    whatever is allowed. With ``require_signature`` (a trusted public key's PEM path, or several), the artifact must
-    carry a model-signing signature by one of them (the bundle ``ARTIFACT.sig``, or ``signature``), verified on the
-    bytes of the descriptor the artifact is then read from before anything else reads it (an ``Artifact`` passed in,
-    on its own), and its weights are checked whatever ``verify`` says: ``SignatureError`` otherwise
-    (``artifact.signing.check``; needs ``jaxport[sign]``). With ``check_ranges``, every call refuses an input value
-    outside the ``range`` its manifest entry declares (a spec's ``range:``), naming the input, the index and the
-    value (``InputError``); without it a range only shapes random inputs (``random_inputs``, ``call --random``,
-    ``verify``).
+    The other keywords are the fields of :class:`~jaxport.run.options.LoadOptions`, which this function builds and
+    loads by (:func:`load_by`). With ``allow_platform_mismatch``, a function exported for other platforms is tried
+    on the local one (JAX's ``DisabledSafetyCheck.platform()``). ``runtime="iree"`` compiles and runs the program
+    with IREE on the CPU instead of XLA (see ``iree``). ``cache_dir``: JAX's compilation cache the function compiles
+    with, as in every command, with jaxport's records beside it (the program check's verdict, executables ``warmup
+    --target`` shipped), and IREE's compiled modules in a directory beside it (``module_dir`` names another); without
+    it the function compiles with the cache the process has (``jax.config``), ``cache=False``: none.
+    ``allow_custom_calls`` names the custom-call targets beyond JAX's guaranteed-stable ones that the program may
+    call (kernels this process provides); the artifact's own ``allowed_custom_calls`` grants nothing, and host
+    callbacks are refused whatever is allowed. With ``require_signature`` (a trusted public key's PEM path, or
+    several), the artifact must carry a model-signing signature by one of them (the bundle ``ARTIFACT.sig``, or
+    ``signature``), verified on the bytes of the descriptor the artifact is then read from before anything else
+    reads it (an ``Artifact`` passed in, on its own), and its weights are checked whatever ``verify`` says:
+    ``SignatureError`` otherwise (``artifact.signing.check``; needs ``jaxport[sign]``). With ``check_ranges``, every
+    call refuses an input value outside the ``range`` its manifest entry declares (a spec's ``range:``), naming the
+    input, the index and the value (``InputError``); without it a range only shapes random inputs
+    (``random_inputs``, ``call --random``, ``verify``).
     """
-    verify = verify and options.pop("verify_weights", True)  # the record's name for it, taken too
-    return load_by(path, LoadOptions(function=function, verify_weights=verify, **options), defer_verify=defer_verify)
+    options = record_of(LoadOptions, None, {
+        "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+        "allow_custom_calls": allow_custom_calls, "verify_weights": verify and verify_weights, "cache_dir": cache_dir,
+        "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
+        "check_ranges": check_ranges}, "load")
+    return load_by(path, options, defer_verify=defer_verify)
 
 
-def load_by(path: str | Path | Artifact, options: LoadOptions, *, defer_verify: bool = False) -> Loaded:
-    """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record: with ``options.cache_dir`` (or
-    ``cache=False``) the function is loaded, and compiles, with JAX's compilation cache there (or none)."""
+def load_by(path: str | Path | Artifact, options: LoadOptions, *, defer_verify: bool = False,
+            held: CacheState | None = None) -> Loaded:
+    """The one loader: :func:`load` by a :class:`~jaxport.run.options.LoadOptions` record (what every command, the
+    server and the batch engines' adapters load by).
+
+    ``held``: the compilation cache the caller has set up for the load (the state of its ``cache.compilation_cache``
+    block, a command's), beside whose directory a runtime that compiles on its own keeps its modules unless
+    ``options.module_dir`` says where (``LoadOptions.module_directory``); the loader then sets up none. Without it,
+    with ``options.cache_dir`` (or ``cache=False``) the function is loaded, and compiles, with JAX's compilation
+    cache there (or none); else with the cache the process has. ``defer_verify``: as :func:`load`'s."""
+    if held is not None:
+        return _prepared(path, options, options.module_directory(held.directory), defer_verify)
     if options.cache and options.cache_dir is None:  # the compilation cache the process has
-        return _load(path, options, options.module_directory(), defer_verify)
+        return _prepared(path, options, options.module_directory(), defer_verify)
     directory = Path(options.cache_dir).expanduser() if options.cache and options.cache_dir is not None else None
     with compilation_cache(directory) as state:
         if state.reason:
             raise OutputError(f"{path.path if isinstance(path, Artifact) else path}: {state.reason}; give a directory "
                               f"this user can write (cache_dir=DIR).")
-        loaded = _load(path, options, options.module_directory(directory), defer_verify)
+        loaded = _prepared(path, options, options.module_directory(directory), defer_verify)
     loaded.compile_in(directory)
     member = loaded.model.members.get(loaded.function_record.payload)
     if directory is not None and member is not None:  # the check's verdict there too, if this process checked it
@@ -208,9 +232,10 @@ def load_by(path: str | Path | Artifact, options: LoadOptions, *, defer_verify: 
     return loaded
 
 
-def _load(path: str | Path | Artifact, options: LoadOptions, module_dir: Path | None,
-          defer_verify: bool) -> Loaded:
-    """:func:`load` by its record, IREE's modules in ``module_dir``."""
+def _prepared(path: str | Path | Artifact, options: LoadOptions, module_dir: Path | None,
+              defer_verify: bool) -> Loaded:
+    """The function ``options`` chooses, checked and prepared to run (:func:`load_by`'s work, in the cache it set
+    up), IREE's modules in ``module_dir``."""
     signed = bool(options.require_signature)
     opened: Artifact | None = None
     if isinstance(path, Artifact):
@@ -231,6 +256,7 @@ def _load(path: str | Path | Artifact, options: LoadOptions, module_dir: Path | 
         record = art.model.functions[fname]
         notes: list[str] = []
         exported = runnable_program(art, fname, options.allow_custom_calls, where, notes)
+        notes.extend(n for n in usercache.vouching_notes(art.model.members[record.payload].sha256) if n not in notes)
         deferred = defer_verify and options.runtime == "jax"
         weights, pending = map_weights(art, record, options.verify_weights or signed, defer=deferred) \
             if record.weights else ([], None)
@@ -264,20 +290,3 @@ def _load(path: str | Path | Artifact, options: LoadOptions, module_dir: Path | 
         art.close()
     return Loaded(Path(path), fname, art.model, backend, local, time.perf_counter() - start, art if weights else None,
                   notes, check_ranges=options.check_ranges)
-
-
-def load_with(path: str | Path | Artifact, options: LoadOptions, *, cache_dir: str | Path | None = None,
-              defer_verify: bool = False) -> Loaded:
-    """:func:`load` by a :class:`~jaxport.run.options.LoadOptions` record, inside a command's block of JAX's
-    compilation cache (``cache.compilation_cache``): ``cache_dir`` is the directory that block uses, beside which a
-    runtime that compiles on its own keeps its modules unless ``options.module_dir`` says where
-    (``LoadOptions.module_directory``). The signature it requires is checked first, on the descriptor the artifact
-    is read from (``load``)."""
-    return _load(path, options, options.module_directory(cache_dir), defer_verify)
-
-
-def signature_options(options: LoadOptions) -> dict[str, Any]:
-    """The keywords of :func:`load` that require the signature ``options`` require (none when none is)."""
-    if not options.require_signature:
-        return {}
-    return {"require_signature": options.require_signature, "signature": options.signature}

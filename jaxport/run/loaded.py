@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,11 +28,13 @@ from ..errors import InputError, OutputError, UsageError
 from ..isolation import isolate
 from ..sharding import gather
 from . import gradients
-from .backend import Backend, Compilation, Placement, ShapeKey, is_tracer
+from .backend import DIRECT_FAILURES, Backend, Compilation, Placement, ShapeKey, is_tracer
 from .buckets import sizes
+from .buckets.ahead import Shapes, plan_warmup
 from .cache import compilation_cache
+from .latency import Benchmark
 from .values import inputs, ranges
-from .warmup import Shapes, Warmed, combinations, signature
+from .warmup import Warmed, signature
 
 
 @dataclass(frozen=True)
@@ -59,69 +61,6 @@ class Run:
     dims: dict[str, int]
     compilation: Compilation
     run_seconds: float
-
-
-@dataclass
-class Benchmark:
-    """The latencies of repeated calls, after the load and the compilation they needed: each call timed alone
-    (``calls``: inputs already on the device, outputs left there, the call waited for), then the same number of
-    calls pipelined (``pipelined``: all dispatched, one wait for the last), as a serving loop runs them."""
-
-    load_seconds: float
-    compilation: Compilation
-    warmup: int
-    calls: list[float] = field(default_factory=list)
-    pipelined: float | None = None  # seconds per call, pipelined
-    #: With ``host``: each call from inputs in host memory to outputs copied back to it (what a serving client sees).
-    host_calls: list[float] = field(default_factory=list)
-
-    def percentile(self, q: float) -> float:
-        import numpy as np
-
-        return float(np.percentile(self.calls, q))
-
-    def as_dict(self) -> dict[str, Any]:
-        """The report's ``benchmark`` (:class:`Latencies`)."""
-        return Latencies.of(self).to_json()
-
-
-class Latencies(NamedTuple):
-    """The report's ``benchmark``: what the timed calls needed first, and their latencies (seconds)."""
-
-    load_s: float
-    lower_s: float
-    compile_s: float
-    compile_cache_hit: bool | None
-    warmup: int
-    n: int
-    p50_s: float
-    p90_s: float
-    p99_s: float
-    min_s: float
-    max_s: float
-    mean_s: float
-    #: Seconds per call with the calls pipelined (all dispatched, one wait): what a loop that does not wait for
-    #: each result gets; the percentiles above time each call alone, waited for.
-    pipelined_s: float | None
-    #: Where the executable came from: ``shipped`` (warmup --target), ``cache`` (JAX's cache) or ``compiled``.
-    executable: str
-    #: With ``call --host-latency``: p50 and p99 of the calls timed from host memory to host memory (None without).
-    host_p50_s: float | None = None
-    host_p99_s: float | None = None
-
-    @classmethod
-    def of(cls, bench: Benchmark) -> Latencies:
-        """The latencies of a benchmark's timed calls (percentiles interpolated as ``numpy.percentile`` does)."""
-        c, calls = bench.compilation, bench.calls
-        import numpy as np
-
-        host = [float(np.percentile(bench.host_calls, q)) for q in (50, 99)] if bench.host_calls else [None, None]
-        return cls(bench.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, bench.warmup, len(calls),
-                   bench.percentile(50), bench.percentile(90), bench.percentile(99), min(calls), max(calls),
-                   sum(calls) / len(calls), bench.pipelined, c.source, *host)
-
-    def to_json(self) -> dict[str, Any]:
-        return self._asdict()
 
 
 class Prepared(NamedTuple):
@@ -293,12 +232,7 @@ class Loaded:
         import numpy as np
 
         f = self.function_record
-        for name in arrays:
-            if name not in self.input_names:
-                raise contract.unknown_input_error(name, self.input_names)
-        missing = [n for n in self.input_names if n not in arrays]
-        if missing:
-            raise InputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
+        contract.check_input_names(arrays, self.input_names)
         flat, infos = [], []
         for inp in f.inputs:
             v = arrays[inp.name]
@@ -354,6 +288,18 @@ class Loaded:
                 compilation = self._compilations[key] = self.backend.compile(key)
             self.notes.extend(n for n in compilation.notes if n not in self.notes)
         return self._compilations[key]
+
+    def use(self, key: ShapeKey, compiled: Any) -> None:
+        """Run the input shape signature ``key`` (compiled already) with the executable ``compiled`` from now on
+        (``run.compile.retune``: one autotuned here in place of one compiled without the GPU); the direct calls
+        kept for it are dropped, and made again at the next call."""
+        use = getattr(self.backend, "use", None)
+        if use is None or key not in self._compilations:
+            return
+        use(key, compiled)
+        for seen in [s for s, k in self._seen.items() if k == key]:
+            self._direct.pop(seen, None)
+        self._fast = None
 
     def forget(self, keys: Sequence[ShapeKey]) -> None:
         """Drop what was compiled for the input shape signatures ``keys`` (a server bounding the executables it
@@ -465,7 +411,7 @@ class Loaded:
         if run is not None:
             try:
                 out = run(*flat)
-            except Exception:  # noqa: BLE001 - execute runs it again below, and reports the failure
+            except DIRECT_FAILURES:  # execute runs it again below, and reports the failure
                 pass
             else:
                 if flat and all(_jax_array(t) for _, _, t in seen) and len({t for _, _, t in seen}) == 1:
@@ -496,7 +442,8 @@ class Loaded:
         """Outputs and input cotangents of one call, by name (see ``gradients.vjp``); needs ``vjp_order >= 1``."""
         return gradients.vjp(self, arrays, cotangents, weights=weights)
 
-    def warmup(self, shapes: Shapes = None, *, cache_dir: str | Path | None = None) -> list[Warmed]:
+    def warmup(self, shapes: Shapes = None, *, cache_dir: str | Path | None = None,
+               progress: Callable[[str], None] | None = None) -> list[Warmed]:
         """Compile ahead for the input shapes that ``shapes`` gives, so that calls with those shapes compile
         nothing: here (the executables are kept) and in a later process that uses the same JAX compilation cache
         (``jaxport call --cache-dir DIR``, or ``jax.config`` ``jax_compilation_cache_dir``), which fetches them.
@@ -506,11 +453,11 @@ class Loaded:
         executables go to JAX's persistent cache in ``cache_dir`` (default: the one the function was loaded with,
         ``load(cache_dir=)``, else the directory this process's JAX cache uses, else the user's cache directory,
         ``jaxport.run.cache.default_cache_dir()``), with the verdict of the program's check. Returns what was
-        compiled, and how, per signature.
+        compiled, and how, per signature; ``progress`` gets each one's stage as it starts (``compiling f at b=8``).
         """
         where = f"{self.path}: function {self.function!r}"
         f = self.function_record
-        planned = [(dims, signature(f, dims)) for dims in combinations(f, shapes, where)]
+        planned = [(dims, signature(f, dims)) for dims in plan_warmup(f, shapes, where)]
         directory = Path(cache_dir).expanduser() if cache_dir is not None else \
             self.cache_dir or usercache.active_cache_dir()
         done = []
@@ -519,6 +466,8 @@ class Loaded:
                 raise OutputError(f"{where}: {state.reason}; warm up into a directory this user can write "
                                   f"(--cache-dir DIR).")
             for dims, key in planned:
+                if progress is not None:
+                    progress(f"compiling {self.function} at {sizes.shown(dims) or 'its static shapes'}")
                 done.append(Warmed(dict(dims), key, self._compile(key, in_block=True)))
         member = self.model.members.get(f.payload)
         if member is not None:

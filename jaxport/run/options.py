@@ -1,26 +1,25 @@
 """How to load an artifact's function, said once: the runtimes that can run one (:data:`RUNTIMES`, each with what
 it can do) and :class:`LoadOptions`, the record ``call``, ``verify``, ``warmup``, ``serve`` and the batch engines'
-adapters hold, which :func:`jaxport.run.load.load_with` opens a function by.
+adapters hold, which :func:`jaxport.run.load.load_by` opens a function by.
 
-A request that holds the record (``CallRequest``, ``VerifyRequest``) is decorated with :func:`holding_load_options`:
-its constructor takes the record's fields by keyword as well (``CallRequest(path, runtime="iree")``, what the
-command line's options say), so that an option of how to load is added in this module, in ``load_with`` and in the
-command line's option group, and nowhere else. No JAX at import.
+Inside the library the record travels whole. The public entry points that take its fields as keywords
+(``jaxport.load``, ``CallRequest``, ``VerifyRequest``, the batch engines' adapters: the facade,
+``scripts/check_layers.py`` rule 7) list each field as a parameter of their own and build the record once
+(``_api_types.record_of``), so that an option of how to load is a field here, a parameter of each of them (which
+``tests/test_facade.py`` holds to this record), an option in the command line's group, and the code that uses it.
+No JAX at import.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from ..errors import UsageError
 
-__all__ = ["LOAD_FIELDS", "RUNTIMES", "LoadOptions", "Runtime", "holding_load_options", "merged", "runtime"]
+__all__ = ["RUNTIMES", "LoadOptions", "Runtime", "runtime"]
 
 
 @dataclass(frozen=True)
@@ -96,8 +95,8 @@ class LoadOptions:
     function: str | None = None
     runtime: str = "jax"
     allow_platform_mismatch: bool = False
-    #: kept as a tuple; the keyword takes any iterable of targets, or None (``takes``: what argument checks read)
-    allow_custom_calls: tuple[str, ...] = field(default=(), metadata={"takes": "Iterable[str] | None"})
+    #: kept as a tuple; the keyword takes any iterable of targets, or None
+    allow_custom_calls: tuple[str, ...] = ()
     verify_weights: bool = True
     cache_dir: str | Path | None = None
     cache: bool = True
@@ -105,8 +104,7 @@ class LoadOptions:
     module_dir: str | Path | None = None
     #: the public keys (or CA certificates, PEM) one of which must have signed the artifact, checked before anything
     #: else reads it (``artifact.signing.bundle``); kept as a tuple of paths, the keyword takes one path or several
-    require_signature: tuple[str | Path, ...] = field(
-        default=(), metadata={"takes": "str | Path | Iterable[str | Path] | None"})
+    require_signature: tuple[str | Path, ...] = ()
     #: where that signature is (default: ``ARTIFACT.sig`` beside the artifact)
     signature: str | Path | None = None
     #: the inputs' declared ranges (``range:``) as a contract: a value outside one is refused
@@ -139,42 +137,3 @@ class LoadOptions:
         if not self.cache:
             return None
         return self.runs_on.modules_beside(self.cache_dir if self.cache_dir is not None else in_use)
-
-
-#: The fields of :class:`LoadOptions`, which a request holding one also takes by keyword.
-LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(LoadOptions))
-
-T = TypeVar("T")
-
-
-def merged(load: LoadOptions | None, fields: Mapping[str, Any]) -> LoadOptions:
-    """``load`` (default: ``LoadOptions()``) with ``fields`` replaced: what a holder of the record was given as
-    ``load=`` and as keywords. A ``load`` that is no ``LoadOptions`` is a ``UsageError``."""
-    if load is not None and not isinstance(load, LoadOptions):
-        raise UsageError(f"load must be a jaxport.LoadOptions, not {type(load).__name__}.")
-    options = load or LoadOptions()
-    return dataclasses.replace(options, **fields) if fields else options
-
-
-def holding_load_options(cls: type[T]) -> type[T]:
-    """Decorate a frozen dataclass with a field ``load: LoadOptions``: its constructor takes the fields of
-    :class:`LoadOptions` by keyword too (merged into ``load``), and reads them as attributes (``request.runtime``
-    is ``request.load.runtime``). ``cls.HOLDS`` names the record, for the public functions' argument checks
-    (``jaxport._api_types``), which take its fields as the function's keywords."""
-    if "load" not in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
-        raise TypeError(f"{cls.__name__} has no field 'load' to hold LoadOptions in")
-    made: Callable[..., None] = cls.__init__  # type: ignore[misc]
-
-    @functools.wraps(made)
-    def __init__(self: Any, *args: Any, load: LoadOptions | None = None, **kwargs: Any) -> None:
-        made(self, *args, load=merged(load, {k: kwargs.pop(k) for k in LOAD_FIELDS if k in kwargs}), **kwargs)
-
-    def __getattr__(self: Any, name: str) -> Any:
-        if name in LOAD_FIELDS:
-            return getattr(object.__getattribute__(self, "load"), name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    cls.__init__ = __init__  # type: ignore[method-assign]
-    cls.HOLDS = LoadOptions  # type: ignore[attr-defined]  # what the facade's argument checks expand (_api_types)
-    cls.__getattr__ = __getattr__  # type: ignore[attr-defined]
-    return cls

@@ -20,6 +20,11 @@ dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothin
 - Merging needs a batch variable whose rows may be split and merged (``Batched.splits``: each output row depends
   on its own input row only, not on its position) and ``merge``; otherwise every request is its own call, still
   on the worker (``no_merge_reason`` says why). A failure of a merged call goes to every request in it.
+- **No request is left waiting.** The window is a finite number of milliseconds, 0 to ``limits.MAX_WINDOW_MS``
+  (anything else is a ``UsageError`` here, before the worker starts). Should the dispatch itself fail (not a call,
+  whose error goes to its requests), every request the worker holds or has queued is answered with that failure,
+  ``on_failure`` is told, and the worker carries on with the requests that come next. :meth:`Batcher.unanswered`
+  counts the requests held without an answer: a server that stops with some says so.
 
 Statistics for ``/metrics``: requests per program call (``per_call``), seconds queued and seconds running.
 """
@@ -32,10 +37,11 @@ import contextvars
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import limits
 from .batching import Admitted, Batched
 
 #: Calls faster than this (seconds, the bucket's mean so far) run on the caller's thread when nothing waits.
@@ -69,17 +75,25 @@ class Batcher:
     """One worker thread running a :class:`Batched`'s admitted requests (see the module docstring)."""
 
     def __init__(self, batched: Batched, *, merge: bool = True, max_rows: int | None = None,
-                 window_ms: float = 0.0, inline_seconds: float = INLINE_SECONDS, name: str = "jaxport"):
+                 window_ms: float = 0.0, inline_seconds: float = INLINE_SECONDS, name: str = "jaxport",
+                 on_failure: Callable[[str], None] | None = None):
+        limits.check_number("window_ms", window_ms, 0, limits.MAX_WINDOW_MS)
+        if max_rows is not None:
+            limits.check_number("max_rows", max_rows, 1, limits.MAX_BATCH_ROWS, whole=True)
         self.batched = batched
+        self.name = name
+        #: Told, in one line, of a failure of the dispatch (see the module docstring).
+        self.on_failure = on_failure
         most = batched.max_rows
         self.max_rows = min(max_rows or most, most) if most is not None else None
         self.merge = merge and batched.splits and self.max_rows is not None
         #: Why requests are not merged though ``merge`` asked for it ("" when they are, or it did not).
         self.no_merge_reason = "" if self.merge or not merge else batched.split_reason
-        self.window = max(window_ms, 0.0) / 1000
+        self.window = window_ms / 1000
         self.inline_seconds = inline_seconds
         self.waits = Waits()
         self._queue: deque[_Queued] = deque()
+        self._running: list[_Queued] = []  # taken by the worker for its call, not answered yet
         self._arriving: set[object] = set()
         self._busy = False
         self._closed = False
@@ -153,6 +167,12 @@ class Batcher:
         out = self.inline(admitted)
         return out if out is not None else self.submit(admitted).result()
 
+    def unanswered(self) -> int:
+        """How many requests the worker holds, queued or in its call, without an answer: none, unless a call runs,
+        requests wait behind it, or the transport gave up on some (a request cut off when a server stopped)."""
+        with self._cond:
+            return sum(1 for q in (*self._queue, *self._running) if q.future.cancelled() or not q.future.done())
+
     def close(self, timeout: float | None = 10.0) -> None:
         """Let the queued requests finish, then stop the worker."""
         with self._cond:
@@ -163,23 +183,22 @@ class Batcher:
     # -- the worker --
 
     def _take(self) -> list[_Queued]:
-        """The oldest queued request and the queued ones that may share its call (see the module docstring)."""
-        first = self._queue.popleft()
-        taken = [first]
+        """The oldest queued request and the queued ones that may share its call (see the module docstring), taken
+        off the queue at once at the end: should choosing them fail, every request is still queued."""
+        first, rest = self._queue[0], list(self._queue)[1:]
         if not self.merge or first.admitted.chunks or first.admitted.rows is None:
-            return taken
+            self._queue.popleft()
+            return [first]
         assert self.max_rows is not None
 
         def joins(a: Admitted) -> bool:
             return a.key == first.admitted.key and not a.chunks and a.rows is not None
 
         # at most what a compiled bucket holds: the bucket of what is queued compiles meanwhile (``Batched``)
-        wanted = min(self.max_rows, first.admitted.rows + sum(q.admitted.rows or 0 for q in self._queue
-                                                              if joins(q.admitted)))
+        wanted = min(self.max_rows, first.admitted.rows + sum(q.admitted.rows or 0 for q in rest if joins(q.admitted)))
         limit = min(self.max_rows, self.batched.merge_rows(first.admitted, wanted))
-        rows, kept = first.admitted.rows, deque[_Queued]()
-        while self._queue:
-            q = self._queue.popleft()
+        rows, taken, kept = first.admitted.rows, [first], deque[_Queued]()
+        for q in rest:
             a = q.admitted
             if joins(a) and a.rows is not None and rows + a.rows <= limit:
                 taken.append(q)
@@ -193,41 +212,74 @@ class Batcher:
         return sum(q.admitted.rows or 0 for q in self._queue)
 
     def _work(self) -> None:
+        """The worker thread: one call after another (:meth:`_next`) until the batcher is closed and its queue is
+        empty. A failure of the dispatch itself answers every request held (:meth:`_fail_held`), and the worker goes
+        on."""
         while True:
-            with self._cond:
-                while not self._queue and not self._closed or self._busy:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                if self.merge and self.window:
-                    assert self.max_rows is not None
-                    deadline = self._queue[0].since + self.window
-                    while (self._arriving or len(self._queue) < self._last) and \
-                            self._queued_rows() < self.max_rows and not self._closed:
-                        left = deadline - time.perf_counter()
-                        if left <= 0:
-                            break
-                        self._cond.wait(left)
-                taken = [q for q in self._take() if q.future.set_running_or_notify_cancel()]
-                self._last = len(taken)
-                self._busy = True
             try:
-                started = time.perf_counter()
-                try:
-                    results = self._run([q.admitted for q in taken]) if taken else []
-                except BaseException as e:  # noqa: BLE001 - every request of the call gets its error
-                    for q in taken:
-                        q.future.set_exception(e)
-                else:
-                    for q, r in zip(taken, results):
-                        q.future.set_result(r)
-                with self._cond:
-                    self.waits.queued_seconds += sum(started - q.since for q in taken)
-                    self.waits.requests += len(taken)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+                if not self._next():
+                    return
+            except BaseException as e:  # noqa: BLE001 - no request may be left waiting for a worker that is gone
+                self._fail_held(e)
+
+    def _next(self) -> bool:
+        """Wait for requests, take the next call's (see the module docstring), run it and answer its requests; False
+        once the batcher is closed and nothing is queued."""
+        with self._cond:
+            while not self._queue and not self._closed or self._busy:
+                self._cond.wait()
+            if not self._queue:
+                return False
+            if self.merge and self.window:
+                assert self.max_rows is not None
+                deadline = self._queue[0].since + self.window
+                while (self._arriving or len(self._queue) < self._last) and \
+                        self._queued_rows() < self.max_rows and not self._closed:
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            self._running = taken = [q for q in self._take() if q.future.set_running_or_notify_cancel()]
+            self._last = len(taken)
+            self._busy = True
+        started = time.perf_counter()
+        try:
+            results = self._run([q.admitted for q in taken]) if taken else []
+            if len(results) != len(taken):
+                raise RuntimeError(f"the call of {len(taken)} requests gave {len(results)} results")
+        except BaseException as e:  # noqa: BLE001 - every request of the call gets its error
+            for q in taken:
+                q.future.set_exception(e)
+        else:
+            for q, r in zip(taken, results):
+                q.future.set_result(r)
+        with self._cond:
+            self.waits.queued_seconds += sum(started - q.since for q in taken)
+            self.waits.requests += len(taken)
+            self._running = []
+            self._busy = False
+            self._cond.notify_all()
+        return True
+
+    def _fail_held(self, error: BaseException) -> None:
+        """The dispatch failed with ``error``: answer every request the worker holds or has queued with it (none is
+        left waiting), tell ``on_failure``, and let the worker take the requests that come next."""
+        with self._cond:
+            held = [q for q in (*self._running, *self._queue) if not q.future.done()]
+            self._queue.clear()
+            self._running = []
+            self._busy = False
+            self._cond.notify_all()
+        what = f"{type(error).__name__}: {error}"
+        failure = RuntimeError(f"the batching worker of {self.name} failed ({what}) before this request was "
+                               f"answered; it goes on with the next requests: send this one again.")
+        for q in held:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile: no one waits
+                q.future.set_exception(failure)
+        if self.on_failure is not None:
+            self.on_failure(f"the batching worker of {self.name} failed ({what}); the {len(held)} request"
+                            f"{'s' if len(held) != 1 else ''} it held {'were' if len(held) != 1 else 'was'} "
+                            f"answered with that error, and it goes on with the next ones")
 
     def _run(self, requests: list[Admitted], *, inline: bool = False) -> list[dict[str, Any]]:
         start = time.perf_counter()

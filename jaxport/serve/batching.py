@@ -53,14 +53,14 @@ from .. import dtypes
 from ..artifact import contract
 from ..errors import InputError, PlatformError, UsageError
 from ..run.buckets.rowwise import Verdict
-from ..run.buckets.served import STEPS, Dims, Key, bucket_label, elements, fitting, plan_buckets, unfit_reason
+from ..run.buckets.served import STEPS, Dims, Key, bucket_label, elements, fitting, plan_served, unfit_reason
 from ..run.buckets.verdicts import PADDING_RECORD, batch_variable, verdicts_of
 from ..run.loaded import Loaded
 from ..run.warmup import Warmed
 from .compiled import MAX_EXECUTABLES, Compiled
 
 __all__ = ["MAX_EXECUTABLES", "PADDING_RECORD", "STEPS", "Admitted", "Batched", "BucketStats", "Dims",
-           "batch_variable", "bucket_label", "plan_buckets", "verdicts_of"]
+           "batch_variable", "bucket_label", "plan_served", "verdicts_of"]
 
 #: How many times a call looks for its bucket's executable when other buckets' compiles keep evicting it.
 _EVICTED_RETRIES = 4
@@ -114,7 +114,7 @@ class Batched:
         self.loaded = loaded
         f = self.function_record = loaded.function_record
         self.where = f"{loaded.path}: function {loaded.function!r}"
-        self.plan = plan_buckets(f, dims)
+        self.plan = plan_served(f, dims)
         #: The planned buckets, every combination of :attr:`sizes` the constraints allow.
         self.buckets: list[dict[str, int]] = self.plan.buckets
         self.variables = contract.dimension_variables(f)
@@ -228,14 +228,11 @@ class Batched:
     # -- checks --
 
     def _named(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs by name, as arrays (a plain value made one), once their names are checked as
+        ``Loaded.prepare`` checks them (``contract.check_input_names``)."""
         import numpy as np
 
-        for name in arrays:
-            if name not in self.input_names:
-                raise contract.unknown_input_error(name, self.input_names)
-        missing = [n for n in self.input_names if n not in arrays]
-        if missing:
-            raise InputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
+        contract.check_input_names(arrays, self.input_names)
         return {n: arrays[n] if hasattr(arrays[n], "shape") and hasattr(arrays[n], "dtype") else np.asarray(arrays[n])
                 for n in self.input_names}
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..run.backend import DIRECT_FAILURES
 from ..run.buckets.served import Key, bucket_label
 from ..run.loaded import Loaded
 from ..run.warmup import Warmed, signature
@@ -230,6 +231,15 @@ class Compiled:
         self.evicted += len(gone)
         return runs
 
+    def refresh(self, signature_key: Any) -> None:
+        """Rebuild the calls of the buckets compiled for the input signature ``signature_key``, whose executable
+        was replaced (``run.compile.retune``): the next call of one runs the new one."""
+        with self._calls:
+            for key in list(self._runners):
+                bucket = self.bucket(key)
+                if signature(self.loaded.function_record, bucket) == signature_key:
+                    self._runners[key] = self._runner(bucket)
+
     def _runner(self, bucket: Mapping[str, int]) -> Runner:
         """The program compiled for ``bucket`` as a call on its inputs in order: the compiled executable itself
         where the backend offers it (``direct``), else ``execute``; the outputs as a list of arrays."""
@@ -248,7 +258,7 @@ class Compiled:
             if program is not None:
                 try:
                     out = program(*flat)
-                except Exception:  # noqa: BLE001 - execute runs it again and reports the failure
+                except DIRECT_FAILURES:  # execute runs it again and reports the failure
                     out = None
             return jax.tree_util.tree_leaves(reported(flat) if out is None else out)
 

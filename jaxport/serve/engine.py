@@ -26,11 +26,12 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import usercache
+from .._api_types import record_of
 from .._fsio import atomic_write
 from ..artifact import contract
 from ..artifact.model import Function
@@ -38,9 +39,9 @@ from ..errors import FormatError, OutputError, UsageError
 from ..run.buckets.served import elements
 from ..run.loaded import Loaded
 from ..run.options import LoadOptions
-from .batching import Batched, Dims, plan_buckets
+from .batching import Batched, Dims, plan_served
 from .compiled import COMPILING
-from .loading import check_serving, load_served, merged
+from .loading import check_serving, load_served
 
 #: What an adapter takes as the artifact: a path every worker can read, or the artifact's bytes.
 ArtifactSource = str | Path | bytes
@@ -132,7 +133,7 @@ def first_axis_bound(f: Function, dims: Dims | None = None) -> int | None:
     variable = axis0.strip()
     if variable not in contract.dimension_variables(f):
         return None
-    return max(b[variable] for b in plan_buckets(f, dims).buckets)
+    return max(b[variable] for b in plan_served(f, dims).buckets)
 
 
 def _job_dims(f: Function, dims: Dims | None, batch_size: int | None) -> Dims | None:
@@ -156,7 +157,7 @@ def _batch_bucket(f: Function, dims: Dims | None, batch_size: int) -> dict[str, 
     variable = axis0.strip() if isinstance(axis0, str) else None
     if variable not in contract.dimension_variables(f):
         return None
-    plan = plan_buckets(f, dims).buckets
+    plan = plan_served(f, dims).buckets
     rows = min(batch_size, max(b[variable] for b in plan))
     fits = [b for b in plan if b[variable] >= rows]
     return min(fits, key=lambda b: (elements(f, b), tuple(b.values()))) if fits else None
@@ -187,14 +188,23 @@ class Engine:
     """What every engine adapter holds per worker: the loaded function on a lazy :class:`Batched`, called per
     batch (see the module docstring). ``batch_size``: the engine's batch, when known; its bucket compiles here.
     ``load``: how to load the function (``LoadOptions``), whose fields it takes by keyword as well (``function``,
-    ``cache_dir``, ``allow_custom_calls``, ...: ``serve.loading``); JAX's compilation cache is used only where
-    ``cache_dir`` is given."""
+    ``cache_dir``, ``allow_custom_calls``, ...; one at its default leaves ``load``'s: ``serve.loading``); JAX's
+    compilation cache is used only where ``cache_dir`` is given."""
 
     def __init__(self, artifact: ArtifactSource, function: str | None = None, dims: Dims | None = None, *,
-                 batch_size: int | None = None, load: LoadOptions | None = None, **load_fields: Any):
+                 batch_size: int | None = None, load: LoadOptions | None = None, runtime: str = "jax",
+                 allow_platform_mismatch: bool = False, allow_custom_calls: Iterable[str] | None = (),
+                 verify_weights: bool = True, cache_dir: str | Path | None = None, cache: bool = True,
+                 module_dir: str | Path | None = None,
+                 require_signature: str | Path | Iterable[str | Path] | None = (),
+                 signature: str | Path | None = None, check_ranges: bool = False):
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
             raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
-        self.load = merged(load, {"function": function, **load_fields}, "Engine")
+        self.load = record_of(LoadOptions, load, {
+            "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+            "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
+            "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
+            "check_ranges": check_ranges}, "load")
         self.cache_dir = self.load.cache_dir if self.load.cache else None
         check_serving(self.load)
         path = artifact_path(artifact)

@@ -21,7 +21,6 @@ server's whole life (``run.cache.compilation_cache``), so every compile, before 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 import signal
 import threading
@@ -32,19 +31,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .._api_types import record_of
 from ..artifact.container import Artifact
 from ..errors import OutputError, PlatformError, UsageError
 from ..run.buckets import sizes
 from ..run.buckets.served import warmup_order
 from ..run.cache import compilation_cache, default_cache_dir
+from ..run.compile.retune import retune
 from ..run.load import open_checked, select_function
 from ..run.options import LoadOptions
+from . import limits
 from .batching import Batched, Dims
 from .compiled import MAX_EXECUTABLES, describe_compile
 from .loading import check_programs, check_serving, load_served
 from .ports import Listen
 
-__all__ = ["Listen", "ModelSpec", "ServedModel", "Serving", "open_models", "serve_models"]
+__all__ = ["Listen", "ModelSpec", "ServedModel", "Serving", "open_models", "serve_models", "unanswered"]
 
 #: What compiles after ready (``--compile-after-ready``): what a request needs, when it first does (``first-use``);
 #: that and the rest of the plan in the background (``background``); nothing, every planned bucket compiled before
@@ -191,38 +193,50 @@ class Serving:
     warmup_budget_s: float = WARMUP_BUDGET_S
     compile_after_ready: str = "first-use"
     max_executables: int = MAX_EXECUTABLES
+    #: Once listening, compile again, autotuned, what runs from executables compiled without the GPU, and swap it in
+    #: (``run.compile.retune``).
+    retune: bool = False
 
     def check(self) -> None:
-        """Refuse a malformed value (``UsageError``)."""
+        """Refuse a malformed value (``UsageError``): each number must be finite and within its bound (``limits``),
+        as ``jaxport serve``'s options are."""
         if self.compile_after_ready not in AFTER_READY:
             raise UsageError(f"compile_after_ready={self.compile_after_ready!r}: give one of "
                              f"{', '.join(AFTER_READY)}.")
-        most = self.max_executables
-        if not self.warmup_budget_s >= 0 or type(most) is not int or most < 1:  # noqa: E721 - no bools
-            raise UsageError(f"warmup_budget_s={self.warmup_budget_s!r}, max_executables={self.max_executables!r}: "
-                             f"give seconds of at least 0 and a whole number of executables, at least 1.")
+        limits.check_number("window_ms", self.window_ms, 0, limits.MAX_WINDOW_MS)
+        if self.max_rows is not None:
+            limits.check_number("max_rows", self.max_rows, 1, limits.MAX_BATCH_ROWS, whole=True)
+        limits.check_number("warmup_budget_s", self.warmup_budget_s, 0, limits.MAX_WARMUP_BUDGET_S)
+        limits.check_number("max_executables", self.max_executables, 1, limits.MOST_EXECUTABLES, whole=True)
 
 
 @contextlib.contextmanager
 def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: LoadOptions | None = None,
                 listen: Listen | None = None, serving: Serving | None = None,
                 on_note: Callable[[str], None] | None = None, on_line: Callable[[str], None] | None = None,
-                **fields: Any) -> Iterator[list[ServedModel]]:
+                on_stage: Callable[[str], None] | None = None, window_ms: float = 0.0,
+                max_rows: int | None = None, warmup_budget_s: float = WARMUP_BUDGET_S,
+                compile_after_ready: str = "first-use", max_executables: int = MAX_EXECUTABLES,
+                retune: bool = False) -> Iterator[list[ServedModel]]:
     """The models of ``artifacts`` (each ``[NAME[@VERSION]=]ARTIFACT``), warmed up, for the block; the artifacts,
     whose weights the models map, are closed after it, and JAX's compilation cache is the cache directory's
     throughout it.
 
-    ``dims``: the planned sizes by dimension variable (``jaxport serve --dim``; default: the spec's bounds' ladder);
-    the sizes it lists are compiled before ready. ``serving`` (or its fields by keyword: ``window_ms``, ``max_rows``,
-    ``warmup_budget_s``, ``compile_after_ready``, ``max_executables``): how requests are batched and what compiles
-    before and after ready (:class:`Serving`). ``load``: how to load each function (``LoadOptions``; ``cache_dir``:
-    the compilation cache to compile into and fetch from, default ``run.cache.default_cache_dir()``). ``listen``: the
-    address the server will listen on, checked before anything compiles. ``on_note`` gets each note of a load (a
-    program older than this JAX's window, read by jaxport), ``on_line`` each model's :meth:`ServedModel.summary`
-    once it is warmed up, and a line for each compile after ready. Refusals are ``UsageError``s, in the module
-    docstring's order; an artifact that cannot be read is refused as ``jaxport.load`` refuses it."""
+    ``dims``: the planned sizes by dimension variable (``jaxport serve --dim``; default: the spec's bounds' ladder); the
+    sizes it lists are compiled before ready. ``serving`` (or its fields by keyword, which replace its own where not at
+    their defaults: ``window_ms``, ``max_rows``, ``warmup_budget_s``, ``compile_after_ready``, ``max_executables``,
+    ``retune``): how requests are batched and what compiles before and after ready (:class:`Serving`, built once).
+    ``load``: how to load each function (``LoadOptions``; ``cache_dir``: the compilation cache to compile into and fetch
+    from, default ``run.cache.default_cache_dir()``). ``listen``: the address the server will listen on, checked before
+    anything compiles. ``on_note`` gets each note of a load (a program older than this JAX's window, read by jaxport),
+    ``on_line`` each model's :meth:`ServedModel.summary` once it is warmed up, and a line for each compile after ready;
+    ``on_stage`` the text of each stage of the start-up as it begins (``importing kserve``, ``loading mlp version 1 and
+    compiling its warm-up``). Refusals are ``UsageError``s, in the module docstring's order; an artifact that cannot be
+    read is refused as ``jaxport.load`` refuses it."""
     options = load or LoadOptions()
-    serving = dataclasses.replace(serving or Serving(), **fields)
+    serving = record_of(Serving, serving, {
+        "window_ms": window_ms, "max_rows": max_rows, "warmup_budget_s": warmup_budget_s,
+        "compile_after_ready": compile_after_ready, "max_executables": max_executables, "retune": retune}, "serving")
     check_serving(options)
     if not options.cache:
         raise UsageError("a server compiles into JAX's compilation cache and fetches from it: give cache_dir=DIR "
@@ -235,15 +249,19 @@ def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: Loa
         opened = _opened(stack, specs, options, given)  # loaded from these descriptors: never a path again
         if listen is not None:
             listen.check()  # before the seconds of compiling
+        stage = on_stage or _ignore
+        stage("importing kserve")
         transport = _kserve_server()
         directory = options.cache_dir or default_cache_dir()
         state = stack.enter_context(compilation_cache(directory))
         if state.reason:
             raise OutputError(f"{state.reason}; serve with a directory this user can write (--cache-dir DIR).")
+        stage("checking the programs")
         check_programs([(art, select_function(art.model, options.function, s.path))
                         for s, (art, _) in zip(specs, opened)])
         models: list[tuple[ModelSpec, Batched, list[dict[str, int]], float]] = []
         for spec, (art, listed) in zip(specs, opened):
+            stage(f"loading {spec.name} version {spec.version} and compiling its warm-up")
             start = time.perf_counter()
             loaded = load_served(art, options, directory)
             for note in loaded.notes:
@@ -252,6 +270,7 @@ def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: Loa
             must, rest = warmup_order(loaded.function_record, batched.buckets, listed, strict)
             batched.warmup(directory, buckets=must)
             models.append((spec, batched, rest, time.perf_counter() - start))
+        stage(f"compiling more buckets for up to {serving.warmup_budget_s:g} s (--warmup-budget-s)")
         spent = _spend(models, serving.warmup_budget_s)
         served, listening = [], threading.Event()
         for (spec, batched, _, seconds), extra in zip(models, spent):
@@ -263,13 +282,38 @@ def open_models(artifacts: Sequence[str], *, dims: Dims | None = None, load: Loa
             name = f"{m.spec.name} version {m.spec.version}"
             m.batched.compiled.on_compile = lambda bucket, phase, seconds, source, name=name, c=m.batched.compiled: \
                 (on_line or _ignore)(describe_compile(name, bucket, phase, seconds, source, c))
+            m.model.batcher.on_failure = lambda text, name=name: (on_line or _ignore)(f"{name}: {text}")
         background = _Background([m.batched for m in served], listening) \
             if serving.compile_after_ready == "background" else None
+        if serving.retune:
+            _retune_when_listening(served, listening, Path(directory), on_line or _ignore)
         try:
             yield served
         finally:
             if background is not None:
                 background.stop()
+
+
+def _retune_when_listening(served: Sequence[ServedModel], listening: threading.Event, directory: Path,
+                           say: Callable[[str], None]) -> None:
+    """``serve --retune``: once the server listens, each model's buckets that run from executables compiled without
+    the GPU are compiled again, autotuned, one model after the other on a daemon thread, and swapped in as each is
+    done (the model's calls rebuilt: ``Compiled.refresh``); a line says what was swapped."""
+
+    def work() -> None:
+        listening.wait()
+        for m in served:
+            compiled = m.batched.compiled
+            done = retune(m.batched.loaded, directory, on_swap=compiled.refresh)
+            for note in done.notes:
+                say(f"{m.spec.name} version {m.spec.version}: {note}")
+            if done.retuned:
+                seconds = sum(r.seconds for r in done.retuned)
+                say(f"{m.spec.name} version {m.spec.version}: {len(done.retuned)} executable"
+                    f"{'s' if len(done.retuned) != 1 else ''} compiled without the GPU replaced, autotuned here in "
+                    f"{seconds:.1f} s, while serving")
+
+    threading.Thread(target=work, name="jaxport-retune", daemon=True).start()
 
 
 def _spend(models: Sequence[tuple[ModelSpec, Batched, list[dict[str, int]], float]], budget_s: float) -> list[float]:
@@ -331,6 +375,13 @@ class _Background:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=60)
+
+
+def unanswered(models: Sequence[ServedModel]) -> int:
+    """How many requests the workers of ``models`` hold without an answer (``Batcher.unanswered``): once
+    :func:`serve_models` has returned, those the server stopped before it answered them (a call still running when
+    the requests in flight had had their time)."""
+    return sum(m.model.batcher.unanswered() for m in models)
 
 
 #: The names of the signals that stop a server, as its ``stopped`` event gives them.

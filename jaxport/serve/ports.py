@@ -43,6 +43,16 @@ class Listen:
     uds: str | None = None
     uds_mode: int = unix.DEFAULT_MODE
 
+    def __post_init__(self) -> None:
+        """An empty socket path or host is refused (``UsageError``): each would serve somewhere no one asked for,
+        the one on TCP ports, the other on every interface."""
+        if self.uds == "":
+            raise UsageError("uds='': an empty path names no socket file; give the socket's path, or uds=None to "
+                             "listen on TCP ports.")
+        if self.host == "":
+            raise UsageError("host='': an empty host would listen on every interface; give an address of this "
+                             "machine: '127.0.0.1', or '0.0.0.0' for every interface.")
+
     @property
     def rest(self) -> str:
         """The REST base URL: ``http://HOST:PORT``, or ``unix:PATH``."""

@@ -196,7 +196,8 @@ def parse_text(text: str, file: str, base_dir: str | Path | None, *, lines: bool
     try:
         parsed = parse_spec(text, file, base)
     except SpecError as e:
-        raise SpecError(re.sub(rf"^{re.escape(file)}:\d+: ", f"{file}: ", str(e))) from None
+        text = re.sub(rf"^{re.escape(file)}:\d+: ", f"{file}: ", str(e))
+        raise SpecError(re.sub(r" at line \d+", "", text)) from None  # a line of the text the user never wrote
     return _without_lines(parsed)
 
 

@@ -469,6 +469,14 @@ def _check_variables(p: _Parser, dims: dict[str, DimVar]) -> None:
             raise p.fail(line, f"{here}: dimension variable {typo!r} is not declared under 'dims'. Did you mean "
                                f"{name!r}? (dims[{name!r}] at line {dims[name].where.line} is used by no argument "
                                f"shape.)")
+    if unused and undeclared:  # a use not close to the declared name (f32[bs] for batch): report the use too
+        name, use = unused[0], undeclared[0]
+        here, line = next((h, at) for e, h, at in p.expressions
+                          if isinstance(e, dimexpr.Expr) and use in dimexpr.variables(e))
+        raise p.fail(line, f"{here}: dimension variable {use!r} is not declared under 'dims', and dims[{name!r}] at "
+                           f"line {dims[name].where.line} is used by no argument shape. Write {name!r} here if that is "
+                           f"the dimension meant; else declare {use!r} under 'dims' and use {name!r} in a shape or "
+                           f"remove it (JAX derives a dimension variable only from an argument shape).")
     for name, d in dims.items():
         if name not in p.used_vars:
             raise p.fail(d.where.line, f"dims[{name!r}] is declared but no argument shape uses it; JAX can only "

@@ -11,6 +11,8 @@ import math
 import re
 
 from .. import dimexpr, dtypes
+from .._text import closest as closest  # the one did-you-mean rule, which spec messages use
+from .._text import suggest as suggest
 from ..errors import SpecError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact
@@ -20,24 +22,6 @@ if TYPE_CHECKING:
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def closest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
-    """The choice closest to ``word`` (a likely misspelling of it: first one that differs only in case, ``BATCH``
-    for ``batch``), or None."""
-    import difflib  # only for messages: not imported when a manifest is read
-
-    folded = [c for c in choices if c.casefold() == word.casefold()]
-    if folded:
-        return folded[0]
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return close[0] if close else None
-
-
-def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
-    """`` Did you mean 'X'?`` for the choice closest to ``word``, or an empty string."""
-    close = closest(word, choices)
-    return f" Did you mean {close!r}?" if close else ""
 
 
 def _number_text(x: Any) -> str:

@@ -74,6 +74,32 @@ class LiveFunction:
         differentiate it. The caller enables x64 when the function needs it."""
         return self._jit(flat, self._weights)
 
+    def lowered(self, structs: list[Any]) -> tuple[bytes, list[str], list[Any]]:
+        """The live function lowered by ``jax.jit`` for inputs of ``structs`` (``jax.ShapeDtypeStruct``s, in the
+        manifest's order), as MLIR bytecode with its locations, its weights as the first arguments (in the manifest's
+        order of bound tensors); and those weights' names and values. What ``verify --localize`` looks inside."""
+        import io
+
+        import jax
+
+        names = [n for n in self.f.weights if n in self._weights]
+        names += [n for n in self._weights if n not in names]
+        weights = [self._weights[n] for n in names]
+        inner = self._jit
+
+        def program(tensors: list[Any], *flat: Any) -> Any:
+            return inner(list(flat), dict(zip(names, tensors)))
+
+        x64 = jax.enable_x64(True) if self.f.x64 else contextlib.nullcontext()
+        with x64:
+            lowered = jax.jit(program, keep_unused=True).lower(
+                [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in weights], *structs)
+        module = lowered.compiler_ir("stablehlo")
+        assert module is not None
+        buffer = io.BytesIO()
+        module.operation.write_bytecode(buffer)
+        return buffer.getvalue(), names, weights
+
     def __call__(self, arrays: Mapping[str, Any]) -> list[tuple[str, Any]]:
         """Outputs ``(name, numpy array)`` named as the export names them."""
         import jax

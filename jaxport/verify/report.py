@@ -81,6 +81,8 @@ class VerifyReport:
     functions: list[FunctionPlan]
     cases: list[CaseResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: With ``localize``: where the first differing case's sides part (``localize.report.LocalizeReport``).
+    localized: Any = None
 
     @property
     def passed(self) -> bool:
@@ -125,4 +127,5 @@ class VerifyReport:
                 "functions": [{"name": p.name, "against": p.against, "actual": p.actual, "sides": p.sides,
                                "platforms": p.platforms, "cases": len(p.cases)} for p in self.functions],
                 "cases": [c.as_dict() for c in self.cases],
-                "notes": self.notes}
+                "notes": self.notes,
+                **({"localize": self.localized.to_json()} if self.localized is not None else {})}

@@ -32,6 +32,7 @@ Everything here imports JAX only when it runs something.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
@@ -39,62 +40,57 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import dtypes
 from ..artifact import calltree
 from ..artifact.container import Artifact
 from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
+from ..artifact.window.payload import module_bytes
 from ..errors import JaxportError, PlatformError, UsageError
 from ..export.entrypoint import in_memory_values
 from ..program.checks import caller_allowances
+from ..program.module_scan import element_types
 from ..run import load as runtime_mod
 from ..run.buckets import sizes
-from ..run.options import RUNTIMES
+from ..run.options import RUNTIMES, LoadOptions
 from ..run.values import inputs as inputs_mod
 from ..spec import ShapeSpec, as_shape_spec, like_values, load_spec
-from ..tolerance import OutputResult, compare
+from ..tolerance import OutputResult, compare, lowest_float
 from . import recorded
 from .gradients import compare_with_live
 from .live import LiveFunction, Sources, load_live
+from .localize.case import Options, SideSource, agreeing, localize_case
 from .plan import Case, chosen_for, plan_cases
 from .report import CaseResult, FunctionPlan, VerifyReport
 from .request import JAX_RUNTIME, JAX_SIDE, VerifyRequest
-from .sides import NONFINITE_FIX, Side, given_inputs, reference_side
+from .sides import NONFINITE_FIX, Side, given_inputs, nonfinite_fix, reference_side
 from .spec_check import spec_differences
 
 #: What the artifact's outputs are compared with: a function of the named inputs returning ``(name, array)`` pairs
 #: (a :class:`LiveFunction`, or with ``runtime="iree"`` the artifact run by JAX).
 Reference = Callable[[Mapping[str, Any]], list[tuple[str, Any]]]
 
-def verify(artifact: str | Path | VerifyRequest, against: str | None = None, spec: Any = None, *,
-           progress: Callable[[int, int, str], None] | None = None, **options: Any) -> VerifyReport:
-    """Verify an artifact against the live function(s) it was exported from (see the module docstring).
+def verify_by(request: VerifyRequest, *, progress: Callable[[int, int, str], None] | None = None) -> VerifyReport:
+    """Verify an artifact against the live function(s) it was exported from, as ``request`` says (see the module
+    docstring). ``progress(done, total, description)`` is called before and after each case. ``jaxport
+    .verify_artifact`` (``verify.api``) builds the request from keywords.
 
-    ``artifact``: a :class:`VerifyRequest`, or the artifact's path with the request's fields as keywords (``against``,
-    ``spec``, ``dims``, ``inputs``, ``expect``, ``runtime``, ...; the request documents each), which replace a given
-    request's. ``progress(done, total, description)`` is called before and after each case.
     Returns the report; raises only for problems that stop verification (options, artifact, entry point, spec,
     platform, inputs, reference file).
     """
-    request = _request(artifact, against, spec, options)
     recorded.find_root(request.root, None, None, [])  # a --root that is not a directory, refused first
     # opened once, a required signature checked on its descriptor: every function and platform below loads from it
-    with runtime_mod.open_checked(request.artifact, request.load) as art:
+    with contextlib.ExitStack() as stack:
+        art = stack.enter_context(runtime_mod.open_checked(request.artifact, request.load))
+        other = None if request.against_artifact is None else \
+            stack.enter_context(runtime_mod.open_checked(request.against_artifact, request.load))
         setting = _setting(request, art)
+        setting.other = other
         prepared = [_prepare(setting, fname) for fname in setting.names]
         report = VerifyReport(setting.where, request.seed, request.budget_bytes, setting.spec_shown,
                               setting.differences, [p.plan for p in prepared], notes=setting.notes)
         _run(setting, prepared, report, progress)
         return report
-
-
-def _request(artifact: str | Path | VerifyRequest, against: str | None, spec: Any,
-             options: dict[str, Any]) -> VerifyRequest:
-    """The request of ``verify``'s arguments: one built of them, or the request given with the other arguments
-    given replacing its fields."""
-    if not isinstance(artifact, VerifyRequest):
-        return VerifyRequest(artifact, against, spec, **options)
-    given: dict[str, Any] = {k: v for k, v in (("against", against), ("spec", spec)) if v is not None}
-    return dataclasses.replace(artifact, **given, **options)
 
 
 @dataclass
@@ -113,6 +109,8 @@ class _Setting:
     likes: dict[str, Any]
     ranges: dict[str, dict[str, tuple[float, float]]]
     notes: list[str]
+    #: The artifact compared with (``against_artifact``), open.
+    other: Artifact | None = None
 
     @property
     def where(self) -> str:
@@ -215,6 +213,9 @@ class _Prepared:
     plan: FunctionPlan
     sides: list[Side]
     given: dict[str, Any] | None
+    #: With ``across_compilers``: the program's lowest-precision float type, whose compiler tolerances its float
+    #: outputs of higher precision take (``tolerance.tolerance``); None otherwise.
+    computed_in: str | None = None
 
 
 def _prepare(s: _Setting, fname: str) -> _Prepared:
@@ -228,22 +229,52 @@ def _prepare(s: _Setting, fname: str) -> _Prepared:
         cases = plan_cases(f, chosen_for(f, r.dims, len(s.names) > 1), r.budget_bytes)
     sides: list[Side] = []
     stored = reference_side(r.expect, f) if r.expect is not None else None  # refused before any import
+    computed_in = None
     if r.across_compilers:
-        reference = runtime_mod.load(s.art, fname, allow_custom_calls=s.sources.allowed,
-                                     **runtime_mod.signature_options(r.load))
-        sides.append(Side(JAX_SIDE, "the JAX runtime", _outputs_of(reference)))
+        reference = runtime_mod.load_by(s.art, LoadOptions(  # JAX's own run of it, with the load's signature check
+            function=fname, allow_custom_calls=tuple(s.sources.allowed), require_signature=r.load.require_signature,
+            signature=r.load.signature))
+        sides.append(Side(JAX_SIDE, "the JAX runtime", _outputs_of(reference), source=reference))
         platforms = [_local_platform()]
+        computed_in = _computed_in(s, fname, f)
     else:
-        platforms = _platforms(fname, f, r.platforms, s.where, r.load.allow_platform_mismatch)
+        platforms = _platforms(fname, f, r.platforms, s.where, r.load.allow_platform_mismatch,
+                               without=r.against_platform)
         runtime_mod.runnable_program(s.art, fname, s.sources.allowed, s.where, s.notes)  # refused before it runs
-    if r.against is not None or (r.expect is None and not r.across_compilers):
+    if r.against_artifact is not None:
+        sides.append(_other_side(s, fname, f))
+    if r.against_platform is not None:
+        sides.append(_platform_side(s, fname, f, r.against_platform))
+    if r.against is not None or (r.expect is None and not r.across_compilers and r.against_artifact is None and
+                                 r.against_platform is None):
         sides.append(_live_side(s, fname, f))
     if stored is not None:
         sides.append(stored)
     plan = FunctionPlan(fname, " and ".join(side.shown for side in sides), platforms, cases,
                         actual=r.load.runtime if r.across_compilers else "artifact",
                         sides=[side.label for side in sides])
-    return _Prepared(f, plan, sides, given)
+    return _Prepared(f, plan, sides, given, computed_in)
+
+
+def _computed_in(s: _Setting, fname: str, f: Function) -> str | None:
+    """The lowest-precision float type ``fname``'s program computes in, when it is below a float output's (then a
+    note says that those outputs take its two-compiler tolerances); else None."""
+    program = module_bytes(s.art.read(f.payload), s.where, fname)
+    low = lowest_float(element_types(program))
+    if low is None:
+        return None
+    precision = dtypes.BY_NAME[low].precision or 0
+    above = [o.name for o in f.outputs if dtypes.BY_NAME[o.dtype].kind in ("float", "complex")
+             and (dtypes.BY_NAME[o.dtype].precision or 0) > precision]
+    if not above:
+        return None
+    if s.request.atol is None or s.request.rtol is None:
+        atol, rtol = dtypes.BY_NAME[low].compiler_tolerance
+        shown = ", ".join(repr(n) for n in above[:3]) + (f" and {len(above) - 3} more" if len(above) > 3 else "")
+        s.notes.append(f"function {fname!r} computes in {low}: its output{'s' if len(above) > 1 else ''} {shown} "
+                       f"{'take' if len(above) > 1 else 'takes'} {low}'s tolerances for two compilers (atol {atol:g}, "
+                       f"rtol {rtol:g}), which round its intermediates apart")
+    return low
 
 
 def _live_side(s: _Setting, fname: str, f: Function) -> Side:
@@ -260,7 +291,55 @@ def _live_side(s: _Setting, fname: str, f: Function) -> Side:
     with in_memory_values(s.likes):
         live = load_live(text, against is None, f, f"{s.where}: function {fname!r}", s.sources, spec=spec,
                          fspec=fspec)
-    return Side("live", text, live)
+    return Side("live", text, live, source=live)
+
+
+#: How results name the side of another artifact (``--against-artifact``).
+OTHER_SIDE = "other"
+
+
+def _other_side(s: _Setting, fname: str, f: Function) -> Side:
+    """The function of the same name (or the only one) of the artifact ``against_artifact`` names, which must take
+    the same inputs."""
+    other, path = s.other, str(s.request.against_artifact)
+    assert other is not None
+    names = list(other.model.functions)
+    gname = fname if fname in other.model.functions else names[0] if len(names) == 1 else None
+    if gname is None:
+        raise UsageError(f"--against-artifact {path}: it has no function {fname!r} (it has {', '.join(names)}).")
+    g = other.model.functions[gname]
+    mine = [(i.name, i.dtype) for i in f.inputs]
+    theirs = [(i.name, i.dtype) for i in g.inputs]
+    if mine != theirs:
+        shown = lambda items: ", ".join(f"{n}: {d}" for n, d in items) or "(none)"  # noqa: E731
+        raise UsageError(f"--against-artifact {path}: function {gname!r} takes inputs {shown(theirs)}, and "
+                         f"{s.where}'s {fname!r} takes {shown(mine)}; compare artifacts of the same signature.")
+    loaded = runtime_mod.load_by(other, dataclasses.replace(
+        s.request.load, function=gname, allow_custom_calls=tuple(sorted(s.sources.allowed))))
+    return Side(OTHER_SIDE, path, _outputs_of(loaded), source=loaded)
+
+
+def _platform_side(s: _Setting, fname: str, f: Function, platform: str) -> Side:
+    """The artifact itself run on ``platform`` (``against_platform``): one of its platforms, available here."""
+    import jax
+
+    if platform not in f.platforms:
+        raise PlatformError(f"--against-platform {platform}: function {fname!r} of {s.where} was exported for "
+                            f"{', '.join(f.platforms)}; compare with one of those.")
+    devices = _devices(platform)
+    if not devices:
+        raise PlatformError(f"--against-platform {platform}: JAX here has no {platform} device. Compare on a "
+                            f"machine with one.")
+    loaded = runtime_mod.load_by(s.art, dataclasses.replace(
+        s.request.load, function=fname, allow_platform_mismatch=platform != _local_platform(),
+        allow_custom_calls=tuple(sorted(s.sources.allowed))))
+    device = devices[0]
+
+    def outputs(arrays: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        with jax.default_device(device):
+            return loaded.run(arrays).leaves
+
+    return Side(platform, f"the artifact on {platform}", outputs, source=loaded, platform=platform)
 
 
 def _imported_message(where: str, fname: str, text: str) -> str:
@@ -279,12 +358,17 @@ def _devices(platform: str) -> list[Any]:
         return []
 
 
-def _platforms(fname: str, f: Function, requested: list[str] | None, where: str, mismatch: bool) -> list[str]:
+def _platforms(fname: str, f: Function, requested: list[str] | None, where: str, mismatch: bool,
+               without: str | None = None) -> list[str]:
     """The platforms ``fname`` is verified on: those ``requested``, else every platform it was exported for that
-    JAX here has (the local one first), else with ``mismatch`` (``allow_platform_mismatch``) the local one."""
+    JAX here has (the local one first), else with ``mismatch`` (``allow_platform_mismatch``) the local one;
+    ``without``: the platform compared with (``against_platform``), left out of the default."""
     from jax import export
 
-    exported_for = list(f.platforms)
+    exported_for = [p for p in f.platforms if p != without or requested]
+    if without is not None and not requested and not exported_for:
+        raise PlatformError(f"{where}: function {fname!r} was exported for {without} only; --against-platform "
+                            f"{without} compares it with another of its platforms.")
     if requested:
         for p in requested:
             if p not in exported_for:
@@ -331,6 +415,8 @@ class _Target:
     platform: str
     device: Any
     request: VerifyRequest
+    #: What an inconclusive output's message tells the user to do (:func:`.sides.nonfinite_fix`).
+    nonfinite_fix: str = NONFINITE_FIX
 
 
 def _run(s: _Setting, prepared: list[_Prepared], report: VerifyReport,
@@ -345,17 +431,59 @@ def _run(s: _Setting, prepared: list[_Prepared], report: VerifyReport,
             loaded = runtime_mod.load_by(s.art, dataclasses.replace(
                 r.load, function=p.plan.name, allow_platform_mismatch=platform != local,
                 allow_custom_calls=tuple(sorted(s.sources.allowed))))
-            target = _Target(loaded, p, platform, _devices(platform)[0], r)
+            fix = NONFINITE_FIX if p.given is not None else nonfinite_fix(p.function, s.ranges[p.plan.name])
+            target = _Target(loaded, p, platform, _devices(platform)[0], r, fix)
             for i, case in enumerate(p.plan.cases):
                 shown = _shown_case(p.plan.name, platform, case)
                 if progress:
                     progress(done, total, shown)
                 arrays = p.given if p.given is not None else inputs_mod.random_inputs(
                     p.function, case.dims, r.seed + i, ranges=s.ranges[p.plan.name])
-                report.cases.append(_run_case(target, case, arrays, r.seed + i))
+                result = _run_case(target, case, arrays, r.seed + i)
+                report.cases.append(result)
+                if r.localize and report.localized is None and _differs(result):
+                    report.localized = _localize(s, target, case, arrays, progress, done, total)
                 done += 1
                 if progress:
                     progress(done, total, shown)
+    if r.localize and report.localized is None:
+        p = prepared[0]
+        plan = p.plan
+        report.localized = agreeing(plan.actual, plan.sides[0], plan.name, plan.platforms[0],
+                                    "no case's outputs differ" if all(c.passed for c in report.cases) else
+                                    "the cases that failed did so without outputs to compare (an error, or "
+                                    "outputs NaN/Inf everywhere)")
+
+
+def _differs(result: CaseResult) -> bool:
+    """Whether a case failed because values of its outputs differ (not an error, not only inconclusive)."""
+    return result.error is None and any(not o.passed and (o.mismatched or o.problem) for o in result.outputs)
+
+
+def _localize(s: _Setting, target: _Target, case: Case, arrays: Mapping[str, Any],
+              progress: Callable[[int, int, str], None] | None, done: int, total: int) -> Any:
+    """Localize the difference of one case (``jaxport.verify.localize``) against its first side with a program."""
+    import jax
+
+    r, p = s.request, target.prepared
+    side = next(side for side in p.sides if side.source is not None)
+    iree = r.across_compilers
+    actual_source = side.source if iree else target.loaded
+    actual = SideSource(p.plan.actual, f"{s.where} ({'iree' if iree else f'xla on {target.platform}'})",
+                        actual_source, "iree" if iree else "xla", target.platform, [s.sources.root])
+    # another platform runs the very program the case's platform runs: one program, two runtimes
+    expected = SideSource(side.label, side.shown, actual_source if side.platform is not None else side.source, "xla",
+                          side.platform or target.platform, [s.sources.root, Path.cwd()])
+    other = side.source.function_record if side.label == OTHER_SIDE else None
+
+    def stage(text: str) -> None:
+        if progress:
+            progress(done, total, text)
+
+    options = Options(r.atol, r.rtol, r.two_compilers, r.localize_budget, p.computed_in, r.localize_out, stage)
+    with jax.default_device(target.device):
+        return localize_case(actual, expected, p.plan.name, p.function, arrays, case=case.label, dims=case.dims,
+                             options=options, expected_function=other)
 
 
 def _shown_case(function: str, platform: str, case: Case) -> str:
@@ -372,7 +500,8 @@ def _first_line(e: BaseException) -> str:
 #: How a case's error names each side: the artifact's (as run by a runtime other than JAX's, by its title), and
 #: those it is compared with when their output names differ.
 _ACTUAL_NAMES = {"artifact": "the artifact", **{r.name: r.title for r in RUNTIMES.values() if r is not JAX_RUNTIME}}
-_EXPECTED_NAMES = {"live": "the live function", JAX_SIDE: JAX_RUNTIME.title, "reference": "the reference"}
+_EXPECTED_NAMES = {"live": "the live function", JAX_SIDE: JAX_RUNTIME.title, "reference": "the reference",
+                   OTHER_SIDE: "the other artifact"}
 
 
 def _run_case(target: _Target, case: Case, arrays: Mapping[str, Any], seed: int) -> CaseResult:
@@ -406,7 +535,8 @@ def _run_case(target: _Target, case: Case, arrays: Mapping[str, Any], seed: int)
             return result
         by_name = dict(expected)
         for name, value in actual:
-            result.outputs.append(_compared(name, by_name[name], value, target.request, (plan.actual, side.label)))
+            result.outputs.append(_compared(name, by_name[name], value, target.request, (plan.actual, side.label),
+                                            target.nonfinite_fix, target.prepared.computed_in))
         if target.prepared.function.vjp_order >= 1 and isinstance(side.outputs, LiveFunction):
             with jax.default_device(target.device):  # the stored derivative, compared as outputs
                 try:
@@ -417,9 +547,10 @@ def _run_case(target: _Target, case: Case, arrays: Mapping[str, Any], seed: int)
     return result
 
 
-def _compared(name: str, expected: Any, actual: Any, r: VerifyRequest, sides: tuple[str, str]) -> OutputResult:
+def _compared(name: str, expected: Any, actual: Any, r: VerifyRequest, sides: tuple[str, str],
+              fix: str = NONFINITE_FIX, computed_in: str | None = None) -> OutputResult:
     result = compare(name, expected, actual, r.atol, r.rtol, allow_nonfinite=r.allow_nonfinite,
-                     across_compilers=r.across_compilers, sides=sides)
+                     across_compilers=r.two_compilers, computed_in=computed_in, sides=sides)
     if result.inconclusive and not r.allow_nonfinite:
-        result.inconclusive = f"{result.inconclusive}; {NONFINITE_FIX}"
+        result.inconclusive = f"{result.inconclusive}; {fix}"
     return result

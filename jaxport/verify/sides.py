@@ -1,9 +1,11 @@
 """What ``verify`` compares an artifact's outputs with, and on which inputs.
 
 A :class:`Side` is one reference: the live function (``live``), stored reference outputs (``reference``,
-``--expect REF.npz``, named as ``call -o`` writes them), or the same artifact run by JAX (``xla``, when the artifact
-runs on IREE). :func:`given_inputs` reads the inputs ``--inputs`` names (the syntax of ``call``) and solves the
-dimension variables from their shapes, which makes the one case ``verify`` runs on them. No JAX at import.
+``--expect REF.npz``, named as ``call -o`` writes them), the same artifact run by JAX (``xla``, when the artifact
+runs on IREE), another artifact (``other``, ``--against-artifact``), or the same artifact on another platform (named
+by it, ``--against-platform``). :func:`given_inputs` reads the inputs ``--inputs`` names (the syntax of
+``call``) and solves the dimension variables from their shapes, which makes the one case ``verify`` runs on them.
+No JAX at import.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import dtypes
 from ..artifact import contract
 from ..artifact.model import Function
+from ..artifact.summary import range_text
 from ..errors import InputError, UsageError
 from ..run.values import inputs as inputs_mod
 from ..run.values import ranges
@@ -27,15 +31,57 @@ Outputs = Callable[[Mapping[str, Any]], list[tuple[str, Any]]]
 #: What the user is told to do when an output is NaN/Inf everywhere on both sides.
 NONFINITE_FIX = ("choose inputs where the function is finite (--range NAME=LO:HI or --inputs FILE), or accept it "
                  "with --allow-nonfinite")
+#: At most this many random inputs are named in :func:`nonfinite_fix`'s advice.
+_NAMED_INPUTS = 6
+
+
+def nonfinite_fix(f: Function, given: Mapping[str, Any] | None) -> str:
+    """What the user is told to do when an output of ``f`` is NaN/Inf everywhere on both sides of a case run on
+    random inputs: which inputs were drawn, and from what (``given``: the ``--range`` values; else the manifest's
+    ``range``, shown as ``inspect`` shows it; else the defaults), so that the one the function cannot take is found,
+    then :data:`NONFINITE_FIX` naming the spec's ``range:`` too. Inputs an example range keeps at one value are not
+    listed: they are the example's own."""
+    drawn = []
+    for inp in f.inputs:
+        kind = dtypes.BY_NAME[inp.dtype].kind
+        if kind == "key":
+            continue
+        if inp.name in (given or {}):
+            lo, hi = given[inp.name]  # type: ignore[index]
+            drawn.append(f"{inp.name}: [{lo}, {hi}) (--range)")
+        elif inp.range is not None:
+            shown = range_text(inp)
+            if inp.range_example and shown is not None and not shown.startswith("["):
+                continue  # the example's value itself
+            drawn.append(f"{inp.name}: {shown}")
+        else:
+            drawn.append(f"{inp.name}: {_DEFAULT_DRAW[kind]}")
+    if not drawn:
+        return NONFINITE_FIX
+    more = f", and {len(drawn) - _NAMED_INPUTS} more (inspect shows their ranges)" if len(drawn) > _NAMED_INPUTS \
+        else ""
+    return (f"the inputs were drawn at random ({', '.join(drawn[:_NAMED_INPUTS])}{more}); give those the function "
+            f"cannot take values it can (--range NAME=LO:HI, or range: [LO, HI] in the spec), or verify on real inputs "
+            f"(--inputs FILE), or accept it with --allow-nonfinite")
+
+
+#: How an input without a range is drawn, by its dtype's kind (``run.values.ranges.draw``).
+_DEFAULT_DRAW = {"float": "standard normal", "complex": "standard normal (both parts)", "int": "0..7", "uint": "0..7",
+                 "bool": "true or false"}
 
 
 @dataclass(frozen=True)
 class Side:
     """One reference the artifact's outputs are compared with."""
 
-    label: str  # "live", "reference" or "xla": how results name this side
+    label: str  # "live", "reference", "xla", "other" or a platform: how results name this side
     shown: str  # what it is: "model.py:f", "golden/out.npz", "the JAX runtime"
     outputs: Outputs
+    #: What ``--localize`` looks inside: the ``LiveFunction``, or a ``Loaded`` run by JAX (another artifact, the
+    #: artifact itself for ``xla`` or a platform); None for stored outputs, which have no program.
+    source: Any = None
+    #: The platform this side runs on when it is not the case's (``--against-platform``).
+    platform: str | None = None
 
     def failed(self, e: str) -> str:
         """A case's error when this side raised ``e``."""

@@ -35,6 +35,7 @@ from ..export.relower import reexport
 from ..export.target import Target, for_target, target
 from ..program.module_scan import scan_module
 from ..run import load as load_mod
+from ..run.options import LoadOptions
 from ..run.values.inputs import random_inputs
 from .plan import plan_cases
 
@@ -75,8 +76,9 @@ def _compare(old_art: Artifact, new_path: Path, f: Function, fname: str, allowed
     import numpy as np
 
     old_path = old_art.path
-    old = load_mod.load(old_art, fname, allow_custom_calls=allowed)
-    new = load_mod.load(new_path, fname, allow_custom_calls=allowed)
+    options = LoadOptions(function=fname, allow_custom_calls=tuple(allowed or ()))
+    old = load_mod.load_by(old_art, options)
+    new = load_mod.load_by(new_path, options)
     cases = plan_cases(f)
     for k, case in enumerate(cases):
         arrays = random_inputs(f, case.dims, seed=k)

@@ -20,7 +20,7 @@ def test_window_of_a_known_release():
     assert w.days_left(TODAY) == 18
     assert w.sentence(TODAY) == ("written with jax 0.10.2 (released 2026-06-17): JAX guarantees loading by releases "
                                  "from 2026-05-27 to 2026-12-17 (18 days left); known releases in it: jax 0.10.2 .. "
-                                 "0.12.0.1")
+                                 "0.12.1")
     assert window("0.9.0").sentence(TODAY).endswith("to 2026-07-20 (closed 132 days ago); known releases in it: jax "
                                                     "0.8.3 .. 0.11.0")
 
@@ -30,7 +30,7 @@ def test_versions_outside_the_table_are_not_placed_by_guess():
     assert newer.loadable_until is None and newer.days_left(TODAY) is None
     assert newer.sentence(TODAY) == (
         f"written with jax 0.13.0, newer than every release jaxport {_version.__version__} knows (the newest: jax "
-        f"0.12.0.1, released 2026-10-21; its table lists every release up to {REVIEWED}): JAX guarantees loading by "
+        f"0.12.1, released 2026-11-18; its table lists every release up to {REVIEWED}): JAX guarantees loading by "
         f"releases until {compat.window_end(datetime.date.fromisoformat(REVIEWED))} or later; upgrade jaxport for the "
         f"exact window")
     old = window("0.3.25")
@@ -55,11 +55,11 @@ def test_advice_names_a_supported_version_every_later_supported_release_satisfie
     assert first_release(lambda k: k.version.startswith("0.12")).version == "0.12.0"  # type: ignore[union-attr]
     # not below the producer's own release when that one would do; the highest supported one above it
     assert first_release(lambda k: True, "0.10.1rc1").version == "0.10.1"  # type: ignore[union-attr]
-    assert first_release(lambda k: True, "0.13.0").version == "0.12.0.1"  # type: ignore[union-attr]
+    assert first_release(lambda k: True, "0.13.0").version == "0.12.1"  # type: ignore[union-attr]
     # over every known release (for "upgrade jaxport to a version that supports ..."), outside the pin
     anywhere = first_release(lambda k: True, "0.11.0rc1", supported_only=False)
     assert anywhere is not None and anywhere.version == "0.11.0" and requirement(anywhere) == "jax>=0.11.0,<0.13"
-    assert first_release(lambda k: True, "0.13.0", supported_only=False).version == "0.12.0.1"  # type: ignore[union-attr]
+    assert first_release(lambda k: True, "0.13.0", supported_only=False).version == "0.12.1"  # type: ignore[union-attr]
     # a yanked release is never the advice
     assert first_release(lambda k: True, "0.4.32", supported_only=False).version == "0.4.33"  # type: ignore[union-attr]
     assert all(not k.yanked for k in ADVISABLE) and any(k.yanked for k in KNOWN)

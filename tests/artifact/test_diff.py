@@ -174,7 +174,7 @@ def test_messages_say_what_changed(export):
         "severity": "breaking", "kind": "bound_tightened", "function": "f", "path": "dims['b']",
         "message": "dimension 'b': 1 <= b <= 512 -> 1 <= b <= 256 (fewer shapes accepted: b=257, h=33 was accepted "
                    "and is now rejected)",
-        "old": {"min": 1, "max": 512}, "new": {"min": 1, "max": 256}}]
+        "old": {"min": 1, "max": 512}, "new": {"min": 1, "max": 256}, "breaks": "callers"}]
     renamed = diff.diff(export(), export(*CASES["input renamed"][:2]))
     assert [c.message for c in renamed.changes if c.kind == "input_renamed"] == ["input 'y' renamed to 'z' (args[1])"]
 
@@ -245,8 +245,129 @@ def test_weights_changed_with_the_same_shapes_is_compatible(export):
     assert same_shape.programs["lin"].status == "identical"
     assert not same_shape.fails("breaking") and same_shape.fails("any")
     reshaped = diff.diff(old, export(WEIGHTS_MODEL, WEIGHTS_SPEC, entry="model.py:lin", files={"w.npz": w3}))
-    assert ("breaking", "weights_layout_changed") in _kinds(reshaped)
+    assert ("compatible", "weights_layout_changed") in _kinds(reshaped)
     assert ("breaking", "output_dimension_changed") in _kinds(reshaped)
+
+
+HIDDEN_MODEL = '''
+import jax
+
+
+def mlp(x, *, p):
+    return jax.nn.relu(x @ p["w1"]) @ p["w2"]
+'''
+
+
+def _hidden(width: int) -> dict:
+    rng = np.random.default_rng(width)
+    return {"w.npz": {"w1": rng.normal(size=(3, width)).astype(np.float32),
+                      "w2": rng.normal(size=(width, 2)).astype(np.float32)}}
+
+
+def test_a_resized_hidden_layer_breaks_rebinding_not_callers(export, run_cli):
+    """Bound weights of another layout behind the same inputs and outputs: compatible for callers (--fail-on breaking
+    passes), and each reshaped tensor breaks rebinding (--fail-on rebind fails); a changed output still breaks
+    callers."""
+    spec = WEIGHTS_SPEC
+    old = export(HIDDEN_MODEL, spec, entry="model.py:mlp", files=_hidden(8))
+    new = export(HIDDEN_MODEL, spec, entry="model.py:mlp", files=_hidden(16))
+    report = diff.diff(old, new)
+    assert [(c.severity, c.kind, c.breaks, c.message) for c in report.changes] == [
+        ("compatible", "weights_layout_changed", "rebinders", "bound tensor 'p/w1': f32[3, 8] -> f32[3, 16] (callers "
+         "pass the same inputs; it breaks rebinding: weights of the old layout no longer fit)"),
+        ("compatible", "weights_layout_changed", "rebinders", "bound tensor 'p/w2': f32[8, 2] -> f32[16, 2] (callers "
+         "pass the same inputs; it breaks rebinding: weights of the old layout no longer fit)"),
+        ("compatible", "program_changed", None, "program changed (its StableHLO differs; same signature unless "
+         "listed)")]
+    assert (report.fails("breaking"), report.fails("rebind"), report.fails("any")) == (False, True, True)
+    assert report.summary() == (f"{new} differs from {old}: 0 breaking, 3 compatible changes, 2 of which break "
+                                f"rebinding (a bound tensor's layout).")
+    res = run_cli("diff", old, new, "--fail-on", "breaking", "--json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [c["breaks"] for c in out["changes"]] == ["rebinders", "rebinders", None]
+    assert (out["breaking"], out["compatible"], out["failed"]) == (0, 3, False)
+    res = run_cli("diff", old, new, "--fail-on", "rebind")
+    assert res.exit_code == 13
+    assert res.stderr == (f"error[diff]: {new} differs from {old}: 0 breaking, 3 compatible changes, 2 of which break "
+                          f"rebinding (a bound tensor's layout). Failing on changes that break callers or rebinding "
+                          f"(--fail-on rebind).\n")
+    removed = export(HIDDEN_MODEL.replace('@ p["w2"]', '@ p["w2"][:, :1]'), spec, entry="model.py:mlp",
+                     files=_hidden(8))
+    changed = diff.diff(old, removed)
+    assert [(c.kind, c.breaks) for c in changed.breaking] == [("output_dimension_changed", "callers")]
+    assert changed.fails("breaking") and changed.fails("rebind")
+
+
+RANGED = '''jaxport: 1
+dims: {n: {max: 64}}
+args:
+  - {shape: "n", dtype: i32, range: RANGE}
+  - {shape: "n", dtype: f32}
+'''
+RANGED_MODEL = "def f(tok, x):\n    return x * tok\n"
+
+
+@pytest.mark.parametrize(("before", "after", "expected"), [
+    ("[0, 100]", "[0, 50]", ("breaking", "input_range_tightened", "callers",
+                             "input 'tok': declared range [0, 100) -> [0, 50): 50 was in it and no longer is (a caller "
+                             "that checks ranges, --check-ranges, is refused it)")),
+    ("[10, 100]", "[20, 200]", ("breaking", "input_range_tightened", "callers",
+                                "input 'tok': declared range [10, 100) -> [20, 200): 10 was in it and no longer is (a "
+                                "caller that checks ranges, --check-ranges, is refused it)")),
+    ("[0, 50]", "[0, 100]", ("compatible", "input_range_relaxed", None,
+                             "input 'tok': declared range [0, 50) -> [0, 100): every value it held is still held")),
+    ("[0, n]", "[0, 2*n]", ("undecided", "input_range_undecided", "callers",
+                            "input 'tok': declared range [0, n) -> [0, 2*n): bounds that are dimension expressions "
+                            "are not compared")),
+])
+def test_a_changed_range_is_classified(export, before, after, expected):
+    old = export(RANGED_MODEL, RANGED.replace("RANGE", before))
+    new = export(RANGED_MODEL, RANGED.replace("RANGE", after))
+    (change,) = [c for c in diff.diff(old, new).changes if c.path == "inputs['tok'].range"]
+    assert (change.severity, change.kind, change.breaks, change.message) == expected
+
+
+def test_a_range_added_or_removed(export):
+    plain = export(RANGED_MODEL, RANGED.replace(", range: RANGE", ""))
+    ranged = export(RANGED_MODEL, RANGED.replace("RANGE", "[0, 100]"))
+    (added,) = [c for c in diff.diff(plain, ranged).changes if c.path == "inputs['tok'].range"]
+    assert (added.severity, added.kind, added.message) == (
+        "breaking", "input_range_tightened", "input 'tok': a declared range [0, 100) is new: a caller that checks "
+        "ranges (--check-ranges) is refused a value outside it")
+    (removed,) = [c for c in diff.diff(ranged, plain).changes if c.path == "inputs['tok'].range"]
+    assert (removed.severity, removed.kind, removed.message) == (
+        "compatible", "input_range_relaxed", "input 'tok': declared range [0, 100) removed: no value is held to it")
+
+
+def _scaled(state, x):
+    return x * state["lr"]
+
+
+def _like_manifest(tmp_path: Path, lr) -> dict:
+    """The manifest of ``_scaled`` exported with ``state`` shaped like ``{"lr": lr}`` (a ``like:`` value)."""
+    out = tmp_path / f"like-{type(lr).__name__}-{float(lr)}.jaxport"
+    jaxport.export(_scaled, jaxport.Spec(args=[jaxport.like({"lr": lr}), "f32[3]"]), out)
+    with jaxport.open_artifact(out) as art:
+        return copy.deepcopy(art.manifest)
+
+
+def test_a_weak_type_and_an_example_range_are_compared(tmp_path):
+    """A Python number of a like: value is a weakly typed input whose example range is the number itself: made
+    strict (a numpy float32), callers passing another dtype break; its example changing changes only what verify
+    draws."""
+    weak, strict = _like_manifest(tmp_path, 0.5), _like_manifest(tmp_path, np.float32(0.5))
+    other = _like_manifest(tmp_path, 0.25)
+    assert [(c.severity, c.kind, c.breaks, c.message) for c in diff.compare_manifests(weak, strict)] == [
+        ("breaking", "input_weak_type_changed", "callers", "input 'state/lr': no longer weakly typed (weak f32[] -> "
+         "f32[]): a caller passing another integer or float dtype whose values it kept (np.savez's int64 for a Python "
+         "int) is refused")]
+    assert [(c.severity, c.kind, c.breaks) for c in diff.compare_manifests(strict, weak)] == [
+        ("compatible", "input_weak_type_changed", None)]
+    assert [(c.severity, c.kind, c.message) for c in diff.compare_manifests(weak, other)
+            if c.kind != "program_changed"] == [
+        ("compatible", "input_range_changed", "input 'state/lr': the values random inputs are drawn from 0.5 (example) "
+         "-> 0.25 (example) (verify and call --random draw others; no call is held to it)")]
 
 
 # --- manifest-level rules that exports cannot easily produce -------------------------------------------------------

@@ -74,13 +74,13 @@ def test_call_verify_and_warmup_take_the_defined_name(artifact, run_cli, tmp_pat
 def test_every_command_s_sizes_take_the_defined_name(artifact):
     from jaxport.run import buckets
     from jaxport.run.buckets import sizes
-    from jaxport.run.buckets.served import plan_buckets
+    from jaxport.run.buckets.served import plan_served
 
     fn = _fn(artifact)
     assert sizes.given(fn, {"d": [128, 256], "b": 2}) == {"b": [2], "heads": [2, 4]}
     assert buckets.plan(fn, fixed={"b": 2}, grid={"d": [128, 256]}).buckets == [{"b": 2, "heads": 2},
                                                                               {"b": 2, "heads": 4}]
-    assert plan_buckets(fn, {"d": [128], "b": [2]}).buckets == [{"b": 2, "heads": 2}]
+    assert plan_served(fn, {"d": [128], "b": [2]}).buckets == [{"b": 2, "heads": 2}]
 
 
 @pytest.mark.parametrize(("given", "message"), [

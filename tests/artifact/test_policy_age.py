@@ -1,5 +1,5 @@
 """The policy rules on the producer's JAX: ``max_producer_age_days`` (how far it lags behind the newest JAX release
-this jaxport supports, jax 0.12.0.1 for ``jax>=0.9.1,<0.13``) and ``min_days_left`` (of JAX's 6-month
+this jaxport supports, jax 0.12.1 for ``jax>=0.9.1,<0.13``) and ``min_days_left`` (of JAX's 6-month
 backward-compatibility window), with every kind of ``producer.jax``: a listed release, a nightly build, one newer
 than the table or missing from it, one older than it, a pre-release, none. Today is fixed with ``$JAXPORT_TODAY``."""
 
@@ -58,7 +58,7 @@ def test_release_table_rows_are_well_formed():
         assert datetime.date.fromisoformat(row.date) <= datetime.date.fromisoformat(REVIEWED), version
         assert re.fullmatch(r"3\.\d+", row.python), version
     assert [k.version for k in compat.KNOWN][:2] == ["0.4.30", "0.4.31"]
-    assert (compat.NEWEST.version, compat.NEWEST.released) == ("0.12.0.1", datetime.date(2026, 10, 21))
+    assert (compat.NEWEST.version, compat.NEWEST.released) == ("0.12.1", datetime.date(2026, 11, 18))
     assert compat.HIGHEST is compat.NEWEST and compat.OLDEST.version == "0.4.30"
     # PyPI upload dates: a patch release of an older line may come after a newer line's release
     assert RELEASES["0.8.3"].date == "2026-01-29" > RELEASES["0.9.0"].date == "2026-01-20"
@@ -79,9 +79,9 @@ def test_supported_range_is_the_jax_pin_of_pyproject():
     # with this pin: jax 0.9.1 to 0.12.x (not 0.9.0 nor 0.8.x: README, "Supported JAX"); 0.11.0 and later need
     # Python >= 3.12
     assert SUPPORTED_JAX == ">=0.9.1,<0.13"
-    assert (compat.CURRENT.version, compat.CURRENT.released) == ("0.12.0.1", datetime.date(2026, 10, 21))
+    assert (compat.CURRENT.version, compat.CURRENT.released) == ("0.12.1", datetime.date(2026, 11, 18))
     assert [k.version for k in compat.ADVISABLE] == ["0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2", "0.11.0",
-                                                     "0.11.1", "0.11.2", "0.12.0", "0.12.0.1"]
+                                                     "0.11.1", "0.11.2", "0.12.0", "0.12.0.1", "0.12.1"]
     assert [k.version for k in compat.KNOWN if not compat.supported(k.version) and k.released > compat.CURRENT.released
             ] == []
     assert not compat.supported("0.13.0rc1") and compat.supported("0.10.2+cuda12") and compat.supported("0.9.1")
@@ -94,7 +94,7 @@ def test_window_is_six_calendar_months():
     assert compat.add_months(datetime.date(2027, 8, 31), 6) == datetime.date(2028, 2, 29)
     w = compat.window("0.10.2")
     assert (w.loadable_from, w.loadable_until) == (datetime.date(2026, 5, 27), datetime.date(2026, 12, 17))
-    assert (w.oldest_jax, w.newest_jax) == ("0.10.2", "0.12.0.1")
+    assert (w.oldest_jax, w.newest_jax) == ("0.10.2", "0.12.1")
     assert w.days_left(datetime.date(2026, 12, 1)) == 16
 
 
@@ -104,7 +104,7 @@ def test_window_is_six_calendar_months():
     ("0.9.0.1", "release", "2026-02-05", None, None),
     ("0.10.3.dev20261130", "nightly", "2026-11-30", None, None),
     ("0.13.0", "newer", None, REVIEWED, None),
-    ("0.13.0rc1", "newer", None, "2026-10-21", None),
+    ("0.13.0rc1", "newer", None, "2026-11-18", None),
     ("0.8.4", "unlisted", None, REVIEWED, None),
     ("0.10.3.dev0", "unreleased", None, "2026-06-17", None),
     ("0.4.26", "older", None, None, "2024-06-18"),
@@ -122,12 +122,12 @@ def test_every_version_is_dated_explicitly(version, kind, released, after, befor
 # --- the rules through `jaxport check` ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["0.12.0.1", "0.12.0.1+cuda12"])
+@pytest.mark.parametrize("version", ["0.12.1", "0.12.1+cuda12"])
 def test_fresh_export_passes_max_producer_age_30(run_cli, tmp_path, monkeypatch, version):
-    """jax 0.12.0.1, the newest JAX this jaxport supports, is 0 days behind (a local label is the same release)."""
+    """jax 0.12.1, the newest JAX this jaxport supports, is 0 days behind (a local label is the same release)."""
     art = _with_producer(tmp_path, version)
     assert compat.dating(version).producer_age() == 0
-    for today in ("2026-10-21", TODAY, "2027-03-01"):  # the producer's age does not grow with the calendar
+    for today in ("2026-11-18", TODAY, "2027-03-01"):  # the producer's age does not grow with the calendar
         monkeypatch.setenv("JAXPORT_TODAY", today)
         res = run_cli("check", art, "--max-producer-age", "30", "--json")
         assert res.exit_code == 0, res.stdout + res.stderr
@@ -146,8 +146,8 @@ def test_old_producer_fails_with_the_exact_messages(run_cli, tmp_path):
     out = _json(res)
     assert out["violations"] == [
         {"rule": "max_producer_age_days", "function": None, "message":
-            f"the artifact was exported with jax 0.9.0 (released 2026-01-20), 274 days behind jax 0.12.0.1 (released "
-            f"2026-10-21), the newest JAX release jaxport {J} supports; the policy allows at most 30 days. Re-export "
+            f"the artifact was exported with jax 0.9.0 (released 2026-01-20), 302 days behind jax 0.12.1 (released "
+            f"2026-11-18), the newest JAX release jaxport {J} supports; the policy allows at most 30 days. Re-export "
             f"it with jax>=0.12.0,<0.13 (jax 0.12.0 needs Python >= 3.12). JAX's guarantee that later releases load "
             f"it ended on 2026-07-20 (134 days before today, 2026-12-01)."},
         {"rule": "min_days_left", "function": None, "message":
@@ -160,17 +160,17 @@ def test_old_producer_fails_with_the_exact_messages(run_cli, tmp_path):
 
 
 def test_producer_age_is_the_lag_behind_the_newest_supported_release(run_cli, tmp_path):
-    """jax 0.10.0 lags 188 days behind jax 0.12.0.1, the newest release of jax>=0.9.1,<0.13: the rule counts that,
-    from the table, whatever today is; the advice names the oldest release within the limit (jax 0.10.1, 154 days)."""
+    """jax 0.10.0 lags 216 days behind jax 0.12.1, the newest release of jax>=0.9.1,<0.13: the rule counts that,
+    from the table, whatever today is; the advice names the oldest release within the limit (jax 0.10.1, 182 days)."""
     art = _with_producer(tmp_path, "0.10.0")
     lag = (compat.CURRENT.released - datetime.date.fromisoformat(RELEASES["0.10.0"].date)).days
-    assert lag == 188 == compat.dating("0.10.0").producer_age()
+    assert lag == 216 == compat.dating("0.10.0").producer_age()
     assert run_cli("check", art, "--max-producer-age", str(lag)).exit_code == 0
     res = run_cli("check", art, "--max-producer-age", str(lag - 1), "--json")
     assert res.exit_code == 14
     assert _json(res)["violations"] == [{"rule": "max_producer_age_days", "function": None, "message": (
-        f"the artifact was exported with jax 0.10.0 (released 2026-04-16), 188 days behind jax 0.12.0.1 (released "
-        f"2026-10-21), the newest JAX release jaxport {J} supports; the policy allows at most 187 days. Re-export it "
+        f"the artifact was exported with jax 0.10.0 (released 2026-04-16), 216 days behind jax 0.12.1 (released "
+        f"2026-11-18), the newest JAX release jaxport {J} supports; the policy allows at most 215 days. Re-export it "
         f"with jax>=0.10.1,<0.13. JAX's guarantee that later releases load it ended on 2026-10-16 (46 days before "
         f"today, 2026-12-01).")}]
 
@@ -208,12 +208,12 @@ def test_days_left_near_the_end_of_the_window(run_cli, tmp_path, monkeypatch, to
 
 
 def test_no_supported_release_leaves_enough_days(tmp_path):
-    report = policy.check(_with_producer(tmp_path, "0.12.0.1"), policy.Policy("p", min_days_left=200),
+    report = policy.check(_with_producer(tmp_path, "0.12.1"), policy.Policy("p", min_days_left=200),
                           today=datetime.date(2026, 12, 1))
     assert [v.message for v in report.violations] == [
-        f"JAX guarantees that artifacts exported with jax 0.12.0.1 (released 2026-10-21) load in JAX releases up to "
-        f"2027-04-21: 141 days from today (2026-12-01); the policy requires at least 200 days left. No JAX release "
-        f"jaxport {J} supports leaves more days: the newest it supports is jax 0.12.0.1. Upgrade jaxport and "
+        f"JAX guarantees that artifacts exported with jax 0.12.1 (released 2026-11-18) load in JAX releases up to "
+        f"2027-05-18: 168 days from today (2026-12-01); the policy requires at least 200 days left. No JAX release "
+        f"jaxport {J} supports leaves more days: the newest it supports is jax 0.12.1. Upgrade jaxport and "
         f"re-export with a newer JAX once one is out, or lower min_days_left."]
     # an older producer: the oldest supported release whose window leaves enough
     report = policy.check(_with_producer(tmp_path, "0.10.1"), policy.Policy("p", min_days_left=80),
@@ -236,7 +236,7 @@ def test_no_supported_release_leaves_enough_days(tmp_path):
 
 
 NEWER = (f"the artifact was exported with jax 0.13.0, newer than every release jaxport {J} knows (the newest: jax "
-         f"0.12.0.1, released 2026-10-21; its table lists every release up to {REVIEWED})")
+         f"0.12.1, released 2026-11-18; its table lists every release up to {REVIEWED})")
 
 
 def test_a_jax_newer_than_the_table_is_current_and_its_window_has_a_lower_bound(run_cli, tmp_path):
@@ -246,23 +246,23 @@ def test_a_jax_newer_than_the_table_is_current_and_its_window_has_a_lower_bound(
     out = _json(res)
     assert out["passed"] is True and out["violations"] == []
     assert out["notes"] == [
-        {"rule": "max_producer_age_days", "message": f"{NEWER}: taken as current, 0 days behind jax 0.12.0.1 "
-                                                     f"(released 2026-10-21), the newest JAX release jaxport {J} "
+        {"rule": "max_producer_age_days", "message": f"{NEWER}: taken as current, 0 days behind jax 0.12.1 "
+                                                     f"(released 2026-11-18), the newest JAX release jaxport {J} "
                                                      f"supports. Upgrade jaxport to date it."},
         {"rule": "min_days_left", "message": f"{NEWER}; the end of JAX's compatibility window for it cannot be "
-                                             f"computed exactly: published after 2026-12-01, it ends on 2027-06-01 "
-                                             f"or later (182 days from today, 2026-12-01), which leaves the policy's "
+                                             f"computed exactly: published after 2026-12-07, it ends on 2027-06-07 "
+                                             f"or later (188 days from today, 2026-12-01), which leaves the policy's "
                                              f"30 days either way."}]
     res = run_cli("check", art, "--min-days-left", "30")
     assert res.exit_code == 0 and res.stderr == ""
     assert "note: min_days_left: the artifact was exported with jax 0.13.0, newer than every release" in res.stdout
-    res = run_cli("check", art, "--min-days-left", "183", "--json")
+    res = run_cli("check", art, "--min-days-left", "189", "--json")
     assert res.exit_code == 14
     assert _json(res)["violations"] == [
         {"rule": "min_days_left", "function": None, "message":
             f"{NEWER}; the end of JAX's compatibility window for it cannot be computed exactly: published after "
-            f"2026-12-01, it ends on 2027-06-01 or later (182 days from today, 2026-12-01); the policy requires at "
-            f"least 183 days left, which that does not show. Upgrade jaxport (pip install -U jaxport) to date it."}]
+            f"2026-12-07, it ends on 2027-06-07 or later (188 days from today, 2026-12-01); the policy requires at "
+            f"least 189 days left, which that does not show. Upgrade jaxport (pip install -U jaxport) to date it."}]
 
 
 def test_a_release_missing_from_the_table_is_taken_as_published_since(tmp_path):
@@ -271,28 +271,28 @@ def test_a_release_missing_from_the_table_is_taken_as_published_since(tmp_path):
     assert report.passed and [r for r, _ in report.notes] == ["max_producer_age_days", "min_days_left"]
     assert report.notes[0][1].startswith(
         f"the artifact was exported with jax 0.8.4, which jaxport {J}'s table of JAX releases (every release from "
-        f"jax 0.4.30 to jax 0.12.0.1, up to {REVIEWED}) does not list, so a release published since or a local "
+        f"jax 0.4.30 to jax 0.12.1, up to {REVIEWED}) does not list, so a release published since or a local "
         f"build: taken as current")
 
 
 def test_nightly_builds_are_dated_by_their_build_date(run_cli, tmp_path):
-    art = _with_producer(tmp_path, "0.12.1.dev20261130")
+    art = _with_producer(tmp_path, "0.12.2.dev20261130")
     res = run_cli("check", art, "--max-producer-age", "0", "--min-days-left", "179", "--json")
     assert res.exit_code == 0 and _json(res)["notes"] == []
     res = run_cli("check", art, "--min-days-left", "181", "--json")
     assert _json(res)["violations"][0]["message"] == (
-        "JAX guarantees that artifacts exported with jax 0.12.1.dev20261130 (a nightly build of 2026-11-30) load in "
+        "JAX guarantees that artifacts exported with jax 0.12.2.dev20261130 (a nightly build of 2026-11-30) load in "
         "JAX releases up to 2027-05-30: 180 days from today (2026-12-01); the policy requires at least 181 days left. "
-        f"No JAX release jaxport {J} supports leaves more days: the newest it supports is jax 0.12.0.1. Upgrade "
+        f"No JAX release jaxport {J} supports leaves more days: the newest it supports is jax 0.12.1. Upgrade "
         f"jaxport and re-export with a newer JAX once one is out, or lower min_days_left.")
     # a nightly built after the newest supported release is not behind it
-    assert policy.check(_with_producer(tmp_path, "0.12.1.dev20261101"), policy.Policy("p", max_producer_age_days=0),
+    assert policy.check(_with_producer(tmp_path, "0.12.2.dev20261120"), policy.Policy("p", max_producer_age_days=0),
                         today=datetime.date(2026, 12, 1)).passed
     old = _with_producer(tmp_path, "0.10.2.dev20260501")
     report = policy.check(old, policy.Policy("p", max_producer_age_days=30))
     assert [v.message for v in report.violations] == [
-        f"the artifact was exported with jax 0.10.2.dev20260501 (a nightly build of 2026-05-01), 173 days behind jax "
-        f"0.12.0.1 (released 2026-10-21), the newest JAX release jaxport {J} supports; the policy allows at most 30 "
+        f"the artifact was exported with jax 0.10.2.dev20260501 (a nightly build of 2026-05-01), 201 days behind jax "
+        f"0.12.1 (released 2026-11-18), the newest JAX release jaxport {J} supports; the policy allows at most 30 "
         f"days. Re-export it with jax>=0.12.0,<0.13 (jax 0.12.0 needs Python >= 3.12). JAX's guarantee that later "
         f"releases load it ended on 2026-11-01 (30 days before today, 2026-12-01)."]
 
@@ -302,25 +302,25 @@ def test_undated_development_builds_and_pre_releases(tmp_path):
     report = policy.check(dev, policy.Policy("p", max_producer_age_days=30))
     assert [v.message for v in report.violations] == [
         f"the artifact was exported with jax 0.9.3.dev0, a pre-release of jax 0.9.3, which jaxport {J}'s table of JAX "
-        f"releases does not list; jaxport cannot date it: built after 2026-03-18, it is at most 217 days behind jax "
-        f"0.12.0.1 (released 2026-10-21), the newest JAX release jaxport {J} supports, perhaps more than the 30 days "
+        f"releases does not list; jaxport cannot date it: built after 2026-03-18, it is at most 245 days behind jax "
+        f"0.12.1 (released 2026-11-18), the newest JAX release jaxport {J} supports, perhaps more than the 30 days "
         f"the policy allows. Re-export it with a release jaxport can date, jax>=0.12.0,<0.13 (jax 0.12.0 needs Python "
         f">= 3.12)."]
-    report = policy.check(dev, policy.Policy("p", max_producer_age_days=217))
+    report = policy.check(dev, policy.Policy("p", max_producer_age_days=245))
     assert report.passed and report.notes == [("max_producer_age_days", (
         f"the artifact was exported with jax 0.9.3.dev0, a pre-release of jax 0.9.3, which jaxport {J}'s table of JAX "
-        f"releases does not list: built after 2026-03-18, it is at most 217 days behind jax 0.12.0.1 (released "
-        f"2026-10-21), the newest JAX release jaxport {J} supports, within the policy's 217 days."))]
+        f"releases does not list: built after 2026-03-18, it is at most 245 days behind jax 0.12.1 (released "
+        f"2026-11-18), the newest JAX release jaxport {J} supports, within the policy's 245 days."))]
     # a development build of the next patch release is built after the newest supported release: not behind it
-    report = policy.check(_with_producer(tmp_path, "0.12.1.dev0"), policy.Policy("p", max_producer_age_days=0))
+    report = policy.check(_with_producer(tmp_path, "0.12.2.dev0"), policy.Policy("p", max_producer_age_days=0))
     assert report.passed and report.notes[0][1].endswith(
-        f"built after 2026-10-21, it is at most 0 days behind jax 0.12.0.1 (released 2026-10-21), the newest JAX "
+        f"built after 2026-11-18, it is at most 0 days behind jax 0.12.1 (released 2026-11-18), the newest JAX "
         f"release jaxport {J} supports, within the policy's 0 days.")
     rc = _with_producer(tmp_path, "0.11.0rc1")
     report = policy.check(rc, policy.Policy("p", max_producer_age_days=30, min_days_left=30))
     assert [v.message for v in report.violations] == [
         f"the artifact was exported with jax 0.11.0rc1, a pre-release of jax 0.11.0 (released 2026-07-16): "
-        f"built before 2026-07-16, it is at least 97 days behind jax 0.12.0.1 (released 2026-10-21), the newest JAX "
+        f"built before 2026-07-16, it is at least 125 days behind jax 0.12.1 (released 2026-11-18), the newest JAX "
         f"release jaxport {J} supports; the policy allows at most 30 days. Re-export it with jax>=0.12.0,<0.13.",
         "the artifact was exported with jax 0.11.0rc1, a pre-release of jax 0.11.0 (released 2026-07-16); jaxport "
         "cannot date it: built before 2026-07-16, JAX's guarantee that later releases load it ends by 2027-01-16, at "
@@ -333,8 +333,8 @@ def test_older_than_the_table_and_unreadable_versions_fail(tmp_path):
     report = policy.check(old, policy.Policy("p", max_producer_age_days=30, min_days_left=0))
     assert [v.message for v in report.violations] == [
         f"the artifact was exported with jax 0.4.26, older than every release jaxport {J} knows (the oldest: jax "
-        f"0.4.30, released 2024-06-18): built before 2024-06-18, it is at least 855 days behind jax 0.12.0.1 "
-        f"(released 2026-10-21), the newest JAX release jaxport {J} supports; the policy allows at most 30 days. "
+        f"0.4.30, released 2024-06-18): built before 2024-06-18, it is at least 883 days behind jax 0.12.1 "
+        f"(released 2026-11-18), the newest JAX release jaxport {J} supports; the policy allows at most 30 days. "
         f"Re-export it with jax>=0.12.0,<0.13 (jax 0.12.0 needs Python >= 3.12).",
         f"the artifact was exported with jax 0.4.26, older than every release jaxport {J} knows (the oldest: jax "
         f"0.4.30, released 2024-06-18): built before 2024-06-18, JAX's guarantee that later releases load it ended "
@@ -370,10 +370,10 @@ def test_deprecated_max_age_sets_max_producer_age(run_cli, tmp_path):
     old = _json(res)
     assert old["violations"] == new["violations"] and old["rules"] == new["rules"]
     assert len(old["violations"]) == 1 and old["notes"] == [{"rule": "max_producer_age_days", "message": DEPRECATED}]
-    fresh = _with_producer(tmp_path, "0.12.0.1")  # a fresh export passes the old spelling too
+    fresh = _with_producer(tmp_path, "0.12.1")  # a fresh export passes the old spelling too
     res = run_cli("check", fresh, "--max-age", "30", "--json")
     assert res.exit_code == 0 and _json(res)["passed"] is True and res.stderr == ""
-    res = run_cli("check", art, "--max-age", "274")
+    res = run_cli("check", art, "--max-age", "302")
     assert res.exit_code == 0 and res.stderr == ""
     assert f"note: max_producer_age_days: {DEPRECATED}" in " ".join(res.stdout.split())
     res = run_cli("check", art, "--max-age", "30", "--max-producer-age", "30")
@@ -422,28 +422,30 @@ def test_rules_are_evaluated_without_the_artifact():
     violations, notes = age.evaluate("0.12.0", 30, 30, datetime.date(2026, 12, 1))
     assert (violations, notes) == ([], [])
     assert age.evaluate("0.12.0", None, None) == ([], [])
-    assert age.evaluate("0.12.0.1", 0, 141, datetime.date(2026, 12, 1)) == ([], [])
+    assert age.evaluate("0.12.1", 0, 168, datetime.date(2026, 12, 1)) == ([], [])
 
 
 def test_ci_example_policy_age_rules(tmp_path, monkeypatch):
-    """examples/ci/policy.yaml enables max_producer_age_days: it passes a fresh export (jax 0.12.0.1, the newest JAX
-    this jaxport supports) on any day and fails one whose JAX has fallen behind. min_days_left stays commented out:
-    enabled, it fails even a fresh export in the last 30 days of jax 0.12.0.1's window."""
+    """examples/ci/policy.yaml enables max_producer_age_days: it passes a fresh export (jax 0.12.1, the newest JAX
+    this jaxport supports) on any day, and one for its consumers' jax 0.11.2, and fails one whose JAX has fallen
+    behind. min_days_left stays commented out:
+    enabled, it fails even a fresh export in the last 30 days of jax 0.12.1's window."""
     text = (REPO / "examples" / "ci" / "policy.yaml").read_text()
-    assert "\nmax_producer_age_days: 60\n" in text and "\n# min_days_left: 30\n" in text
+    assert "\nmax_producer_age_days: 90\n" in text and "\n# min_days_left: 30\n" in text
     p = policy.parse_policy(text, "policy.yaml")
-    assert (p.max_producer_age_days, p.min_days_left) == (60, None)
-    for today in ("2026-10-21", "2026-12-01", "2028-01-01"):
+    assert (p.max_producer_age_days, p.min_days_left) == (90, None)
+    for today in ("2026-11-18", "2026-12-01", "2028-01-01"):
         monkeypatch.setenv("JAXPORT_TODAY", today)
-        assert policy.check(_with_producer(tmp_path, "0.12.0.1"), p).passed
+        assert policy.check(_with_producer(tmp_path, "0.12.1"), p).passed
+        assert policy.check(_with_producer(tmp_path, "0.11.2"), p).passed
     report = policy.check(_with_producer(tmp_path, "0.9.2"), p)
     assert [v.rule for v in report.violations] == ["max_producer_age_days"]
     p = policy.parse_policy(text.replace("\n# min_days_left", "\nmin_days_left"), "policy.yaml")
     assert p.min_days_left == 30
-    monkeypatch.setenv("JAXPORT_TODAY", "2027-03-22")
-    assert policy.check(_with_producer(tmp_path, "0.12.0.1"), p).passed
-    monkeypatch.setenv("JAXPORT_TODAY", "2027-04-01")
-    report = policy.check(_with_producer(tmp_path, "0.12.0.1"), p)
+    monkeypatch.setenv("JAXPORT_TODAY", "2027-04-18")
+    assert policy.check(_with_producer(tmp_path, "0.12.1"), p).passed
+    monkeypatch.setenv("JAXPORT_TODAY", "2027-04-19")
+    report = policy.check(_with_producer(tmp_path, "0.12.1"), p)
     assert [v.rule for v in report.violations] == ["min_days_left"]
 
 

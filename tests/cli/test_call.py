@@ -149,8 +149,10 @@ def test_json_report(call, mlp_path):
     want = _mlp_ref(inputs.random_inputs(f, {"batch": 2}, seed=0)["x"])
     _close(np.array(out["values"]), want)
     assert out["min"] == pytest.approx(float(want.min()), abs=1e-5)
-    assert set(report["timings"]) == {"load_s", "lower_s", "compile_s", "compile_cache_hit", "run_s", "executable"}
+    assert set(report["timings"]) == {"load_s", "lower_s", "compile_s", "compile_cache_hit", "run_s", "executable",
+                                      "executable_vouched_by"}
     assert report["timings"]["executable"] == "compiled"  # --no-cache: nothing fetched, nothing shipped
+    assert report["timings"]["executable_vouched_by"] is None  # no signature required
     assert report["compilation_cache"] is None and report["benchmark"] is None and report["output_file"] is None
     assert report["warnings"] == []
 
@@ -198,7 +200,7 @@ def test_benchmark_host_latency(call, mlp_path):
 
 def test_benchmark_percentiles_are_those_of_the_timed_calls():
     from jaxport.run.backend import Compilation
-    from jaxport.run.loaded import Benchmark
+    from jaxport.run.latency import Benchmark
 
     bench = Benchmark(0.5, Compilation(0.1, 0.2, None), 1, [float(i) for i in range(1, 101)])
     d = bench.as_dict()
@@ -262,7 +264,8 @@ def test_unknown_function_is_a_usage_error(call, mlp_path):
     (["-i", "rank1.npy"], "input 'x' has rank 1 (shape (784,)), but the artifact expects rank 2: f32[batch, 784]."),
     (["-i", "x64.npy"], "input 'x' has dtype float64, but the artifact expects float32. Convert it into a new file "
                         "with: python -c \"import numpy as np; np.save('x64.float32.npy', np.load('x64.npy')"
-                        ".astype(np.float32))\" and give x64.float32.npy."),
+                        ".astype(np.float32))\" and give x64.float32.npy. Or let 'jaxport call --cast' convert it "
+                        "on reading: it does when every value is kept as float32."),
     (["-i", "wide.npy"], "input 'x': shape[1] = 785, but the artifact expects 784 (f32[batch, 784])."),
     (["-i", "big.npy"], "input 'x': shape[0] = 4097, but dimension 'batch' must satisfy 1 <= batch <= 4096 "
                         "(spec bound)."),
@@ -292,7 +295,8 @@ def test_bad_mlp_inputs(call, mlp_path, mlp_files, args, message):
     (4, 3, {"mask": np.zeros((4, 16), np.float32)},
      "input 'mask' has dtype float32, but the artifact expects bfloat16. Convert it into a new file with: python -c "
      "\"import numpy as np; import ml_dtypes; np.save('mask.bfloat16.npy', np.load('mask.npy').astype("
-     "ml_dtypes.bfloat16))\" and give mask.bfloat16.npy."),
+     "ml_dtypes.bfloat16))\" and give mask.bfloat16.npy. Or let 'jaxport call --cast' convert it on reading: it "
+     "does when every value is kept as bfloat16."),
 ])
 def test_bad_pytree_inputs(call, pytree_path, tmp_path, batch, h, over, message):
     arrays = {**_encode_arrays(batch, h, seed=0), **over}
@@ -405,7 +409,7 @@ def test_output_errors(call, pytree_path, tmp_path):
     (["--dim", "batch=3"], "--dim, --seed and --range choose what --random generates; add --random."),
     (["--random", "--dim", "batch"], "'batch' is not NAME=VALUE (e.g. --dim batch=8)."),
     (["--random", "--dim", "batch=x"], "'batch=x': 'x' is not an integer."),
-    (["--random", "--benchmark", "0"], "0 is not in the range x>=1."),
+    (["--random", "--benchmark", "0"], "0 is not in the range 1<=x<=1000000."),
 ])
 def test_usage_errors(run_cli, mlp_path, args, message):
     res = run_cli("call", mlp_path, *args)

@@ -403,9 +403,9 @@ def test_producer_age_and_window_from_the_command_line(run_cli, tmp_path, monkey
     write_artifact(old, manifest, members)
     res = run_cli("check", old, "--max-producer-age", "180")
     assert res.exit_code == 14
-    assert (f"max_producer_age_days: the artifact was exported with jax 0.4.30 (released 2024-06-18), 855 days "
-            f"behind jax 0.12.0.1 (released 2026-10-21), the newest JAX release jaxport {jaxport.__version__} "
-            f"supports; the policy allows at most 180 days. Re-export it with jax>=0.10.1,<0.13 (jax 0.10.1 needs "
+    assert (f"max_producer_age_days: the artifact was exported with jax 0.4.30 (released 2024-06-18), 883 days "
+            f"behind jax 0.12.1 (released 2026-11-18), the newest JAX release jaxport {jaxport.__version__} "
+            f"supports; the policy allows at most 180 days. Re-export it with jax>=0.10.2,<0.13 (jax 0.10.2 needs "
             f"Python >= 3.11). JAX's guarantee that later releases load it ended on 2024-12-18 (713 days before today, "
             f"2026-12-01).") in " ".join(res.stdout.split())
     res = run_cli("check", old, "--min-days-left", "30")

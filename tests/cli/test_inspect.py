@@ -255,3 +255,33 @@ def test_fast_path_prints_what_the_command_prints(pytree_artifact, run_cli, tmp_
         code, out, err, click, rich = _fast(args)
         assert (code, out, err.strip()) == (status, "", message), args
         assert click
+
+
+RANGED_MODEL = "def f(tok, senders, x):\n    return x[senders] * tok[0]\n"
+RANGED_SPEC = """jaxport: 1
+dims: {nodes: {max: 64}, edges: {max: 256}}
+args:
+  - {shape: "4", dtype: i32, range: [0, 32000]}
+  - {shape: "edges", dtype: i32, range: [0, nodes]}
+  - "f32[nodes]"
+"""
+
+
+def test_inputs_show_their_ranges(tmp_path, run_cli):
+    """A range column beside the types where an input has a range: declared ([0, 32000), a dimension's indices
+    [0, nodes)) or none (-); --json gives the manifest's ranges; the fast path (no click, rich, numpy or JAX) prints the
+    same."""
+    (tmp_path / "model.py").write_text(RANGED_MODEL)
+    (tmp_path / "spec.yaml").write_text(RANGED_SPEC)
+    out = jaxport.export(f"{tmp_path}/model.py:f", tmp_path / "spec.yaml", output=tmp_path / "r.jaxport").path
+    res = run_cli("inspect", out)
+    assert res.exit_code == 0, res.stderr
+    rows = {cells[0]: cells[1:] for line in res.stdout.split("outputs")[0].splitlines()
+            if len(cells := [c.strip() for c in line.split("│")]) == 4}
+    assert rows == {"tok": ["i32[4]", "[0, 32000)", "-"], "senders": ["i32[edges]", "[0, nodes)", "-"],
+                    "x": ["f32[nodes]", "-", "-"]}
+    assert " name    ┃ type       ┃ range      ┃ sharding " in res.stdout
+    inputs = json.loads(run_cli("inspect", out, "--json").stdout)["functions"]["f"]["inputs"]
+    assert [i.get("range") for i in inputs] == [[0, 32000], [0, "nodes"], None]
+    code, fast, err, click, rich = _fast(["inspect", out])
+    assert (code, fast, err) == (0, res.stdout, "") and not click

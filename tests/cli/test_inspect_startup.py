@@ -19,10 +19,10 @@ GOLDEN = REPO / "tests" / "golden" / "1.0"
 #: path prints without them; ``dataclasses`` (with ``inspect``, ``ast``, ``dis``, ``tokenize``): ``jaxport._record``
 #: stands in for it; ``calendar``, ``locale``, ``difflib``, ``mmap``: only other paths need them; the spec parser
 #: and builder (``jaxport.spec.parse``, ``.build``: the manifest reader checks ranges with ``jaxport.spec.values``),
-#: ``jaxport.sharding``, ``jaxport._jax_internals``: not for an artifact without a mesh.
+#: ``jaxport.sharding``, ``jaxport.jaxprivate.exported``: not for an artifact without a mesh.
 NOT_IMPORTED = {"jax", "jaxlib", "numpy", "ml_dtypes", "yaml", "click", "rich", "dataclasses", "inspect", "ast",
                 "dis", "tokenize", "calendar", "locale", "difflib", "mmap", "jaxport.spec.parse", "jaxport.spec.build",
-                "jaxport.sharding", "jaxport._jax_internals", "typing", "tempfile", "random"}
+                "jaxport.sharding", "jaxport.jaxprivate.exported", "typing", "tempfile", "random"}
 #: Standard modules that jaxport modules on the path imported, and the only jaxport modules still allowed to (those
 #: that use them; ``typing``: the public API's facade, ``jaxport/__init__.py``). Any other one imports ``typing``
 #: only for type checkers (``if TYPE_CHECKING:``, with ``TYPE_CHECKING = False``), and the others where used.

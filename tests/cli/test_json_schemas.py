@@ -32,7 +32,7 @@ SCHEMAS = REPO / "specs" / "schemas"
 CLI_SCHEMAS = SCHEMAS / "cli"
 CLI_DOC = (REPO / "specs" / "CLI.md").read_text()
 COMMANDS = ("export", "inspect", "call", "verify", "diff", "check", "extract", "compile", "import", "rebind",
-            "upgrade", "serve", "sign", "warmup")
+            "upgrade", "serve", "sign", "warmup", "target")
 
 
 def _registry() -> Registry:

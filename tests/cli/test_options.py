@@ -6,6 +6,8 @@ from __future__ import annotations
 import click
 import pytest
 from click.testing import CliRunner
+from jaxport_cli.files import output_options, read_options
+from jaxport_cli.group import cli
 from jaxport_cli.options import bind_root_options, dim_option, tolerance_options
 
 
@@ -73,7 +75,7 @@ def test_tolerances_read_as_sentences_with_or_without_a_condition():
         "fails)."]
     assert [p.help for p in plain.params][0] == "Absolute tolerance for every output (default: by output dtype)."
     code, _, err = _parsed(tolerance_options(), ["--atol", "nan"])
-    assert code == 2 and "Invalid value for '--atol': nan is not a finite number." in err
+    assert code == 2 and "Invalid value for '--atol': nan is not in the range 0<=x<=1e+30." in err
 
 
 @pytest.mark.parametrize("args,message", [
@@ -90,3 +92,100 @@ def test_tolerances_read_as_sentences_with_or_without_a_condition():
 def test_the_commands_refuse_as_the_groups_do(run_cli, args, message):
     res = run_cli(*args)
     assert (res.exit_code, res.stdout, res.stderr) == (2, "", f"error[usage]: {message}\n")
+
+
+def _params(kinds: tuple[type, ...]) -> list[tuple[str, click.Parameter]]:
+    """Every (command, parameter) of the command line whose type is one of ``kinds``."""
+    ctx = click.Context(cli)
+    commands = [(name, cli.get_command(ctx, name)) for name in cli.list_commands(ctx)]
+    return [(name, p) for name, command in commands if command is not None for p in command.params
+            if isinstance(p.type, kinds)]
+
+
+def _invoked(name: str, param: click.Parameter, value: str) -> tuple[int, str]:
+    """``jaxport NAME`` with ``value`` for ``param`` (an argument after a placeholder for each argument before it)."""
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
+    before = [p for p in command.params if isinstance(p, click.Argument)]
+    given = [param.opts[0], value] if isinstance(param, click.Option) else [
+        *["x"] * before.index(param), value]
+    res = CliRunner().invoke(cli, [name, *given])
+    return res.exit_code, res.stderr
+
+
+def _named(param: click.Parameter) -> str:
+    """The option as click's messages name it: ``'-o' / '--output'``, or an argument's metavar, ``'ARTIFACT'``."""
+    if isinstance(param, click.Option):
+        return " / ".join(f"'{o}'" for o in param.opts)
+    return f"'{param.make_metavar(click.Context(cli))}'"
+
+
+_FLOATS = _params((click.types.FloatParamType,))
+_INTS = _params((click.types.IntParamType,))
+
+
+@pytest.mark.parametrize(("name", "param"), _FLOATS, ids=[f"{n} {p.opts[0]}" for n, p in _FLOATS])
+def test_every_float_option_is_finite_and_bounded(name, param):
+    """NaN, the infinities and 1e300 are usage errors naming the option, the value and the range, for every float
+    option of every command (issue 54: serve --batch-window-ms inf killed the batching thread)."""
+    assert isinstance(param.type, click.FloatRange) and None not in (param.type.min, param.type.max), param.opts
+    lo, hi = param.type.min, param.type.max
+    for value, shown in (("nan", "nan"), ("inf", "inf"), ("-inf", "-inf"), ("1e300", "1e+300"), ("-1e300", "-1e+300")):
+        assert _invoked(name, param, value) == (
+            2, f"error[usage]: Invalid value for {_named(param)}: {shown} is not in the range {lo}<=x<={hi}. See "
+               f"'jaxport {name} --help'.\n")
+
+
+@pytest.mark.parametrize(("name", "param"), _INTS, ids=[f"{n} {p.opts[0]}" for n, p in _INTS])
+def test_every_whole_number_option_is_bounded(name, param):
+    """A whole number past any bound (10**30, either sign) is a usage error naming the option, the value and its
+    range."""
+    assert isinstance(param.type, click.IntRange) and None not in (param.type.min, param.type.max), param.opts
+    lo, hi = param.type.min, param.type.max
+    for value in (10**30, -10**30):
+        assert _invoked(name, param, str(value)) == (
+            2, f"error[usage]: Invalid value for {_named(param)}: {value} is not in the range {lo}<=x<={hi}. See "
+               f"'jaxport {name} --help'.\n")
+
+
+def _path_params() -> list[tuple[str, click.Parameter]]:
+    ctx = click.Context(cli)
+    found = []
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        found += [(name, p) for p in (*read_options(command), *output_options(command))]
+    return found
+
+
+_PATHS = [*_path_params(), *((n, p) for n, p in _params((click.types.StringParamType,)) if p.opts[0] == "--uds")]
+
+
+@pytest.mark.parametrize(("name", "param"), _PATHS, ids=[f"{n} {p.opts[0]}" for n, p in _PATHS])
+def test_every_path_option_refuses_an_empty_path(name, param):
+    """``''`` names no file: every option and argument that names one refuses it (issue 54: serve --uds '' served
+    on TCP ports)."""
+    assert _invoked(name, param, "") == (
+        2, f"error[usage]: Invalid value for {_named(param)}: '' is an empty path, which names no file; give a "
+           f"path. See 'jaxport {name} --help'.\n")
+
+
+def test_serve_refuses_an_empty_host():
+    res = CliRunner().invoke(cli, ["serve", "a.jaxport", "--host", ""])
+    assert (res.exit_code, res.stderr) == (
+        2, "error[usage]: Invalid value for '--host': '' is an empty host, which would listen on every interface; "
+           "give an address of this machine: 127.0.0.1, or 0.0.0.0 for every interface. See 'jaxport serve "
+           "--help'.\n")
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("nan", "'nan' is not a size such as 8G, 512M or 1073741824."),
+    ("inf", "'inf' is more than 1P, the largest memory limit."),
+    ("1e300", "'1e300' is more than 1P, the largest memory limit."),
+    ("-1G", "'-1G' is less than 256M, too little to start Python and JAX."),
+])
+@pytest.mark.parametrize("command", ["call", "inspect"])
+def test_the_memory_limit_is_a_bounded_size(command, value, message):
+    res = CliRunner().invoke(cli, [command, "--memory-limit", value])
+    assert (res.exit_code, res.stderr) == (
+        2, f"error[usage]: Invalid value for '--memory-limit': {message} See 'jaxport {command} --help'.\n")

@@ -39,6 +39,7 @@ BASE = {
     "upgrade": ["upgrade", "{artifact}"],
     "sign": ["sign", "{artifact}", "--key", "{key}"],
     "compile": ["compile", "{artifact}"],
+    "target": ["target"],
 }
 #: {command: {read option: (the fixture file it names, the extra arguments that give it, beyond BASE)}}. An option
 #: whose file BASE gives has no extra arguments.
@@ -64,6 +65,7 @@ READS: dict[str, dict[str, tuple[str, list[str]]]] = {
              "certificate_chain": ("inter.crt", ["--key", "leaf.pem", "--certificate", "leaf.crt",
                                                  "--certificate-chain", "{certificate_chain}"])},
     "compile": {"artifact": ("mlp-bound.jaxport", [])},
+    "target": {},  # it reads nothing (the GPU it describes), so no output can be one of its inputs
 }
 #: {command: {output option: (the arguments that give it "{out}", the suffix it must have, or "")}}.
 WRITES: dict[str, dict[str, tuple[list[str], str]]] = {
@@ -76,6 +78,7 @@ WRITES: dict[str, dict[str, tuple[list[str], str]]] = {
     "upgrade": {"output": (["-o", "{out}"], "")},
     "sign": {"signature_path": (["--signature", "{out}"], "")},
     "compile": {"output": (["-o", "{out}"], "")},
+    "target": {"output": (["-o", "{out}"], ".json")},
 }
 #: The refusals that say more than SAME: an output over the artifact being rebound or upgraded.
 OWN_WORDS = {("rebind", "artifact"): "is the artifact being rebound; rebind writes a new artifact and never replaces",

@@ -112,3 +112,44 @@ def test_stages_unit(capsys):
     with Stages(False) as stages:
         stages("four")
     assert capsys.readouterr().err == ""
+
+
+def test_warmup_lines_per_signature(mlp):
+    """Issue 57: warmup of many buckets printed nothing until its table."""
+    res = _jaxport(mlp, "warmup", "mlp.jaxport", "--dim", "batch=1,2,3", "--cache-dir", "warm")
+    assert res.returncode == 0, res.stderr
+    assert _stages(res.stderr) == ["loading mlp.jaxport", "compiling predict at batch=1",
+                                   "compiling predict at batch=2", "compiling predict at batch=3"]
+    assert res.stdout.startswith("Warmed up predict of mlp.jaxport on cpu: 3 shape signatures")
+    res = _jaxport(mlp, "warmup", "mlp.jaxport", "--target", "cpu", "--dim", "batch=1,2", "--cache-dir", "shipped")
+    assert res.returncode == 0, res.stderr
+    assert _stages(res.stderr) == ["compiling predict at batch=1 for cpu", "compiling predict at batch=2 for cpu"]
+    res = _jaxport(mlp, "warmup", "mlp.jaxport", "--dim", "batch=4", "--cache-dir", "warm", "--json")
+    assert res.returncode == 0 and res.stderr == "" and res.stdout.startswith("{")
+
+
+#: What rich draws on a terminal between the spinner's frames: cursor movements, line erasures, carriage returns
+#: (colours, ``ESC[...m``, are taken out first).
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_DRAWN = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+
+
+def test_on_a_terminal_a_spinner_names_the_stage_and_leaves_no_line(mlp):
+    """On a terminal (TTY_COMPATIBLE=1: what rich takes as one), the stage under way is drawn in place with its
+    elapsed time, and erased when the command ends: no 'jaxport:' line stays, stdout is the command's result."""
+    env = {**os.environ, "TTY_COMPATIBLE": "1"}
+    env.pop("JAXPORT_PROGRESS", None)
+    res = subprocess.run([sys.executable, "-c", "from jaxport_cli.main import main; main()", "warmup", "mlp.jaxport",
+                          "--dim", "batch=5,6", "--cache-dir", "spun"], cwd=mlp, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    drawn = [line.strip() for line in _DRAWN.sub("\n", _COLOUR.sub("", res.stderr)).splitlines() if line.strip()]
+    shown = {re.fullmatch(r". (.+) \d+:\d\d:\d\d", line).group(1) for line in drawn}  # type: ignore[union-attr]
+    assert shown == {"loading mlp.jaxport", "compiling predict at batch=5", "compiling predict at batch=6"}, drawn
+    assert res.stderr.endswith("\x1b[?25h\n\x1b[1A\x1b[2K")  # the cursor back, the spinner's line erased
+    assert "jaxport: " not in res.stderr and "Warmed up" in res.stdout
+    env["JAXPORT_PROGRESS"] = "0"
+    res = subprocess.run([sys.executable, "-c", "from jaxport_cli.main import main; main()", "warmup", "mlp.jaxport",
+                          "--dim", "batch=5", "--cache-dir", "spun"], cwd=mlp, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0 and res.stderr == ""

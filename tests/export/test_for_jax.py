@@ -90,8 +90,8 @@ func.func public @main(%arg0: tensor<8x2xf32>) -> tensor<8x8xf32> {
 def test_an_operation_the_target_lacks_is_refused_naming_it_and_the_oldest_jax_with_it():
     from jax.extend.mlir import ir
 
-    from jaxport._jax_internals import make_ir_context, serialize_portable_artifact, serialize_with_sdy
     from jaxport.errors import ExportError
+    from jaxport.jaxprivate.mlir import make_ir_context, serialize_portable_artifact, serialize_with_sdy
 
     with make_ir_context():
         data = serialize_portable_artifact(ir.Module.parse(_ASYNC), "1.22.0", serialize_with_sdy())

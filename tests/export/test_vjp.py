@@ -13,7 +13,7 @@ import pytest
 
 import jaxport
 from jaxport.artifact.container import open_artifact
-from jaxport.verify.runner import verify
+from jaxport.verify.api import verify
 
 MODEL = '''
 import jax.numpy as jnp

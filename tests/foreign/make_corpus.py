@@ -37,7 +37,7 @@ def _jax_modules() -> None:
     from jax import export
     from jax.extend.mlir.dialects import stablehlo
 
-    from jaxport._jax_internals import serialize_portable_artifact
+    from jaxport.jaxprivate.mlir import serialize_portable_artifact
     from jaxport.program.module_scan import strip_locations
 
     def mlp(x, w, b):

@@ -8,15 +8,15 @@ import jax
 import pytest
 
 import jaxport
-from jaxport._jax_internals import (
+from jaxport.artifact.container import open_artifact
+from jaxport.jaxprivate.exported import export_allowing_every_custom_call
+from jaxport.jaxprivate.stable import (
     REVIEWED_JAX_VERSION,
     REVIEWED_STABLE_TARGETS,
     STABLE_TARGETS_ADDED_IN,
-    export_allowing_every_custom_call,
     guaranteed_stable_custom_calls,
     reviewed_stable_targets,
 )
-from jaxport.artifact.container import open_artifact
 from jaxport.program.checks import check_custom_calls, unstable_targets
 from jaxport.program.module_scan import CustomCall, ModuleScan
 from tests.support import EXAMPLES
@@ -31,18 +31,21 @@ def test_allowlist_matches_the_reviewed_copy():
         f"jax {jax.__version__} changed the custom-call targets it guarantees stable (reviewed for "
         f"{REVIEWED_JAX_VERSION}, with the targets STABLE_TARGETS_ADDED_IN later releases): added {added}, removed "
         f"{removed}. Review the change in JAX's export code, then update REVIEWED_STABLE_TARGETS (or "
-        f"STABLE_TARGETS_ADDED_IN) in jaxport/_jax_internals.py.")
+        f"STABLE_TARGETS_ADDED_IN) in jaxport/jaxprivate/stable.py.")
 
 
 def test_reviewed_set_per_supported_release():
     """The per-release delta, as read from each supported release's jax/_src/export/_export.py: jax 0.9.1 and 0.9.2
-    lack hipsolver_gesdd_ffi, which 0.10.0 added."""
-    assert STABLE_TARGETS_ADDED_IN == {"0.10.0": {"hipsolver_gesdd_ffi"}}
-    assert "hipsolver_gesdd_ffi" in REVIEWED_STABLE_TARGETS
+    lack hipsolver_gesdd_ffi, which 0.10.0 added; releases before 0.12.1 lack lgamma's and digamma's kernels."""
+    gamma = {"cpu_digamma_ffi", "cpu_lgamma_ffi", "cu_digamma_ffi", "cu_lgamma_ffi", "hip_digamma_ffi",
+             "hip_lgamma_ffi"}
+    assert STABLE_TARGETS_ADDED_IN == {"0.10.0": {"hipsolver_gesdd_ffi"}, "0.12.1": gamma}
+    assert "hipsolver_gesdd_ffi" in REVIEWED_STABLE_TARGETS and gamma <= REVIEWED_STABLE_TARGETS
     for version in ("0.9.1", "0.9.2"):
-        assert reviewed_stable_targets(version) == REVIEWED_STABLE_TARGETS - {"hipsolver_gesdd_ffi"}
-    for version in ("0.10.0", "0.10.1", REVIEWED_JAX_VERSION, "0.10.2+cuda12"):
-        assert reviewed_stable_targets(version) == REVIEWED_STABLE_TARGETS
+        assert reviewed_stable_targets(version) == REVIEWED_STABLE_TARGETS - {"hipsolver_gesdd_ffi"} - gamma
+    for version in ("0.10.0", "0.10.1", "0.10.2+cuda12", "0.12.0.1"):
+        assert reviewed_stable_targets(version) == REVIEWED_STABLE_TARGETS - gamma
+    assert reviewed_stable_targets(REVIEWED_JAX_VERSION) == REVIEWED_STABLE_TARGETS == reviewed_stable_targets("0.12.1")
 
 
 
@@ -136,7 +139,7 @@ def test_the_installed_jaxlibs_host_callbacks_are_refused():
     floor holds the ones this JAX registers on the CPU."""
     import jax  # noqa: F401 - the registry is read from an imported JAX
 
-    from jaxport._jax_internals import registered_host_callbacks
+    from jaxport.jaxprivate.stable import registered_host_callbacks
     from jaxport.program.checks import HOST_CALLBACK_TARGETS, host_callback_targets, refused_target
 
     installed = registered_host_callbacks()

@@ -122,10 +122,10 @@ def test_without_settings_nothing_is_probed(monkeypatch):
     assert startup.settings_refusal({"XLA_FLAGS": "", "TPU_WORKER_ID": "0", "JAX_PLATFORMS": "cpu"}) is None
 
 
+@pytest.mark.libtpu
 def test_libtpu_flags_it_refuses_are_one_line_where_jax_would_start_it(work):
     """Where libtpu is installed, JAX starts its plugin whenever it starts (a TPU or not), and libtpu ends the
     process on a flag it does not know ('ERROR: Unknown command line flag', exit 1)."""
-    pytest.importorskip("libtpu")
     env = {"LIBTPU_INIT_ARGS": "--bogus_flag", "JAX_PLATFORMS": ""}
     p = _run(work, "call", "a.jaxport", "--inputs", "x.npy", "--no-cache", **env)
     assert (p.returncode, p.stderr) == (10, (
@@ -147,3 +147,55 @@ def test_libtpu_refusals_name_the_variable_they_quote():
     tpu = {"LIBTPU_INIT_ARGS": "--a=1 --bogus_flag", "TPU_TOPOLOGY": "2x2"}
     assert startup._culprits(tpu, startup._reason("ERROR: Unknown command line flag 'bogus_flag'\n")) == [
         "LIBTPU_INIT_ARGS"]
+
+
+#: A script that uses JAX the way a user's does, with jaxport imported (first, or after JAX).
+USES_JAX = {"jaxport first": "import jaxport\nimport jax\nprint(jax.numpy.ones(3).sum(), jax.devices()[0].platform)\n",
+            "jax first": "import jax\nimport jaxport\nprint(jax.numpy.ones(3).sum(), jax.devices()[0].platform)\n",
+            "jax alone": "import jax\nprint(jax.numpy.ones(3).sum(), jax.devices()[0].platform)\n"}
+
+
+def _python(code: str, **settings: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh Python, without libtpu's variables that this test process set (tests/conftest.py)."""
+    from jaxport._machine import QUIET_LIBTPU
+
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_LIBTPU and k not in ("JAX_PLATFORMS", *SETTINGS)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **settings},
+                          timeout=300)
+
+
+@pytest.mark.libtpu
+@pytest.mark.parametrize("order", ["jaxport first", "jax first"])
+def test_a_python_script_that_imports_jaxport_starts_jax_without_libtpus_lines(order):
+    """Issue 57: the command line kept libtpu's start-up lines off stderr, the Python API did not; now importing
+    jaxport does it too, whether JAX was imported before (its backends start at first use). The same script
+    without jaxport prints them: this is what is kept out."""
+    from jaxport.run.compile.targets import has_tpu_chip
+
+    if has_tpu_chip():
+        pytest.skip("a TPU is attached: libtpu starts it and has nothing to warn about")
+    p = _python(USES_JAX[order])
+    assert (p.returncode, p.stdout, p.stderr) == (0, "3.0 cpu\n", "")
+    bare = _python(USES_JAX["jax alone"])
+    assert bare.returncode == 0 and "TPU_ACCELERATOR_TYPE" in bare.stderr, bare.stderr
+
+
+@pytest.mark.libtpu
+def test_importing_jaxport_keeps_the_users_own_libtpu_settings():
+    """A user's TPU_ACCELERATOR_TYPE (or TPU_WORKER_HOSTNAMES) means they configured libtpu: jaxport sets nothing."""
+    show = "import os, jaxport; print([os.environ.get(k) for k in ('TPU_ACCELERATOR_TYPE', 'TPU_SKIP_MDS_QUERY')])"
+    assert _python(show, TPU_ACCELERATOR_TYPE="v4-8").stdout == "['v4-8', None]\n"
+    assert _python(show, TPU_WORKER_HOSTNAMES="h1").stdout == "[None, None]\n"
+    assert _python(show).stdout == "['v5litepod-1', '1']\n"
+
+
+def test_without_libtpu_importing_jaxport_sets_nothing():
+    """Where libtpu is not installed, importing jaxport looks it up and changes nothing (nor imports _machine)."""
+    hide = ("import importlib.util, os, sys\n"
+            "find = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'libtpu' else find(name, *a)\n"
+            "import jaxport\n"
+            "print('jaxport._machine' in sys.modules)\n"
+            "from jaxport._machine import QUIET_LIBTPU\n"
+            "print([k for k in QUIET_LIBTPU if k in os.environ])\n")
+    assert _python(hide).stdout == "False\n[]\n"

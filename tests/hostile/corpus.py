@@ -1059,7 +1059,14 @@ def build(workdir: Path, trust: bool = True) -> tuple[Base, list[Case]]:
                   shapes_and_dtypes(b), weights_layout(b), member_names(b), trailing_and_polyglots(b),
                   payloads(b), bit_flips(b), overwrites(b), npy_inputs(), npz_inputs(), specs(), binds()]
     if trust:
-        from . import boundary_classes, import_classes, runtime_classes, signature_classes, spec_classes
+        from . import (
+            boundary_classes,
+            cache_classes,
+            import_classes,
+            runtime_classes,
+            signature_classes,
+            spec_classes,
+        )
         from . import trust as trust_classes
 
         generators.append(trust_classes.cases(b))
@@ -1069,6 +1076,7 @@ def build(workdir: Path, trust: bool = True) -> tuple[Base, list[Case]]:
         generators.append(import_classes.cases(b))
         generators.append(spec_classes.cases(b))  # issue 36 item 4: like values, ranges, bind sources
         generators.append(boundary_classes.cases(b))  # issue 46: outputs that are inputs, values nested too deep
+        generators.append(cache_classes.cases(b))  # issue 54: a cache directory an attacker wrote, signed artifact
     cases: list[Case] = []
     seen: set[str] = set()
     for gen in generators:

@@ -389,7 +389,7 @@ def api_types(scratch: Path) -> list[Row]:
     import inspect
 
     import jaxport
-    from jaxport._api_types import _checker, _with_options
+    from jaxport._api_types import _checker
 
     scratch.mkdir(parents=True, exist_ok=True)
     cwd = os.getcwd()
@@ -402,9 +402,7 @@ def api_types(scratch: Path) -> list[Row]:
             if not inspect.isfunction(fn):
                 continue
             row = Row("api-types", name)
-            sig = inspect.signature(fn)
-            if name in jaxport._OPTIONS:  # ``**options``: the request's fields, as the facade checks them
-                sig = _with_options(sig, getattr(jaxport, jaxport._OPTIONS[name]))
+            sig = inspect.signature(fn)  # every option a parameter of its own (the facade lists them)
             base: dict[str, Any] = {}
             for p in sig.parameters.values():
                 if p.default is inspect.Parameter.empty:

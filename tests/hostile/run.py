@@ -155,6 +155,13 @@ def _setup_step(step: tuple, base: Base, work: Path) -> None:
         os.link(work / step[2], name)
     elif op == "chardev":  # ("chardev", dst, "null" | "zero" | "urandom")
         _make_chardev(name, step[2])
+    elif op == "rm":  # ("rm", dst): a file an earlier step made, removed
+        name.unlink()
+    elif op == "sparse":  # ("sparse", dst, bytes that claim a size): written, then extended to the claim with a hole
+        name.write_bytes(step[2])
+        with open(name, "r+b") as f:
+            n = int.from_bytes(step[2][21:29], "little")
+            f.truncate(len(step[2]) + json.loads(step[2][29:29 + n])["size"])
     else:
         raise ValueError(f"unknown setup step {op!r}")
 
@@ -223,7 +230,7 @@ def _changes(before: dict[str, tuple], after: dict[str, tuple], allowed: set[str
     created, changed = [], []
     for name, entry in after.items():
         rel = name.removeprefix("work/") if name.startswith("work/") else f"../{name}"
-        if rel in allowed:
+        if rel in allowed or any(a.endswith("/") and rel.startswith(a) for a in allowed):  # "C/": what C holds
             continue
         if name not in before:
             created.append(rel + ("/" if entry[0] == "directory" else ""))
@@ -233,7 +240,7 @@ def _changes(before: dict[str, tuple], after: dict[str, tuple], allowed: set[str
     for name in before:
         if name not in after:
             rel = name.removeprefix("work/") if name.startswith("work/") else f"../{name}"
-            if rel not in allowed:
+            if rel not in allowed and not any(a.endswith("/") and rel.startswith(a) for a in allowed):
                 changed.append(f"{rel} removed")
     return created, changed
 

@@ -104,7 +104,7 @@ _DEEP = textwrap.dedent('''
     from pathlib import Path
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
-    from jaxport._jax_internals import deserialize_portable_artifact, serialize_portable_artifact
+    from jaxport.jaxprivate.mlir import deserialize_portable_artifact, serialize_portable_artifact
 
     src, version, sdy, out = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", Path(sys.argv[4])
     jobs = json.loads(sys.argv[5])
@@ -186,7 +186,7 @@ def _module_text(b: Base, mod: bytes) -> str:
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
-    from jaxport._jax_internals import deserialize_portable_artifact
+    from jaxport.jaxprivate.mlir import deserialize_portable_artifact
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
@@ -198,7 +198,7 @@ def _serialize_text(text: str, version: str) -> bytes:
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
-    from jaxport._jax_internals import deserialize_portable_artifact, serialize_portable_artifact, serialize_with_sdy
+    from jaxport.jaxprivate.mlir import deserialize_portable_artifact, serialize_portable_artifact, serialize_with_sdy
 
     ctx = ir.Context()
     stablehlo.register_dialect(ctx)
@@ -229,7 +229,7 @@ def deep_modules(b: Base) -> dict[str, tuple[bytes, bytes]]:
 
     import jax
 
-    from jaxport._jax_internals import serialize_with_sdy
+    from jaxport.jaxprivate.mlir import serialize_with_sdy
     from jaxport.program.module_scan import stablehlo_version
 
     mod = b.exported.mlir_module_serialized

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport import _jax_internals
 from jaxport.errors import InputError, IntegrityError
+from jaxport.jaxprivate import mlir as private_mlir
+from jaxport.jaxprivate import runtime as private_runtime
 from jaxport.program import checks
 from tests.support import EXAMPLES
 
@@ -69,7 +70,7 @@ def test_a_program_that_calls_lapack_still_starts_it(make_artifact, tmp_path):
         "jaxport: 1\ndims:\n  n: {min: 1, max: 8}\nargs:\n  - 'f32[n, n]'\n  - 'f32[n]'\n")
     with jaxport.open_artifact(artifact) as art:
         targets = {c["target"] for c in art.manifest["functions"]["f"]["custom_calls"]}
-    assert targets & _jax_internals.lapack_targets(), targets  # the program does call LAPACK
+    assert targets & private_runtime.lapack_targets(), targets  # the program does call LAPACK
     a = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]], np.float32)
     b = np.array([1.0, 2.0, 3.0], np.float32)
     got = _call_fresh(artifact, tmp_path, a, b)
@@ -86,10 +87,10 @@ def test_the_mlir_bindings_are_those_jax_extend_exports():
     from jax.extend.mlir import ir
     from jax.extend.mlir.dialects import stablehlo
 
-    assert _jax_internals.mlir_ir().Context is ir.Context
-    assert _jax_internals.mlir_ir().Module is ir.Module
-    assert _jax_internals.stablehlo_dialect().register_dialect is stablehlo.register_dialect
-    helpers = _jax_internals._jaxlib_mlir()
+    assert private_mlir.mlir_ir().Context is ir.Context
+    assert private_mlir.mlir_ir().Module is ir.Module
+    assert private_mlir.stablehlo_dialect().register_dialect is stablehlo.register_dialect
+    helpers = private_mlir._jaxlib_mlir()
     assert helpers.deserialize_portable_artifact is jmlir.deserialize_portable_artifact
     assert helpers.serialize_portable_artifact is jmlir.serialize_portable_artifact
 
@@ -116,14 +117,14 @@ def test_the_lapack_gate_only_acts_inside_its_block(depth, monkeypatch):
     calls = []
     monkeypatch.setattr(linalg, "initialize_lapack", lambda: calls.append(1))
     if depth:
-        with _jax_internals.lapack_left_alone():
+        with private_runtime.lapack_left_alone():
             linalg.initialize_lapack()
     assert calls == []
     if depth:
         linalg.initialize_lapack()  # the gate stays installed, and passes through outside the block
         assert calls == [1]
     else:
-        with _jax_internals.lapack_left_alone():
+        with private_runtime.lapack_left_alone():
             pass
         linalg.initialize_lapack()
         assert calls == [1]

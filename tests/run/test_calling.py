@@ -80,7 +80,8 @@ def test_request_holds_how_to_load_as_one_record():
 
     r = CallRequest("mlp.jaxport", random=True, function="predict", runtime="iree", cache=False)
     assert r.load == LoadOptions(function="predict", runtime="iree", cache=False)
-    assert (r.function, r.runtime, r.cache) == ("predict", "iree", False)  # the record's fields, read through
+    assert (r.load.function, r.load.runtime, r.load.cache) == ("predict", "iree", False)
+    assert not hasattr(r, "runtime")  # the record is read whole
     given = CallRequest("mlp.jaxport", random=True, load=LoadOptions(verify_weights=False), cache=False)
     assert given.load == LoadOptions(verify_weights=False, cache=False)  # keywords replace the given record's
 
@@ -105,7 +106,7 @@ def test_a_compiled_module_refuses_what_it_does_not_take(options, flag, tmp_path
 
 def test_request_is_frozen_and_takes_one_file_as_inputs():
     r = CallRequest("mlp.jaxport", inputs="x.npy", allow_custom_calls="my_kernel")
-    assert r.inputs == ("x.npy",) and r.allow_custom_calls == ("my_kernel",)
+    assert r.inputs == ("x.npy",) and r.load.allow_custom_calls == ("my_kernel",)
     with pytest.raises(AttributeError):
         r.seed = 3  # type: ignore[misc]
     given = {"batch": 2}
@@ -256,7 +257,8 @@ def test_wrong_inputs_are_refused_without_importing_jax(mlp, pair, tmp_path):
         (mlp, {"inputs": [str(tmp_path / "f64.npy")]},
          f"input 'x' has dtype float64, but the artifact expects float32. Convert it into a new file with: python -c "
          f"\"import numpy as np; np.save('{tmp_path / 'f64.float32.npy'}', np.load('{tmp_path / 'f64.npy'}')"
-         f".astype(np.float32))\" and give {tmp_path / 'f64.float32.npy'}."),
+         f".astype(np.float32))\" and give {tmp_path / 'f64.float32.npy'}. Or let 'jaxport call --cast' convert it "
+         f"on reading: it does when every value is kept as float32."),
         (mlp, {"inputs": [str(tmp_path / "many.npy")]},
          "input 'x': shape[0] = 4097, but dimension 'batch' must satisfy 1 <= batch <= 4096 (spec bound)."),
         (pair, {"inputs": [str(tmp_path / "pair.npz")]},
@@ -291,3 +293,37 @@ def test_the_command_refuses_a_wrong_shape_before_importing_jax(mlp, tmp_path):
     assert res.stderr == "error[input]: input 'x': shape[1] = 783, but the artifact expects 784 (f32[batch, 784]).\n"
     assert res.stdout == ""
     assert record.read_text() == "False"
+
+
+@pytest.mark.parametrize("at", ["checked", "loading"])
+def test_a_call_runs_the_artifact_it_opened_whatever_replaces_its_path(tmp_path, run_cli, monkeypatch, at):
+    """Issue 54, item 5 (a regression of round 5): ``a.jaxport`` renamed over by another artifact after the call
+    opened it (once its manifest checks passed, or as it starts loading) still runs what was opened."""
+    from jaxport.run import load as run_load
+    from jaxport.run.calls import calling
+
+    (tmp_path / "model.py").write_text("def good(x):\n    return x * 2\n\n\ndef evil(x):\n    return x * 3\n")
+    (tmp_path / "spec.yaml").write_text('jaxport: 1\ndims: {n: {min: 1, max: 8}}\nargs:\n  - "f32[n]"\n')
+    for name in ("good", "evil"):
+        jaxport.export(f"{tmp_path}/model.py:{name}", tmp_path / "spec.yaml", output=tmp_path / f"{name}.jaxport",
+                       name="f")
+    np.save(tmp_path / "x.npy", np.arange(1, 4, dtype=np.float32))
+    swapped = []
+
+    def swap(original):
+        def wrapper(*args, **kwargs):
+            if not swapped:
+                (tmp_path / "evil.jaxport").replace(tmp_path / "good.jaxport")
+                swapped.append(True)
+            return original(*args, **kwargs)
+        return wrapper
+
+    if at == "checked":
+        monkeypatch.setattr(calling, "_checks", swap(calling._checks))
+    else:
+        monkeypatch.setattr(run_load, "runnable_program", swap(run_load.runnable_program))
+    res = run_cli("call", tmp_path / "good.jaxport", "--inputs", tmp_path / "x.npy", "-o", tmp_path / "y.npy",
+                  "--no-cache")
+    assert res.exit_code == 0, res.stderr
+    assert swapped
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.arange(1, 4, dtype=np.float32) * 2)

@@ -45,7 +45,7 @@ def test_without_the_contract_a_range_only_shapes_random_inputs(embed):
     assert out[0].tolist() == [4, 5, 6, 7] and np.isnan(out[1]).all()  # id 50 runs: NaN, and no error
 
 
-def test_load_with_check_ranges_refuses_the_input_the_index_and_the_value(embed):
+def test_a_load_that_checks_ranges_refuses_the_input_the_index_and_the_value(embed):
     loaded = jaxport.load(embed, check_ranges=True)
     np.testing.assert_array_equal(np.asarray(loaded(np.array([1, 9], np.int32), np.float32(1))),
                                   np.arange(40, dtype=np.float32).reshape(10, 4)[[1, 9]])
@@ -162,11 +162,44 @@ def test_weak_inputs_in_python_and_serving(stateful):
 
 
 def test_a_range_taken_from_a_like_example_is_no_contract(stateful):
-    """A like: value's leaves get a range around the example's values, to draw random inputs near it: a resumed
-    state (step 7, the example's is 0) is a call that range does not refuse, even with check_ranges."""
+    """A like: value's leaves get a range around the example's values, to draw random inputs near it (a scalar:
+    the example's value alone, the range [LO, HI) that holds no other float32): a resumed state (step 7, the
+    example's is 0) is a call that range does not refuse, even with check_ranges."""
     f = jaxport.load(stateful).function_record
-    assert [(i.name, i.range, i.range_example) for i in f.inputs[:2]] == [
-        ("state/lr", (0.4, 0.6), True), ("state/step", (0, 1), True)]
+    assert [(i.name, i.range, i.range_example) for i in f.inputs[:3]] == [
+        ("state/lr", (0.5, 0.50000005), True), ("state/step", (0, 1), True), ("state/w", (0.9, 1.1), True)]
     loaded = jaxport.load(stateful, check_ranges=True)
     out = loaded({"w": np.ones(3, np.float32), "step": 7, "lr": 0.5}, np.ones(3, np.float32))
     assert int(out["step"]) == 8
+
+
+@pytest.mark.parametrize(("value", "dtype", "expected", "shown"), [
+    (0.999, "float32", (0.999, 0.99900007), "0.999 (example)"),  # Adam's b2: never drawn past 1
+    (1e-2, "float32", (0.009999999, 0.01), "0.01 (example)"),  # a learning rate
+    (0.0, "float32", (0.0, 1e-45), "0 (example)"),  # eps_root
+    (0.9, "bfloat16", (0.898, 0.9), "0.9 (example)"),
+    (3, "int32", (3, 4), "3 (example)"),
+    (np.array([0.2, 0.9]), "float32", (0.13, 0.97), "[0.13, 0.97) (example)"),  # probabilities stay below 1
+    (np.array([0.5, 0.99]), "float32", (0.451, 1.0), "[0.451, 1) (example)"),
+    (np.full(4, 1e-8), "float32", (9e-09, 1.1e-08), "[9e-09, 1.1e-08) (example)"),  # a tenth of its magnitude
+    (np.zeros(4), "float32", (0.0, 0.1), "[0, 0.1) (example)"),  # Adam's moments at init
+    (np.array([-2.0, 3.0]), "float32", (-2.5, 3.5), "[-2.5, 3.5) (example)"),
+])
+def test_an_example_range_keeps_a_scalar_and_the_values_domain(value, dtype, expected, shown):
+    """What verify and call --random draw for a like: leaf: a scalar (a hyperparameter, a distribution's parameter)
+    exactly its example's value, an array around its values, never below 0 when none is and never to 1 when each lies
+    in [0, 1); inspect shows the range, a scalar's as its value."""
+    from jaxport.artifact.model import Input
+    from jaxport.artifact.summary import range_text
+    from jaxport.export.like import example_range
+    from jaxport.run.values.ranges import check_range, draw
+
+    got = example_range(value, dtype)
+    assert got == expected
+    leaf = Input("leaf", (64,), dtype, range=got, range_example=True)
+    assert range_text(leaf) == shown
+    drawn = draw(np.random.default_rng(0), leaf, (64,), check_range(leaf, got, "test"))
+    if np.ndim(value) == 0:  # the example's own value, rounded to the dtype, every time
+        assert (drawn == np.asarray(value).astype(drawn.dtype)).all()
+    else:
+        assert ((drawn >= got[0]) & (drawn < got[1])).all()

@@ -424,7 +424,8 @@ def test_dtype_hint_names_the_file_to_convert():
     with pytest.raises(InputError, match=re.escape(
             "input 'x' has dtype float64, but the artifact expects float32. Convert it into a new file with: python -c "
             "\"import numpy as np; np.save('data/x.float32.npy', np.load('data/x.npy').astype(np.float32))\" and give "
-            "data/x.float32.npy.")):
+            "data/x.float32.npy. Or let 'jaxport call --cast' convert it on reading: it does when every value is kept "
+            "as float32.")):
         contract.check(SIMPLE, infos)
 
 

@@ -24,8 +24,6 @@ from jaxport.run.cache import compilation_cache
 from tests.support import EXAMPLES, REPO
 
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
-HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
-needs_libtpu = pytest.mark.skipif(not HAS_LIBTPU, reason="libtpu is not installed (pip install 'jaxport[tpu]')")
 
 
 def _run(*args, cwd=None):
@@ -59,7 +57,10 @@ def test_cpu_executables_built_in_another_process_run_with_no_compile(mlp, tmp_p
     report = json.loads(done.stdout)["targets"][0]
     assert [b["dims"] for b in report["buckets"]] == [{"batch": 3}, {"batch": 8}]
     assert all(b["ok"] and b["executable"].startswith("jaxport-executable-") for b in report["buckets"])
-    assert sorted(p.name for p in cache.iterdir()) == sorted(b["executable"] for b in report["buckets"])
+    # the executables, and the program check's verdict beside them (what a vouch for the cache covers too)
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith("jaxport-verdict-")) == \
+        sorted(b["executable"] for b in report["buckets"])
+    assert len(list(cache.glob("jaxport-verdict-*.json"))) == 1
     x = np.random.default_rng(0).standard_normal((8, 784)).astype(np.float32)
     model = _module("mlp/model.py")
     expected = np.asarray(jax.jit(model.apply)(model.PARAMS, x))
@@ -243,7 +244,9 @@ def test_unknown_target_is_a_usage_error_naming_the_closest(mlp, run_cli):
     r = run_cli("warmup", mlp, "--target", "tpu-v5", "--dim", "batch=8")
     assert r.exit_code == 2
     assert r.stderr == ("error[usage]: --target tpu-v5: unknown target. Did you mean 'tpu-v5e'? Targets: cpu, tpu-v5e, "
-                        "tpu-v5e-4, tpu-v5e-8, tpu-v6e, tpu-v6e-4, tpu-v6e-8, tpu-v5p-8, tpu-v4-8.\n")
+                        "tpu-v5e-4, tpu-v5e-8, tpu-v6e, tpu-v6e-4, tpu-v6e-8, tpu-v5p-8, tpu-v4-8, cuda-h200, "
+                        "cuda-h200-8, cuda-h100, cuda-h100-8, cuda-a100, cuda-a100-8; or cuda-FILE, a GPU's target "
+                        "config (.json, .txtpb, .pbtxt, .textproto).\n")
 
 
 def test_the_policy_language_and_the_targets_agree():
@@ -300,7 +303,8 @@ def test_check_gates_compiles_on_from_a_policy(mlp, tmp_path, run_cli):
     assert r.exit_code == 2
     assert r.stderr == (f"error[policy-file]: {policy}:2: compiles_on: unknown target 'tpu-v9'. Did you mean "
                         f"'tpu-v6e'? Targets: cpu, tpu-v5e, tpu-v5e-4, tpu-v5e-8, tpu-v6e, tpu-v6e-4, tpu-v6e-8, "
-                        f"tpu-v5p-8, tpu-v4-8.\n")
+                        f"tpu-v5p-8, tpu-v4-8, cuda-h200, cuda-h200-8, cuda-h100, cuda-h100-8, cuda-a100, "
+                        f"cuda-a100-8; or cuda-FILE, a GPU's target config (.json, .txtpb, .pbtxt, .textproto).\n")
 
 
 def test_xla_messages_are_kept_whole_on_one_line():
@@ -317,7 +321,7 @@ def test_xla_messages_are_kept_whole_on_one_line():
 # --- for a TPU, on this CPU-only machine (libtpu) -------------------------------------------------------------------
 
 
-@needs_libtpu
+@pytest.mark.libtpu
 def test_examples_and_pallas_kernels_compile_for_a_tpu_here(mlp, tmp_path, run_cli):
     cache = tmp_path / "cache"
     shutil.copy(EXAMPLES / "pallas/model.py", tmp_path / "model.py")
@@ -341,7 +345,7 @@ def test_examples_and_pallas_kernels_compile_for_a_tpu_here(mlp, tmp_path, run_c
     assert {h["target"] for h in headers} == {"tpu-v5e"}
 
 
-@needs_libtpu
+@pytest.mark.libtpu
 def test_a_kernel_over_the_scoped_vmem_is_refused_with_the_sizes_and_gated(tmp_path, run_cli):
     vmem = tmp_path / "vmem.jaxport"
     jaxport.export(str(EXAMPLES / "pallas/vmem.py:double"), str(EXAMPLES / "pallas/spec-vmem.yaml"), output=vmem)
@@ -364,7 +368,7 @@ def test_a_kernel_over_the_scoped_vmem_is_refused_with_the_sizes_and_gated(tmp_p
     assert run_cli("check", vmem, "--policy", policy).exit_code == 14
 
 
-@needs_libtpu
+@pytest.mark.libtpu
 def test_a_program_over_the_chips_memory_is_refused_with_xlas_sizes(tmp_path, run_cli):
     (tmp_path / "model.py").write_text("def f(x):\n    return x * 2\n")
     (tmp_path / "spec.yaml").write_text('jaxport: 1\nargs:\n  - "f32[65536, 32768]"\nplatforms: [tpu]\n')

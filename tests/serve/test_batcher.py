@@ -6,6 +6,7 @@ directly."""
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 
@@ -192,24 +193,43 @@ def test_close_lets_queued_requests_finish(batched, direct):
         batcher.submit(batched.admit({"x": xs[1]}))
 
 
-def test_merged_calls_never_wait_for_a_compile_and_what_they_need_compiles_meanwhile(mlp, direct):
+def test_merged_calls_never_wait_for_a_compile_and_what_they_need_compiles_meanwhile(mlp, direct, monkeypatch):
     """Only buckets 1, 2 and 4096 are compiled: ten one-row requests queued behind a running call merge two at a
-    time (never into 4096 rows, never waiting for a compile) while the bucket of all ten (16) compiles on the
-    compile thread; the next ten merge into one call on it."""
+    time (never into 4096 rows, never waiting for a compile) while the buckets of what was queued at each merge
+    compile on the compile thread; the next ten merge into one call on the bucket of ten (16).
+
+    What the test must not leave to timing is held in place: the long call starts only once the ten are queued (so
+    the first merge sees all ten, however slowly this thread submits), and the compile thread waits until the first
+    round is answered (``COMPILING``, the lock every compile takes: so a compile that finishes early, as on a loaded
+    machine, cannot hand a merge a larger bucket)."""
+    from jaxport.serve.compiled import COMPILING
+
     b = Batched(jaxport.load(mlp), {"batch": [1, 2, 4, 8, 16, 4096]})
     b.warmup(buckets=[{"batch": 1}, {"batch": 2}, {"batch": 4096}])
+    queued = threading.Event()
+    run = b.run
+
+    def held_until_queued(requests):
+        if requests[0].rows == 4096:  # the long call: the ten wait behind it, all of them
+            assert queued.wait(60)
+        return run(requests)
+
+    monkeypatch.setattr(b, "run", held_until_queued)
     batcher = Batcher(b, merge=True, window_ms=2)
     try:
         for round_ in range(2):
+            queued.clear()
             if round_:
-                deadline = time.monotonic() + 120  # the bucket of ten rows, compiled meanwhile
-                while not b.compiled.has((16,)) and time.monotonic() < deadline:
+                deadline = time.monotonic() + 120  # the buckets asked for meanwhile: 16, 8 and 4
+                while not all(b.compiled.has((n,)) for n in (16, 8, 4)) and time.monotonic() < deadline:
                     time.sleep(0.05)
             big = _x(4096, 1)  # one long call occupies the worker while the others queue
             small = [_x(1, 40 + i) for i in range(10)]
-            futures = [batcher.submit(b.admit({"x": big}))] + [batcher.submit(b.admit({"x": x})) for x in small]
-            for x, f in zip([big, *small], futures):
-                _expect(direct, x, f.result(timeout=120))
+            with COMPILING if not round_ else contextlib.nullcontext():
+                futures = [batcher.submit(b.admit({"x": big}))] + [batcher.submit(b.admit({"x": x})) for x in small]
+                queued.set()
+                for x, f in zip([big, *small], futures):
+                    _expect(direct, x, f.result(timeout=120))
             if not round_:
                 assert b.stats["batch=2"].calls == 5 and b.stats["batch=4096"].calls == 1, b.stats
         assert batcher.waits.per_call == {1: 2, 2: 5, 10: 1}, batcher.waits.per_call
@@ -217,4 +237,69 @@ def test_merged_calls_never_wait_for_a_compile_and_what_they_need_compiles_meanw
         assert b.stats["batch=16"].calls == 1 and b.compiled.counts["request"] == 3
         assert sorted(k["batch"] for k in b.compiled.held) == [1, 2, 4, 8, 16, 4096]
     finally:
+        batcher.close()
+
+
+@pytest.mark.parametrize(("window", "shown"), [(float("inf"), "inf"), (float("nan"), "nan"), (1e300, "1e+300"),
+                                               (-1.0, "-1.0"), (60_001, "60001")])
+def test_a_window_that_is_no_number_in_its_range_is_refused(batched, window, shown):
+    """The window is a finite number of milliseconds, 0 to a minute, as on the command line, refused before the
+    worker starts (issue 54: a window of inf killed the batching thread and every request hung; NaN turned batching
+    off)."""
+    from jaxport.errors import UsageError
+
+    with pytest.raises(UsageError, match=re.escape(f"window_ms={shown}: give a number from 0 to 60000.")):
+        Batcher(batched, merge=True, window_ms=window)
+
+
+def test_a_failed_dispatch_answers_what_it_held_and_the_worker_goes_on(batched, direct, monkeypatch):
+    """A failure of the worker's own dispatch (here: choosing what merges) answers the request it held with that
+    failure, says so once, and the worker takes the next request: none is left waiting."""
+    merge_rows, failures, lines = batched.merge_rows, [RuntimeError("boom")], []
+
+    def failing_once(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return merge_rows(*args, **kwargs)
+
+    monkeypatch.setattr(batched, "merge_rows", failing_once)
+    batcher = Batcher(batched, merge=True, window_ms=2, on_failure=lines.append)
+    try:
+        with pytest.raises(RuntimeError) as failed:
+            batcher.submit(batched.admit({"x": _x(1, 70)})).result(timeout=60)
+        assert str(failed.value) == ("the batching worker of jaxport failed (RuntimeError: boom) before this request "
+                                     "was answered; it goes on with the next requests: send this one again.")
+        assert lines == ["the batching worker of jaxport failed (RuntimeError: boom); the 1 request it held was "
+                         "answered with that error, and it goes on with the next ones"]
+        x = _x(3, 71)
+        _expect(direct, x, batcher.submit(batched.admit({"x": x})).result(timeout=60))
+        assert batcher.unanswered() == 0
+    finally:
+        batcher.close()
+
+
+def test_unanswered_counts_the_requests_held_without_an_answer(batched, direct, monkeypatch):
+    """While a call runs: it and what waits behind it, a request its transport gave up on (cancelled) included,
+    until the worker has answered or dropped each; what a server that stops says of the requests in flight."""
+    release, run = threading.Event(), batched.run
+
+    def held(requests):
+        assert release.wait(60)
+        return run(requests)
+
+    monkeypatch.setattr(batched, "run", held)
+    batcher = Batcher(batched, merge=False)
+    try:
+        first = batcher.submit(batched.admit({"x": _x(1, 80)}))
+        second = batcher.submit(batched.admit({"x": _x(1, 81)}))
+        assert second.cancel()  # queued behind the held call: the transport gave up on it
+        assert batcher.unanswered() == 2
+        release.set()
+        first.result(timeout=60)
+        deadline = time.monotonic() + 60
+        while batcher.unanswered() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batcher.unanswered() == 0
+    finally:
+        release.set()
         batcher.close()

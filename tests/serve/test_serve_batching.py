@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxport
-from jaxport.serve.batching import Batched, plan_buckets
+from jaxport.serve.batching import Batched, plan_served
 from tests.support import EXAMPLES
 
 
@@ -28,16 +28,16 @@ def test_buckets_come_from_the_bounds_or_the_given_sizes(mlp):
     f = jaxport.load(mlp).function_record
     # powers of two with three sizes between each: 1, 2, ..., 8, 10, 12, 14, 16, 20, ..., 3584, 4096
     expected = sorted({(1 << k) * (4 + j) // 4 for k in range(13) for j in range(4)} - {4480, 5120, 6144, 7168})
-    assert plan_buckets(f).buckets == [{"batch": b} for b in expected]
+    assert plan_served(f).buckets == [{"batch": b} for b in expected]
     assert len(expected) == 44 and expected[:12] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16]
-    assert plan_buckets(f).source == "spec bounds"
-    assert plan_buckets(f, {"batch": [32, 1, 8]}).buckets == [{"batch": 1}, {"batch": 8}, {"batch": 32}]
+    assert plan_served(f).source == "spec bounds"
+    assert plan_served(f, {"batch": [32, 1, 8]}).buckets == [{"batch": 1}, {"batch": 8}, {"batch": 32}]
     with pytest.raises(jaxport.UsageError, match=re.escape(
             "--dim batch=8,5000: 5000 is outside the spec bound 1 <= batch <= 4096.")):
-        plan_buckets(f, {"batch": [8, 5000]})
+        plan_served(f, {"batch": [8, 5000]})
     with pytest.raises(jaxport.UsageError, match=re.escape(
             "--dim seq: the function has no dimension variable 'seq'; it has batch.")):
-        plan_buckets(f, {"seq": [8]})
+        plan_served(f, {"seq": [8]})
 
 
 def test_pads_splits_and_equals_a_direct_call_without_compiling_after_warmup(mlp):
@@ -105,7 +105,7 @@ def test_strict_refuses_a_size_no_planned_bucket_fits_with_the_reason(make_artif
 
 def test_padding_to_the_default_buckets_wastes_under_a_tenth_of_the_rows_over_sizes_1_to_100(mlp):
     f = jaxport.load(mlp).function_record
-    sizes = [b["batch"] for b in plan_buckets(f).buckets]
+    sizes = [b["batch"] for b in plan_served(f).buckets]
     padded = sum(min(s for s in sizes if s >= n) - n for n in range(1, 101))
     assert padded / sum(range(1, 101)) < 0.09  # powers of two alone: 0.45
 
@@ -226,7 +226,8 @@ def test_an_engine_loads_by_load_options_and_takes_their_fields_by_keyword(mlp, 
     with pytest.raises(UsageError, match=re.escape("runtime 'iree' cannot serve: serving compiles every shape bucket "
                                                    "ahead, which the 'jax' runtime does; load with that one.")):
         Engine(mlp, load=LoadOptions(runtime="iree"))
-    with pytest.raises(TypeError, match=re.escape("Engine() got an unexpected keyword argument 'cache_directory'")):
+    with pytest.raises(TypeError, match=re.escape("Engine.__init__() got an unexpected keyword argument "
+                                                  "'cache_directory'")):
         Engine(mlp, cache_directory=cache)
 
 
@@ -241,7 +242,7 @@ def test_the_default_plan_holds_for_every_variable_of_a_model_with_several(make_
     path = make_artifact(ATTENTION, "jaxport: 1\ndims:\n  batch: {min: 1, max: 64}\n  seq: {min: 1, max: 512}\n"
                                     "args:\n  - \"f32[batch, seq, 2]\"\n")
     f = jaxport.load(path).function_record
-    plan = plan_buckets(f)
+    plan = plan_served(f)
     sizes = {v: sorted({b[v] for b in plan.buckets}) for v in ("batch", "seq")}
     assert sizes["batch"] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64]
     assert sizes["seq"][:13] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20] and sizes["seq"][-2:] == [448, 512]

@@ -170,10 +170,10 @@ OPEN_MODELS = textwrap.dedent("""\
     from jaxport.run.options import LoadOptions
 
     artifact, cache = sys.argv[1:]
-    lines = []
+    lines, stages = [], []
     with jaxport.serve.open_models([f"m@2={artifact}"], dims={"batch": [1, 4]}, load=LoadOptions(cache_dir=cache),
-                                   window_ms=5, on_line=lines.append) as served:
-        print(json.dumps({"described": [m.as_dict() for m in served], "lines": lines,
+                                   window_ms=5, on_line=lines.append, on_stage=stages.append) as served:
+        print(json.dumps({"described": [m.as_dict() for m in served], "lines": lines, "stages": stages,
                           "summaries": [m.summary() for m in served]}))
     for args in (dict(load=LoadOptions(runtime="iree")), dict(load=LoadOptions(cache=False)),
                  dict(dims={"rows": [2]})):
@@ -202,12 +202,47 @@ def test_open_models_is_jaxport_serve_in_python(work):
         "buckets": [{"batch": 1}, {"batch": 4}], "batching": True, "max_batch_rows": 4}
     assert report["lines"] == report["summaries"] and report["lines"][0].startswith(
         f"m version 2 ({artifact}, function f): 2 buckets compiled (batch in 1, 4), batching up to 4 rows, in ")
+    # the start-up's stages, which `jaxport serve` shows on a terminal (issue 57: it was silent until ready)
+    assert report["stages"] == ["importing kserve", "checking the programs",
+                                "loading m version 2 and compiling its warm-up",
+                                "compiling more buckets for up to 0.5 s (--warmup-budget-s)"]
     assert refusals == [
         "runtime 'iree' cannot serve: serving compiles every shape bucket ahead, which the 'jax' runtime does; load "
         "with that one.",
         "a server compiles into JAX's compilation cache and fetches from it: give cache_dir=DIR rather than "
         "cache=False.",
         "--dim rows: the function has no dimension variable 'rows'; it has batch."]
+
+
+def test_on_a_terminal_the_start_up_shows_its_stages_then_the_servers_lines(work):
+    """Issue 57: `jaxport serve` said nothing until its models were warm. On a terminal (TTY_COMPATIBLE=1: what rich
+    takes as one) a spinner names each stage of the start-up, erased before each line the server prints; with --json
+    or on a pipe, nothing is drawn."""
+    import re
+    import select
+
+    http, grpc = free_port(), free_port()
+    env = {**_env(work), "TTY_COMPATIBLE": "1"}
+    proc = subprocess.Popen([*SERVE, "a.jaxport", "--http-port", str(http), "--grpc-port", str(grpc)], cwd=work,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen = b""
+    try:
+        deadline = time.monotonic() + EXIT_S
+        while not re.search(rb"\(gRPC\), ready.*\n", seen) and time.monotonic() < deadline and proc.poll() is None:
+            if select.select([proc.stderr], [], [], 1)[0]:
+                seen += os.read(proc.stderr.fileno(), 65536)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=EXIT_S)
+        proc.stderr.close()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", seen.decode())
+    drawn = [line.strip() for line in re.split(r"\x1b\[[0-9;?]*[A-Za-z]|\r|\n", text) if line.strip()]
+    stages = {m.group(1) for line in drawn if (m := re.fullmatch(r"\S (.+) \d+:\d\d:\d\d", line))}
+    assert stages == {"importing kserve", "checking the programs", "loading a version 1 and compiling its warm-up",
+                      "compiling more buckets for up to 0.5 s (--warmup-budget-s)"}, drawn
+    assert any(line.startswith("jaxport serve: a version 1 (a.jaxport, function f): ") for line in drawn), drawn
+    listening = f"jaxport serve: listening on http://127.0.0.1:{http} (REST) and 127.0.0.1:{grpc} (gRPC), ready"
+    assert any(line.startswith(listening) for line in drawn), "\n".join(drawn[-12:])
 
 
 # --- a running server: its events, a second server on its ports, SIGINT --------------------------------------------

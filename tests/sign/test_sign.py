@@ -297,9 +297,15 @@ def test_without_the_extra_the_commands_say_what_to_install(signed, keys, run_cl
     res = run_cli("sign", signed, "--key", keys["ci"][0])
     assert (res.exit_code, res.stderr) == (10, "error[platform]: signing needs the optional extra jaxport[sign] "
                                                "(model-signing is not installed): pip install 'jaxport[sign]'.\n")
+    # a key's bundle is verified with cryptography alone: model-signing is not needed to run a key-signed artifact
+    res = run_cli("call", signed, "--random", "--dim", "batch=2", "--no-cache", "--require-signature",
+                  keys["ci"][1])
+    assert res.exit_code == 0, res.stderr
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("model_signing", "cryptography")
+                        else real(name, *a))
     res = run_cli("call", signed, "--random", "--require-signature", keys["ci"][1])
     assert (res.exit_code, res.stderr) == (10, "error[platform]: verifying a signature needs the optional extra "
-                                               "jaxport[sign] (model-signing is not installed): pip install "
+                                               "jaxport[sign] (cryptography is not installed): pip install "
                                                "'jaxport[sign]'.\n")
 
 

@@ -41,10 +41,24 @@ def test_a_misspelt_dimension_inside_an_expression_and_a_long_form_leaf():
         "(dims['seq'] at line 3 is used by no argument shape.)")
 
 
-def test_an_unused_dimension_without_a_close_use_keeps_its_message():
+def test_an_unused_dimension_without_a_close_use_is_reported_at_the_use():
+    """A declared name no shape uses beside a shape's name that is not declared: the use is where the spec is read
+    wrong (a renamed dimension, a typo too far to guess), and the message names both and both fixes."""
     assert _refusal("jaxport: 1\ndims: {batch: {max: 4}}\nargs:\n  - 'f32[rows, 3]'\n") == (
+        "spec.yaml:4: args[0].shape[0]: dimension variable 'rows' is not declared under 'dims', and dims['batch'] at "
+        "line 2 is used by no argument shape. Write 'batch' here if that is the dimension meant; else declare 'rows' "
+        "under 'dims' and use 'batch' in a shape or remove it (JAX derives a dimension variable only from an argument "
+        "shape).")
+    assert _refusal("jaxport: 1\ndims: {batch: {max: 4}}\nargs:\n  - 'f32[3, 2]'\n") == (
         "spec.yaml:2: dims['batch'] is declared but no argument shape uses it; JAX can only derive a dimension "
         "variable from an argument shape. Use it or remove it.")
+
+
+def test_a_spec_from_python_names_no_line_of_its_generated_text():
+    with pytest.raises(jaxport.SpecError) as e:
+        jaxport.export(lambda x: x, jaxport.Spec(args=["f32[bacth, 4]"], dims={"batch": {"max": 64}}))
+    assert str(e.value) == ("<jaxport.Spec>: args[0].shape[0]: dimension variable 'bacth' is not declared under "
+                            "'dims'. Did you mean 'batch'? (dims['batch'] is used by no argument shape.)")
 
 
 @pytest.mark.parametrize(("leaf", "message"), [

@@ -12,7 +12,7 @@ import pytest
 import jaxport
 from jaxport import UsageError, VerifyRequest
 from jaxport.run.options import LoadOptions
-from jaxport.verify.runner import verify
+from jaxport.verify.api import verify
 
 MODEL = '''
 import jax.numpy as jnp
@@ -63,11 +63,15 @@ def test_the_rules_are_checked_where_the_request_is_built(options, message):
 def test_the_load_options_are_flat_keywords_too():
     request = VerifyRequest("f.jaxport", "model.py:f", function="f", runtime="iree", allow_custom_calls=["t"])
     assert request.load == LoadOptions(function="f", runtime="iree", allow_custom_calls=("t",))
-    assert (request.against, request.runtime, request.across_compilers) == ("model.py:f", "iree", True)
+    assert (request.against, request.load.runtime, request.across_compilers) == ("model.py:f", "iree", True)
     assert not VerifyRequest("f.jaxport", load=LoadOptions(function="f")).across_compilers
-    assert VerifyRequest("f.jaxport", cache_dir="c", cache=False).module_cache is None
-    assert VerifyRequest("f.jaxport", runtime="iree", cache_dir="c").module_cache == Path("c") / "iree"
-    assert VerifyRequest("f.jaxport", runtime="iree", cache_dir="c", module_dir="m").module_cache == Path("m")
+    assert VerifyRequest("f.jaxport", cache_dir="c", cache=False).load.module_directory() is None
+    assert VerifyRequest("f.jaxport", runtime="iree", cache_dir="c").load.module_directory() == Path("c") / "iree"
+    assert VerifyRequest("f.jaxport", runtime="iree", cache_dir="c", module_dir="m").load.module_directory() == \
+        Path("m")
+    given = VerifyRequest("f.jaxport", load=LoadOptions(runtime="iree", cache_dir="c"), cache=False)
+    assert given.load == LoadOptions(runtime="iree", cache_dir="c", cache=False)  # keywords replace the given record's
+    assert not hasattr(request, "runtime")  # the record is read whole: ``request.load.runtime``
     with pytest.raises(TypeError):
         VerifyRequest("f.jaxport", "model.py:f", "spec.yaml", 0)  # the options after spec are keywords only
 

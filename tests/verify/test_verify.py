@@ -21,7 +21,7 @@ from jaxport.artifact.bounds import Bounds
 from jaxport.errors import UsageError
 from jaxport.run.values.inputs import random_inputs
 from jaxport.verify import plan, spec_check
-from jaxport.verify.runner import verify
+from jaxport.verify.api import verify
 from tests.support import EXAMPLES
 
 MODEL = '''

@@ -22,7 +22,7 @@ import jaxport
 from jaxport import tolerance
 from jaxport.run.values.inputs import random_inputs
 from jaxport.verify import runner
-from jaxport.verify.runner import verify
+from jaxport.verify.api import verify
 from tests.support import EXAMPLES, REPO
 
 MODEL = '''
@@ -234,14 +234,16 @@ def test_all_nan_outputs_are_inconclusive(in_project, run_cli):
     res = run_cli("verify", "nan_log.jaxport", "--against", "model.py:nan_sqrt")
     assert res.exit_code == 12
     assert "INCONCLUSIVE every value is NaN/Inf on both sides" in res.stdout
-    fix = ("every value is NaN/Inf on both sides; choose inputs where the function is finite (--range NAME=LO:HI or "
-           "--inputs FILE), or accept it with --allow-nonfinite")
+    fix = ("every value is NaN/Inf on both sides; the inputs were drawn at random (x: standard normal); give those "
+           "the function cannot take values it can (--range NAME=LO:HI, or range: [LO, HI] in the spec), or verify on "
+           "real inputs (--inputs FILE), or accept it with --allow-nonfinite")
     assert f"inconclusive: {fix}." in res.stdout
     assert "FAILED: 1 of 1 case is inconclusive." in res.stdout
     assert res.stderr == ("error[verification]: nan_log.jaxport: verification failed: 1 of 1 case is inconclusive: "
                           "nan_log on cpu at fixed shapes (fixed shapes): output 'output': inconclusive: every value "
-                          "is NaN/Inf on both sides. Choose inputs where the function is finite (--range NAME=LO:HI or "
-                          "--inputs FILE), or accept it with --allow-nonfinite.\n")
+                          "is NaN/Inf on both sides. The inputs were drawn at random (x: standard normal); give those "
+                          "the function cannot take values it can (--range NAME=LO:HI, or range: [LO, HI] in the "
+                          "spec), or verify on real inputs (--inputs FILE), or accept it with --allow-nonfinite.\n")
     res = run_cli("verify", "nan_log.jaxport", "--against", "model.py:nan_sqrt", "--json")
     out = _valid(json.loads(res.stdout))["cases"][0]["outputs"][0]
     assert (out["passed"], out["inconclusive"], out["max_abs_error"], out["mismatched"]) == (False, fix, None, 0)

@@ -2,12 +2,14 @@
 callers.
 
 A change is *breaking* when a caller of the old artifact may fail with, or misread, the new one: an input removed,
-renamed or added, a dtype or rank changed, a constant dimension changed, fewer shapes accepted, an output removed
-or changed, a platform or function removed, a new custom call that JAX does not guarantee stable. It is
-*compatible* when every such caller keeps working: more shapes accepted, a platform, function or output added,
-metadata changed, weights changed with the same names, shapes and dtypes (one "data change"), the program changed
-behind the same signature. It is *undecided* when jaxport can prove neither (a bound or constraint change it
-cannot decide): ``fails("breaking")`` counts it as breaking, for safety.
+renamed or added, a dtype, rank or weak type changed, a constant dimension changed, fewer shapes or values accepted
+(bounds, constraints, a declared ``range``), an output removed or changed, a platform or function removed, a new
+custom call that JAX does not guarantee stable. It is *compatible* when every such caller keeps working: more shapes
+accepted, a platform, function or output added, metadata changed, weights changed with the same names, shapes and
+dtypes (one "data change"), the program changed behind the same signature, and a bound tensor added, removed or
+reshaped (callers pass the same inputs; such a change breaks only those who rebind the weights, ``breaks ==
+"rebinders"``, which ``fails("rebind")`` counts). It is *undecided* when jaxport can prove neither (a bound or
+constraint change it cannot decide): ``fails("breaking")`` counts it as breaking, for safety.
 
 Bounds and constraints are compared by the shapes they accept (``shapes``, decided by ``implication`` within
 :data:`MAX_EVALUATION_STEPS` for the whole diff; nothing searches without a bound). Functions are matched by name,
@@ -32,18 +34,18 @@ from .. import model
 from ..calltree import leaves
 from ..container import Artifact, open_artifact
 from ..manifest import validate
-from ..summary import array_type
+from ..summary import array_type, range_text
 from ..window import compat
 from ..window.payload import module_bytes
-from .changes import BREAKING, COMPATIBLE, UNDECIDED, Change, Collector
+from .changes import BREAKING, COMPATIBLE, REBINDERS, UNDECIDED, Change, Collector
 from .shapes import compare_accepted, norm_dim, rename_dim, renaming
 
 __all__ = ["BREAKING", "COMPATIBLE", "FAIL_ON", "MAX_EVALUATION_STEPS", "UNDECIDED", "Change", "DiffReport",
            "ProgramComparison", "compare_manifests", "diff", "function_pairs", "program_digest"]
 
-#: ``fail_on`` levels: a report fails at "breaking" when a change is breaking or undecided, at "any" when anything
-#: differs.
-FAIL_ON = ("breaking", "any", "never")
+#: ``fail_on`` levels: a report fails at "breaking" when a change is breaking or undecided (its callers may break), at
+#: "rebind" also when one breaks rebinding its weights, at "any" when anything differs.
+FAIL_ON = ("breaking", "rebind", "any", "never")
 #: Most steps (operations evaluated, rows derived) that deciding changed bounds and constraints may take, for a whole
 #: diff; past it, what was not decided is "undecided".
 MAX_EVALUATION_STEPS = 2_000_000
@@ -90,10 +92,16 @@ class DiffReport:
     def compatible(self) -> list[Change]:
         return [c for c in self.changes if c.severity == COMPATIBLE]
 
+    @property
+    def rebinding(self) -> list[Change]:
+        """Compatible changes that break rebinding the weights (``jaxport rebind``): a bound tensor's layout."""
+        return [c for c in self.changes if c.breaks == REBINDERS]
+
     def fails(self, fail_on: str) -> bool:
-        """Whether the report fails at ``fail_on``: "breaking" counts undecided changes as breaking."""
-        if fail_on == "breaking":
-            return bool(self.breaking or self.undecided)
+        """Whether the report fails at ``fail_on``: "breaking" counts undecided changes as breaking, "rebind" adds
+        the changes that break rebinding."""
+        if fail_on in ("breaking", "rebind"):
+            return bool(self.breaking or self.undecided or (fail_on == "rebind" and self.rebinding))
         if fail_on == "any":
             return bool(self.changes)
         return False
@@ -102,8 +110,10 @@ class DiffReport:
         if self.identical:
             return f"{self.new} is identical to {self.old}."
         undecided = f"{len(self.undecided)} undecided, " if self.undecided else ""
+        n = len(self.rebinding)
+        rebind = f", {n} of which break{'s' if n == 1 else ''} rebinding (a bound tensor's layout)" if n else ""
         return (f"{self.new} differs from {self.old}: {len(self.breaking)} breaking, {undecided}"
-                f"{len(self.compatible)} compatible change{'s' if len(self.compatible) != 1 else ''}.")
+                f"{len(self.compatible)} compatible change{'s' if len(self.compatible) != 1 else ''}{rebind}.")
 
     def as_dict(self, fail_on: str = "never") -> dict[str, Any]:
         return {"old": self.old, "new": self.new, "identical": self.identical,
@@ -173,11 +183,73 @@ def _compare_inputs(c: Collector, fname: str, old: model.Function, new: model.Fu
         target = renamed.get(n, n)
         if target in new_in:
             _compare_shape(c, fname, "input", target, old_in[n], new_in[target], names, "input")
+            _compare_weak(c, fname, target, old_in[n], new_in[target])
+            _compare_range(c, fname, target, old_in[n], new_in[target], names)
     common_old = [renamed.get(n, n) for n in old_in if renamed.get(n, n) in new_in]
     common_new = [n for n in new_in if n in common_old]
     if common_old != common_new:
         c.add(BREAKING, "inputs_reordered", fname, "inputs", f"inputs reordered: {', '.join(common_old)} -> "
               f"{', '.join(common_new)} (callers passing them by position break)", common_old, common_new)
+
+
+def _compare_weak(c: Collector, fname: str, name: str, old: model.Input, new: model.Input) -> None:
+    """A weakly typed input (a Python number at export) takes any integer or float array whose values it keeps; a
+    strict one only its own dtype (or ``--cast``)."""
+    if old.weak == new.weak:
+        return
+    path = f"inputs[{name!r}].weak"
+    if old.weak:
+        c.add(BREAKING, "input_weak_type_changed", fname, path, f"input {name!r}: no longer weakly typed "
+              f"({array_type(old)} -> {array_type(new)}): a caller passing another integer or float dtype whose "
+              f"values it kept (np.savez's int64 for a Python int) is refused", True, False)
+    else:
+        c.add(COMPATIBLE, "input_weak_type_changed", fname, path, f"input {name!r}: now weakly typed "
+              f"({array_type(old)} -> {array_type(new)}): it also takes other integer and float dtypes whose values "
+              f"it keeps", False, True)
+
+
+def _compare_range(c: Collector, fname: str, name: str, old: model.Input, new: model.Input,
+                   names: Mapping[str, str]) -> None:
+    """A declared ``range`` is a contract a caller may be held to (``--check-ranges``, ``check_ranges=True``): one
+    that holds fewer values (or is new) is breaking, one that holds more (or is gone) compatible, one whose bounds are
+    different dimension expressions undecided. A range taken from a ``like:`` example shapes random inputs only: its
+    change is compatible (``verify`` and ``call --random`` draw other values)."""
+    def declared(a: model.Input) -> tuple[Any, Any] | None:
+        if a.range is None or a.range_example:
+            return None
+        return tuple(rename_dim(b, names) if isinstance(b, str) and a is old else
+                     norm_dim(b) if isinstance(b, str) else b for b in a.range)  # type: ignore[return-value]
+
+    was, now = declared(old), declared(new)
+    path = f"inputs[{name!r}].range"
+    shown_old, shown_new = range_text(old) or "none", range_text(new) or "none"
+    if was == now:
+        if (old.range, old.range_example) != (new.range, new.range_example):
+            c.add(COMPATIBLE, "input_range_changed", fname, path, f"input {name!r}: the values random inputs are "
+                  f"drawn from {shown_old} -> {shown_new} (verify and call --random draw others; no call is held to "
+                  f"it)", old.range, new.range)
+        return
+    if now is None:
+        c.add(COMPATIBLE, "input_range_relaxed", fname, path, f"input {name!r}: declared range {shown_old} removed: "
+              f"no value is held to it", old.range, new.range)
+        return
+    if was is None:
+        c.add(BREAKING, "input_range_tightened", fname, path, f"input {name!r}: a declared range {shown_new} is new: "
+              f"a caller that checks ranges (--check-ranges) is refused a value outside it", old.range, new.range)
+        return
+    if any(isinstance(b, str) for b in (*was, *now)):
+        c.add(UNDECIDED, "input_range_undecided", fname, path, f"input {name!r}: declared range {shown_old} -> "
+              f"{shown_new}: bounds that are dimension expressions are not compared", old.range, new.range)
+        return
+    (lo, hi), (new_lo, new_hi) = was, now
+    if new_lo <= lo and hi <= new_hi:
+        c.add(COMPATIBLE, "input_range_relaxed", fname, path, f"input {name!r}: declared range {shown_old} -> "
+              f"{shown_new}: every value it held is still held", old.range, new.range)
+        return
+    lost = lo if lo < new_lo or new_hi <= lo else new_hi  # held before (half-open ranges), not now
+    c.add(BREAKING, "input_range_tightened", fname, path, f"input {name!r}: declared range {shown_old} -> "
+          f"{shown_new}: {lost} was in it and no longer is (a caller that checks ranges, --check-ranges, is refused "
+          f"it)", old.range, new.range)
 
 
 def _tree_shape(node: model.OutputNode | None) -> Any:
@@ -349,17 +421,18 @@ def _compare_top(c: Collector, old: model.Manifest, new: model.Manifest) -> None
     changed_values: list[str] = []
     for k in ot:
         if k not in nt:
-            c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r} removed",
-                  k, None)
+            c.add(COMPATIBLE, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r} "
+                  f"removed{_REBIND}", k, None, REBINDERS)
         elif ot[k].dtype != nt[k].dtype or ot[k].shape != nt[k].shape:
-            c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r}: "
-                  f"{array_type(ot[k])} -> {array_type(nt[k])}", array_type(ot[k]), array_type(nt[k]))
+            c.add(COMPATIBLE, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"bound tensor {k!r}: "
+                  f"{array_type(ot[k])} -> {array_type(nt[k])}{_REBIND}", array_type(ot[k]), array_type(nt[k]),
+                  REBINDERS)
         elif ot[k].sha256 != nt[k].sha256:
             changed_values.append(k)
     for k in nt:
         if k not in ot:
-            c.add(BREAKING, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"new bound tensor {k!r} "
-                  f"({array_type(nt[k])})", None, k)
+            c.add(COMPATIBLE, "weights_layout_changed", None, f"weights.tensors[{k!r}]", f"new bound tensor {k!r} "
+                  f"({array_type(nt[k])}){_REBIND}", None, k, REBINDERS)
     if changed_values:
         # One line for a data change, however many tensors it touches; the digests are in old/new.
         n = len(changed_values)
@@ -367,6 +440,10 @@ def _compare_top(c: Collector, old: model.Manifest, new: model.Manifest) -> None
               f"{'s' if len(ot) != 1 else ''} {'have' if n != 1 else 'has'} new values, with the same names, shapes "
               f"and dtypes (a data change)", {k: ot[k].sha256 for k in changed_values},
               {k: nt[k].sha256 for k in changed_values})
+
+
+#: What a bound tensor's layout change means, said once in its message.
+_REBIND = " (callers pass the same inputs; it breaks rebinding: weights of the old layout no longer fit)"
 
 
 def program_digest(payload: bytes, where: str, fname: str) -> str:

@@ -51,7 +51,10 @@ RULES = (
 )
 #: The machines a ``compiles_on`` rule may name (``jaxport.run.compile.targets``; a test keeps the two lists equal).
 COMPILE_TARGETS = ("cpu", "tpu-v5e", "tpu-v5e-4", "tpu-v5e-8", "tpu-v6e", "tpu-v6e-4", "tpu-v6e-8", "tpu-v5p-8",
-                   "tpu-v4-8")
+                   "tpu-v4-8", "cuda-h200", "cuda-h200-8", "cuda-h100", "cuda-h100-8", "cuda-a100", "cuda-a100-8")
+#: The suffixes of a GPU's target config a ``compiles_on`` rule may name as ``cuda-FILE`` (relative to the policy's
+#: directory): a capture of ``jaxport target``, or XLA's text format.
+GPU_CONFIG_SUFFIXES = (".json", ".txtpb", ".pbtxt", ".textproto")
 #: The most sizes ``compiles_on.dims`` may give one dimension.
 MAX_COMPILE_SIZES = 64
 _TOP_KEYS = ("jaxport_policy", "platforms", "custom_calls", "max_artifact_size", "format_version",
@@ -355,13 +358,31 @@ class _Parser:
         items = node.value if isinstance(node.value, list) else None
         if not items or not all(isinstance(i.value, str) for i in items):
             raise self.fail(node.line, f"{what} must be a list of targets ({', '.join(COMPILE_TARGETS)}).")
+        names = []
         for item in items:
+            if item.value.startswith("cuda-") and item.value.endswith(GPU_CONFIG_SUFFIXES) and \
+                    item.value not in COMPILE_TARGETS:
+                names.append(self.gpu_config(item, what))
+                continue
             if item.value not in COMPILE_TARGETS:
                 close = difflib.get_close_matches(item.value, COMPILE_TARGETS, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 raise self.fail(item.line, f"{what}: unknown target {item.value[:80]!r}.{hint} Targets: "
-                                           f"{', '.join(COMPILE_TARGETS)}.")
-        return {"compiles_on": list(dict.fromkeys(i.value for i in items)), "compiles_on_dims": dims}
+                                           f"{', '.join(COMPILE_TARGETS)}; or cuda-FILE, a GPU's target config "
+                                           f"({', '.join(GPU_CONFIG_SUFFIXES)}).")
+            names.append(item.value)
+        return {"compiles_on": list(dict.fromkeys(names)), "compiles_on_dims": dims}
+
+    def gpu_config(self, item: _Node, what: str) -> str:
+        """``cuda-FILE``: a GPU's target config, relative to the policy's directory, as ``cuda-`` and its path."""
+        path = Path(item.value[len("cuda-"):]).expanduser()
+        if not path.is_absolute() and not self.file.startswith("<"):
+            path = Path(self.file).parent / path
+        if not path.is_file():
+            raise self.fail(item.line, f"{what}: {item.value[:200]!r}: no such file {str(path)[:200]!r}; give a "
+                                       f"GPU's target config (written by 'jaxport target -o FILE' on the GPU), "
+                                       f"relative to the policy's directory.")
+        return f"cuda-{path}"
 
     def sizes(self, node: _Node, what: str) -> dict[str, list[int]]:
         """``{NAME: [sizes]}`` (or ``{NAME: size}``): the sizes of dimension variables."""

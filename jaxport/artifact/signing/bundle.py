@@ -37,11 +37,11 @@ from ...errors import PlatformError, SignatureError
 
 TYPE_CHECKING = False  # typing's constant, without importing typing on the path that reads an artifact (inspect)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
-__all__ = ["INSTALL", "MAX_BUNDLE_BYTES", "SIGNATURE_SUFFIX", "Bundle", "bad_bundle", "describe", "drop_stale",
-           "parse_bundle", "read_bundle", "require_extra", "signature_path"]
+__all__ = ["INSTALL", "MAX_BUNDLE_BYTES", "SIGNATURE_SUFFIX", "Bundle", "Envelope", "bad_bundle", "describe",
+           "drop_stale", "parse_bundle", "parse_envelope", "read_bundle", "require_extra", "signature_path"]
 
 #: The largest bundle read: a key-signed bundle is about 2 kB, a certificate chain's or Sigstore's some 10 kB.
 MAX_BUNDLE_BYTES = 1 << 20
@@ -55,14 +55,16 @@ _STATEMENT = "https://in-toto.io/Statement/v1"
 _PREDICATE = "https://model_signing/signature/v1.0"
 
 
-def require_extra(what: str) -> None:
+def require_extra(what: str, library: bool = True) -> None:
     """Refuse (``PlatformError``, exit 10) when the optional extra ``jaxport[sign]`` is not installed; ``what``
-    says what needed it (``signing``, ``verifying a signature``)."""
+    says what needed it (``signing``, ``verifying a signature``). Without ``library``, only ``cryptography`` is
+    needed (a key's bundle, ``dsse``): a server that only verifies key-signed artifacts needs no more."""
     import importlib.util
 
-    missing = [m for m in ("model_signing", "OpenSSL") if importlib.util.find_spec(m) is None]
+    needed = ("model_signing", "OpenSSL", "cryptography") if library else ("cryptography",)
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        names = {"model_signing": "model-signing", "OpenSSL": "pyopenssl"}
+        names = {"model_signing": "model-signing", "OpenSSL": "pyopenssl", "cryptography": "cryptography"}
         raise PlatformError(f"{what} needs the optional extra jaxport[sign] ({', '.join(names[m] for m in missing)} "
                             f"is not installed): {INSTALL}.")
 
@@ -95,6 +97,11 @@ class Bundle:
     #: The signing certificate and its chain, DER (empty for a key).
     certificates: tuple[bytes, ...]
     raw: bytes
+    #: The DSSE payload (the statement's bytes, which the signature covers) and the signature's bytes.
+    payload: bytes = b""
+    signature: bytes = b""
+    #: The sha256 the statement's subject gives: model signing's digest of the resources' digests.
+    subject_sha256: str | None = None
 
     @property
     def signed_sha256(self) -> str | None:
@@ -117,70 +124,104 @@ def bad_bundle(path: Path, what: str) -> SignatureError:
                           f"again (jaxport sign ARTIFACT --key PRIVATE.pem, or model_signing sign).")
 
 
-def _field(node: Any, key: str, kind: type, path: Path, where: str) -> Any:
+def _field(node: Any, key: str, kind: type, path: Path, where: str,
+           bad: Callable[[Path, str], SignatureError] | None = None) -> Any:
     value = node.get(key) if isinstance(node, dict) else None
     if not isinstance(value, kind) or isinstance(value, bool):
         shown = {"str": "a string", "dict": "an object", "list": "a list"}[kind.__name__]
-        raise bad_bundle(path, f"{where}{key} is not {shown}")
+        raise (bad or bad_bundle)(path, f"{where}{key} is not {shown}")
     return value
 
 
-def _b64(text: str, path: Path, what: str) -> bytes:
+def _b64(text: str, path: Path, what: str, bad: Callable[[Path, str], SignatureError] | None = None) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise bad_bundle(path, f"{what} is not base64") from None
+        raise (bad or bad_bundle)(path, f"{what} is not base64") from None
 
 
-def _certificates(material: dict[str, Any], path: Path) -> tuple[str, tuple[bytes, ...]]:
+def _certificates(material: dict[str, Any], path: Path,
+                  bad: Callable[[Path, str], SignatureError]) -> tuple[str, tuple[bytes, ...]]:
     """The method of a bundle's verification material and its certificates (DER)."""
     tlog = material.get("tlogEntries")
     logged = isinstance(tlog, list) and bool(tlog)
     if "publicKey" in material:
-        _field(material, "publicKey", dict, path, "verificationMaterial.")
+        _field(material, "publicKey", dict, path, "verificationMaterial.", bad)
         return "key", ()
     if "x509CertificateChain" in material:
-        chain = _field(_field(material, "x509CertificateChain", dict, path, "verificationMaterial."),
-                       "certificates", list, path, "verificationMaterial.x509CertificateChain.")
-        ders = tuple(_b64(_field(c, "rawBytes", str, path, "a certificate's "), path, "a certificate")
+        chain = _field(_field(material, "x509CertificateChain", dict, path, "verificationMaterial.", bad),
+                       "certificates", list, path, "verificationMaterial.x509CertificateChain.", bad)
+        ders = tuple(_b64(_field(c, "rawBytes", str, path, "a certificate's ", bad), path, "a certificate", bad)
                      for c in chain)
         if not ders:
-            raise bad_bundle(path, "its certificate chain is empty")
+            raise bad(path, "its certificate chain is empty")
         return ("keyless" if logged else "certificate"), ders
     if "certificate" in material:
-        cert = _field(material, "certificate", dict, path, "verificationMaterial.")
-        return "keyless", (_b64(_field(cert, "rawBytes", str, path, "the certificate's "), path, "the certificate"),)
-    raise bad_bundle(path, "its verificationMaterial holds no public key and no certificate")
+        cert = _field(material, "certificate", dict, path, "verificationMaterial.", bad)
+        return "keyless", (_b64(_field(cert, "rawBytes", str, path, "the certificate's ", bad), path,
+                                "the certificate", bad),)
+    raise bad(path, "its verificationMaterial holds no public key and no certificate")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A sigstore bundle's DSSE envelope, its shape checked (not its signature): how it was signed, the in-toto
+    statement it carries (parsed, and the payload's bytes, which the signature covers) and the signature."""
+
+    method: str
+    key_id: str | None
+    certificates: tuple[bytes, ...]
+    statement: dict[str, Any]
+    payload: bytes
+    signature: bytes
+
+
+def parse_envelope(raw: bytes, path: Path, predicate: str,
+                   bad: Callable[[Path, str], SignatureError] | None = None) -> Envelope:
+    """The envelope of a bundle of these bytes (read from ``path``) whose statement has ``predicate`` as its
+    predicate type; ``bad(path, what)`` (default :func:`bad_bundle`) makes the error for anything else."""
+    bad = bad or bad_bundle
+    try:
+        doc = strict_json(raw)
+    except ValueError as e:
+        raise bad(path, f"not valid JSON ({str(e)[:120]}); it may be truncated") from None
+    if not isinstance(doc, dict):
+        raise bad(path, "not a JSON object")
+    media = _field(doc, "mediaType", str, path, "", bad)
+    if not media.startswith(_MEDIA_TYPE):
+        raise bad(path, f"its mediaType is {media[:80]!r}, not a sigstore bundle's")
+    method, certs = _certificates(_field(doc, "verificationMaterial", dict, path, "", bad), path, bad)
+    envelope = _field(doc, "dsseEnvelope", dict, path, "", bad)
+    if _field(envelope, "payloadType", str, path, "dsseEnvelope.", bad) != _PAYLOAD_TYPE:
+        raise bad(path, f"its payload is not an in-toto statement ({_PAYLOAD_TYPE})")
+    signatures = _field(envelope, "signatures", list, path, "dsseEnvelope.", bad)
+    if len(signatures) != 1:
+        raise bad(path, f"it holds {len(signatures)} signatures, not one")
+    signature = _b64(_field(signatures[0], "sig", str, path, "dsseEnvelope.signatures[0].", bad), path,
+                     "the signature", bad)
+    payload = _b64(_field(envelope, "payload", str, path, "dsseEnvelope.", bad), path, "the payload", bad)
+    try:
+        statement = strict_json(payload)
+    except ValueError as e:
+        raise bad(path, f"its payload is not JSON ({str(e)[:120]})") from None
+    if not isinstance(statement, dict) or statement.get("_type") != _STATEMENT \
+            or statement.get("predicateType") != predicate:
+        what = "a model-signing statement" if predicate == _PREDICATE else "a statement of its kind"
+        raise bad(path, f"its payload is not {what} (in-toto Statement v1, predicate {predicate})")
+    if method == "key":
+        hint = doc["verificationMaterial"]["publicKey"].get("hint")
+        key = hint if isinstance(hint, str) and hint else None
+    else:
+        import hashlib  # here: only a certificate's bundle needs it
+
+        key = hashlib.sha256(certs[0]).hexdigest()
+    return Envelope(method, key, certs, statement, payload, signature)
 
 
 def parse_bundle(raw: bytes, path: Path) -> Bundle:
     """A bundle of these bytes (read from ``path``), its shape checked; ``SignatureError`` otherwise."""
-    try:
-        doc = strict_json(raw)
-    except ValueError as e:
-        raise bad_bundle(path, f"not valid JSON ({str(e)[:120]}); it may be truncated") from None
-    if not isinstance(doc, dict):
-        raise bad_bundle(path, "not a JSON object")
-    media = _field(doc, "mediaType", str, path, "")
-    if not media.startswith(_MEDIA_TYPE):
-        raise bad_bundle(path, f"its mediaType is {media[:80]!r}, not a sigstore bundle's")
-    method, certs = _certificates(_field(doc, "verificationMaterial", dict, path, ""), path)
-    envelope = _field(doc, "dsseEnvelope", dict, path, "")
-    if _field(envelope, "payloadType", str, path, "dsseEnvelope.") != _PAYLOAD_TYPE:
-        raise bad_bundle(path, f"its payload is not an in-toto statement ({_PAYLOAD_TYPE})")
-    signatures = _field(envelope, "signatures", list, path, "dsseEnvelope.")
-    if len(signatures) != 1:
-        raise bad_bundle(path, f"it holds {len(signatures)} signatures, not one")
-    _b64(_field(signatures[0], "sig", str, path, "dsseEnvelope.signatures[0]."), path, "the signature")
-    payload = _b64(_field(envelope, "payload", str, path, "dsseEnvelope."), path, "the payload")
-    try:
-        statement = strict_json(payload)
-    except ValueError as e:
-        raise bad_bundle(path, f"its payload is not JSON ({str(e)[:120]})") from None
-    if not isinstance(statement, dict) or statement.get("_type") != _STATEMENT \
-            or statement.get("predicateType") != _PREDICATE:
-        raise bad_bundle(path, "its payload is not a model-signing statement (in-toto Statement v1, predicate "
-                         f"{_PREDICATE})")
+    e = parse_envelope(raw, path, _PREDICATE)
+    statement = e.statement
     subjects = _field(statement, "subject", list, path, "the statement's ")
     if len(subjects) != 1:
         raise bad_bundle(path, f"its statement names {len(subjects)} subjects, not one")
@@ -191,14 +232,14 @@ def parse_bundle(raw: bytes, path: Path) -> Bundle:
                        _field(r, "digest", str, path, "a resource's "))
                       for r in _field(predicate, "resources", list, path, "the statement's predicate "))
     serialization = _field(predicate, "serialization", dict, path, "the statement's predicate ")
-    if method == "key":
-        hint = doc["verificationMaterial"]["publicKey"].get("hint")
-        key = hint if isinstance(hint, str) and hint else None
-    else:
-        import hashlib  # here: only a certificate's bundle needs it
+    return Bundle(path, e.method, e.key_id, subject, resources, serialization, e.certificates, raw, e.payload,
+                  e.signature, _subject_digest(subjects[0]))
 
-        key = hashlib.sha256(certs[0]).hexdigest()
-    return Bundle(path, method, key, subject, resources, serialization, certs, raw)
+
+def _subject_digest(subject: Any) -> str | None:
+    digest = subject.get("digest") if isinstance(subject, dict) else None
+    value = digest.get("sha256") if isinstance(digest, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _too_big(path: Path) -> Any:

@@ -28,121 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._fsio import open_regular, read_file, shown_path
-from ...errors import FormatError, IntegrityError, SignatureError, UsageError
+from ..._fsio import open_regular, shown_path
+from ...errors import FormatError, IntegrityError, SignatureError
 from ..container import Artifact, read_artifact
 from ..layout import MANIFEST_NAME, MAX_MANIFEST_BYTES
 from .bundle import Bundle, bad_bundle, read_bundle, require_extra
+from .dsse import verify_envelope
+from .trust import MAX_KEY_BYTES, Identity, Trust, Trusted, key_id, read_trusted, trust
 
 __all__ = ["HASH_CHUNK", "MAX_KEY_BYTES", "TIED_BYTES", "Hashed", "Identity", "Trust", "Verified", "hash_descriptor",
            "key_id", "open_signed", "trust", "verify_open", "verify_signature"]
-
-#: The largest file of trusted keys or certificates read (a CA bundle such as certifi's is about 300 kB).
-MAX_KEY_BYTES = 4 << 20
-
-
-# --- whom the caller trusts ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A signer trusted by its certificate: ``identity`` (an e-mail address or URI of the certificate's subject
-    alternative names, or its common name) issued by ``issuer`` (the OpenID Connect issuer of a keyless Sigstore
-    certificate; for a PKI's certificate, the common name of its issuer; None: any, for a PKI's)."""
-
-    identity: str
-    issuer: str | None = None
-
-    def text(self) -> str:
-        return self.identity + (f" (issuer {self.issuer})" if self.issuer else "")
-
-
-@dataclass(frozen=True)
-class Trust:
-    """The signers a caller trusts: PEM files of public keys or of CA certificates (``keys``), and certificate
-    identities (:class:`Identity`), a policy's ``signature: {keys: [...], certificate_identities: [...]}``."""
-
-    keys: tuple[Path, ...] = ()
-    identities: tuple[Identity, ...] = ()
-    #: Where the trust comes from, for messages: ``--require-signature``, ``the policy P``.
-    source: str = "the trusted keys"
-
-    def __post_init__(self) -> None:
-        if not self.keys and not self.identities:
-            raise UsageError("a signature check needs a trusted public key (or CA certificate) or a certificate "
-                             "identity; none was given.")
-
-
-def trust(keys: str | Path | Iterable[str | Path] | Trust, source: str = "--require-signature") -> Trust:
-    """A :class:`Trust` of a key's path or several (what ``require_signature=`` takes), or ``keys`` itself."""
-    if isinstance(keys, Trust):
-        return keys
-    paths = (keys,) if isinstance(keys, (str, os.PathLike)) else tuple(keys)
-    if not all(isinstance(p, (str, os.PathLike)) for p in paths):
-        raise UsageError("require_signature takes the paths of trusted public keys (PEM), not "
-                         f"{type(next(p for p in paths if not isinstance(p, (str, os.PathLike)))).__name__}.")
-    return Trust(tuple(Path(p) for p in paths), source=source)
-
-
-@dataclass(frozen=True)
-class _Trusted:
-    """A trusted PEM file: its public keys (with their key ids) or its certificates."""
-
-    path: Path
-    keys: tuple[tuple[str, Any], ...]  # (key id, public key)
-    certificates: int
-
-
-#: The curves model signing's keys are on (P-256, P-384, P-521).
-CURVES = ("secp256r1", "secp384r1", "secp521r1")
-
-
-def key_kind(key: Any) -> str:
-    """What kind of key ``key`` (a ``cryptography`` key object) is, for a message: "an RSA key", "a secp256k1 key"."""
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    if isinstance(key, ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey):
-        return f"an elliptic-curve key on {key.curve.name}"
-    kind = type(key).__name__.lstrip("_").removesuffix("PublicKey").removesuffix("PrivateKey") or "unknown"
-    return f"{'an' if kind[0] in 'AEIOURX' else 'a'} {kind} key"
-
-
-def key_id(public_key: Any) -> str:
-    """The key id of a public key (a ``cryptography`` key, or a PEM file's path): the sha256 of its PEM
-    (SubjectPublicKeyInfo), model signing's key hint."""
-    from cryptography.hazmat.primitives import serialization
-
-    if isinstance(public_key, (str, os.PathLike)):
-        public_key = _read_trusted(Path(public_key)).keys[0][1]
-    pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return hashlib.sha256(pem).hexdigest()
-
-
-def _read_trusted(path: Path) -> _Trusted:
-    """A trusted key file: one public key (or a private key's public half), or CA certificates; ``UsageError``."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    shown = shown_path(path)
-    data = read_file(path, UsageError, MAX_KEY_BYTES,
-                     lambda size: f"{shown}: {size} bytes, more than a key file holds ({MAX_KEY_BYTES} at most).",
-                     missing="trusted key file")
-    if b"-----BEGIN CERTIFICATE-----" in data:
-        try:
-            certs = x509.load_pem_x509_certificates(data)
-        except ValueError:
-            raise UsageError(f"{shown}: not a PEM certificate (chain) that can be read.") from None
-        return _Trusted(path, (), len(certs))
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError):
-        raise UsageError(f"{shown}: not a PEM public key (-----BEGIN PUBLIC KEY-----) nor a CA certificate; give the "
-                         f"public key the artifact was signed for (openssl ec -in PRIVATE.pem -pubout).") from None
-    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
-        raise UsageError(f"{shown}: {key_kind(key)}; model signing uses elliptic-curve keys on P-256, P-384 or P-521.")
-    return _Trusted(path, ((key_id(key), key),), 0)
-
 
 # --- verifying ----------------------------------------------------------------------------------------------------
 
@@ -157,6 +52,8 @@ class Verified:
     key_id: str | None
     #: The trusted signer that matched: a key's file, a CA certificate's file, or an identity.
     signer: str
+    #: The sha256 of the artifact's bytes that verified (what a vouch for its cache entries names).
+    sha256: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"artifact": str(self.artifact), "signature": str(self.signature), "method": self.method,
@@ -341,27 +238,44 @@ def _run_library(opened: _OpenFile, bundle: Bundle, configure: Any, signer: str)
     _compare(opened, bundle)
 
 
-def _verify_key(opened: _OpenFile, bundle: Bundle, trusted: Sequence[_Trusted], source: str) -> Verified:
-    keys = [(k, t.path) for t in trusted for k, _ in t.keys]
+def _verify_key(opened: _OpenFile, bundle: Bundle, trusted: Sequence[Trusted], source: str) -> Verified:
+    """A key's bundle, verified here with ``cryptography`` (``dsse``), as model signing's key verifier does it: the
+    signature over the statement, the statement's resources against its subject's digest, then :func:`_compare`."""
+    keys = [(k, t.path, key) for t in trusted for k, key in t.keys]
     if not keys:
         raise SignatureError(f"{shown_path(bundle.path)}: signed by {bundle.signer_text()}, and {source} gives no "
                              f"public key, only certificates; trust the signer's public key.")
-    matching = [p for k, p in keys if k == bundle.key_id] if bundle.key_id else [p for _, p in keys]
+    matching = [(p, key) for k, p, key in keys if k == bundle.key_id] if bundle.key_id else \
+        [(p, key) for _, p, key in keys]
     if not matching:
-        ids = ", ".join(f"{k[:16]} ({shown_path(p)})" for k, p in keys)
+        ids = ", ".join(f"{k[:16]} ({shown_path(p)})" for k, p, _ in keys)
         raise SignatureError(f"{shown_path(bundle.path)}: signed by key {bundle.key_id[:16] if bundle.key_id else ''}"
                              f", which is not trusted ({source}: {ids}). Do not run the artifact; trust the "
                              f"signer's public key if it is one you expect.")
-    failure: SignatureError | None = None
-    for path in matching:
-        try:
-            _run_library(opened, bundle, lambda c, p=path: c.use_elliptic_key_verifier(public_key=p),
-                         f"the key {shown_path(path)}")
-            return Verified(opened.path, bundle.path, "key", bundle.key_id or key_id(path), shown_path(path))
-        except SignatureError as e:
-            failure = failure or e
-    assert failure is not None
-    raise failure
+    for path, key in matching:
+        if not verify_envelope(bundle.payload, bundle.signature, key):
+            continue
+        signer = f"the key {shown_path(path)}"
+        root = _resources_digest(bundle)
+        if root != bundle.subject_sha256:
+            raise SignatureError(f"{shown_path(bundle.path)}: the signature does not verify with {signer}: Manifest "
+                                 f"is inconsistent. Root digest is {bundle.subject_sha256}, but the included "
+                                 f"resources hash to {root}")
+        _compare(opened, bundle)
+        return Verified(opened.path, bundle.path, "key", bundle.key_id or key_id(key), shown_path(path),
+                        opened.hashed().sha256)
+    raise SignatureError(f"{shown_path(bundle.path)}: the signature does not verify with the key "
+                         f"{shown_path(matching[0][0])}: the bundle was altered after signing, or made by another key "
+                         f"with the same id. Do not run the artifact.")
+
+
+def _resources_digest(bundle: Bundle) -> str | None:
+    """Model signing's digest of a statement's resources (the sha256 of their digests' bytes, in order), which its
+    subject must give; None for a digest that is not hexadecimal."""
+    try:
+        return hashlib.sha256(b"".join(bytes.fromhex(d) for _, _, d in bundle.resources)).hexdigest()
+    except ValueError:
+        return None
 
 
 def _names(der: bytes, path: Path) -> tuple[list[str], str | None]:
@@ -386,7 +300,7 @@ def _names(der: bytes, path: Path) -> tuple[list[str], str | None]:
     return names, issuer[0] if issuer else None
 
 
-def _verify_certificate(opened: _OpenFile, bundle: Bundle, trusted: Sequence[_Trusted], t: Trust) -> Verified:
+def _verify_certificate(opened: _OpenFile, bundle: Bundle, trusted: Sequence[Trusted], t: Trust) -> Verified:
     cas = [x.path for x in trusted if x.certificates]
     if not cas:
         raise SignatureError(f"{shown_path(bundle.path)}: signed with a certificate ({bundle.signer_text()}), and "
@@ -404,7 +318,7 @@ def _verify_certificate(opened: _OpenFile, bundle: Bundle, trusted: Sequence[_Tr
                                  f"{', '.join(names) or 'no name'} (issuer {issuer}), none of the trusted identities "
                                  f"({', '.join(i.text() for i in t.identities)}). Do not run the artifact.")
         signer = f"certificate {match[0].text()}, chained to {shown}"
-    return Verified(opened.path, bundle.path, "certificate", bundle.key_id, signer)
+    return Verified(opened.path, bundle.path, "certificate", bundle.key_id, signer, opened.hashed().sha256)
 
 
 def _first_line(e: BaseException) -> str:
@@ -464,7 +378,8 @@ def _verify_keyless(opened: _OpenFile, bundle: Bundle, t: Trust) -> Verified:
             failures.append(f"{i.text()}: {_first_line(e)}")
             continue
         _compare(opened, bundle)
-        return Verified(opened.path, bundle.path, "keyless", bundle.key_id, f"identity {i.text()}")
+        return Verified(opened.path, bundle.path, "keyless", bundle.key_id, f"identity {i.text()}",
+                        opened.hashed().sha256)
     raise SignatureError(f"{shown_path(bundle.path)}: the keyless signature (certificate for {who}, issuer "
                          f"{issuer}) does not verify for a trusted identity: {'; '.join(failures)}.")
 
@@ -567,7 +482,8 @@ def _bundle_for(art: Path, signature: str | Path | None) -> Bundle:
         raise SignatureError(f"{shown_path(bundle.path)}: the signature is for a file named {bundle.subject[:120]!r},"
                              f" not {art.name!r}: a bundle made for another file. Sign this artifact, or give it "
                              f"its signed name back if it is that file.")
-    require_extra("verifying a signature")
+    # a key's bundle is verified with cryptography alone (``dsse``); a certificate's and a keyless one by the library
+    require_extra("verifying a signature", library=bundle.method != "key")
     return bundle
 
 
@@ -579,7 +495,7 @@ def _open(art: Path) -> int:
 def _checked(opened: _OpenFile, bundle: Bundle, t: Trust) -> Verified:
     """The bundle's signature verified by a signer of ``t``, then the digest it signs compared with the bytes of
     ``opened`` (:func:`_compare`, for every method)."""
-    trusted_files = [_read_trusted(p) for p in t.keys]
+    trusted_files = [read_trusted(p) for p in t.keys]
     if bundle.method == "key":
         verified = _verify_key(opened, bundle, trusted_files, t.source)
     elif bundle.method == "certificate":

@@ -20,7 +20,7 @@ from ..._fsio import atomic_write, read_file, shown_path
 from ...errors import SignatureError, UsageError
 from ..container import open_artifact
 from .bundle import parse_bundle, require_extra, signature_path
-from .check import CURVES, MAX_KEY_BYTES, key_kind
+from .trust import CURVES, MAX_KEY_BYTES, key_kind
 
 __all__ = ["Signed", "carry_notes", "sign"]
 

@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..._jax_internals import read_exported, stablehlo_dialect
 from ...errors import FormatError
 from ...isolation.isolate import check_payload
+from ...jaxprivate.exported import read_exported
+from ...jaxprivate.mlir import stablehlo_dialect
 from .compat import window
 
 #: How a StableHLO portable artifact names the StableHLO version it was written as (its bytecode producer string).
@@ -70,7 +71,7 @@ def deserialize(payload: bytes, where: Path | str, fname: str, writer_jax: str |
     """``jax.export.deserialize`` with its failures reported as a damaged artifact.
 
     A payload the running JAX refuses as older than its window is read by jaxport from its StableHLO
-    (``_jax_internals.read_exported``), with the same checks after; ``notes``, when given, gets one line saying so.
+    (``jaxprivate.exported.read_exported``), with the same checks after; ``notes``, when given, gets one line saying so.
 
     The bytes must already have passed the artifact's digest check (``Artifact.read``), so what reaches JAX's
     flatbuffer reader is what the artifact's writer stored. Because a hostile writer can store anything with a

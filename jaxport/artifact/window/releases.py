@@ -1,9 +1,12 @@
 """The JAX releases jaxport knows, with their dates: the one table the compatibility window is computed from.
 
-To update it (with each jaxport release, and whenever JAX releases): add a row for every JAX release published since
-:data:`REVIEWED`, then set :data:`REVIEWED` to the day you checked. The source of every date is PyPI: the upload
-time (UTC) of the earliest file of that release, ``releases[VERSION][i].upload_time_iso_8601`` in
-https://pypi.org/pypi/jax/json; ``requires_python`` and ``yanked`` come from the same files. Keep every release from
+To update it (with each jaxport release, and whenever JAX releases): run ``scripts/jax_releases.py``, which reads
+PyPI and prints the rows missing here (exit 1 when one is), add them, then set :data:`REVIEWED` to the day you
+checked; for each new supported release, add its :data:`STABLEHLO` row (measured under it: ``scripts/jax_releases.py
+--measure``) and review the custom calls it guarantees (``tests/foundation/test_checks.py`` says when they differ from
+``jaxprivate.stable.REVIEWED_STABLE_TARGETS``). The source of every date is PyPI: the upload time (UTC) of the earliest
+file of that release, ``releases[VERSION][i].upload_time_iso_8601`` in https://pypi.org/pypi/jax/json;
+``requires_python`` and ``yanked`` come from the same files. Keep every release from
 the first row on (patch releases of an older line too, such as 0.8.3, published after 0.9.0): a version missing
 from the table is read as "published after REVIEWED", so a gap would make an old release look new.
 ``tests/artifact/test_policy_age.py`` checks the rows' shapes and that the newest one is not newer than REVIEWED.
@@ -32,7 +35,7 @@ SUPPORTED_JAX = ">=0.9.1,<0.13"
 
 #: The day this table was last checked against PyPI: every JAX release published up to this day, from the first row
 #: on, is a row.
-REVIEWED = "2026-12-01"
+REVIEWED = "2026-12-07"
 
 #: Every JAX release from 0.4.30 (the first with the public ``jax.export`` API) to the newest on PyPI at REVIEWED.
 RELEASES: dict[str, Release] = {
@@ -71,6 +74,7 @@ RELEASES: dict[str, Release] = {
     "0.11.2": Release("2026-09-17", "3.12"),
     "0.12.0": Release("2026-10-19", "3.12"),
     "0.12.0.1": Release("2026-10-21", "3.12"),
+    "0.12.1": Release("2026-11-18", "3.12"),
 }
 
 #: The newest StableHLO version the jaxlib of each supported JAX release reads (``stablehlo.get_current_version()``
@@ -87,4 +91,5 @@ STABLEHLO: dict[str, str] = {
     "0.11.2": "1.20.0",
     "0.12.0": "1.22.0",
     "0.12.0.1": "1.22.0",
+    "0.12.1": "1.25.3",
 }

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._jax_internals import make_ir_context
 from ...artifact.model import Function
+from ...jaxprivate.mlir import make_ir_context
 
 #: A value computed from the size of an axis whose variable the walk cannot name: any variable.
 ANY = "*"

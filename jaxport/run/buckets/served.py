@@ -48,7 +48,7 @@ def bucket_label(bucket: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in bucket.items()) or "static"
 
 
-def plan_buckets(f: Function, dims: Dims | None = None) -> Plan:
+def plan_served(f: Function, dims: Dims | None = None) -> Plan:
     """The planned buckets of function ``f`` (its record): ``dims``' sizes for the variables it names, the ladder of
     the spec's bounds for the others (see the module docstring)."""
     variables = contract.dimension_variables(f)

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..._jax_internals import make_ir_context
 from ...errors import PlatformError
+from ...jaxprivate.mlir import make_ir_context
 
 if TYPE_CHECKING:  # a type only: the buckets sit below the run core, which hands them its JAX backend
     from ..jax_backend import JaxBackend

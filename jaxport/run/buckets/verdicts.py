@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ... import usercache
-from ..._jax_internals import lapack_left_alone, lapack_targets
 from ...artifact import contract
 from ...artifact.model import Function, Input, Output
+from ...jaxprivate.runtime import lapack_left_alone, lapack_targets
 from ...program.checks import checked_targets
 from .padding import padding_verdicts, specializer
-from .rowwise import Verdict
+from .rowwise import Verdict, exact_axes
 
 if TYPE_CHECKING:  # types only: the buckets sit below the run core
     from ..jax_backend import JaxBackend
@@ -44,11 +44,16 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
         loaded.cache_dir or usercache.active_cache_dir()
     digest = None
     if member is not None:
-        record = json.dumps([member.sha256, f.to_json(), len(f.weights)], sort_keys=True, default=str)
-        digest = hashlib.sha256(record.encode()).hexdigest()
-        remembered = _remembered(usercache.read_record(directory, PADDING_RECORD, digest), variables)
+        digest = padding_digest(member.sha256, f)
+        found = usercache.read_record(directory, PADDING_RECORD, digest, member.sha256)
+        loaded.notes.extend(n for n in usercache.vouching_notes(member.sha256) if n not in loaded.notes)
+        remembered = _remembered(found, f, variables)
         if remembered is not None:
             return remembered
+        if found is not None:
+            loaded.notes.append(f"ignored the padding verdicts in the cache {directory}: they do not fit function "
+                                f"{loaded.function!r} (damaged, or written for another program); proving them "
+                                f"again.")
     specialized = specializer(backend, f, fast=True)
     # Lowering a call of the exported program initializes jaxlib's LAPACK kernels (importing scipy.linalg: 0.3-0.4 s
     # of a batch worker's start) unless told not to; a program the allowlist check found no LAPACK call in does not
@@ -75,8 +80,15 @@ def verdicts_of(loaded: Loaded, cache_dir: str | Path | None = None) -> dict[str
 PADDING_RECORD = "padding-verdicts-5"
 
 
-def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | None:
-    """Verdicts read back from their record, or None for anything that is not exactly one per variable."""
+def padding_digest(program: str, f: Function) -> str:
+    """The key of a function's remembered padding verdicts: its program's sha256 and its manifest record."""
+    record = json.dumps([program, f.to_json(), len(f.weights)], sort_keys=True, default=str)
+    return hashlib.sha256(record.encode()).hexdigest()
+
+
+def _remembered(value: Any, f: Function, variables: Sequence[str]) -> dict[str, Verdict] | None:
+    """Verdicts read back from their record, or None for anything that is not exactly one per variable, each with
+    the axes the manifest sizes by it (``rowwise.exact_axes``) where it allows padding."""
     if not isinstance(value, dict) or sorted(value) != sorted(variables):
         return None
     out = {}
@@ -91,6 +103,10 @@ def _remembered(value: Any, variables: Sequence[str]) -> dict[str, Verdict] | No
                                                   all(type(i) is int for i in x) for k, x in a.items()):
                 return None
             axes.append(dict(a))
+        if d["allowed"] and (axes[0] != exact_axes(f.inputs, v, "input")[0] or
+                             axes[1] != {o.name: exact_axes(f.outputs, v, "output")[0].get(o.name, [])
+                                         for o in f.outputs}):
+            return None  # axes no call of this function has: padding there would fail every call
         out[v] = Verdict(v, d["allowed"], d["reason"], axes[0], axes[1], d["split"], d["split_reason"])
     return out
 

@@ -22,11 +22,13 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from ... import dtypes
+from ..._api_types import record_of
 from ..._fsio import check_output
 from ...artifact import contract
 from ...artifact.container import Artifact
@@ -38,9 +40,9 @@ from ..buckets import sizes
 from ..cache import CacheState, compilation_cache, default_cache_dir
 from ..compile import iree_loader
 from ..compile.deploy import is_compiled_module, run_description_path, signature_function
-from ..load import load_with, open_checked, select_function
-from ..loaded import Benchmark, Latencies
-from ..options import LoadOptions, holding_load_options
+from ..latency import Benchmark, Latencies
+from ..load import load_by, open_checked, select_function
+from ..options import LoadOptions
 from ..values import inputs, outputs
 from ..values.outputs import output_entries
 from . import expect, streaming
@@ -54,13 +56,15 @@ MAX_BENCHMARK_CALLS = 1_000_000
 PRINT_LIMIT = 1000
 #: The output dtypes ``output_dtype`` may name (``f32``: every real floating-point output as float32).
 OUTPUT_DTYPES = {"f32": "float32", "float32": "float32"}
-#: What a compiled module does not take, by the request's field, with the option of ``call`` that sets it.
-NOT_FOR_MODULES = (("function", "--function"), ("cast", "--cast"), ("save_inputs", "--save-inputs"),
+#: What a compiled module does not take, by the request's field (``load.NAME``: a field of how to load), with the
+#: option of ``call`` that sets it.
+NOT_FOR_MODULES = (("load.function", "--function"), ("cast", "--cast"), ("save_inputs", "--save-inputs"),
                    ("output_dtype", "--output-dtype"), ("expect", "--expect"), ("atol", "--atol"), ("rtol", "--rtol"),
-                   ("allow_nonfinite", "--allow-nonfinite"), ("allow_platform_mismatch", "--allow-platform-mismatch"),
-                   ("allow_custom_calls", "--allow-custom-call"), ("cache_dir", "--cache-dir"), ("cache", "--no-cache"),
-                   ("verify_weights", "--no-verify"), ("vjp", "--vjp"), ("cotangents", "--cotangents"),
-                   ("batch_size", "--batch-size"))
+                   ("allow_nonfinite", "--allow-nonfinite"),
+                   ("load.allow_platform_mismatch", "--allow-platform-mismatch"),
+                   ("load.allow_custom_calls", "--allow-custom-call"), ("load.cache_dir", "--cache-dir"),
+                   ("load.cache", "--no-cache"), ("load.verify_weights", "--no-verify"), ("vjp", "--vjp"),
+                   ("cotangents", "--cotangents"), ("batch_size", "--batch-size"))
 
 
 def _paths(value: str | Path | Iterable[str | Path]) -> tuple[str, ...]:
@@ -69,8 +73,7 @@ def _paths(value: str | Path | Iterable[str | Path]) -> tuple[str, ...]:
     return tuple(os.fspath(v) for v in value)
 
 
-@holding_load_options
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CallRequest:
     """What to run on what: the options of ``jaxport call``, checked together when the request is built.
 
@@ -87,9 +90,10 @@ class CallRequest:
     :data:`PRINT_LIMIT` elements carry their values in the report (``call --print --json``). ``benchmark``: time that
     many calls after a warm-up call. ``vjp``: run the derivative too, for the output cotangents of the file
     ``cotangents`` (default ones). ``batch_size``: stream the inputs through in chunks of that many rows. ``load``: how
-    to load the function (:class:`~jaxport.run.options.LoadOptions`; its fields are keywords of the request too:
-    ``function``, ``runtime``, ``allow_platform_mismatch``, ``allow_custom_calls``, ``verify_weights``, and the
-    compilation cache, ``cache_dir``, or none with ``cache=False``).
+    to load the function (:class:`~jaxport.run.options.LoadOptions`), whose fields the constructor takes as keywords
+    too (``function``, ``runtime``, ``allow_platform_mismatch``, ``allow_custom_calls``, ``verify_weights``, the
+    compilation cache, ``cache_dir``, or none with ``cache=False``, ...; one at its default leaves ``load``'s),
+    building the record once.
 
     Combinations ``jaxport call`` refuses raise ``UsageError`` (exit 2) here, with its messages, which name the
     command-line options (``--batch-size`` for ``batch_size``); what a compiled module does not take
@@ -119,11 +123,33 @@ class CallRequest:
     batch_size: int | None = None
     load: LoadOptions = field(default_factory=LoadOptions)
 
-    def __post_init__(self) -> None:
-        set_ = object.__setattr__  # frozen: normalise the containers once, here
-        set_(self, "inputs", _paths(self.inputs))
-        set_(self, "dims", MappingProxyType(dict(self.dims)))  # read-only, as the rest of a frozen request
-        set_(self, "ranges", MappingProxyType(dict(self.ranges)))
+    def __init__(self, artifact: str | Path, inputs: str | Path | Iterable[str | Path] = (), random: bool = False,
+                 dims: Mapping[str, int] | None = None, seed: int | None = None,
+                 ranges: Mapping[str, tuple[float, float]] | None = None, cast: bool = False,
+                 save_inputs: str | Path | None = None, output: str | Path | None = None,
+                 output_dtype: str | None = None, expect: str | Path | None = None, atol: float | None = None,
+                 rtol: float | None = None, allow_nonfinite: bool = False, values: bool = False,
+                 benchmark: int | None = None, host_latency: bool = False, vjp: bool = False,
+                 cotangents: str | Path | None = None, batch_size: int | None = None, load: LoadOptions | None = None,
+                 *, function: str | None = None, runtime: str = "jax",
+                 allow_platform_mismatch: bool = False, allow_custom_calls: Iterable[str] | None = (),
+                 verify_weights: bool = True, cache_dir: str | Path | None = None, cache: bool = True,
+                 module_dir: str | Path | None = None,
+                 require_signature: str | Path | Iterable[str | Path] | None = (),
+                 signature: str | Path | None = None, check_ranges: bool = False) -> None:
+        own = {"artifact": artifact, "inputs": _paths(inputs), "random": random,
+               "dims": MappingProxyType(dict(dims or {})),  # read-only copies, as the rest of a frozen request
+               "seed": seed, "ranges": MappingProxyType(dict(ranges or {})), "cast": cast, "save_inputs": save_inputs,
+               "output": output, "output_dtype": output_dtype, "expect": expect, "atol": atol, "rtol": rtol,
+               "allow_nonfinite": allow_nonfinite, "values": values, "benchmark": benchmark,
+               "host_latency": host_latency, "vjp": vjp, "cotangents": cotangents, "batch_size": batch_size,
+               "load": record_of(LoadOptions, load, {
+                   "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
+                   "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
+                   "cache": cache, "module_dir": module_dir, "require_signature": require_signature,
+                   "signature": signature, "check_ranges": check_ranges}, "load")}
+        for name, value in own.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
         self._check_values()
         for problem in self._combination_problems():
             raise UsageError(problem)
@@ -199,7 +225,7 @@ class CallRequest:
         (:data:`NOT_FOR_MODULES`), else the first of ``given``, options of a command line beyond the request's
         fields (``--isolate``); None when there is none."""
         plain = CallRequest(self.artifact)
-        refused = [flag for name, flag in NOT_FOR_MODULES if getattr(self, name) != getattr(plain, name)]
+        refused = [flag for name, flag in NOT_FOR_MODULES if attrgetter(name)(self) != attrgetter(name)(plain)]
         refused += given
         if not refused:
             return None
@@ -209,13 +235,13 @@ class CallRequest:
 @dataclass
 class _Checked:
     """What the checks before JAX produced: the references, the random inputs' dimensions, the streamed inputs;
-    with a required signature, the artifact open on the descriptor whose bytes were checked, which the call loads
-    (never its path again)."""
+    and the artifact open on the descriptor whose manifest was checked (and, with a required signature, whose bytes
+    were), which the call loads: never its path again, so a file renamed over it meanwhile is not what runs."""
 
     references: expect.References | None = None
     dims: dict[str, int] | None = None
     stream_inputs: tuple[dict[str, Any], dict[str, str]] | None = None
-    signed: Artifact | None = None
+    opened: Artifact | None = None
 
 
 def _check_before_jax(request: CallRequest) -> _Checked:
@@ -227,10 +253,7 @@ def _check_before_jax(request: CallRequest) -> _Checked:
     except BaseException:
         art.close()
         raise
-    if r.load.require_signature:
-        checked.signed = art
-    else:
-        art.close()
+    checked.opened = art
     return checked
 
 
@@ -285,8 +308,8 @@ def call(request: CallRequest, *, progress: Callable[[str], None] | None = None,
     try:
         return _call_artifact(r, checked, say, rows)
     finally:
-        if checked.signed is not None:
-            checked.signed.close()
+        if checked.opened is not None:
+            checked.opened.close()
 
 
 def _call_artifact(r: CallRequest, checked: _Checked, say: Callable[[str], None],
@@ -300,7 +323,7 @@ def _call_artifact(r: CallRequest, checked: _Checked, say: Callable[[str], None]
         # collector need not walk it again (one took 40-50 ms of a first call's lowering).
         gc.freeze()
         say(f"Loading {r.artifact}...")
-        loaded = load_with(checked.signed or r.artifact, r.load, cache_dir=cache.directory, defer_verify=True)
+        loaded = load_by(checked.opened or r.artifact, r.load, defer_verify=True, held=cache)
         f = loaded.function_record
         if r.batch_size:
             return _stream(r, loaded, checked, cache, rows)

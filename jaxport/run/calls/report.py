@@ -4,6 +4,7 @@ a compiled module's), and :class:`ReferenceMismatch`, the failure of ``expect`` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,8 @@ from ...errors import VerificationError
 from ..backend import Placement
 from ..cache import CacheState
 from ..gradients import VjpResult
-from ..loaded import Benchmark, Latencies, Loaded, Run
+from ..latency import Benchmark, Latencies
+from ..loaded import Loaded, Run
 from ..values.outputs import Stats, output_entries, stats
 from .expect import Expectation
 from .streaming import StreamResult
@@ -33,6 +35,8 @@ class Timings(NamedTuple):
     #: Where the executable came from: ``shipped``, ``cache`` or ``compiled`` (``Compilation.source``); None when no
     #: compilation is reported.
     executable: str | None = None
+    #: Under a required signature, who vouched for the shipped executable (``Compilation.vouched_by``).
+    executable_vouched_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -96,13 +100,13 @@ class CallReport:
                benchmark: Benchmark | None = None, values_up_to: int | None = None) -> CallReport:
         """The report of ``loaded.run(arrays, sources)``; with ``values_up_to``, outputs of at most that many
         elements carry their values (larger ones ``None``)."""
-        outputs = output_entries(result.leaves, values_up_to)
         c = result.compilation
-        timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds, c.source)
-        return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
-                   input_entries(arrays, sources), outputs, str(output) if output else None, timings, cache,
-                   Latencies.of(benchmark) if benchmark else None, loaded.placement(), warnings=list(loaded.notes),
-                   leaves=result.leaves)
+        timings = Timings(loaded.load_seconds, c.lower_seconds, c.seconds, c.cache_hit, result.run_seconds, c.source,
+                          c.vouched_by)
+        return dataclasses.replace(
+            cls._common(artifact, loaded, arrays, sources, cache), dims=result.dims,
+            outputs=output_entries(result.leaves, values_up_to), output_file=str(output) if output else None,
+            timings=timings, benchmark=Latencies.of(benchmark) if benchmark else None, leaves=result.leaves)
 
     @classmethod
     def of_vjp(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
@@ -112,18 +116,26 @@ class CallReport:
         read from the file ``cotangents`` (None: ones)."""
         section = VjpSection([Stats.of(n, v) for n, v in result.cotangents], result.skipped,
                              str(cotangents) if cotangents else "ones")
-        return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, loaded.check(arrays),
-                   input_entries(arrays, sources), [stats(n, v) for n, v in result.outputs],
-                   str(output) if output else None, _untimed(loaded, seconds), cache, None,
-                   loaded.placement(), vjp=section, warnings=list(loaded.notes))
+        return dataclasses.replace(
+            cls._common(artifact, loaded, arrays, sources, cache), dims=loaded.check(arrays),
+            outputs=[stats(n, v) for n, v in result.outputs], output_file=str(output) if output else None,
+            timings=_untimed(loaded, seconds), vjp=section)
 
     @classmethod
     def of_stream(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
                   result: StreamResult, cache: CacheState) -> CallReport:
         """The report of ``streaming.call(loaded, arrays, ...)``."""
-        return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, result.dims,
-                   input_entries(arrays, sources), result.stats, result.output_file, _untimed(loaded, result.seconds),
-                   cache, None, loaded.placement(), streaming=result, warnings=list(loaded.notes))
+        return dataclasses.replace(cls._common(artifact, loaded, arrays, sources, cache), dims=result.dims,
+                                   outputs=result.stats, output_file=result.output_file,
+                                   timings=_untimed(loaded, result.seconds), streaming=result)
+
+    @classmethod
+    def _common(cls, artifact: str | Path, loaded: Loaded, arrays: Mapping[str, Any], sources: Mapping[str, str],
+                cache: CacheState) -> CallReport:
+        """What every report of a loaded function's call holds (the artifact, the function, where it ran, its
+        inputs, the cache, the load's notes), before its constructor fills in what that call did."""
+        return cls(str(artifact), loaded.function, loaded.platform, loaded.runtime, {}, input_entries(arrays, sources),
+                   [], None, _untimed(loaded, 0.0), cache, None, loaded.placement(), warnings=list(loaded.notes))
 
     def output_stats(self) -> list[Stats]:
         """:class:`Stats` of each output, read from :attr:`outputs`."""

@@ -2,11 +2,13 @@
 which need not be this one: every function at every shape bucket, each reported compiled or failed, with XLA's whole
 message and the device memory the executable needs against the target's.
 
-A TPU target is compiled for deviceless (``targets``): the program is lowered exactly as a process on the TPU lowers
-it when it loads the artifact (``jax_backend.program_function``, the same ``jax.jit``, inputs and bound tensors
-placed on the default device), so the executable is the one that process would compile, and ``warmup`` stores it in
-the cache directory as a record (``executables``) that the TPU process loads instead of compiling. ``cpu`` compiles
-for this host the same way, so the mechanism runs without libtpu.
+A TPU or GPU target is compiled for deviceless (``targets``): the program is lowered exactly as a process on the
+accelerator lowers it when it loads the artifact (``jax_backend.program_function``, the same ``jax.jit``, inputs and
+bound tensors placed on the default device), so the executable is the one that process would compile, and ``warmup``
+stores it in the cache directory as a record (``executables``) that the TPU or GPU process loads instead of
+compiling (a GPU one keyed by the GPU's model, so that the real device, which names itself otherwise than XLA's
+spec, finds it). ``cpu`` compiles for this host the same way, so the mechanism runs without libtpu or the CUDA
+plugin.
 """
 
 from __future__ import annotations
@@ -21,25 +23,28 @@ from pathlib import Path
 from typing import Any
 
 from ... import dtypes
-from ..._jax_compiler import Facts, memory_analysis, serialized_executable, steered, steering_available
-from ..._jax_internals import initialize_lapack
 from ..._text import plural
 from ...artifact.calltree import argument_positions
 from ...artifact.container import Artifact
-from ...artifact.model import Function
 from ...artifact.policy import CheckReport, Policy, Violation, load_policy
 from ...artifact.policy import check as policy_check
 from ...errors import JaxportError, PlatformError, UsageError
+from ...isolation import isolate
+from ...isolation.startup import settings_refusal
+from ...jaxprivate.compiler import memory_analysis, serialized_executable, steered, steering_available
+from ...jaxprivate.facts import Facts
+from ...jaxprivate.runtime import MOSAIC_GPU_TARGET, initialize_lapack, mosaic_gpu_runtime
+from ...program.checks import checked_targets
 from ...sharding import mesh_devices, mesh_text, runtime_mesh
-from .. import buckets as buckets_mod
 from ..backend import ShapeKey
 from ..buckets import sizes
+from ..buckets.ahead import MAX_SIGNATURES, plan_target
 from ..executables import write_record
 from ..jax_backend import program_function, xla_message
 from ..load import open_checked, runnable_program, select_function
 from ..options import LoadOptions
-from ..warmup import MAX_SIGNATURES, combinations, signature
-from .targets import Target, libtpu_note, quiet_libtpu, target
+from ..warmup import signature
+from .targets import Target, cuda_note, libtpu_note, quiet_cuda, quiet_libtpu, target
 
 
 @dataclass(frozen=True)
@@ -123,10 +128,7 @@ class TargetReport:
         return f"{head}; function {first.function!r} at {shown}: {first.reason()}"
 
     def to_json(self) -> dict[str, Any]:
-        t = self.target
-        return {"artifact": self.artifact, "target": {"name": t.name, "platform": t.platform,
-                                                       "topology": t.topology, "description": t.description,
-                                                       "memory_per_device": t.memory_per_device},
+        return {"artifact": self.artifact, "target": self.target.to_json(),
                 "platform_version": self.platform_version, "jaxlib": self.jaxlib, "cache_dir": self.cache_dir,
                 "passed": not self.failed, "buckets": [b.to_json() for b in self.buckets], "notes": self.notes}
 
@@ -144,24 +146,12 @@ def memory_text(m: Mapping[str, int] | None) -> str:
     return ", ".join(f"{k} {gib(v)}" for k, v in m.items() if v and k != "aliased")
 
 
-def plan_buckets(fn: Function, dims: Mapping[str, Sequence[int]] | None, where: str) -> list[dict[str, int]]:
-    """The dimension values to compile ``fn`` for: every combination of the values ``dims`` gives (as ``warmup``
-    reads ``--dim``), or without them, the buckets ``jaxport compile`` proposes from the spec's bounds."""
-    if dims:
-        names = sizes.names_of(fn)
-        return combinations(fn, {k: list(v) for k, v in dims.items() if k in names}, where)
-    try:
-        return buckets_mod.plan(fn).buckets
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}") from None
-
-
 def compile_for_target(art: Artifact, target: Target, *, functions: Iterable[str] | None = None,
                        dims: Mapping[str, Sequence[int]] | None = None,
                        allow_custom_calls: Iterable[str] | None = None, cache_dir: Path | None = None,
                        progress: Callable[[str], None] | None = None) -> TargetReport:
     """Compile the functions of an open artifact (``functions``, default all) for ``target`` at their buckets
-    (:func:`plan_buckets`); with ``cache_dir``, store each executable there (``executables``) for the target's
+    (``buckets.ahead.plan_target``); with ``cache_dir``, store each executable there (``executables``) for the target's
     processes to load. A bucket that does not compile or fit is reported, not raised; an artifact that cannot be
     compiled for the target at all (not exported for its platform, a mesh larger than the target) raises."""
     import jax
@@ -181,13 +171,13 @@ def compile_for_target(art: Artifact, target: Target, *, functions: Iterable[str
             raise PlatformError(f"{where} was exported for {', '.join(fn.platforms)}, not {target.platform}: it "
                                 f"cannot be compiled for {target.name}. Re-export it with --platform "
                                 f"{target.platform} (repeat --platform to keep the others).")
-        plans[fname] = plan_buckets(fn, dims, where)
+        plans[fname] = plan_target(fn, dims, where)
     total = sum(len(p) for p in plans.values())
     if total > MAX_SIGNATURES:
         raise UsageError(f"{art.path}: {total} buckets to compile for {target.name}; at most {MAX_SIGNATURES} are "
                          f"allowed. Give fewer values with --dim, or one function with --function.")
     devices = target.devices()
-    note = libtpu_note() if target.deviceless else None
+    note = libtpu_note() if target.platform == "tpu" else cuda_note() if target.platform == "cuda" else None
     if note:
         report.notes.append(note)
     for fname, buckets in plans.items():
@@ -203,6 +193,8 @@ def _compile_function(art: Artifact, fname: str, buckets: list[dict[str, int]], 
     fn = art.model.functions[fname]
     where = f"{art.path}: function {fname!r}"
     exported = runnable_program(art, fname, allow_custom_calls, str(art.path), report.notes)
+    if MOSAIC_GPU_TARGET in (checked_targets(exported.mlir_module_serialized) or ()):
+        mosaic_gpu_runtime()
     program = art.model.members[fn.payload].sha256
     jit = jax.jit(program_function(exported, fname))
     weights = art.model.weights
@@ -274,14 +266,27 @@ def compile_targets(path: str | Path, targets: Sequence[str], *, options: LoadOp
     allowed and the signature required (checked before the artifact is read)."""
     options = options or LoadOptions()
     chosen = [target(name) for name in dict.fromkeys(targets)]
-    if any(t.deviceless for t in chosen):
+    if any(t.platform == "tpu" for t in chosen):
         quiet_libtpu()  # before JAX starts its backends
+        # libtpu is started to describe the slice whatever JAX_PLATFORMS says: a setting it refuses would end this
+        # process with its own line (exit 1), so it is refused first, naming the variable
+        refused = settings_refusal(libtpu=True)
+        if refused is not None:
+            raise UsageError(f"--target {next(t.name for t in chosen if t.platform == 'tpu')}: {refused}")
+    if any(t.platform == "cuda" for t in chosen):
+        quiet_cuda()  # before JAX starts its backends: no GPU here, so JAX's CUDA plugin must not try to start
     directory = Path(cache_dir).expanduser() if cache_dir is not None else None
     with open_checked(path, options) as art:  # a required signature verified on the bytes then compiled
         functions = [select_function(art.model, options.function, str(path))] if options.function else None
-        return [compile_for_target(art, t, functions=functions, dims=dims,
+        reports = [compile_for_target(art, t, functions=functions, dims=dims,
                                    allow_custom_calls=options.allow_custom_calls, cache_dir=directory,
                                    progress=progress) for t in chosen]
+        if directory is not None:  # the program check's verdict beside the executables (a vouch covers both)
+            for f in art.model.functions.values():
+                member = art.model.members.get(f.payload)
+                if member is not None:
+                    isolate.remember(member.sha256, directory)
+        return reports
 
 
 def check(artifact: str | Path, policy: Policy | str | Path, *, targets: Sequence[str] = (),

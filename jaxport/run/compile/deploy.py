@@ -11,8 +11,9 @@ where no Python JAX exists. Needs the optional extra ``jaxport[iree]``.
 - ``out.run.json`` (:data:`RUN_FORMAT`): how to call it: the signature (inputs, outputs, dimension bounds), each
   function's dimension values and concrete input and output shapes in argument order, the bucket choice rule, the
   padding rule with each variable's verdict (``rowwise``), and for each function the ``iree-run-module`` command
-  line that runs it on ``NAME.npy`` files. It names the other two files relative to its own directory and records
-  no time or absolute path, so compiling the same artifact with the same options and tools gives the same bytes.
+  line that runs it on ``NAME.npy`` files (``NAME.bin`` for a 4-bit array: see :func:`run_command`). It names the
+  other two files relative to its own directory and records no time or absolute path, so compiling the same artifact
+  with the same options and tools gives the same bytes.
 
 ``iree_loader`` (numpy and ``iree.runtime`` only) and ``jaxport call out.run.json`` (``calling.call``) read it, pick the
 smallest bucket that fits a call and pad and slice where the program allows it.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import dtypes
+from ..._api_types import record_of
 from ..._fsio import atomic_write, check_output
 from ..._text import plural
 from ...artifact import contract
@@ -40,7 +42,8 @@ from ..buckets import rowwise
 from ..buckets.padding import padding_verdicts, specializer, structs
 from ..iree import check_supported, compile_error, compile_module, iree_version
 from ..jax_backend import JaxBackend
-from ..load import load
+from ..load import load_by
+from ..options import LoadOptions
 from ..values import keys
 from .iree_loader import Array, Description
 from .iree_module import SCOPE, Specialized, assemble, write_archive
@@ -148,7 +151,8 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
     stage = progress or (lambda text: None)
     start = time.perf_counter()
     stage("loading the artifact")
-    loaded = load(path, function, allow_custom_calls=allow_custom_calls)
+    options = record_of(LoadOptions, None, {"function": function, "allow_custom_calls": allow_custom_calls}, "load")
+    loaded = load_by(path, options)
     backend = loaded.backend
     assert isinstance(backend, JaxBackend)  # load's default runtime
     f = loaded.function_record
@@ -192,11 +196,10 @@ def compile_artifact(path: str | Path, output: str | Path, *, function: str | No
         s = structs(f, bucket)
         with backend.x64():
             outs = jax.tree_util.tree_leaves(jax.eval_shape(backend.program, weight_structs, *s))
-        argv = run_command(module_path.name, irpa_path.name if weight_names else None, name, f.input_names,
-                           f.output_names)
-        functions.append(BucketFunction(
-            name, dict(bucket), tuple(_module_input(i, tuple(x.shape)) for i, x in zip(f.inputs, s)),
-            tuple(Array(o.name, tuple(a.shape), o.dtype) for o, a in zip(f.outputs, outs)), argv))
+        ins = tuple(_module_input(i, tuple(x.shape)) for i, x in zip(f.inputs, s))
+        results = tuple(Array(o.name, tuple(a.shape), o.dtype) for o, a in zip(f.outputs, outs))
+        argv = run_command(module_path.name, irpa_path.name if weight_names else None, name, ins, results)
+        functions.append(BucketFunction(name, dict(bucket), ins, results, argv))
     description = _description(path, loaded.function, f, module_path, irpa_path, cpu, chosen, verdicts, functions)
     archive_size = None
     if weight_names:
@@ -223,24 +226,38 @@ def _padding_notes(verdicts: Mapping[str, rowwise.Verdict]) -> list[str]:
     return notes
 
 
-def _file(name: str, kind: str, i: int) -> str:
-    """The ``.npy`` file an ``iree-run-module`` command line names for an input or output."""
+def _file(name: str, kind: str, i: int, suffix: str = ".npy") -> str:
+    """The file an ``iree-run-module`` command line names for an input or output (``suffix``: ``.npy``, or
+    ``.bin`` for a 4-bit array)."""
     plain = name.replace("/", "_").replace(".", "_")
-    return f"{plain}.npy" if plain and all(c.isalnum() or c in "_-" for c in plain) and plain.isascii() \
-        else f"{kind}{i}.npy"
+    return f"{plain}{suffix}" if plain and all(c.isalnum() or c in "_-" for c in plain) and plain.isascii() \
+        else f"{kind}{i}{suffix}"
 
 
-def run_command(module: str, parameters: str | None, function: str, inputs: Sequence[str],
-                outputs: Sequence[str]) -> list[str]:
+def run_command(module: str, parameters: str | None, function: str, inputs: Sequence[Array],
+                outputs: Sequence[Array]) -> list[str]:
     """The ``iree-run-module`` argument list that runs ``function`` of the module file ``module`` (with the
     parameter archive ``parameters``, if any) on ``NAME.npy`` files in the run description's directory and writes
-    its outputs to ``NAME.npy`` files."""
+    its outputs to ``NAME.npy`` files.
+
+    A 4-bit array (``int4``, ``uint4``) is a raw ``NAME.bin`` instead, its elements packed two to a byte, the first
+    in the low nibble (as IREE's ``i4`` buffers and jaxport's weights hold them), read with its shape and type given
+    (``--input=4x3xi4=@w.bin``): ``iree-run-module`` (IREE 3.13) has no ``.npy`` form for them. It takes numpy's
+    int4 ``.npy`` (one element per byte, ``|V1``) as the packed bytes, so the values it computes from one are wrong
+    with no error, and it writes an ``i4`` output as a ``.npy`` whose header says a byte per element over half as
+    many bytes, which ``numpy.load`` refuses."""
     argv = [TOOL, f"--device={DEVICE}", f"--module={module}"]
     if parameters is not None:
         argv.append(f"--parameters={SCOPE}={parameters}")
     argv.append(f"--function={function}")
-    argv += [f"--input=@{_file(name, 'input', k)}" for k, name in enumerate(inputs)]
-    argv += [f"--output=@{_file(name, 'output', k)}" for k, name in enumerate(outputs)]
+    for k, a in enumerate(inputs):
+        if dtypes.BY_NAME[a.dtype].packed:
+            typed = "x".join([*(str(d) for d in a.shape), str(dtypes.BY_NAME[a.dtype].mlir)])
+            argv.append(f"--input={typed}=@{_file(a.name, 'input', k, '.bin')}")
+        else:
+            argv.append(f"--input=@{_file(a.name, 'input', k)}")
+    argv += [f"--output=@{_file(a.name, 'output', k, '.bin' if dtypes.BY_NAME[a.dtype].packed else '.npy')}"
+             for k, a in enumerate(outputs)]
     return argv
 
 

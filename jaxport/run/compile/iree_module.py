@@ -20,9 +20,9 @@ from typing import Any
 
 from ... import dtypes
 from ..._fsio import atomic_write
-from ..._jax_internals import make_ir_context
 from ...arrayfiles import subbyte
 from ...errors import PlatformError
+from ...jaxprivate.mlir import make_ir_context
 from ..iree import RUN_WITH_JAX, iree_packages
 
 #: The parameter scope the module names its bound tensors in (``iree-run-module --parameters=model=FILE.irpa``).

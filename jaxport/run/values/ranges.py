@@ -199,25 +199,6 @@ def _shape_variables(inputs: tuple[Input, ...]) -> set[str]:
     return found
 
 
-def _step(value: Any, up: bool) -> Any:
-    """The neighbour of the finite float scalar ``value`` (a numpy scalar of its dtype) above or below it."""
-    import numpy as np
-
-    width = dtypes.BY_NAME[str(value.dtype)].width  # 4 for float4_e2m1fn, held in a byte's low bits
-    unsigned = np.dtype(f"uint{max(width, 8)}")
-    bits = int(np.asarray(value).view(unsigned)) & ((1 << width) - 1)
-    sign = 1 << (width - 1)
-    magnitude = bits & (sign - 1)
-    negative = bool(bits & sign) and magnitude != 0
-    if magnitude == 0:  # +0 or -0
-        bits = 1 if up else sign | 1
-    elif negative:
-        bits = bits - 1 if up else bits + 1
-    else:
-        bits = bits + 1 if up else bits - 1
-    return np.asarray(bits, dtype=unsigned).view(value.dtype)[()]
-
-
 def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | None:
     """The smallest and the largest value of the float dtype ``dtype`` in [lo, hi); None if none is."""
     import numpy as np
@@ -225,10 +206,10 @@ def representable(lo: float, hi: float, dtype: str) -> tuple[float, float] | Non
     target = dtypes.to_numpy(dtype)
     low = np.asarray(lo, dtype=np.float64).astype(target)[()]
     if float(low) < lo:
-        low = _step(low, up=True)
+        low = dtypes.neighbour(low, up=True)
     high = np.asarray(hi, dtype=np.float64).astype(target)[()]
     if float(high) >= hi:
-        high = _step(high, up=False)
+        high = dtypes.neighbour(high, up=False)
     if float(low) > float(high):
         return None
     return float(low), float(high)

@@ -1,35 +1,22 @@
-"""The point where JAX hands a program to XLA: what an executable is compiled from, and an executable compiled
-elsewhere used in its place.
+"""What an executable is compiled from, read where JAX hands a program to XLA (``compiler.steered``): the
+:class:`Facts` of a compilation, which decide whether an executable compiled elsewhere runs here (``run.executables``),
+and the compile options that differ between two of them.
 
-JAX has no public API for either. ``jax.experimental.serialize_executable`` ships an executable as a pickle (its
-Python wrapper and tree definitions with it), which a reader of files from elsewhere must never load; and JAX's
-persistent compilation cache keys an executable by one hash of everything, so an entry written by a compile for a
-TPU on a machine without one is never found on the TPU (the TPU host's ``LIBTPU_INIT_ARGS`` alone changes the hash).
-Every JAX jaxport supports (0.9.1 - 0.12.x) compiles each ``jax.jit`` program through one private function,
-``jax._src.compiler.compile_or_get_cached(backend, computation, devices, compile_options, host_callbacks,
-executable_devices, ...)``: :func:`steered` wraps it, for the calling thread only, so that
-
-- :class:`Facts` of the compilation are read there: the program XLA gets, its compile options, the platform and its
-  version, the devices' kinds and topology, the XLA flags and the jaxlib (what JAX's own cache key covers, digest by
-  digest, so that a mismatch can be named);
-- a caller may answer with an executable deserialized from native bytes (``Client.deserialize_executable``, the call
-  JAX's own cache makes), and JAX then builds its usual ``Compiled`` around it: its C++ dispatch, shardings and
-  layouts, read from the executable as after a compile.
-
-Outside a :func:`steered` block, and in other threads, compilation is JAX's own. A JAX without the function (a
-future release) is reported by :func:`steering_available`, and callers compile as usual.
+JAX's persistent compilation cache keys an executable by one hash of everything; these are the same inputs, digest by
+digest, so that a mismatch can be named. JAX's own cache-key code clears what changes no executable
+(``jax._src.cache_key``), and the options are read back with jaxlib's ``CompileOptions``: neither has a public API.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
-import threading
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .._machine import GpuFacts, gpu_facts
+from .xla import topology
 
 #: XLA flags that change nothing an executable computes: where XLA dumps its work, and the TPU runtime's launch
 #: barrier, which JAX's start-up on a TPU host adds to ``LIBTPU_INIT_ARGS`` and a host without a TPU never has.
@@ -54,99 +41,86 @@ class Facts:
     #: The compile options themselves (base64 of their serialization, as digested in ``options``): not compared,
     #: kept so that a mismatch can name the options that differ (:func:`options_difference`).
     options_proto: str = field(default="", compare=False)
+    #: For an NVIDIA GPU, what decides whether the executable runs on one and how well (``_machine.GpuFacts``); None
+    #: elsewhere (and then absent from the JSON: records of other platforms read as before).
+    gpu: GpuFacts | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "device_kinds": list(self.device_kinds)}
+        data = {**asdict(self), "device_kinds": list(self.device_kinds)}
+        if self.gpu is None:
+            del data["gpu"]
+        else:
+            data["gpu"] = self.gpu.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> Facts | None:
         """The facts a record holds, or None when ``data`` is not a facts object (a damaged or foreign record)."""
-        if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
+        names = set(cls.__dataclass_fields__)
+        if not isinstance(data, dict) or set(data) not in (names, names - {"gpu"}):
             return None
         kinds = data.get("device_kinds")
         if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
             return None
-        if not all(isinstance(v, str) for k, v in data.items() if k != "device_kinds"):
+        if not all(isinstance(v, str) for k, v in data.items() if k not in ("device_kinds", "gpu")):
             return None
-        return cls(**{**data, "device_kinds": tuple(kinds)})
+        gpu = GpuFacts.from_json(data["gpu"]) if "gpu" in data else None
+        if "gpu" in data and gpu is None:
+            return None
+        return cls(**{**data, "device_kinds": tuple(kinds), "gpu": gpu})
 
     def differences(self, other: Facts) -> list[str]:
-        """The names of the facts that differ (``module``, ``jaxlib``, ...), in the order above."""
+        """The names of the facts that differ (``module``, ``jaxlib``, ...), in the order above. Between two GPU
+        compilations (a record's and this machine's), the device's identity and versions are compared as
+        ``GpuFacts.differences`` says (named ``gpu.cudnn``, ...), not its platform build, name or topology, which a
+        compile without the GPU gives otherwise (XLA's spec of the H200 names it ``NVIDIA H200 141GB HBM3e``)."""
+        if self.gpu is not None and other.gpu is not None:
+            same = [name for name in ("module", "options", "flags", "jaxlib")
+                    if getattr(self, name) != getattr(other, name)]
+            if len(self.device_kinds) != len(other.device_kinds):
+                same.append("device_kinds")
+            return same + [f"gpu.{name}" for name in self.gpu.differences(other.gpu)]
         return [name for name, f in self.__dataclass_fields__.items()
-                if f.compare and getattr(self, name) != getattr(other, name)]
+                if (f.compare or name == "gpu") and getattr(self, name) != getattr(other, name)]
 
-
-#: What a :func:`steered` block's callback gets: the compilation's facts and a function that turns native executable
-#: bytes into an executable loaded for this compilation's devices and options. It returns that executable to use it,
-#: or None to let XLA compile.
-Steer = Callable[[Facts, Callable[[bytes], Any]], Any]
-
-_local = threading.local()
-_lock = threading.Lock()
-
-
-def steering_available() -> bool:
-    """Whether this JAX compiles through the function :func:`steered` wraps."""
-    try:
-        from jax._src import compiler  # no public API: see the module docstring
-    except ImportError:
-        return False
-    return callable(getattr(compiler, "compile_or_get_cached", None))
-
-
-@contextlib.contextmanager
-def steered(steer: Steer) -> Iterator[None]:
-    """Within the block, every compilation of this thread goes through ``steer`` first (see :data:`Steer`)."""
-    _install()
-    previous = getattr(_local, "steer", None)
-    _local.steer = steer
-    try:
-        yield
-    finally:
-        _local.steer = previous
-
-
-def _install() -> None:
-    from jax._src import compiler  # no public API: see the module docstring
-
-    with _lock:
-        original = compiler.compile_or_get_cached
-        if getattr(original, "_jaxport_steer", False):
-            return
-
-        def compile_or_get_cached(backend: Any, computation: Any, devices: Any, compile_options: Any,
-                                  host_callbacks: Any, executable_devices: Any, *rest: Any, **kwargs: Any) -> Any:
-            steer = getattr(_local, "steer", None)
-            if steer is not None and not host_callbacks:
-                facts = compilation_facts(backend, computation, devices, compile_options)
-
-                def load(blob: bytes) -> Any:
-                    return backend.deserialize_executable(blob, executable_devices, compile_options)
-
-                executable = steer(facts, load)
-                if executable is not None:
-                    return executable
-            return original(backend, computation, devices, compile_options, host_callbacks, executable_devices,
-                            *rest, **kwargs)
-
-        compile_or_get_cached._jaxport_steer = True  # type: ignore[attr-defined]
-        compiler.compile_or_get_cached = compile_or_get_cached
+    def matches(self, here: Facts) -> bool:
+        """Whether an executable compiled with these facts runs with ``here``'s (no :meth:`differences`)."""
+        return not self.differences(here)
 
 
 def compilation_facts(backend: Any, computation: Any, devices: Any, compile_options: Any) -> Facts:
     """The :class:`Facts` of one compilation, from what JAX hands XLA."""
-    from jax._src.lib import xla_client
-
     flat = list(getattr(devices, "flat", devices))
     try:
-        topology = str(xla_client.get_topology_for_devices(flat).fingerprint())
+        fingerprint = str(topology(flat).fingerprint())
     except Exception:  # noqa: BLE001 - a platform without a serializable topology (JAX falls back the same way)
-        topology = ""
+        fingerprint = ""
     options, proto = _options_digest(compile_options)
+    platform = str(backend.platform)
     return Facts(module=_module_digest(computation), options=options, options_proto=proto,
-                 platform=str(backend.platform), platform_version=str(backend.platform_version),
-                 device_kinds=tuple(str(d.device_kind) for d in flat), topology=topology, flags=_flags(),
-                 jaxlib=_jaxlib_version(), machine=host_processor() if backend.platform == "cpu" else "")
+                 platform=platform, platform_version=str(backend.platform_version),
+                 device_kinds=tuple(str(d.device_kind) for d in flat), topology=fingerprint, flags=_flags(),
+                 jaxlib=_jaxlib_version(), machine=host_processor() if platform == "cpu" else "",
+                 gpu=_gpu_of(backend, flat, compile_options) if platform in ("gpu", "cuda") else None)
+
+
+def _gpu_of(backend: Any, devices: list[Any], compile_options: Any) -> GpuFacts | None:
+    """The :class:`GpuFacts` of a compilation for NVIDIA GPUs: the device's target config as XLA gives it (for a
+    deviceless compile, the one it was made from), and whether XLA autotunes it (a GPU client whose
+    ``xla_gpu_autotune_level`` is not 0); None for another GPU vendor's."""
+    try:
+        config = str(topology(devices).target_config)
+    except Exception:  # noqa: BLE001 - a jaxlib or plugin without the attribute: the versions loaded here decide
+        config = ""
+    if "cuda_compute_capability" not in config and "rocm" in config.lower():
+        return None
+    try:
+        level: int | None = int(compile_options.executable_build_options.debug_options.xla_gpu_autotune_level)
+    except (AttributeError, TypeError, ValueError):
+        level = None
+    deviceless = str(getattr(backend, "runtime_type", "")) == "compile_only_runtime"
+    return gpu_facts(config, str(devices[0].device_kind) if devices else "", deviceless=deviceless,
+                     autotune_level=level, cores=getattr(devices[0], "core_count", None) if devices else None)
 
 
 def _module_digest(computation: Any) -> str:
@@ -256,39 +230,3 @@ def _jaxlib_version() -> str:
     from jaxlib.version import __version__
 
     return str(__version__)
-
-
-def serialized_executable(compiled: Any) -> bytes:
-    """The native bytes of a ``jax.stages.Compiled``'s executable (what ``Client.deserialize_executable`` reads).
-
-    Raises ``ValueError`` for a compilation that has none (one with host callbacks, or a pmap)."""
-    executable = getattr(getattr(compiled, "_executable", None), "xla_executable", None)
-    if executable is None:
-        raise ValueError("this compilation has no serializable executable")
-    if hasattr(executable, "serialize"):  # an executable compiled for devices this process does not have
-        return bytes(executable.serialize())
-    return bytes(executable.client.serialize_executable(executable))
-
-
-def memory_analysis(compiled: Any) -> dict[str, int] | None:
-    """Bytes of device memory the executable needs, by kind (``arguments``, ``outputs``, ``aliased``,
-    ``temporaries``, ``code``), from XLA's analysis; None where the platform gives none."""
-    try:
-        stats = compiled.memory_analysis()
-    except Exception:  # noqa: BLE001 - platforms without the analysis raise their own errors
-        return None
-    if stats is None:
-        return None
-    fields = {"arguments": "argument_size_in_bytes", "outputs": "output_size_in_bytes",
-              "aliased": "alias_size_in_bytes", "temporaries": "temp_size_in_bytes",
-              "code": "generated_code_size_in_bytes"}
-    return {name: int(getattr(stats, attr, 0) or 0) for name, attr in fields.items()}
-
-
-def cpp_call(compiled: Any) -> Callable[..., Any]:
-    """A ``jax.stages.Compiled``'s call as JAX's C++ dispatch runs it, without the Python frame of
-    ``Compiled.__call__`` in front (one microsecond a call on a CPU, more on a TPU host): the callable it creates on
-    its first call and keeps (``_call``; JAX's own fallback where it has no C++ path). The compiled object itself
-    before its first call, or where this JAX keeps no such callable."""
-    call = getattr(compiled, "_call", None)
-    return call if callable(call) else compiled
