@@ -28,7 +28,7 @@ from serve_sizes import MLP_V1, export, ready_time  # noqa: E402
 
 #: What each server imports before it listens, timed in a fresh process (seconds from start to the import's end).
 IMPORTS = {"kserve (the bare model's server)": "import kserve",
-           "jaxport serve's transport": "import jaxport.serve.kserve_server",
+           "jaxport serve's transport": "import jaxport.serve.transport.kserve_server",
            "jax": "import jax"}
 
 

@@ -1,6 +1,6 @@
 """``jaxport serve``'s own options (where it listens, how it batches and compiles), which the command receives as one
-parameter, ``server``, and its run: the options checked, the models opened and served (``jaxport.serve.models``), and
-the line and exit code of a server a signal stopped."""
+parameter, ``server``, and its run: the options checked, the models opened and served
+(``jaxport.serve.transport.models``), and the line and exit code of a server a signal stopped."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def serve(artifacts: tuple[str, ...], dims: dict[str, list[int]], load: Any, ser
     if not (mode and mode.isascii() and len(mode) <= 4 and all(c in "01234567" for c in mode)) or int(mode, 8) > 0o777:
         raise UsageError(f"--uds-mode {mode}: give permission bits in octal (at most 777), such as 600 or 660.")
     apply(devices)  # before JAX starts
-    from jaxport.serve.models import Listen, Serving, open_models, serve_models, unanswered
+    from jaxport.serve.transport.models import Listen, Serving, open_models, serve_models, unanswered
 
     listen = Listen(server.host, server.http_port, server.grpc_port, server.max_request_mb << 20, server.uds,
                     int(mode, 8))

@@ -27,7 +27,7 @@
 3. Imports of jaxport modules sit at module top level: a lazy import inside a function hides a dependency (and so
    a cycle). Only the facade imports lazily, to keep ``import jaxport`` light, and a subpackage's ``__init__``
    its own submodules (PEP 562 ``__getattr__``: ``jaxport.run.call`` without importing it with every ``run`` module),
-   and ``jaxport serve`` its kserve transport (``OPTIONAL_MODULES``), once its arguments are checked, and the export
+   and ``jaxport serve`` its kserve server (``OPTIONAL_MODULES``), once its arguments are checked, and the export
    pipeline its optional stages where they are used (``OPTIONAL_STAGES``: the rules of an older JAX), so that an
    export that needs none imports none (issue 48).
 4. No module imports another module's ``_private`` name, or reads one through a module it imported
@@ -36,10 +36,11 @@
 5. The format layer stays light: ``artifact`` and the base layers import jax, jaxlib, numpy, ml_dtypes, safetensors,
    iree and the signature libraries (model_signing, sigstore, cryptography, OpenSSL: the extra ``jaxport[sign]``)
    only inside functions, so that reading a manifest imports none of them.
-6. Rooms. ``artifact`` and ``run`` are each a core (their flat modules) and rooms (their sub-packages, one concept
-   each); every sub-package is a room of this table, and a module imports only from its own room and the rooms of
-   its layer the table allows (imports for type checkers alone do not count, and a layer's ``__init__`` may reach
-   any of its rooms):
+6. Rooms. ``artifact``, ``export``, ``run`` and ``serve`` are each a core (their flat modules) and rooms (their
+   sub-packages, one concept each); every sub-package is a room of this table, and a module imports only from its own
+   room and the rooms of its layer the table allows (imports for type checkers alone do not count, and a layer's
+   ``__init__`` may reach any of its rooms). The batch engines' adapters (``jaxport.ray``, ``.beam``, ``.spark``)
+   count as the serve core, so that its rule (it imports no ``serve.transport``) holds them too:
 
    ================ =====================================================================================
    artifact         the format core (container, manifest, model, tensors, call tree, contract, ...): none of
@@ -57,6 +58,19 @@
                     buckets, values
    run.calls        ``jaxport call`` (request, report, streaming, references): compile, the run core, buckets,
                     values
+   export.entry     the function to export (entry point, Python object, the paths an export records): nothing
+                    else of ``export``
+   export.weights   binding weights (a source loaded, its leaves named, the parameter ``--bind`` binds): entry
+   export.lowering  what runs JAX's tracer (lowering, its tracing environment, ``like``, returns, VJPs, hints,
+                    a program exported again): weights, entry
+   export.writing   the artifact written (manifest writer, the writing step, ``--for-jax``): lowering, weights,
+                    entry
+   export           the export core (its request, the pipeline, rebind): every room of ``export``
+   serve            the engine-free core (batching, compiled buckets, batcher, the batch engines' ``Engine`` and
+                    rows, loading, limits) and the batch engines' adapters: none of its rooms, that is, the
+                    core imports no transport, so that batching stays one core under every way in
+   serve.transport  ``jaxport serve``'s server (its models, addresses and unix sockets, the Open Inference
+                    Protocol, kserve: registry, REST, gRPC, metrics, lifecycle): the serve core
    ================ =====================================================================================
 
 7. Transport: records inside, keywords at the facade. Inside the library a request, or a group of options, travels as
@@ -112,10 +126,11 @@ FOUNDATION_PACKAGES = ("program", "jaxprivate", "arrayfiles")
 #: Flat modules that belong to the ``serve`` layer: the batch engines' adapters (``jaxport.ray.Predictor``).
 ENGINE_MODULES = ("ray", "beam", "spark")
 #: Modules of an optional extra, imported inside the function that needs them as heavy third-party modules are:
-#: ``serve.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for cycles.
-OPTIONAL_MODULES = ("jaxport.serve.kserve_server",)
+#: ``serve.transport.kserve_server`` needs ``jaxport[serve]`` and seconds to import (kserve). Their imports count for
+#: cycles.
+OPTIONAL_MODULES = ("jaxport.serve.transport.kserve_server",)
 #: Importer -> the modules it imports where an optional stage of the export needs them (rule 3).
-OPTIONAL_STAGES: dict[str, set[str]] = {"jaxport.export.request": {"jaxport.export.target"}}
+OPTIONAL_STAGES: dict[str, set[str]] = {"jaxport.export.request": {"jaxport.export.writing.target"}}
 #: The rooms of the layers that have them (rule 6): room -> the other rooms of its layer it may import. The name of a
 #: layer alone is its core, the flat modules; every sub-package of a layer in ``ROOMED`` must be a room here.
 ROOMS: dict[str, set[str]] = {
@@ -130,8 +145,20 @@ ROOMS: dict[str, set[str]] = {
     "run": {"run.values", "run.buckets"},
     "run.compile": {"run", "run.values", "run.buckets"},
     "run.calls": {"run", "run.values", "run.buckets", "run.compile"},
+    "export.entry": set(),
+    "export.weights": {"export.entry"},
+    "export.lowering": {"export.entry", "export.weights"},
+    "export.writing": {"export.entry", "export.weights", "export.lowering"},
+    "export": {"export.entry", "export.weights", "export.lowering", "export.writing"},
+    "serve": set(),
+    "serve.transport": {"serve"},
 }
-ROOMED = ("artifact", "run")
+ROOMED = ("artifact", "export", "run", "serve")
+#: What a room's rule says where the table alone would not say why (rule 6): room -> the end of a violation's line.
+ROOM_RULES = {
+    "serve": "imports no transport: the core stays engine-free, for the batch engines' adapters and the server alike; "
+             "what needs kserve, a socket or the Open Inference Protocol belongs in serve.transport",
+}
 #: The facade (rule 7): module -> its functions (qualified: ``Engine.__init__``) that take a record's fields as
 #: keywords, each with the records (``module.Class``) whose every field it lists as a parameter of its own.
 LOAD_OPTIONS = "jaxport.run.options.LoadOptions"
@@ -143,8 +170,8 @@ FACADE: dict[str, dict[str, tuple[str, ...]]] = {
     "jaxport.verify.request": {"VerifyRequest.__init__": (VERIFY_REQUEST, LOAD_OPTIONS)},
     "jaxport.verify.api": {"verify": (VERIFY_REQUEST, LOAD_OPTIONS), "localize": (VERIFY_REQUEST, LOAD_OPTIONS)},
     "jaxport.importer.build": {"import_stablehlo": ("jaxport.importer.request.ImportRequest",)},
-    "jaxport.export.write": {"ExportResult.load": (LOAD_OPTIONS,)},  # ``jaxport.load``'s keywords, passed to it
-    "jaxport.serve.models": {"open_models": ("jaxport.serve.models.Serving",)},
+    "jaxport.export.writing.write": {"ExportResult.load": (LOAD_OPTIONS,)},  # ``jaxport.load``'s keywords, passed to it
+    "jaxport.serve.transport.models": {"open_models": ("jaxport.serve.transport.models.Serving",)},
     "jaxport.serve.engine": {"Engine.__init__": (LOAD_OPTIONS,)},
     "jaxport.ray": {"Predictor.__init__": (LOAD_OPTIONS,)},
     "jaxport.beam": {"ModelHandler.__init__": (LOAD_OPTIONS,)},
@@ -156,7 +183,7 @@ FACADE_OMITS: dict[str, dict[str, str]] = {"jaxport.verify.api.localize": {"loca
 KEYWORD_BAGS: dict[str, str] = {
     "jaxport.artifact.model.replace": "a record's changed fields, as dataclasses.replace takes them",
     "jaxport.artifact.model._given": "a JSON object's optional entries, by key",
-    "jaxport.export.tracing.jax_config": "JAX's configuration options, by name",
+    "jaxport.export.lowering.tracing.jax_config": "JAX's configuration options, by name",
     "jaxport.run.values.treefiles.save_inputs": "the pytrees to save, each by the name it is saved under",
     "jaxport.spec.build.Spec.__init__": "a spec's other top-level keys (functions, mesh, vjp_order, ...)",
     "jaxport.run.cache._listen.on_event": "the details of a JAX monitoring event (the listener's signature)",
@@ -204,6 +231,8 @@ def room(module: str) -> str | None:
     """The room of a module of a layer that has rooms (``artifact.diff`` for ``jaxport.artifact.diff.shapes``,
     ``artifact`` for the core's ``jaxport.artifact.container``), or None outside them."""
     parts = module.split(".")
+    if len(parts) == 2 and parts[1] in ENGINE_MODULES:
+        return "serve"  # a batch engine's adapter stands on the serve core alone
     if len(parts) < 2 or parts[1] not in ROOMED:
         return None
     sub = ".".join(parts[1:3])
@@ -222,6 +251,8 @@ def _room_text(name: str) -> str:
 
 def _room_rule(name: str) -> str:
     """What rule 6 lets room ``name`` import, as a violation's line ends."""
+    if name in ROOM_RULES:
+        return ROOM_RULES[name]
     allowed = ", ".join(_room_text(r) for r in sorted(ROOMS[name]))
     if allowed:
         return f"may import only from {allowed}"

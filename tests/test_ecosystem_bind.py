@@ -148,7 +148,7 @@ def test_keras_stateless_call_with_both_variable_lists_bound(tmp_path, monkeypat
 
 def test_keras_variables_whose_paths_clash_keep_their_index(tmp_path):
     keras = pytest.importorskip("keras")
-    from jaxport.export.bind import flatten_bound
+    from jaxport.export.weights.bind import flatten_bound
 
     first, second = keras.Variable(np.ones(2, np.float32), name="w"), keras.Variable(np.zeros(2, np.float32),
                                                                                        name="w")

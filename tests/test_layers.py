@@ -206,10 +206,18 @@ def _rooms(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_the_rooms_are_named_and_each_sub_package_is_one():
     assert check_layers.rooms_text() == ("artifact: diff, extract, policy, signing, window; "
-                                         "run: buckets, calls, compile, values")
-    assert {check_layers.room(m) for m in ("jaxport.artifact.container", "jaxport.artifact.diff",
-                                           "jaxport.artifact.diff.shapes", "jaxport.run.values.inputs",
-                                           "jaxport.export.write")} == {"artifact", "artifact.diff", "run.values", None}
+                                         "export: entry, lowering, weights, writing; "
+                                         "run: buckets, calls, compile, values; serve: transport")
+    rooms = {m: check_layers.room(m) for m in (
+        "jaxport.artifact.container", "jaxport.artifact.diff", "jaxport.artifact.diff.shapes",
+        "jaxport.run.values.inputs", "jaxport.export.writing.write", "jaxport.export.pipeline",
+        "jaxport.serve.batching", "jaxport.serve.transport.rest", "jaxport.ray", "jaxport.verify.api")}
+    assert rooms == {
+        "jaxport.artifact.container": "artifact", "jaxport.artifact.diff": "artifact.diff",
+        "jaxport.artifact.diff.shapes": "artifact.diff", "jaxport.run.values.inputs": "run.values",
+        "jaxport.export.writing.write": "export.writing", "jaxport.export.pipeline": "export",
+        "jaxport.serve.batching": "serve", "jaxport.serve.transport.rest": "serve.transport", "jaxport.ray": "serve",
+        "jaxport.verify.api": None}
 
 
 def test_the_format_core_imports_none_of_its_rooms(tmp_path):
@@ -257,10 +265,57 @@ def test_a_cycle_through_a_lazy_getattr_is_reported(tmp_path):
 
 def test_a_sub_package_that_is_no_room_is_reported(tmp_path):
     root = _rooms(tmp_path, {"artifact/helpers/__init__.py": "", "artifact/helpers/zips.py": "",
-                             "export/sub/__init__.py": ""})
+                             "serve/__init__.py": "", "serve/server/__init__.py": "", "verify/__init__.py": "",
+                             "verify/sub/__init__.py": ""})
     assert check_layers.violations(root) == [
         "jaxport/artifact/helpers/__init__.py: jaxport.artifact.helpers is a sub-package of artifact that is no room; "
+        "add it to ROOMS in scripts/check_layers.py with the rooms it may import",
+        "jaxport/serve/server/__init__.py: jaxport.serve.server is a sub-package of serve that is no room; "
         "add it to ROOMS in scripts/check_layers.py with the rooms it may import"]
+
+
+def test_the_serve_core_imports_no_transport(tmp_path):
+    """The serve core's rule: the engine-free core (and the batch engines' adapters on it) imports nothing of
+    ``serve.transport``, which may import the core; the package's ``__init__`` reaches its room lazily."""
+    root = _rooms(tmp_path, {
+        "serve/__init__.py": "def __getattr__(name):\n    from .transport import models\n",
+        "serve/batching.py": "", "serve/batcher.py": "from .batching import Batched\nfrom .transport import ports\n",
+        "serve/engine.py": "from . import transport\n",
+        "serve/transport/ports.py": "",
+        "serve/transport/models.py": "from ..batching import Batched\nfrom . import ports\n",
+        "ray.py": "from .serve.batching import Batched\nfrom .serve.transport.models import Serving\n"})
+    why = ("imports no transport: the core stays engine-free, for the batch engines' adapters and the server alike; "
+           "what needs kserve, a socket or the Open Inference Protocol belongs in serve.transport")
+    assert check_layers.violations(root) == [
+        f"jaxport/ray.py:2: jaxport.ray (the serve core) imports jaxport.serve.transport.models (serve.transport); the "
+        f"serve core {why}",
+        f"jaxport/serve/batcher.py:2: jaxport.serve.batcher (the serve core) imports jaxport.serve.transport.ports "
+        f"(serve.transport); the serve core {why}",
+        f"jaxport/serve/engine.py:1: jaxport.serve.engine (the serve core) imports jaxport.serve.transport "
+        f"(serve.transport); the serve core {why}"]
+
+
+def test_the_export_rooms_keep_their_order(tmp_path):
+    """entry, then weights, then lowering, then writing, each on those before it; the core (request, pipeline,
+    rebind) on them all."""
+    root = _rooms(tmp_path, {
+        "export/entry/paths.py": "", "export/entry/entrypoint.py": "from .paths import IN_MEMORY\n"
+                                                                   "from ..weights import bind\n",
+        "export/weights/bind.py": "from ..entry import entrypoint\n", "export/lowering/lower.py": "from ..weights "
+        "import bind\nfrom ..entry.entrypoint import Entrypoint\nfrom ..writing import manifest\n",
+        "export/writing/manifest.py": "from ..lowering.lower import function_constraints\n",
+        "export/request.py": "from .entry.paths import IN_MEMORY\n",
+        "export/pipeline.py": "from .lowering import lower\nfrom .writing import manifest\nfrom .request import R\n"})
+    assert check_layers.violations(root) == [
+        "jaxport/export/entry/entrypoint.py:2: jaxport.export.entry.entrypoint (export.entry) imports "
+        "jaxport.export.weights.bind (export.weights); export.entry imports nothing else of export",
+        "jaxport/export/lowering/lower.py:3: jaxport.export.lowering.lower (export.lowering) imports "
+        "jaxport.export.writing.manifest (export.writing); export.lowering may import only from export.entry, "
+        "export.weights",
+        "import cycle: jaxport.export.entry.entrypoint -> jaxport.export.weights.bind (each imports another in the "
+        "group)",
+        "import cycle: jaxport.export.lowering.lower -> jaxport.export.writing.manifest (each imports another in the "
+        "group)"]
 
 
 # --- rule 7: records inside, keywords at the facade ------------------------------------------------------------------
@@ -311,7 +366,7 @@ def test_kwargs_are_a_calls_own_form_or_a_listed_bag(tmp_path):
                     "def takes_fields(*args, **options):\n    return Options(*args, **options)\n\n"
                     "def reads(**options):\n    return options.get('runtime')\n\n"
                     "def replaces(r, *args, **changes):\n    return dataclasses.replace(r, **changes)\n",
-        "export/tracing.py": "def jax_config(**updates):\n    return dict(updates)\n"})
+        "export/lowering/tracing.py": "def jax_config(**updates):\n    return dict(updates)\n"})
     assert check_layers.violations(root) == [
         f"jaxport/run/a.py:{line}: {name} takes **{kwargs}; inside the library a request travels as its record: take "
         f"the record (the facade lists a record's fields as parameters of their own), or list the keyword bag in "

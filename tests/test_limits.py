@@ -41,7 +41,7 @@ IMPORTED_BY_NAME = {
     "jaxport/__init__.py": "the facade, which may import anything: its public names on first use",
     "jaxport/spec/__init__.py": "the package's own modules, for its PEP 562 __getattr__",
     "jaxport/isolation/sandbox.py": "a child process's target, in the child's own interpreter",
-    "jaxport/export/entrypoint.py": "the user's module an entry point names",
+    "jaxport/export/entry/entrypoint.py": "the user's module an entry point names",
 }
 
 LIBRARY = REPO / "jaxport"

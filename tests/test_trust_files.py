@@ -40,8 +40,8 @@ from jaxport.errors import (
     PolicyFileError,
     SpecError,
 )
-from jaxport.export import bind
-from jaxport.export.entrypoint import load_entrypoint
+from jaxport.export.entry.entrypoint import load_entrypoint
+from jaxport.export.weights import bind
 from jaxport.importer.mlir import read_module
 from jaxport.run.calls.streaming import NpyRows
 from jaxport.run.values import npyio

@@ -1,6 +1,6 @@
 """Reading ``.npy`` and ``.npz`` files that may be hostile, without ``numpy.load``: the one reader behind ``call``'s
-input files (``run.values.npyio``) and the weights files a spec binds at export (``export.bind``). numpy is imported
-inside the functions that need it.
+input files (``run.values.npyio``) and the weights files a spec binds at export (``export.weights.bind``). numpy is
+imported inside the functions that need it.
 
 Trust model: the file may be hostile. A ``.npy`` header is read with ``ast.literal_eval`` (literals only, never
 ``eval``), capped at ``MAX_HEADER_BYTES``, and must be exactly ``{'descr': str, 'fortran_order': bool, 'shape': tuple

@@ -9,7 +9,7 @@ keyword argument. A node's kind is one of ``NODE_KINDS`` (specs/FORMAT.md, "Call
 - ``list`` / ``dict``: containers of nodes.
 
 This module is the one place that walks a call tree (building one from a spec is the export's, in
-``export.lower.call_tree``): listing its nodes, binding a
+``export.lowering.lower.call_tree``): listing its nodes, binding a
 caller's arguments to input names, rebuilding Python arguments from flat arrays, and finding where a program takes
 its free and bound arguments. It reads the records of a validated manifest. No JAX at module level.
 """

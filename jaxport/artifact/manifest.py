@@ -2,7 +2,7 @@
 
 ``validate`` checks a manifest read from an untrusted file before anything else looks at it; ``function_names``
 looks functions up in a validated one. The layout is documented in ``specs/FORMAT.md`` and
-``specs/schemas/manifest.schema.json``; the writer is ``jaxport.export.manifest``.
+``specs/schemas/manifest.schema.json``; the writer is ``jaxport.export.writing.manifest``.
 """
 
 from __future__ import annotations

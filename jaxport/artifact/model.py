@@ -2,8 +2,8 @@
 
 ``manifest.validate`` is the only parser: it checks an untrusted ``manifest.json`` and returns a ``Manifest``;
 readers take attributes (``m.functions["apply"].inputs[0].shape``), never string keys. The writer builds the same
-records (``export.manifest``) and ``Manifest.to_json()`` gives the JSON document, key for key in the order jaxport has
-always written it, so that the artifact's bytes do not depend on this module (``container.manifest_bytes``).
+records (``export.writing.manifest``) and ``Manifest.to_json()`` gives the JSON document, key for key in the order
+jaxport has always written it, so that the artifact's bytes do not depend on this module (``container.manifest_bytes``).
 
 Conventions: a JSON array is a tuple, a JSON object keyed by names a dict (read-only by agreement: records are
 frozen, their dicts are not copied); a field the format makes optional is None when absent, unless the format

@@ -1,5 +1,5 @@
 """The user's types back on a loaded function's outputs: the program returns plain dicts, lists and tuples and key
-data (``export.returns``); ``jaxport.load`` gives back what ``jax.jit`` of the function returns.
+data (``export.lowering.returns``); ``jaxport.load`` gives back what ``jax.jit`` of the function returns.
 
 - After an export in this process, the returned value's own tree structure (``remember``, by the payload's sha256)
   rebuilds it exactly, whatever its node types hold.

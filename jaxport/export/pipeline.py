@@ -1,6 +1,7 @@
 """The export pipeline: entry point -> spec -> symbolic shapes -> jax.export -> checks -> artifact.
 
-Each stage lives in its own module; this one runs them in order and decides names and paths.
+Each stage lives in a room of ``export`` (``entry``, ``weights``, ``lowering``, ``writing``); this one runs them in
+order and decides names and paths.
 """
 
 from __future__ import annotations
@@ -20,17 +21,17 @@ from ..errors import ExportError, SpecError
 from ..program.checks import check_custom_calls, check_effects
 from ..spec import ShapeSpec
 from ..spec.build import as_shape_spec, like_values
-from . import gradients, lower
-from .binding import apply_binds, bound_only_warning
-from .entrypoint import in_memory_values, load_entrypoint
-from .live import live_entry
-from .manifest import build_function_entry, versions
-from .paths import RootPaths
+from .entry.entrypoint import in_memory_values, load_entrypoint
+from .entry.live import live_entry
+from .entry.paths import RootPaths
+from .lowering import gradients, lower
 from .request import IDENTIFIER, ExportRequest
-from .write import Contents, ExportResult, artifact_metadata, build_result
+from .weights.binding import apply_binds, bound_only_warning
+from .writing.manifest import build_function_entry, versions
+from .writing.write import Contents, ExportResult, artifact_metadata, build_result
 
 if TYPE_CHECKING:
-    from .target import Target
+    from .writing.target import Target
 
 #: Embedded constants above this many bytes in total draw a warning.
 LARGE_CONSTANTS_BYTES = 1 << 20
@@ -54,24 +55,24 @@ def export(fn: Any, spec: Any, output: str | Path | None = None, request: Export
     default: every option's default); write it to ``output`` when given.
 
     ``fn`` is the function of a single-function spec: a callable (a function, a ``jax.jit`` of one, a bound method,
-    a ``functools.partial``, a callable model; see ``live`` for what the manifest records of it), or an entry point
-    ``model.py:NAME`` / ``package.module:NAME`` (relative to the current directory). A multi-function spec names
+    a ``functools.partial``, a callable model; see ``entry.live`` for what the manifest records of it), or an entry
+    point ``model.py:NAME`` / ``package.module:NAME`` (relative to the current directory). A multi-function spec names
     each function's entry point itself (relative to the spec file); ``fn`` is then None, or the callable for the
     functions that name none. ``spec`` is a spec file's path, YAML text, a dict with the YAML's structure, a
     ``jaxport.Spec`` or a ``ShapeSpec`` (see ``jaxport.spec.build``). The request's options override the spec's.
 
-    ``request.bind`` maps a parameter name to a bound value, as ``--bind NAME=SOURCE`` does (see ``binding``: the
-    spec need not list the parameter): a source string (a file relative to the current directory, or
+    ``request.bind`` maps a parameter name to a bound value, as ``--bind NAME=SOURCE`` does (see ``weights.binding``:
+    the spec need not list the parameter): a source string (a file relative to the current directory, or
     ``model.py:NAME``) or an in-memory pytree (dicts of numpy or JAX arrays, flax variables, an nnx module or state,
     an equinox module), whose source the manifest records as ``<in-memory>``. ``name`` names the artifact
     (``metadata.name``) and, in a single-function export when it is an identifier, the function too (replacing the
     spec's ``name:`` and the Python name). ``vjp_order`` (default: the spec's ``vjp_order``) stores that many orders
     of derivatives (VJPs) with each function, so that ``jax.grad`` works through ``jaxport.load``. ``root``
     (default: the spec file's directory; the current directory for a spec given as text, a dict or a ``Spec``) is
-    the directory the manifest records paths relative to (see ``paths``): the same inputs give the same bytes from
-    any current directory. ``for_jax`` writes the artifact for that older JAX (``target``): its payloads' StableHLO
-    at the version that JAX reads, the window dated by it (``producer.for_jax``); a program it cannot hold is an
-    ``ExportError``. ``progress``, when given, is called with the text of each stage as it starts (``lowering
+    the directory the manifest records paths relative to (see ``entry.paths``): the same inputs give the same bytes
+    from any current directory. ``for_jax`` writes the artifact for that older JAX (``writing.target``): its payloads'
+    StableHLO at the version that JAX reads, the window dated by it (``producer.for_jax``); a program it cannot hold is
+    an ``ExportError``. ``progress``, when given, is called with the text of each stage as it starts (``lowering
     predict``).
 
     Returns an ``ExportResult``: without ``output`` nothing is written, and ``save``, ``to_bytes`` and ``load`` give

@@ -44,11 +44,11 @@ from ..jaxprivate.exported import read_exported
 from ..program.module_scan import stablehlo_version
 from ..sharding import text as spec_text
 from ..spec import MAX_SPEC_BYTES
-from . import gradients
-from .bind import flatten_bound, load_bind_source
-from .manifest import versions
-from .paths import BIND_FILE_SUFFIXES, IN_MEMORY, RootPaths, is_file_target
-from .target import Target, for_target, target
+from .entry.paths import BIND_FILE_SUFFIXES, IN_MEMORY, RootPaths, is_file_target
+from .lowering import gradients
+from .weights.bind import flatten_bound, load_bind_source
+from .writing.manifest import versions
+from .writing.target import Target, for_target, target
 
 #: Names shown in a message before it says ``...``.
 _SHOWN = 8
@@ -126,7 +126,7 @@ def rebind(artifact: str | Path, bind: Mapping[str, Any], output: str | Path, *,
     records (see ``_root``). ``version`` replaces ``metadata.version``. With ``write_manifest``, the manifest is also
     written beside the artifact as ``<output>.manifest.json``. ``output`` (a file, or a directory to put the
     artifact's file name in) is never the input artifact: rebind writes a new file, atomically. ``for_jax`` also
-    writes the programs for that older JAX (``target``): the same programs, their StableHLO re-serialized as the
+    writes the programs for that older JAX (``writing.target``): the same programs, their StableHLO re-serialized as the
     version it reads, so they are then not byte-identical; the manifest records the target (``producer.for_jax``).
     ``require_signature`` (trusted public keys' or CA certificates' PEM paths): rebind only an artifact signed by one
     of them (the bundle ``ARTIFACT.sig``, or ``signature``), verified on the bytes it is read from
@@ -414,7 +414,7 @@ def _holds_spec(path: Path, digest: Any) -> bool:
 
 
 def _record(paths: RootPaths, source: str) -> str:
-    """The source as the manifest records it, as ``export --bind`` records one (``export.paths``)."""
+    """The source as the manifest records it, as ``export --bind`` records one (``export.entry.paths``)."""
     if source == IN_MEMORY:
         return source
     return paths.source(source, Path.cwd(), f"the new source {source}")

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._api_types import check_fields, record_of
 from ..errors import UsageError
 from ..spec import ShapeSpec, check_platform
-from .paths import IN_MEMORY
+from .entry.paths import IN_MEMORY
 
 if TYPE_CHECKING:
-    from .target import Target
+    from .writing.target import Target
 
 __all__ = ["IDENTIFIER", "ExportRequest", "WriteOptions"]
 
@@ -47,8 +47,8 @@ class WriteOptions:
     ``allow_custom_calls``: custom-call targets JAX does not guarantee stable that the program may call, beyond the
     spec's. ``strip_locations``: drop the program's source locations. ``write_manifest``: ``save``'s default for
     writing the ``<artifact>.manifest.json`` sidecar. ``for_jax``: write the artifact for that older JAX
-    (``export.target``). A value of a type the field does not take is a ``TypeError`` (also a ``UsageError``) naming
-    the field, as the public functions' are.
+    (``export.writing.target``). A value of a type the field does not take is a ``TypeError`` (also a ``UsageError``)
+    naming the field, as the public functions' are.
     """
 
     name: str | None = None
@@ -84,7 +84,7 @@ class WriteOptions:
         """The older JAX to write the artifact for (``for_jax``, checked against the releases jaxport supports)."""
         if self.for_jax is None:
             return None
-        from .target import target  # the older JAX's rules (its window, its StableHLO) only when one is named
+        from .writing.target import target  # the older JAX's rules (its window, its StableHLO) only when one is named
 
         return target(self.for_jax)
 

@@ -26,11 +26,11 @@ from .. import dimexpr, dtypes
 from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import CallNode, Function, OutputNode, Signature, replace
 from ..errors import EntrypointError, ExportError, InputError, SpecError, UsageError
-from ..export.lower import InputLeaf, Lowered, function_constraints
-from ..export.manifest import build_function_entry, versions
-from ..export.target import for_target
-from ..export.tracing import jax_config, x64_enabled
-from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
+from ..export.lowering.lower import InputLeaf, Lowered, function_constraints
+from ..export.lowering.tracing import jax_config, x64_enabled
+from ..export.writing.manifest import build_function_entry, versions
+from ..export.writing.target import for_target
+from ..export.writing.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
 from ..jaxprivate.exported import make_exported
 from ..program.checks import check_custom_calls
 from ..program.module_scan import ModuleScan, ProgramLimitError, check_program, scan_module

@@ -35,11 +35,11 @@ from ..artifact.contract import concrete_shape, resolve_dims
 from ..artifact.model import Function, replace
 from ..artifact.window.payload import dotted, readable_stablehlo, stablehlo_version
 from ..errors import EntrypointError, ExportError, FormatError, InputError, PolicyError, SpecError, UsageError
-from ..export import gradients, lower
-from ..export.entrypoint import Entrypoint
-from ..export.manifest import build_function_entry, versions
-from ..export.target import for_target
-from ..export.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
+from ..export.entry.entrypoint import Entrypoint
+from ..export.lowering import gradients, lower
+from ..export.writing.manifest import build_function_entry, versions
+from ..export.writing.target import for_target
+from ..export.writing.write import Contents, ExportResult, artifact_metadata, relative_path, write_artifact
 from ..isolation.isolate import check_payload, check_runs
 from ..jaxprivate.exported import exported_from_serialized, is_expired_refusal, writer_of
 from ..jaxprivate.mlir import (

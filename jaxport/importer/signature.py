@@ -13,7 +13,7 @@ from ..artifact.bounds import Bounds
 from ..artifact.contract import resolve_dims
 from ..artifact.model import Function
 from ..errors import ExportError, InputError, SpecError
-from ..export.lower import InputLeaf, used_variables
+from ..export.lowering.lower import InputLeaf, used_variables
 from ..spec import ArrayLeaf, ConstraintSpec, DimVar, FunctionSpec, ShapeSpec, Where
 from .mlir import MainSignature, TensorType
 

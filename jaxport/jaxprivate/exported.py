@@ -150,7 +150,7 @@ def exported_from_serialized(rec: Any, constraints: Sequence[str] = ()) -> Any:
         shape = export.symbolic_shape(",".join(a.shape), scope=scope) if a.shape else ()
         memory = {"host": core.MemorySpace.Host, "any": core.MemorySpace.Any}.get(a.memory_space or "",
                                                                                 core.MemorySpace.Device)
-        base = core.ShapedArray(shape, dtype(a.dtype), memory_space=memory)
+        base = core.ShapedArray(shape, dtype(a.dtype), weak_type=a.weak_type, memory_space=memory)
         return base if sharding is None else core.update_aval_with_sharding(base, sharding)
 
     def sharding(s: Any) -> Any:

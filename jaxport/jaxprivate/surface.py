@@ -55,7 +55,7 @@ CALLED: dict[str, tuple[str, ...] | None] = {
                             "platforms", "ordered_effects", "unordered_effects", "disabled_safety_checks",
                             "mlir_module_serialized", "calling_convention_version", "module_kept_var_idx",
                             "uses_global_constants", "_get_vjp", "_has_named_shardings?"),
-    "jax._src.core.ShapedArray": ("shape", "dtype", "*", "memory_space"),
+    "jax._src.core.ShapedArray": ("shape", "dtype", "weak_type", "*", "memory_space"),
     "jax._src.core.update_aval_with_sharding": ("aval", "sharding"),
     "jax._src.core.MemorySpace.Host": None,
     "jax._src.core.MemorySpace.Any": None,

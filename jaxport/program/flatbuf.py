@@ -29,7 +29,7 @@ SCHEMA = {
                 "nr_devices unique_avals unique_abstract_meshes unique_named_shardings in_avals_idxs out_avals_idxs "
                 "in_shardings_idxs out_shardings_idxs jax_version",
     "PyTreeDef": "kind children children_names custom_name custom_auxdata",
-    "AbstractValue": "kind shape dtype memory_space",
+    "AbstractValue": "kind shape dtype memory_space weak_type",
     "Sharding": "kind hlo_sharding_proto named_sharding",
     "NamedSharding": "mesh spec memory_kind abstract_mesh_idx",
     "AbstractMesh": "axis_sizes axis_names axis_types abstract_device",
@@ -40,7 +40,7 @@ SCHEMA = {
 }
 SLOTS = {table: {name: 4 + 2 * i for i, name in enumerate(fields.split())} for table, fields in SCHEMA.items()}
 
-I8, U16, I16, U32, I32 = (struct.Struct(f"<{c}") for c in "bHhIi")
+I8, U8, U16, I16, U32, I32 = (struct.Struct(f"<{c}") for c in "bBHhIi")
 _VTABLE_HEAD = struct.Struct("<HH")
 
 

@@ -15,8 +15,9 @@ written up to version 8 (an XLA ``OpSharding``, kind ``"hlo"`` here; JAX 0.12 re
 None; ``unique_abstract_meshes[abstract_mesh_idx]`` (version 10) over a named sharding's own ``mesh``; the 32-bit
 ``nr_devices`` (version 5, jax 0.8.2) over the 16-bit ``nr_devices_short`` of versions 1 to 4
 (:attr:`Serialized.short_device_count`: jax 0.11.1 and later refuse those as older than their window). The stored
-``serialization_version`` is the schema version only from July 2026 (12, with ``jax_version``): JAX stored 2 for
-versions 2 to 4 (jax 0.4.30 to 0.8.1) and 3 for versions 5 to 11 (jax 0.8.2 to 0.11.0).
+``serialization_version`` is the schema version only from July 2026 (12, with ``jax_version``; 13 from jax 0.12.1,
+with each abstract value's ``weak_type``): JAX stored 2 for versions 2 to 4 (jax 0.4.30 to 0.8.1) and 3 for versions
+5 to 11 (jax 0.8.2 to 0.11.0).
 
 Trust model: the bytes may be hostile (an artifact's digest only proves that its writer chose them). Every offset and
 length is checked against the buffer before it is read, with Python integers (no wrap-around), and a table's fields
@@ -33,7 +34,7 @@ import itertools
 
 from .._record import dataclass
 from ..errors import FormatError
-from .flatbuf import I8, I16, U16, U32, Buffer, Table
+from .flatbuf import I8, I16, U8, U16, U32, Buffer, Table
 from .flatbuf import MAX_ITEMS as MAX_ITEMS  # the reader's limits, re-exported: the trust model below names them
 from .flatbuf import MAX_STRING_BYTES as MAX_STRING_BYTES
 
@@ -75,6 +76,9 @@ class Aval:
     #: "device" | "host" | "any"; None when not stored (before jax 0.8.2: the device). With a named sharding, the
     #: sharding's memory kind decides, as JAX reads it: "host" for "pinned_host", else "device".
     memory_space: str | None
+    #: Whether the value is weakly typed (a Python number's type): stored from schema version 13 (jax 0.12.1),
+    #: False before, as JAX reads a missing field.
+    weak_type: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,7 +269,7 @@ def _placed(aval: Aval, sharding: Sharding) -> Aval:
     """AVAL as JAX reads it with its named SHARDING (``core.update_aval_with_sharding``): the sharding's memory kind
     sets the memory space (``pinned_host`` is the host, any other kind the device)."""
     space = "host" if sharding.memory_kind == "pinned_host" else "device"
-    return aval if aval.memory_space == space else Aval(aval.shape, aval.dtype, space)
+    return aval if aval.memory_space == space else Aval(aval.shape, aval.dtype, space, aval.weak_type)
 
 
 def _aval(t: Table) -> Aval:
@@ -275,7 +279,11 @@ def _aval(t: Table) -> Aval:
     if "" in shape:
         raise t.buf.fail(f"{t.path}shape[{shape.index('')}] is an empty string")
     memory_space = t.enum("memory_space", "memory space", _MEMORY_SPACES)
-    return Aval(shape, t.enum("dtype", "dtype", _DTYPES), None if memory_space == "missing" else memory_space)
+    weak = t.scalar("weak_type", U8)
+    if weak > 1:
+        raise t.buf.fail(f"{t.path}weak_type is {weak}, not a boolean")
+    return Aval(shape, t.enum("dtype", "dtype", _DTYPES), None if memory_space == "missing" else memory_space,
+                bool(weak))
 
 
 def _mesh(t: Table) -> Mesh:

@@ -1,6 +1,6 @@
 """Derivatives of a loaded function: cotangents computed through the VJPs an artifact stores.
 
-An artifact exported with ``vjp_order: N`` carries N orders of VJP programs (``export.gradients``); JAX's
+An artifact exported with ``vjp_order: N`` carries N orders of VJP programs (``export.lowering.gradients``); JAX's
 ``Exported.call`` is differentiable through them, so ``jax.grad(jaxport.load(...))`` works up to order N.
 
 Bound weights are constants of a loaded function: ``jax.grad`` and ``call --vjp`` give cotangents for the free

@@ -1,5 +1,5 @@
 """Requests of one :class:`batching.Batched` run on one worker thread, merged where they can be: the engine-free
-dispatcher of ``jaxport serve`` (``kserve_server`` is its only transport; nothing here imports a server).
+dispatcher of ``jaxport serve`` (``transport.kserve_server`` is its only transport; nothing here imports a server).
 
 - **Dispatch when the worker is free.** A request is checked once (``Batched.admit``) and queued; whenever the
   worker is free it takes the oldest request and every queued one that can share its call (the same shapes past

@@ -1,8 +1,8 @@
 """The bounds of a server's settings, said once: ``jaxport serve`` declares its options with them
 (``jaxport_cli.serving``), and the library refuses a value outside them as a ``UsageError`` where it takes one
-(``models.Serving.check``, ``batcher.Batcher``), so that no value that is not a finite number in its range reaches a
-thread: a batching window of ``inf`` once killed the batching thread, and one of NaN turned batching off. Engine-free
-and light: the command line imports it to declare its options.
+(``transport.models.Serving.check``, ``batcher.Batcher``), so that no value that is not a finite number in its range
+reaches a thread: a batching window of ``inf`` once killed the batching thread, and one of NaN turned batching off.
+Engine-free and light: the command line imports it to declare its options.
 """
 
 from __future__ import annotations

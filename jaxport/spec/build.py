@@ -33,7 +33,7 @@ BUILT = "<jaxport.Spec>"
 DICT = "<spec dict>"
 TEXT = "<spec text>"
 
-#: How a spec's text names a value given in memory (``export.paths.IN_MEMORY``, which this layer cannot import).
+#: How a spec's text names a value given in memory (``export.entry.paths.IN_MEMORY``, which this layer cannot import).
 IN_MEMORY = "<in-memory>"
 
 #: The keys ``Spec`` writes first, in this order (the others follow in the order given).
@@ -144,7 +144,7 @@ def like(value: Any, sizes: Mapping[int, str] | None = None, leaves: Mapping[str
 
 def like_values(spec: Any) -> dict[str, Any]:
     """The values of the ``jaxport.like`` arguments in a spec given as a ``Spec`` or a dict, by their in-memory
-    names (for ``export.entrypoint.in_memory_values``)."""
+    names (for ``export.entry.entrypoint.in_memory_values``)."""
     if isinstance(spec, Spec):
         return dict(spec.like_values)
     found: dict[str, Any] = {}

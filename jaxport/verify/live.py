@@ -20,10 +20,10 @@ from ..artifact import calltree
 from ..artifact.model import Function
 from ..artifact.tensors import Tensor, digest
 from ..errors import EntrypointError, JaxportError, VerificationError
-from ..export import returns
-from ..export.bind import entry_modules, flatten_bound, load_bind_source
-from ..export.entrypoint import load_entrypoint
-from ..export.like import called_like
+from ..export.entry.entrypoint import load_entrypoint
+from ..export.lowering import returns
+from ..export.lowering.like import called_like
+from ..export.weights.bind import entry_modules, flatten_bound, load_bind_source
 from ..importer import module_function
 from . import recorded
 
@@ -153,7 +153,7 @@ def _load_bound(source: Any, bind_dir: Path, roots: list[Path], where: str,
 @dataclass(frozen=True)
 class Sources:
     """Where a live function and its bound weights may come from: ``root``, the directory the recorded entry point
-    and bound sources are relative to (as export records them, ``export.paths``); ``roots``, the directories
+    and bound sources are relative to (as export records them, ``export.entry.paths``); ``roots``, the directories
     recorded bound sources must lie under; ``binds``, the sources the user names (``--bind NAME=SOURCE``);
     ``allowed``, the custom-call targets an imported artifact's module may call."""
 

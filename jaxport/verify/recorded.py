@@ -9,7 +9,7 @@ is relative, has no ``..`` component and no backslash, holds no control characte
 file (``model.py:NAME``, never ``package.module:NAME``, which imports from Python's path), and still lies under
 the root once symlinks are resolved. What the user names (``--against``, ``--shapes``, ``--bind``) is taken as
 given: that is the user's decision. jaxport's exporter records exactly such paths (relative to its export root,
-``/``-separated; see ``export.paths``), so an artifact verified from that root never meets these refusals. What an
+``/``-separated; see ``export.entry.paths``), so an artifact verified from that root never meets these refusals. What an
 export took from memory (``jaxport.export`` of a lambda or a closure, weights bound as a pytree) is recorded as
 ``<in-memory>:NAME`` or ``<in-memory>`` and never followed: ``verify`` asks for ``--against`` or ``--bind`` instead.
 
@@ -37,8 +37,8 @@ from typing import Any
 from .._fsio import open_regular, read_at_most
 from ..artifact.model import Manifest
 from ..errors import EntrypointError, JaxportError, UsageError
-from ..export.binding import placed_binds
-from ..export.paths import IN_MEMORY, RootPaths, is_in_memory
+from ..export.entry.paths import IN_MEMORY, RootPaths, is_in_memory
+from ..export.weights.binding import placed_binds
 from ..spec import MAX_SPEC_BYTES, BindLeaf, ShapeSpec
 from ..spec.tree import map_leaves
 
@@ -290,7 +290,7 @@ def _search(start: Path, spec_text: str, digest: str, entries: list[str]) -> tup
 
 def as_exported(spec: ShapeSpec, manifest: Manifest, root: Path) -> ShapeSpec:
     """``spec`` as the export that wrote ``manifest`` used it: each ``bind:`` source recorded relative to ``root``
-    (as ``export.paths`` records it), and the command-line binds of ``source.binds`` applied to every function (a
+    (as ``export.entry.paths`` records it), and the command-line binds of ``source.binds`` applied to every function (a
     positional argument of that name in the artifact's signature, else a keyword), so that comparing it with the
     artifact finds what the export did."""
     paths = RootPaths(root)

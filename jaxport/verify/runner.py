@@ -47,7 +47,7 @@ from ..artifact.manifest import function_names
 from ..artifact.model import Function, Manifest
 from ..artifact.window.payload import module_bytes
 from ..errors import JaxportError, PlatformError, UsageError
-from ..export.entrypoint import in_memory_values
+from ..export.entry.entrypoint import in_memory_values
 from ..program.checks import caller_allowances
 from ..program.module_scan import element_types
 from ..run import load as runtime_mod

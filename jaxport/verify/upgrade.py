@@ -4,7 +4,7 @@ Each function's program is read as ``load`` reads it (every check: digests, the 
 custom-call allowlist, the program rules; a payload older than the running JAX's window is read by jaxport,
 ``payload.deserialize``) and exported again through ``jax.export``, calling the old program as the running JAX
 calls it: the new payload has this JAX's calling convention, StableHLO and serialization, and a fresh window
-(``--for-jax`` writes it for an older JAX instead, ``export.target``). The signature, names, bounds, weights and
+(``--for-jax`` writes it for an older JAX instead, ``export.writing.target``). The signature, names, bounds, weights and
 metadata are the old manifest's; ``producer.upgraded_from`` records the old producer and the sha256 of the old file.
 The old artifact is opened once: its members, its sha256 and the old side of the comparison are all read from that
 descriptor, so a file renamed over its path meanwhile is neither upgraded nor compared with.
@@ -29,10 +29,10 @@ from ..artifact.model import Function, Manifest, UpgradedFrom, replace
 from ..artifact.output import artifact_output
 from ..artifact.signing.bundle import drop_stale
 from ..errors import VerificationError
-from ..export import gradients
-from ..export.manifest import program_fields, versions
-from ..export.relower import reexport
-from ..export.target import Target, for_target, target
+from ..export.lowering import gradients
+from ..export.lowering.relower import reexport
+from ..export.writing.manifest import program_fields, versions
+from ..export.writing.target import Target, for_target, target
 from ..program.module_scan import scan_module
 from ..run import load as load_mod
 from ..run.options import LoadOptions

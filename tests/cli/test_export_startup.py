@@ -27,7 +27,7 @@ from tests.support import EXAMPLES, GOLDEN_MLP
 #: language, `jax.extend`, rich (progress lines instead, on a stderr that is no terminal).
 NEVER = ("jaxport.run", "jaxport.verify", "jaxport.serve", "jaxport.artifact.policy", "jax.extend", "rich")
 #: The export's optional stages the example's command uses none of: the rules of an older JAX (``--for-jax``).
-UNUSED_STAGES = ("jaxport.export.target", "jaxport.artifact.window.compat")
+UNUSED_STAGES = ("jaxport.export.writing.target", "jaxport.artifact.window.compat")
 
 JAXPORT = [sys.executable, "-c", "from jaxport_cli.main import main; main()"]
 

@@ -55,7 +55,7 @@ def test_a_gpu_is_named_cuda(tmp_path, run_cli, monkeypatch):
 
 
 def test_serve_without_its_extra_is_exit_10_as_every_missing_extra(run_cli, monkeypatch):
-    monkeypatch.setitem(sys.modules, "jaxport.serve.kserve_server", None)  # import fails: as without kserve
+    monkeypatch.setitem(sys.modules, "jaxport.serve.transport.kserve_server", None)  # import fails: as without kserve
     res = run_cli("serve", GOLDEN_MLP, "--dim", "batch=1")
     assert res.exit_code == 10
     assert res.stderr.startswith("error[platform]: 'jaxport serve' needs the optional extra jaxport[serve] (kserve), "

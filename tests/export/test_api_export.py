@@ -19,7 +19,7 @@ import pytest
 import jaxport
 from jaxport.artifact.container import open_artifact
 from jaxport.errors import EntrypointError, SpecError, UsageError
-from jaxport.export.entrypoint import load_attribute
+from jaxport.export.entry.entrypoint import load_attribute
 from jaxport.spec import is_yaml_text
 from tests.support import EXAMPLES
 
@@ -454,7 +454,7 @@ def test_not_a_callable(tmp_path, monkeypatch):
 
 def test_binds_are_placed_as_the_artifact_records_them():
     """export inserts or replaces; verify (``placed_binds``, from the artifact's signature) places them the same."""
-    from jaxport.export.binding import apply_binds, placed_binds
+    from jaxport.export.weights.binding import apply_binds, placed_binds
 
     def f(a, b, x, y=None):
         return x

@@ -111,7 +111,7 @@ def test_call_with_only_the_free_input_matches(exported_examples, example_models
 
 def _flat(tree: Any) -> dict[str, np.ndarray]:
     """``{"a/b": array}`` for the array leaves of a pytree, named as jaxport names them (below the prefix)."""
-    from jaxport.export.bind import flatten_bound
+    from jaxport.export.weights.bind import flatten_bound
 
     _, tensors = flatten_bound(tree, "", "test")
     return {t.name.lstrip("/"): t.array for t in tensors}
@@ -126,8 +126,9 @@ def _flat(tree: Any) -> dict[str, np.ndarray]:
 def test_bundled_parameter_files_hold_the_models_parameters(example_models, example, attribute, prefix, key_of):
     """The .npz and .safetensors files of an example are its model.py's parameters (else run make_inputs.py).
 
-    The files were written under jax 0.10.2; flax nnx's initialisers under jax 0.12 round some values one step
-    (units in the last place) the other way, so floats are compared to 2 ulp (measured), everything else exactly."""
+    The files were written under jax 0.10.2; flax's initialisers under jax 0.12 round some values a few steps (units
+    in the last place) the other way, so floats are compared to 4 ulp (measured: 2 for nnx under 0.12.0.1, 3 for
+    linen under 0.12.1), everything else exactly."""
     from safetensors.numpy import load_file
 
     expected = {key_of(k): v for k, v in _flat(getattr(example_models[example], attribute)).items()}
@@ -138,7 +139,7 @@ def test_bundled_parameter_files_hold_the_models_parameters(example_models, exam
         for k, v in expected.items():
             assert found[k].dtype == v.dtype and found[k].shape == v.shape
             if np.issubdtype(v.dtype, np.floating):
-                np.testing.assert_array_max_ulp(found[k], np.asarray(v), maxulp=2)
+                np.testing.assert_array_max_ulp(found[k], np.asarray(v), maxulp=4)
             else:
                 np.testing.assert_array_equal(found[k], v)
 

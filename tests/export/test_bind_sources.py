@@ -15,7 +15,7 @@ import pytest
 
 import jaxport
 from jaxport.errors import SpecError
-from jaxport.export import bind
+from jaxport.export.weights import bind
 from jaxport.spec import BindLeaf, Where
 
 MODEL = '''import jax.numpy as jnp
@@ -159,7 +159,7 @@ def test_only_canonical_step_numbers_are_a_managers_steps(workdir, run_cli):
         "_CHECKPOINT_METADATA); a bind source is an .npz, .safetensors or .npy file, an orbax checkpoint directory "
         "(what StandardCheckpointer, PyTreeCheckpointer or one step of a CheckpointManager writes), or a Python "
         "attribute 'model.py:NAME'.\n"))
-    from jaxport.export.orbax_source import item_directory
+    from jaxport.export.weights.orbax_source import item_directory
 
     for step in ("7", "0"):  # a canonical step beside them is the latest (the highest number), whatever they say
         (workdir / "ckpt" / step / "default").mkdir(parents=True)

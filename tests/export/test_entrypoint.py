@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jaxport.errors import EntrypointError
-from jaxport.export.entrypoint import load_entrypoint
+from jaxport.export.entry.entrypoint import load_entrypoint
 
 # Helper modules get names no other test uses: a module, once imported, stays in sys.modules.
 MODEL = """\

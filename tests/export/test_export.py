@@ -267,7 +267,7 @@ def test_write_artifact_stores_payloads_metadata_and_sidecar(tmp_path, monkeypat
     import zipfile
 
     from jaxport.artifact.layout import MANIFEST_NAME
-    from jaxport.export.write import Contents, artifact_metadata, write_artifact
+    from jaxport.export.writing.write import Contents, artifact_metadata, write_artifact
 
     monkeypatch.chdir(tmp_path)
     meta = artifact_metadata({"labels": {"team": "a"}}, None, "2", "fallback")

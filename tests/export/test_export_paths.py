@@ -335,7 +335,7 @@ def test_the_manifest_reader_checks_the_source_fields(tmp_path, source, message)
 
 
 def test_root_paths_record_relative_module_and_outside_paths(tmp_path, monkeypatch):
-    from jaxport.export.paths import RootPaths
+    from jaxport.export.entry.paths import RootPaths
 
     (tmp_path / "proj" / "src").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "proj")

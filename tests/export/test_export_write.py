@@ -347,7 +347,7 @@ def test_unread_weights_are_found_without_tracing_the_program_again():
 def written_first(monkeypatch, small_blocks):
     """Export the MLP with its 100 kB of weights bound from params.npz, the weights counting as large (written
     first, by a thread, directly); the threads that wrote weights are recorded."""
-    from jaxport.export import write
+    from jaxport.export.writing import write
 
     started = []
 

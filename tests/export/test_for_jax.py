@@ -14,7 +14,7 @@ import jaxport
 from jaxport.artifact.window.compat import serializer_version, version_key, window
 from jaxport.artifact.window.payload import stablehlo_version
 from jaxport.artifact.window.releases import STABLEHLO
-from jaxport.export.target import module_for, target
+from jaxport.export.writing.target import module_for, target
 from tests.support import EXAMPLES
 
 MLP = (f"{EXAMPLES}/mlp/model.py:predict", EXAMPLES / "mlp" / "spec.yaml")

@@ -21,7 +21,7 @@ from referencing import Registry, Resource
 
 import jaxport
 from jaxport.artifact.container import open_artifact
-from jaxport.export.paths import RootPaths
+from jaxport.export.entry.paths import RootPaths
 from tests.support import EXAMPLES, REPO, load_module
 
 PAYLOAD = "functions/apply.jaxexport"

@@ -63,10 +63,12 @@ NOT_READ_BEFORE_0_10 = "jax 0.9.x reads no unique avals or shardings (schema ver
 
 def stored_version(writer: tuple[int, ...]) -> tuple[int, bool]:
     """The serialization_version that the JAX release WRITER stores, and whether it stores its jax_version: 2 up to
-    jax 0.8.1, 3 up to 0.11.0, from 0.11.1 the schema version (12) and the writer's version."""
+    jax 0.8.1, 3 up to 0.11.0, from 0.11.1 the schema version (12; 13 from 0.12.1) and the writer's version."""
     if writer < (0, 8, 2):
         return 2, False
-    return (3, False) if writer < (0, 11, 1) else (12, True)
+    if writer < (0, 11, 1):
+        return 3, False
+    return (12 if writer < (0, 12, 1) else 13), True
 
 Point = collections.namedtuple("Point", ["x", "y"])
 POINT_NAME = "tests.foundation.test_jaxser.Point"
@@ -106,11 +108,11 @@ def jax_dtype(dtype: Any) -> str:
 
 
 def aval_of_jax(a: Any) -> tuple:
-    return tuple(str(d) for d in a.shape), jax_dtype(a.dtype), a.memory_space.name.lower()
+    return tuple(str(d) for d in a.shape), jax_dtype(a.dtype), a.memory_space.name.lower(), bool(a.weak_type)
 
 
 def aval_of_record(a: jaxser.Aval) -> tuple:
-    return a.shape, a.dtype, a.memory_space or "device"  # JAX reads a missing memory space as device
+    return a.shape, a.dtype, a.memory_space or "device", a.weak_type  # JAX reads a missing memory space as device
 
 
 def sharding_of_jax(s: Any) -> tuple | None:
@@ -450,7 +452,7 @@ def test_the_builder_writes_what_jax_reads(layout):
     rec = jaxser.read(data, WHERE)
     assert rec == jaxser.read(blob(), WHERE)
     assert [aval_of_record(a) for a in rec.in_avals] == [aval_of_jax(a) for a in exp.in_avals] == [
-        (("3",), "float32", "device")]
+        (("3",), "float32", "device", False)]
     assert rec.in_shardings == (None,) and exp._in_named_shardings == (None,)
     assert (rec.function_name, rec.nr_devices, rec.platforms, rec.kept_var_idx) == ("f", 1, ("cpu",), (0,))
 
@@ -489,7 +491,8 @@ def test_reads_the_old_per_argument_layout_as_jax_does():
             jax.config.update("jax_export_deserialize_expired_versions", False)
     else:  # jax <= 0.11.0 read the 16-bit device count as it is
         exp = export.deserialize(bytearray(data))
-    assert exp.nr_devices == 2 and [aval_of_jax(a) for a in exp.in_avals] == [(("b", "2*b"), "bfloat16", "device")]
+    assert exp.nr_devices == 2 and [aval_of_jax(a) for a in exp.in_avals] == [(("b", "2*b"), "bfloat16", "device",
+                                                                                        False)]
     assert str(treedef(rec.in_tree)) == str(exp.in_tree) == "PyTreeDef((*, None))"
 
 
@@ -546,7 +549,7 @@ def test_the_fields_jax_reads_first_win():
     rec = jaxser.read(data, WHERE)
     assert rec.nr_devices == 2 and not rec.short_device_count
     assert [aval_of_record(a) for a in rec.in_avals + rec.out_avals] == [
-        (("3",), "int8", "host"), (("3",), "int8", "device")]
+        (("3",), "int8", "host", False), (("3",), "int8", "device", False)]
     unique = jaxser.Mesh(("u",), (2,), ("auto",))  # the unique mesh, not the sharding's own (explicit) copy
     assert rec.in_shardings == (jaxser.Sharding("named", None, unique, (("u",), None), (), (), "pinned_host"),)
     assert rec.out_shardings == (jaxser.Sharding("named", None, unique, (("u",), None), (), (), "device"),)
@@ -579,8 +582,8 @@ def test_the_per_argument_fields_jax_reads_first_win():
     exp = export.deserialize(bytearray(data))
     assert rec.nr_devices == exp.nr_devices == 2 and not rec.short_device_count
     assert [aval_of_record(a) for a in rec.in_avals + rec.out_avals] == [
-        aval_of_jax(a) for a in exp.in_avals + exp.out_avals] == [(("4", "2"), "int8", "host"),
-                                                                  (("4", "2"), "int8", "device")]
+        aval_of_jax(a) for a in exp.in_avals + exp.out_avals] == [(("4", "2"), "int8", "host", False),
+                                                                  (("4", "2"), "int8", "device", False)]
     own = jaxser.Mesh(("u",), (2,), ("explicit",))  # the sharding's own mesh, there being no unique one
     assert rec.in_shardings + rec.out_shardings == (
         jaxser.Sharding("named", None, own, (("u",), None), (), (), "pinned_host"),

@@ -16,7 +16,7 @@ from jaxport import dtypes
 from jaxport.arrayfiles import safetensors as safetensors_io
 from jaxport.arrayfiles import subbyte
 from jaxport.errors import InputError, SpecError
-from jaxport.export import bind
+from jaxport.export.weights import bind
 from jaxport.run.values import npyio
 
 safetensors = pytest.importorskip("safetensors")

@@ -68,6 +68,7 @@ def test_a_planted_padding_verdict_is_used_only_when_vouched_for(centered, tmp_p
            f"instead." in loaded.notes
 
 
+@pytest.mark.slow  # hashes 4 GiB of a hole: 16 s
 def test_a_record_that_claims_more_than_memory_holds_is_ignored(mlp_path, tmp_path):
     """A sparse record whose header claims a 4 GiB executable, read by a call limited to 2 GiB of data memory (in a
     child): hashed in chunks and ignored with one line, where it was read whole before (MemoryError, exit 10)."""

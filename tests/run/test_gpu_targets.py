@@ -493,7 +493,7 @@ def test_serve_retune_swaps_each_model_once_listening_and_says_so(monkeypatch, t
     from types import SimpleNamespace
 
     from jaxport.run.compile.retune import Retuned, Retuning
-    from jaxport.serve import models
+    from jaxport.serve.transport import models
 
     refreshed, said = [], []
     key = (((8, 784), "float32"),)

@@ -12,8 +12,8 @@ import pytest
 
 import jaxport
 from jaxport.errors import InputError
-from jaxport.serve import oip
 from jaxport.serve.batching import Batched
+from jaxport.serve.transport import oip
 
 #: An embedding lookup: token ids outside the table read past it (JAX clamps a gather, or fills NaN with mode='fill').
 EMBED = textwrap.dedent("""
@@ -191,7 +191,7 @@ def test_an_example_range_keeps_a_scalar_and_the_values_domain(value, dtype, exp
     in [0, 1); inspect shows the range, a scalar's as its value."""
     from jaxport.artifact.model import Input
     from jaxport.artifact.summary import range_text
-    from jaxport.export.like import example_range
+    from jaxport.export.lowering.like import example_range
     from jaxport.run.values.ranges import check_range, draw
 
     got = example_range(value, dtype)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from jaxport.errors import UsageError
-from jaxport.serve.models import Listen, Serving
+from jaxport.serve.transport.models import Listen, Serving
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

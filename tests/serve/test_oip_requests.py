@@ -1,7 +1,7 @@
-"""The Open Inference Protocol's request decoding and response encoding (``jaxport.serve.oip``), without a server or
-kserve: every field of a request checked, each refusal one exact message naming the field, every value decoded
-exactly, and responses that never change a value. ``test_serve_requests.py`` sends the same kinds of request to a
-real server."""
+"""The Open Inference Protocol's request decoding and response encoding (``jaxport.serve.transport.oip``), without a
+server or kserve: every field of a request checked, each refusal one exact message naming the field, every value
+decoded exactly, and responses that never change a value. ``test_serve_requests.py`` sends the same kinds of request to
+a real server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxport.errors import InputError
-from jaxport.serve import oip
+from jaxport.serve.transport import oip
 
 INPUTS, OUTPUTS = ["x", "n"], ["y", "k"]
 INT32 = "INT32 takes integers from -2147483648 to 2147483647."

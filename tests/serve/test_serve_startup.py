@@ -404,7 +404,7 @@ RACE = textwrap.dedent("""\
 
     import jaxport
     from jaxport.errors import UsageError
-    from jaxport.serve import kserve_server
+    from jaxport.serve.transport import kserve_server
     from jaxport.serve.batching import Batched
 
     batched = Batched(jaxport.load(sys.argv[1]), {"batch": [1]})

@@ -3,7 +3,7 @@
 An attacker who can write the artifact's directory renames an unsigned artifact over the signed one (and the signed
 one back), or renames a hard link to one there, at each event of a command: each opening of the artifact's path
 and each step of the signature check (``signing.check.step``), deterministically (``swap.Attacker``); one who can
-write the file rewrites it in place. Every command that takes ``--require-signature`` (call, serve's core, verify,
+write the file rewrites it in place. Every command that takes ``--require-signature`` (call, serve, verify,
 warmup, rebind, inspect ``--signature-key``), ``jaxport.load`` of a path and of an open ``Artifact``, and the batch
 engines' shared loading path then computes the signed program's numbers (x * 2, where the unsigned ones answer
 x * 3) or refuses with one ``error[signature]`` line, exit 14 (a rewrite in place caught when a member is read:
@@ -154,8 +154,9 @@ def test_inspect_shows_the_signed_artifact_or_refuses(scene, run_cli, monkeypatc
 
 
 def test_serving_serves_the_signed_program_or_refuses(scene, monkeypatch):
-    """serve's core (``open_models``) without kserve: a stand-in transport holds each model's buckets."""
-    from jaxport.serve import models
+    """serve's models (``transport.models.open_models``) without kserve: a stand-in transport holds each model's
+    buckets."""
+    from jaxport.serve.transport import models
 
     transport = SimpleNamespace(JaxportModel=lambda name, version, batched, window_ms, max_rows: SimpleNamespace(
         batched=batched, batching=False, max_rows=None, batcher=SimpleNamespace(window=0)))

@@ -10,7 +10,7 @@ import pytest
 
 import jaxport
 from jaxport.errors import SpecError
-from jaxport.export.lower import InputLeaf, function_constraints
+from jaxport.export.lowering.lower import InputLeaf, function_constraints
 from jaxport.spec import MAX_SPEC_BYTES, ArrayLeaf, StaticLeaf, load_spec, parse_spec
 
 DTYPES = ("bool, i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16, f32, f64, c64, c128, f8e4m3fn, f8e5m2, i4, u4, "

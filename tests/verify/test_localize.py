@@ -164,6 +164,7 @@ def test_outputs_that_agree_blame_nothing(base, run_cli):
         assert "localize" not in plain  # without --localize, verify's document is as it was
 
 
+@pytest.mark.slow  # many small tapped runs: 4 s
 def test_a_tiny_memory_budget_bisects_to_the_same_operation(base, tmp_path):
     shutil.copy(base / "old.jaxport", tmp_path)
     shutil.copy(base / "spec.yaml", tmp_path)
@@ -178,6 +179,7 @@ def test_a_tiny_memory_budget_bisects_to_the_same_operation(base, tmp_path):
     assert wide.largest_tap_bytes > 4096
 
 
+@pytest.mark.slow  # 4-6 s: the whole command line, then a call of the artifact it wrote
 @pytest.mark.parametrize("injected", ["constant", "transcendental"], indirect=True)
 def test_cli_reports_the_blamed_line_with_exit_12_and_writes_a_callable_artifact(injected, run_cli, tmp_path):
     name, d = injected

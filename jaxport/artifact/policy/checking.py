@@ -172,7 +172,7 @@ def _consumer_jax_rules(policy: Policy, manifest: model.Manifest, size: int) -> 
     functions = manifest.functions
     if policy.min_consumer_jax is not None:
         oldest = _jax_version(policy.min_consumer_jax)
-        # An artifact written --for-jax an older JAX holds that JAX's payloads: it loads there (export.target).
+        # An artifact written --for-jax an older JAX holds that JAX's payloads: it loads there (export.writing.target).
         producer = manifest.producer.for_jax or manifest.producer.jax
         made = _jax_version(producer)
         if made is None:

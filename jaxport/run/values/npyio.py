@@ -52,7 +52,8 @@ from ...errors import InputError
 
 #: Arrays larger than this are checked against the input they are for from their header alone, before reading.
 EARLY_CHECK_BYTES = 16 << 20
-#: Names other modules import from here; the readers themselves live in ``arrayfiles.npy``, shared with ``export.bind``.
+#: Names other modules import from here; the readers themselves live in ``arrayfiles.npy``, shared with
+#: ``export.weights.bind``.
 __all__ = ["MAX_HEADER_BYTES", "MAX_NPZ_BYTES", "MAX_NPZ_MEMBERS", "MAX_RANK", "EARLY_CHECK_BYTES", "Header",
            "check_fits", "final_dtype", "physical_memory", "read_header", "read_named_arrays", "read_npy", "read_npz",
            "safe_member", "size_text"]

@@ -30,20 +30,20 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .. import dtypes
-from .._fsio import open_for_reading
-from .._text import human_bytes, plural
-from ..arrayfiles import safetensors
-from ..arrayfiles.npy import NpzRules, read_header, read_npz_file, size_text
-from ..artifact.calltree import key_name
-from ..artifact.pathtree import check_argument
-from ..artifact.summary import type_text
-from ..artifact.tensors import Tensor, prepare
-from ..errors import EntrypointError, SpecError
-from ..sharding import indivisible
-from ..spec import MAX_DEPTH, BindLeaf, FunctionSpec, ShapeSpec
-from ..spec.tree import leaves
-from .entrypoint import load_attribute, split_entrypoint
+from ... import dtypes
+from ..._fsio import open_for_reading
+from ..._text import human_bytes, plural
+from ...arrayfiles import safetensors
+from ...arrayfiles.npy import NpzRules, read_header, read_npz_file, size_text
+from ...artifact.calltree import key_name
+from ...artifact.pathtree import check_argument
+from ...artifact.summary import type_text
+from ...artifact.tensors import Tensor, prepare
+from ...errors import EntrypointError, SpecError
+from ...sharding import indivisible
+from ...spec import MAX_DEPTH, BindLeaf, FunctionSpec, ShapeSpec
+from ...spec.tree import leaves
+from ..entry.entrypoint import load_attribute, split_entrypoint
 from .orbax_source import SOURCES, load_directory
 
 MAX_BIND_FILE_MEMBERS = 1 << 16

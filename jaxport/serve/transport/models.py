@@ -31,19 +31,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .._api_types import record_of
-from ..artifact.container import Artifact
-from ..errors import OutputError, PlatformError, UsageError
-from ..run.buckets import sizes
-from ..run.buckets.served import warmup_order
-from ..run.cache import compilation_cache, default_cache_dir
-from ..run.compile.retune import retune
-from ..run.load import open_checked, select_function
-from ..run.options import LoadOptions
-from . import limits
-from .batching import Batched, Dims
-from .compiled import MAX_EXECUTABLES, describe_compile
-from .loading import check_programs, check_serving, load_served
+from ..._api_types import record_of
+from ...artifact.container import Artifact
+from ...errors import OutputError, PlatformError, UsageError
+from ...run.buckets import sizes
+from ...run.buckets.served import warmup_order
+from ...run.cache import compilation_cache, default_cache_dir
+from ...run.compile.retune import retune
+from ...run.load import open_checked, select_function
+from ...run.options import LoadOptions
+from .. import limits
+from ..batching import Batched, Dims
+from ..compiled import MAX_EXECUTABLES, describe_compile
+from ..loading import check_programs, check_serving, load_served
 from .ports import Listen
 
 __all__ = ["Listen", "ModelSpec", "ServedModel", "Serving", "open_models", "serve_models", "unanswered"]

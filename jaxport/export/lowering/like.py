@@ -22,14 +22,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import dimexpr, dtypes
-from ..artifact import pathtree
-from ..artifact.calltree import key_name
-from ..errors import SpecError
-from ..spec import ArrayLeaf, FunctionSpec, ShapeSpec, StaticLeaf, Where
-from ..spec.like import LikeLeaf
-from ..spec.tree import leaves, map_leaves
-from .bind import entry_modules, load_bind_source
+from ... import dimexpr, dtypes
+from ...artifact import pathtree
+from ...artifact.calltree import key_name
+from ...errors import SpecError
+from ...spec import ArrayLeaf, FunctionSpec, ShapeSpec, StaticLeaf, Where
+from ...spec.like import LikeLeaf
+from ...spec.tree import leaves, map_leaves
+from ..weights.bind import entry_modules, load_bind_source
 
 
 @dataclasses.dataclass(frozen=True)

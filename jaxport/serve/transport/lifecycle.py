@@ -22,7 +22,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import interrupts
+from ... import interrupts
 from . import ports, unix
 from .kserve_imports import InvalidInput, ModelNotFound, uvicorn
 

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import InputError, UsageError
+from ...errors import InputError, UsageError
 from . import oip, ports, unix
 from .kserve_imports import (
     DecodeError,

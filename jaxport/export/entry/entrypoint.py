@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import collection
-from .._fsio import nearby, open_regular, shown_path
-from ..errors import EntrypointError
+from ... import collection
+from ..._fsio import nearby, open_regular, shown_path
+from ...errors import EntrypointError
 from .paths import IN_MEMORY
 
 
@@ -53,7 +53,7 @@ ENTRY_MODULE_PREFIX = "_jaxport_entry_"
 def _user_traceback(exc: BaseException, user_file: str | None) -> str:
     """The frames of ``exc`` that belong to the user's code, formatted as Python does."""
     frames = traceback.extract_tb(exc.__traceback__)
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the export package, this room's parent
     keep = [f for f in frames if not f.filename.startswith(here) and "importlib" not in f.filename
             and not f.filename.startswith("<frozen")]
     lines = traceback.format_list(keep)

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..artifact.model import Function
-from ..artifact.summary import signature
-from ..errors import SpecError
-from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, StaticLeaf, Where
+from ...artifact.model import Function
+from ...artifact.summary import signature
+from ...errors import SpecError
+from ...spec import ArrayLeaf, BindLeaf, FunctionSpec, StaticLeaf, Where
 
 
 def apply_binds(fspec: FunctionSpec, fn: Callable[..., Any], bind: Mapping[str, str], label: str) -> FunctionSpec:

@@ -22,10 +22,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .. import dtypes
-from ..artifact import contract
-from ..artifact.model import Function, Input, Output
-from ..errors import InputError, UsageError
+from ... import dtypes
+from ...artifact import contract
+from ...artifact.model import Function, Input, Output
+from ...errors import InputError, UsageError
 
 #: Why the repository extension's load and unload are refused, over REST and gRPC: kserve's let any client unload a
 #: model for good (its readiness false, a load failing), while the server went on answering.

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
+from ...errors import InputError
 from . import oip
 from .kserve_imports import (
     INFERENCE_CONTENT_LENGTH_HEADER,

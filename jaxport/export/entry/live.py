@@ -2,7 +2,7 @@
 ``functools.partial``, a callable model) instead of an entry point string.
 
 The manifest records an entry point for ``verify`` to import: a live callable's module file (relative to the export
-root, as ``export.paths`` records the command line's) and qualified name, ``model.py:predict``, when looking that
+root, as ``export.entry.paths`` records the command line's) and qualified name, ``model.py:predict``, when looking that
 name up in that module gives the same object back (or, for ``jax.jit(f)``, gives ``f``: the same computation). A
 lambda, a closure, a ``functools.partial``, a method bound to an instance, a callable instance, or anything defined
 in ``__main__`` (a notebook, or a script that ``verify`` would run again from the top) has no such name: the manifest
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ...errors import UsageError
 from .entrypoint import Entrypoint
 from .paths import IN_MEMORY, RootPaths
 

@@ -21,7 +21,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ...errors import UsageError
 from . import unix
 
 #: The largest request a server reads, by default: a REST body or a gRPC message (``--max-request-mb``). Decoding

@@ -17,11 +17,11 @@ import dataclasses
 import re
 from typing import Any
 
-from ..artifact.window.compat import version_key
-from ..artifact.window.releases import STABLEHLO
-from ..errors import ExportError, UsageError
-from ..jaxprivate.exported import vjp_getter, with_vjp_getter
-from ..jaxprivate.mlir import (
+from ...artifact.window.compat import version_key
+from ...artifact.window.releases import STABLEHLO
+from ...errors import ExportError, UsageError
+from ...jaxprivate.exported import vjp_getter, with_vjp_getter
+from ...jaxprivate.mlir import (
     deserialize_portable_artifact,
     make_ir_context,
     serialize_portable_artifact,

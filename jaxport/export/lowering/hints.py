@@ -15,7 +15,7 @@ import re
 import traceback
 from collections.abc import Collection
 
-from .. import dimexpr
+from ... import dimexpr
 
 #: What a Pallas kernel's cost estimate says when a symbolic dimension reaches it (``pl.CostEstimate``).
 PALLAS_STATIC_ONLY = "All fields in CostEstimate must be ints."

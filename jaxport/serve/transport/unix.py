@@ -22,7 +22,7 @@ import socket
 import stat
 from collections.abc import Iterator
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 #: The most bytes of a unix socket's path (Linux's ``sun_path`` holds 108, its terminating NUL included).
 MAX_PATH_BYTES = 107

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifact.model import Function
-from ..errors import ExportError, UsageError
-from ..jaxprivate.exported import named_shardings
+from ...artifact.model import Function
+from ...errors import ExportError, UsageError
+from ...jaxprivate.exported import named_shardings
 from .tracing import exclude_own_frames, jax_config, on_fresh_stack
 
 

@@ -12,9 +12,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..errors import ExportError
-from ..jaxprivate.exported import vjp_getter, with_vjp_getter
-from ..program.module_scan import strip_locations
+from ...errors import ExportError
+from ...jaxprivate.exported import vjp_getter, with_vjp_getter
+from ...program.module_scan import strip_locations
 from .tracing import jax_config, location_regex, on_fresh_stack
 
 

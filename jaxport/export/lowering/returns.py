@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..artifact import pathtree
-from ..artifact.calltree import key_name
-from ..artifact.model import OutputNode
-from .entrypoint import ENTRY_MODULE_PREFIX
+from ...artifact import pathtree
+from ...artifact.calltree import key_name
+from ...artifact.model import OutputNode
+from ..entry.entrypoint import ENTRY_MODULE_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import dimexpr
-from .._version import __version__
-from ..artifact import model
-from ..artifact.bounds import Bounds
-from ..jaxprivate.stable import guaranteed_stable_custom_calls
-from ..program.module_scan import short_location, stablehlo_version
-from ..sharding import describe
-from .lower import function_constraints
+from ... import dimexpr
+from ..._version import __version__
+from ...artifact import model
+from ...artifact.bounds import Bounds
+from ...jaxprivate.stable import guaranteed_stable_custom_calls
+from ...program.module_scan import short_location, stablehlo_version
+from ...sharding import describe
+from ..lowering.lower import function_constraints
 
 
 def versions() -> model.Producer:
@@ -82,7 +82,7 @@ def program_fields(exported: Any, scan: Any) -> dict[str, Any]:
 
 def build_function_entry(lowered: Any, spec: Any, entrypoint: str, payload: str, allowed_custom_calls: list[str],
                          vjp_order: int = 0) -> model.Function:
-    """The manifest entry of one lowered function (see ``lower.Lowered``), whose payload carries ``vjp_order``
+    """The manifest entry of one lowered function (see ``lowering.lower.Lowered``), whose payload carries ``vjp_order``
     orders of derivatives."""
     exp = lowered.exported
     mesh, in_shardings, out_shardings = describe(exp)

@@ -14,20 +14,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dimexpr, dtypes
-from .._text import plural
-from ..artifact import calltree
-from ..artifact.calltree import WEIGHTS_KWARG
-from ..artifact.model import CallNode, OutputNode, Signature
-from ..errors import ExportError, PolicyError, SpecError
-from ..jaxprivate.exported import export_allowing_every_custom_call
-from ..program.checks import disallowed_custom_calls_error
-from ..program.module_scan import ModuleScan, scan_module
-from ..program.module_scan import strip_locations as strip_module_locations
-from ..sharding import jit_sharded, spec_leaf
-from ..spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf, outputs
-from ..spec.tree import map_leaves
-from .bind import (
+from ... import dimexpr, dtypes
+from ..._text import plural
+from ...artifact import calltree
+from ...artifact.calltree import WEIGHTS_KWARG
+from ...artifact.model import CallNode, OutputNode, Signature
+from ...errors import ExportError, PolicyError, SpecError
+from ...jaxprivate.exported import export_allowing_every_custom_call
+from ...program.checks import disallowed_custom_calls_error
+from ...program.module_scan import ModuleScan, scan_module
+from ...program.module_scan import strip_locations as strip_module_locations
+from ...sharding import jit_sharded, spec_leaf
+from ...spec import ArrayLeaf, BindLeaf, FunctionSpec, ShapeSpec, StaticLeaf, outputs
+from ...spec.tree import map_leaves
+from ..entry.entrypoint import Entrypoint
+from ..weights.bind import (
     BoundArgument,
     bound_note,
     entry_modules,
@@ -36,7 +37,6 @@ from .bind import (
     missing_key_error,
     weight_partition_specs,
 )
-from .entrypoint import Entrypoint
 from .hints import EQX_NAN_STATIC, library_hint
 from .like import LikeTree, expand_likes
 from .returns import Returned, plain, recorded

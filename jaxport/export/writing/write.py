@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._fsio import atomic_write
-from ..artifact import bulkwrite, container, manifest, tensors
-from ..artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
-from ..artifact.output import artifact_output
-from ..artifact.signing.bundle import drop_stale
-from ..artifact.tensors import Tensor
-from ..errors import UsageError
-from ..isolation.isolate import trust
-from ..spec import check_artifact_name
+from ..._fsio import atomic_write
+from ...artifact import bulkwrite, container, manifest, tensors
+from ...artifact.model import METADATA_KEYS, Function, Manifest, Metadata, Producer, Source, Weights, replace
+from ...artifact.output import artifact_output
+from ...artifact.signing.bundle import drop_stale
+from ...artifact.tensors import Tensor
+from ...errors import UsageError
+from ...isolation.isolate import trust
+from ...spec import check_artifact_name
 from .manifest import versions
 
 

@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import InputError, JaxportError
+from ...errors import InputError, JaxportError
+from ..batcher import Batcher
+from ..batching import Batched
 from . import oip
-from .batcher import Batcher
-from .batching import Batched
 from .kserve_imports import PREDICT_HIST_TIME, InferenceError, InvalidInput, Model, ModelNotFound, get_labels
 
 

@@ -26,8 +26,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._machine import physical_memory
-from ..errors import PlatformError, SpecError
+from ..._machine import physical_memory
+from ...errors import PlatformError, SpecError
 
 #: The files that make a directory an orbax pytree item.
 ITEM_FILES = ("_METADATA", "manifest.ocdbt")

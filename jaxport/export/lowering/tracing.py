@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..jaxprivate.runtime import register_frame_exclusion
+from ...jaxprivate.runtime import register_frame_exclusion
 
-#: This package's directory: frames in it are jaxport's, never the user's.
-_HERE = os.path.dirname(os.path.abspath(__file__))
+#: The ``export`` package's directory (this room's parent): frames in it are jaxport's, never the user's.
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _EXCLUDED = False
 
 
