@@ -49,17 +49,7 @@ def verify(artifact: str | Path | VerifyRequest, against: str | None = None, spe
     Returns the report; raises only for problems that stop verification (options, artifact, entry point, spec,
     platform, inputs, reference file).
     """
-    request = _request(artifact, {
-        "against": against, "spec": spec, "dims": dims, "platforms": platforms, "atol": atol, "rtol": rtol,
-        "seed": seed, "budget_bytes": budget_bytes, "root": root, "binds": binds, "inputs": inputs, "expect": expect,
-        "ranges": ranges, "allow_nonfinite": allow_nonfinite, "against_artifact": against_artifact,
-        "against_platform": against_platform, "localize": localize, "localize_out": localize_out,
-        "localize_budget": localize_budget, "load": load}, {
-        "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-        "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-        "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-        "check_ranges": check_ranges})
-    return verify_by(request, progress=progress)
+    return verify_by(_request(artifact, locals()), progress=progress)
 
 
 def localize(artifact: str | Path | VerifyRequest, against: str | None = None, spec: Any = None, *,
@@ -86,30 +76,28 @@ def localize(artifact: str | Path | VerifyRequest, against: str | None = None, s
     localized. Returns the :class:`LocalizeReport` (``report.to_json()``; ``report.verify`` is the verification's
     report, whose ``passed`` is the verdict).
     """
-    request = _request(artifact, {
-        "against": against, "spec": spec, "dims": dims, "platforms": platforms, "atol": atol, "rtol": rtol,
-        "seed": seed, "budget_bytes": budget_bytes, "root": root, "binds": binds, "inputs": inputs, "expect": expect,
-        "ranges": ranges, "allow_nonfinite": allow_nonfinite, "against_artifact": against_artifact,
-        "against_platform": against_platform, "localize": True, "localize_out": localize_out,
-        "localize_budget": localize_budget, "load": load}, {
-        "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-        "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-        "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-        "check_ranges": check_ranges})
-    report = verify_by(request, progress=progress)
+    report = verify_by(_request(artifact, {**locals(), "localize": True}), progress=progress)
     found: LocalizeReport = report.localized
     found.verify = report
     return found
 
 
-def _request(artifact: str | Path | VerifyRequest, fields: Mapping[str, Any],
-             load_fields: Mapping[str, Any]) -> VerifyRequest:
-    """The request the facade's arguments make, built once: the one given (``artifact``), or one of the artifact's
-    path, with each field given (not at its default: ``_api_types.changed``) replacing its value, and how to load
-    (``load``, else the given request's) with the load's fields given."""
+#: The request's fields a facade function takes as its own keywords, and those of how to load.
+_FIELDS = ("against", "spec", "dims", "platforms", "atol", "rtol", "seed", "budget_bytes", "root", "binds", "inputs",
+           "expect", "ranges", "allow_nonfinite", "against_artifact", "against_platform", "localize", "localize_out",
+           "localize_budget")
+_LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(LoadOptions))
+
+
+def _request(artifact: str | Path | VerifyRequest, arguments: Mapping[str, Any]) -> VerifyRequest:
+    """The request the facade's ``arguments`` (its parameters by name) make, built once: the one given
+    (``artifact``), or one of the artifact's path, with each field given (not at its default:
+    ``_api_types.changed``) replacing its value, and how to load (``load``, else the given request's) with the
+    load's fields given."""
     given = artifact if isinstance(artifact, VerifyRequest) else None
-    own = dict(fields)
-    load = own.pop("load", None) or (given.load if given is not None else None)
+    own = {k: arguments[k] for k in _FIELDS}
+    load_fields = {k: arguments[k] for k in _LOAD_FIELDS}
+    load = arguments["load"] or (given.load if given is not None else None)
     replaced = {**changed(VerifyRequest, own), "load": record_of(LoadOptions, load, load_fields, "load")}
     if isinstance(artifact, VerifyRequest):
         return dataclasses.replace(artifact, **replaced)

@@ -74,7 +74,6 @@ class XlaRuntime:
         import jax
         from jax import export
         from jax.extend.mlir.dialects import stablehlo
-        from jax.sharding import SingleDeviceSharding
 
         with self.session.ctx:
             data = serialize_portable_artifact(built.module, stablehlo.get_current_version())
@@ -83,7 +82,9 @@ class XlaRuntime:
             platforms=[self.platform], mlir_module_serialized=data,
             calling_convention_version=export.maximum_supported_calling_convention_version,
             uses_global_constants=False, disabled_safety_checks=[])
-        sharding = SingleDeviceSharding(self.device)
+        # jax 0.12.1 deprecates the class for the function (which 0.10 has too)
+        single = getattr(jax.sharding, "make_single_device_sharding", None)
+        sharding = single(self.device) if single is not None else jax.sharding.SingleDeviceSharding(self.device)
         structs = [jax.ShapeDtypeStruct(t.shape, dtypes.to_numpy(t.dtype), sharding=sharding) for t in built.inputs]
         with _x64(built):
             try:
