@@ -52,9 +52,9 @@ def test_padding_verdicts_with_axes_no_call_has_are_proven_again(centered, tmp_p
 
 
 def test_a_planted_padding_verdict_is_used_only_when_vouched_for(centered, tmp_path):
+    pytest.importorskip("model_signing", reason="signing needs the extra jaxport[sign] (make test installs it)")
     from tests.sign.keys import key_pair
 
-    pytest.importorskip("model_signing")
     cache = tmp_path / "cache"
     private, public = key_pair(tmp_path, "ci")
     jaxport.sign(centered, private)
