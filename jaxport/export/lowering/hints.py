@@ -30,6 +30,9 @@ PALLAS_NO_CPU = "Only interpret mode is supported on CPU backend"
 #: What JAX says when ``jax.nn.dot_product_attention(implementation="cudnn")`` is traced without cuDNN (without and
 #: with JAX's CUDA plugin installed).
 CUDNN_ABSENT = ("cuDNN is not detected", "cuDNN not found")
+#: Where JAX asks for cuDNN's version (``jax._src.cudnn``): with JAX's CUDA plugin installed and no cuDNN, JAX 0.12.1
+#: fails there with a SystemError that names nothing ("exception could not be translated").
+CUDNN_PROBE = ("/jax/_src/cudnn/", "check_cudnn_version")
 #: The class of JAX's symbolic dimensions (``jax.export.symbolic_shape``), by name: what a library was handed.
 _SYMBOLIC = "_DimExpr"
 #: How many frames, innermost first, are searched for the symbolic size a failed call was given.
@@ -67,9 +70,12 @@ def library_hint(e: BaseException, variables: Collection[str] = ()) -> str:
         return ("\nWhat to do: JAX lowers a Pallas GPU or TPU kernel for that platform alone, never for the CPU too "
                 "(a kernel inside jax.lax.platform_dependent is lowered for every platform as well): export it with "
                 "platforms: [cuda] (or [tpu]), and its plain-JAX reference for the CPU in an artifact of its own.")
-    if any(said in str(e) for said in CUDNN_ABSENT):
-        return ('\nWhat to do: implementation="cudnn" needs cuDNN wherever the program is traced and run, and its '
-                'custom call is not one JAX keeps stable; export with implementation="xla" (portable, on every '
+    innermost = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ is not None else []
+    probed = any(CUDNN_PROBE[0] in f.filename.replace("\\", "/") and f.name == CUDNN_PROBE[1] for f in innermost)
+    if probed or any(said in str(e) for said in CUDNN_ABSENT):
+        said = " (JAX failed asking cuDNN for its version: cuDNN is not installed here)" if probed else ""
+        return (f'{said}\nWhat to do: implementation="cudnn" needs cuDNN wherever the program is traced and run, '
+                'and its custom call is not one JAX keeps stable; export with implementation="xla" (portable, on every '
                 'platform), or on a machine with cuDNN with allow_custom_calls naming its __cudnn$fmha target.')
     if FFT_STATIC_ONLY in str(e):
         return ("\nWhat to do: JAX lowers an FFT only over axes of fixed size: give the transformed axes fixed sizes "
