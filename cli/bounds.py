@@ -42,23 +42,28 @@ class FiniteRange(click.FloatRange):
 
 
 
+def size_bytes(value: str) -> float:
+    """The bytes a size such as ``8G``, ``512M``, ``1.5GiB`` or ``1073741824`` says: NaN where it says none, inf for
+    a text of over 32 characters (no size is that long)."""
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
+    try:
+        return float(text[:-1] if unit else text) * _UNITS[unit] if len(text) <= 32 else math.inf
+    except ValueError:
+        return math.nan
+
+
 def memory_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     """The callback of ``--memory-limit SIZE``: bytes, from ``8G``, ``512M`` or ``1073741824``, at least 256M (what
     Python and JAX need to start) and at most :data:`MAX_MEMORY_LIMIT`."""
     if value is None:
         return None
-    text = value.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
-    try:
-        number = float(text[:-1] if unit else text) if len(text) <= 32 else math.inf
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param) from None
-    if math.isnan(number):
+    size = size_bytes(value)
+    if math.isnan(size):
         raise click.BadParameter(f"{value!r} is not a size such as 8G, 512M or 1073741824.", ctx, param)
-    if number * _UNITS[unit] > MAX_MEMORY_LIMIT:
+    if size > MAX_MEMORY_LIMIT:
         raise click.BadParameter(f"{value[:40]!r} is more than {MAX_MEMORY_LIMIT >> 50}P, the largest memory limit.",
                                  ctx, param)
-    size = int(number * _UNITS[unit])
     if size < 256 << 20:
         raise click.BadParameter(f"{value!r} is less than 256M, too little to start Python and JAX.", ctx, param)
-    return size
+    return int(size)

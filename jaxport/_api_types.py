@@ -187,15 +187,17 @@ def check_fields(record: Any) -> None:
 
 def record_of(cls: type[R], given: R | None, keywords: Mapping[str, Any], parameter: str) -> R:
     """The record a public function builds once from its arguments: ``given`` (the record passed as ``parameter``;
-    default: ``cls()``, every field's default), with each of ``keywords`` that is not its field's default replacing
-    the field (:func:`changed`). The function lists every field as a parameter of its own, with the field's default,
-    and passes them here by name, so that its signature shows them (``help``, an IDE) and nothing beyond the facade
-    takes a record's fields as keywords (``scripts/check_layers.py``, rule 7). A ``given`` that is no ``cls`` is a
-    ``UsageError`` naming ``parameter``."""
+    default: ``cls()``, every field's default), with each of the record's fields in ``keywords`` that is not its
+    default replacing the field (:func:`changed`). The function lists every field as a parameter of its own, with the
+    field's default, so that its signature shows them (``help``, an IDE) and nothing beyond the facade takes a record's
+    fields as keywords (``scripts/check_layers.py``, rule 7), and hands its parameters here (``locals()``: the names
+    that are no field of ``cls`` are left out, so that a field added to the record is one parameter added, not also one
+    more entry in a list at each caller). A ``given`` that is no ``cls`` is a ``UsageError`` naming ``parameter``."""
     if given is not None and not isinstance(given, cls):
         raise UsageError(f"{parameter} must be a jaxport.{cls.__name__}, not {type(given).__name__}.")
     record = given if given is not None else cls()
-    replaced = changed(cls, keywords)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    replaced = changed(cls, {k: v for k, v in keywords.items() if k in names})
     return dataclasses.replace(record, **replaced) if replaced else record  # type: ignore[type-var]
 
 

@@ -79,11 +79,7 @@ class ModelHandler(base.ModelHandler[Any, base.PredictionResult, Engine]):
                  require_signature: str | Path | Iterable[str | Path] | None = (),
                  signature: str | Path | None = None, check_ranges: bool = False):
         super().__init__()
-        self.load = record_of(LoadOptions, load, {
-            "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-            "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-            "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-            "check_ranges": check_ranges}, "load")
+        self.load = record_of(LoadOptions, load, locals(), "load")
         check_serving(self.load)
         if isinstance(artifact, (bytes, bytearray, memoryview)):
             self.artifact: str | bytes = bytes(artifact)

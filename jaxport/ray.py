@@ -73,11 +73,7 @@ class Predictor:
                  module_dir: str | Path | None = None,
                  require_signature: str | Path | Iterable[str | Path] | None = (),
                  signature: str | Path | None = None, check_ranges: bool = False):
-        options = record_of(LoadOptions, load, {
-            "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-            "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-            "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-            "check_ranges": check_ranges}, "load")
+        options = record_of(LoadOptions, load, locals(), "load")
         self.engine = Engine(_resolved(artifact), dims=dims, batch_size=batch_size, load=options)
         self.columns = dict(columns or {})
         self.keep_inputs = keep_inputs

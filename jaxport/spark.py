@@ -188,11 +188,7 @@ def predict_udf(artifact: str | Path | bytes, function: str | None = None, dims:
     ``.`` as ``_``); two outputs on one field are refused here, before any data runs.
     ``load``: how to load the function (``run.options.LoadOptions``), whose fields it takes by keyword as well
     (``cache_dir``, ``allow_custom_calls``, ...; one at its default leaves ``load``'s)."""
-    options = record_of(LoadOptions, load, {
-        "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-        "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-        "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-        "check_ranges": check_ranges}, "load")
+    options = record_of(LoadOptions, load, locals(), "load")
     check_serving(options)
     given_bytes = isinstance(artifact, (bytes, bytearray, memoryview))
     local = artifact_path(artifact)

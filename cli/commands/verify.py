@@ -8,6 +8,7 @@ import click
 from jaxport.frontend import plural
 
 from .. import errors, render
+from ..bounds import size_bytes
 from ..devices import apply, device_options
 from ..files import NamesFiles
 from ..options import (
@@ -228,22 +229,14 @@ def _render(report):
         out.print(f"[red]FAILED[/]: {failing(failed, len(report.cases))}.")
 
 
-_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
 def _size(ctx, param, value):
-    """``--localize-budget``: a size such as 64M, 1G or 1048576 (bytes)."""
+    """``--localize-budget``: a size such as 64M, 1G or 1048576 (bytes), at least one byte."""
     if value is None:
         return None
-    text = value.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = text[-1:] if text[-1:] in _SIZE_UNITS and text[-1:] else ""
-    try:
-        number = float(text[:-1] if unit else text) if len(text) <= 32 else float("nan")
-    except ValueError:
-        number = float("nan")
-    if not number >= 1 or number * _SIZE_UNITS[unit] > 1 << 50:
+    size = size_bytes(value)
+    if not 1 <= size <= 1 << 50:  # NaN too
         raise click.BadParameter(f"{value!r} is not a size such as 64M, 1G or 1048576.", ctx, param)
-    return int(number * _SIZE_UNITS[unit])
+    return int(size)
 
 
 def _render_localized(out, loc):

@@ -34,7 +34,7 @@ from .facts import Facts, compilation_facts
 
 #: What a :func:`steered` block's callback gets: the compilation's facts and a function that turns native executable
 #: bytes into an executable loaded for this compilation's devices and options. It returns that executable to use it,
-#: or None to let XLA compile; a callback whose attribute ``persistent`` is False has XLA compile without JAX's
+#: or None to let XLA compile. A :func:`steered` block with ``persistent=False`` has XLA compile without JAX's
 #: persistent compilation cache (neither read nor written: what a required signature does not cover,
 #: ``run.vouching``), through ``jax._src.compiler.backend_compile_and_load``, the call JAX makes when its cache is
 #: off.
@@ -57,31 +57,25 @@ def steering_available() -> bool:
 
 
 @contextlib.contextmanager
-def steered(steer: Steer) -> Iterator[None]:
-    """Within the block, every compilation of this thread goes through ``steer`` first (see :data:`Steer`)."""
+def steered(steer: Steer | None, *, persistent: bool) -> Iterator[None]:
+    """Within the block, every compilation of this thread goes through ``steer`` first (see :data:`Steer`; None:
+    offers nothing), and reads and writes JAX's persistent compilation cache only with ``persistent``. Every caller
+    says which (``usercache.vouching_required``: not under a required signature for the program), so that no
+    compile a signature covers reaches JAX's cache by a default."""
     _install()
     previous = getattr(_local, "steer", None)
-    _local.steer = steer
+    _local.steer = (steer, persistent)
     try:
         yield
     finally:
         _local.steer = previous
 
 
-class _Private:
-    """The steer of :func:`private_compiles`: no executable offered, nothing read from JAX's persistent cache."""
-
-    persistent = False
-
-    def __call__(self, facts: Facts, load: Callable[[bytes], Any]) -> Any:
-        return None
-
-
 def private_compiles() -> contextlib.AbstractContextManager[None]:
     """Within the block, every compilation of this thread bypasses JAX's persistent compilation cache (neither read
     nor written): the programs a command derives from one under a required signature (its derivative), which no
     signer vouched for in any cache."""
-    return steered(_Private())
+    return steered(None, persistent=False)
 
 
 def _install() -> None:
@@ -94,9 +88,9 @@ def _install() -> None:
 
         def compile_or_get_cached(backend: Any, computation: Any, devices: Any, compile_options: Any,
                                   host_callbacks: Any, executable_devices: Any, *rest: Any, **kwargs: Any) -> Any:
-            steer = getattr(_local, "steer", None)
-            if steer is not None and not host_callbacks:
-                if not isinstance(steer, _Private):
+            steer, persistent = getattr(_local, "steer", None) or (None, True)
+            if not host_callbacks:
+                if steer is not None:
                     facts = compilation_facts(backend, computation, devices, compile_options)
 
                     def load(blob: bytes) -> Any:
@@ -105,7 +99,7 @@ def _install() -> None:
                     executable = steer(facts, load)
                     if executable is not None:
                         return executable
-                if getattr(steer, "persistent", True) is False:  # compiled here, past JAX's persistent cache
+                if not persistent:  # compiled here, past JAX's persistent cache
                     return compiler.backend_compile_and_load(backend, computation, executable_devices,
                                                              compile_options, host_callbacks)
             return original(backend, computation, devices, compile_options, host_callbacks, executable_devices,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from .. import dtypes
+from .. import dtypes, usercache
 from .._api_types import runs_program
 from ..artifact.calltree import argument_positions
 from ..artifact.model import Function, Mesh
@@ -131,7 +131,7 @@ class JaxBackend:
             offer = shipped(executable_directory(), self.program_sha256, key)
             start = time.perf_counter()
             try:
-                with steered(offer) if offer is not None else contextlib.nullcontext():
+                with steered(offer, persistent=offer.persistent) if offer is not None else contextlib.nullcontext():
                     compiled = lowered.compile()
             except Exception as e:  # noqa: BLE001 - XLA raises its runtime error type for any compile failure
                 raise self._failure(f"XLA on {self.platform} could not compile the program", e,
@@ -156,7 +156,9 @@ class JaxBackend:
         seen: list[Facts] = []
         with self.x64(), (lapack_left_alone() if self._lapack_free else contextlib.nullcontext()):
             lowered = self._jit.lower(self.weights, *structs)
-            with steered(lambda facts, load: seen.append(facts)):
+            # under a required signature, XLA's own compile: nothing from JAX's cache, which no signer vouched for
+            with steered(lambda facts, load: seen.append(facts),
+                         persistent=not usercache.vouching_required(self.program_sha256)):
                 compiled = lowered.compile()
         return compiled, seen[0] if seen else None
 

@@ -197,11 +197,7 @@ def load(path: str | Path | Artifact, function: str | None = None, *, runtime: s
     input, the index and the value (``InputError``); without it a range only shapes random inputs
     (``random_inputs``, ``call --random``, ``verify``).
     """
-    options = record_of(LoadOptions, None, {
-        "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-        "allow_custom_calls": allow_custom_calls, "verify_weights": verify and verify_weights, "cache_dir": cache_dir,
-        "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-        "check_ranges": check_ranges}, "load")
+    options = record_of(LoadOptions, None, {**locals(), "verify_weights": verify and verify_weights}, "load")
     return load_by(path, options, defer_verify=defer_verify)
 
 

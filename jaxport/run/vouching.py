@@ -25,7 +25,7 @@ from .. import usercache
 from .._fsio import shown_path
 from ..artifact.container import Artifact, open_artifact
 from ..artifact.signing.check import Trust, Verified, hash_descriptor, trust
-from ..artifact.signing.vouch import PREFIX, Entry, Vouches, read_vouches, write_vouch
+from ..artifact.signing.vouch import PREFIX, Entry, Vouches, read_vouches, trusted_keys, write_vouch
 from ..errors import UsageError
 from ..isolation.isolate import verdict_file
 from .buckets.verdicts import PADDING_RECORD, padding_digest
@@ -43,6 +43,7 @@ class Vouching:
     def __init__(self, artifact_sha256: str, trusted: Trust):
         self.artifact_sha256 = artifact_sha256
         self.trust = trusted
+        self._keys = trusted_keys(trusted)  # read once, as the artifact's signature was just verified with them
         self.notes: list[str] = []
         self._read: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], Vouches] = {}
         self._lock = threading.Lock()
@@ -56,8 +57,7 @@ class Vouching:
 
     def vouched(self, path: Path, sha256: str) -> str | None:
         """The signer who vouched for the file ``path`` with bytes of ``sha256``, or None."""
-        found = self._vouches(path.parent).entries.get(path.name)
-        return found[1] if found is not None and found[0] == sha256 else None
+        return self._vouches(path.parent).entries.get(path.name, {}).get(sha256)
 
     def ignored(self, path: Path, keep: bool = True) -> str:
         """A line saying that the entry ``path`` is ignored, for want of a vouch (kept in ``notes`` with ``keep``)."""
@@ -87,7 +87,7 @@ class Vouching:
         with self._lock:
             found = self._read.get(key)
         if found is None:
-            found = read_vouches(directory, self.artifact_sha256, self.trust)
+            found = read_vouches(directory, self.artifact_sha256, self._keys)
             with self._lock:
                 self._read = {k: v for k, v in self._read.items() if k[0] != key[0]}
                 self._read[key] = found

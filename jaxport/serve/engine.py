@@ -200,11 +200,7 @@ class Engine:
                  signature: str | Path | None = None, check_ranges: bool = False):
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):  # noqa: E721
             raise UsageError(f"batch_size={batch_size!r}: give a whole number of rows, at least 1.")
-        self.load = record_of(LoadOptions, load, {
-            "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-            "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-            "cache": cache, "module_dir": module_dir, "require_signature": require_signature, "signature": signature,
-            "check_ranges": check_ranges}, "load")
+        self.load = record_of(LoadOptions, load, locals(), "load")
         self.cache_dir = self.load.cache_dir if self.load.cache else None
         check_serving(self.load)
         path = artifact_path(artifact)

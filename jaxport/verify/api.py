@@ -82,11 +82,8 @@ def localize(artifact: str | Path | VerifyRequest, against: str | None = None, s
     return found
 
 
-#: The request's fields a facade function takes as its own keywords, and those of how to load.
-_FIELDS = ("against", "spec", "dims", "platforms", "atol", "rtol", "seed", "budget_bytes", "root", "binds", "inputs",
-           "expect", "ranges", "allow_nonfinite", "against_artifact", "against_platform", "localize", "localize_out",
-           "localize_budget")
-_LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(LoadOptions))
+#: The request's fields a facade function takes as its own keywords (the load's are picked by ``record_of``).
+_FIELDS = tuple(f.name for f in dataclasses.fields(VerifyRequest) if f.name not in ("artifact", "load"))
 
 
 def _request(artifact: str | Path | VerifyRequest, arguments: Mapping[str, Any]) -> VerifyRequest:
@@ -96,9 +93,8 @@ def _request(artifact: str | Path | VerifyRequest, arguments: Mapping[str, Any])
     load's fields given."""
     given = artifact if isinstance(artifact, VerifyRequest) else None
     own = {k: arguments[k] for k in _FIELDS}
-    load_fields = {k: arguments[k] for k in _LOAD_FIELDS}
     load = arguments["load"] or (given.load if given is not None else None)
-    replaced = {**changed(VerifyRequest, own), "load": record_of(LoadOptions, load, load_fields, "load")}
+    replaced = {**changed(VerifyRequest, own), "load": record_of(LoadOptions, load, arguments, "load")}
     if isinstance(artifact, VerifyRequest):
         return dataclasses.replace(artifact, **replaced)
     return VerifyRequest(artifact, **replaced)

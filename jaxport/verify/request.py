@@ -111,11 +111,7 @@ class VerifyRequest:
                "expect": expect, "ranges": _read_only(ranges), "allow_nonfinite": allow_nonfinite,
                "against_artifact": against_artifact, "against_platform": against_platform, "localize": localize,
                "localize_out": localize_out, "localize_budget": localize_budget,
-               "load": record_of(LoadOptions, load, {
-                   "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-                   "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-                   "cache": cache, "module_dir": module_dir, "require_signature": require_signature,
-                   "signature": signature, "check_ranges": check_ranges}, "load")}
+               "load": record_of(LoadOptions, load, locals(), "load")}
         for name, value in own.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
         for problem in self._combination_problems():

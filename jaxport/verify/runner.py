@@ -213,8 +213,8 @@ class _Prepared:
     plan: FunctionPlan
     sides: list[Side]
     given: dict[str, Any] | None
-    #: With ``across_compilers``: the program's lowest-precision float type, whose compiler tolerances its float
-    #: outputs of higher precision take (``tolerance.tolerance``); None otherwise.
+    #: With two compilers (``two_compilers``: IREE, or another platform): the program's lowest-precision float type,
+    #: whose compiler tolerances its float outputs of higher precision take (``tolerance.tolerance``); None otherwise.
     computed_in: str | None = None
 
 
@@ -229,14 +229,13 @@ def _prepare(s: _Setting, fname: str) -> _Prepared:
         cases = plan_cases(f, chosen_for(f, r.dims, len(s.names) > 1), r.budget_bytes)
     sides: list[Side] = []
     stored = reference_side(r.expect, f) if r.expect is not None else None  # refused before any import
-    computed_in = None
+    computed_in = _computed_in(s, fname, f) if r.two_compilers else None
     if r.across_compilers:
         reference = runtime_mod.load_by(s.art, LoadOptions(  # JAX's own run of it, with the load's signature check
             function=fname, allow_custom_calls=tuple(s.sources.allowed), require_signature=r.load.require_signature,
             signature=r.load.signature))
         sides.append(Side(JAX_SIDE, "the JAX runtime", _outputs_of(reference), source=reference))
         platforms = [_local_platform()]
-        computed_in = _computed_in(s, fname, f)
     else:
         platforms = _platforms(fname, f, r.platforms, s.where, r.load.allow_platform_mismatch,
                                without=r.against_platform)

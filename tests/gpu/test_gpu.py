@@ -188,7 +188,7 @@ def test_this_gpus_facts_against_a_record_built_without_it(build, report):
     from jaxport.jaxprivate.facts import Facts
 
     seen: list[Facts] = []
-    with steered(lambda facts, load: seen.append(facts)):
+    with steered(lambda facts, load: seen.append(facts), persistent=True):
         jax.jit(lambda x: x * 2).lower(np.ones(4, np.float32)).compile()
     record = read_record(next((build / "cache").iterdir()), blob=False)[0]
     report("facts", {"here": seen[0].to_json(), "built": record.facts.to_json()})

@@ -132,6 +132,26 @@ def test_a_forged_executable_is_ignored_under_a_required_signature(scene, run_cl
     np.testing.assert_array_equal(np.load(out), X * 3)
 
 
+def test_an_older_vouch_for_earlier_bytes_hides_no_other_keys_vouch(scene, run_cli):
+    """Keys rotate: one trusted key vouched for the bytes an entry held before, another for the bytes it holds now;
+    whichever vouch is read first (they are read in file-name order, by key id), the entry is vouched for."""
+    tmp, keys = scene
+    record = _record(tmp / "C")
+    good = record.read_bytes()
+    ids = {name: key_id(keys[name][1]) for name in ("ci", "other")}
+    old, new = sorted(ids, key=ids.__getitem__)  # the old key's vouch file comes first
+    _forge(record, _evil_record(run_cli, tmp))
+    assert run_cli("sign", "good.jaxport", "--key", keys[old][0], "--cache-dir", "C").exit_code == 0
+    record.write_bytes(good)
+    assert run_cli("sign", "good.jaxport", "--key", keys[new][0], "--cache-dir", "C").exit_code == 0
+    done = _fresh("call", "good.jaxport", "--inputs", "x.npy", "--cache-dir", "C", "--json", "--require-signature",
+                  keys["ci"][1], "--require-signature", keys["other"][1])  # its own process: this trust stays there
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["timings"]["executable"], doc["warnings"]) == ("shipped", [])
+    assert doc["timings"]["executable_vouched_by"] == f"key {ids[new][:16]} ({keys[new][1]})"
+
+
 def test_python_load_and_the_environment_cache_are_covered_too(scene, run_cli, monkeypatch):
     tmp, keys = scene
     _forge(_record(tmp / "C"), _evil_record(run_cli, tmp))
@@ -204,6 +224,31 @@ def test_jax_own_cache_is_not_read_under_a_required_signature(scene, run_cli):
                   keys["ci"][1])
     timings = json.loads(done.stdout)["timings"]
     assert (timings["executable"], timings["compile_cache_hit"]) == ("compiled", None)
+
+
+RECOMPILE = """
+import sys
+import jaxport
+from jaxport.run.cache import CacheWatch, compilation_cache
+
+with compilation_cache("J"):
+    loaded = jaxport.load("good.jaxport", require_signature=sys.argv[1:])
+    watch = CacheWatch.start()
+    loaded.backend.recompile((((4,), "float32"),))  # what serve --retune and warmup --retune run, for n=4
+    print(watch.hit())
+"""
+
+
+def test_a_recompile_under_a_required_signature_does_not_read_jaxs_cache(scene):
+    """The compile that retunes a program (``run.compile.retune``) is XLA's own under a required signature, as every
+    other compile of a signed program: JAX's cache, which no signer vouched for, is neither read nor written."""
+    tmp, keys = scene
+    assert _fresh("call", "good.jaxport", "--inputs", "x.npy", "--cache-dir", "J").returncode == 0  # fills J
+    for trust, hit in (([], "True"), ([keys["ci"][1]], "None")):
+        done = subprocess.run([sys.executable, "-c", RECOMPILE, *map(str, trust)], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [hit], trust
 
 
 def test_sign_cache_dir_needs_entries_and_says_what_it_vouched(scene, run_cli, tmp_path):

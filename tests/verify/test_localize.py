@@ -409,3 +409,15 @@ def test_a_location_takes_its_function_from_the_source_and_prefers_the_user_s_fi
     lib = ('loc("jit(f)/dot_general"(callsite("__call__"("/env/lib/python3.13/site-packages/flax/linear.py":300:9) at '
            'callsite("apply"("/home/user/model.py":12:4) at "<module>"("/home/user/run.py":3:1)))))')
     assert locations.parse(lib).shown() == "/home/user/model.py:12 (apply)"
+
+
+def test_a_library_frame_is_shown_as_python_imports_it_not_by_this_machine_s_path(tmp_path, monkeypatch):
+    """What localize.json keeps of a frame outside every root (a library's): its path under ``sys.path``."""
+    site = tmp_path / "env" / "site-packages"
+    (site / "flax").mkdir(parents=True)
+    (site / "flax" / "linear.py").write_text("def dense(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(site))
+    text = (f'loc("jit(f)/dot_general"(callsite("dense"("{site}/flax/linear.py":2:11) at '
+            f'"apply"("{tmp_path}/model.py":12:4))))')
+    where = locations.parse(text).relative([tmp_path / "elsewhere"])
+    assert [f["file"] for f in where.to_json()["frames"]] == ["flax/linear.py", str(tmp_path / "model.py")]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._fsio import atomic_write, read_file, shown_path
+from ..._fsio import atomic_write, shown_path
 from ...errors import SignatureError, UsageError
 from ..container import open_artifact
 from .bundle import parse_bundle, require_extra, signature_path
-from .trust import CURVES, MAX_KEY_BYTES, key_kind
+from .trust import private_key
 
 __all__ = ["Signed", "carry_notes", "sign"]
 
@@ -38,27 +38,6 @@ class Signed:
     def as_dict(self) -> dict[str, Any]:
         return {"artifact": str(self.artifact), "signature": str(self.signature), "method": self.method,
                 "key_id": self.key_id, "sha256": self.sha256}
-
-
-def _private_key(path: Path, password: str | None) -> None:
-    """Refuse a private key file the library cannot sign with, naming it (``UsageError``)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    shown = shown_path(path)
-    data = read_file(path, UsageError, MAX_KEY_BYTES,
-                     lambda size: f"{shown}: {size} bytes, more than a key file holds.", missing="private key")
-    try:
-        key = serialization.load_pem_private_key(data, password.encode() if password is not None else None)
-    except TypeError as e:  # encrypted without a password, or a password for a key that has none
-        raise UsageError(f"{shown}: {str(e).rstrip('.')}; give the key's password with --password-env VAR.") \
-            from None
-    except ValueError:
-        raise UsageError(f"{shown}: not a PEM private key (-----BEGIN PRIVATE KEY----- or -----BEGIN EC PRIVATE "
-                         f"KEY-----) that can be read, or the password is wrong.") from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in CURVES:
-        raise UsageError(f"{shown}: {key_kind(key)}; model signing signs with elliptic-curve keys on P-256, P-384 or "
-                         f"P-521 (openssl ecparam -name prime256v1 -genkey -noout -out PRIVATE.pem).")
 
 
 def sign(artifact: str | Path, key: str | Path, *, signature: str | Path | None = None,
@@ -89,7 +68,7 @@ def sign(artifact: str | Path, key: str | Path, *, signature: str | Path | None 
                          "signing carries the chain in the bundle, and a verifier checks it against a trusted root.")
     with open_artifact(art) as opened:
         opened.verify_all()
-    _private_key(key_path, password)
+    private_key(key_path, password)  # refused here, naming the file, before model_signing reads it
     config = ms_signing.Config()
     try:
         if certificate is None:

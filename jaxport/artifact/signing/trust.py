@@ -15,7 +15,8 @@ from typing import Any
 from ..._fsio import read_file, shown_path
 from ...errors import UsageError
 
-__all__ = ["CURVES", "MAX_KEY_BYTES", "Identity", "Trust", "Trusted", "key_id", "key_kind", "read_trusted", "trust"]
+__all__ = ["CURVES", "MAX_KEY_BYTES", "Identity", "Trust", "Trusted", "key_id", "key_kind", "private_key",
+           "read_trusted", "trust"]
 
 #: The largest file of trusted keys or certificates read (a CA bundle such as certifi's is about 300 kB).
 MAX_KEY_BYTES = 4 << 20
@@ -119,3 +120,26 @@ def read_trusted(path: Path) -> Trusted:
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
         raise UsageError(f"{shown}: {key_kind(key)}; model signing uses elliptic-curve keys on P-256, P-384 or P-521.")
     return Trusted(path, ((key_id(key), key),), 0)
+
+
+def private_key(path: Path, password: str | None) -> Any:
+    """The elliptic-curve private key (PEM) at ``path`` that artifacts and vouches are signed with; ``UsageError``
+    naming the file for one that cannot sign (unreadable, a wrong password, another kind of key or curve)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    shown = shown_path(path)
+    data = read_file(path, UsageError, MAX_KEY_BYTES,
+                     lambda size: f"{shown}: {size} bytes, more than a key file holds.", missing="private key")
+    try:
+        key = serialization.load_pem_private_key(data, password.encode() if password is not None else None)
+    except TypeError as e:  # encrypted without a password, or a password for a key that has none
+        raise UsageError(f"{shown}: {str(e).rstrip('.')}; give the key's password with --password-env VAR.") \
+            from None
+    except ValueError:
+        raise UsageError(f"{shown}: not a PEM private key (-----BEGIN PRIVATE KEY----- or -----BEGIN EC PRIVATE "
+                         f"KEY-----) that can be read, or the password is wrong.") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in CURVES:
+        raise UsageError(f"{shown}: {key_kind(key)}; model signing signs with elliptic-curve keys on P-256, P-384 or "
+                         f"P-521 (openssl ecparam -name prime256v1 -genkey -noout -out PRIVATE.pem).")
+    return key

@@ -30,14 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._fsio import atomic_write, read_file, shown_path
-from ...errors import SignatureError, UsageError
+from ..._fsio import atomic_write, shown_path
+from ...errors import SignatureError
 from .bundle import parse_envelope
 from .dsse import signed_bundle, verify_envelope
-from .trust import MAX_KEY_BYTES, Trust, key_id, read_trusted
+from .trust import Trust, key_id, read_trusted
+from .trust import private_key as signing_key
 
-__all__ = ["KINDS", "MAX_VOUCH_BYTES", "PREDICATE", "PREFIX", "Entry", "Vouches", "read_vouches", "vouch_path",
-           "write_vouch"]
+__all__ = ["KINDS", "MAX_VOUCH_BYTES", "PREDICATE", "PREFIX", "Entry", "Vouches", "read_vouches", "trusted_keys",
+           "vouch_path", "write_vouch"]
 
 PREDICATE = "https://jaxport.dev/cache-vouch/v1"
 PREFIX = "jaxport-vouch-"
@@ -67,20 +68,7 @@ def write_vouch(directory: Path, artifact: str, artifact_sha256: str, entries: S
     """Vouch for ``entries`` of ``directory`` as belonging to the artifact named ``artifact`` of sha256
     ``artifact_sha256``, signed with the elliptic-curve private key ``private_key`` (PEM); the vouch replaces this
     key's earlier one for the artifact. Returns its path and the key id. ``UsageError`` for a key that cannot sign."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    shown = shown_path(private_key)
-    data = read_file(private_key, UsageError, MAX_KEY_BYTES,
-                     lambda size: f"{shown}: {size} bytes, more than a key file holds.", missing="private key")
-    try:
-        key = serialization.load_pem_private_key(data, password.encode() if password is not None else None)
-    except (TypeError, ValueError):
-        raise UsageError(f"{shown}: not a PEM private key that can be read, or its password is missing or "
-                         f"wrong.") from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise UsageError(f"{shown}: not an elliptic-curve private key; vouches are signed as artifacts are (P-256, "
-                         f"P-384 or P-521).")
+    key = signing_key(private_key, password)
     statement = {"_type": "https://in-toto.io/Statement/v1",
                  "subject": [{"name": e.name, "digest": {"sha256": e.sha256}} for e in entries],
                  "predicateType": PREDICATE,
@@ -105,16 +93,22 @@ def _bad(path: Path, what: str) -> SignatureError:
 
 @dataclass
 class Vouches:
-    """The entries trusted signers vouched for in one directory, for one artifact: file name -> (sha256, signer);
-    and a line for each vouch that was ignored, and why."""
+    """The entries trusted signers vouched for in one directory, for one artifact: file name -> {sha256: signer}
+    (every vouch's, so that an older vouch of one key for earlier bytes hides no other key's for the bytes there
+    now); and a line for each vouch that was ignored, and why."""
 
-    entries: dict[str, tuple[str, str]]
+    entries: dict[str, dict[str, str]]
     notes: list[str]
 
 
-def read_vouches(directory: Path, artifact_sha256: str, trust: Trust) -> Vouches:
-    """What the vouches in ``directory`` for the artifact of sha256 ``artifact_sha256`` vouch for, by the keys of
-    ``trust`` (see the module docstring for what is ignored)."""
+def trusted_keys(trust: Trust) -> list[tuple[str, Path, Any]]:
+    """The keys of ``trust`` a vouch may be signed with: (key id, the file it was read from, the public key)."""
+    return [(kid, t.path, key) for t in (read_trusted(p) for p in trust.keys) for kid, key in t.keys]
+
+
+def read_vouches(directory: Path, artifact_sha256: str, keys: list[tuple[str, Path, Any]]) -> Vouches:
+    """What the vouches in ``directory`` for the artifact of sha256 ``artifact_sha256`` vouch for, by ``keys``
+    (:func:`trusted_keys`; see the module docstring for what is ignored)."""
     out = Vouches({}, [])
     try:
         names = sorted(n for n in os.listdir(directory) if n.startswith(f"{PREFIX}{artifact_sha256[:24]}-"))
@@ -122,7 +116,6 @@ def read_vouches(directory: Path, artifact_sha256: str, trust: Trust) -> Vouches
         return out
     if not names:
         return out
-    keys = [(kid, t.path, key) for t in (read_trusted(p) for p in trust.keys) for kid, key in t.keys]
     for name in names:
         try:
             _read_one(directory / name, artifact_sha256, keys, out)
@@ -155,7 +148,7 @@ def _read_one(path: Path, artifact_sha256: str, keys: Iterable[tuple[str, Path, 
         digest = s.get("digest") if isinstance(s, dict) else None
         name, sha = (s.get("name"), digest.get("sha256")) if isinstance(digest, dict) else (None, None)
         if isinstance(name, str) and isinstance(sha, str) and "/" not in name:
-            out.entries.setdefault(name, (sha, who))
+            out.entries.setdefault(name, {}).setdefault(sha, who)
 
 
 def _read_cache_file(path: Path) -> bytes:

@@ -143,11 +143,7 @@ class CallRequest:
                "output": output, "output_dtype": output_dtype, "expect": expect, "atol": atol, "rtol": rtol,
                "allow_nonfinite": allow_nonfinite, "values": values, "benchmark": benchmark,
                "host_latency": host_latency, "vjp": vjp, "cotangents": cotangents, "batch_size": batch_size,
-               "load": record_of(LoadOptions, load, {
-                   "function": function, "runtime": runtime, "allow_platform_mismatch": allow_platform_mismatch,
-                   "allow_custom_calls": allow_custom_calls, "verify_weights": verify_weights, "cache_dir": cache_dir,
-                   "cache": cache, "module_dir": module_dir, "require_signature": require_signature,
-                   "signature": signature, "check_ranges": check_ranges}, "load")}
+               "load": record_of(LoadOptions, load, locals(), "load")}
         for name, value in own.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
         self._check_values()

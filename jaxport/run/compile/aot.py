@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ... import dtypes
+from ... import dtypes, usercache
 from ..._text import plural
 from ...artifact.calltree import argument_positions
 from ...artifact.container import Artifact
@@ -234,7 +234,7 @@ def _compile_function(art: Artifact, fname: str, buckets: list[dict[str, int]], 
         with (jax.enable_x64(True) if fn.x64 else contextlib.nullcontext()), placement:
             try:
                 lowered = jit.lower(weight_structs, *structs)
-                with steered(capture):
+                with steered(capture, persistent=not usercache.vouching_required(program)):
                     compiled = lowered.compile()
             except JaxportError:
                 raise

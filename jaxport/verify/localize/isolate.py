@@ -10,7 +10,8 @@ something else, or does it amplify a difference of its operands?).
 jaxport's importer, callable with ``jaxport call``), ``inputs.npz`` (the recorded inputs, named as the artifact's
 inputs: ``arg0``, ``arg1``, ...), ``side_a.npz`` (the expected side's outputs, named as the artifact's outputs) and
 ``side_b.npz`` (the actual side's), ``localize.json`` (the report) and ``README.md`` (how to reproduce). When the
-programs differ, ``counterpart.mlir`` and ``counterpart.jaxport`` hold the expected program's version.
+programs differ, ``counterpart.mlir`` and ``counterpart.jaxport`` hold the expected program's version, and when their
+versions take operands of other types (bf16 against f32), ``inputs_b.npz`` those the actual side's took.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ def alone(loc: Localizer, suspect: Suspect) -> tuple[Alone, list[Any], list[Any]
     """Run the suspect alone (see the module docstring); returns the comparison, the inputs used and each side's
     outputs."""
     inputs = suspect.inputs_y
-    same_types = [tuple(getattr(v, "shape", ())) for v in suspect.inputs_x] == \
-        [tuple(getattr(v, "shape", ())) for v in inputs] and len(suspect.x.inputs) == len(suspect.y.inputs)
+    same_types = suspect.x.inputs == suspect.y.inputs  # shapes and element types (bf16 against f32: not the same)
     out_y = loc.expected.runtime.compile(suspect.y)(inputs)
     out_x = loc.actual.runtime.compile(suspect.x)(inputs if same_types else suspect.inputs_x)
     results = [loc.measure(f"result {k}", t.text(), e, a)
@@ -92,6 +92,8 @@ def write(directory: str | Path, report: LocalizeReport, suspect: Suspect, loc: 
     if not suspect.same_program:
         imported("counterpart", suspect.y)
     arrays("inputs.npz", {f"arg{k}": np.asarray(v) for k, v in enumerate(inputs)})
+    if suspect.x.inputs != suspect.y.inputs:  # side B's version takes other operands: those it ran on
+        arrays("inputs_b.npz", {f"arg{k}": np.asarray(v) for k, v in enumerate(suspect.inputs_x)})
     names = ["output"] if len(out_y) == 1 else [str(k) for k in range(len(out_y))]
     arrays("side_a.npz", dict(zip(names, (np.asarray(v) for v in out_y))))
     arrays("side_b.npz", dict(zip(names, (np.asarray(v) for v in out_x))))
@@ -116,8 +118,9 @@ def _readme(report: LocalizeReport, suspect: Suspect, platforms: list[str]) -> s
                f"jaxport call op.jaxport --inputs inputs.npz --expect side_b.npz  # where side B ran "
                f"({report.actual_shown})"]
     else:
+        b_inputs = "inputs.npz" if suspect.x.inputs == suspect.y.inputs else "inputs_b.npz"
         how = ["jaxport call counterpart.jaxport --inputs inputs.npz --expect side_a.npz  # side A's version",
-               "jaxport call op.jaxport --inputs inputs.npz --expect side_b.npz          # side B's version"]
+               f"jaxport call op.jaxport --inputs {b_inputs} --expect side_b.npz          # side B's version"]
     lines = [
         f"# {op.named()} at {op.where.shown()}",
         "",
@@ -130,6 +133,10 @@ def _readme(report: LocalizeReport, suspect: Suspect, platforms: list[str]) -> s
         f"- `side_a.npz`: its outputs on side A, {report.expected} ({report.expected_shown}).",
         f"- `side_b.npz`: its outputs on side B, {report.actual} ({report.actual_shown}).",
     ]
+    if suspect.x.inputs != suspect.y.inputs:
+        types = ", ".join(t.text() for t in suspect.x.inputs)
+        lines.append(f"- `inputs_b.npz`: the inputs side B's version took (`{types}`, recorded on side B), which side "
+                     f"A's does not.")
     if not suspect.same_program:
         lines.append(f"- `counterpart.jaxport` / `counterpart.mlir`: the version of {report.expected}'s program "
                      f"(side A ran it; side B ran `op`).")

@@ -16,6 +16,7 @@ primitive and the name stack. No JAX.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -94,6 +95,9 @@ class Where:
                         break
                     except (ValueError, OSError):
                         continue
+            else:
+                if path.is_absolute():  # a library's file: as Python imports it, no path of this machine
+                    shown = _importable(path) or shown
             function = frame.function
             if function is None:
                 for root in roots:
@@ -106,6 +110,43 @@ class Where:
         frames = tuple(rel(f) for f in self.frames)
         frame = rel(self.frame) if self.frame is not None else None
         return replace(self, frame=frame, frames=frames)
+
+
+def _importable(path: Path) -> str | None:
+    """``path`` relative to the deepest entry of ``sys.path`` it lies under (``flax/linen/linear.py``: how Python
+    imports it), or None when it lies under none."""
+    import sys
+
+    return _under(str(path), tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _under(path: str, entries: tuple[str, ...]) -> str | None:
+    """:func:`_importable` of one path, once per path and ``sys.path`` (a program's operations share a few files)."""
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return None
+    best: Path | None = None
+    for entry in _resolved(entries):
+        try:
+            under = resolved.relative_to(entry)
+        except ValueError:
+            continue
+        if under.parts and (best is None or len(under.parts) < len(best.parts)):
+            best = under
+    return str(best) if best is not None else None
+
+
+@functools.lru_cache(maxsize=8)
+def _resolved(entries: tuple[str, ...]) -> tuple[Path, ...]:
+    out = []
+    for entry in filter(None, entries):  # "" (the working directory) is a root already
+        try:
+            out.append(Path(entry).resolve())
+        except (OSError, RuntimeError):
+            continue
+    return tuple(out)
 
 
 # --- reading a printed location -------------------------------------------------------------------------------------
